@@ -1,0 +1,90 @@
+"""What the load generator observed: one record per request, one event per stream chunk.
+
+These are the rows of ``requests.parquet`` and ``chunks.parquet`` (DESIGN.md §4.1).
+Times are seconds from the run's t=0 on the monotonic clock. Unknown values are
+``None`` (null in parquet), never 0: a server that does not report ``cached_tokens``
+is not a server that reported zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """Every way a request can fail, as counted in ``summary.json``'s ``errors``."""
+
+    CONNECT = "connect"
+    TIMEOUT = "timeout"
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    STREAM_ERROR_EVENT = "stream_error_event"
+    STREAM_MALFORMED = "stream_malformed"
+    STREAM_TRUNCATED = "stream_truncated"
+    CANCELLED = "cancelled"
+
+    @classmethod
+    def for_status(cls, status: int) -> ErrorKind:
+        if status == 429:
+            return cls.HTTP_429
+        return cls.HTTP_5XX if status >= 500 else cls.HTTP_4XX
+
+
+class Status(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+
+
+@dataclass
+class ChunkEvent:
+    """One received stream chunk: when it arrived and how many tokens it carried."""
+
+    request_id: str
+    t_s: float
+    n_tokens: int
+
+
+@dataclass
+class RequestRecord:
+    """Everything measured about one request; a row of ``requests.parquet``."""
+
+    id: str
+    kind: str = "request"
+    group: int | None = None
+    tenant: str | None = None
+    lora: str | None = None
+    session: int | None = None
+    turn: int | None = None
+    warmup: bool = False
+    intended_s: float | None = None
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    end_s: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    expected_cached_tokens: int | None = None
+    max_tokens: int | None = None
+    num_chunks: int = 0
+    multi_token_chunks: int = 0
+    token_count_method: str | None = None
+    finish_reason: str | None = None
+    status: str = Status.OK
+    error_kind: str | None = None
+    http_status: int | None = None
+    error_message: str | None = None
+    output_token_ids: list[int] | None = field(default=None, repr=False)
+    output_logprobs: list[float] | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def to_row(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]

@@ -1,0 +1,15 @@
+"""Each command lives in its own module and registers itself on the app here."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+#: Command modules, each exposing ``register(app)``.
+COMMAND_MODULES = ("calc",)
+
+
+def register_all(app: typer.Typer) -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"prefillscope.commands.{name}").register(app)

@@ -1,0 +1,17 @@
+"""Shared test fixtures: paths to the real captures and targets kept in the repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+TARGETS = ROOT / "targets"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """Real /metrics expositions, SSE streams, error bodies and traces (see their SOURCES.md)."""
+    return FIXTURES

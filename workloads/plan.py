@@ -1,0 +1,127 @@
+"""What a run sends: prompts as lazy token segments, requests, and the plan.
+
+Prompts are kept as *segments* rather than token lists because real workloads are
+large (the Mooncake conversation trace is ~10^8 prompt tokens) and mostly repetition:
+a shared system prompt, a document, a conversation history. A segment is either a run of
+tokens drawn deterministically from a seed key, or explicit tokens (text a server
+returned in an earlier turn). Equal keys give equal tokens, which is exactly what makes
+prefixes shared, and tokens are only materialised when a request is sent or replayed
+through the prefix model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workloads.prefix import CacheScope
+
+#: Token ids below this are avoided when drawing prompts: tokenizers keep special and
+#: byte-fallback tokens at the low end of the vocabulary.
+LOW_TOKEN_ID = 256
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of prompt tokens: ``length`` tokens drawn from ``key``, or ``tokens`` as given."""
+
+    length: int
+    key: int | None = None
+    tokens: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.key is None) == (self.tokens is None):
+            raise ValueError("a segment has either a seed key or explicit tokens")
+        if self.tokens is not None and len(self.tokens) != self.length:
+            raise ValueError("segment length must equal the number of explicit tokens")
+        if self.length < 0:
+            raise ValueError(f"segment length must be >= 0, got {self.length}")
+
+    def token_ids(self, vocab_size: int) -> np.ndarray:
+        if self.tokens is not None:
+            return np.asarray(self.tokens, dtype=np.int64)
+        low = min(LOW_TOKEN_ID, max(1, vocab_size // 8))
+        rng = np.random.Generator(np.random.PCG64(self.key))
+        return rng.integers(low, vocab_size, size=self.length, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt as an ordered tuple of segments."""
+
+    segments: tuple[Segment, ...]
+
+    @classmethod
+    def of_tokens(cls, tokens: Sequence[int]) -> Prompt:
+        return cls((Segment(len(tokens), tokens=tuple(int(t) for t in tokens)),))
+
+    def __len__(self) -> int:
+        return sum(s.length for s in self.segments)
+
+    def token_ids(self, vocab_size: int) -> np.ndarray:
+        """The prompt's tokens for a target whose vocabulary has ``vocab_size`` ids."""
+        if not self.segments:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([s.token_ids(vocab_size) for s in self.segments])
+
+    def extended(self, *more: Segment) -> Prompt:
+        return Prompt(self.segments + tuple(s for s in more if s.length))
+
+
+@dataclass
+class RequestSpec:
+    """One request of a plan, everything decided before sending.
+
+    ``intended_s`` is the open-loop send time from t=0; ``None`` means the request is
+    released by something at run time (a closed-loop user, the previous turn of a
+    session). ``text`` is set when the plan sends text of an exact token count instead
+    of token ids.
+    """
+
+    id: str
+    prompt: Prompt
+    max_tokens: int
+    intended_s: float | None = None
+    kind: str = "request"
+    group: int | None = None
+    tenant: str | None = None
+    lora: str | None = None
+    session: int | None = None
+    turn: int | None = None
+    think_time_s: float = 0.0
+    warmup: bool = False
+    expected_cached_tokens: int | None = None
+    text: str | None = None
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    def scope(self, model: str = "") -> CacheScope:
+        """The cache identity a server would give this request."""
+        return CacheScope(model=model, lora=self.lora, cache_salt=self.tenant)
+
+
+@dataclass
+class Plan:
+    """The deterministic output of building a workload for a seed."""
+
+    workload: str
+    seed: int
+    requests: list[RequestSpec]
+    spec: dict = field(default_factory=dict)
+    arrival: str = "poisson"
+    concurrency: int | None = None
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        return iter(self.requests)
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @property
+    def measured(self) -> list[RequestSpec]:
+        """Requests that count in the statistics (warm-up excluded)."""
+        return [r for r in self.requests if not r.warmup]
