@@ -59,7 +59,7 @@ def test_full_match_is_capped_at_num_tokens_minus_one() -> None:
     _serve(pool, prompt)
     # 64 tokens = 4 full blocks; the last token must be recomputed, so only 3 blocks hit.
     assert _serve(pool, prompt) == 48
-    assert _serve(pool, prompt + [7]) == 64
+    assert _serve(pool, [*prompt, 7]) == 64
 
 
 def test_incremental_hashes_equal_whole_hashes() -> None:
@@ -127,10 +127,11 @@ def test_active_block_is_never_evicted_and_buckets_sum_to_pool() -> None:
     live: list[tuple[SequenceBlocks, list[int]]] = []
     for _ in range(400):
         if live and rng.random() < 0.45:
-            seq, _tokens_ = live.pop(rng.randrange(len(live)))
+            seq, _ = live.pop(rng.randrange(len(live)))
             seq.release()
         else:
-            tokens = prefixes[rng.randrange(len(prefixes))] + _tokens(rng.randrange(1, 80), rng.random())
+            suffix = _tokens(rng.randrange(1, 80), seed=rng.randrange(10**9))
+            tokens = prefixes[rng.randrange(len(prefixes))] + suffix
             seq = SequenceBlocks(pool)
             seq.claim_prefix(tokens)
             if seq.reserve(len(tokens)):

@@ -281,7 +281,7 @@ class SequenceBlocks:
         return max(0, -(-num_tokens // self.pool.block_size) - len(self.blocks))
 
     def reserve(self, num_tokens: int) -> bool:
-        """Make room for ``num_tokens`` tokens in all; False (and nothing taken) if the pool is short."""
+        """Make room for ``num_tokens`` tokens in all; False, taking nothing, if the pool is short."""
         need = self.blocks_needed(num_tokens)
         if need == 0:
             return True
@@ -297,7 +297,9 @@ class SequenceBlocks:
         if full <= self._committed_blocks:
             return
         self.hashes = block_hashes(
-            tokens[: full * self.pool.block_size], self.pool.block_size, self.scope,
+            tokens[: full * self.pool.block_size],
+            self.pool.block_size,
+            self.scope,
             known=self.hashes[: min(len(self.hashes), full)],
         )
         for i in range(self._committed_blocks, full):

@@ -1,0 +1,129 @@
+"""The run directory (DESIGN.md §4.1): journaled tables that survive a crash.
+
+A parquet file is only readable once its footer is written, so a run that dies
+mid-way would lose everything written to a parquet stream. Instead each table is first
+appended to a JSON-lines journal (``<name>.jsonl``), one flushed line per finished
+request, and compacted into ``<name>.parquet`` when the run closes. Readers prefer the
+parquet file and fall back to the journal, so an interrupted run is still a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+
+RUN_JSON = "run.json"
+SUMMARY_JSON = "summary.json"
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as null so every journal line parses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class TableWriter:
+    """Append-only rows for one table of a run directory."""
+
+    def __init__(self, run_dir: RunDir, name: str) -> None:
+        self.run_dir = run_dir
+        self.name = name
+        self.rows_written = 0
+        self._fh: TextIO | None = open(run_dir.path / f"{name}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Write one row and flush it, so a crash right after loses nothing."""
+        self.append_many([row])
+
+    def append_many(self, rows: list[dict[str, Any]]) -> None:
+        if self._fh is None:
+            raise RuntimeError(f"table {self.name} is closed")
+        if not rows:
+            return
+        self._fh.write(
+            "".join(
+                json.dumps({k: _clean(v) for k, v in row.items()}, separators=(",", ":")) + "\n"
+                for row in rows
+            )
+        )
+        self._fh.flush()
+        self.rows_written += len(rows)
+
+    def close(self) -> None:
+        """Compact the journal into parquet (the journal stays as the source of truth)."""
+        if self._fh is None:
+            return
+        self._fh.close()
+        self._fh = None
+        self.run_dir.compact(self.name)
+
+
+class RunDir:
+    """One bench run's folder: ``run.json``, tables, ``summary.json``."""
+
+    def __init__(self, path: str | Path, *, create: bool = False) -> None:
+        self.path = Path(path)
+        if create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        elif not self.path.is_dir():
+            raise FileNotFoundError(f"no run directory at {self.path}")
+        self._writers: dict[str, TableWriter] = {}
+
+    # -- writing -------------------------------------------------------------------------
+    def table(self, name: str) -> TableWriter:
+        if name not in self._writers:
+            self._writers[name] = TableWriter(self, name)
+        return self._writers[name]
+
+    def write_json(self, name: str, obj: Any) -> None:
+        """Write a JSON document atomically (write to a temp file, then rename)."""
+        target = self.path / name
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+        tmp.replace(target)
+
+    def compact(self, name: str) -> None:
+        journal = self.path / f"{name}.jsonl"
+        if journal.exists():
+            self._read_journal(journal).to_parquet(self.path / f"{name}.parquet", index=False)
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+
+    # -- reading -------------------------------------------------------------------------
+    def read_json(self, name: str) -> dict[str, Any]:
+        return json.loads((self.path / name).read_text())
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def read_table(self, name: str) -> pd.DataFrame:
+        """A table as a DataFrame: parquet when compacted, else the journal, else empty."""
+        parquet = self.path / f"{name}.parquet"
+        if parquet.exists():
+            return pd.read_parquet(parquet)
+        journal = self.path / f"{name}.jsonl"
+        if journal.exists():
+            return self._read_journal(journal)
+        return pd.DataFrame()
+
+    @staticmethod
+    def _read_journal(journal: Path) -> pd.DataFrame:
+        rows = []
+        with journal.open(encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a line cut short by a crash: everything before it is intact
+        return pd.DataFrame(rows)
