@@ -281,7 +281,7 @@ class SequenceBlocks:
         return max(0, -(-num_tokens // self.pool.block_size) - len(self.blocks))
 
     def reserve(self, num_tokens: int) -> bool:
-        """Make room for ``num_tokens`` tokens in all; False, taking nothing, if the pool is short."""
+        """Make room for ``num_tokens`` tokens in all; False, taking nothing, if short."""
         need = self.blocks_needed(num_tokens)
         if need == 0:
             return True
