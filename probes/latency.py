@@ -1,0 +1,451 @@
+"""Latency statistics of one run: per-request metrics, per-token gaps and ``summary.json``.
+
+Conventions (DESIGN.md §4.2), stated once here because every report inherits them:
+
+* **Which requests count.** Warm-up requests are excluded from everything. Latencies,
+  per-token gaps, token throughput and prefix hit rates are over *completed* requests
+  (status ``ok``); failed requests are counted by error class and lower goodput.
+* **TTFT and E2E** are measured from the *intended* send time (``ttft_s``, ``e2e_s``), so a
+  client that falls behind its schedule cannot hide queueing (coordinated omission), and
+  from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). The difference is the
+  dispatch lag, ``sent_s - intended_s``.
+* **ITL is per token.** A chunk carrying n tokens after a gap g gives n gaps of g/n. The
+  first chunk's n-1 extra tokens arrived together with the first token: they give n-1 gaps
+  of 0 (their wait is inside TTFT). With that rule a request's gaps number
+  ``output_tokens - 1`` and sum to ``last chunk - first chunk``, so their mean is the
+  request's TPOT (exactly, when the stream ends with its last token chunk). Chunks with no
+  tokens (a role-only delta, a usage-only tail) are not tokens and are skipped.
+* **TPOT** = (E2E − TTFT)/(output_tokens − 1) = (end − first token)/(output_tokens − 1),
+  defined for requests with at least two output tokens.
+* **Throughput** is over the measured window: from the first send of a measured request
+  (intended or actual, whichever is earlier) to the last end of one. Requests and output
+  tokens of completed requests are counted.
+* **Goodput**: a request is good when it completed and meets every SLO given. The ITL SLO
+  applies to the request's *worst* per-token gap: a p99 of one request's gaps would excuse
+  exactly the stalls a reader sees in a long answer, and for outputs under 100 tokens it
+  is the maximum anyway. Share = good / measured requests (a failure is not good service);
+  rate = good / window.
+* **Client health.** A run is client-limited when its dispatch lag p99 exceeds
+  ``DISPATCH_LAG_LIMIT_S`` or the client's CPU share stays at or above
+  ``CPU_SATURATION_SHARE`` of one core, averaged over any ``CPU_SUSTAIN_S`` span of the
+  measured window (over the whole window when it is shorter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadgen.records import Status
+from loadgen.rundir import RunDir
+from probes.quantiles import describe, finite
+from workloads.errors import InputError
+
+#: Dispatch lag p99 above which the client, not the server, shaped the run.
+DISPATCH_LAG_LIMIT_S = 0.005
+#: Share of one core at which the client's CPU counts as saturated.
+CPU_SATURATION_SHARE = 0.9
+#: How long the CPU share must stay saturated (seconds) to flag the run.
+CPU_SUSTAIN_S = 3.0
+
+#: The latency distributions of ``summary.json``, each a ``describe()`` dict.
+LATENCY_METRICS = ("ttft_s", "ttft_sent_s", "itl_s", "tpot_s", "e2e_s", "e2e_sent_s")
+
+
+def _num(df: pd.DataFrame, column: str) -> np.ndarray:
+    """A column as floats; NaN where null or when the column is absent (unknown, not 0)."""
+    if column not in df.columns:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+
+
+def measured(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that count: every request except warm-up ones."""
+    if "warmup" not in requests.columns:
+        return requests
+    return requests[~requests["warmup"].fillna(False).astype(bool)]
+
+
+def completed_mask(requests: pd.DataFrame) -> np.ndarray:
+    """True for requests that finished successfully."""
+    if "status" not in requests.columns:
+        return np.zeros(len(requests), dtype=bool)
+    return (requests["status"] == Status.OK).to_numpy()
+
+
+def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-request timings in seconds, one row per request (same index, ``id`` kept).
+
+    Columns: ``ttft_s``, ``ttft_sent_s``, ``e2e_s``, ``e2e_sent_s``, ``tpot_s``,
+    ``dispatch_lag_s``, ``output_tokens`` and ``ok``. A value that cannot be computed
+    (no first token, one output token) is NaN.
+    """
+    intended = _num(requests, "intended_s")
+    sent = _num(requests, "sent_s")
+    first = _num(requests, "first_token_s")
+    end = _num(requests, "end_s")
+    out_tokens = _num(requests, "output_tokens")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out_tokens > 1, (end - first) / (out_tokens - 1), np.nan)
+    return pd.DataFrame(
+        {
+            "id": requests["id"].to_numpy() if "id" in requests.columns else requests.index,
+            "ttft_s": first - intended,
+            "ttft_sent_s": first - sent,
+            "e2e_s": end - intended,
+            "e2e_sent_s": end - sent,
+            "tpot_s": tpot,
+            "dispatch_lag_s": sent - intended,
+            "output_tokens": out_tokens,
+            "ok": completed_mask(requests),
+        },
+        index=requests.index,
+    )
+
+
+@dataclass(frozen=True)
+class TokenGaps:
+    """Per-token inter-token gaps of a set of requests, in request then time order.
+
+    ``request`` holds, for each gap, the index of its request in ``request_ids``: ITL
+    gaps of one request are not independent, and the statistics resample by request.
+    ``t_s`` is the arrival time of the chunk that carried the token, so a gap spans
+    ``[t_s - n * gap_s, t_s]`` for a chunk of n tokens.
+    """
+
+    gap_s: np.ndarray
+    request: np.ndarray
+    t_s: np.ndarray
+    request_ids: np.ndarray
+
+    def per_request(self, how: str = "max") -> pd.Series:
+        """One value per request with gaps (``max``, ``mean``, ``median``…), by request id."""
+        values = pd.Series(self.gap_s).groupby(self.request).agg(how)
+        values.index = self.request_ids[values.index.to_numpy()]
+        return values
+
+
+def token_chunks(chunks: pd.DataFrame, request_ids: Any = None) -> pd.DataFrame:
+    """The chunks that carried tokens, optionally only those of ``request_ids``."""
+    if chunks.empty:
+        return pd.DataFrame({"request_id": [], "t_s": [], "n_tokens": []})
+    keep = pd.to_numeric(chunks["n_tokens"], errors="coerce").fillna(0).to_numpy() > 0
+    if request_ids is not None:
+        keep &= chunks["request_id"].isin(request_ids).to_numpy()
+    return chunks.loc[keep, ["request_id", "t_s", "n_tokens"]]
+
+
+def token_gaps(chunks: pd.DataFrame, request_ids: Any = None) -> TokenGaps:
+    """Per-token ITL gaps (see the module docstring for the rule), vectorised.
+
+    ``request_ids`` restricts the gaps to those requests (the measured, completed ones).
+    """
+    df = token_chunks(chunks, request_ids)
+    codes, uniques = pd.factorize(df["request_id"])
+    t = df["t_s"].to_numpy(dtype=float)
+    n = df["n_tokens"].to_numpy(dtype=np.int64)
+    order = np.lexsort((t, codes))
+    codes, t, n = codes[order], t[order], n[order]
+    first = np.ones(len(codes), dtype=bool)
+    first[1:] = codes[1:] != codes[:-1]
+    previous = np.empty_like(t)
+    previous[1:] = t[:-1]
+    per_token = np.where(first, 0.0, (t - previous) / n)
+    repeats = np.where(first, n - 1, n)
+    return TokenGaps(
+        gap_s=np.repeat(per_token, repeats),
+        request=np.repeat(codes, repeats),
+        t_s=np.repeat(t, repeats),
+        request_ids=np.asarray(uniques, dtype=object),
+    )
+
+
+def chunk_counts(chunks: pd.DataFrame, request_ids: Any = None) -> dict[str, Any]:
+    """How tokens arrived: token-bearing chunks, multi-token chunks and their share."""
+    n = token_chunks(chunks, request_ids)["n_tokens"].to_numpy(dtype=np.int64)
+    multi = int((n > 1).sum())
+    return {
+        "count": int(n.size),
+        "tokens": int(n.sum()),
+        "multi_token": multi,
+        "multi_token_share": multi / n.size if n.size else None,
+    }
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measured window: first send (intended or actual) to last end."""
+
+    start_s: float
+    end_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def valid(self) -> bool:
+        return bool(np.isfinite(self.seconds) and self.seconds > 0)
+
+
+def measured_window(requests: pd.DataFrame) -> Window:
+    """The window throughput is measured over (see the module docstring)."""
+    starts = finite(np.fmin(_num(requests, "intended_s"), _num(requests, "sent_s")))
+    ends = finite(_num(requests, "end_s"))
+    if starts.size == 0 or ends.size == 0:
+        return Window(float("nan"), float("nan"))
+    return Window(float(starts.min()), float(ends.max()))
+
+
+def throughput(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
+    """Completed requests and their output tokens per second over the measured window."""
+    ok = completed_mask(requests)
+    tokens = float(np.nansum(_num(requests, "output_tokens")[ok]))
+    rate = (1.0 / window.seconds) if window.valid else None
+    return {
+        "requests_per_s": int(ok.sum()) * rate if rate is not None else None,
+        "output_tokens_per_s": tokens * rate if rate is not None else None,
+        "output_tokens": int(tokens),
+        "window_s": window.seconds if window.valid else None,
+        "start_s": window.start_s if window.valid else None,
+        "end_s": window.end_s if window.valid else None,
+    }
+
+
+def throughput_bins(requests: pd.DataFrame, window: Window, bins: int) -> pd.DataFrame:
+    """Throughput in ``bins`` equal slices of the window, by completion time.
+
+    The mean over bins equals the run's throughput; their spread is what a comparison
+    of two runs' throughput resamples (one run has one throughput, but many slices).
+    """
+    if not window.valid or bins < 1:
+        return pd.DataFrame({"requests_per_s": [], "output_tokens_per_s": []})
+    ok = completed_mask(requests)
+    end = _num(requests, "end_s")[ok]
+    tokens = np.nan_to_num(_num(requests, "output_tokens")[ok])
+    edges = np.linspace(window.start_s, window.end_s, bins + 1)
+    slot = np.clip(np.searchsorted(edges, end, side="right") - 1, 0, bins - 1)
+    width = window.seconds / bins
+    return pd.DataFrame(
+        {
+            "requests_per_s": np.bincount(slot, minlength=bins) / width,
+            "output_tokens_per_s": np.bincount(slot, weights=tokens, minlength=bins) / width,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives in seconds; ``None`` means not constrained."""
+
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def __bool__(self) -> bool:
+        return bool(self.to_dict())
+
+
+_SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+_SLO_FIX = "write e.g. --slo ttft=0.5,itl=50ms,e2e=10 (seconds, or a number with ms/s)"
+
+
+def _parse_seconds(key: str, text: str) -> float:
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 1e-3
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise InputError("--slo", f"{key}={text!r} is not a duration", _SLO_FIX) from None
+    if not (np.isfinite(value) and value > 0):
+        raise InputError("--slo", f"{key}={text!r} must be a positive duration", _SLO_FIX)
+    return value
+
+
+def parse_slo(text: str) -> Slo:
+    """Parse ``ttft=0.5,itl=0.05,tpot=…,e2e=…`` (seconds, or ``50ms``) into an ``Slo``."""
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in _SLO_KEYS:
+            raise InputError(
+                "--slo",
+                f"{part.strip()!r} is not KEY=SECONDS with KEY one of {', '.join(_SLO_KEYS)}",
+                _SLO_FIX,
+            )
+        if _SLO_KEYS[key] in values:
+            raise InputError("--slo", f"{key} is given twice", _SLO_FIX)
+        values[_SLO_KEYS[key]] = _parse_seconds(key, value)
+    return Slo(**values)
+
+
+def meets_slo(latencies: pd.DataFrame, itl_max_s: pd.Series, slo: Slo) -> np.ndarray:
+    """True for each completed request meeting every SLO given.
+
+    ``latencies`` is ``request_latencies()``; ``itl_max_s`` the worst per-token gap by
+    request id. A metric a request does not have (no gaps or TPOT for a one-token answer)
+    cannot be missed.
+    """
+    good = latencies["ok"].to_numpy(dtype=bool).copy()
+    bounds = {"ttft_s": slo.ttft_s, "e2e_s": slo.e2e_s, "tpot_s": slo.tpot_s}
+    for column, bound in bounds.items():
+        if bound is not None:
+            good &= ~(latencies[column].to_numpy(dtype=float) > bound)
+    if slo.itl_s is not None:
+        good &= ~(latencies["id"].map(itl_max_s).to_numpy(dtype=float) > slo.itl_s)
+    return good
+
+
+def goodput(good: np.ndarray, window: Window, slo: Slo) -> dict[str, Any]:
+    """Share and rate of measured requests that met every SLO."""
+    count = int(good.sum())
+    return {
+        "slo": slo.to_dict(),
+        "requests": count,
+        "share": count / good.size if good.size else None,
+        "requests_per_s": count / window.seconds if window.valid else None,
+    }
+
+
+def _sustained_max(t: np.ndarray, share: np.ndarray, span_s: float) -> float:
+    """Highest mean CPU share over any full ``span_s`` window (whole run if shorter)."""
+    if t[-1] - t[0] < span_s:
+        return float(share.mean())
+    cumulative = np.concatenate([[0.0], np.cumsum(share)])
+    ends = np.flatnonzero(t - t[0] >= span_s)
+    starts = np.searchsorted(t, t[ends] - span_s, side="right")
+    return float(((cumulative[ends + 1] - cumulative[starts]) / (ends + 1 - starts)).max())
+
+
+def client_health(dispatch_lag_s: np.ndarray, client: pd.DataFrame, window: Window) -> dict:
+    """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it."""
+    lag = describe(dispatch_lag_s)
+    reasons: list[str] = []
+    if lag["p99"] is not None and lag["p99"] > DISPATCH_LAG_LIMIT_S:
+        reasons.append(
+            f"dispatch lag p99 {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
+        )
+    loop_lag: dict | None = None
+    cpu: dict | None = None
+    if not client.empty:
+        t = _num(client, "t_s")
+        inside = np.isfinite(t)
+        if window.valid:
+            inside &= (t >= window.start_s) & (t <= window.end_s)
+        samples = client[inside].sort_values("t_s")
+        loop = finite(_num(samples, "loop_lag_s"))
+        if loop.size:
+            loop_lag = describe(loop) | {"max": float(loop.max())}
+        share = _num(samples, "cpu_share")
+        ok = np.isfinite(share)
+        if ok.any():
+            sustained = _sustained_max(_num(samples, "t_s")[ok], share[ok], CPU_SUSTAIN_S)
+            cpu = {
+                "mean": float(share[ok].mean()),
+                "max": float(share[ok].max()),
+                "sustained_max": sustained,
+            }
+            if sustained >= CPU_SATURATION_SHARE:
+                reasons.append(
+                    f"client CPU at {sustained:.0%} of a core over {CPU_SUSTAIN_S:g} s "
+                    f"(saturated at {CPU_SATURATION_SHARE:.0%})"
+                )
+    return {
+        "dispatch_lag_s": lag,
+        "dispatch_lag_p99_s": lag["p99"],
+        "loop_lag_s": loop_lag,
+        "cpu_share": cpu,
+        "limited": bool(reasons),
+        "reasons": reasons,
+    }
+
+
+def error_counts(requests: pd.DataFrame) -> dict[str, int]:
+    """Failed requests by error class, most frequent first."""
+    failed = requests[~completed_mask(requests)]
+    if failed.empty:
+        return {}
+    kinds = failed.get("error_kind", pd.Series(index=failed.index, dtype=object))
+    counts = kinds.fillna("unknown").astype(str).value_counts()
+    return {str(k): int(v) for k, v in counts.items()}
+
+
+def _hit_rate(cached: np.ndarray, prompt: np.ndarray) -> tuple[float | None, int]:
+    known = np.isfinite(cached) & np.isfinite(prompt)
+    total = prompt[known].sum()
+    if not known.any() or total <= 0:
+        return None, int(known.sum())
+    return float(cached[known].sum() / total), int(known.sum())
+
+
+def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
+    """Expected (oracle) and observed (server-reported) cached share of prompt tokens.
+
+    Observed is over the requests whose server reported ``cached_tokens`` and is
+    ``None`` when it never did: unknown, never 0.
+    """
+    prompt = _num(requests, "prompt_tokens")
+    expected, _ = _hit_rate(_num(requests, "expected_cached_tokens"), prompt)
+    observed, reported = _hit_rate(_num(requests, "cached_tokens"), prompt)
+    return {
+        "expected_hit_rate": expected,
+        "observed_hit_rate": observed,
+        "reported_requests": reported,
+    }
+
+
+def summarize_frames(
+    requests: pd.DataFrame,
+    chunks: pd.DataFrame,
+    client: pd.DataFrame,
+    slo: Slo | None = None,
+) -> dict[str, Any]:
+    """The run summary (``summary.json``) from the run's tables."""
+    runs = measured(requests)
+    ok = completed_mask(runs)
+    done = runs[ok]
+    window = measured_window(runs)
+    latencies = request_latencies(runs)
+    done_ids = done["id"] if "id" in done.columns else pd.Series([], dtype=object)
+    gaps = token_gaps(chunks, done_ids)
+    summary: dict[str, Any] = {
+        "requests": {
+            "total": len(runs),
+            "completed": int(ok.sum()),
+            "failed": int((~ok).sum()),
+            "warmup_excluded": int(len(requests) - len(runs)),
+        },
+        "errors": error_counts(runs),
+    }
+    for metric in LATENCY_METRICS:
+        values = gaps.gap_s if metric == "itl_s" else latencies.loc[ok, metric]
+        summary[metric] = describe(values)
+    summary["throughput"] = throughput(runs, window)
+    summary["goodput"] = (
+        goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None
+    )
+    summary["prefix"] = prefix_hit_rates(done)
+    summary["chunks"] = chunk_counts(chunks, done_ids)
+    summary["client"] = client_health(latencies["dispatch_lag_s"].to_numpy(), client, window)
+    return summary
+
+
+def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
+    """The summary of a run directory (what ``summary.json`` holds)."""
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    return summarize_frames(
+        run.read_table("requests"), run.read_table("chunks"), run.read_table("client"), slo
+    )

@@ -1,0 +1,49 @@
+"""Named summary statistics: the mean and the quantiles every report and gate uses.
+
+One definition serves ``summary.json``, the comparison of two runs and the A/B verdicts,
+so a "p99" means the same number everywhere: numpy's default (linear interpolation
+between order statistics) over the finite values. Unknown values (NaN) are not samples:
+a request with one output token has no TPOT, and it must not count as a zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+#: Quantile statistics by name, as percentages.
+QUANTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+#: Every statistic a metric can be summarised by.
+STATISTICS: tuple[str, ...] = ("mean", *QUANTILES)
+
+
+def finite(values: Iterable[float] | np.ndarray) -> np.ndarray:
+    """The finite values as a float array (NaN/inf dropped: unknown is not a sample)."""
+    arr = np.asarray(values, dtype=float).ravel()
+    return arr[np.isfinite(arr)]
+
+
+def statistic(values: Iterable[float] | np.ndarray, name: str) -> float:
+    """One named statistic (``mean`` or a key of ``QUANTILES``); NaN for no samples."""
+    if name not in STATISTICS:
+        raise KeyError(f"unknown statistic {name!r}; known: {', '.join(STATISTICS)}")
+    arr = finite(values)
+    if arr.size == 0:
+        return float("nan")
+    if name == "mean":
+        return float(arr.mean())
+    return float(np.percentile(arr, QUANTILES[name]))
+
+
+def describe(values: Iterable[float] | np.ndarray) -> dict[str, float | int | None]:
+    """Mean, p50/p90/p95/p99/p99.9 and the sample count; ``None`` values when empty."""
+    arr = finite(values)
+    if arr.size == 0:
+        return {name: None for name in STATISTICS} | {"count": 0}
+    quantiles = np.percentile(arr, list(QUANTILES.values()))
+    out: dict[str, float | int | None] = {"mean": float(arr.mean())}
+    out.update({name: float(q) for name, q in zip(QUANTILES, quantiles, strict=True)})
+    out["count"] = int(arr.size)
+    return out

@@ -1,0 +1,218 @@
+"""Latency statistics of a run: hand-computed expectations for every rule of DESIGN.md §4.2."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic_runs import synth_run
+
+from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
+from loadgen.rundir import RunDir
+from probes.latency import (
+    Slo,
+    parse_slo,
+    summarize,
+    summarize_frames,
+    token_gaps,
+)
+from probes.quantiles import describe
+from workloads.errors import InputError
+
+EMPTY = pd.DataFrame()
+
+
+def frames(records: list[RequestRecord], chunks: list[ChunkEvent]) -> tuple[pd.DataFrame, ...]:
+    return (
+        pd.DataFrame([r.to_row() for r in records]),
+        pd.DataFrame([asdict(c) for c in chunks]),
+    )
+
+
+def test_per_token_itl_splits_multi_token_chunks_and_matches_tpot() -> None:
+    # a: first chunk 2 tokens at 1.0, 1 token at 1.1, 4 tokens at 1.5 (gap 0.4 -> 4 x 0.1).
+    # b: a token-less role delta, then 1 token at 2.0 and 2 tokens at 2.4 (2 x 0.2).
+    chunks = [
+        ChunkEvent("a", 1.0, 2),
+        ChunkEvent("a", 1.5, 4),  # out of order on purpose: gaps follow time, not row order
+        ChunkEvent("a", 1.1, 1),
+        ChunkEvent("b", 1.9, 0),
+        ChunkEvent("b", 2.0, 1),
+        ChunkEvent("b", 2.4, 2),
+    ]
+    records = [
+        RequestRecord("a", intended_s=0.5, sent_s=0.5, first_token_s=1.0, end_s=1.5,
+                      output_tokens=7),
+        RequestRecord("b", intended_s=1.5, sent_s=1.5, first_token_s=2.0, end_s=2.4,
+                      output_tokens=3),
+    ]  # fmt: skip
+    requests, chunk_df = frames(records, chunks)
+    gaps = token_gaps(chunk_df)
+    by_request = {
+        rid: gaps.gap_s[gaps.request == i].tolist() for i, rid in enumerate(gaps.request_ids)
+    }
+    assert by_request["a"] == pytest.approx([0.0, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert by_request["b"] == pytest.approx([0.2, 0.2])
+    summary = summarize_frames(requests, chunk_df, EMPTY)
+    assert summary["itl_s"]["count"] == 8 == (7 - 1) + (3 - 1)
+    assert summary["itl_s"]["mean"] == pytest.approx(0.9 / 8)
+    # A request's mean per-token gap is its TPOT: (end - first token) / (output - 1).
+    assert gaps.per_request("mean").to_dict() == pytest.approx({"a": 0.5 / 6, "b": 0.4 / 2})
+    assert summary["tpot_s"]["mean"] == pytest.approx((0.5 / 6 + 0.4 / 2) / 2)
+    assert summary["chunks"] == {
+        "count": 5,
+        "tokens": 10,
+        "multi_token": 3,
+        "multi_token_share": 0.6,
+    }
+
+
+def test_ttft_from_intended_and_sent_and_a_lagging_client_is_flagged() -> None:
+    # The client falls 10 ms further behind its schedule each request; the server is flat.
+    records = []
+    chunks = []
+    for i in range(50):
+        intended, sent = i * 0.1, i * 0.1 + 0.01 * i
+        records.append(
+            RequestRecord(f"r{i}", intended_s=intended, sent_s=sent, first_token_s=sent + 0.2,
+                          end_s=sent + 0.3, output_tokens=2)
+        )  # fmt: skip
+        chunks += [ChunkEvent(f"r{i}", sent + 0.2, 1), ChunkEvent(f"r{i}", sent + 0.3, 1)]
+    summary = summarize_frames(*frames(records, chunks), EMPTY)
+    assert summary["ttft_sent_s"]["p50"] == pytest.approx(0.2)
+    assert summary["ttft_sent_s"]["p99"] == pytest.approx(0.2)
+    expected = np.array([0.2 + 0.01 * i for i in range(50)])
+    assert summary["ttft_s"]["p99"] == pytest.approx(np.percentile(expected, 99))
+    assert summary["e2e_s"]["mean"] == pytest.approx(expected.mean() + 0.1)
+    assert summary["e2e_sent_s"]["mean"] == pytest.approx(0.3)
+    client = summary["client"]
+    assert client["dispatch_lag_p99_s"] == pytest.approx(np.percentile(expected - 0.2, 99))
+    assert client["limited"] is True
+    assert "dispatch lag p99" in client["reasons"][0]
+
+
+def _steady_requests(n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
+    records = [
+        RequestRecord(f"r{i}", intended_s=i * 0.25, sent_s=i * 0.25 + 0.001,
+                      first_token_s=i * 0.25 + 0.05, end_s=i * 0.25 + 0.15, output_tokens=2)
+        for i in range(n)
+    ]  # fmt: skip
+    chunks = [ChunkEvent(r.id, t, 1) for r in records for t in (r.first_token_s, r.end_s)]
+    return frames(records, chunks)
+
+
+def test_client_cpu_saturation_must_be_sustained() -> None:
+    requests, chunks = _steady_requests()  # a 10 s window, dispatch lag 1 ms
+    t = np.arange(0.0, 10.0, 0.5)
+    spike = pd.DataFrame({"t_s": t, "loop_lag_s": 0.002, "cpu_share": np.where(t == 4.0, 1.0, 0.3)})
+    calm = summarize_frames(requests, chunks, spike)["client"]
+    assert calm["limited"] is False
+    assert calm["cpu_share"]["max"] == 1.0
+    assert calm["loop_lag_s"]["p99"] == pytest.approx(0.002)
+    busy = spike.assign(cpu_share=np.where((t >= 3.0) & (t < 7.5), 0.95, 0.3))
+    loaded = summarize_frames(requests, chunks, busy)["client"]
+    assert loaded["limited"] is True
+    assert loaded["cpu_share"]["sustained_max"] == pytest.approx(0.95)
+    assert loaded["reasons"] == ["client CPU at 95% of a core over 3 s (saturated at 90%)"]
+
+
+def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
+    records = [
+        # good: TTFT 0.1, gaps 0.02 0.02
+        RequestRecord("good", intended_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.14,
+                      output_tokens=3),
+        # mean gap 0.03 would pass ITL 0.05, but one 0.06 gap misses it
+        RequestRecord("stall", intended_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.16,
+                      output_tokens=3),
+        # misses TTFT counted from the intended send, though sent-time TTFT is fine
+        RequestRecord("late", intended_s=0.0, sent_s=0.4, first_token_s=0.6, end_s=0.62,
+                      output_tokens=2),
+        # a one-token answer has no ITL to miss
+        RequestRecord("short", intended_s=0.0, sent_s=0.0, first_token_s=0.2, end_s=0.2,
+                      output_tokens=1),
+        RequestRecord("failed", intended_s=0.0, sent_s=0.0, end_s=1.0, status=Status.ERROR,
+                      error_kind=ErrorKind.HTTP_5XX),
+    ]  # fmt: skip
+    chunks = [
+        ChunkEvent("good", 0.1, 1), ChunkEvent("good", 0.12, 1), ChunkEvent("good", 0.14, 1),
+        ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.16, 1),
+        ChunkEvent("late", 0.6, 1), ChunkEvent("late", 0.62, 1), ChunkEvent("short", 0.2, 1),
+    ]  # fmt: skip
+    summary = summarize_frames(*frames(records, chunks), EMPTY, parse_slo("ttft=0.5,itl=50ms"))
+    assert summary["goodput"] == {
+        "slo": {"ttft_s": 0.5, "itl_s": 0.05},
+        "requests": 2,  # good, short
+        "share": 2 / 5,
+        "requests_per_s": 2 / 1.0,  # window 0.0 .. 1.0 (the failed request ends last)
+    }
+    assert summary["requests"] == {"total": 5, "completed": 4, "failed": 1, "warmup_excluded": 0}
+    assert summary["errors"] == {"http_5xx": 1}
+    assert summarize_frames(*frames(records, chunks), EMPTY)["goodput"] is None
+    tight = summarize_frames(*frames(records, chunks), EMPTY, Slo(e2e_s=0.15, tpot_s=0.021))
+    assert tight["goodput"]["requests"] == 1  # only "good": e2e 0.14, tpot 0.02
+
+
+def test_percentiles_are_numpys_and_warmup_is_excluded(tmp_path: Path) -> None:
+    run = synth_run(tmp_path / "run", requests=300, seed=3, output_tokens=9, tokens_per_chunk=3)
+    table = run.table("requests")
+    table.append(
+        RequestRecord("warm", warmup=True, intended_s=-5.0, sent_s=-5.0, first_token_s=99.0,
+                      end_s=99.5, output_tokens=2).to_row()
+    )  # fmt: skip
+    run.table("chunks").append_many(
+        [asdict(ChunkEvent("warm", 99.0, 1)), asdict(ChunkEvent("warm", 99.5, 1))]
+    )
+    run.close()
+    requests = run.read_table("requests")
+    done = requests[~requests["warmup"]]
+    summary = summarize(tmp_path / "run")
+    ttft = (done["first_token_s"] - done["intended_s"]).to_numpy()
+    assert summary["ttft_s"] == describe(ttft)
+    for name, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+        assert summary["ttft_s"][name] == np.percentile(ttft, q)
+    assert summary["ttft_s"]["count"] == 300
+    assert summary["itl_s"]["count"] == 300 * 8
+    assert summary["requests"]["warmup_excluded"] == 1
+    window = done["end_s"].max() - done["intended_s"].min()
+    assert summary["throughput"]["window_s"] == pytest.approx(window)
+    assert summary["throughput"]["requests_per_s"] == pytest.approx(300 / window)
+    assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(300 * 9 / window)
+    # 9 tokens: a first chunk of 1, then chunks of 3, 3, 2 -> 3 of 4 chunks multi-token.
+    assert summary["chunks"]["multi_token_share"] == pytest.approx(3 / 4)
+    assert summary["prefix"]["expected_hit_rate"] == pytest.approx(1024 / 1100)
+    assert summary["prefix"]["observed_hit_rate"] == pytest.approx(1024 / 1100)
+
+
+def test_unreported_cached_tokens_is_unknown_not_zero() -> None:
+    records = [
+        RequestRecord(f"r{i}", intended_s=0.0, sent_s=0.0, first_token_s=0.1, end_s=0.2,
+                      output_tokens=1, prompt_tokens=100, expected_cached_tokens=50)
+        for i in range(3)
+    ]  # fmt: skip
+    prefix = summarize_frames(*frames(records, []), EMPTY)["prefix"]
+    assert prefix == {"expected_hit_rate": 0.5, "observed_hit_rate": None, "reported_requests": 0}
+
+
+def test_an_empty_run_summarises_without_numbers(tmp_path: Path) -> None:
+    summary = summarize(RunDir(tmp_path, create=True))
+    assert summary["requests"]["completed"] == 0
+    assert summary["ttft_s"] == describe([])
+    assert summary["throughput"]["requests_per_s"] is None
+    assert summary["client"]["limited"] is False
+
+
+@pytest.mark.parametrize(
+    "text", ["ttft", "ttft=", "ttft=fast", "ttfb=0.5", "itl=-1", "itl=0", "e2e=1,e2e=2"]
+)
+def test_bad_slo_is_an_input_error_naming_the_flag(text: str) -> None:
+    with pytest.raises(InputError) as err:
+        parse_slo(text)
+    assert err.value.field == "--slo"
+    assert "--slo ttft=" in str(err.value)
+
+
+def test_slo_units() -> None:
+    assert parse_slo("TTFT=500ms, tpot=0.02s,e2e=3") == Slo(ttft_s=0.5, tpot_s=0.02, e2e_s=3.0)
