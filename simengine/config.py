@@ -1,0 +1,96 @@
+"""The embedded engine's configuration, named after vLLM's flags.
+
+One dataclass carries everything the core, the cost model and the drivers need, so the
+server, the virtual-time simulator and the tests build engines the same way. Fields
+that users set from the command line are validated here, once, with the flag's name
+in the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simengine.models import resolve_gpu, resolve_model
+from workloads.errors import InputError
+
+#: The sampler's token layout needs the special and byte ids below word tokens.
+MIN_VOCAB_SIZE = 512
+
+
+@dataclass
+class EngineConfig:
+    """Everything that decides how the embedded engine schedules and times a step."""
+
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100-sxm"
+    tensor_parallel_size: int = 1
+    block_size: int = 16
+    num_gpu_blocks: int | None = None
+    gpu_memory_utilization: float = 0.9
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
+    max_model_len: int = 32768
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    time_scale: float = 1.0
+    fixed_step_s: float | None = None
+    host_overhead_step_s: float = 0.0
+    host_overhead_per_seq_s: float = 0.0
+    seed: int = 0
+    vocab_size: int = 32000
+    served_model_name: str | None = None
+    prefill_mfu: float = 0.45
+    decode_mfu: float = 0.30
+    bandwidth_efficiency: float = 0.8
+    step_overhead_s: float = 1e-4
+    layer_overhead_s: float = 30e-6
+
+    @property
+    def model_name(self) -> str:
+        """The name clients send and cache scopes carry."""
+        return self.served_model_name or self.model
+
+    def validate(self) -> None:
+        """Raise InputError naming the first bad field (as its command-line flag) and the fix."""
+        model = resolve_model(self.model)
+        resolve_gpu(self.gpu)
+        _positive("--tensor-parallel-size", self.tensor_parallel_size)
+        if model.q_heads % self.tensor_parallel_size:
+            raise InputError(
+                "--tensor-parallel-size",
+                f"{self.tensor_parallel_size} does not divide {model.name}'s "
+                f"{model.q_heads} attention heads",
+                "use a divisor of the head count",
+            )
+        _positive("--block-size", self.block_size)
+        if self.num_gpu_blocks is not None:
+            _positive("--num-gpu-blocks", self.num_gpu_blocks)
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise InputError("--gpu-memory-utilization", "must be in (0, 1]")
+        _positive("--max-num-batched-tokens", self.max_num_batched_tokens)
+        _positive("--max-num-seqs", self.max_num_seqs)
+        _positive("--max-model-len", self.max_model_len)
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise InputError(
+                "--max-num-batched-tokens",
+                f"{self.max_num_batched_tokens} is below --max-num-seqs {self.max_num_seqs}",
+                "every running sequence needs one token per step; raise the budget",
+            )
+        if self.time_scale <= 0:
+            raise InputError("--time-scale", "must be > 0")
+        if self.fixed_step_s is not None and self.fixed_step_s < 0:
+            raise InputError("--fixed-step", "must be >= 0")
+        if self.host_overhead_step_s < 0 or self.host_overhead_per_seq_s < 0:
+            raise InputError("--host-overhead", "must be >= 0")
+        if self.vocab_size < MIN_VOCAB_SIZE:
+            raise InputError("--vocab-size", f"must be at least {MIN_VOCAB_SIZE}")
+        for name in ("prefill_mfu", "decode_mfu", "bandwidth_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise InputError(name, "must be in (0, 1]")
+        if self.step_overhead_s < 0 or self.layer_overhead_s < 0:
+            raise InputError("step_overhead_s", "overheads must be >= 0")
+
+
+def _positive(field: str, value: int) -> None:
+    if value <= 0:
+        raise InputError(field, f"must be a positive integer, got {value}")

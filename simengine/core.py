@@ -1,0 +1,269 @@
+"""The clock-free engine core: add requests, step, read what each step produced.
+
+``EngineCore.step()`` runs one scheduler step — it decides what to compute, "computes" it
+(advances each sequence, fills and indexes KV blocks, samples tokens) and returns the
+step's modelled duration without waiting for it. A driver turns that into time: the
+real-time driver sleeps it, the virtual-time driver adds it to a simulated clock. Keeping
+time out of the core makes every behaviour (preemption, prefix hits, token streams)
+testable and repeatable.
+
+Requests that could never finish are refused at ``add_request`` (``RequestRejected``):
+a prompt plus ``max_tokens`` beyond ``max_model_len`` or beyond the whole KV pool, or,
+with chunked prefill off, a prompt beyond the token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simengine.config import EngineConfig
+from simengine.costmodel import CostModel
+from simengine.sampler import EOS_ID, Sampler
+from simengine.scheduler import Scheduler, Sequence
+from workloads.prefix import BlockPool, CacheScope
+
+
+class RequestRejected(Exception):
+    """A request the engine can never serve; the message is meant for the client."""
+
+
+@dataclass
+class EngineRequest:
+    """A request as the engine sees it: token ids and sampling settings."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    max_tokens: int
+    scope: CacheScope = field(default_factory=CacheScope)
+    ignore_eos: bool = False
+    temperature: float = 1.0
+    seed: int | None = None
+    logprobs: int | None = None
+
+
+@dataclass(slots=True)
+class TokenOut:
+    """One sampled token and its log-probability (plus the top alternatives when asked)."""
+
+    token_id: int
+    logprob: float
+    top_logprobs: list[tuple[int, float]] | None = None
+
+
+@dataclass(slots=True)
+class RequestUpdate:
+    """What one step produced for one request."""
+
+    request_id: str
+    new_tokens: list[TokenOut]
+    num_cached_tokens: int
+    finished: bool = False
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class StepResult:
+    """One step: what ran, how long it is modelled to take, and each request's new tokens."""
+
+    index: int
+    kind: str
+    duration_s: float
+    prefill_tokens: int
+    decode_tokens: int
+    num_running: int
+    num_waiting: int
+    updates: list[RequestUpdate]
+    preempted: list[str]
+    first_token_ids: list[str]
+
+
+@dataclass
+class EngineStats:
+    """Cumulative counters (the source of the server's Prometheus metrics)."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    prefix_query_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    evictions: int = 0
+    num_running: int = 0
+    num_waiting: int = 0
+    steps: int = 0
+    finished_requests: int = 0
+    aborted_requests: int = 0
+    rejected_requests: int = 0
+
+
+def step_kind(prefill_tokens: int, decode_tokens: int) -> str:
+    """``prefill``, ``decode``, ``mixed`` or ``idle``: the label step metrics are split by."""
+    if prefill_tokens and decode_tokens:
+        return "mixed"
+    if prefill_tokens:
+        return "prefill"
+    return "decode" if decode_tokens else "idle"
+
+
+class EngineCore:
+    """Block pool + prefix cache + chunked-prefill scheduler + sampler + cost model."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        config.validate()
+        self.config = config
+        self.cost = CostModel.from_config(config)
+        num_blocks = config.num_gpu_blocks or self.cost.kv_pool_blocks(config.block_size)
+        self.pool = BlockPool(
+            num_blocks, config.block_size, enable_caching=config.enable_prefix_caching
+        )
+        self.scheduler = Scheduler(
+            self.pool,
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            max_num_seqs=config.max_num_seqs,
+            enable_chunked_prefill=config.enable_chunked_prefill,
+        )
+        self.sampler = Sampler(config.seed, config.vocab_size)
+        self.stats = EngineStats()
+        self._seqs: dict[str, Sequence] = {}
+        self._aborted: list[RequestUpdate] = []
+        self._index = 0
+
+    # -- requests ------------------------------------------------------------------------
+    def add_request(self, req: EngineRequest) -> None:
+        """Queue a request, or raise RequestRejected if it could never be served."""
+        try:
+            self._check(req)
+        except RequestRejected:
+            self.stats.rejected_requests += 1
+            raise
+        tokens = [int(t) for t in req.prompt_token_ids]
+        stream = self.sampler.stream(
+            tokens,
+            temperature=req.temperature,
+            seed=req.seed,
+            ignore_eos=req.ignore_eos,
+            max_tokens=req.max_tokens,
+        )
+        seq = Sequence(req, tokens, self.pool, req.scope, stream)
+        self._seqs[req.request_id] = seq
+        self.scheduler.add(seq)
+        self.stats.num_waiting = self.scheduler.num_waiting
+
+    def _check(self, req: EngineRequest) -> None:
+        cfg = self.config
+        n = len(req.prompt_token_ids)
+        if req.request_id in self._seqs:
+            raise RequestRejected(f"request id {req.request_id!r} is already in flight")
+        if n == 0:
+            raise RequestRejected("the prompt is empty")
+        if req.max_tokens < 1:
+            raise RequestRejected(f"max_tokens must be at least 1, got {req.max_tokens}")
+        if n + req.max_tokens > cfg.max_model_len:
+            raise RequestRejected(
+                f"this model's maximum context length is {cfg.max_model_len} tokens; the "
+                f"request asks for {n + req.max_tokens} ({n} prompt + {req.max_tokens} output)"
+            )
+        pool_tokens = self.pool.num_blocks * self.pool.block_size
+        if n + req.max_tokens - 1 > pool_tokens:
+            raise RequestRejected(
+                f"the request needs KV for {n + req.max_tokens - 1} tokens but the whole "
+                f"cache holds {pool_tokens}; shorten the prompt or max_tokens"
+            )
+        if not cfg.enable_chunked_prefill and n > cfg.max_num_batched_tokens:
+            raise RequestRejected(
+                f"the prompt ({n} tokens) exceeds max_num_batched_tokens "
+                f"({cfg.max_num_batched_tokens}) and chunked prefill is off"
+            )
+
+    def abort_request(self, request_id: str) -> None:
+        """Drop a request (client gone); its blocks return to the pool at once."""
+        seq = self._seqs.pop(request_id, None)
+        if seq is None:
+            return
+        self.scheduler.finish(seq)
+        self.stats.aborted_requests += 1
+        self._aborted.append(RequestUpdate(request_id, [], seq.num_cached or 0, True, "abort"))
+
+    def has_unfinished(self) -> bool:
+        return bool(self._seqs) or bool(self._aborted)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block; False (nothing done) while any block is in use."""
+        return self.pool.reset()
+
+    # -- the step ------------------------------------------------------------------------
+    def step(self) -> StepResult:
+        """Schedule and run one step; the returned duration is modelled, not waited for."""
+        sched = self.scheduler.schedule()
+        updates, self._aborted = self._aborted, []
+        first: list[str] = []
+        for seq in sched.decodes:
+            self._advance(seq, 1, updates, first)
+        for seq, chunk in sched.prefills:
+            self._advance(seq, chunk, updates, first)
+        stats = self.stats
+        stats.preemptions = self.scheduler.num_preemptions
+        stats.prefix_query_tokens = self.pool.query_tokens
+        stats.prefix_hit_tokens = self.pool.hit_tokens
+        stats.evictions = self.pool.evictions
+        stats.num_running = self.scheduler.num_running
+        stats.num_waiting = self.scheduler.num_waiting
+        duration = 0.0
+        if not sched.empty:
+            stats.steps += 1
+            self._index += 1
+            duration = self.cost.step_time(sched.shape)
+        return StepResult(
+            index=self._index,
+            kind=step_kind(sched.prefill_tokens, len(sched.decodes)),
+            duration_s=duration,
+            prefill_tokens=sched.prefill_tokens,
+            decode_tokens=len(sched.decodes),
+            num_running=stats.num_running,
+            num_waiting=stats.num_waiting,
+            updates=updates,
+            preempted=[s.request.request_id for s in sched.preempted],
+            first_token_ids=first,
+        )
+
+    def _advance(
+        self, seq: Sequence, n: int, updates: list[RequestUpdate], first: list[str]
+    ) -> None:
+        """Mark ``n`` more tokens computed; index filled blocks; sample when inputs run out."""
+        before = seq.num_computed
+        after = before + n
+        seq.num_computed = after
+        tokens = seq.tokens
+        block_size = self.pool.block_size
+        if self.pool.enable_caching and after // block_size > before // block_size:
+            seq.blocks.commit(tokens, after)
+        if after < len(tokens):
+            return
+        req: EngineRequest = seq.request
+        position = len(tokens) - seq.prompt_len
+        token_id, logprob = seq.stream.token(position)
+        tokens.append(token_id)
+        top = None if req.logprobs is None else seq.stream.top_logprobs(position, req.logprobs)
+        stats = self.stats
+        stats.generation_tokens += 1
+        if position == 0:
+            first.append(req.request_id)
+            stats.prompt_tokens += seq.prompt_len
+        reason = None
+        if token_id == EOS_ID:
+            reason = "stop"
+        elif position + 1 >= req.max_tokens:
+            reason = "length"
+        updates.append(
+            RequestUpdate(
+                req.request_id,
+                [TokenOut(token_id, logprob, top)],
+                seq.num_cached or 0,
+                reason is not None,
+                reason,
+            )
+        )
+        if reason is not None:
+            self.scheduler.finish(seq)
+            del self._seqs[req.request_id]
+            stats.finished_requests += 1

@@ -1,0 +1,174 @@
+"""Roofline step timing: how long one scheduler step takes on a named GPU and model.
+
+A step is bound by whichever is slower, its arithmetic or its memory traffic:
+
+    step = max(FLOPs / (peak · mfu), bytes / (bandwidth · efficiency))
+           + per-step overhead + per-layer overhead · layers + host overhead
+
+FLOPs are ``2 · params`` per token for the linear layers plus ``4 · layers · q_heads ·
+head_dim`` per attended query-key pair. Prefill and decode tokens run at different
+efficiencies (large matmuls vs. skinny ones), so a mixed step adds the two compute times.
+Bytes are the weights (read once per step), the KV context every scheduled sequence reads
+and the KV the step writes. Under tensor parallelism each GPU does 1/tp of the FLOPs and
+holds 1/tp of the weights and KV heads; the step time is one GPU's.
+
+Costing a step from a handful of aggregates (not per token) keeps the engine fast enough
+to serve hundreds of streams in real time and to simulate millions of tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simengine.config import EngineConfig
+from simengine.models import GpuSpec, ModelSpec, resolve_gpu, resolve_model
+from workloads.errors import InputError
+
+
+def attended_pairs(new_tokens: int, context: int) -> int:
+    """Query-key pairs causal attention evaluates for ``new_tokens`` after ``context`` tokens.
+
+    Each new token attends to the whole cached context and to itself and the new tokens
+    before it: ``c · p + c (c + 1) / 2``. A decode token at context L attends L + 1.
+    """
+    return new_tokens * context + new_tokens * (new_tokens + 1) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """What a step computes, aggregated over its sequences.
+
+    ``*_context`` is the number of already-cached tokens the scheduled sequences read
+    (``p`` of each prefill chunk, ``L`` of each decode).
+    """
+
+    prefill_tokens: int = 0
+    prefill_pairs: int = 0
+    prefill_context: int = 0
+    decode_tokens: int = 0
+    decode_context: int = 0
+    num_running: int = 0
+
+    @property
+    def decode_pairs(self) -> int:
+        return self.decode_context + self.decode_tokens
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """A step's modelled time and the terms it came from (what diagnosis explains ITL with)."""
+
+    duration_s: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    flops: float
+    bytes: float
+    bound: str  # "compute" | "bandwidth" | "fixed"
+
+
+class CostModel:
+    """Times scheduler steps for one model on one GPU (per GPU of a tensor-parallel group)."""
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, config: EngineConfig) -> None:
+        self.model = model
+        self.gpu = gpu
+        self.config = config
+        tp = config.tensor_parallel_size
+        self.tp = tp
+        self.weight_bytes_per_gpu = model.weight_bytes / tp
+        self.kv_bytes_per_token = model.kv_bytes_per_token(tp)
+        self._linear_flops_per_token = 2.0 * model.params / tp
+        self._attn_flops_per_pair = 4.0 * model.layers * model.q_heads * model.head_dim / tp
+        self._prefill_flops_rate = gpu.peak_flops * config.prefill_mfu
+        self._decode_flops_rate = gpu.peak_flops * config.decode_mfu
+        self._byte_rate = gpu.bandwidth * config.bandwidth_efficiency
+        self._fixed_overhead = (
+            config.step_overhead_s
+            + config.layer_overhead_s * model.layers
+            + config.host_overhead_step_s
+        )
+        self._per_seq_overhead = config.host_overhead_per_seq_s
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> CostModel:
+        return cls(resolve_model(config.model), resolve_gpu(config.gpu), config)
+
+    # -- capacity ------------------------------------------------------------------------
+    def kv_pool_blocks(self, block_size: int) -> int:
+        """Blocks that fit in ``memory × utilization − weights`` on one GPU."""
+        free = self.gpu.memory_bytes * self.config.gpu_memory_utilization
+        free -= self.weight_bytes_per_gpu
+        blocks = int(free // (self.kv_bytes_per_token * block_size))
+        if blocks <= 0:
+            raise InputError(
+                "--model",
+                f"{self.model.name} weights ({self.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU) "
+                f"leave no KV cache room on {self.gpu.name}",
+                "raise --tensor-parallel-size, pick a larger --gpu or give --num-gpu-blocks",
+            )
+        return blocks
+
+    # -- step timing ---------------------------------------------------------------------
+    def breakdown(self, shape: StepShape) -> StepCost:
+        """The full cost of a step: each roofline term, the overheads and which bound won."""
+        overhead = self._fixed_overhead + self._per_seq_overhead * shape.num_running
+        fixed = self.config.fixed_step_s
+        prefill_flops = (
+            self._linear_flops_per_token * shape.prefill_tokens
+            + self._attn_flops_per_pair * shape.prefill_pairs
+        )
+        decode_flops = (
+            self._linear_flops_per_token * shape.decode_tokens
+            + self._attn_flops_per_pair * shape.decode_pairs
+        )
+        compute_s = (
+            prefill_flops / self._prefill_flops_rate + decode_flops / self._decode_flops_rate
+        )
+        kv_tokens = (
+            shape.prefill_context
+            + shape.decode_context
+            + shape.prefill_tokens
+            + shape.decode_tokens
+        )
+        nbytes = self.weight_bytes_per_gpu + self.kv_bytes_per_token * kv_tokens
+        memory_s = nbytes / self._byte_rate
+        if fixed is not None:
+            return StepCost(
+                fixed, compute_s, memory_s, 0.0, prefill_flops + decode_flops, nbytes, "fixed"
+            )
+        bound = "compute" if compute_s >= memory_s else "bandwidth"
+        return StepCost(
+            duration_s=max(compute_s, memory_s) + overhead,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            overhead_s=overhead,
+            flops=prefill_flops + decode_flops,
+            bytes=nbytes,
+            bound=bound,
+        )
+
+    def step_time(self, shape: StepShape) -> float:
+        """Modelled seconds of a step (before the driver's time scale)."""
+        return self.breakdown(shape).duration_s
+
+    # -- what diagnosis asks -------------------------------------------------------------
+    def decode_shape(self, num_running: int, mean_context: float) -> StepShape:
+        """A pure-decode step of ``num_running`` sequences at ``mean_context`` tokens each."""
+        return StepShape(
+            decode_tokens=num_running,
+            decode_context=round(num_running * mean_context),
+            num_running=num_running,
+        )
+
+    def decode_step_time(self, num_running: int, mean_context: float) -> float:
+        """What one decode step (= one ITL) costs for a batch: the ITL the model explains."""
+        return self.step_time(self.decode_shape(num_running, mean_context))
+
+    def kv_bytes_per_step(self, num_running: int, mean_context: float) -> float:
+        """KV bytes a pure-decode step reads and writes on one GPU (the H3 evidence)."""
+        return self.kv_bytes_per_token * (num_running * (mean_context + 1))
+
+    def decode_bound(self, num_running: int, mean_context: float) -> str:
+        """Whether such a decode step is ``compute``- or ``bandwidth``-bound."""
+        return self.breakdown(self.decode_shape(num_running, mean_context)).bound

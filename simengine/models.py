@@ -1,0 +1,186 @@
+"""Model and GPU presets: the figures the roofline cost model needs, and nothing else.
+
+A model is reduced to what decides a step's cost: parameter count (linear FLOPs and
+weight bytes), the attention shape (layers, query heads, KV heads, head size) and the
+weight/KV dtype. A GPU is peak dense bf16 FLOP/s, HBM bandwidth and memory size.
+
+Model figures are the public architecture configs (Hugging Face ``config.json``):
+``llama-3.1-8b`` (8.03 B params, 32 layers, hidden 4096, 32 q / 8 kv heads, head 128),
+``llama-3.1-70b`` (70.6 B, 80 layers, hidden 8192, 64 / 8 heads, head 128),
+``qwen2.5-7b`` (7.62 B, 28 layers, hidden 3584, 28 / 4 heads, head 128) and
+``mistral-7b`` (v0.3: 7.25 B, 32 layers, hidden 4096, 32 / 8 heads, head 128), all bf16.
+
+A custom model is either an inline spec,
+``custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128`` (optional ``hidden``,
+default ``q_heads * head_dim``, and ``dtype``, default bf16), or the path of a ``.json`` or
+``.toml`` file holding the same keys (plus an optional ``name``).
+
+GPU memory is in GiB as the driver reports it ("80 GB" H100 ≈ 80 GiB of HBM).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads.errors import InputError
+
+GIB = 1 << 30
+
+#: Bytes per element of the dtypes a model's weights or KV cache can use.
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+
+
+def dtype_bytes(dtype: str, field: str = "dtype") -> int:
+    """Bytes per element of ``dtype``; an unknown name is an InputError listing the valid ones."""
+    try:
+        return DTYPE_BYTES[dtype.lower()]
+    except KeyError:
+        valid = ", ".join(DTYPE_BYTES)
+        raise InputError(field, f"unknown dtype {dtype!r}", f"use one of {valid}") from None
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, elem_bytes: int) -> int:
+    """K and V for one token across all layers: ``2 · layers · kv_heads · head_dim · bytes``."""
+    return 2 * layers * kv_heads * head_dim * elem_bytes
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The architecture figures that decide a step's FLOPs and bytes."""
+
+    name: str
+    params: float
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bf16"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params * self.dtype_bytes
+
+    def kv_heads_per_gpu(self, tp: int) -> int:
+        """KV heads one GPU holds under tensor parallelism (replicated when tp > kv_heads)."""
+        return max(1, self.kv_heads // tp)
+
+    def kv_bytes_per_token(self, tp: int = 1) -> int:
+        """KV bytes one token occupies on one GPU of a ``tp``-way tensor-parallel group."""
+        return kv_bytes_per_token(
+            self.layers, self.kv_heads_per_gpu(tp), self.head_dim, self.dtype_bytes
+        )
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Peak dense bf16 compute, HBM bandwidth and memory of one accelerator."""
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    memory_bytes: float
+
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 128),
+        ModelSpec("llama-3.1-70b", 70.6e9, 80, 8192, 64, 8, 128),
+        ModelSpec("qwen2.5-7b", 7.62e9, 28, 3584, 28, 4, 128),
+        ModelSpec("mistral-7b", 7.25e9, 32, 4096, 32, 8, 128),
+    )
+}
+
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec("h100-sxm", 989.4e12, 3.35e12, 80 * GIB),
+        GpuSpec("h200", 989.4e12, 4.8e12, 141 * GIB),
+        GpuSpec("a100-80gb", 312e12, 2.039e12, 80 * GIB),
+        GpuSpec("l40s", 362e12, 0.864e12, 48 * GIB),
+        GpuSpec("mi300x", 1307.4e12, 5.3e12, 192 * GIB),
+    )
+}
+
+_CUSTOM_PREFIX = "custom:"
+_CUSTOM_INT_KEYS = ("layers", "q_heads", "kv_heads", "head_dim")
+_CUSTOM_HELP = (
+    "give a preset ({}), 'custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128' "
+    "or a .json/.toml file with those keys"
+)
+
+
+def resolve_gpu(name: str) -> GpuSpec:
+    """The preset called ``name``; an unknown name is an InputError listing the valid ones."""
+    try:
+        return GPUS[name.lower()]
+    except KeyError:
+        raise InputError(
+            "--gpu", f"unknown GPU {name!r}", f"use one of {', '.join(GPUS)}"
+        ) from None
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """A preset, an inline ``custom:k=v,...`` spec, or a JSON/TOML file of the same keys."""
+    preset = MODELS.get(name.lower())
+    if preset is not None:
+        return preset
+    if name.startswith(_CUSTOM_PREFIX):
+        return _custom_model(name, _parse_inline(name[len(_CUSTOM_PREFIX) :]))
+    path = Path(name)
+    if path.suffix in (".json", ".toml") and path.is_file():
+        return _custom_model(name, _load_spec_file(path))
+    raise InputError("--model", f"unknown model {name!r}", _CUSTOM_HELP.format(", ".join(MODELS)))
+
+
+def _parse_inline(body: str) -> dict[str, str]:
+    spec: dict[str, str] = {}
+    for item in filter(None, body.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError("--model", f"custom spec item {item!r} is not key=value")
+        spec[key.strip()] = value.strip()
+    return spec
+
+
+def _load_spec_file(path: Path) -> dict:
+    try:
+        text = path.read_text()
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise InputError("--model", f"cannot read model file {path}: {exc}") from None
+
+
+def _custom_model(name: str, spec: dict) -> ModelSpec:
+    missing = [k for k in ("params", *_CUSTOM_INT_KEYS) if k not in spec]
+    if missing:
+        raise InputError(
+            "--model", f"custom model lacks {', '.join(missing)}", _CUSTOM_HELP.format("…")
+        )
+    try:
+        ints = {k: int(float(spec[k])) for k in _CUSTOM_INT_KEYS}
+        params = float(spec["params"])
+        hidden = int(float(spec.get("hidden", ints["q_heads"] * ints["head_dim"])))
+    except (TypeError, ValueError):
+        raise InputError("--model", f"custom model {name!r} has a non-numeric figure") from None
+    if params <= 0 or hidden <= 0 or min(ints.values()) <= 0:
+        raise InputError("--model", f"custom model {name!r} has a figure <= 0")
+    if ints["q_heads"] % ints["kv_heads"]:
+        raise InputError("--model", "q_heads must be a multiple of kv_heads")
+    dtype = str(spec.get("dtype", "bf16")).lower()
+    dtype_bytes(dtype, "--model")
+    return ModelSpec(
+        name=str(spec.get("name", name)),
+        params=params,
+        hidden=hidden,
+        dtype=dtype,
+        **ints,
+    )

@@ -1,0 +1,302 @@
+"""The continuous-batching scheduler: which sequences compute how many tokens this step.
+
+Each step has a token budget, ``max_num_batched_tokens``. It is spent in three passes:
+
+1. **Decodes first.** Every running sequence whose inputs are all computed but the last
+   sampled token takes one token. If its KV needs a new block and the pool has none, the
+   most recently admitted running sequence is preempted (recompute): its blocks go back to
+   the pool and it returns to the head of the waiting queue, to be prefilled again later.
+2. **Partial prefills**, first come first served, share what the decodes left
+   (``prefill_allowance``); a chunk shrinks to the blocks that are free, and waits when
+   none are.
+3. **New admissions** from the waiting queue, while the budget, ``max_num_seqs`` and the
+   pool allow; at admission the cached prefix is claimed from the pool, so only the fresh
+   suffix is computed. The queue is FCFS: a head that does not fit blocks the rest.
+
+With chunked prefill off, a prompt is scheduled whole or not at all. A sequence is never
+admitted unless it can eventually fit (the engine rejects the rest at add time), and a
+step in which nothing can move preempts the newest sequence, so the scheduler cannot
+livelock. When decodes take the whole budget, prefill simply waits for a later step.
+
+Per-step work is proportional to the number of running sequences, never to their
+lengths: block hashing happens only when a block fills or a sequence is admitted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from simengine.costmodel import StepShape, attended_pairs
+from simengine.sampler import TokenStream
+from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes
+
+
+class PrefillBlocked(ValueError):
+    """Running decodes use the whole token budget, so no prompt chunk can be scheduled."""
+
+
+def prefill_allowance(budget: int, num_decodes: int) -> int:
+    """Tokens a step has left for prompt chunks after each running decode took one."""
+    return max(0, budget - num_decodes)
+
+
+def chunk_schedule(prompt_tokens: int, budget: int, num_decodes: int) -> list[int]:
+    """The chunks a prompt is sliced into while ``num_decodes`` sequences keep decoding.
+
+    Budget 512 with 4 decodes slices 2048 tokens as ``[508, 508, 508, 508, 16]``. Raises
+    PrefillBlocked when the decodes leave nothing: the prompt would wait, not shrink.
+    """
+    available = prefill_allowance(budget, num_decodes)
+    if available == 0:
+        raise PrefillBlocked(
+            f"{num_decodes} decodes use the whole budget of {budget} tokens; "
+            "prefill cannot progress until some finish"
+        )
+    full, rest = divmod(prompt_tokens, available)
+    return [available] * full + ([rest] if rest else [])
+
+
+class Sequence:
+    """One request inside the engine: its tokens, its KV blocks and its progress.
+
+    ``tokens`` holds the prompt and every token sampled so far; ``num_computed`` counts
+    those whose KV exists. A decoding sequence always has exactly one uncomputed token
+    (the last one sampled), which the next step computes while sampling the next.
+    """
+
+    __slots__ = (
+        "admitted",
+        "blocks",
+        "done",
+        "hashes",
+        "num_cached",
+        "num_computed",
+        "prompt_len",
+        "request",
+        "stream",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        request: object,
+        tokens: list[int],
+        pool: BlockPool,
+        scope: CacheScope,
+        stream: TokenStream,
+    ) -> None:
+        self.request = request
+        self.tokens = tokens
+        self.prompt_len = len(tokens)
+        self.num_computed = 0
+        #: Prefix-cache hit at first admission (tokens); None until admitted.
+        self.num_cached: int | None = None
+        self.blocks = SequenceBlocks(pool, scope)
+        self.hashes: list[int] = []
+        self.stream = stream
+        self.admitted = False
+        self.done = False
+
+    @property
+    def num_output(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+
+@dataclass(slots=True)
+class Schedule:
+    """What one step computes: decodes (one token each) and prompt chunks, plus preemptions.
+
+    The counters are the aggregates the cost model prices the step with.
+    """
+
+    decodes: list[Sequence] = field(default_factory=list)
+    prefills: list[tuple[Sequence, int]] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    prefill_tokens: int = 0
+    prefill_pairs: int = 0
+    prefill_context: int = 0
+    decode_context: int = 0
+    num_running: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.decodes and not self.prefills
+
+    def add_prefill(self, seq: Sequence, chunk: int, context: int) -> None:
+        """Schedule ``chunk`` prompt tokens of ``seq`` after ``context`` computed ones."""
+        self.prefills.append((seq, chunk))
+        self.prefill_tokens += chunk
+        self.prefill_pairs += attended_pairs(chunk, context)
+        self.prefill_context += context
+
+    @property
+    def shape(self) -> StepShape:
+        return StepShape(
+            prefill_tokens=self.prefill_tokens,
+            prefill_pairs=self.prefill_pairs,
+            prefill_context=self.prefill_context,
+            decode_tokens=len(self.decodes),
+            decode_context=self.decode_context,
+            num_running=self.num_running,
+        )
+
+
+class Scheduler:
+    """Waiting queue, running set and the three-pass budget split described above."""
+
+    def __init__(
+        self,
+        pool: BlockPool,
+        *,
+        max_num_batched_tokens: int,
+        max_num_seqs: int,
+        enable_chunked_prefill: bool,
+    ) -> None:
+        self.pool = pool
+        self.block_size = pool.block_size
+        self.budget = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.chunked = enable_chunked_prefill
+        self.caching = pool.enable_caching
+        self.waiting: deque[Sequence] = deque()
+        #: Running sequences in admission order; the last one is the preemption victim.
+        self.running: list[Sequence] = []
+        self._done_in_running = 0
+        self.num_preemptions = 0
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running) - self._done_in_running
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def finish(self, seq: Sequence) -> None:
+        """Release a finished or aborted sequence's blocks (tail first) and retire it."""
+        if seq.done:
+            return
+        seq.done = True
+        if seq.admitted:
+            seq.blocks.release()
+            self._done_in_running += 1
+        else:
+            self.waiting.remove(seq)
+
+    # -- the step ------------------------------------------------------------------------
+    def schedule(self) -> Schedule:
+        """Decide the next step. Every sequence scheduled is guaranteed its KV blocks."""
+        if self._done_in_running:
+            self.running = [s for s in self.running if not s.done]
+            self._done_in_running = 0
+        out = Schedule()
+        while True:
+            self._schedule_decodes(out)
+            left = prefill_allowance(self.budget, len(out.decodes))
+            left = self._schedule_partial_prefills(out, left)
+            self._admit(out, left)
+            if not out.empty or not self.running:
+                break
+            # Every running sequence is a prefill stuck for blocks: free the newest.
+            self._preempt(self.running.pop(), out)
+        out.num_running = len(self.running)
+        return out
+
+    def _schedule_decodes(self, out: Schedule) -> None:
+        """Pass 1: one token per decoding sequence, preempting the newest when blocks run out.
+
+        Victims come from the tail of ``running`` (admitted after the sequence at hand),
+        so a sequence already scheduled this step is never preempted.
+        """
+        running = self.running
+        decodes = out.decodes
+        block_size = self.block_size
+        context = 0
+        i = 0
+        while i < len(running):
+            seq = running[i]
+            i += 1
+            n = len(seq.tokens)
+            if n - seq.num_computed != 1 or n == seq.prompt_len:
+                continue
+            if n > len(seq.blocks.blocks) * block_size:
+                while not seq.blocks.reserve(n):
+                    victim = running.pop()
+                    self._preempt(victim, out)
+                    if victim is seq:
+                        break
+                if not seq.admitted:
+                    break
+            decodes.append(seq)
+            context += seq.num_computed
+        out.decode_context = context
+
+    def _schedule_partial_prefills(self, out: Schedule, left: int) -> int:
+        """Pass 2: running sequences still prefilling, FCFS, each as far as budget and blocks
+        go. Returns the budget left."""
+        for seq in self.running:
+            if left == 0:
+                break
+            remaining = len(seq.tokens) - seq.num_computed
+            if remaining == 1 and len(seq.tokens) > seq.prompt_len:
+                continue  # a decode, scheduled in pass 1
+            room = (
+                len(seq.blocks.blocks) + self.pool.num_free_or_reclaimable
+            ) * self.block_size - seq.num_computed
+            chunk = min(remaining, left, room)
+            if chunk == 0 or (self._whole_only(remaining) and chunk < remaining):
+                continue
+            seq.blocks.reserve(seq.num_computed + chunk)
+            out.add_prefill(seq, chunk, seq.num_computed)
+            left -= chunk
+        return left
+
+    def _whole_only(self, remaining: int) -> bool:
+        """Without chunked prefill a prompt runs whole; a longer-than-budget recompute of a
+        preempted sequence is still chunked, or it could never run again."""
+        return not self.chunked and remaining <= self.budget
+
+    def _admit(self, out: Schedule, left: int) -> None:
+        """Pass 3: admit waiting sequences FCFS while budget, max_num_seqs and blocks allow."""
+        pool = self.pool
+        block_size = self.block_size
+        while self.waiting and left > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            tokens = seq.tokens
+            hit: list[int] = []
+            if self.caching:
+                seq.hashes = block_hashes(tokens, block_size, seq.blocks.scope, known=seq.hashes)
+                hit = pool.find_cached(seq.hashes, len(tokens))
+            cached = len(hit) * block_size
+            remaining = len(tokens) - cached
+            chunk = min(remaining, left)
+            if self._whole_only(remaining) and chunk < remaining:
+                break
+            need = -(-(cached + chunk) // block_size) - len(hit)
+            pinned = sum(1 for b in hit if pool.ref_count(b) == 0)
+            if need > pool.num_free_or_reclaimable - pinned:
+                break
+            self.waiting.popleft()
+            if self.caching:
+                seq.blocks.claim_prefix(tokens)
+            seq.blocks.reserve(cached + chunk)
+            seq.num_computed = cached
+            if seq.num_cached is None:
+                seq.num_cached = cached
+            seq.admitted = True
+            self.running.append(seq)
+            out.add_prefill(seq, chunk, cached)
+            left -= chunk
+
+    def _preempt(self, seq: Sequence, out: Schedule) -> None:
+        """Recompute-preemption: drop the sequence's KV and put it back at the queue head."""
+        seq.blocks.release()
+        seq.num_computed = 0
+        seq.admitted = False
+        self.waiting.appendleft(seq)
+        out.preempted.append(seq)
+        self.num_preemptions += 1
