@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workloads.prefix import CacheScope
+from workloads.tokens import LOW_TOKEN_ID, keyed_tokens
 
-#: Token ids below this are avoided when drawing prompts: tokenizers keep special and
-#: byte-fallback tokens at the low end of the vocabulary.
-LOW_TOKEN_ID = 256
+__all__ = ["LOW_TOKEN_ID", "Plan", "Prompt", "RequestSpec", "Segment"]
+
+_KEY_MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,7 @@ class Segment:
             raise ValueError(f"segment length must be >= 0, got {self.length}")
 
     def token_ids(self, vocab_size: int) -> np.ndarray:
-        if self.tokens is not None:
-            return np.asarray(self.tokens, dtype=np.int64)
-        low = min(LOW_TOKEN_ID, max(1, vocab_size // 8))
-        rng = np.random.Generator(np.random.PCG64(self.key))
-        return rng.integers(low, vocab_size, size=self.length, dtype=np.int64)
+        return Prompt((self,)).token_ids(vocab_size)
 
 
 @dataclass(frozen=True)
@@ -62,9 +59,25 @@ class Prompt:
 
     def token_ids(self, vocab_size: int) -> np.ndarray:
         """The prompt's tokens for a target whose vocabulary has ``vocab_size`` ids."""
-        if not self.segments:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([s.token_ids(vocab_size) for s in self.segments])
+        keyed = [s for s in self.segments if s.key is not None]
+        drawn = keyed_tokens(
+            np.array([s.key & _KEY_MASK for s in keyed], dtype=np.uint64),
+            np.zeros(len(keyed), dtype=np.uint64),
+            np.array([s.length for s in keyed], dtype=np.int64),
+            vocab_size,
+        )
+        if len(keyed) == len(self.segments):
+            return drawn
+        out = np.empty(len(self), dtype=np.int64)
+        pos = used = 0
+        for s in self.segments:
+            if s.tokens is None:
+                out[pos : pos + s.length] = drawn[used : used + s.length]
+                used += s.length
+            else:
+                out[pos : pos + s.length] = s.tokens
+            pos += s.length
+        return out
 
     def extended(self, *more: Segment) -> Prompt:
         return Prompt(self.segments + tuple(s for s in more if s.length))

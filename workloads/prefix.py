@@ -60,6 +60,22 @@ def _token_bytes(tokens: Sequence[int] | np.ndarray) -> bytes:
     return np.asarray(tokens, dtype=np.int64).tobytes()
 
 
+def _chain(parent: int, raw: bytes) -> int:
+    h = hashlib.blake2b(parent.to_bytes(_HASH_BYTES, "little"), digest_size=_HASH_BYTES)
+    h.update(raw)
+    return int.from_bytes(h.digest(), "little")
+
+
+def chain_hash(parent: int, tokens: Sequence[int] | np.ndarray) -> int:
+    """The identity of one block of ``tokens`` whose predecessor's identity is ``parent``.
+
+    ``block_hashes`` is this applied block by block from the scope's root; it is public
+    so that callers holding a memo of earlier links (the oracle, which sees the same
+    shared blocks thousands of times) can extend a chain one block at a time.
+    """
+    return _chain(parent, _token_bytes(tokens))
+
+
 def block_hashes(
     tokens: Sequence[int] | np.ndarray,
     block_size: int,
@@ -83,9 +99,7 @@ def block_hashes(
     parent = hashes[-1] if hashes else (scope or CacheScope()).root_hash()
     step = block_size * 8
     for offset in range(0, len(raw), step):
-        h = hashlib.blake2b(parent.to_bytes(_HASH_BYTES, "little"), digest_size=_HASH_BYTES)
-        h.update(raw[offset : offset + step])
-        parent = int.from_bytes(h.digest(), "little")
+        parent = _chain(parent, raw[offset : offset + step])
         hashes.append(parent)
     return hashes
 
@@ -264,11 +278,19 @@ class SequenceBlocks:
     def capacity_tokens(self) -> int:
         return len(self.blocks) * self.pool.block_size
 
-    def claim_prefix(self, tokens: Sequence[int] | np.ndarray) -> int:
-        """Pin the longest cached prefix of ``tokens``; returns the cached token count."""
+    def claim_prefix(
+        self, tokens: Sequence[int] | np.ndarray, *, hashes: Sequence[int] | None = None
+    ) -> int:
+        """Pin the longest cached prefix of ``tokens``; returns the cached token count.
+
+        ``hashes``, when given, are the full-block hashes of ``tokens`` already computed
+        by the caller (the oracle memoises them), and are used instead of rehashing.
+        """
         if self.blocks:
             raise RuntimeError("claim_prefix must come before any allocation")
-        self.hashes = block_hashes(tokens, self.pool.block_size, self.scope)
+        if hashes is None:
+            hashes = block_hashes(tokens, self.pool.block_size, self.scope)
+        self.hashes = list(hashes)
         hit = self.pool.find_cached(self.hashes, len(tokens))
         self.pool.record_query(len(tokens), len(hit))
         self.pool.touch(hit)
