@@ -50,8 +50,8 @@ def chunk_schedule(prompt_tokens: int, budget: int, num_decodes: int) -> list[in
     available = prefill_allowance(budget, num_decodes)
     if available == 0:
         raise PrefillBlocked(
-            f"{num_decodes} decodes use the whole budget of {budget} tokens; "
-            "prefill cannot progress until some finish"
+            f"{num_decodes} decodes use the whole budget of {budget} tokens, "
+            "so no prompt token is scheduled until some finish"
         )
     full, rest = divmod(prompt_tokens, available)
     return [available] * full + ([rest] if rest else [])

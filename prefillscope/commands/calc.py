@@ -1,0 +1,135 @@
+"""``prefillscope calc chunks|prefix|kv``: the lesson's arithmetic, from the engine's own rules.
+
+Each sub-command prints a small table, or with ``--json`` one JSON object whose keys are
+the contract (chunks → ``chunks``; prefix → ``reused_blocks`` … ``linear_flops``; kv →
+``bytes_per_token``, ``total_bytes``, ``transfer_seconds``). Bad values exit 2 through
+InputError; ``chunks`` exits 1 when running decodes leave prefill no budget at all, since
+that is an answer ("it would wait"), not a usage mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from diagnose.arithmetic import kv_transfer, prefill_chunks, prefix_reuse
+from simengine.models import resolve_model
+from simengine.scheduler import PrefillBlocked
+from workloads.errors import InputError
+
+calc_app = typer.Typer(
+    help="The lesson's arithmetic: chunk slicing, prefix-cache savings, KV transfer size.",
+    no_args_is_help=True,
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _emit(as_json: bool, title: str, data: dict, rows: list[tuple[str, str]]) -> None:
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    table = Table(title=title, show_header=False)
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+
+
+@calc_app.command("chunks")
+def chunks(
+    budget: Annotated[int, typer.Option(help="max_num_batched_tokens (tokens per step).")],
+    prompt: Annotated[int, typer.Option(help="Prompt length in tokens.")],
+    decodes: Annotated[int, typer.Option(help="Running decodes (one token each per step).")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """How a prompt is sliced into prefill chunks next to running decodes."""
+    try:
+        sizes = prefill_chunks(prompt, budget, decodes)
+    except PrefillBlocked as exc:
+        print(f"prefillscope: prefill cannot progress: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    data = {"chunks": sizes, "budget": budget, "decodes": decodes, "prompt": prompt}
+    rows = [
+        ("available per step", f"{budget - decodes:,}"),
+        ("steps", f"{len(sizes):,}"),
+        ("chunks", ", ".join(str(c) for c in sizes)),
+    ]
+    _emit(as_json, f"{prompt:,}-token prompt, budget {budget:,}, {decodes:,} decodes", data, rows)
+
+
+@calc_app.command("prefix")
+def prefix(
+    prompt: Annotated[int, typer.Option(help="Prompt length in tokens.")],
+    cached_prefix: Annotated[
+        int, typer.Option(help="Tokens shared with a prompt already in the cache.")
+    ],
+    block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
+    params: Annotated[
+        float | None, typer.Option(help="Model parameters, for the linear FLOPs left (2·P·fresh).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What a cached prefix saves: reused blocks, fresh tokens, attention pairs skipped."""
+    r = prefix_reuse(prompt, cached_prefix, block_size, params)
+    rows = [
+        ("reused blocks", f"{r.reused_blocks:,}"),
+        ("cached tokens", f"{r.cached_tokens:,}"),
+        ("fresh tokens", f"{r.fresh_tokens:,}"),
+        ("pairs suffix→prefix", f"{r.pairs_suffix_prefix:,}"),
+        ("pairs suffix→suffix", f"{r.pairs_suffix_suffix:,}"),
+        ("pairs computed", f"{r.pairs_total:,}"),
+        ("pairs without cache", f"{r.pairs_full:,}"),
+        ("pairs skipped", f"{r.pairs_skipped:,} ({r.pairs_skipped / r.pairs_full:.1%})"),
+    ]
+    if r.linear_flops is not None:
+        rows.append(("linear FLOPs (fresh)", f"{r.linear_flops:.4g}"))
+    title = f"{prompt:,}-token prompt, {cached_prefix:,} shared, block {block_size}"
+    _emit(as_json, title, r.as_dict(), rows)
+
+
+@calc_app.command("kv")
+def kv(
+    tokens: Annotated[int, typer.Option(help="Tokens whose KV is transferred.")],
+    layers: Annotated[int | None, typer.Option(help="Transformer layers.")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="KV heads (after GQA).")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension.")] = None,
+    dtype: Annotated[str, typer.Option(help="KV dtype: fp32, bf16, fp16, fp8, int8.")] = "fp16",
+    model: Annotated[
+        str | None,
+        typer.Option(help="A model preset or custom spec supplying layers/heads/head-dim."),
+    ] = None,
+    link_gbps: Annotated[
+        float | None, typer.Option(help="Link speed in Gb/s, for the ideal transfer time.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """KV bytes per token and in total, and the ideal time to ship them between workers."""
+    if model is not None:
+        spec = resolve_model(model)
+        layers = spec.layers if layers is None else layers
+        kv_heads = spec.kv_heads if kv_heads is None else kv_heads
+        head_dim = spec.head_dim if head_dim is None else head_dim
+    shape = {"--layers": layers, "--kv-heads": kv_heads, "--head-dim": head_dim}
+    for flag, value in shape.items():
+        if value is None:
+            raise InputError(flag, "missing", f"give {flag} or --model")
+    r = kv_transfer(layers, kv_heads, head_dim, dtype, tokens, link_gbps)
+    rows = [
+        ("bytes per token", f"{r.bytes_per_token:,} ({r.bytes_per_token / 1024:g} KiB)"),
+        ("total bytes", f"{r.total_bytes:,} ({r.total_bytes / 2**20:,.1f} MiB)"),
+    ]
+    if r.transfer_seconds is not None:
+        rows.append((f"ideal transfer at {link_gbps:g} Gb/s", f"{r.transfer_seconds * 1e3:.4f} ms"))
+    title = f"KV of {tokens:,} tokens: {layers} layers × {kv_heads} heads × {head_dim}, {dtype}"
+    _emit(as_json, title, r.as_dict(), rows)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(calc_app, name="calc")
