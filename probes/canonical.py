@@ -1,0 +1,134 @@
+"""The canonical server series every flavour is normalised to (DESIGN.md §4.5).
+
+Engines name the same facts differently (vLLM's ``num_requests_running``, SGLang's
+``num_running_reqs``, llama.cpp's ``requests_processing``). The diagnosis and the reports
+speak only these canonical names, and every value carries its provenance so that a
+report can say *how* it knows: read from a series (``measured``), computed from other
+series through a model (``derived``), or not exposed at all (``unknown`` — never 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Provenance(StrEnum):
+    MEASURED = "measured"
+    DERIVED = "derived"
+    UNKNOWN = "unknown"
+
+
+class Kind(StrEnum):
+    """How a series behaves over time, which decides how it is normalised."""
+
+    GAUGE = "gauge"  # a level: sampled, summarised by mean/p50/max
+    COUNTER = "counter"  # monotone total: per-window deltas and rates, reset-aware
+    INFO = "info"  # configuration read once (often from a label of an info metric)
+
+
+#: Scalar canonical series and their kinds. ``kv_usage`` is the fraction of the pool
+#: pinned by running requests (vLLM's definition: reclaimable blocks are not "used").
+SERIES: dict[str, Kind] = {
+    "running": Kind.GAUGE,
+    "waiting": Kind.GAUGE,
+    "kv_usage": Kind.GAUGE,
+    "prefix_queries": Kind.COUNTER,
+    "prefix_hits": Kind.COUNTER,
+    "preemptions": Kind.COUNTER,
+    "prompt_tokens": Kind.COUNTER,
+    "generation_tokens": Kind.COUNTER,
+    "block_size": Kind.INFO,
+    "num_blocks": Kind.INFO,
+    "prefix_caching": Kind.INFO,  # 1 enabled, 0 disabled (a disabled cache has no reclaimable)
+}
+
+#: Latency histograms, in seconds.
+HISTOGRAMS: tuple[str, ...] = ("ttft", "itl", "e2e")
+
+#: Block-pool buckets an engine may expose directly (DESIGN.md §1: disjoint buckets).
+POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")
+
+
+@dataclass(frozen=True)
+class Value:
+    """One canonical value and how we know it; ``value`` is None exactly when unknown."""
+
+    value: float | None
+    provenance: Provenance
+    source: str | None = None
+
+    @classmethod
+    def unknown(cls, reason: str) -> Value:
+        return cls(None, Provenance.UNKNOWN, reason)
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "provenance": str(self.provenance), "source": self.source}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A cumulative Prometheus histogram: upper bounds (ending at +Inf) and counts."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    count: float
+    sum: float
+
+    def minus(self, earlier: Histogram) -> Histogram:
+        """Observations made since ``earlier``; a reset (count fell, buckets changed)
+        means everything in ``self`` is new, as Prometheus's ``increase`` assumes."""
+        if (
+            earlier.bounds != self.bounds
+            or self.count < earlier.count
+            or any(a < b for a, b in zip(self.cumulative, earlier.cumulative, strict=True))
+        ):
+            return self
+        return Histogram(
+            self.bounds,
+            tuple(a - b for a, b in zip(self.cumulative, earlier.cumulative, strict=True)),
+            self.count - earlier.count,
+            self.sum - earlier.sum,
+        )
+
+    def plus(self, other: Histogram) -> Histogram:
+        """Sum of two histograms with the same buckets (replicas, successive windows)."""
+        if other.bounds != self.bounds:
+            raise ValueError("cannot add histograms with different buckets")
+        return Histogram(
+            self.bounds,
+            tuple(a + b for a, b in zip(self.cumulative, other.cumulative, strict=True)),
+            self.count + other.count,
+            self.sum + other.sum,
+        )
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count > 0 else None
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile by linear interpolation inside the bucket that holds it — the
+        estimate PromQL's ``histogram_quantile`` makes. Falls in +Inf → the last finite
+        bound (a floor, not a value). None when the histogram is empty."""
+        total = self.cumulative[-1] if self.cumulative else 0.0
+        if total <= 0:
+            return None
+        rank = q * total
+        lower_bound, lower_count = 0.0, 0.0
+        for bound, cum in zip(self.bounds, self.cumulative, strict=True):
+            if cum >= rank:
+                if math.isinf(bound):
+                    return lower_bound
+                if cum == lower_count:
+                    return bound
+                return lower_bound + (bound - lower_bound) * (rank - lower_count) / (
+                    cum - lower_count
+                )
+            lower_bound, lower_count = bound, cum
+        return lower_bound

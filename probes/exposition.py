@@ -1,0 +1,117 @@
+"""Reading a Prometheus text exposition into plain samples.
+
+Parsing is prometheus_client's (``text_string_to_metric_families``); this module only
+flattens its families into ``(name, labels, value)`` samples indexed by name, because
+the mappings address sample names (``vllm:prefix_cache_hits_total``,
+``…_bucket``) and the run directory stores samples, not families. A bad exposition is
+reported with the line that broke it, so a user can see what their server sent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from workloads.errors import InputError
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+@dataclass
+class Exposition:
+    """Every sample of one scrape, with the family types the server declared."""
+
+    samples: list[Sample]
+    types: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        index: dict[str, list[Sample]] = defaultdict(list)
+        for sample in self.samples:
+            index[sample.name].append(sample)
+        self._index = dict(index)
+
+    def get(self, name: str) -> list[Sample]:
+        """All samples with this exact name (empty when the server does not expose it)."""
+        return self._index.get(name, [])
+
+    def names(self) -> set[str]:
+        return set(self._index)
+
+
+def parse_exposition(text: str, *, source: str = "exposition") -> Exposition:
+    """Parse exposition text; a malformed line raises ``InputError`` naming that line."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise InputError(source, _describe_parse_error(text, exc), _FIX) from None
+    samples = [
+        Sample(s.name, dict(s.labels), float(s.value)) for fam in families for s in fam.samples
+    ]
+    return Exposition(samples, {fam.name: fam.type for fam in families})
+
+
+_FIX = "the server must answer /metrics with Prometheus text exposition format"
+
+
+def _describe_parse_error(text: str, exc: ValueError) -> str:
+    """Locate the first line that does not parse on its own; exposition is line-based,
+    so this finds the culprit without reimplementing the grammar."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            list(text_string_to_metric_families(line + "\n"))
+        except ValueError:
+            shown = line if len(line) <= 80 else line[:77] + "..."
+            return f"line {number} is not valid exposition text: {shown!r}"
+    return f"not valid exposition text ({exc})"
+
+
+def metrics_url(url: str) -> str:
+    """The scrape URL for a server URL: ``http://host:port`` → ``…/metrics``; a URL that
+    already names a path is used as given (some servers mount metrics elsewhere)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if not parts.scheme or not parts.netloc:
+        raise InputError("url", f"{url!r} is not an http(s) URL", "e.g. http://127.0.0.1:8000")
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _check_response(url: str, response: httpx.Response) -> str:
+    if response.status_code != 200:
+        raise InputError(
+            "metrics", f"GET {url} answered HTTP {response.status_code}", "does it expose /metrics?"
+        )
+    return response.text
+
+
+def _unreachable(url: str, exc: httpx.HTTPError) -> InputError:
+    kind = type(exc).__name__
+    return InputError("metrics", f"GET {url} failed: {kind} {exc}".rstrip(), "is the server up?")
+
+
+async def fetch_exposition(client: httpx.AsyncClient, url: str) -> Exposition:
+    """One scrape of ``url`` (already a metrics URL); every failure is an ``InputError``."""
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as exc:
+        raise _unreachable(url, exc) from None
+    return parse_exposition(_check_response(url, response), source=url)
+
+
+def fetch_exposition_sync(url: str, *, timeout: float = 5.0) -> Exposition:
+    """The blocking twin of ``fetch_exposition`` for one-shot commands."""
+    try:
+        response = httpx.get(url, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise _unreachable(url, exc) from None
+    return parse_exposition(_check_response(url, response), source=url)

@@ -1,0 +1,277 @@
+"""Canonical series over time: counters → per-window increases and rates, gauges →
+per-window levels, histograms → per-window quantiles from bucket increases.
+
+A server's counters are totals since *it* started, not since our run did, and they
+restart from zero when the server does. So a run's prefix hits are the sum of the
+reset-aware increments between consecutive scrapes (an increment that goes negative is a
+restart: everything now counted is new, as Prometheus's ``increase`` assumes), and a
+histogram's window is the difference of its cumulative buckets. A series a scrape did not
+carry is NaN in the frame — unknown, never 0 — and a counter that appears mid-run was
+created then (SGLang creates ``cached_tokens_total`` at the first hit), so it counts from 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from probes.canonical import HISTOGRAMS, SERIES, Histogram, Kind, Provenance, Value
+from probes.exposition import Exposition, Sample
+from probes.mapping import Mapping, Snapshot, choose_mapping
+from probes.pool import pool_breakdown
+from probes.quantiles import QUANTILES
+
+#: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
+POOL_COLUMNS: tuple[str, ...] = ("pool_active", "pool_reclaimable", "pool_free", "pool_total")
+
+_RANK = {Provenance.UNKNOWN: 0, Provenance.DERIVED: 1, Provenance.MEASURED: 2}
+
+
+def exposition_from_rows(rows: pd.DataFrame) -> Exposition:
+    """Rebuild one scrape from long-format rows (``metric``, ``labels`` JSON, ``value``)."""
+    return Exposition(
+        [
+            Sample(str(m), json.loads(lbl) if isinstance(lbl, str) else {}, float(v))
+            for m, lbl, v in zip(rows["metric"], rows["labels"], rows["value"], strict=True)
+        ]
+    )
+
+
+@dataclass
+class ServerSeries:
+    """The canonical series of one run, one row per successful scrape, on the run clock."""
+
+    flavour: str
+    itl_per: str | None
+    pool_unit: str
+    frame: pd.DataFrame
+    provenance: dict[str, Provenance]
+    sources: dict[str, str | None]
+    histograms: dict[str, list[Histogram | None]]
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_snapshots(cls, times: list[float], snapshots: list[Snapshot]) -> ServerSeries:
+        """One row per snapshot; each column keeps its best provenance seen in the run."""
+        if len(times) != len(snapshots):
+            raise ValueError("one time per snapshot")
+        rows: list[dict[str, Any]] = []
+        provenance = {name: Provenance.UNKNOWN for name in (*SERIES, *POOL_COLUMNS)}
+        sources: dict[str, str | None] = {name: None for name in provenance}
+        for t_s, snap in zip(times, snapshots, strict=True):
+            pool = pool_breakdown(snap)
+            values: dict[str, Value] = dict(snap.series)
+            values.update(
+                {
+                    "pool_active": pool.active.value,
+                    "pool_reclaimable": pool.reclaimable.value,
+                    "pool_free": pool.free.value,
+                    "pool_total": pool.total,
+                }
+            )
+            row: dict[str, Any] = {"t_s": t_s}
+            for name, value in values.items():
+                row[name] = value.value if value.value is not None else np.nan
+                if _RANK[value.provenance] > _RANK[provenance[name]]:
+                    provenance[name], sources[name] = value.provenance, value.source
+                elif sources[name] is None:
+                    sources[name] = value.source
+            rows.append(row)
+        frame = pd.DataFrame(rows, columns=["t_s", *provenance]).astype(float)
+        first = snapshots[0] if snapshots else None
+        for name in HISTOGRAMS:
+            sources[name] = next(
+                (s.histogram_sources[name] for s in snapshots if s.histogram_sources[name]), None
+            )
+        return cls(
+            flavour=first.flavour if first else "unknown",
+            itl_per=first.itl_per if first else None,
+            pool_unit=first.pool_unit if first else "blocks",
+            frame=frame,
+            provenance=provenance,
+            sources=sources,
+            histograms={name: [s.histograms[name] for s in snapshots] for name in HISTOGRAMS},
+        )
+
+    @classmethod
+    def from_samples(cls, samples: pd.DataFrame, mapping: Mapping | None = None) -> ServerSeries:
+        """From a ``server_metrics`` table (long format). Without a mapping the flavour is
+        detected from the first scrape."""
+        if samples.empty:
+            return cls.from_snapshots([], [])
+        times = sorted(samples["t_s"].unique())
+        groups = dict(tuple(samples.groupby("t_s", sort=True)))
+        if mapping is None:
+            mapping = choose_mapping(exposition_from_rows(groups[times[0]]))
+        wanted = mapping.metric_names()
+        snapshots = []
+        for t_s in times:
+            rows = groups[t_s]
+            snapshots.append(
+                mapping.snapshot(exposition_from_rows(rows[rows["metric"].isin(wanted)]))
+            )
+        return cls.from_snapshots([float(t) for t in times], snapshots)
+
+    # -- slicing ---------------------------------------------------------------------------
+    @property
+    def t_s(self) -> np.ndarray:
+        return self.frame["t_s"].to_numpy()
+
+    def _rows(self, start: float | None, end: float | None, *, baseline: bool) -> np.ndarray:
+        """Row indices in [start, end]; with ``baseline`` also the last scrape before
+        start, so an increase over the window starts from the value at its opening."""
+        t = self.t_s
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        inside = np.flatnonzero((t >= lo) & (t <= hi))
+        if baseline and start is not None:
+            before = np.flatnonzero(t < lo)
+            if before.size:
+                inside = np.concatenate([[before[-1]], inside])
+        return inside
+
+    def window(self, start: float | None, end: float | None) -> ServerSeries:
+        """The scrapes in [start, end] (plus the one before, as the counters' baseline)."""
+        idx = self._rows(start, end, baseline=True)
+        return ServerSeries(
+            self.flavour,
+            self.itl_per,
+            self.pool_unit,
+            self.frame.iloc[idx].reset_index(drop=True),
+            dict(self.provenance),
+            dict(self.sources),
+            {name: [hists[i] for i in idx] for name, hists in self.histograms.items()},
+        )
+
+    # -- counters --------------------------------------------------------------------------
+    def increase(self, name: str, start: float | None = None, end: float | None = None) -> Value:
+        """Reset-aware increase of a counter over [start, end]."""
+        _require(name, Kind.COUNTER)
+        values = self.frame[name].to_numpy()[self._rows(start, end, baseline=True)]
+        if np.isnan(values).all():
+            return Value.unknown(self.sources.get(name) or f"{name} not exposed")
+        if values.size < 2:
+            return Value.unknown("fewer than two scrapes in the window")
+        steps = _increments(values)
+        return Value(float(steps.sum()), self.provenance[name], self.sources[name])
+
+    def rate(self, name: str, start: float | None = None, end: float | None = None) -> Value:
+        """Mean per-second rate of a counter over the span its scrapes cover."""
+        idx = self._rows(start, end, baseline=True)
+        total = self.increase(name, start, end)
+        span = float(self.t_s[idx[-1]] - self.t_s[idx[0]]) if idx.size >= 2 else 0.0
+        if total.value is None or span <= 0:
+            return Value.unknown(total.source or "no time span")
+        return Value(total.value / span, total.provenance, total.source)
+
+    # -- levels ----------------------------------------------------------------------------
+    def level(self, name: str, start: float | None = None, end: float | None = None) -> dict:
+        """Mean, p50, max, min and last of a gauge (or pool bucket) over [start, end]; each
+        None when the server never exposed it there."""
+        values = self.frame[name].to_numpy()[self._rows(start, end, baseline=False)]
+        known = values[np.isfinite(values)]
+        out: dict[str, Any] = {
+            "provenance": str(self.provenance[name] if known.size else Provenance.UNKNOWN),
+            "source": self.sources.get(name),
+            "samples": int(known.size),
+        }
+        if not known.size:
+            return out | {"mean": None, "p50": None, "max": None, "min": None, "last": None}
+        return out | {
+            "mean": float(known.mean()),
+            "p50": float(np.median(known)),
+            "max": float(known.max()),
+            "min": float(known.min()),
+            "last": float(known[-1]),
+        }
+
+    def latest(self, name: str) -> Value:
+        """The last known value of any column (config such as ``block_size``)."""
+        values = self.frame[name].to_numpy() if name in self.frame else np.array([])
+        known = values[np.isfinite(values)]
+        if not known.size:
+            return Value.unknown(self.sources.get(name) or f"{name} not exposed")
+        return Value(float(known[-1]), self.provenance[name], self.sources.get(name))
+
+    # -- histograms ------------------------------------------------------------------------
+    def histogram_increase(
+        self, name: str, start: float | None = None, end: float | None = None
+    ) -> Histogram | None:
+        """Observations made in [start, end], summed across reset-aware steps."""
+        hists = [self.histograms[name][i] for i in self._rows(start, end, baseline=True)]
+        total: Histogram | None = None
+        previous: Histogram | None = None
+        for index, hist in enumerate(hists):
+            if hist is None:
+                continue
+            if index > 0:
+                step = hist.minus(previous) if previous is not None else hist
+                total = step if total is None or total.bounds != step.bounds else total.plus(step)
+            previous = hist
+        if total is None and previous is not None:
+            return Histogram(previous.bounds, (0.0,) * len(previous.bounds), 0.0, 0.0)
+        return total
+
+    # -- fixed windows ---------------------------------------------------------------------
+    def windows(
+        self, width_s: float, start: float | None = None, end: float | None = None
+    ) -> pd.DataFrame:
+        """One row per window of ``width_s``: counter increases and rates, gauge means and
+        maxima, histogram p50/p99/count — the server side of a timeline."""
+        if width_s <= 0:
+            raise ValueError("width_s must be positive")
+        if self.frame.empty:
+            return pd.DataFrame()
+        t0 = self.t_s.min() if start is None else start
+        t1 = self.t_s.max() if end is None else end
+        rows = []
+        for lo in np.arange(t0, t1, width_s):
+            hi = min(lo + width_s, t1)
+            row: dict[str, Any] = {"t_start": float(lo), "t_end": float(hi)}
+            for name, kind in SERIES.items():
+                if kind is Kind.COUNTER:
+                    row[f"{name}_delta"] = self.increase(name, lo, hi).value
+                    row[f"{name}_rate"] = self.rate(name, lo, hi).value
+                elif kind is Kind.GAUGE:
+                    stats = self.level(name, lo, hi)
+                    row[f"{name}_mean"], row[f"{name}_max"] = stats["mean"], stats["max"]
+            for name in POOL_COLUMNS:
+                row[f"{name}_mean"] = self.level(name, lo, hi)["mean"]
+            for name in HISTOGRAMS:
+                hist = self.histogram_increase(name, lo, hi)
+                row[f"{name}_count"] = hist.count if hist else None
+                row[f"{name}_p50"] = hist.quantile(0.5) if hist else None
+                row[f"{name}_p99"] = hist.quantile(0.99) if hist else None
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def _require(name: str, kind: Kind) -> None:
+    if SERIES.get(name) is not kind:
+        raise KeyError(f"{name!r} is not a canonical {kind} series")
+
+
+def _increments(values: np.ndarray) -> np.ndarray:
+    """Per-step increases of a counter: restarts and (re)appearances count from zero."""
+    prev, cur = values[:-1], values[1:]
+    steps = np.where(np.isnan(prev), cur, np.where(cur < prev, cur, cur - prev))
+    return np.where(np.isnan(cur), 0.0, steps)
+
+
+def histogram_summary(hist: Histogram | None) -> dict[str, Any]:
+    """Count, mean and the report's quantiles (p50…p999) of a histogram window, plus how
+    many observations fell past the last finite bucket (their quantiles are floors)."""
+    if hist is None:
+        return {"count": None, "mean": None, **{q: None for q in QUANTILES}, "overflow": None}
+    overflow = hist.cumulative[-1] - hist.cumulative[-2] if len(hist.cumulative) > 1 else 0.0
+    return {
+        "count": hist.count,
+        "mean": hist.mean,
+        **{q: hist.quantile(pct / 100.0) for q, pct in QUANTILES.items()},
+        "overflow": overflow,
+    }

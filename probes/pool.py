@@ -1,0 +1,182 @@
+"""The KV block pool's three buckets — active, reclaimable, free — each with provenance.
+
+"GPU memory at 98 %" says nothing about the pool (engines preallocate it); what matters is
+how the pool splits into blocks pinned by running requests (*active*), cached blocks no
+request holds that can be re-hit or evicted (*reclaimable*) and blocks with no valid data
+(*free*). Engines expose different parts of that split:
+
+* the embedded engine exposes all three: ``measured``;
+* vLLM exposes only ``kv_cache_usage_perc`` (active / usable blocks) and the pool size in
+  ``cache_config_info``: active is ``derived``; its free queue holds reclaimable *and* free
+  blocks, so the two are ``unknown`` individually — we never report ``free + reclaimable``
+  as free. They are *bounded* instead: together they are the unused blocks, and cached
+  blocks cannot outnumber the full blocks of KV ever computed,
+  ``(prefix_queries − prefix_hits + generation_tokens) / block_size`` (valid only without
+  preemptions, which recompute). A server with prefix caching disabled has none;
+* SGLang exposes used / evictable / available tokens in recent releases (``measured``, in
+  tokens), older ones only used tokens and ``token_usage``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from probes.canonical import Provenance, Value
+from probes.mapping import Snapshot
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One pool bucket: its value (None when unknown) and, when unknown, proven bounds."""
+
+    value: Value
+    bounds: tuple[float, float] | None = None
+
+    def to_dict(self, unit: str) -> dict[str, Any]:
+        out = self.value.to_dict() | {"unit": unit}
+        if self.bounds is not None:
+            out["bounds"] = list(self.bounds)
+        return out
+
+
+@dataclass(frozen=True)
+class PoolBreakdown:
+    unit: str
+    total: Value
+    active: Bucket
+    reclaimable: Bucket
+    free: Bucket
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``pool`` object of ``probe --json`` and of the server summary."""
+        return {
+            "active_blocks": self.active.to_dict(self.unit),
+            "reclaimable_blocks": self.reclaimable.to_dict(self.unit),
+            "free_blocks": self.free.to_dict(self.unit),
+            "total_blocks": self.total.to_dict() | {"unit": self.unit},
+        }
+
+    def values(self) -> dict[str, float | None]:
+        """Plain numbers per bucket (None when unknown), for time series."""
+        return {
+            "pool_active": self.active.value.value,
+            "pool_reclaimable": self.reclaimable.value.value,
+            "pool_free": self.free.value.value,
+            "pool_total": self.total.value,
+        }
+
+
+def _num(value: Value) -> float | None:
+    return value.value
+
+
+def _tidy(x: float) -> float:
+    """Block counts are integers; usage fractions reproduce them up to float error."""
+    return round(x, 6)
+
+
+def pool_total(snapshot: Snapshot) -> Value:
+    """Usable pool size: exposed directly, else the configured blocks minus the engine's
+    reserved ones, else used / usage."""
+    raw = snapshot.pool_raw.get("total")
+    if raw is not None and raw.known:
+        return raw
+    blocks = snapshot.series["num_blocks"]
+    if snapshot.pool_unit == "blocks" and blocks.known and blocks.value is not None:
+        if snapshot.pool_reserved:
+            reserved = f" minus {snapshot.pool_reserved:g} reserved"
+            return Value(
+                blocks.value - snapshot.pool_reserved,
+                Provenance.DERIVED,
+                f"{blocks.source}{reserved}",
+            )
+        return blocks
+    active = snapshot.pool_raw.get("active")
+    usage = snapshot.series["kv_usage"]
+    if active is not None and active.value is not None and usage.value:
+        return Value(
+            _tidy(active.value / usage.value),
+            Provenance.DERIVED,
+            f"{active.source} / {usage.source}",
+        )
+    return Value.unknown("pool size not exposed")
+
+
+def _active(snapshot: Snapshot, total: Value) -> Value:
+    raw = snapshot.pool_raw.get("active")
+    if raw is not None and raw.known:
+        return raw
+    usage = snapshot.series["kv_usage"]
+    if usage.value is not None and total.value is not None:
+        return Value(
+            _tidy(usage.value * total.value),
+            Provenance.DERIVED,
+            f"{usage.source} × {total.source}",
+        )
+    return Value.unknown("neither active blocks nor KV usage and pool size exposed")
+
+
+def _cached_upper_bound(snapshot: Snapshot) -> float | None:
+    """Most full blocks of KV the server can hold in cache, from its token counters."""
+    series = snapshot.series
+    size = _num(series["block_size"])
+    if snapshot.pool_unit == "tokens":
+        size = 1.0
+    needed = (
+        _num(series["prefix_queries"]),
+        _num(series["prefix_hits"]),
+        _num(series["generation_tokens"]),
+    )
+    if size is None or size <= 0 or series["preemptions"].value != 0 or None in needed:
+        return None
+    queries, hits, generated = needed  # type: ignore[misc]
+    return math.floor((queries - hits + generated) / size)
+
+
+def pool_breakdown(snapshot: Snapshot) -> PoolBreakdown:
+    """Active / reclaimable / free for one scrape, measured where exposed, derived or
+    bounded where the evidence allows, unknown otherwise."""
+    total = pool_total(snapshot)
+    active = _active(snapshot, total)
+    raw_recl = snapshot.pool_raw.get("reclaimable")
+    raw_free = snapshot.pool_raw.get("free")
+    unused = (
+        _tidy(total.value - active.value)
+        if total.value is not None and active.value is not None
+        else None
+    )
+    if raw_recl is not None and raw_recl.known:
+        reclaimable = Bucket(raw_recl)
+    elif snapshot.series["prefix_caching"].value == 0:
+        reclaimable = Bucket(Value(0.0, Provenance.DERIVED, "prefix caching disabled"))
+    else:
+        reclaimable = Bucket(
+            Value.unknown(snapshot.pool_note),
+            _reclaimable_bounds(snapshot, unused),
+        )
+    if raw_free is not None and raw_free.known:
+        free = Bucket(raw_free)
+    elif unused is not None and reclaimable.value.value is not None:
+        free = Bucket(
+            Value(
+                _tidy(unused - reclaimable.value.value),
+                Provenance.DERIVED,
+                "total − active − reclaimable",
+            )
+        )
+    else:
+        bounds = reclaimable.bounds
+        free = Bucket(
+            Value.unknown(snapshot.pool_note),
+            (max(0.0, unused - bounds[1]), unused) if bounds and unused is not None else None,
+        )
+    return PoolBreakdown(snapshot.pool_unit, total, Bucket(active), reclaimable, free)
+
+
+def _reclaimable_bounds(snapshot: Snapshot, unused: float | None) -> tuple[float, float] | None:
+    if unused is None:
+        return None
+    upper = _cached_upper_bound(snapshot)
+    return (0.0, unused if upper is None else float(min(unused, upper)))
