@@ -1,0 +1,137 @@
+"""`prefillscope calc`: the lesson's worked figures, through the real command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from prefillscope.cli import app
+from workloads.errors import InputError
+
+CLI = str(Path(sys.executable).parent / "prefillscope")
+runner = CliRunner()
+
+
+def _json(args: str) -> dict:
+    result = runner.invoke(app, ["calc", *args.split(), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("budget", "decodes", "prompt", "expected"),
+    [
+        (512, 4, 2048, [508, 508, 508, 508, 16]),
+        (1024, 300, 3500, [724, 724, 724, 724, 604]),
+    ],
+)
+def test_chunks(budget: int, decodes: int, prompt: int, expected: list[int]) -> None:
+    args = f"chunks --budget {budget} --decodes {decodes} --prompt {prompt}"
+    assert _json(args)["chunks"] == expected
+
+
+def test_chunks_when_decodes_take_the_budget_exit_1_with_one_line() -> None:
+    proc = subprocess.run(
+        [CLI, "calc", "chunks", "--budget", "256", "--decodes", "256", "--prompt", "1000"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "prefill cannot progress" in lines[0]
+
+
+def test_prefix_3000_with_2500_cached() -> None:
+    out = _json("prefix --prompt 3000 --cached-prefix 2500 --block-size 16 --params 8e9")
+    assert out["reused_blocks"] == 156
+    assert out["cached_tokens"] == 2496
+    assert out["fresh_tokens"] == 504
+    assert out["pairs_suffix_prefix"] == 1_257_984
+    assert out["pairs_suffix_suffix"] == 127_260
+    assert out["pairs_total"] == 1_385_244
+    assert out["pairs_full"] == 4_501_500
+    assert out["pairs_skipped"] == 3_116_256
+    assert out["linear_flops"] == pytest.approx(8.064e12)
+
+
+def test_prefix_4000_with_3100_cached_block_32() -> None:
+    out = _json("prefix --prompt 4000 --cached-prefix 3100 --block-size 32")
+    assert (out["reused_blocks"], out["cached_tokens"], out["fresh_tokens"]) == (96, 3072, 928)
+    assert out["pairs_total"] == 3_281_872
+    assert out["linear_flops"] is None
+
+
+def test_prefix_whole_prompt_cached_still_recomputes_the_last_block() -> None:
+    out = _json("prefix --prompt 64 --cached-prefix 64 --block-size 16")
+    assert out["cached_tokens"] == 48
+    assert out["fresh_tokens"] == 16
+
+
+@pytest.mark.parametrize(
+    ("layers", "tokens", "gbps", "per_token", "total", "seconds"),
+    [
+        (32, 2048, 100, 131_072, 268_435_456, 0.021475),
+        (40, 4096, 200, 163_840, 671_088_640, 0.0268435),
+    ],
+)
+def test_kv(
+    layers: int, tokens: int, gbps: int, per_token: int, total: int, seconds: float
+) -> None:
+    out = _json(
+        f"kv --layers {layers} --kv-heads 8 --head-dim 128 --dtype fp16 --tokens {tokens} "
+        f"--link-gbps {gbps}"
+    )
+    assert out["bytes_per_token"] == per_token
+    assert out["total_bytes"] == total
+    assert out["transfer_seconds"] == pytest.approx(seconds, rel=1e-4)
+
+
+def test_kv_from_a_model_preset_matches_explicit_shape() -> None:
+    preset = _json("kv --model llama-3.1-8b --dtype bf16 --tokens 2048")
+    assert preset["bytes_per_token"] == 131_072
+    assert preset["transfer_seconds"] is None
+
+
+def test_human_output_is_a_table() -> None:
+    result = runner.invoke(
+        app, ["calc", "chunks", "--budget", "512", "--decodes", "4", "--prompt", "2048"]
+    )
+    assert result.exit_code == 0
+    assert "508, 508, 508, 508, 16" in result.stdout
+
+
+def test_bad_flag_exits_2_with_one_line_naming_the_field() -> None:
+    proc = subprocess.run(
+        [CLI, "calc", "prefix", "--prompt", "100", "--cached-prefix", "-1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "--cached-prefix" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ("chunks --budget 0 --prompt 10", "--budget"),
+        ("chunks --budget 10 --decodes -1 --prompt 10", "--decodes"),
+        ("prefix --prompt 100 --cached-prefix 10 --block-size 0", "--block-size"),
+        ("kv --tokens 10 --layers 2 --kv-heads 1 --head-dim 8 --dtype fp9", "--dtype"),
+        ("kv --tokens 10", "--layers"),
+        ("kv --tokens 10 --model gpt-5", "--model"),
+        ("kv --tokens 10 --model llama-3.1-8b --link-gbps 0", "--link-gbps"),
+    ],
+)
+def test_bad_flags_raise_input_error_naming_the_field(args: str, field: str) -> None:
+    result = runner.invoke(app, ["calc", *args.split()])
+    assert isinstance(result.exception, InputError)
+    assert result.exception.field == field
