@@ -1,0 +1,56 @@
+"""``prefillscope report RUN_DIR [--html FILE] [--json]``: one run, for people.
+
+The terminal view is printed unless ``--json`` asks for the machine-readable content;
+``--html`` additionally writes the self-contained page (plots included) to FILE.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from prefillscope.report.content import report_dict
+from prefillscope.report.data import load_report_data
+from prefillscope.report.html import render_html
+from prefillscope.report.terminal import render_terminal
+from workloads.errors import InputError
+
+
+def write_html(path: Path, page: str) -> None:
+    """Write the page, turning an unwritable destination into a one-line input error."""
+    if not path.parent.is_dir():
+        raise InputError("--html", f"folder {path.parent} does not exist", "create it first")
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(
+            "--html", f"cannot write {path}: {exc.strerror}", "pick a writable path"
+        ) from exc
+
+
+def report(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run directory written by `prefillscope bench`.")
+    ],
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML page here.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Show one run: summary, ITL by kind, KV pool, diagnosis (plots in the HTML page)."""
+    data = load_report_data(run_dir)
+    if html is not None:
+        write_html(html, render_html(data))
+    html_path = str(html) if html is not None else None
+    if json_out:
+        typer.echo(json.dumps(report_dict(data, html_path), indent=2, default=str))
+    else:
+        render_terminal(data, Console(), html_path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

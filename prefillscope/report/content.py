@@ -1,0 +1,372 @@
+"""The report's words and numbers, independent of how they are drawn.
+
+The HTML page and the terminal view show the same header, tables and diagnosis; this
+module turns ``ReportData`` into rows of display strings once, so the two renderers
+differ only in markup and can never disagree on a figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from prefillscope.report.data import ReportData, lookup
+from prefillscope.report.figures import group_kinds
+
+UNKNOWN = "unknown"
+
+#: (summary key, label, short label for narrow terminals)
+LATENCY_METRICS = (
+    ("ttft_s", "TTFT (from intended send)", "TTFT"),
+    ("ttft_sent_s", "TTFT (from actual send)", "TTFT (sent)"),
+    ("itl_s", "ITL (per token)", "ITL"),
+    ("tpot_s", "TPOT", "TPOT"),
+    ("e2e_s", "E2E (from intended send)", "E2E"),
+)
+QUANTILE_COLUMNS = (
+    ("mean", "mean"),
+    ("p50", "p50"),
+    ("p90", "p90"),
+    ("p95", "p95"),
+    ("p99", "p99"),
+    ("p999", "p99.9"),
+)
+
+#: Diagnosis statuses → a tone both renderers map to a colour.
+STATUS_TONES = {
+    "supported": "bad",
+    "weakened": "mild",
+    "not supported": "good",
+    "inconclusive": "warn",
+    "not applicable": "muted",
+    "as expected": "good",
+    "thrashing": "bad",
+    "caching off": "bad",
+    "identity mismatch": "bad",
+    UNKNOWN: "muted",
+}
+RUN_STATUS_TONES = {"complete": "good", "interrupted": "warn", "failed": "bad"}
+
+
+# -- number formatting -------------------------------------------------------------------
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def fmt_duration(value: Any) -> str:
+    """Seconds as a reader wants them: 850 µs, 12.3 ms, 1.52 s; unknown when absent."""
+    v = _finite(value)
+    if v is None:
+        return UNKNOWN
+    magnitude = abs(v)
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 1:
+        return f"{v:.3g} s" if magnitude < 1000 else f"{v:,.0f} s"
+    if magnitude >= 1e-3:
+        return f"{v * 1e3:.3g} ms"
+    return f"{v * 1e6:.3g} µs"
+
+
+def fmt_rate(value: Any, unit: str) -> str:
+    v = _finite(value)
+    return UNKNOWN if v is None else f"{v:,.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
+
+
+def fmt_share(value: Any) -> str:
+    v = _finite(value)
+    return UNKNOWN if v is None else f"{100 * v:.1f} %"
+
+
+def fmt_count(value: Any) -> str:
+    v = _finite(value)
+    return UNKNOWN if v is None else f"{v:,.0f}"
+
+
+def fmt_value(value: Any) -> str:
+    """Any scalar from a run file, for display."""
+    if value is None:
+        return UNKNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else UNKNOWN
+    return str(value)
+
+
+# -- header ------------------------------------------------------------------------------
+@dataclass
+class Header:
+    title: str
+    status: str
+    status_tone: str
+    status_note: str | None
+    fields: list[tuple[str, str]]
+
+
+def header(data: ReportData) -> Header:
+    """Who was measured, with what, and whether the run finished."""
+    workload = data.field("workload.name", "workload.preset", "workload.kind", "workload")
+    workload_text = workload if isinstance(workload, str) else UNKNOWN
+    wall = _finite(data.field("clock.wall_t0", "wall_t0", "t0_wall"))
+    started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
+    fields = [
+        ("target", data.field("target.url", "target.endpoint", "endpoint")),
+        ("flavour", data.field("target.flavour", "target.backend", "flavour", "backend")),
+        ("model", data.field("target.model", "target.server.model", "model")),
+        ("workload", workload_text),
+        ("seed", data.field("workload.seed", "seed")),
+        ("requests", fmt_count(len(data.requests))),
+        ("started", started),
+        (
+            "duration",
+            fmt_duration(data.field("duration_s") or lookup(data.summary, "throughput.window_s")),
+        ),
+        ("command", data.field("command", "command_line", "argv")),
+        ("run directory", str(data.path)),
+        ("prefillscope", data.field("tool_version", "version", "tool.version")),
+    ]
+    status = data.status
+    note = None
+    if status == "interrupted":
+        note = (
+            f"This run was interrupted: everything below covers only the {len(data.requests):,} "
+            "requests that finished before it stopped."
+        )
+    elif status == "failed":
+        note = "This run failed: " + fmt_value(data.field("reason", "error", "status_reason"))
+    return Header(
+        f"prefillscope report — {workload_text}",
+        status,
+        RUN_STATUS_TONES.get(status, "muted"),
+        note,
+        [(name, _text(value)) for name, value in fields],
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return fmt_value(value)
+
+
+# -- summary -----------------------------------------------------------------------------
+def latency_table(summary: dict[str, Any] | None, *, short: bool = False) -> list[list[str]]:
+    """Rows of ``[metric, mean, p50, …, p99.9, count]`` from ``summary.json``."""
+    rows = []
+    for key, label, short_label in LATENCY_METRICS:
+        stats = (summary or {}).get(key)
+        if not isinstance(stats, dict):
+            continue
+        row = [short_label if short else label]
+        row += [fmt_duration(stats.get(col)) for col, _ in QUANTILE_COLUMNS]
+        rows.append([*row, fmt_count(stats.get("count"))])
+    return rows
+
+
+def latency_columns() -> list[str]:
+    return ["metric"] + [name for _, name in QUANTILE_COLUMNS] + ["count"]
+
+
+def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The run's outcome in a few figures: counts, throughput, cache, client health."""
+    s = summary or {}
+    limited = lookup(s, "client.limited")
+    return [
+        ("completed", fmt_count(lookup(s, "requests.completed"))),
+        ("failed", fmt_count(lookup(s, "requests.failed"))),
+        ("requests/s", fmt_rate(lookup(s, "throughput.requests_per_s"), "req/s")),
+        ("output tokens/s", fmt_rate(lookup(s, "throughput.output_tokens_per_s"), "tok/s")),
+        ("prefix hit rate (oracle)", fmt_share(lookup(s, "prefix.expected_hit_rate"))),
+        ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
+        ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
+        ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
+    ]
+
+
+def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
+    errors = (summary or {}).get("errors")
+    if not isinstance(errors, dict):
+        return []
+    return [(str(kind), fmt_count(n)) for kind, n in errors.items() if _finite(n)]
+
+
+def server_section(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The summary's ``server`` section flattened to ``a.b.c → value`` for display."""
+    server = (summary or {}).get("server")
+    return _flatten(server, "") if isinstance(server, dict) else []
+
+
+def _flatten(node: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, name + "."))
+        elif not isinstance(value, list):
+            rows.append((name, fmt_value(value)))
+    return rows
+
+
+def itl_stats_by_kind(data: ReportData) -> list[dict[str, Any]]:
+    """Per request kind: token gaps, p50, p99, max — what the summary's one ITL hides."""
+    gaps = data.gaps
+    if gaps.gap_s.size == 0:
+        return []
+    kinds = group_kinds(data.gap_kinds)
+    stats = []
+    for name in dict.fromkeys(kinds.tolist()):
+        values = gaps.gap_s[kinds == name]
+        p50, p99 = np.quantile(values, [0.5, 0.99])
+        stats.append(
+            {
+                "kind": str(name),
+                "gaps": int(values.size),
+                "p50_s": float(p50),
+                "p99_s": float(p99),
+                "max_s": float(values.max()),
+            }
+        )
+    return sorted(stats, key=lambda row: -row["gaps"])
+
+
+def itl_by_kind(data: ReportData) -> list[list[str]]:
+    """``itl_stats_by_kind`` as display rows."""
+    return [
+        [row["kind"], fmt_count(row["gaps"])]
+        + [fmt_duration(row[key]) for key in ("p50_s", "p99_s", "max_s")]
+        for row in itl_stats_by_kind(data)
+    ]
+
+
+def pool_rows(data: ReportData) -> list[list[str]]:
+    """Per pool bucket: provenance, min, max, last."""
+    if data.pool is None:
+        return []
+    rows = []
+    for layer in data.pool.layers:
+        values = layer.values[np.isfinite(layer.values)]
+        stats = (values.min(), values.max(), values[-1]) if values.size else (None,) * 3
+        rows.append([layer.name, layer.provenance, *(fmt_count(v) for v in stats)])
+    return rows
+
+
+def pool_sources(data: ReportData) -> list[str]:
+    """Where each bucket came from, or why it is unknown."""
+    if data.pool is None:
+        return []
+    return [f"{layer.name}: {layer.source or UNKNOWN}" for layer in data.pool.layers]
+
+
+def error_examples(data: ReportData, limit: int = 8) -> list[tuple[str, str]]:
+    """A few distinct error messages as the server sent them (escaped by the renderer)."""
+    df = data.requests
+    if "error_message" not in df or df.empty:
+        return []
+    failed = df[df["error_message"].notna()]
+    kinds = failed["error_kind"] if "error_kind" in failed else failed["status"]
+    seen = failed.assign(k=kinds.fillna("error").astype(str)).drop_duplicates("error_message")
+    return [(row.k, str(row.error_message)[:400]) for row in seen.head(limit).itertuples()]
+
+
+# -- diagnosis ---------------------------------------------------------------------------
+@dataclass
+class Finding:
+    id: str
+    title: str
+    status: str
+    tone: str
+    summary: str
+    evidence: list[str]
+    missing: list[str]
+    next: str
+
+
+def findings(diagnosis: dict[str, Any] | None) -> list[Finding]:
+    """The hypotheses and the prefix-cache verdict, in the shape of DIAGNOSIS_JSON."""
+    if not diagnosis:
+        return []
+    items = list(diagnosis.get("hypotheses") or [])
+    if isinstance(diagnosis.get("prefix_cache"), dict):
+        items.append(diagnosis["prefix_cache"])
+    return [_finding(item) for item in items if isinstance(item, dict)]
+
+
+def _finding(item: dict[str, Any]) -> Finding:
+    status = str(item.get("status") or UNKNOWN)
+    return Finding(
+        id=str(item.get("id") or ""),
+        title=str(item.get("title") or ""),
+        status=status,
+        tone=STATUS_TONES.get(status, "muted"),
+        summary=str(item.get("summary") or ""),
+        evidence=[_evidence(e) for e in item.get("evidence") or [] if isinstance(e, dict)],
+        missing=[str(m) for m in item.get("missing") or []],
+        next=str(item.get("next") or ""),
+    )
+
+
+def _evidence(entry: dict[str, Any]) -> str:
+    value = entry.get("value")
+    unit = entry.get("unit") or ""
+    text = f"{entry.get('name', '')}: {fmt_value(value)}{' ' + unit if unit else ''}"
+    if entry.get("source"):
+        text += f" — {entry['source']}"
+    if entry.get("detail"):
+        text += f" ({entry['detail']})"
+    return text
+
+
+def decision(diagnosis: dict[str, Any] | None) -> tuple[bool | None, list[str], str]:
+    """(hard failure?, reasons, recommendation) from the diagnosis' decision block."""
+    block = (diagnosis or {}).get("decision") or {}
+    hard = block.get("hard_failure")
+    return (
+        hard if isinstance(hard, bool) else None,
+        [str(r) for r in block.get("reasons") or []],
+        str(block.get("recommendation") or ""),
+    )
+
+
+def diagnose_hint(data: ReportData) -> str:
+    return f"prefillscope diagnose {data.path}"
+
+
+def report_dict(data: ReportData, html_path: str | None) -> dict[str, Any]:
+    """What ``prefillscope report --json`` prints: the report's content as numbers."""
+    hdr = header(data)
+    pool = None
+    if data.pool is not None:
+        pool = {
+            "unit": data.pool.unit,
+            "flavour": data.pool.flavour,
+            "samples": int(data.pool.t_s.size),
+            "buckets": {
+                layer.name: {
+                    "provenance": layer.provenance,
+                    "source": layer.source,
+                    "max": _finite(float(np.nanmax(layer.values))),
+                }
+                for layer in data.pool.layers
+            },
+        }
+    return {
+        "run_dir": str(data.path),
+        "status": data.status,
+        "header": dict(hdr.fields),
+        "summary": data.summary,
+        "itl_by_kind": itl_stats_by_kind(data),
+        "long_prompt_arrivals": int(data.requests["long_prompt"].sum())
+        if len(data.requests)
+        else 0,
+        "pool": pool,
+        "diagnosis": data.diagnosis,
+        "notes": data.notes,
+        "html": html_path,
+    }

@@ -1,0 +1,231 @@
+"""What a report needs from a run directory, loaded once and shaped for plotting.
+
+The report is read-only over the run directory (DESIGN.md §4.1) and must cope with any
+run: an interrupted one (journals, no summary), one against a server that exposed no KV
+pool, one that was never diagnosed. Whatever is absent is recorded in ``notes`` so the
+page says so instead of drawing a misleading empty or zero plot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
+from probes.canonical import POOL_BUCKETS, Provenance
+from probes.latency import TokenGaps, completed_mask, measured, summarize_frames, token_gaps
+from probes.normalise import ServerSeries
+from workloads.errors import InputError
+
+DIAGNOSIS_JSON = "diagnosis.json"
+FIX_RUN_DIR = "pass the folder a `prefillscope bench --out DIR` run wrote"
+
+#: A prompt this many times the run's median length counts as a long-prompt arrival.
+LONG_PROMPT_FACTOR = 4.0
+
+#: The layer standing for blocks a server reports only as "not active".
+UNSPLIT_LAYER = "reclaimable or free (split unknown)"
+
+
+@dataclass
+class PoolLayer:
+    """One bucket of the KV block pool over time, with where its numbers came from."""
+
+    name: str
+    values: np.ndarray
+    provenance: str  # measured | derived | unknown
+    source: str | None  # the series it was read or derived from, or why it is unknown
+
+
+@dataclass
+class PoolTimeline:
+    """The KV pool's buckets on the run clock, bottom-up as they are stacked."""
+
+    t_s: np.ndarray
+    layers: list[PoolLayer]
+    unit: str  # "blocks" or "tokens"
+    flavour: str
+
+
+@dataclass
+class ReportData:
+    """Everything one report shows, read from one run directory."""
+
+    path: Path
+    run: dict[str, Any]
+    summary: dict[str, Any] | None
+    requests: pd.DataFrame
+    gaps: TokenGaps
+    gap_kinds: np.ndarray  # the request kind of each gap in ``gaps``
+    pool: PoolTimeline | None
+    diagnosis: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.run.get("status") or "unknown")
+
+    def field(self, *paths: str) -> Any:
+        """The first of several dotted paths into ``run.json`` that holds a value."""
+        return lookup(self.run, *paths)
+
+
+def lookup(doc: dict[str, Any] | None, *paths: str) -> Any:
+    """Walk dotted paths (``"target.url"``) through nested dicts; first non-empty wins."""
+    for path in paths:
+        node: Any = doc
+        for key in path.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if node not in (None, "", [], {}):
+            return node
+    return None
+
+
+def load_report_data(path: str | Path) -> ReportData:
+    """Read a run directory; raise ``InputError`` when it is not one."""
+    try:
+        run_dir = RunDir(path)
+    except FileNotFoundError as exc:
+        raise InputError("RUN_DIR", f"no run directory at {path}", FIX_RUN_DIR) from exc
+    if not any(run_dir.has(name) for name in (RUN_JSON, "requests.parquet", "requests.jsonl")):
+        raise InputError("RUN_DIR", f"{path} holds no run.json or requests table", FIX_RUN_DIR)
+    notes: list[str] = []
+    run = _read_json(run_dir, RUN_JSON, notes)
+    raw_requests, chunks = run_dir.read_table("requests"), run_dir.read_table("chunks")
+    summary = _read_json(run_dir, SUMMARY_JSON, notes)
+    if summary is None and not raw_requests.empty:
+        summary = summarize_frames(raw_requests, chunks, run_dir.read_table("client"))
+        notes.append("summary.json is absent: the summary was recomputed from the tables")
+    requests = report_requests(raw_requests)
+    done = requests.loc[requests["ok"], "id"] if len(requests) else pd.Series([], dtype=object)
+    gaps = token_gaps(chunks, done)
+    if gaps.gap_s.size == 0:
+        notes.append("no per-token timings (chunks table empty or absent): ITL plots are empty")
+    pool = pool_timeline(run_dir.read_table("server_metrics"), notes)
+    diagnosis = run_dir.read_json(DIAGNOSIS_JSON) if run_dir.has(DIAGNOSIS_JSON) else None
+    if diagnosis is None:
+        notes.append(f"{DIAGNOSIS_JSON} is absent: the diagnosis was not run")
+    return ReportData(
+        run_dir.path,
+        run or {},
+        summary,
+        requests,
+        gaps,
+        gap_kinds(gaps, requests),
+        pool,
+        diagnosis,
+        notes,
+    )
+
+
+def _read_json(run_dir: RunDir, name: str, notes: list[str]) -> dict[str, Any] | None:
+    if not run_dir.has(name):
+        if name == RUN_JSON:
+            notes.append(f"{name} is missing: target and workload are unknown")
+        return None
+    try:
+        return run_dir.read_json(name)
+    except json.JSONDecodeError as exc:
+        notes.append(f"{name} is unreadable ({exc.msg} at line {exc.lineno})")
+        return None
+
+
+# -- requests ----------------------------------------------------------------------------
+def report_requests(df: pd.DataFrame) -> pd.DataFrame:
+    """Requests that count (warm-up excluded) with ``ok``, ``ttft_s`` and ``long_prompt``."""
+    columns = [
+        "id",
+        "kind",
+        "sent_s",
+        "prompt_tokens",
+        "cached_tokens",
+        "expected_cached_tokens",
+        "ok",
+        "ttft_s",
+        "long_prompt",
+    ]
+    if df.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    df = measured(df).copy()
+    for col in [*columns[2:6], "intended_s", "first_token_s"]:
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
+    df["id"] = df["id"].astype(str)
+    df["kind"] = df["kind"].fillna("request").astype(str) if "kind" in df else "request"
+    df["ok"] = completed_mask(df)
+    df["ttft_s"] = df["first_token_s"] - df["intended_s"]
+    df["long_prompt"] = long_prompt_mask(df)
+    return df.reset_index(drop=True)
+
+
+def long_prompt_mask(df: pd.DataFrame) -> pd.Series:
+    """Requests whose kind names a long prompt, or whose prompt is far above the median."""
+    by_kind = df["kind"].str.contains("long", case=False, na=False)
+    prompts = df["prompt_tokens"]
+    median = prompts.median()
+    by_length = prompts >= LONG_PROMPT_FACTOR * median if pd.notna(median) and median > 0 else False
+    return by_kind | by_length
+
+
+def long_prompt_arrivals(requests: pd.DataFrame) -> np.ndarray:
+    """Send times of long-prompt requests: where decodes may stall behind a prefill."""
+    rows = requests[requests["long_prompt"]]
+    return rows["sent_s"].dropna().to_numpy(dtype=float)
+
+
+# -- per-token gaps ----------------------------------------------------------------------
+def gap_kinds(gaps: TokenGaps, requests: pd.DataFrame) -> np.ndarray:
+    """The request kind of each per-token gap (``"request"`` when the run has no kinds)."""
+    if gaps.gap_s.size == 0:
+        return np.array([], dtype=object)
+    kinds = requests.drop_duplicates("id").set_index("id")["kind"]
+    per_request = kinds.reindex(pd.Index(gaps.request_ids).astype(str)).fillna("request")
+    return per_request.to_numpy(dtype=object)[gaps.request]
+
+
+# -- server metrics → KV pool ------------------------------------------------------------
+def pool_timeline(metrics: pd.DataFrame, notes: list[str]) -> PoolTimeline | None:
+    """The KV pool's buckets over time, as ``probes.normalise`` reads the server's samples.
+
+    Buckets the server exposes are layers with their provenance. When it says only how
+    much is active (vLLM), the rest of the pool is free *or* reclaimable and nobody can
+    say which: it becomes one ``unknown`` layer, never split and never counted as free.
+    """
+    if metrics.empty:
+        notes.append("no server metrics were recorded: the KV pool is unknown")
+        return None
+    try:
+        series = ServerSeries.from_samples(metrics)
+    except InputError as exc:
+        notes.append(f"server metrics not understood ({exc.problem}): the KV pool is unknown")
+        return None
+    frame, provenance, sources = series.frame, series.provenance, series.sources
+    known = {
+        name: frame[f"pool_{name}"].to_numpy(dtype=float)
+        for name in (*POOL_BUCKETS, "total")
+        if np.isfinite(frame[f"pool_{name}"].to_numpy(dtype=float)).any()
+    }
+    if "active" not in known:
+        notes.append(f"the {series.flavour} server does not expose its KV pool: it is unknown")
+        return None
+    layers = [
+        PoolLayer(name, known[name], str(provenance[f"pool_{name}"]), sources[f"pool_{name}"])
+        for name in POOL_BUCKETS
+        if name in known
+    ]
+    if len(layers) == 1 and "total" in known:
+        layers.append(
+            PoolLayer(
+                UNSPLIT_LAYER,
+                known["total"] - known["active"],
+                str(Provenance.UNKNOWN),
+                sources["pool_reclaimable"],
+            )
+        )
+    return PoolTimeline(
+        frame["t_s"].to_numpy(dtype=float), layers, series.pool_unit, series.flavour
+    )

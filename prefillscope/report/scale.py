@@ -1,0 +1,137 @@
+"""Axis scales with human ticks: linear (1-2-5 steps) and log10 (decades, 2s and 5s).
+
+The report draws its own SVG (no plotting dependency), so mapping data to pixels and
+choosing tick positions that a reader can interpolate between lives here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+Formatter = Callable[[float], str]
+
+
+def nice_step(span: float, target_ticks: int) -> float:
+    """The 1, 2 or 5 × 10^k step that gives about ``target_ticks`` ticks over ``span``."""
+    raw = span / max(target_ticks - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 5, 10):
+        if raw <= mult * magnitude * (1 + 1e-9):
+            return mult * magnitude
+    return 10 * magnitude
+
+
+def linear_ticks(lo: float, hi: float, target_ticks: int = 6) -> list[float]:
+    """Multiples of a nice step covering [lo, hi] (the domain is widened to them)."""
+    step = nice_step(hi - lo, target_ticks)
+    first = math.floor(lo / step + 1e-9) * step
+    last = math.ceil(hi / step - 1e-9) * step
+    count = round((last - first) / step)
+    return [round(first + i * step, 12) for i in range(count + 1)]
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Decades covering [lo, hi]; with fewer than three decades, 2× and 5× as well."""
+    first = math.floor(math.log10(lo) + 1e-9)
+    last = math.ceil(math.log10(hi) - 1e-9)
+    if last == first:
+        last += 1
+    mults = (1, 2, 5) if last - first < 3 else (1,)
+    ticks = [m * 10.0**k for k in range(first, last) for m in mults] + [10.0**last]
+    # Keep 1×10^k at both ends, trim the 2s and 5s that lie outside the data.
+    inner = [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
+    below = [t for t in ticks if t < lo / 1.0001]
+    above = [t for t in ticks if t > hi * 1.0001]
+    return ([below[-1]] if below else []) + inner + ([above[0]] if above else [])
+
+
+def fmt_plain(value: float) -> str:
+    """Tick label for a dimensionless number: 0.5, 12, 1.5k, 2M."""
+    magnitude = abs(value)
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= limit:
+            return f"{value / limit:g}{suffix}"
+    return f"{value:.6g}"
+
+
+def fmt_seconds(value: float) -> str:
+    """Tick label for a duration: 50 µs, 20 ms, 1.5 s, 2 min."""
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 120:
+        return f"{value / 60:.3g} min"
+    if magnitude >= 1:
+        return f"{value:.3g} s"
+    if magnitude >= 1e-3:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value * 1e6:.3g} µs"
+
+
+@dataclass
+class Axis:
+    """What an axis shows: its label, linear or log, tick formatter, optional fixed limits."""
+
+    label: str
+    log: bool = False
+    fmt: Formatter = fmt_plain
+    include_zero: bool = False
+    lo: float | None = None
+    hi: float | None = None
+
+
+@dataclass
+class Scale:
+    """A fitted axis: data domain [lo, hi] mapped onto pixels [p0, p1]."""
+
+    axis: Axis
+    lo: float
+    hi: float
+    ticks: list[float]
+    p0: float = 0.0
+    p1: float = 1.0
+
+    @classmethod
+    def fit(cls, axis: Axis, values: np.ndarray) -> Scale:
+        """Choose the domain and ticks for the data (non-positive values ignored on log)."""
+        data = values[np.isfinite(values)]
+        if axis.log:
+            data = data[data > 0]
+        lo = axis.lo if axis.lo is not None else (float(data.min()) if data.size else None)
+        hi = axis.hi if axis.hi is not None else (float(data.max()) if data.size else None)
+        if axis.log:
+            lo, hi = lo or 1e-3, hi or 1.0
+            if hi <= lo:
+                lo, hi = lo / 2, hi * 2
+            ticks = log_ticks(lo, hi)
+        else:
+            lo, hi = lo if lo is not None else 0.0, hi if hi is not None else 1.0
+            if axis.include_zero:
+                lo, hi = min(lo, 0.0), max(hi, 0.0)
+            if hi <= lo:
+                pad = abs(lo) * 0.1 or 1.0
+                lo, hi = lo - pad, hi + pad
+            ticks = linear_ticks(lo, hi)
+        return cls(axis, min(ticks[0], lo), max(ticks[-1], hi), ticks)
+
+    def _unit(self, values: np.ndarray) -> np.ndarray:
+        if self.axis.log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return (np.log10(values) - math.log10(self.lo)) / (
+                    math.log10(self.hi) - math.log10(self.lo)
+                )
+        return (values - self.lo) / (self.hi - self.lo)
+
+    def to_px(self, values: np.ndarray | float) -> np.ndarray:
+        """Pixel positions of data values (NaN where a log axis cannot show them)."""
+        arr = np.asarray(values, dtype=float)
+        if self.axis.log:
+            arr = np.where(arr > 0, arr, np.nan)
+        return self.p0 + self._unit(arr) * (self.p1 - self.p0)
+
+    def label(self, value: float) -> str:
+        return self.axis.fmt(value)

@@ -1,0 +1,242 @@
+"""The report in a terminal, with rich: the same content as the HTML page, minus the plots.
+
+Every string from a run file goes into a ``rich.text.Text`` (never into console markup),
+so a model name like ``[bold]x`` or an error body prints as written. Tables keep numbers
+on one line and drop secondary columns on narrow terminals instead of wrapping them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from prefillscope.report import content
+from prefillscope.report.data import ReportData, long_prompt_arrivals
+from prefillscope.report.figures import windowed_percentiles
+
+TONE_STYLES = {
+    "good": "bold green",
+    "bad": "bold red",
+    "warn": "bold yellow",
+    "mild": "yellow",
+    "muted": "dim",
+}
+SPARK = "▁▂▃▄▅▆▇█"
+NARROW = 100  # below this width, the p90/p95 columns are left out
+
+
+def render_terminal(data: ReportData, console: Console, html_path: str | None = None) -> None:
+    """Print the whole report to ``console``."""
+    for part in report_renderables(data, console.width, html_path):
+        console.print(part)
+
+
+def report_renderables(
+    data: ReportData, width: int, html_path: str | None = None
+) -> list[RenderableType]:
+    parts: list[RenderableType | None] = [
+        _header(data),
+        _notes(data.notes),
+        Rule("Summary", style="dim"),
+        _latency(data, width),
+        _pairs_side_by_side(data),
+        _itl_by_kind(data),
+        _itl_sparkline(data, width),
+        _pool(data),
+        Rule("Diagnosis", style="dim"),
+        _diagnosis(data),
+        _errors(data),
+        Text(
+            f"HTML report with plots: {html_path}"
+            if html_path
+            else f"Plots: prefillscope report {data.path} --html report.html",
+            style="dim",
+        ),
+    ]
+    return [p for p in parts if p is not None]
+
+
+def _tone(tone: str) -> str:
+    return TONE_STYLES.get(tone, "dim")
+
+
+def _header(data: ReportData) -> Panel:
+    hdr = content.header(data)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, value in hdr.fields:
+        grid.add_row(name, Text(value))
+    body: list[RenderableType] = [grid]
+    if hdr.status_note:
+        body.insert(0, Text(hdr.status_note, style=_tone(hdr.status_tone)))
+    title = (
+        Text(hdr.title)
+        + Text("  ")
+        + Text(f" {hdr.status} ", style=f"reverse {_tone(hdr.status_tone)}")
+    )
+    return Panel(Group(*body), title=title, title_align="left", box=box.ROUNDED)
+
+
+def _notes(notes: list[str]) -> RenderableType | None:
+    if not notes:
+        return None
+    return Group(*(Text(f"• {n}", style="dim") for n in notes))
+
+
+def _table(
+    columns: list[str], rows: list[list[str]], numeric_from: int = 1, title: str = ""
+) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, title=title or None, title_justify="left", pad_edge=False)
+    for i, name in enumerate(columns):
+        numeric = i >= numeric_from
+        table.add_column(
+            name, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold"
+        )
+    for row in rows:
+        table.add_row(*(Text(v) for v in row))
+    return table
+
+
+def _latency(data: ReportData, width: int) -> RenderableType:
+    rows = content.latency_table(data.summary, short=width < NARROW + 20)
+    if not rows:
+        return Text("No latency summary (summary.json absent).", style="dim")
+    columns = content.latency_columns()
+    keep = [i for i, c in enumerate(columns) if width >= NARROW or c not in ("p90", "p95")]
+    return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
+
+
+def _pairs_side_by_side(data: ReportData) -> RenderableType:
+    outcome = _table(["figure", "value"], [list(p) for p in content.headline(data.summary)])
+    errors = content.error_counts(data.summary)
+    err_table = (
+        _table(["error class", "requests"], [list(p) for p in errors])
+        if errors
+        else Text("No errors recorded.", style="dim")
+    )
+    grid = Table.grid(padding=(0, 4))
+    grid.add_row(outcome, err_table)
+    server = content.server_section(data.summary)
+    if not server:
+        return grid
+    return Group(grid, _table(["server series", "value"], [list(p) for p in server]))
+
+
+def _itl_by_kind(data: ReportData) -> RenderableType | None:
+    rows = content.itl_by_kind(data)
+    if not rows:
+        return None
+    return _table(["kind", "gaps", "p50", "p99", "max"], rows, title="ITL by request kind")
+
+
+def _itl_sparkline(data: ReportData, width: int) -> RenderableType | None:
+    """p99 ITL per time window as one line of block characters (log-scaled), with the
+    windows that saw a long-prompt arrival marked underneath."""
+    gaps = data.gaps
+    positive = gaps.gap_s > 0
+    if positive.sum() < 2:
+        return None
+    windows = max(width - 16, 10)
+    centres, (p99,) = windowed_percentiles(
+        gaps.t_s[positive], gaps.gap_s[positive], (0.99,), windows
+    )
+    if p99.size < 2:
+        return None
+    logs = np.log10(p99)
+    span = max(logs.max() - logs.min(), 1e-9)
+    levels = np.round((logs - logs.min()) / span * (len(SPARK) - 1)).astype(int)
+    t0, t1 = gaps.t_s.min(), gaps.t_s.max()
+    cells = np.clip(
+        ((centres - t0) / max(t1 - t0, 1e-9) * (windows - 1)).astype(int), 0, windows - 1
+    )
+    line = [" "] * windows
+    for cell, level in zip(cells, levels, strict=True):
+        line[cell] = SPARK[level]
+    marks = [" "] * windows
+    arrivals = long_prompt_arrivals(data.requests)
+    for t in arrivals[(arrivals >= t0) & (arrivals <= t1)]:
+        marks[int((t - t0) / max(t1 - t0, 1e-9) * (windows - 1))] = "^"
+    text = Text()
+    text.append("ITL p99 over time ", style="bold")
+    text.append(
+        f"({content.fmt_duration(p99.min())} … {content.fmt_duration(p99.max())}, log)\n",
+        style="dim",
+    )
+    text.append("".join(line), style="cyan")
+    if arrivals.size:
+        text.append("\n" + "".join(marks), style="magenta")
+        text.append("\n^ long-prompt arrival", style="dim")
+    return Padding(text, (1, 0))
+
+
+def _pool(data: ReportData) -> RenderableType | None:
+    rows = content.pool_rows(data)
+    if not rows or data.pool is None:
+        return None
+    table = _table(
+        ["bucket", "provenance", "min", "max", "last"],
+        rows,
+        numeric_from=2,
+        title=f"KV pool ({data.pool.unit})",
+    )
+    return Group(
+        table, *(Text(f"source of {line}", style="dim") for line in content.pool_sources(data))
+    )
+
+
+def _diagnosis(data: ReportData) -> RenderableType:
+    if data.diagnosis is None:
+        return Text.assemble(
+            ("The diagnosis was not run. Run ", "yellow"),
+            (content.diagnose_hint(data), "bold"),
+            (" and re-run the report.", "yellow"),
+        )
+    hard, reasons, recommendation = content.decision(data.diagnosis)
+    verdict = {True: ("hard failure", "bad"), False: ("no hard failure", "good")}.get(
+        hard, (content.UNKNOWN, "muted")
+    )
+    blocks: list[RenderableType] = [
+        Text.assemble(
+            ("Decision: ", "bold"),
+            (f" {verdict[0]} ", f"reverse {_tone(verdict[1])}"),
+            " ",
+            recommendation,
+        )
+    ]
+    blocks += [Text(f"  • {r}") for r in reasons]
+    for finding in content.findings(data.diagnosis):
+        blocks.append(Text())
+        blocks.append(
+            Text.assemble(
+                (f"{finding.id} ", "bold"),
+                finding.title,
+                "  ",
+                (f" {finding.status} ", f"reverse {_tone(finding.tone)}"),
+            )
+        )
+        if finding.summary:
+            blocks.append(Text(f"  {finding.summary}"))
+        blocks += [Text(f"  + {e}", style="green") for e in finding.evidence]
+        blocks += [Text(f"  ? {m}", style="yellow") for m in finding.missing]
+        if finding.next:
+            blocks.append(Text.assemble(("  next: ", "dim"), finding.next))
+    return Group(*blocks)
+
+
+def _errors(data: ReportData) -> RenderableType | None:
+    examples = content.error_examples(data)
+    if not examples:
+        return None
+    return _table(
+        ["class", "message (as received)"],
+        [list(e) for e in examples],
+        numeric_from=9,
+        title="Error messages",
+    )
