@@ -1,0 +1,1 @@
+"""Built-in flavour mappings (TOML), shipped as package data; see ``probes.mapping``."""

@@ -1,0 +1,151 @@
+"""What every periodic probe shares: its status, and a tick loop on the run clock.
+
+A probe that fails must not take the run with it: a scrape that times out, a GPU driver
+that is absent, a Prometheus server that is down are recorded — state, reason, counts —
+and the run goes on. The status object is what ``run.json`` and the summary report, and
+each failure is journaled as it happens so a crash keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.clock import RunClock
+from loadgen.rundir import RunDir, TableWriter
+
+#: The journal of probe failures in a run directory.
+EVENTS_TABLE = "probe_events"
+
+
+@dataclass
+class ProbeStatus:
+    """``ok`` (every attempt worked), ``partial`` (some failed), ``failed`` (none worked),
+    ``unavailable`` (cannot run here, e.g. no GPU driver), ``off`` (disabled by a flag),
+    ``pending`` (not attempted yet). ``reason`` says why whenever it is not ``ok``."""
+
+    probe: str
+    state: str = "pending"
+    reason: str | None = None
+    ok: int = 0
+    failed: int = 0
+    journal: TableWriter | None = field(default=None, repr=False)
+
+    @classmethod
+    def for_run(cls, probe: str, run: RunDir | None) -> ProbeStatus:
+        return cls(probe, journal=run.table(EVENTS_TABLE) if run is not None else None)
+
+    def succeeded(self) -> None:
+        self.ok += 1
+        self.state = "ok" if self.failed == 0 else "partial"
+
+    def fail(self, reason: str, t_s: float | None = None) -> None:
+        """Count one failed attempt; the first reason is kept, the latest journaled."""
+        self.failed += 1
+        self.state = "partial" if self.ok else "failed"
+        self.reason = self.reason or reason
+        if self.journal is not None:
+            self.journal.append(
+                {"t_s": t_s, "probe": self.probe, "event": "failed", "reason": reason}
+            )
+
+    def unavailable(self, reason: str) -> None:
+        self.state, self.reason = "unavailable", reason
+        if self.journal is not None:
+            self.journal.append(
+                {"t_s": None, "probe": self.probe, "event": "unavailable", "reason": reason}
+            )
+
+    def off(self, reason: str) -> None:
+        self.state, self.reason = "off", reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "ok": self.ok,
+            "failed": self.failed,
+        }
+
+
+async def every(
+    clock: RunClock,
+    interval_s: float,
+    stop: asyncio.Event,
+    tick: Callable[[], Awaitable[Any] | Any],
+) -> None:
+    """Call ``tick`` on a fixed grid of the run clock until ``stop`` is set, then once more
+    so the last sample closes the run's window. A tick that overruns skips the grid
+    points it missed instead of bursting to catch up."""
+    if interval_s <= 0:
+        raise ValueError("interval must be positive")
+    due = clock.now()
+    while True:
+        result = tick()
+        if inspect.isawaitable(result):
+            await result
+        if stop.is_set():
+            return
+        due += interval_s
+        now = clock.now()
+        if due < now:
+            due += interval_s * ((now - due) // interval_s + 1)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=due - now)
+        except TimeoutError:
+            continue
+        final = tick()
+        if inspect.isawaitable(final):
+            await final
+        return
+
+
+class PeriodicProbe:
+    """A probe that samples on the run clock in the background: ``start()`` (or
+    ``async with``) begins, ``stop()`` takes a last sample and ends. Subclasses give
+    ``tick`` (one sample), and may refuse to start in ``available`` (status says why)
+    and release resources in ``aclose``."""
+
+    def __init__(self, status: ProbeStatus, clock: RunClock, interval_s: float) -> None:
+        self.status = status
+        self.clock = clock
+        self.interval_s = interval_s
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def available(self) -> bool:
+        return True
+
+    async def tick(self) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what ``tick`` opened (a connection, a driver handle)."""
+
+    def start(self) -> asyncio.Task | None:
+        """Begin sampling (the first sample is taken at once); None when unavailable."""
+        if self._task is None and self.available():
+            self._task = asyncio.create_task(
+                every(self.clock, self.interval_s, self._stop, self.tick), name=self.status.probe
+            )
+        return self._task
+
+    async def stop(self) -> None:
+        """Take one last sample and stop; an unexpected error is recorded, not raised."""
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await self._task
+            except Exception as exc:  # a probe must never fail the run
+                self.status.fail(f"{self.status.probe} stopped: {type(exc).__name__}: {exc}")
+        await self.aclose()
+
+    async def __aenter__(self) -> PeriodicProbe:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

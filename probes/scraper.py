@@ -1,0 +1,82 @@
+"""Scraping a server's /metrics during a run into ``server_metrics`` (DESIGN.md §4.1).
+
+Every ``interval_s`` (0.5 s by default) one GET, parsed, and every sample appended in
+long format — ``t_s, metric, labels (JSON), value`` — so nothing the server said is lost
+to our mapping's choices; normalising happens on read (``probes.normalise``). ``t_s`` is
+the midpoint of the request on the run clock: the server rendered its values somewhere
+between send and receipt. ``*_created`` samples (prometheus_client's creation stamps,
+constant) are not kept. A failed scrape is recorded in the probe status and journal,
+and the next one is attempted on schedule: the probe never stops the run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from loadgen.clock import RunClock
+from loadgen.rundir import RunDir
+from probes.exposition import Exposition, fetch_exposition, metrics_url
+from probes.sampling import PeriodicProbe, ProbeStatus
+from workloads.errors import InputError
+
+SERVER_METRICS_TABLE = "server_metrics"
+DEFAULT_INTERVAL_S = 0.5
+
+
+def sample_rows(t_s: float, exposition: Exposition) -> list[dict]:
+    """The long-format rows of one scrape."""
+    return [
+        {
+            "t_s": t_s,
+            "metric": s.name,
+            "labels": json.dumps(s.labels, sort_keys=True, separators=(",", ":")),
+            "value": s.value,
+        }
+        for s in exposition.samples
+        if not s.name.endswith("_created")
+    ]
+
+
+class MetricsScraper(PeriodicProbe):
+    """Scrape ``url``'s metrics into ``run`` until stopped; use as ``async with``."""
+
+    def __init__(
+        self,
+        url: str,
+        clock: RunClock,
+        run: RunDir | None = None,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        timeout_s: float = 5.0,
+    ) -> None:
+        super().__init__(ProbeStatus.for_run(SERVER_METRICS_TABLE, run), clock, interval_s)
+        self.url = metrics_url(url)
+        self.timeout_s = timeout_s
+        self.first: Exposition | None = None
+        self.last: Exposition | None = None
+        self._table = run.table(SERVER_METRICS_TABLE) if run is not None else None
+        self._client: httpx.AsyncClient | None = None
+
+    async def tick(self) -> Exposition | None:
+        """One scrape; returns None (and records why) when it failed."""
+        self._client = self._client or httpx.AsyncClient(timeout=self.timeout_s)
+        sent = self.clock.now()
+        try:
+            exposition = await fetch_exposition(self._client, self.url)
+        except InputError as exc:
+            self.status.fail(exc.problem, sent)
+            return None
+        t_s = (sent + self.clock.now()) / 2
+        if self._table is not None:
+            self._table.append_many(sample_rows(t_s, exposition))
+        self.first = self.first or exposition
+        self.last = exposition
+        self.status.succeeded()
+        return exposition
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,72 @@
+"""The NVML GPU probe. This machine kind has no NVIDIA driver, so the no-GPU path runs
+for real here; on a machine with a GPU the sampling path runs instead."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pynvml
+import pytest
+
+from loadgen.clock import RunClock
+from loadgen.rundir import RunDir
+from probes.gpu import GPU_COLUMNS, GPU_TABLE, GpuSampler
+from probes.sampling import EVENTS_TABLE
+
+
+def nvml_works() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+HAS_GPU = nvml_works()
+
+
+async def sample_for(sampler: GpuSampler, seconds: float) -> None:
+    async with sampler:
+        await asyncio.sleep(seconds)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU: the sampling test runs instead")
+def test_no_gpu_is_unavailable_with_the_reason_never_zeros(tmp_path):
+    run = RunDir(tmp_path / "run", create=True)
+    sampler = GpuSampler(RunClock(), run, interval_s=0.05)
+    asyncio.run(sample_for(sampler, 0.2))
+    run.close()
+    assert sampler.status.state == "unavailable"
+    assert sampler.status.reason.startswith("NVML: ")
+    assert "Not Found" in sampler.status.reason or "Driver" in sampler.status.reason
+    assert sampler.status.ok == 0
+    assert run.read_table(GPU_TABLE).empty  # no rows at all, in particular no zero rows
+    events = run.read_table(EVENTS_TABLE)
+    assert events.to_dict("records") == [
+        {"t_s": None, "probe": "gpu", "event": "unavailable", "reason": sampler.status.reason}
+    ]
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA driver")
+def test_gpu_samples_per_device(tmp_path):
+    run = RunDir(tmp_path / "run", create=True)
+    sampler = GpuSampler(RunClock(), run, interval_s=0.05)
+    asyncio.run(sample_for(sampler, 0.3))
+    run.close()
+    assert sampler.status.state == "ok"
+    table = run.read_table(GPU_TABLE)
+    assert list(table.columns) == list(GPU_COLUMNS)
+    assert sampler.status.ok >= 3
+    assert (table["memory_total_bytes"] > 0).all()
+    assert (table["memory_used_bytes"] <= table["memory_total_bytes"]).all()
+    assert table["utilisation_pct"].between(0, 100).all()
+
+
+def test_gpu_off_is_not_attempted(tmp_path):
+    run = RunDir(tmp_path / "run", create=True)
+    sampler = GpuSampler(RunClock(), run, mode="off")
+    asyncio.run(sample_for(sampler, 0.05))
+    run.close()
+    assert sampler.status.to_dict() == {"state": "off", "reason": "--gpu off", "ok": 0, "failed": 0}
+    assert run.read_table(GPU_TABLE).empty
