@@ -297,7 +297,7 @@ def build_large_run(path: Path, requests: int, tokens_per_request: int = 20, see
             "n_tokens": 1,
         }
     ).to_parquet(path / "chunks.parquet", index=False)
-    t = np.arange(0, 3600, 0.5)
+    t = np.arange(0, 3600, 5.0)  # sparse scrapes: this run is about request volume
     pool = pd.DataFrame(
         {
             "t_s": np.repeat(t, 3),

@@ -322,19 +322,14 @@ def _thin_line(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if px.size <= 4:
         return px, py
     col = np.floor(px).astype(np.int64)
-    idx = np.arange(px.size)
     starts = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
     ends = np.r_[starts[1:], px.size] - 1
-    lo = np.minimum.reduceat(py, starts)
-    hi = np.maximum.reduceat(py, starts)
-    # First index in each run reaching the run's min and max.
     run_of = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, px.size]))
-    is_min = py == lo[run_of]
-    is_max = py == hi[run_of]
+    # Sorting by (column run, y) puts each run's lowest y first; by (run, -y) its highest.
+    lowest = np.lexsort((py, run_of))[starts]
+    highest = np.lexsort((-py, run_of))[starts]
     chosen = np.zeros(px.size, dtype=bool)
-    chosen[starts] = chosen[ends] = True
-    chosen[idx[is_min]] = True
-    chosen[idx[is_max]] = True
+    chosen[np.r_[starts, ends, lowest, highest]] = True
     return px[chosen], py[chosen]
 
 

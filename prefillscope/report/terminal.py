@@ -28,7 +28,7 @@ TONE_STYLES = {
     "muted": "dim",
 }
 SPARK = "▁▂▃▄▅▆▇█"
-NARROW = 100  # below this width, the p90/p95 columns are left out
+NARROW = 100  # below this width, the p95 column is left out
 
 
 def render_terminal(data: ReportData, console: Console, html_path: str | None = None) -> None:
@@ -109,7 +109,7 @@ def _latency(data: ReportData, width: int) -> RenderableType:
     if not rows:
         return Text("No latency summary (summary.json absent).", style="dim")
     columns = content.latency_columns()
-    keep = [i for i, c in enumerate(columns) if width >= NARROW or c not in ("p90", "p95")]
+    keep = [i for i, c in enumerate(columns) if width >= NARROW or c != "p95"]
     return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
 
 
@@ -143,7 +143,7 @@ def _itl_sparkline(data: ReportData, width: int) -> RenderableType | None:
     positive = gaps.gap_s > 0
     if positive.sum() < 2:
         return None
-    windows = max(width - 16, 10)
+    windows = max(width - 2, 10)
     centres, (p99,) = windowed_percentiles(
         gaps.t_s[positive], gaps.gap_s[positive], (0.99,), windows
     )
