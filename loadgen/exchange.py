@@ -1,0 +1,264 @@
+"""One request over the wire: send it, time every read of its stream, classify its end.
+
+The read loop is the client's hot path, run once per network read of every stream:
+an ``await`` on aiohttp's buffer, one clock reading, the adapter's byte-level parse and
+two appends to typed arrays (no Python object per token). Everything else (the record's
+fields, the error class) is settled once, when the request ends.
+
+Error classes (``ErrorKind``), by what the server did:
+
+* ``connect``: no response at all: refused, reset or closed before a status line;
+* ``timeout``: the per-request timeout expired (stalled before or during the stream);
+* ``http_429`` / ``http_4xx`` / ``http_5xx``: an error status (message from its body);
+* ``stream_error_event``: the stream itself carried an error event;
+* ``stream_malformed``: an event whose payload is not a JSON object (or no SSE at all);
+* ``stream_truncated``: the connection ended before the stream's end-of-stream event,
+  between events or mid-event;
+* ``cancelled``: the run was cancelled (Ctrl-C) while the request was in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from loadgen.adapters.base import Adapter, EventStream, error_message, short
+from loadgen.clock import RunClock
+from loadgen.records import ErrorKind, RequestRecord, Status
+
+#: The most of an error response body that is read to find its message.
+ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass
+class Prepared:
+    """A request ready to go: its encoded body and what is needed to read its answer."""
+
+    body: bytes
+    prompt: list[int] | str
+    prompt_tokens: int
+    want_ids: bool = False
+
+
+@dataclass
+class ChunkTimes:
+    """Arrival time and token count of each token-bearing read of one stream."""
+
+    t_s: array = field(default_factory=lambda: array("d"))
+    n_tokens: array = field(default_factory=lambda: array("q"))
+
+
+class Failure(Exception):
+    """A request ended badly; carries its error class and a short message."""
+
+    def __init__(self, kind: ErrorKind, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = short(message)
+        self.http_status = http_status
+
+
+ChunkHook = Callable[[RequestRecord, float, int], None]
+RecordHook = Callable[[RequestRecord], None]
+
+
+class Exchanger:
+    """Sends requests of one adapter through one aiohttp session."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        adapter: Adapter,
+        clock: RunClock,
+        *,
+        timeout_s: float | None,
+        on_send: RecordHook | None = None,
+        on_first_token: RecordHook | None = None,
+        on_chunk: ChunkHook | None = None,
+    ) -> None:
+        self.session = session
+        self.adapter = adapter
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.url = adapter.target.url(adapter.path)
+        self.headers = adapter.target.headers()
+        self.on_send = on_send
+        self.on_first_token = on_first_token
+        self.on_chunk = on_chunk
+
+    async def send(self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes) -> None:
+        """Send one request, filling ``record`` and ``chunks``; raises only on cancellation.
+
+        On cancellation the record is completed as ``cancelled`` before the
+        ``CancelledError`` propagates, so the caller can still write it.
+        """
+        stream = self.adapter.new_stream(prepared.want_ids)
+        state = _Progress()
+        record.sent_s = self.clock.now()
+        if self.on_send is not None:
+            self.on_send(record)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._exchange(prepared, record, stream, chunks, state)
+            failure = _stream_failure(stream)
+        except TimeoutError:
+            failure = Failure(ErrorKind.TIMEOUT, _timeout_message(self.timeout_s, state, stream))
+        except asyncio.CancelledError:
+            _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
+            fail_record(record, Failure(ErrorKind.CANCELLED, "run cancelled while in flight"))
+            raise
+        except Failure as exc:
+            failure = exc
+        except aiohttp.ClientPayloadError as exc:
+            failure = Failure(ErrorKind.STREAM_TRUNCATED, f"stream broken: {_reason(exc)}")
+        except (aiohttp.ClientError, OSError) as exc:
+            kind = ErrorKind.STREAM_TRUNCATED if state.streaming else ErrorKind.CONNECT
+            failure = Failure(kind, _reason(exc))
+        _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
+        if failure is not None:
+            fail_record(record, failure)
+
+    async def _exchange(
+        self,
+        prepared: Prepared,
+        record: RequestRecord,
+        stream: EventStream,
+        chunks: ChunkTimes,
+        state: _Progress,
+    ) -> None:
+        async with self.session.post(self.url, data=prepared.body, headers=self.headers) as resp:
+            record.http_status = resp.status
+            if resp.status >= 400:
+                raise await _http_failure(resp)
+            content_type = resp.headers.get("Content-Type", "")
+            if "event-stream" not in content_type:
+                raise Failure(
+                    ErrorKind.STREAM_MALFORMED,
+                    f"expected a text/event-stream answer, got {content_type or 'no type'}",
+                )
+            state.streaming = True
+            await self._read(resp, record, stream, chunks, state)
+
+    async def _read(
+        self,
+        resp: aiohttp.ClientResponse,
+        record: RequestRecord,
+        stream: EventStream,
+        chunks: ChunkTimes,
+        state: _Progress,
+    ) -> None:
+        read = resp.content.readany
+        feed = stream.feed
+        perf = time.perf_counter
+        t0 = self.clock.t0
+        times, counts = chunks.t_s, chunks.n_tokens
+        on_first, on_chunk = self.on_first_token, self.on_chunk
+        t = state.last_s
+        while True:
+            data = await read()
+            if not data:
+                break
+            t = perf() - t0
+            n = feed(data)
+            if n > 0:
+                if on_first is not None and not times:
+                    record.first_token_s = t
+                    on_first(record)
+                times.append(t)
+                counts.append(n)
+                if on_chunk is not None:
+                    on_chunk(record, t, n)
+            state.last_s = t
+        n = stream.close()
+        if n > 0:
+            times.append(t)
+            counts.append(n)
+
+
+class _Progress:
+    """How far a request got: whether its stream started, when data last arrived."""
+
+    __slots__ = ("last_s", "streaming")
+
+    def __init__(self) -> None:
+        self.streaming = False
+        self.last_s: float | None = None
+
+
+async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:
+    body = await resp.content.read(ERROR_BODY_LIMIT)
+    try:
+        message = error_message(json.loads(body))
+    except ValueError:
+        message = short(body.decode("utf-8", "replace")) or resp.reason or ""
+    return Failure(ErrorKind.for_status(resp.status), f"HTTP {resp.status}: {message}", resp.status)
+
+
+def _stream_failure(stream: EventStream) -> Failure | None:
+    """The error class of a stream that ended, or ``None`` when it ended properly."""
+    if stream.error is not None:
+        return Failure(ErrorKind.STREAM_ERROR_EVENT, stream.error)
+    if stream.malformed is not None:
+        return Failure(ErrorKind.STREAM_MALFORMED, stream.malformed)
+    if not stream.done:
+        pending = stream.sse.pending_bytes()
+        where = f"mid-event ({pending} bytes of it)" if pending else "between events"
+        return Failure(
+            ErrorKind.STREAM_TRUNCATED,
+            f"connection closed {where} after {stream.tokens} tokens, "
+            "before the end-of-stream event",
+        )
+    return None
+
+
+def _timeout_message(timeout_s: float | None, state: _Progress, stream: EventStream) -> str:
+    if not state.streaming:
+        return f"no response within {timeout_s:g} s"
+    return f"stream unfinished after {timeout_s:g} s ({stream.tokens} tokens received)"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _finish(
+    record: RequestRecord,
+    stream: EventStream,
+    chunks: ChunkTimes,
+    prepared: Prepared,
+    now_s: float,
+    last_data_s: float | None,
+) -> None:
+    """Fill the record from what the stream reported and when its chunks arrived."""
+    counts = chunks.n_tokens
+    record.first_token_s = chunks.t_s[0] if counts else None
+    record.end_s = last_data_s if stream.done and last_data_s is not None else now_s
+    record.num_chunks = len(counts)
+    record.multi_token_chunks = len(counts) - counts.count(1)
+    record.token_count_method = stream.method
+    record.finish_reason = stream.finish_reason
+    record.cached_tokens = stream.cached_tokens
+    reported = stream.prompt_tokens
+    record.prompt_tokens = reported if reported is not None else prepared.prompt_tokens
+    record.output_tokens = (
+        stream.completion_tokens if stream.completion_tokens is not None else stream.tokens
+    )
+    record.output_token_ids = stream.token_ids
+    record.output_logprobs = stream.logprobs
+    record.status = Status.OK
+
+
+def fail_record(record: RequestRecord, failure: Failure) -> None:
+    """Mark ``record`` failed with ``failure``'s class, message and HTTP status."""
+    record.status = Status.ERROR
+    record.error_kind = failure.kind
+    record.error_message = failure.message
+    if failure.http_status is not None:
+        record.http_status = failure.http_status

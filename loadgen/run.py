@@ -1,0 +1,489 @@
+"""Running a plan against a target: the load generator's public entry point.
+
+``await run_load(plan, target, run_dir, clock, options, observer)`` (or, to keep the
+partial result when the run is cancelled, ``LoadRun(...).run()`` and its ``result``).
+
+What is sent when (the contract with ``workloads``):
+
+1. The cache protocol (``options.cache_protocol``) is carried out first.
+2. ``warmup`` requests go next, in plan order, and are waited for; they are written
+   with ``warmup = true`` so the statistics exclude them.
+3. The measured phase starts at ``schedule_t0_s``; every time below is relative to it.
+   * *Open loop*: a request with ``intended_s`` is due at ``schedule_t0_s + intended_s``
+     and is sent then, whatever is still in flight (see :mod:`loadgen.timing`). With
+     ``max_concurrency`` the excess waits in the client: ``intended_s`` stays the
+     schedule time, so that wait counts in intended-time latency.
+   * *Closed loop*: requests with ``intended_s = None`` that are not later turns of a
+     session are served, in plan order, by ``Plan.concurrency`` users, each sending its
+     next request when its previous one ends (intended = that moment).
+   * *Sessions*: turn k >= 1 of a session is released ``think_time_s`` after turn k-1
+     ended; its prompt is turn k-1's full prompt + the token ids turn k-1 returned +
+     the turn's own (new) tokens.
+4. Every request's record is appended to the run directory when it ends: a row of
+   ``requests`` and its chunk arrival times in ``chunks``.
+
+A run ends ``complete``, or ``interrupted``: when the server stops answering (a
+connection refused, confirmed by a fresh connection attempt) the run stops sending,
+lets in-flight requests end with their own error class for a short grace time, cancels
+the rest (``cancelled``) and returns; when the run itself is cancelled (Ctrl-C), in-flight
+requests are recorded ``cancelled`` and the ``CancelledError`` propagates, with
+``LoadRun.result`` holding the interrupted result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from loadgen.adapters import RequestParams, adapter_for
+from loadgen.cache import CacheProtocol, apply_cache_protocol
+from loadgen.clock import RunClock
+from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
+from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
+from loadgen.records import ErrorKind, RequestRecord
+from loadgen.rundir import RunDir
+from loadgen.sessions import Oracle, SessionBook
+from loadgen.target import Target
+from loadgen.timing import DEFAULT_SPIN_S, sleep_until
+from workloads.errors import InputError
+from workloads.plan import Plan, RequestSpec
+
+
+@dataclass
+class LoadOptions:
+    """How the plan is sent. Fields map to ``bench`` flags."""
+
+    #: Open loop: at most this many requests in flight; the rest wait in the client.
+    max_concurrency: int | None = None
+    #: Closed loop: number of users; overrides ``Plan.concurrency``.
+    concurrency: int | None = None
+    #: Per-request limit from send to the end of the stream; ``None``: no limit.
+    request_timeout_s: float | None = 600.0
+    cache_protocol: str = "warm"
+    ignore_eos: bool = True
+    temperature: float | None = 0.0
+    logprobs: bool = False
+    #: Keep every request's returned token ids on its record (always kept for sessions).
+    keep_token_ids: bool = False
+    #: Users serving warm-up requests; default: the run's concurrency (or 8).
+    warmup_concurrency: int | None = None
+    spin_s: float = DEFAULT_SPIN_S
+    health_interval_s: float = DEFAULT_INTERVAL_S
+    #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
+    #: later session turns, which the plan cannot know in advance.
+    oracle: Oracle | None = None
+    #: After the server is found gone, how long in-flight requests may take to fail on
+    #: their own (keeping their real error class) before they are cancelled.
+    drain_s: float = 2.0
+
+
+class LoadObserver:
+    """Live callbacks (a dashboard). Override what you need; each call must be cheap.
+
+    Only overridden methods are called: ``on_chunk`` runs once per token-bearing read,
+    so leaving it out keeps it off the hot path.
+    """
+
+    def on_send(self, record: RequestRecord) -> None:
+        """A request was sent (``sent_s`` set)."""
+
+    def on_first_token(self, record: RequestRecord) -> None:
+        """Its first token arrived (``first_token_s`` set)."""
+
+    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
+        """A read carrying ``n_tokens`` tokens arrived at run time ``t_s``."""
+
+    def on_finish(self, record: RequestRecord) -> None:
+        """The request ended (ok or not) and its record was written."""
+
+
+@dataclass
+class LoadResult:
+    """How a load run went; the statistics come from the run directory's tables."""
+
+    status: str = "running"  # complete | interrupted
+    reason: str | None = None
+    planned: int = 0
+    released: int = 0
+    sent: int = 0
+    finished: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    started_s: float | None = None
+    schedule_t0_s: float | None = None
+    ended_s: float | None = None
+    cache_protocol: dict[str, Any] = field(default_factory=dict)
+    client: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def not_sent(self) -> int:
+        return self.planned - self.sent
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "requests": {
+                "planned": self.planned,
+                "released": self.released,
+                "sent": self.sent,
+                "finished": self.finished,
+                "ok": self.ok,
+                "not_sent": self.not_sent,
+            },
+            "errors": dict(self.errors),
+            "started_s": self.started_s,
+            "schedule_t0_s": self.schedule_t0_s,
+            "ended_s": self.ended_s,
+            "cache_protocol": self.cache_protocol,
+            "client": self.client,
+        }
+
+
+def _overridden(observer: LoadObserver | None, name: str) -> Any:
+    if observer is None or getattr(type(observer), name) is getattr(LoadObserver, name):
+        return None
+    return getattr(observer, name)
+
+
+class LoadRun:
+    """One execution of a plan; see the module docstring for what is sent when."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        target: Target,
+        run_dir: RunDir,
+        clock: RunClock,
+        options: LoadOptions | None = None,
+        observer: LoadObserver | None = None,
+    ) -> None:
+        self.plan = plan
+        self.target = target
+        self.run_dir = run_dir
+        self.clock = clock
+        self.options = options or LoadOptions()
+        self.adapter = adapter_for(
+            target,
+            RequestParams(
+                ignore_eos=self.options.ignore_eos,
+                temperature=self.options.temperature,
+                logprobs=self.options.logprobs,
+            ),
+        )
+        self.sessions = SessionBook(plan, target.model, self.options.oracle)
+        self.result = LoadResult(planned=len(plan))
+        self._on_send = _overridden(observer, "on_send")
+        self._on_finish = _overridden(observer, "on_finish")
+        self._observer = observer
+        self._requests = run_dir.table("requests")
+        self._chunks = run_dir.table("chunks")
+        self._cap = (
+            asyncio.Semaphore(self.options.max_concurrency)
+            if self.options.max_concurrency
+            else None
+        )
+        self._cache = CacheProtocol("warm", "warm")
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._outstanding = 0
+        self._idle = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._exchanger: Exchanger | None = None
+        self._probing = False
+        self._error: BaseException | None = None
+        self._t0 = 0.0
+
+    # -- entry point ----------------------------------------------------------------------
+    async def run(self) -> LoadResult:
+        """Send the plan; return how it went (``status`` complete or interrupted)."""
+        warmups, open_loop, closed_loop = self._split()
+        self._validate(closed_loop)
+        self.result.started_s = self.clock.now()
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False
+        ) as session:
+            self._exchanger = Exchanger(
+                session,
+                self.adapter,
+                self.clock,
+                timeout_s=self.options.request_timeout_s,
+                on_send=self._on_send,
+                on_first_token=_overridden(self._observer, "on_first_token"),
+                on_chunk=_overridden(self._observer, "on_chunk"),
+            )
+            monitor = ClientMonitor(
+                self.clock, self.run_dir.table("client"), self.options.health_interval_s
+            )
+            monitor_task = asyncio.create_task(monitor.run())
+            try:
+                self._cache = await apply_cache_protocol(
+                    session, self.target, self.options.cache_protocol
+                )
+                self.result.cache_protocol = self._cache.describe()
+                if warmups:
+                    users = self.options.warmup_concurrency or self._users() or 8
+                    await self._phase([], iter(warmups), users)
+                if not self._stop.is_set():
+                    self._t0 = self.result.schedule_t0_s = self.clock.now()
+                    await self._phase(open_loop, iter(closed_loop), self._users())
+            except asyncio.CancelledError:
+                self._interrupt("cancelled (Ctrl-C)")
+                await self._cancel_all()
+                raise
+            finally:
+                monitor_task.cancel()
+                await asyncio.gather(monitor_task, return_exceptions=True)
+                await monitor.sample()
+                self._conclude(monitor)
+        if self._error is not None:
+            raise self._error
+        return self.result
+
+    # -- phases ---------------------------------------------------------------------------
+    async def _phase(
+        self, open_loop: list[RequestSpec], closed: Iterator[RequestSpec], users: int | None
+    ) -> None:
+        """Run dispatchers until every request they release (and its later turns) ended.
+
+        When the run is stopped, the open-loop timer is cancelled at once; closed-loop
+        users and in-flight requests get ``drain_s`` to end on their own (a dead server
+        fails them quickly, with their real error class) before the rest are cancelled.
+        """
+        if not open_loop and not users:
+            return
+        self._idle.clear()
+        timer = self._spawn(self._open_loop(open_loop)) if open_loop else None
+        for _ in range(users or 0):
+            self._spawn(self._user(closed))
+        stop = asyncio.create_task(self._stop.wait())
+        idle = asyncio.create_task(self._idle.wait())
+        try:
+            await asyncio.wait([stop, idle], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            idle.cancel()
+        if self._stop.is_set():
+            if timer is not None:
+                timer.cancel()
+            if self._inflight:
+                await asyncio.wait(set(self._inflight), timeout=self.options.drain_s)
+            await self._cancel_all()
+
+    async def _open_loop(self, specs: list[RequestSpec]) -> None:
+        """Release each request at its intended time; all that are due go in one pass."""
+        i, n = 0, len(specs)
+        ready: Prepared | None = None
+        while i < n:
+            if ready is None:
+                ready = self._prepare(specs[i])  # built while waiting, not when due
+            await sleep_until(self.clock, self._t0 + specs[i].intended_s, self.options.spin_s)
+            now = self.clock.now()
+            while i < n and self._t0 + specs[i].intended_s <= now:
+                spec = specs[i]
+                prepared = ready if ready is not None else self._prepare(spec)
+                ready = None
+                self._spawn(self._request(spec, self._t0 + spec.intended_s, prepared))
+                i += 1
+
+    async def _user(self, specs: Iterator[RequestSpec]) -> None:
+        """A closed-loop user: the next request of the shared queue when the last one ends."""
+        for spec in specs:
+            if self._stop.is_set():
+                return
+            await self._request(spec, self.clock.now(), self._prepare(spec))
+
+    async def _later_turn(self, spec: RequestSpec, previous: RequestRecord) -> None:
+        due = (previous.end_s or self.clock.now()) + spec.think_time_s
+        await sleep_until(self.clock, due, self.options.spin_s)
+        if not self._stop.is_set():
+            await self._request(spec, due, self._prepare(spec))
+
+    # -- one request ----------------------------------------------------------------------
+    def _prepare(self, spec: RequestSpec) -> Prepared:
+        """The request's prompt and encoded body (sessions: the composed history)."""
+        if spec.text is not None:
+            prompt: list[int] | str = spec.text
+            prompt_tokens = spec.prompt_len
+        else:
+            prompt = self.sessions.prompt_ids(spec, self.target.vocab_size or 0)
+            prompt_tokens = len(prompt)
+        want_ids = self.options.keep_token_ids or self.sessions.has_next(spec)
+        body = self.adapter.body(spec, prompt, self._cache.salt_for(spec.tenant), want_ids)
+        encoded = json.dumps(body, separators=(",", ":")).encode()
+        return Prepared(encoded, prompt, prompt_tokens, want_ids)
+
+    async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:
+        record = _new_record(spec, intended_s)
+        record.expected_cached_tokens = self.sessions.expected_cached(spec, prepared.prompt)
+        chunks = ChunkTimes()
+        self.result.released += 1
+        try:
+            if self._cap is None:
+                await self._send(prepared, record, chunks)
+            else:
+                async with self._cap:
+                    await self._send(prepared, record, chunks)
+        except asyncio.CancelledError:
+            if record.error_kind is None:  # still waiting in the client: never sent
+                fail_record(record, Failure(ErrorKind.CANCELLED, "cancelled before it was sent"))
+                record.end_s = self.clock.now()
+            self._write(record, chunks)
+            raise
+        self._write(record, chunks)
+        self.sessions.ended(spec, prepared.prompt, record.output_token_ids)
+        if record.error_kind == ErrorKind.CONNECT:
+            self._check_server()
+        following = self.sessions.next_turn(spec)
+        if following is not None and not self._stop.is_set():
+            self._spawn(self._later_turn(following, record))
+
+    async def _send(self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes) -> None:
+        if self._stop.is_set():
+            raise asyncio.CancelledError
+        self.result.sent += 1
+        assert self._exchanger is not None
+        await self._exchanger.send(prepared, record, chunks)
+
+    def _write(self, record: RequestRecord, chunks: ChunkTimes) -> None:
+        self._requests.append(record.to_row())
+        self._chunks.append_columns(
+            {"t_s": chunks.t_s, "n_tokens": chunks.n_tokens}, request_id=record.id
+        )
+        self.result.finished += 1
+        if record.ok:
+            self.result.ok += 1
+        else:
+            kind = str(record.error_kind)
+            self.result.errors[kind] = self.result.errors.get(kind, 0) + 1
+        if self._on_finish is not None:
+            self._on_finish(record)
+
+    # -- task bookkeeping -----------------------------------------------------------------
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._inflight.add(task)
+        self._outstanding += 1
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._outstanding -= 1
+        if not task.cancelled() and task.exception() is not None:
+            self._error = task.exception()
+            self._interrupt(f"internal error: {self._error!r}")
+        if self._outstanding == 0:
+            self._idle.set()
+
+    async def _cancel_all(self) -> None:
+        tasks = list(self._inflight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the server going away ------------------------------------------------------------
+    def _check_server(self) -> None:
+        """After a refused connection: is the server gone? Stop the run if so."""
+        if self._probing or self._stop.is_set():
+            return
+        self._probing = True
+        task = asyncio.create_task(self._probe_server())
+        task.add_done_callback(lambda _: setattr(self, "_probing", False))
+
+    async def _probe_server(self) -> None:
+        parts = urlsplit(self.target.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            async with asyncio.timeout(2.0):
+                _, writer = await asyncio.open_connection(parts.hostname, port)
+            writer.close()
+        except (OSError, TimeoutError) as exc:
+            self._interrupt(
+                f"server at {self.target.base_url} stopped answering "
+                f"({type(exc).__name__}) at t={self.clock.now():.3f}s"
+            )
+
+    def _interrupt(self, reason: str) -> None:
+        if self.result.status == "running":
+            self.result.status = "interrupted"
+            self.result.reason = reason
+        self._stop.set()
+
+    # -- set-up and wrap-up ---------------------------------------------------------------
+    def _split(self) -> tuple[list[RequestSpec], list[RequestSpec], list[RequestSpec]]:
+        warmups, open_loop, closed = [], [], []
+        for spec in self.plan:
+            if spec.warmup:
+                warmups.append(spec)
+            elif self.sessions.is_later_turn(spec):
+                continue
+            elif spec.intended_s is not None:
+                open_loop.append(spec)
+            else:
+                closed.append(spec)
+        open_loop.sort(key=lambda s: s.intended_s)
+        return warmups, open_loop, closed
+
+    def _users(self) -> int | None:
+        return self.options.concurrency or self.plan.concurrency
+
+    def _validate(self, closed: list[RequestSpec]) -> None:
+        """Refuse, before sending anything, a plan this target cannot be sent."""
+        if closed and not self._users():
+            raise InputError(
+                "--concurrency",
+                f"{len(closed)} requests have no send time and no concurrency serves them",
+                "give --concurrency N or an arrival rate",
+            )
+        for spec in self.plan:
+            problem = self.adapter.check(spec)
+            if problem:
+                raise InputError("--backend", f"request {spec.id}: {problem}")
+            if spec.text is None and not self.target.vocab_size:
+                raise InputError(
+                    "vocab_size",
+                    "token-id prompts need the target's vocabulary size",
+                    "pass the model's tokenizer or vocabulary size",
+                )
+
+    def _conclude(self, monitor: ClientMonitor) -> None:
+        if self.result.status == "running":
+            self.result.status = "complete"
+        self.result.ended_s = self.clock.now()
+        self.result.client = monitor.summary()
+
+
+def _new_record(spec: RequestSpec, intended_s: float) -> RequestRecord:
+    return RequestRecord(
+        id=spec.id,
+        kind=spec.kind,
+        group=spec.group,
+        tenant=spec.tenant,
+        lora=spec.lora,
+        session=spec.session,
+        turn=spec.turn,
+        warmup=spec.warmup,
+        intended_s=intended_s,
+        expected_cached_tokens=spec.expected_cached_tokens,
+        max_tokens=spec.max_tokens,
+    )
+
+
+async def run_load(
+    plan: Plan,
+    target: Target,
+    run_dir: RunDir,
+    clock: RunClock,
+    options: LoadOptions | None = None,
+    observer: LoadObserver | None = None,
+) -> LoadResult:
+    """Send ``plan`` to ``target``, recording into ``run_dir`` on ``clock``'s time axis."""
+    return await LoadRun(plan, target, run_dir, clock, options, observer).run()
