@@ -104,7 +104,7 @@ def test_vllm_pool_shows_the_unsplit_remainder_as_unknown(tmp_path: Path) -> Non
     series = _series(_svgs(page)["kv-pool"])
     assert [g.get("data-series") for g in series] == [
         "active (derived)",
-        f"{UNSPLIT_LAYER} (unknown)",
+        f"{UNSPLIT_LAYER} (split unknown)",
     ]
     assert series[1].find(f"{SVG_NS}path").get("fill") == "url(#kv-pool-hatch)"
     assert "free (measured)" not in page

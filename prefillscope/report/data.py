@@ -29,7 +29,7 @@ FIX_RUN_DIR = "pass the folder a `prefillscope bench --out DIR` run wrote"
 LONG_PROMPT_FACTOR = 4.0
 
 #: The layer standing for blocks a server reports only as "not active".
-UNSPLIT_LAYER = "reclaimable or free (split unknown)"
+UNSPLIT_LAYER = "reclaimable or free"
 
 
 @dataclass

@@ -199,15 +199,11 @@ def pool_chart(pool: PoolTimeline | None) -> Chart:
     )
     if pool is None:
         return chart
-    layers = [
-        (
-            f"{layer.name} ({layer.provenance})",
-            layer.values,
-            POOL_COLORS.get(layer.name, "#888888"),
-            layer.provenance == "unknown",
-        )
-        for layer in pool.layers
-    ]
+    layers = []
+    for layer in pool.layers:
+        hatched = layer.provenance == "unknown"  # a remainder whose split nobody exposes
+        label = f"{layer.name} ({'split unknown' if hatched else layer.provenance})"
+        layers.append((label, layer.values, POOL_COLORS.get(layer.name, "#888888"), hatched))
     idx = thin_samples([values for _, values, _, _ in layers])
     chart.stacked(pool.t_s[idx], [(n, v[idx], c, h) for n, v, c, h in layers])
     return chart
