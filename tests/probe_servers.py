@@ -3,15 +3,21 @@
 ``ReplayServer`` serves real captures from tests/fixtures in order, one per GET of
 ``/metrics`` (the last one repeats), on its own thread and event loop so that both sync
 and async tests can talk to it over loopback. A response can be a capture, an altered
-capture (a malformed line), or an HTTP status.
+capture (a malformed line), or an HTTP status. ``PrometheusServer`` runs the real
+Prometheus binary against such targets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import subprocess
 import threading
+import time
+from pathlib import Path
 
+import httpx
 from aiohttp import web
 
 
@@ -68,3 +74,72 @@ class ReplayServer:
         if self._loop is not None and self._stopped is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._thread.join(10)
+
+
+class PrometheusServer:
+    """A real Prometheus (Debian's package) on a free port, scraping ``targets``
+    (``host:port``) every second, with its storage in ``workdir``."""
+
+    def __init__(self, binary: str, targets: list[str], workdir: Path) -> None:
+        self.binary = binary
+        self.targets = targets
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen | None = None
+
+    def __enter__(self) -> PrometheusServer:
+        config = self.workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: target\n    static_configs:\n"
+            f"      - targets: {json.dumps(self.targets)}\n"
+        )
+        log = (self.workdir / "prometheus.log").open("w")
+        self._process = subprocess.Popen(
+            [
+                self.binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"prometheus exited: {(self.workdir / 'prometheus.log').read_text()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("prometheus did not become ready in 30 s")
+
+    def value(self, promql: str) -> float | None:
+        """An instant query's single value (None when empty)."""
+        data = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).json()
+        result = data["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for(self, promql: str, expected: float, timeout_s: float = 20.0) -> None:
+        """Wait until Prometheus has scraped the state the test set up."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.value(promql) == expected:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{promql} never reached {expected} (last {self.value(promql)})")
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
