@@ -25,7 +25,7 @@ UNKNOWN_FILL = "url(#{id}-hatch)"
 FONT_PX = 11
 CHAR_PX = 6.4  # average advance of an 11 px sans-serif glyph, for laying out legends
 POINT_CELL_PX = 2.0
-MAX_POINTS = 4000
+MAX_POINTS = 4000  # dots per chart, shared by its point series
 POINT_RADIUS_PX = 2.2
 CLIP_PAD_PX = 3.0  # dots on the frame are drawn whole, not halved
 
@@ -247,7 +247,8 @@ class Chart:
     def _series_svg(self, s: _Series, xs: Scale, ys: Scale) -> Markup:
         px, py = xs.to_px(s.x), ys.to_px(s.y) if s.y.size else np.array([])
         if s.kind == "points":
-            shapes = _points_path(*_thin_points(px, py), s.color)
+            clouds = sum(1 for other in self.series if other.kind == "points")
+            shapes = _points_path(*_thin_points(px, py, MAX_POINTS // clouds), s.color)
         elif s.kind == "vlines":
             cols = np.unique(np.round(px[np.isfinite(px)], 1))
             d = "".join(f"M{fmt_num(c)},{fmt_num(ys.p0)}V{fmt_num(ys.p1)}" for c in cols)
@@ -295,15 +296,15 @@ def _axis_title(axis: Axis) -> str:
 
 
 # -- helpers: thinning in pixel space ----------------------------------------------------
-def _thin_points(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _thin_points(px: np.ndarray, py: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """One point per few-pixel cell, the highest one (the outlier a reader looks for).
 
-    Cells grow until at most ``MAX_POINTS`` remain, so a dense cloud costs a bounded page.
+    Cells grow until at most ``limit`` remain, so a dense cloud costs a bounded page.
     """
     keep = np.isfinite(px) & np.isfinite(py)
     px, py = px[keep], py[keep]
     cell_px = POINT_CELL_PX
-    while px.size > MAX_POINTS:
+    while px.size > limit:
         cx = np.floor(px / cell_px).astype(np.int64)
         cy = np.floor(py / cell_px).astype(np.int64)
         cell = cx * 1_000_003 + cy
