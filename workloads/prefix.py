@@ -82,8 +82,9 @@ def block_hashes(
     scope: CacheScope | None = None,
     *,
     known: Sequence[int] = (),
+    num_tokens: int | None = None,
 ) -> list[int]:
-    """Hash chain of every *full* block of ``tokens``.
+    """Hash chain of every *full* block of ``tokens`` (of its first ``num_tokens`` if given).
 
     ``known`` holds hashes already computed for a prefix of the same token sequence
     (a running request whose output keeps growing); only the blocks after them are
@@ -92,7 +93,7 @@ def block_hashes(
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
     hashes = list(known)
-    n_full = len(tokens) // block_size
+    n_full = (len(tokens) if num_tokens is None else num_tokens) // block_size
     if n_full <= len(hashes):
         return hashes[:n_full]
     raw = _token_bytes(tokens[len(hashes) * block_size : n_full * block_size])
@@ -318,12 +319,14 @@ class SequenceBlocks:
         full = min(num_computed // self.pool.block_size, len(self.blocks))
         if full <= self._committed_blocks:
             return
-        self.hashes = block_hashes(
-            tokens[: full * self.pool.block_size],
-            self.pool.block_size,
-            self.scope,
-            known=self.hashes[: min(len(self.hashes), full)],
-        )
+        if len(self.hashes) < full:
+            self.hashes = block_hashes(
+                tokens,
+                self.pool.block_size,
+                self.scope,
+                known=self.hashes,
+                num_tokens=full * self.pool.block_size,
+            )
         for i in range(self._committed_blocks, full):
             self.pool.cache_block(self.blocks[i], self.hashes[i])
         self._committed_blocks = full
