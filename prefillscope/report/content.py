@@ -16,6 +16,7 @@ import numpy as np
 
 from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
+from prefillscope.report.scale import fmt_seconds
 
 UNKNOWN = "unknown"
 
@@ -60,23 +61,16 @@ def _finite(value: Any) -> float | None:
 
 
 def fmt_duration(value: Any) -> str:
-    """Seconds as a reader wants them: 850 µs, 12.3 ms, 1.52 s; unknown when absent."""
+    """Seconds as a reader wants them (850 µs, 12.3 ms, 1.52 s); unknown when absent."""
     v = _finite(value)
-    if v is None:
-        return UNKNOWN
-    magnitude = abs(v)
-    if magnitude == 0:
-        return "0"
-    if magnitude >= 1:
-        return f"{v:.3g} s" if magnitude < 1000 else f"{v:,.0f} s"
-    if magnitude >= 1e-3:
-        return f"{v * 1e3:.3g} ms"
-    return f"{v * 1e6:.3g} µs"
+    return UNKNOWN if v is None else fmt_seconds(v)
 
 
 def fmt_rate(value: Any, unit: str) -> str:
     v = _finite(value)
-    return UNKNOWN if v is None else f"{v:,.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
+    if v is None:
+        return UNKNOWN
+    return f"{v:.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
 
 
 def fmt_share(value: Any) -> str:

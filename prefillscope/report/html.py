@@ -143,10 +143,6 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: 
     )
 
 
-def _pairs(rows: Sequence[tuple[str, str]], heading: tuple[str, str]) -> Markup:
-    return _table(heading, rows)
-
-
 def _summary_section(data: ReportData) -> Markup:
     latency = content.latency_table(data.summary)
     parts: list[Markup | None] = [el("h2", "Summary")]
@@ -161,12 +157,12 @@ def _summary_section(data: ReportData) -> Markup:
             el(
                 "div",
                 el("h3", "Outcome"),
-                _pairs(content.headline(data.summary), ("figure", "value")),
+                _table(("figure", "value"), content.headline(data.summary)),
             ),
             el(
                 "div",
                 el("h3", "Errors by class"),
-                _pairs(content.error_counts(data.summary), ("class", "requests"))
+                _table(("class", "requests"), content.error_counts(data.summary))
                 if content.error_counts(data.summary)
                 else el("p", "None recorded."),
             ),
@@ -184,7 +180,7 @@ def _summary_section(data: ReportData) -> Markup:
         parts.append(_table(["bucket", "provenance", "min", "max", "last"], pool, numeric_from=2))
     if server:
         parts.append(el("h3", "Server-side figures"))
-        parts.append(_pairs(server, ("series", "value")))
+        parts.append(_table(("series", "value"), server))
     return el("section", parts)
 
 
