@@ -115,11 +115,11 @@ class Exchanger:
             raise
         except Failure as exc:
             failure = exc
-        except aiohttp.ClientPayloadError as exc:
-            failure = Failure(ErrorKind.STREAM_TRUNCATED, f"stream broken: {_reason(exc)}")
         except (aiohttp.ClientError, OSError) as exc:
-            kind = ErrorKind.STREAM_TRUNCATED if state.streaming else ErrorKind.CONNECT
-            failure = Failure(kind, _reason(exc))
+            if state.streaming:
+                failure = _truncated(stream, _reason(exc))
+            else:
+                failure = Failure(ErrorKind.CONNECT, _reason(exc))
         _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
         if failure is not None:
             fail_record(record, failure)
@@ -207,14 +207,20 @@ def _stream_failure(stream: EventStream) -> Failure | None:
     if stream.malformed is not None:
         return Failure(ErrorKind.STREAM_MALFORMED, stream.malformed)
     if not stream.done:
-        pending = stream.sse.pending_bytes()
-        where = f"mid-event ({pending} bytes of it)" if pending else "between events"
-        return Failure(
-            ErrorKind.STREAM_TRUNCATED,
-            f"connection closed {where} after {stream.tokens} tokens, "
-            "before the end-of-stream event",
-        )
+        return _truncated(stream)
     return None
+
+
+def _truncated(stream: EventStream, cause: str | None = None) -> Failure:
+    """The connection ended before the end-of-stream event: where, and after how much."""
+    pending = stream.sse.pending_bytes()
+    where = f"mid-event ({pending} bytes of it)" if pending else "between events"
+    because = f" ({cause})" if cause else ""
+    return Failure(
+        ErrorKind.STREAM_TRUNCATED,
+        f"connection closed {where} after {stream.tokens} tokens, "
+        f"before the end-of-stream event{because}",
+    )
 
 
 def _timeout_message(timeout_s: float | None, state: _Progress, stream: EventStream) -> str:

@@ -15,8 +15,16 @@ import json
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+import pandas as pd
 from aiohttp import web
+
+from loadgen.clock import RunClock
+from loadgen.run import LoadOptions, LoadResult, run_load
+from loadgen.rundir import RunDir
+from loadgen.target import Target
+from workloads.plan import Plan, Prompt, RequestSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -167,3 +175,41 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def specs(
+    n: int, prompt_len: int = 8, max_tokens: int = 16, gap_s: float | None = None
+) -> list[RequestSpec]:
+    """``n`` token-prompt requests, open loop every ``gap_s`` (closed loop when ``None``)."""
+    return [
+        RequestSpec(
+            f"r{i}",
+            Prompt.of_tokens([300 + i] * prompt_len),
+            max_tokens,
+            intended_s=None if gap_s is None else i * gap_s,
+        )
+        for i in range(n)
+    ]
+
+
+async def run_against(
+    url: str,
+    requests: list[RequestSpec],
+    tmp_path: Path,
+    *,
+    flavour: str = "vllm",
+    api: str = "completions",
+    concurrency: int | None = 1,
+    count_tokens: Callable[[str], int] | None = None,
+    **options: object,
+) -> tuple[LoadResult, pd.DataFrame, pd.DataFrame, RunDir]:
+    """Run a plan of ``requests`` against ``url``; return (result, requests, chunks, run dir)."""
+    api_key = options.pop("api_key", None)
+    target = Target(
+        url, flavour, api, "tiny-llama", api_key, vocab_size=8192, count_tokens=count_tokens
+    )
+    run_dir = RunDir(tmp_path / "run", create=True)
+    plan = Plan("test", 0, list(requests), concurrency=concurrency)
+    result = await run_load(plan, target, run_dir, RunClock(), LoadOptions(**options))
+    run_dir.close()
+    return result, run_dir.read_table("requests"), run_dir.read_table("chunks"), run_dir
