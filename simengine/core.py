@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simengine.config import EngineConfig
 from simengine.costmodel import CostModel
 from simengine.sampler import EOS_ID, Sampler
@@ -136,9 +138,10 @@ class EngineCore:
         except RequestRejected:
             self.stats.rejected_requests += 1
             raise
-        tokens = [int(t) for t in req.prompt_token_ids]
+        prompt = np.asarray(req.prompt_token_ids, dtype=np.int64)
+        tokens = prompt.tolist()
         stream = self.sampler.stream(
-            tokens,
+            prompt,
             temperature=req.temperature,
             seed=req.seed,
             ignore_eos=req.ignore_eos,
@@ -146,7 +149,7 @@ class EngineCore:
         )
         seq = Sequence(req, tokens, self.pool, req.scope, stream)
         self._seqs[req.request_id] = seq
-        self.scheduler.add(seq)
+        self.scheduler.add(seq, prompt)
         self.stats.num_waiting = self.scheduler.num_waiting
 
     def _check(self, req: EngineRequest) -> None:
@@ -196,12 +199,13 @@ class EngineCore:
         """Schedule and run one step; the returned duration is modelled, not waited for."""
         sched = self.scheduler.schedule()
         updates, self._aborted = self._aborted, []
+        num_aborted = len(updates)
         first: list[str] = []
-        for seq in sched.decodes:
-            self._advance(seq, 1, updates, first)
+        self._decode(sched.decodes, updates)
         for seq, chunk in sched.prefills:
-            self._advance(seq, chunk, updates, first)
+            self._prefill(seq, chunk, updates, first)
         stats = self.stats
+        stats.generation_tokens += len(updates) - num_aborted
         stats.preemptions = self.scheduler.num_preemptions
         stats.prefix_query_tokens = self.pool.query_tokens
         stats.prefix_hit_tokens = self.pool.hit_tokens
@@ -226,44 +230,50 @@ class EngineCore:
             first_token_ids=first,
         )
 
-    def _advance(
+    def _decode(self, seqs: list[Sequence], updates: list[RequestUpdate]) -> None:
+        """Compute each decode's last sampled token and sample the next (the hot loop)."""
+        block_size = self.pool.block_size
+        caching = self.pool.enable_caching
+        emit = self._emit
+        for seq in seqs:
+            tokens = seq.tokens
+            computed = seq.num_computed = len(tokens)
+            if caching and computed % block_size == 0:
+                seq.blocks.commit(tokens, computed)
+            emit(seq, updates)
+
+    def _prefill(
         self, seq: Sequence, n: int, updates: list[RequestUpdate], first: list[str]
     ) -> None:
-        """Mark ``n`` more tokens computed; index filled blocks; sample when inputs run out."""
+        """Mark a chunk computed and index the blocks it filled; sample if it was the last."""
         before = seq.num_computed
-        after = before + n
-        seq.num_computed = after
-        tokens = seq.tokens
+        after = seq.num_computed = before + n
         block_size = self.pool.block_size
         if self.pool.enable_caching and after // block_size > before // block_size:
-            seq.blocks.commit(tokens, after)
-        if after < len(tokens):
+            seq.blocks.commit(seq.tokens, after)
+        if after < len(seq.tokens):
             return
+        if len(seq.tokens) == seq.prompt_len:
+            first.append(seq.request.request_id)
+            self.stats.prompt_tokens += seq.prompt_len
+        self._emit(seq, updates)
+
+    def _emit(self, seq: Sequence, updates: list[RequestUpdate]) -> None:
+        """Sample the next token of a sequence whose inputs are all computed; finish it if
+        that was EOS or its last allowed token."""
         req: EngineRequest = seq.request
+        tokens = seq.tokens
         position = len(tokens) - seq.prompt_len
         token_id, logprob = seq.stream.token(position)
         tokens.append(token_id)
-        top = None if req.logprobs is None else seq.stream.top_logprobs(position, req.logprobs)
-        stats = self.stats
-        stats.generation_tokens += 1
-        if position == 0:
-            first.append(req.request_id)
-            stats.prompt_tokens += seq.prompt_len
-        reason = None
-        if token_id == EOS_ID:
-            reason = "stop"
-        elif position + 1 >= req.max_tokens:
-            reason = "length"
-        updates.append(
-            RequestUpdate(
-                req.request_id,
-                [TokenOut(token_id, logprob, top)],
-                seq.num_cached or 0,
-                reason is not None,
-                reason,
-            )
-        )
-        if reason is not None:
-            self.scheduler.finish(seq)
-            del self._seqs[req.request_id]
-            stats.finished_requests += 1
+        out = TokenOut(token_id, logprob)
+        if req.logprobs is not None:
+            out.top_logprobs = seq.stream.top_logprobs(position, req.logprobs)
+        if token_id != EOS_ID and position + 1 < req.max_tokens:
+            updates.append(RequestUpdate(req.request_id, [out], seq.num_cached))
+            return
+        reason = "stop" if token_id == EOS_ID else "length"
+        updates.append(RequestUpdate(req.request_id, [out], seq.num_cached, True, reason))
+        self.scheduler.finish(seq)
+        del self._seqs[req.request_id]
+        self.stats.finished_requests += 1

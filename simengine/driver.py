@@ -15,6 +15,7 @@ two configurations is a what-if experiment with identical arrivals by constructi
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -200,7 +201,26 @@ class VirtualDriver:
         until_s: float | None = None,
         record_steps: bool = True,
     ) -> SimResult:
-        """Admit each request at its arrival time and step until all finish (or ``until_s``)."""
+        """Admit each request at its arrival time and step until all finish (or ``until_s``).
+
+        The cyclic garbage collector is paused meanwhile: a simulation allocates a few small
+        objects per token and creates no reference cycles, and gen-0 collections over them
+        otherwise cost about a quarter of the run.
+        """
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(arrivals, until_s, record_steps)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _run(
+        self,
+        arrivals: Iterable[tuple[float, EngineRequest]],
+        until_s: float | None,
+        record_steps: bool,
+    ) -> SimResult:
         pending = deque(sorted(arrivals, key=lambda a: a[0]))
         timings: dict[str, RequestTiming] = {}
         steps: list[StepRecord] = []
@@ -232,9 +252,10 @@ class VirtualDriver:
                 )
             for update in result.updates:
                 timing = timings[update.request_id]
-                timing.token_times.extend([end] * len(update.new_tokens))
-                timing.num_cached_tokens = update.num_cached_tokens
+                if update.new_tokens:  # the core emits one token per request per step
+                    timing.token_times.append(end)
                 if update.finished:
+                    timing.num_cached_tokens = update.num_cached_tokens
                     timing.finish_reason = update.finish_reason
             self.now = end
         return SimResult(timings, steps, self.now, core.stats)

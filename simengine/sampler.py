@@ -36,6 +36,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _MEDIAN_LENGTH = 200.0
 _LENGTH_SIGMA = 1.0
 _UNIT = 1.0 / (1 << 24)
+_P0_BITS = 12
+#: log(p0) of the top token for each value of the top ``_P0_BITS`` bits of a position's
+#: mix: p0 spans 0.35..0.99, so greedy tokens carry log-probabilities in (-1.2, 0).
+_LOG_P0 = [math.log(0.35 + 0.64 * (i + 0.5) / (1 << _P0_BITS)) for i in range(1 << _P0_BITS)]
 
 
 def _mix(z: int) -> int:
@@ -79,10 +83,9 @@ class TokenStream:
         self.eos_position = eos_position
 
     def _top(self, position: int) -> tuple[int, float, int]:
-        """The distribution at ``position``: top token, its probability, and spare bits."""
+        """The distribution at ``position``: top token, log of its probability, spare bits."""
         z = _mix((self._dist_key + (position + 1) * _GOLDEN) & _MASK)
-        p0 = 0.30 + 0.69 * ((z >> 40) * _UNIT)
-        return FIRST_WORD_ID + z % self._words, p0, z
+        return FIRST_WORD_ID + z % self._words, _LOG_P0[z >> (64 - _P0_BITS)], z
 
     def _alternative(self, z: int, rank: int) -> int:
         """The rank-th alternative token: distinct from the top token and from each other."""
@@ -92,27 +95,29 @@ class TokenStream:
 
     def token(self, position: int) -> tuple[int, float]:
         """The token emitted at output index ``position`` and its log-probability."""
-        top, p0, z = self._top(position)
+        top, logp0, z = self._top(position)
         if position == self.eos_position:
-            return EOS_ID, math.log(p0)
+            return EOS_ID, logp0
         if self._sample_key is None:
-            return top, math.log(p0)
+            return top, logp0
         u = _mix((self._sample_key + (position + 1) * _GOLDEN) & _MASK)
+        p0 = math.exp(logp0)
         sharp = p0**self._inv_temp
         p_top = sharp / (sharp + (1.0 - p0) ** self._inv_temp)
         if (u >> 40) * _UNIT < p_top:
-            return top, math.log(p0)
+            return top, logp0
         # Geometric rank: r with probability 2^-r, the tail's shape.
         rank = min(MAX_TOP_LOGPROBS, 17 - ((u >> 8) & 0xFFFF).bit_length())
         return self._alternative(z, rank), math.log((1.0 - p0) * 0.5**rank)
 
     def top_logprobs(self, position: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` most likely tokens at ``position`` with their log-probabilities."""
-        top, p0, z = self._top(position)
+        top, logp0, z = self._top(position)
         first = EOS_ID if position == self.eos_position else top
-        out = [(first, math.log(p0))]
+        tail = 1.0 - math.exp(logp0)
+        out = [(first, logp0)]
         out.extend(
-            (self._alternative(z, r), math.log((1.0 - p0) * 0.5**r))
+            (self._alternative(z, r), math.log(tail * 0.5**r))
             for r in range(1, min(k, MAX_TOP_LOGPROBS))
         )
         return out[:k]

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simengine.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
 from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes
@@ -173,7 +175,11 @@ class Scheduler:
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: Sequence, prompt: np.ndarray) -> None:
+        """Queue a new sequence; its prompt's block hashes are computed now, from the array
+        form, so admission only hashes what decoding appended since."""
+        if self.caching:
+            seq.hashes = block_hashes(prompt, self.block_size, seq.blocks.scope)
         self.waiting.append(seq)
 
     def finish(self, seq: Sequence) -> None:
@@ -282,7 +288,7 @@ class Scheduler:
                 break
             self.waiting.popleft()
             if self.caching:
-                seq.blocks.claim_prefix(tokens)
+                seq.blocks.claim_prefix(tokens, hashes=seq.hashes)
             seq.blocks.reserve(cached + chunk)
             seq.num_computed = cached
             if seq.num_cached is None:
