@@ -1,0 +1,196 @@
+"""The roofline cost model and the model/GPU presets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simengine.config import EngineConfig
+from simengine.costmodel import CostModel, StepShape, attended_pairs
+from simengine.models import GIB, GPUS, MODELS, resolve_gpu, resolve_model
+from workloads.errors import InputError
+
+
+def _cost(**overrides: object) -> CostModel:
+    config = EngineConfig(**overrides)
+    config.validate()
+    return CostModel.from_config(config)
+
+
+def test_gpu_presets_carry_the_issue_figures() -> None:
+    figures = {
+        name: (g.peak_flops / 1e12, g.bandwidth / 1e12, g.memory_bytes / GIB)
+        for name, g in GPUS.items()
+    }
+    assert figures == {
+        "h100-sxm": (989.4, 3.35, 80),
+        "h200": (989.4, 4.8, 141),
+        "a100-80gb": (312, 2.039, 80),
+        "l40s": (362, 0.864, 48),
+        "mi300x": (1307.4, 5.3, 192),
+    }
+
+
+def test_model_presets_are_the_public_architectures() -> None:
+    shapes = {n: (m.layers, m.q_heads, m.kv_heads, m.head_dim) for n, m in MODELS.items()}
+    assert shapes == {
+        "llama-3.1-8b": (32, 32, 8, 128),
+        "llama-3.1-70b": (80, 64, 8, 128),
+        "qwen2.5-7b": (28, 28, 4, 128),
+        "mistral-7b": (32, 32, 8, 128),
+    }
+    assert all(m.dtype == "bf16" for m in MODELS.values())
+    assert MODELS["llama-3.1-8b"].kv_bytes_per_token() == 131_072
+
+
+@pytest.mark.parametrize(
+    ("resolve", "name", "field"),
+    [(resolve_model, "gpt-9", "--model"), (resolve_gpu, "tpu-v9", "--gpu")],
+)
+def test_unknown_names_list_the_valid_ones(resolve, name: str, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        resolve(name)
+    assert err.value.field == field
+    valid = MODELS if field == "--model" else GPUS
+    assert all(v in str(err.value) for v in valid)
+
+
+def test_custom_model_inline_and_from_files(tmp_path) -> None:
+    inline = resolve_model("custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128")
+    assert (inline.params, inline.layers, inline.hidden, inline.dtype) == (7e9, 32, 4096, "bf16")
+    spec = {
+        "name": "mine",
+        "params": 3e9,
+        "layers": 24,
+        "q_heads": 16,
+        "kv_heads": 4,
+        "head_dim": 64,
+        "dtype": "fp8",
+    }
+    (tmp_path / "m.json").write_text(json.dumps(spec))
+    toml = "\n".join(f"{k} = {json.dumps(v)}" for k, v in spec.items())
+    (tmp_path / "m.toml").write_text(toml)
+    for path in ("m.json", "m.toml"):
+        model = resolve_model(str(tmp_path / path))
+        assert (model.name, model.layers, model.kv_heads, model.dtype_bytes) == ("mine", 24, 4, 1)
+    with pytest.raises(InputError, match="lacks"):
+        resolve_model("custom:params=7e9,layers=32")
+
+
+def test_kv_pool_is_memory_times_utilisation_minus_weights() -> None:
+    cost = _cost()
+    expected = int((80 * GIB * 0.9 - 8.03e9 * 2) // (131_072 * 16))
+    assert cost.kv_pool_blocks(16) == expected
+    tp2 = _cost(model="llama-3.1-70b", tensor_parallel_size=2)
+    assert tp2.weight_bytes_per_gpu == pytest.approx(70.6e9)
+    assert tp2.kv_bytes_per_token == 2 * 80 * 4 * 128 * 2
+    assert tp2.kv_pool_blocks(16) == int((80 * GIB * 0.9 - 70.6e9) // (tp2.kv_bytes_per_token * 16))
+
+
+def test_a_model_that_does_not_fit_is_an_input_error() -> None:
+    with pytest.raises(InputError) as err:
+        _cost(model="llama-3.1-70b").kv_pool_blocks(16)
+    assert "--tensor-parallel-size" in str(err.value)
+
+
+def test_single_decode_is_weight_bandwidth_bound() -> None:
+    cost = _cost()
+    step = cost.breakdown(cost.decode_shape(1, 0))
+    weights_s = 8.03e9 * 2 / (3.35e12 * 0.8)
+    assert step.bound == "bandwidth"
+    assert step.memory_s == pytest.approx(weights_s, rel=1e-3)
+    assert step.duration_s == pytest.approx(weights_s + 1e-4 + 32 * 30e-6, rel=1e-3)
+
+
+def test_flops_and_bytes_follow_the_issue_formulas() -> None:
+    cost = _cost()
+    shape = StepShape(
+        prefill_tokens=512,
+        prefill_pairs=attended_pairs(512, 1024),
+        prefill_context=1024,
+        num_running=1,
+    )
+    step = cost.breakdown(shape)
+    flops = 2 * 8.03e9 * 512 + 4 * 32 * 32 * 128 * (512 * 1024 + 512 * 513 // 2)
+    assert step.flops == pytest.approx(flops)
+    assert step.compute_s == pytest.approx(flops / (989.4e12 * 0.45))
+    assert step.bytes == pytest.approx(8.03e9 * 2 + 131_072 * (1024 + 512))
+    assert step.bound == "compute"
+
+
+def test_mixed_step_adds_prefill_and_decode_compute() -> None:
+    cost = _cost()
+    prefill = StepShape(prefill_tokens=2000, prefill_pairs=attended_pairs(2000, 0))
+    decode = StepShape(decode_tokens=32, decode_context=32 * 500)
+    mixed = StepShape(prefill.prefill_tokens, prefill.prefill_pairs, 0, 32, 32 * 500)
+    assert cost.breakdown(mixed).compute_s == pytest.approx(
+        cost.breakdown(prefill).compute_s + cost.breakdown(decode).compute_s
+    )
+
+
+def test_later_chunks_of_a_long_prompt_cost_more() -> None:
+    cost = _cost()
+    times = [
+        cost.step_time(
+            StepShape(prefill_tokens=2048, prefill_pairs=attended_pairs(2048, p), prefill_context=p)
+        )
+        for p in (0, 8192, 30_720)
+    ]
+    assert times[0] < times[1] < times[2]
+    assert times[2] > 1.5 * times[0]
+
+
+def test_decode_time_tracks_kv_bytes_when_bandwidth_bound() -> None:
+    cost = _cost()
+    short, long = cost.decode_step_time(256, 2000), cost.decode_step_time(256, 8000)
+    assert cost.decode_bound(256, 2000) == cost.decode_bound(256, 8000) == "bandwidth"
+    assert cost.decode_bound(256, 100) == "compute"
+    assert cost.kv_bytes_per_step(256, 8000) == 131_072 * 256 * 8001
+    extra = (cost.kv_bytes_per_step(256, 8000) - cost.kv_bytes_per_step(256, 2000)) / (
+        3.35e12 * 0.8
+    )
+    assert long - short == pytest.approx(extra, rel=1e-6)
+
+
+def test_large_prefill_is_compute_bound_on_every_gpu() -> None:
+    for gpu in GPUS:
+        cost = _cost(gpu=gpu)
+        shape = StepShape(prefill_tokens=4096, prefill_pairs=attended_pairs(4096, 0))
+        assert cost.breakdown(shape).bound == "compute", gpu
+
+
+def test_host_overheads_add_per_step_and_per_running_request() -> None:
+    base = _cost()
+    planted = _cost(host_overhead_step_s=0.002, host_overhead_per_seq_s=0.0001)
+    shape = base.decode_shape(64, 100)
+    assert planted.step_time(shape) - base.step_time(shape) == pytest.approx(0.002 + 64 * 0.0001)
+
+
+def test_fixed_step_replaces_the_model() -> None:
+    cost = _cost(fixed_step_s=0.02)
+    assert cost.step_time(cost.decode_shape(500, 10_000)) == 0.02
+    assert cost.step_time(StepShape(prefill_tokens=2048)) == 0.02
+
+
+def test_faster_gpu_is_faster() -> None:
+    shape = StepShape(decode_tokens=64, decode_context=64 * 2000, num_running=64)
+    times = {g: _cost(gpu=g).step_time(shape) for g in ("l40s", "a100-80gb", "h100-sxm", "h200")}
+    assert times["l40s"] > times["a100-80gb"] > times["h100-sxm"] > times["h200"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"max_num_batched_tokens": 128, "max_num_seqs": 256}, "--max-num-batched-tokens"),
+        ({"model": "qwen2.5-7b", "tensor_parallel_size": 8}, "--tensor-parallel-size"),
+        ({"block_size": 0}, "--block-size"),
+        ({"gpu_memory_utilization": 1.5}, "--gpu-memory-utilization"),
+        ({"time_scale": 0}, "--time-scale"),
+        ({"gpu": "b300"}, "--gpu"),
+    ],
+)
+def test_config_validation_names_the_flag(overrides: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        EngineConfig(**overrides).validate()
+    assert err.value.field == field
