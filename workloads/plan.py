@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -54,29 +55,40 @@ class Prompt:
     def of_tokens(cls, tokens: Sequence[int]) -> Prompt:
         return cls((Segment(len(tokens), tokens=tuple(int(t) for t in tokens)),))
 
-    def __len__(self) -> int:
+    @cached_property
+    def _length(self) -> int:
         return sum(s.length for s in self.segments)
 
-    def token_ids(self, vocab_size: int) -> np.ndarray:
-        """The prompt's tokens for a target whose vocabulary has ``vocab_size`` ids."""
-        keyed = [s for s in self.segments if s.key is not None]
+    def __len__(self) -> int:
+        return self._length
+
+    def token_ids(self, vocab_size: int, start: int = 0) -> np.ndarray:
+        """The prompt's tokens from position ``start`` for a vocabulary of ``vocab_size`` ids."""
+        pieces: list[tuple[Segment, int]] = []
+        pos = 0
+        for s in self.segments:
+            if pos + s.length > start:
+                pieces.append((s, max(0, start - pos)))
+            pos += s.length
+        keyed = [(s, skip) for s, skip in pieces if s.key is not None]
         drawn = keyed_tokens(
-            np.array([s.key & _KEY_MASK for s in keyed], dtype=np.uint64),
-            np.zeros(len(keyed), dtype=np.uint64),
-            np.array([s.length for s in keyed], dtype=np.int64),
+            np.array([s.key & _KEY_MASK for s, _ in keyed], dtype=np.uint64),
+            np.array([skip for _, skip in keyed], dtype=np.uint64),
+            np.array([s.length - skip for s, skip in keyed], dtype=np.int64),
             vocab_size,
         )
-        if len(keyed) == len(self.segments):
+        if len(keyed) == len(pieces):
             return drawn
-        out = np.empty(len(self), dtype=np.int64)
-        pos = used = 0
-        for s in self.segments:
+        out = np.empty(max(0, len(self) - start), dtype=np.int64)
+        at = used = 0
+        for s, skip in pieces:
+            n = s.length - skip
             if s.tokens is None:
-                out[pos : pos + s.length] = drawn[used : used + s.length]
-                used += s.length
+                out[at : at + n] = drawn[used : used + n]
+                used += n
             else:
-                out[pos : pos + s.length] = s.tokens
-            pos += s.length
+                out[at : at + n] = s.tokens[skip:]
+            at += n
         return out
 
     def extended(self, *more: Segment) -> Prompt:

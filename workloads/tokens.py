@@ -4,7 +4,7 @@ Prompts are mostly repetition (a system prompt, a document, a trace's 512-token
 blocks), so they are stored as keyed runs and only turned into token ids when a request
 is sent or replayed through the prefix model. Two properties make that cheap and exact:
 
-* **Counter-based.** A token is ``mix(mix(k) + p)`` reduced into the vocabulary, so a
+* **Counter-based.** A token is ``scramble(mix(k) + p)`` scaled into the vocabulary, so a
   whole prompt of many runs is materialised by one vectorised numpy pass, with no
   per-run generator to seed (seeding a generator costs more than drawing 512 tokens).
 * **Prefix-consistent.** The first ``m`` tokens of a run do not depend on its length, so
@@ -23,7 +23,7 @@ LOW_TOKEN_ID = 256
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_S27, _S29, _S30, _S31, _S32 = (np.uint64(s) for s in (27, 29, 30, 31, 32))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -34,6 +34,17 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x ^= x >> _S27
     x *= _MUL2
     x ^= x >> _S31
+    return x
+
+
+def _scramble(x: np.ndarray) -> np.ndarray:
+    """A lighter multiply-xorshift for per-token counters (their run starts are fully mixed).
+
+    Per-token cost dominates materialising a trace, and only the high 32 bits are used.
+    """
+    x *= _MUL1
+    x ^= x >> _S29
+    x *= _MUL2
     return x
 
 
@@ -59,5 +70,7 @@ def keyed_tokens(
     counter = np.arange(total, dtype=np.uint64)
     counter -= np.repeat(run_begin.astype(np.uint64), lengths)
     counter += np.repeat(starts, lengths)
-    drawn = _mix(counter) % np.uint64(vocab_size - low)
-    return drawn.astype(np.int64) + low
+    high = _scramble(counter) >> _S32
+    high *= np.uint64(vocab_size - low)
+    high >>= _S32
+    return high.astype(np.int64) + low

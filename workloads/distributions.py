@@ -1,0 +1,316 @@
+"""Length and time distributions, written as short strings a person can type in a flag.
+
+``512`` · ``uniform:100-200`` · ``normal:mean=1000,std=200`` ·
+``lognormal:mean=2000,std=1500`` (moments of the value itself) or
+``lognormal:median=2000,sigma=0.8`` (of its logarithm) · ``exponential:mean=2``.
+Normal, lognormal and exponential take optional ``min=``/``max=`` clip bounds.
+
+Each parsed distribution prints back as the same canonical string, so a plan records
+exactly what was asked for, and every impossible parameter (a negative length, a
+minimum above a maximum, a zero or negative spread) is refused at parse time as an
+``InputError`` naming the field rather than surfacing later as a strange plan.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from workloads.errors import InputError
+
+KINDS = ("constant", "uniform", "normal", "lognormal", "exponential")
+_RANGE = re.compile(r"\s*(-?[^-\s]+)\s*-\s*(-?[^-\s]+)\s*")
+_FORMS = "e.g. 512, uniform:100-200, normal:mean=1000,std=200, lognormal:mean=2000,std=1500"
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Clip:
+    """Optional bounds applied to every sample (``None``: unbounded on that side)."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        if self.low is None and self.high is None:
+            return values
+        return np.clip(values, self.low, self.high)
+
+    def suffix(self) -> str:
+        parts = [
+            f",{k}={_num(v)}" for k, v in (("min", self.low), ("max", self.high)) if v is not None
+        ]
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Constant:
+    """Always the same value."""
+
+    value: float
+
+    @property
+    def mean(self) -> float:
+        return self.value
+
+    @property
+    def lowest(self) -> float:
+        return self.value
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, float(self.value))
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, round(self.value), dtype=np.int64)
+
+    def __str__(self) -> str:
+        return _num(self.value)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Uniform on ``[low, high]`` (integers drawn with both ends equally likely)."""
+
+    low: float
+    high: float
+
+    @property
+    def mean(self) -> float:
+        return (self.low + self.high) / 2
+
+    @property
+    def lowest(self) -> float:
+        return self.low
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, size=n)
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(math.ceil(self.low), math.floor(self.high) + 1, size=n, dtype=np.int64)
+
+    def __str__(self) -> str:
+        return f"uniform:{_num(self.low)}-{_num(self.high)}"
+
+
+@dataclass(frozen=True)
+class Normal:
+    """Gaussian, clipped to ``clip`` (a length distribution is always clipped at its floor)."""
+
+    mu: float
+    std: float
+    clip: Clip = Clip()
+
+    @property
+    def mean(self) -> float:
+        return self.mu
+
+    @property
+    def lowest(self) -> float:
+        return self.clip.low if self.clip.low is not None else -math.inf
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.clip.apply(rng.normal(self.mu, self.std, size=n))
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.rint(self.sample(rng, n)).astype(np.int64)
+
+    def __str__(self) -> str:
+        return f"normal:mean={_num(self.mu)},std={_num(self.std)}{self.clip.suffix()}"
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Lognormal with log-mean ``mu`` and log-sd ``sigma`` (always positive)."""
+
+    mu: float
+    sigma: float
+    clip: Clip = Clip()
+
+    @classmethod
+    def from_moments(cls, mean: float, std: float, clip: Clip) -> LogNormal:
+        sigma2 = math.log1p((std / mean) ** 2)
+        return cls(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), clip)
+
+    @property
+    def mean(self) -> float:
+        return math.exp(self.mu + self.sigma**2 / 2)
+
+    @property
+    def lowest(self) -> float:
+        return self.clip.low if self.clip.low is not None else 0.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.clip.apply(rng.lognormal(self.mu, self.sigma, size=n))
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.rint(self.sample(rng, n)).astype(np.int64)
+
+    def __str__(self) -> str:
+        median = math.exp(self.mu)
+        return f"lognormal:median={median:.10g},sigma={self.sigma:.10g}{self.clip.suffix()}"
+
+
+@dataclass(frozen=True)
+class Exponential:
+    """Exponential with the given mean (think times)."""
+
+    scale: float
+    clip: Clip = Clip()
+
+    @property
+    def mean(self) -> float:
+        return self.scale
+
+    @property
+    def lowest(self) -> float:
+        return self.clip.low if self.clip.low is not None else 0.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.clip.apply(rng.exponential(self.scale, size=n))
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.rint(self.sample(rng, n)).astype(np.int64)
+
+    def __str__(self) -> str:
+        return f"exponential:mean={_num(self.scale)}{self.clip.suffix()}"
+
+
+Distribution = Constant | Uniform | Normal | LogNormal | Exponential
+
+
+def _float(field: str, name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(field, f"{name}={text!r} is not a number", _FORMS) from None
+    if not math.isfinite(value):
+        raise InputError(field, f"{name} must be finite, got {text}", _FORMS)
+    return value
+
+
+def _keyed(field: str, kind: str, body: str, allowed: tuple[str, ...]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in body.split(","))):
+        key, sep, text = part.partition("=")
+        key = key.strip()
+        if not sep or key not in allowed:
+            raise InputError(field, f"{kind} takes {', '.join(allowed)}; got {part!r}", _FORMS)
+        values[key] = _float(field, key, text.strip())
+    return values
+
+
+def _clip(field: str, values: dict[str, float]) -> Clip:
+    clip = Clip(values.get("min"), values.get("max"))
+    if clip.low is not None and clip.high is not None and clip.low > clip.high:
+        raise InputError(field, f"min={clip.low:g} is above max={clip.high:g}")
+    return clip
+
+
+def _need(field: str, kind: str, values: dict[str, float], *names: str) -> list[float]:
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise InputError(field, f"{kind} needs {', '.join(missing)}", _FORMS)
+    return [values[n] for n in names]
+
+
+def _uniform(field: str, body: str) -> Uniform:
+    if "=" in body:
+        low, high = _need(
+            field, "uniform", _keyed(field, "uniform", body, ("min", "max")), "min", "max"
+        )
+    else:
+        match = _RANGE.fullmatch(body)
+        if match is None:
+            raise InputError(field, f"uniform needs LOW-HIGH, got {body!r}", "e.g. uniform:100-200")
+        low, high = _float(field, "low", match[1]), _float(field, "high", match[2])
+    if low > high:
+        raise InputError(field, f"uniform minimum {low:g} is above its maximum {high:g}")
+    return Uniform(low, high)
+
+
+def _normal(field: str, body: str) -> Normal:
+    values = _keyed(field, "normal", body, ("mean", "std", "min", "max"))
+    mean, std = _need(field, "normal", values, "mean", "std")
+    if std <= 0:
+        raise InputError(field, f"normal std must be positive, got {std:g}")
+    return Normal(mean, std, _clip(field, values))
+
+
+def _lognormal(field: str, body: str) -> LogNormal:
+    values = _keyed(field, "lognormal", body, ("mean", "std", "median", "sigma", "min", "max"))
+    clip = _clip(field, values)
+    if "median" in values or "sigma" in values:
+        median, sigma = _need(field, "lognormal", values, "median", "sigma")
+        if median <= 0 or sigma <= 0:
+            raise InputError(field, "lognormal median and sigma must be positive")
+        return LogNormal(math.log(median), sigma, clip)
+    mean, std = _need(field, "lognormal", values, "mean", "std")
+    if mean <= 0 or std <= 0:
+        raise InputError(field, "lognormal mean and std must be positive")
+    return LogNormal.from_moments(mean, std, clip)
+
+
+def _exponential(field: str, body: str) -> Exponential:
+    values = _keyed(field, "exponential", body, ("mean", "min", "max"))
+    (mean,) = _need(field, "exponential", values, "mean")
+    if mean <= 0:
+        raise InputError(field, f"exponential mean must be positive, got {mean:g}")
+    return Exponential(mean, _clip(field, values))
+
+
+def _constant(field: str, body: str) -> Constant:
+    return Constant(_float(field, "value", body))
+
+
+_PARSERS = {
+    "constant": _constant,
+    "uniform": _uniform,
+    "normal": _normal,
+    "lognormal": _lognormal,
+    "exponential": _exponential,
+}
+
+
+def parse_distribution(value: object, field: str) -> Distribution:
+    """Parse ``value`` (a number, a distribution string, or a parsed distribution)."""
+    if isinstance(value, Distribution):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(field, f"expected a number or a distribution, got {value!r}", _FORMS)
+    if isinstance(value, int | float):
+        return Constant(_float(field, "value", str(value)))
+    text = value.strip()
+    kind, sep, body = text.partition(":")
+    if not sep:
+        return Constant(_float(field, "value", text))
+    parser = _PARSERS.get(kind.strip().lower())
+    if parser is None:
+        raise InputError(field, f"unknown distribution {kind!r}", f"known: {', '.join(KINDS)}")
+    return parser(field, body)
+
+
+def at_least(dist: Distribution, minimum: float, field: str) -> Distribution:
+    """``dist`` checked and clipped so that it never yields a value below ``minimum``.
+
+    Bounded distributions whose range reaches below the minimum are refused (a length
+    of ``uniform:-5-10`` is a mistake, not something to silently clip); unbounded ones
+    are clipped at the minimum, but their mean must respect it.
+    """
+    if isinstance(dist, Constant | Uniform):
+        if dist.lowest < minimum:
+            raise InputError(field, f"{dist} goes below {minimum:g}", f"use values >= {minimum:g}")
+        return dist
+    if dist.mean < minimum:
+        raise InputError(field, f"{dist} has mean {dist.mean:g}, below {minimum:g}")
+    if dist.lowest >= minimum:
+        return dist
+    high = dist.clip.high
+    if high is not None and high < minimum:
+        raise InputError(field, f"{dist} has max {high:g}, below {minimum:g}")
+    return replace(dist, clip=Clip(minimum, high))

@@ -1,0 +1,232 @@
+"""The prefix-cache oracle: how many prompt tokens a server *should* find cached.
+
+Replays requests, in the order they are sent, through the same prefix model the
+embedded engine runs (``workloads.prefix``: the scope-rooted hash chain over full
+blocks, the LRU block pool with tail-first release, the hit capped at
+``num_tokens - 1``). With ``num_blocks=None`` the pool is unbounded and is kept as an
+index of block hashes — the same chain, nothing ever evicted; with a pool size it is a
+real ``BlockPool`` driven through ``SequenceBlocks``, so eviction under pressure is the
+engine's own.
+
+Hashing is the cost: a trace of 10^8 prompt tokens is mostly the same blocks over and
+over. ``PromptHasher`` therefore memoises each link of the chain on what produced it —
+(parent hash, keyed run, offset, length) — which is exact because a keyed run's tokens
+are a pure function of key and position; only blocks never seen before are
+materialised and hashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from workloads.multi_turn import assumed_output, assumed_prompts
+from workloads.plan import Plan, Prompt, RequestSpec, Segment
+from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes, chain_hash
+
+#: Vocabulary used to materialise keyed runs when the target's is not known. Hit counts
+#: do not depend on it (only whether tokens are equal does).
+DEFAULT_VOCAB_SIZE = 32000
+#: Memo entries kept before the memo is dropped and rebuilt (bounds memory on huge plans).
+MEMO_LIMIT = 4_000_000
+
+Tokens = Prompt | Sequence[int] | np.ndarray
+
+
+class PromptHasher:
+    """Block hash chains of prompts, memoised link by link."""
+
+    def __init__(self, block_size: int, vocab_size: int = DEFAULT_VOCAB_SIZE) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        self._memo: dict[tuple[int, int, int, int], int] = {}
+
+    def chain(self, tokens: Tokens, scope: CacheScope) -> list[int]:
+        """Hashes of every full block of ``tokens`` (``block_hashes``, memoised)."""
+        return self.chain_and_tail(tokens, scope, None)[0]
+
+    def chain_and_tail(
+        self, tokens: Tokens, scope: CacheScope, tail_at: int | None
+    ) -> tuple[list[int], int | None]:
+        """Full-block hashes, and the identity of the partial block ending at ``tail_at``.
+
+        The partial block is no cache block (engines share only full blocks); its
+        identity lets workload statistics count a repeated short prompt ending as reuse,
+        the way trace block ids do. ``None`` when ``tail_at`` is on a block boundary.
+        """
+        if not isinstance(tokens, Prompt):
+            return self._raw_chain(np.asarray(tokens, dtype=np.int64), scope, tail_at)
+        bs, n = self.block_size, len(tokens)
+        if len(self._memo) > MEMO_LIMIT:
+            self._memo.clear()
+        parent = scope.root_hash()
+        hashes: list[int] = []
+        tail = None
+        segments = tokens.segments
+        seg, seg_start = 0, 0
+        materialised: np.ndarray | None = None
+        from_pos = 0
+        cuts = [(b * bs, b * bs + bs) for b in range(n // bs)]
+        if tail_at is not None and tail_at % bs:
+            cuts.insert(tail_at // bs, (tail_at - tail_at % bs, tail_at))
+        for start, end in cuts:
+            while seg_start + segments[seg].length <= start:
+                seg_start += segments[seg].length
+                seg += 1
+            run = segments[seg]
+            link = None
+            if run.key is not None and end <= seg_start + run.length:
+                link = (parent, run.key, start - seg_start, end - start)
+                known = self._memo.get(link)
+            if link is None or known is None:
+                if materialised is None:
+                    from_pos = start
+                    materialised = tokens.token_ids(self.vocab_size, start)
+                known = chain_hash(parent, materialised[start - from_pos : end - from_pos])
+                if link is not None:
+                    self._memo[link] = known
+            if end - start < bs:
+                tail = known
+            else:
+                parent = known
+                hashes.append(known)
+        return hashes, tail
+
+    def _raw_chain(
+        self, tokens: np.ndarray, scope: CacheScope, tail_at: int | None
+    ) -> tuple[list[int], int | None]:
+        hashes = block_hashes(tokens, self.block_size, scope)
+        if tail_at is None or tail_at % self.block_size == 0:
+            return hashes, None
+        full = tail_at // self.block_size
+        parent = hashes[full - 1] if full else scope.root_hash()
+        return hashes, chain_hash(parent, tokens[full * self.block_size : tail_at])
+
+    def materialise(self, tokens: Tokens) -> np.ndarray:
+        if isinstance(tokens, Prompt):
+            return tokens.token_ids(self.vocab_size)
+        return np.asarray(tokens, dtype=np.int64)
+
+
+class PrefixOracle:
+    """Expected cached tokens for requests replayed in send order.
+
+    ``expect(tokens, scope)`` says what a request sent now should find cached;
+    ``record(tokens, scope)`` says it finished: its prompt (and, when known, its output
+    but the last token, which never enters the KV cache) joins the cache and is released
+    tail-first. ``tokens`` may be token ids or a ``Prompt`` (faster: memoised hashing).
+    """
+
+    def __init__(
+        self,
+        block_size: int,
+        num_blocks: int | None = None,
+        model: str = "",
+        *,
+        vocab_size: int = DEFAULT_VOCAB_SIZE,
+    ) -> None:
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.model = model
+        self.hasher = PromptHasher(block_size, vocab_size)
+        self.pool = BlockPool(num_blocks, block_size) if num_blocks is not None else None
+        self._index: set[int] = set()
+
+    def _scope(self, scope: CacheScope | None) -> CacheScope:
+        return scope if scope is not None else CacheScope(model=self.model)
+
+    def _indexed_hit(self, hashes: Sequence[int], num_tokens: int) -> int:
+        """Leading hashes in the unbounded index, capped like ``BlockPool.find_cached``."""
+        limit = min(len(hashes), max(0, num_tokens - 1) // self.block_size)
+        hit = 0
+        while hit < limit and hashes[hit] in self._index:
+            hit += 1
+        return hit * self.block_size
+
+    def expect(self, tokens: Tokens, scope: CacheScope | None = None) -> int:
+        """Tokens a request with prompt ``tokens`` should find cached if sent now."""
+        hashes = self.hasher.chain(tokens, self._scope(scope))
+        if self.pool is None:
+            return self._indexed_hit(hashes, len(tokens))
+        return len(self.pool.find_cached(hashes, len(tokens))) * self.block_size
+
+    def record(
+        self,
+        tokens: Tokens,
+        scope: CacheScope | None = None,
+        *,
+        prompt_len: int | None = None,
+        extra_tokens: int = 0,
+        hashes: Sequence[int] | None = None,
+    ) -> int:
+        """A request finished: its blocks enter the cache. Returns the prompt's cached tokens.
+
+        ``tokens`` is the prompt, optionally followed by the output but its last token;
+        ``prompt_len`` says where the prompt ends (default: all of ``tokens``).
+        ``extra_tokens`` are output tokens whose ids are unknown: they occupy blocks
+        (and so press on a finite pool) but can never be hit. ``hashes``: the full-block
+        chain of ``tokens`` if the caller already has it.
+        """
+        scope = self._scope(scope)
+        n = len(tokens) if prompt_len is None else prompt_len
+        if hashes is None:
+            hashes = self.hasher.chain(tokens, scope)
+        prompt_hashes = hashes[: n // self.block_size]
+        if self.pool is None:
+            hit = self._indexed_hit(prompt_hashes, n)
+            self._index.update(hashes)
+            return hit
+        materialised = self.hasher.materialise(tokens)
+        seq = SequenceBlocks(self.pool, scope)
+        hit = seq.claim_prefix(materialised[:n], hashes=prompt_hashes)
+        total = len(materialised) + extra_tokens
+        if not seq.reserve(total):
+            room = (len(seq.blocks) + self.pool.num_free_or_reclaimable) * self.block_size
+            seq.reserve(min(total, room))
+        seq.commit(materialised, len(materialised))
+        seq.release()
+        return hit
+
+
+def replay_sequence(plan: Plan, request: RequestSpec, full_prompt: Prompt) -> Prompt:
+    """What a request leaves in the cache: its full prompt and its answer but the last token.
+
+    The answer is unknown before the run, so a stand-in of ``max_tokens`` tokens shared
+    with no other request takes its place (later turns of a session carry the same
+    stand-in in their history, see ``multi_turn.assumed_prompts``).
+    """
+    answer = assumed_output(request, plan.seed)
+    return full_prompt.extended(Segment(max(0, answer.length - 1), key=answer.key))
+
+
+def annotate(
+    plan: Plan, block_size: int, num_blocks: int | None, vocab_size: int, model: str = ""
+) -> Plan:
+    """Set ``expected_cached_tokens`` on every request whose prompt is known before the run.
+
+    Requests are replayed in plan order (warm-up requests first, as they are sent), each
+    leaving its prompt and a stand-in for its answer in the cache. Later turns of a
+    multi-turn session are left ``None``: their history is what the server returns, so
+    the load generator annotates them online with ``PrefixOracle.expect``/``record``.
+    """
+    oracle = PrefixOracle(block_size, num_blocks, model, vocab_size=vocab_size)
+    for r in plan.requests:
+        if r.session is not None and r.turn:
+            r.expected_cached_tokens = None
+            continue
+        recorded = replay_sequence(plan, r, r.prompt)
+        r.expected_cached_tokens = oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt))
+    return plan
+
+
+__all__ = [
+    "DEFAULT_VOCAB_SIZE",
+    "PrefixOracle",
+    "PromptHasher",
+    "annotate",
+    "assumed_prompts",
+    "replay_sequence",
+]

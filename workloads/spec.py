@@ -1,0 +1,189 @@
+"""``WorkloadSpec``: what to send, resolved from a name, a spec file and flag overrides.
+
+``--workload`` names a family (``shared-prefix``), a preset (``doc-qa``), a trace
+(``trace:FILE``) or a YAML/TOML spec file. Values are layered: the family's defaults,
+then the preset's, then the file's, then flags. All keys are flat — load keys
+(``num_requests``, ``rate``, ``arrival`` …) and the family's own keys side by side — so
+a file reads like the command line it replaces::
+
+    workload: doc-qa
+    seed: 7
+    num_requests: 500
+    rate: 4
+    arrival: gamma
+    cv: 2
+    prefix_len: lognormal:mean=8000,std=3000
+    tenants: 2
+
+Any key the family does not know is refused with the list of keys it does know.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from workloads.arrivals import ARRIVALS
+from workloads.errors import InputError
+from workloads.family import Family
+from workloads.params import convert, known_keys, make_params, params_dict
+from workloads.registry import FAMILIES, PRESETS, known_workloads
+
+PROMPT_FORMATS = ("tokens", "text")
+SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
+
+#: The load keys every family takes: (type, constraints).
+_LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
+    "seed": (int, {"min": 0}),
+    "num_requests": (int, {"min": 1}),
+    "duration": (float, {"min": 0, "above": True}),
+    "arrival": (str, {"choices": ARRIVALS}),
+    "rate": (float, {"min": 0, "above": True}),
+    "cv": (float, {"min": 0, "above": True}),
+    "burstiness": (float, {"min": 0, "above": True}),
+    "start_rate": (float, {"min": 0}),
+    "concurrency": (int, {"min": 1}),
+    "prompt_format": (str, {"choices": PROMPT_FORMATS}),
+}
+
+
+@dataclass(frozen=True)
+class Load:
+    """How much to send and when: the keys every family shares."""
+
+    num_requests: int | None = None
+    duration_s: float | None = None
+    arrival: str | None = None
+    rate: float | None = None
+    cv: float | None = None
+    start_rate: float = 0.0
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A fully resolved, validated workload: building it for its seed gives one plan."""
+
+    name: str
+    family: Family
+    params: Any
+    load: Load = Load()
+    seed: int = 0
+    preset: str | None = None
+    prompt_format: str = "tokens"
+
+    def to_dict(self) -> dict[str, object]:
+        """The spec as plain values for ``run.json`` (enough to rebuild the same plan)."""
+        load = self.load
+        return {
+            "workload": self.name,
+            "family": self.family.name,
+            "preset": self.preset,
+            "seed": self.seed,
+            "prompt_format": self.prompt_format,
+            "num_requests": load.num_requests,
+            "duration": load.duration_s,
+            "arrival": load.arrival,
+            "rate": load.rate,
+            "cv": load.cv,
+            "start_rate": load.start_rate,
+            "concurrency": load.concurrency,
+            "params": params_dict(self.params),
+        }
+
+
+def _read_spec_file(path: Path) -> dict[str, object]:
+    if not path.is_file():
+        raise InputError("workload", f"spec file {path} not found")
+    try:
+        raw = path.read_text(encoding="utf-8")
+        data = tomllib.loads(raw) if path.suffix == ".toml" else yaml.safe_load(raw)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError("workload", f"cannot read spec file {path}: {problem}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("workload"), str):
+        raise InputError("workload", f"spec file {path} must be a mapping with a 'workload' key")
+    if isinstance(data.get("path"), str):
+        data["path"] = str(path.parent / data["path"])
+    workload = data["workload"]
+    if workload.startswith("trace:"):
+        data["workload"] = "trace:" + str(path.parent / workload.removeprefix("trace:"))
+    return data
+
+
+def _resolve_name(name: str) -> tuple[Family, str | None, dict[str, object]]:
+    """The family, preset and preset values that ``name`` stands for."""
+    if name.startswith("trace:"):
+        return FAMILIES["trace"], None, {"path": name.removeprefix("trace:")}
+    if name in FAMILIES:
+        return FAMILIES[name], None, {}
+    if name in PRESETS:
+        family, values = PRESETS[name]
+        return family, name, dict(values)
+    raise InputError("workload", f"unknown workload {name!r}", f"known: {known_workloads()}")
+
+
+def _load(values: dict[str, object]) -> Load:
+    cv, burstiness = values.pop("cv", None), values.pop("burstiness", None)
+    if cv is not None and burstiness is not None:
+        raise InputError("burstiness", "give cv or burstiness, not both (cv = 1/sqrt(burstiness))")
+    if isinstance(burstiness, float):
+        cv = 1.0 / math.sqrt(burstiness)
+    if "duration" in values:
+        values["duration_s"] = values.pop("duration")
+    return Load(cv=cv, **values)  # type: ignore[arg-type]
+
+
+def load_spec(workload: str, overrides: Mapping[str, object] | None = None) -> WorkloadSpec:
+    """Resolve ``workload`` (name, preset, ``trace:FILE`` or spec file) plus ``overrides``.
+
+    ``overrides`` are flat keys as a spec file takes them (values may be strings from
+    the command line); ``None`` values are ignored so unset flags can be passed as is.
+    """
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    file_values: dict[str, object] = {}
+    name = workload.strip()
+    if Path(name).suffix.lower() in SPEC_SUFFIXES:
+        file_values = _read_spec_file(Path(name))
+        name = str(file_values.pop("workload"))
+    family, preset, preset_values = _resolve_name(name)
+    merged = {**preset_values, **file_values, **given}
+    merged.pop("workload", None)
+    family_keys = known_keys(family.params)
+    for key in merged:
+        if key not in _LOAD_KEYS and key not in family_keys:
+            known = ", ".join([*family_keys, *_LOAD_KEYS])
+            raise InputError(key, f"unknown key for workload {family.name!r}", f"known: {known}")
+    load_values = {
+        key: convert(key, kind, merged.pop(key), meta)
+        for key, (kind, meta) in _LOAD_KEYS.items()
+        if key in merged
+    }
+    seed = load_values.pop("seed", 0)
+    prompt_format = load_values.pop("prompt_format", "tokens")
+    return WorkloadSpec(
+        name=workload.strip(),
+        family=family,
+        params=make_params(family.params, merged, f"workload {family.name!r}"),
+        load=_load(load_values),
+        seed=int(seed),  # type: ignore[call-overload]
+        preset=preset,
+        prompt_format=str(prompt_format),
+    )
+
+
+def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["prefix_len=uniform:100-200", "groups=4"]`` → a dict of overrides."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("set", f"expected KEY=VALUE, got {item!r}", "e.g. --set groups=4")
+        out[key.strip()] = value.strip()
+    return out
