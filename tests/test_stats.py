@@ -1,0 +1,176 @@
+"""Bootstrap intervals, rank tests and trial pooling: coverage, power and exact agreement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from diagnose.stats import (
+    Comparison,
+    Sample,
+    compare_stats,
+    compare_trials,
+    resampled_statistics,
+    trial_interval,
+)
+
+ALL = {"mean": "mean", "p50": "p50", "p95": "p95", "p99": "p99"}
+
+
+def _contains_one(c: Comparison) -> bool:
+    return c.ci_low <= 1.0 <= c.ci_high
+
+
+def test_same_distribution_intervals_cover_one_about_95_percent_of_the_time() -> None:
+    reps = 150
+    covered = dict.fromkeys(ALL, 0)
+    false_alarms = 0
+    for r in range(reps):
+        rng = np.random.default_rng(1000 + r)
+        a, b = rng.lognormal(0.0, 0.5, 300), rng.lognormal(0.0, 0.5, 300)
+        for c in compare_stats(Sample.of(a), Sample.of(b), ALL, resamples=400, seed=r):
+            covered[c.metric] += _contains_one(c)
+            false_alarms += c.significant
+    for metric, count in covered.items():
+        assert 0.90 <= count / reps <= 0.99, (metric, count / reps)
+    assert false_alarms / (reps * len(ALL)) <= 0.05
+
+
+def test_a_planted_30_percent_shift_is_significant() -> None:
+    rng = np.random.default_rng(7)
+    base, new = rng.lognormal(0.0, 0.5, 500), 1.3 * rng.lognormal(0.0, 0.5, 500)
+    result = compare_stats(Sample.of(base), Sample.of(new), ALL | {"p90": "p90"})
+    by_metric = {c.metric: c for c in result}
+    for metric in ("mean", "p50", "p90", "p95"):
+        c = by_metric[metric]
+        assert c.significant, c
+        assert c.ci_low < 1.3 < c.ci_high
+        assert c.p_value < 1e-6
+        assert c.ratio == pytest.approx(c.new / c.base)
+    assert by_metric["p50"].base == np.percentile(base, 50)
+
+
+def test_cluster_bootstrap_respects_correlated_gaps_where_the_naive_one_does_not() -> None:
+    # Each request has its own speed: its 25 gaps share a level, so they are not 25
+    # independent observations. Resampling requests keeps the interval honest.
+    naive = clustered = 0
+    reps = 40
+    for r in range(reps):
+        rng = np.random.default_rng(5000 + r)
+        arms = []
+        for _ in range(2):
+            level = np.repeat(rng.lognormal(0.0, 0.3, 60), 25)
+            arms.append((level * rng.lognormal(0.0, 0.1, level.size), np.repeat(np.arange(60), 25)))
+        (a, ca), (b, cb) = arms
+        metric = {"itl_mean": "mean"}
+        naive += _contains_one(compare_stats(Sample.of(a), Sample.of(b), metric, resamples=300)[0])
+        both = compare_stats(Sample.of(a, ca), Sample.of(b, cb), metric, resamples=300)[0]
+        clustered += _contains_one(both)
+        assert both.method == "cluster bootstrap"
+    assert clustered / reps >= 0.85
+    assert naive / reps <= 0.6
+
+
+def test_vectorised_replicates_match_explicit_cluster_resampling() -> None:
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(5, 40, 80)
+    clusters = np.repeat(np.arange(80), sizes)
+    values = np.repeat(rng.lognormal(0, 0.3, 80), sizes) * rng.lognormal(0, 0.2, clusters.size)
+    members = [values[clusters == i] for i in range(80)]
+    fast = resampled_statistics(Sample.of(values, clusters), ["mean", "p90", "p999"], 3000, seed=1)
+    slow: dict[str, list[float]] = {"mean": [], "p90": [], "p999": []}
+    for _ in range(2000):
+        pooled = np.concatenate([members[i] for i in rng.integers(0, 80, 80)])
+        slow["mean"].append(pooled.mean())
+        slow["p90"].append(np.percentile(pooled, 90))
+        slow["p999"].append(np.percentile(pooled, 99.9))
+    for stat, explicit in slow.items():
+        # Same distribution (the p99.9 one is lumpy: a few order statistics carry it all).
+        assert sps.ks_2samp(fast[stat], explicit).statistic < 0.06, stat
+        assert np.mean(fast[stat]) == pytest.approx(np.mean(explicit), rel=0.01), stat
+
+
+def test_exact_order_statistic_replicates_match_explicit_resampling() -> None:
+    rng = np.random.default_rng(12)
+    values = rng.lognormal(0.0, 0.5, 300)
+    fast = resampled_statistics(Sample.of(values), ["p50", "p99", "p999"], 4000, seed=2)
+    explicit = np.percentile(values[rng.integers(0, 300, (4000, 300))], [50, 99, 99.9], axis=1)
+    for stat, slow in zip(("p50", "p99", "p999"), explicit, strict=True):
+        assert np.mean(fast[stat]) == pytest.approx(np.mean(slow), rel=0.005), stat
+        assert np.std(fast[stat]) == pytest.approx(np.std(slow), rel=0.1), stat
+        for q in (5, 50, 95):
+            assert np.percentile(fast[stat], q) == pytest.approx(np.percentile(slow, q), rel=0.02)
+
+
+def test_per_unit_statistics_are_numpys_within_each_cluster() -> None:
+    rng = np.random.default_rng(3)
+    clusters = np.repeat(["x", "y", "z"], [1, 7, 30])
+    values = rng.normal(size=clusters.size)
+    per_unit = Sample.of(values, clusters).per_unit(["mean", "p50", "p99"])
+    for i, name in enumerate(("x", "y", "z")):
+        own = values[clusters == name]
+        assert per_unit["mean"][i] == pytest.approx(own.mean())
+        assert per_unit["p50"][i] == pytest.approx(np.percentile(own, 50))
+        assert per_unit["p99"][i] == pytest.approx(np.percentile(own, 99))
+
+
+def test_results_are_seeded_and_unknown_values_are_dropped() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.exponential(size=200), rng.exponential(size=200)
+    with_nan = Sample.of(np.concatenate([a, [np.nan, np.inf]]))
+    assert len(with_nan.values) == 200
+    first = compare_stats(with_nan, Sample.of(b), {"p99": "p99"}, seed=5)
+    again = compare_stats(Sample.of(a), Sample.of(b), {"p99": "p99"}, seed=5)
+    assert first == again
+    seeds = {compare_stats(Sample.of(a), Sample.of(b), {"m": "mean"}, seed=s)[0].ci_low
+             for s in (5, 6)}  # fmt: skip
+    assert len(seeds) == 2
+    assert set(first[0].to_dict()) >= {"metric", "ratio", "ci_low", "ci_high", "significant"}
+
+
+def test_too_small_samples_give_no_interval_and_no_verdict() -> None:
+    (c,) = compare_stats(Sample.of([1.0]), Sample.of([2.0, 3.0]), {"m": "mean"})
+    assert c.ratio == 2.5
+    assert c.to_dict()["ci_low"] is None
+    assert c.significant is False
+
+
+def test_trial_interval_is_welch_t_on_logs() -> None:
+    base, new = [1.00, 1.08, 0.95], [1.30, 1.21, 1.40]
+    ratio, low, high, p_value = trial_interval(base, new)
+    expected = sps.ttest_ind(np.log(new), np.log(base), equal_var=False)
+    assert p_value == pytest.approx(expected.pvalue)
+    ci = expected.confidence_interval(0.95)
+    assert (low, high) == pytest.approx((np.exp(ci.low), np.exp(ci.high)))
+    assert ratio == pytest.approx(np.exp(np.mean(np.log(new)) - np.mean(np.log(base))))
+
+
+def _trials(rng: np.random.Generator, offsets: list[float], n: int = 2000) -> list[Sample]:
+    return [Sample.of(off * rng.lognormal(0.0, 0.3, n)) for off in offsets]
+
+
+def test_trial_to_trial_variation_is_not_mistaken_for_a_difference() -> None:
+    # Each trial of an arm runs at its own level (warm-up, neighbours, thermal state):
+    # pooled, 6000 requests per arm look decisive; as trials, they are three per arm.
+    rng = np.random.default_rng(21)
+    base = _trials(rng, [1.00, 1.12, 0.90])
+    new = _trials(rng, [1.08, 0.94, 1.15])
+    pooled = compare_stats(Sample.concat(base), Sample.concat(new), {"p50": "p50"})[0]
+    assert pooled.significant
+    (c,) = compare_trials(base, new, {"p50": "p50"})
+    assert c.method == "trials"
+    assert not c.significant
+    assert c.ci_high / c.ci_low > pooled.ci_high / pooled.ci_low
+
+
+def test_trials_with_a_real_shift_and_little_trial_noise() -> None:
+    rng = np.random.default_rng(22)
+    base = _trials(rng, [1.0, 1.0, 1.0], n=300)
+    new = _trials(rng, [1.4, 1.4, 1.4], n=300)
+    (c,) = compare_trials(base, new, {"mean": "mean"})
+    assert c.method == "bootstrap"  # trials agree within their sampling: pooled
+    assert c.significant
+    assert c.ci_low < 1.4 < c.ci_high
+    with pytest.raises(ValueError):
+        compare_trials(base[:1], new, {"mean": "mean"})
