@@ -234,7 +234,8 @@ class VirtualDriver:
             if result is None or result.kind == "idle":
                 if not pending:
                     break
-                self.now = max(self.now, pending[0][0])
+                wake = pending[0][0] if until_s is None else min(pending[0][0], until_s)
+                self.now = max(self.now, wake)
                 continue
             end = self.now + result.duration_s
             if record_steps:

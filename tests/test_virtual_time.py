@@ -1,0 +1,86 @@
+"""VirtualDriver: arrivals on a simulated clock, per-request timings, what-if runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from engine_util import prompt
+
+from simengine.config import EngineConfig
+from simengine.core import EngineCore, EngineRequest
+from simengine.driver import VirtualDriver, simulate
+
+
+def _arrivals(n: int = 20, gap: float = 0.05) -> list[tuple[float, EngineRequest]]:
+    return [
+        (i * gap, EngineRequest(f"r{i}", prompt(300 + 50 * i, i), 30, ignore_eos=True))
+        for i in range(n)
+    ]
+
+
+def test_clock_is_the_sum_of_step_durations_and_idle_gaps() -> None:
+    result = VirtualDriver(EngineCore(EngineConfig(fixed_step_s=0.01))).run(
+        [(0.0, EngineRequest("a", prompt(10, 1), 5)), (10.0, EngineRequest("b", prompt(10, 2), 5))]
+    )
+    a, b = result.requests["a"], result.requests["b"]
+    assert a.token_times == pytest.approx([0.01, 0.02, 0.03, 0.04, 0.05])
+    assert b.ttft_s == pytest.approx(0.01)
+    assert b.token_times[0] == pytest.approx(10.01)
+    assert result.end_s == pytest.approx(10.05)
+    assert [s.start_s for s in result.steps][5] == pytest.approx(10.0)
+
+
+def test_timings_agree_with_the_step_records() -> None:
+    result = simulate(EngineConfig(), _arrivals())
+    ends = {round(s.start_s + s.duration_s, 12) for s in result.steps}
+    for timing in result.requests.values():
+        assert len(timing.token_times) == 30
+        assert timing.token_times[0] > timing.arrival_s  # nothing before arrival
+        assert {round(t, 12) for t in timing.token_times} <= ends
+        assert timing.e2e_s == pytest.approx(timing.token_times[-1] - timing.arrival_s)
+        assert len(timing.itls_s) == 29 and min(timing.itls_s) > 0
+        assert timing.finish_reason == "length"
+    steps = result.steps
+    for prev, nxt in itertools.pairwise(steps):
+        assert nxt.start_s >= prev.start_s + prev.duration_s - 1e-12
+    assert result.output_tokens == 600
+
+
+def test_same_arrivals_what_if_two_budgets() -> None:
+    arrivals = [
+        (0.0, EngineRequest(f"d{i}", prompt(256, i), 200, ignore_eos=True)) for i in range(16)
+    ]
+    arrivals += [(0.5 + 0.2 * i, EngineRequest(f"p{i}", prompt(6000, 50 + i), 4)) for i in range(5)]
+    small = simulate(EngineConfig(max_num_batched_tokens=512), arrivals)
+    large = simulate(EngineConfig(max_num_batched_tokens=8192), arrivals)
+    itl_max = {
+        name: max(max(t.itls_s) for rid, t in r.requests.items() if rid.startswith("d"))
+        for name, r in (("small", small), ("large", large))
+    }
+    ttft = {
+        name: sum(r.requests[f"p{i}"].ttft_s for i in range(5))
+        for name, r in (("small", small), ("large", large))
+    }
+    assert itl_max["large"] > 3 * itl_max["small"]
+    assert ttft["small"] > ttft["large"]
+
+
+def test_rejected_requests_are_recorded_not_raised() -> None:
+    arrivals = [
+        (0.0, EngineRequest("ok", prompt(50, 1), 5)),
+        (0.0, EngineRequest("huge", prompt(600, 2), 10)),
+    ]
+    result = simulate(EngineConfig(max_model_len=512), arrivals)
+    assert (
+        result.requests["huge"].error and "maximum context length" in result.requests["huge"].error
+    )
+    assert result.requests["huge"].ttft_s is None
+    assert len(result.requests["ok"].token_times) == 5
+
+
+def test_until_stops_the_clock_early() -> None:
+    result = simulate(EngineConfig(fixed_step_s=0.01), _arrivals(n=5, gap=1.0), until_s=2.5)
+    assert 2.5 <= result.end_s < 2.52
+    assert "r4" not in result.requests
+    assert result.requests["r0"].finish_reason == "length"
