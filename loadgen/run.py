@@ -279,10 +279,8 @@ class LoadRun:
     async def _open_loop(self, specs: list[RequestSpec]) -> None:
         """Release each request at its intended time; all that are due go in one pass."""
         i, n = 0, len(specs)
-        ready: Prepared | None = None
         while i < n:
-            if ready is None:
-                ready = self._prepare(specs[i])  # built while waiting, not when due
+            ready = self._prepare(specs[i])  # built while waiting, not when due
             await sleep_until(self.clock, self._t0 + specs[i].intended_s, self.options.spin_s)
             now = self.clock.now()
             while i < n and self._t0 + specs[i].intended_s <= now:
@@ -291,6 +289,7 @@ class LoadRun:
                 ready = None
                 self._spawn(self._request(spec, self._t0 + spec.intended_s, prepared))
                 i += 1
+            await asyncio.sleep(0)  # let them go out before the next body is built
 
     async def _user(self, specs: Iterator[RequestSpec]) -> None:
         """A closed-loop user: the next request of the shared queue when the last one ends."""

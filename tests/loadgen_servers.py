@@ -113,8 +113,11 @@ def stall(seconds: float = 60.0) -> Handler:
     return handler
 
 
-def _event(completion: int, prompt: int, text: str, finish: str | None) -> bytes:
+def _event(
+    completion: int, prompt: int, text: str, finish: str | None, ids: list[int] | None
+) -> bytes:
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    choice["token_ids"] = ids
     usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion}
     usage["completion_tokens"] = completion
     obj = {"id": "cmpl-test", "object": "text_completion", "choices": [choice], "usage": usage}
@@ -126,13 +129,18 @@ def generator(
 ) -> Handler:
     """A vLLM-shaped completions stream with continuous usage, paced as asked.
 
-    ``serial``: one request at a time (a server whose capacity is one stream).
+    ``serial``: one request at a time (a server whose capacity is one stream). Returned
+    token ids (with ``return_token_ids``) are 1000, 1001, … Each request body is kept in
+    ``handler.bodies``.
     """
     lock = asyncio.Lock()
+    bodies: list[dict] = []
 
     async def generate(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        bodies.append(body)
         prompt = len(body.get("prompt") or [])
+        want_ids = bool(body.get("return_token_ids"))
         max_tokens = int(body.get("max_tokens", 16))
         await asyncio.sleep(ttft_s)
         resp = await _start_stream(request)
@@ -140,9 +148,11 @@ def generator(
         while done < max_tokens:
             if done:
                 await asyncio.sleep(itl_s)
-            done = min(max_tokens, done + tokens_per_event)
+            ids = list(range(1000 + done, 1000 + min(max_tokens, done + tokens_per_event)))
+            done += len(ids)
             finish = "length" if done == max_tokens else None
-            await resp.write(_event(done, prompt, "ab" * tokens_per_event, finish))
+            text = "ab" * len(ids)
+            await resp.write(_event(done, prompt, text, finish, ids if want_ids else None))
         usage = {"prompt_tokens": prompt, "completion_tokens": done}
         usage["prompt_tokens_details"] = {"cached_tokens": 0}
         tail = {"id": "cmpl-test", "object": "text_completion", "choices": [], "usage": usage}
@@ -155,6 +165,16 @@ def generator(
             return await generate(request)
         async with lock:
             return await generate(request)
+
+    handler.bodies = bodies  # type: ignore[attr-defined]
+    return handler
+
+
+def routes(by_path: dict[str, Handler], default: Handler) -> Handler:
+    """Dispatch on the request path."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await by_path.get(request.path, default)(request)
 
     return handler
 

@@ -1,0 +1,156 @@
+"""When requests are sent: open loop, the client-side cap, closed loop, warm-up, sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from loadgen_servers import Server, generator, run_against, specs
+
+from workloads.plan import Prompt, RequestSpec
+
+
+def _max_in_flight(requests: pd.DataFrame) -> int:
+    """Most requests between their send and their end at any moment."""
+    events = sorted(
+        [(t, 1) for t in requests["sent_s"]] + [(t, -1) for t in requests["end_s"]],
+        key=lambda e: (e[0], e[1]),
+    )
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_coordinated_omission_is_measured_not_hidden(tmp_path: Path) -> None:
+    """Above capacity with a client-side cap of 1: the backlog shows in intended-time TTFT."""
+    server = generator(ttft_s=0.04, itl_s=0.005, serial=True)  # ~55 ms a request: ~18/s
+    plan = specs(14, max_tokens=4, gap_s=0.02)  # 50 requests/s
+
+    async def go():
+        async with Server(server) as url:
+            return await run_against(url, plan, tmp_path, max_concurrency=1)
+
+    result, requests, _, _ = asyncio.run(go())
+    assert result.status == "complete" and (requests["status"] == "ok").all()
+    requests = requests.sort_values("intended_s")
+    ttft_intended = (requests["first_token_s"] - requests["intended_s"]).to_numpy()
+    ttft_sent = (requests["first_token_s"] - requests["sent_s"]).to_numpy()
+    lag = (requests["sent_s"] - requests["intended_s"]).to_numpy()
+    # intended times stay the schedule: 20 ms apart
+    assert np.allclose(np.diff(requests["intended_s"].to_numpy()), 0.02, atol=1e-9)
+    # sent-time TTFT is flat (the server's own 40 ms) ...
+    assert ttft_sent.max() < 2.5 * np.median(ttft_sent)
+    assert 0.035 < np.median(ttft_sent) < 0.1
+    # ... while intended-time TTFT grows with the backlog, about 35 ms per request
+    slope = np.polyfit(np.arange(len(ttft_intended)), ttft_intended, 1)[0]
+    assert slope > 0.02
+    assert ttft_intended[-1] > 5 * ttft_sent[-1]
+    assert lag[-1] > 0.3 and lag[0] < 0.01  # the wait in the client is the dispatch lag
+    assert _max_in_flight(requests) == 1
+
+
+def test_open_loop_sends_on_time_and_never_early(tmp_path: Path) -> None:
+    plan = specs(60, max_tokens=1, gap_s=0.004)
+
+    async def go():
+        async with Server(generator(0.0, 0.0)) as url:
+            return await run_against(url, plan, tmp_path)
+
+    _, requests, _, _ = asyncio.run(go())
+    lag = (requests["sent_s"] - requests["intended_s"]).to_numpy()
+    assert (lag >= 0).all()
+    # asyncio's own timer would be ~0.5-1 ms late on average; the spin keeps it well under
+    assert np.median(lag) < 0.0008, np.median(lag)
+
+
+def test_bursts_are_sent_in_one_pass(tmp_path: Path) -> None:
+    """20 bursts of 20 simultaneous requests: each burst leaves together.
+
+    A timer that sent one request per wake-up (~1 ms) would spread a burst over 20 ms
+    and fall 0.4 s behind by the end.
+    """
+    plan = specs(400, max_tokens=1)
+    for i, spec in enumerate(plan):
+        spec.intended_s = (i // 20) * 0.01
+
+    async def go():
+        async with Server(generator(0.0, 0.0)) as url:
+            return await run_against(url, plan, tmp_path)
+
+    result, requests, _, _ = asyncio.run(go())
+    assert result.sent == 400 and (requests["status"] == "ok").all()
+    lag = (requests["sent_s"] - requests["intended_s"]).to_numpy()
+    assert (lag >= 0).all()
+    spread = requests.groupby("intended_s")["sent_s"].agg(lambda t: t.max() - t.min())
+    assert len(spread) == 20 and spread.median() < 0.005, spread.median()
+
+
+def test_closed_loop_users_serve_the_plan_in_order(tmp_path: Path) -> None:
+    async def go():
+        async with Server(generator(0.02, 0.002)) as url:
+            return await run_against(url, specs(8, max_tokens=3), tmp_path, concurrency=2)
+
+    _, requests, _, _ = asyncio.run(go())
+    assert (requests["status"] == "ok").all()
+    by_send = requests.sort_values("sent_s")["id"].tolist()
+    assert by_send == [f"r{i}" for i in range(8)]
+    assert _max_in_flight(requests) == 2
+    # a closed-loop request is intended when its user is free, and sent right then
+    assert ((requests["sent_s"] - requests["intended_s"]) < 0.05).all()
+
+
+def test_warmup_goes_first_and_is_marked(tmp_path: Path) -> None:
+    plan = specs(5, max_tokens=2, gap_s=0.01)
+    for spec in plan[:2]:
+        spec.warmup = True
+        spec.intended_s = None
+
+    async def go():
+        async with Server(generator(0.03, 0.002)) as url:
+            return await run_against(url, plan, tmp_path)
+
+    result, requests, _, _ = asyncio.run(go())
+    warm = requests[requests["warmup"]]
+    measured = requests[~requests["warmup"]]
+    assert sorted(warm["id"]) == ["r0", "r1"] and len(measured) == 3
+    assert warm["end_s"].max() <= result.schedule_t0_s <= measured["intended_s"].min()
+    offsets = measured.sort_values("id")["intended_s"] - result.schedule_t0_s
+    assert np.allclose(offsets, [0.02, 0.03, 0.04])  # the plan's times, from the new t=0
+
+
+def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
+    server = generator(0.01, 0.002)
+    own = [[11, 12, 13], [21, 22], [31]]
+    plan = [
+        RequestSpec(
+            f"s0t{k}",
+            Prompt.of_tokens(tokens),
+            3,
+            intended_s=0.0 if k == 0 else None,
+            session=0,
+            turn=k,
+            think_time_s=0.05,
+        )
+        for k, tokens in enumerate(own)
+    ]
+
+    async def go():
+        async with Server(server) as url:
+            return await run_against(url, plan, tmp_path)
+
+    _, requests, _, _ = asyncio.run(go())
+    prompts = [body["prompt"] for body in server.bodies]
+    returned = [1000, 1001, 1002]
+    assert prompts[0] == own[0]
+    assert prompts[1] == own[0] + returned + own[1]
+    assert prompts[2] == prompts[1] + returned + own[2]
+    rows = requests.set_index("id")
+    for k in (1, 2):
+        gap = rows.loc[f"s0t{k}", "sent_s"] - rows.loc[f"s0t{k - 1}", "end_s"]
+        assert 0.05 <= gap < 0.2
+        assert rows.loc[f"s0t{k}", "intended_s"] == rows.loc[f"s0t{k - 1}", "end_s"] + 0.05
+    assert rows.loc["s0t2", "prompt_tokens"] == len(prompts[2])

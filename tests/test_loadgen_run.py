@@ -1,0 +1,211 @@
+"""A run as a whole: cache protocol, live observer, client health, server death, Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from loadgen_servers import (
+    Server,
+    generator,
+    replay,
+    routes,
+    run_against,
+    specs,
+    status_reply,
+)
+
+from loadgen.clock import RunClock
+from loadgen.records import RequestRecord
+from loadgen.run import LoadObserver, LoadOptions, LoadRun
+from loadgen.rundir import RunDir
+from loadgen.target import Target
+from workloads.plan import Plan
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HERE = Path(__file__).parent
+
+
+def _reply_json(body: object) -> web.Response:
+    return web.json_response(body)
+
+
+def test_cache_reset_through_the_server_endpoint(tmp_path: Path) -> None:
+    resets: list[str] = []
+
+    async def reset(request: web.Request) -> web.StreamResponse:
+        resets.append(request.method)
+        return _reply_json({"success": True})
+
+    server = generator(0.0, 0.0)
+
+    async def go():
+        async with Server(routes({"/reset_prefix_cache": reset}, server)) as url:
+            return await run_against(url, specs(2), tmp_path, cache_protocol="reset")
+
+    result, _, _, _ = asyncio.run(go())
+    assert resets == ["POST"]
+    assert result.cache_protocol == {
+        "requested": "reset",
+        "applied": "reset",
+        "salt": None,
+        "note": None,
+    }
+    assert all("cache_salt" not in body for body in server.bodies)
+
+
+def test_cache_reset_refused_by_vllm_falls_back_to_a_salt(tmp_path: Path) -> None:
+    not_found = status_reply(404, b'{"detail":"Not Found"}')  # vLLM without dev mode
+    server = generator(0.0, 0.0)
+    plan = specs(3)
+    plan[1].tenant = "acme"
+
+    async def go():
+        async with Server(routes({"/reset_prefix_cache": not_found}, server)) as url:
+            return await run_against(url, plan, tmp_path, cache_protocol="reset")
+
+    result, _, _, _ = asyncio.run(go())
+    protocol = result.cache_protocol
+    assert protocol["applied"] == "salt" and "VLLM_SERVER_DEV_MODE=1" in protocol["note"]
+    salt = protocol["salt"]
+    assert [b["cache_salt"] for b in server.bodies] == [salt, f"{salt}-acme", salt]
+    # a later run gets a different salt: nothing it caches can hit this run's prefixes
+    result2, _, _, _ = asyncio.run(go())
+    assert result2.cache_protocol["salt"] != salt
+
+
+def test_llamacpp_reset_erases_every_slot(tmp_path: Path) -> None:
+    slots = json.loads((FIXTURES / "llamacpp" / "slots-idle.json").read_text())
+    erased: list[str] = []
+
+    async def list_slots(request: web.Request) -> web.StreamResponse:
+        if request.method == "POST":
+            erased.append(request.path_qs)
+            return _reply_json({"n_erased": 0})
+        return _reply_json(slots)
+
+    native = (FIXTURES / "llamacpp" / "completion-native-stream.sse").read_bytes()
+    handlers = {"/slots": list_slots, "/completion": replay(native)}
+    handlers.update({f"/slots/{s['id']}": list_slots for s in slots})
+
+    async def go():
+        async with Server(routes(handlers, list_slots)) as url:
+            return await run_against(
+                url, specs(1), tmp_path, flavour="llamacpp", api="llamacpp", cache_protocol="reset"
+            )
+
+    result, requests, _, _ = asyncio.run(go())
+    assert result.cache_protocol["applied"] == "reset"
+    assert erased == [f"/slots/{s['id']}?action=erase" for s in slots]
+    assert requests.iloc[0]["cached_tokens"] == 3
+
+
+class Counting(LoadObserver):
+    def __init__(self) -> None:
+        self.sent = self.first = self.finished = self.tokens = 0
+
+    def on_send(self, record: RequestRecord) -> None:
+        self.sent += 1
+
+    def on_first_token(self, record: RequestRecord) -> None:
+        assert record.first_token_s is not None
+        self.first += 1
+
+    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
+        self.tokens += n_tokens
+
+    def on_finish(self, record: RequestRecord) -> None:
+        self.finished += 1
+
+
+def _run(url: str, plan: Plan, path: Path, observer=None, **options) -> LoadRun:
+    target = Target(url, "vllm", "completions", "tiny-llama", vocab_size=8192)
+    return LoadRun(
+        plan, target, RunDir(path, create=True), RunClock(), LoadOptions(**options), observer
+    )
+
+
+def test_observer_and_client_health(tmp_path: Path) -> None:
+    observer = Counting()
+
+    async def go():
+        async with Server(generator(0.01, 0.005)) as url:
+            run = _run(
+                url,
+                Plan("t", 0, specs(6, max_tokens=5, gap_s=0.05)),
+                tmp_path,
+                observer,
+                health_interval_s=0.05,
+            )
+            return await run.run(), run
+
+    result, run = asyncio.run(go())
+    assert (observer.sent, observer.first, observer.finished) == (6, 6, 6)
+    assert observer.tokens == 30
+    client = run.run_dir.read_table("client")
+    assert len(client) >= 5 and result.client["samples"] == len(client)
+    assert list(client.columns) == ["t_s", "loop_lag_s", "cpu_share"]
+    assert (client["loop_lag_s"] >= 0).all() and (client["cpu_share"] <= 1.5).all()
+    assert client["t_s"].is_monotonic_increasing
+
+
+def test_server_killed_mid_run(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "loadgen_servers.py"), "--ttft", "0.02", "--itl", "0.02"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().strip()
+        plan = Plan("t", 0, specs(40, max_tokens=20, gap_s=0.05))
+
+        async def go():
+            run = _run(url, plan, tmp_path)
+            task = asyncio.create_task(run.run())
+            await asyncio.sleep(0.8)
+            proc.kill()
+            return await asyncio.wait_for(task, 20), run
+
+        result, run = asyncio.run(go())
+    finally:
+        proc.kill()
+        proc.wait()
+    requests = RunDir(tmp_path).read_table("requests")
+    assert result.status == "interrupted" and "stopped answering" in result.reason
+    assert len(requests) == result.finished == result.released
+    ok = requests[requests["status"] == "ok"]
+    assert len(ok) >= 3 and (ok["output_tokens"] == 20).all()
+    failed = requests[requests["status"] == "error"]
+    kinds = set(failed["error_kind"])
+    assert "stream_truncated" in kinds  # the streams cut by the kill
+    assert kinds <= {"stream_truncated", "connect", "cancelled"}
+    assert result.sent < 40  # it stopped sending to a dead server
+    assert run.run_dir.read_table("chunks")["request_id"].isin(requests["id"]).all()
+
+
+def test_cancelled_run_records_in_flight_requests(tmp_path: Path) -> None:
+    """What Ctrl-C does under asyncio.run: the main task is cancelled."""
+
+    async def go():
+        async with Server(generator(0.05, 0.02)) as url:
+            run = _run(url, Plan("t", 0, specs(30, max_tokens=10, gap_s=0.03)), tmp_path)
+            task = asyncio.create_task(run.run())
+            await asyncio.sleep(0.6)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return run
+
+    run = asyncio.run(go())
+    assert run.result.status == "interrupted" and "cancelled" in run.result.reason
+    requests = run.run_dir.read_table("requests")
+    cancelled = requests[requests["error_kind"] == "cancelled"]
+    assert len(cancelled) >= 2  # ~0.25 s of work in flight at 30 ms intervals
+    assert (requests[requests["status"] == "ok"]["output_tokens"] == 10).all()
+    assert len(requests) == run.result.finished and run.result.sent < 30
+    assert cancelled["end_s"].notna().all()
