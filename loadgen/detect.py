@@ -16,6 +16,7 @@ line), not a traceback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -116,18 +117,12 @@ async def detect_target(
 
 
 async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
+    """``/v1/models``; the first request, so it is the one that finds a server missing."""
     url = base_url + "/v1/models"
     try:
         async with session.get(url, headers=headers) as resp:
-            if resp.status in (401, 403):
-                raise InputError(
-                    "--api-key",
-                    f"{url} answered {resp.status}",
-                    "pass the server's API key (--api-key or PREFILLSCOPE_API_KEY)",
-                )
-            if resp.status >= 400:
-                return None
-            return await resp.json(content_type=None)
+            status = resp.status
+            body = await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         reason = str(exc) or type(exc).__name__
         raise InputError(
@@ -135,6 +130,14 @@ async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict) 
             f"cannot reach {base_url}: {reason}",
             "check the URL and that the server is running",
         ) from None
+    if status in (401, 403):
+        raise InputError(
+            "--api-key",
+            f"{url} answered {status}",
+            "pass the server's API key (--api-key or PREFILLSCOPE_API_KEY)",
+        )
+    try:
+        return json.loads(body) if status < 400 else None
     except ValueError:
         return None
 

@@ -219,15 +219,14 @@ async def run_against(
     *,
     flavour: str = "vllm",
     api: str = "completions",
+    model: str = "tiny-llama",
     concurrency: int | None = 1,
     count_tokens: Callable[[str], int] | None = None,
     **options: object,
 ) -> tuple[LoadResult, pd.DataFrame, pd.DataFrame, RunDir]:
     """Run a plan of ``requests`` against ``url``; return (result, requests, chunks, run dir)."""
     api_key = options.pop("api_key", None)
-    target = Target(
-        url, flavour, api, "tiny-llama", api_key, vocab_size=8192, count_tokens=count_tokens
-    )
+    target = Target(url, flavour, api, model, api_key, vocab_size=8192, count_tokens=count_tokens)
     run_dir = RunDir(tmp_path / "run", create=True)
     plan = Plan("test", 0, list(requests), concurrency=concurrency)
     result = await run_load(plan, target, run_dir, RunClock(), LoadOptions(**options))
