@@ -172,13 +172,16 @@ class ServerSeries:
     # -- levels ----------------------------------------------------------------------------
     def level(self, name: str, start: float | None = None, end: float | None = None) -> dict:
         """Mean, p50, max, min and last of a gauge (or pool bucket) over [start, end]; each
-        None when the server never exposed it there."""
+        None when the server never exposed it there. ``samples`` counts the scrapes that
+        knew the value, ``scrapes`` all of them: a pool bucket can be pinned at one
+        moment and unknown at the next."""
         values = self.frame[name].to_numpy()[self._rows(start, end, baseline=False)]
         known = values[np.isfinite(values)]
         out: dict[str, Any] = {
             "provenance": str(self.provenance[name] if known.size else Provenance.UNKNOWN),
             "source": self.sources.get(name),
             "samples": int(known.size),
+            "scrapes": int(values.size),
         }
         if not known.size:
             return out | {"mean": None, "p50": None, "max": None, "min": None, "last": None}
@@ -218,36 +221,38 @@ class ServerSeries:
         return total
 
     # -- fixed windows ---------------------------------------------------------------------
-    def windows(
-        self, width_s: float, start: float | None = None, end: float | None = None
-    ) -> pd.DataFrame:
-        """One row per window of ``width_s``: counter increases and rates, gauge means and
-        maxima, histogram p50/p99/count — the server side of a timeline."""
+    def window_stats(self, start: float, end: float) -> dict[str, Any]:
+        """The server over [start, end] as flat numbers: counter increases and rates,
+        gauge means and maxima, pool means, histogram count/p50/p99 (None = unknown)."""
+        row: dict[str, Any] = {}
+        for name, kind in SERIES.items():
+            if kind is Kind.COUNTER:
+                row[f"{name}_delta"] = self.increase(name, start, end).value
+                row[f"{name}_rate"] = self.rate(name, start, end).value
+            elif kind is Kind.GAUGE:
+                stats = self.level(name, start, end)
+                row[f"{name}_mean"], row[f"{name}_max"] = stats["mean"], stats["max"]
+        for name in POOL_COLUMNS:
+            row[f"{name}_mean"] = self.level(name, start, end)["mean"]
+        for name in HISTOGRAMS:
+            hist = self.histogram_increase(name, start, end)
+            row[f"{name}_count"] = hist.count if hist else None
+            row[f"{name}_p50"] = hist.quantile(0.5) if hist else None
+            row[f"{name}_p99"] = hist.quantile(0.99) if hist else None
+        return row
+
+    def windows(self, width_s: float) -> pd.DataFrame:
+        """One row of ``window_stats`` per ``width_s`` from the first scrape to the last."""
         if width_s <= 0:
             raise ValueError("width_s must be positive")
         if self.frame.empty:
             return pd.DataFrame()
-        t0 = self.t_s.min() if start is None else start
-        t1 = self.t_s.max() if end is None else end
+        t0, t1 = float(self.t_s.min()), float(self.t_s.max())
+        count = max(1, math.ceil((t1 - t0) / width_s))
         rows = []
-        for lo in np.arange(t0, t1, width_s):
-            hi = min(lo + width_s, t1)
-            row: dict[str, Any] = {"t_start": float(lo), "t_end": float(hi)}
-            for name, kind in SERIES.items():
-                if kind is Kind.COUNTER:
-                    row[f"{name}_delta"] = self.increase(name, lo, hi).value
-                    row[f"{name}_rate"] = self.rate(name, lo, hi).value
-                elif kind is Kind.GAUGE:
-                    stats = self.level(name, lo, hi)
-                    row[f"{name}_mean"], row[f"{name}_max"] = stats["mean"], stats["max"]
-            for name in POOL_COLUMNS:
-                row[f"{name}_mean"] = self.level(name, lo, hi)["mean"]
-            for name in HISTOGRAMS:
-                hist = self.histogram_increase(name, lo, hi)
-                row[f"{name}_count"] = hist.count if hist else None
-                row[f"{name}_p50"] = hist.quantile(0.5) if hist else None
-                row[f"{name}_p99"] = hist.quantile(0.99) if hist else None
-            rows.append(row)
+        for k in range(count):
+            lo, hi = t0 + k * width_s, min(t0 + (k + 1) * width_s, t1)
+            rows.append({"t_start": lo, "t_end": hi, **self.window_stats(lo, hi)})
         return pd.DataFrame(rows)
 
 

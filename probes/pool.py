@@ -12,7 +12,8 @@ request holds that can be re-hit or evicted (*reclaimable*) and blocks with no v
   as free. They are *bounded* instead: together they are the unused blocks, and cached
   blocks cannot outnumber the full blocks of KV ever computed,
   ``(prefix_queries − prefix_hits + generation_tokens) / block_size`` (valid only without
-  preemptions, which recompute). A server with prefix caching disabled has none;
+  preemptions, which recompute). When the bounds meet (a fresh server) the value is
+  pinned (``derived``). A server with prefix caching disabled has no reclaimable blocks;
 * SGLang exposes used / evictable / available tokens in recent releases (``measured``, in
   tokens), older ones only used tokens and ``token_usage``.
 """
@@ -152,10 +153,7 @@ def pool_breakdown(snapshot: Snapshot) -> PoolBreakdown:
     elif snapshot.series["prefix_caching"].value == 0:
         reclaimable = Bucket(Value(0.0, Provenance.DERIVED, "prefix caching disabled"))
     else:
-        reclaimable = Bucket(
-            Value.unknown(snapshot.pool_note),
-            _reclaimable_bounds(snapshot, unused),
-        )
+        reclaimable = _bounded(snapshot, _reclaimable_bounds(snapshot, unused))
     if raw_free is not None and raw_free.known:
         free = Bucket(raw_free)
     elif unused is not None and reclaimable.value.value is not None:
@@ -168,11 +166,19 @@ def pool_breakdown(snapshot: Snapshot) -> PoolBreakdown:
         )
     else:
         bounds = reclaimable.bounds
-        free = Bucket(
-            Value.unknown(snapshot.pool_note),
+        free = _bounded(
+            snapshot,
             (max(0.0, unused - bounds[1]), unused) if bounds and unused is not None else None,
         )
     return PoolBreakdown(snapshot.pool_unit, total, Bucket(active), reclaimable, free)
+
+
+def _bounded(snapshot: Snapshot, bounds: tuple[float, float] | None) -> Bucket:
+    """Unknown within bounds — unless the bounds meet (nothing computed yet, or a full
+    pool), which pins the value."""
+    if bounds is not None and bounds[0] == bounds[1]:
+        return Bucket(Value(bounds[0], Provenance.DERIVED, "bounded by the token counters"))
+    return Bucket(Value.unknown(snapshot.pool_note), bounds)
 
 
 def _reclaimable_bounds(snapshot: Snapshot, unused: float | None) -> tuple[float, float] | None:

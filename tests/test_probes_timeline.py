@@ -122,8 +122,10 @@ def test_server_summary_observed_vs_expected(tmp_path):
     assert pool["unit"] == "blocks"
     assert pool["active_blocks"]["max"] == 0.0
     assert pool["active_blocks"]["provenance"] == "derived"
-    assert pool["reclaimable_blocks"]["provenance"] == "unknown"
-    assert pool["reclaimable_blocks"]["mean"] is None
+    # Pinned at 0 while nothing was computed (2 scrapes), unknown after the run.
+    reclaimable = pool["reclaimable_blocks"]
+    assert (reclaimable["samples"], reclaimable["scrapes"]) == (2, 3)
+    assert reclaimable["provenance"] == "derived" and reclaimable["max"] == 0.0
 
 
 def test_server_summary_without_server_metrics():
