@@ -26,17 +26,23 @@ def nvml_works() -> bool:
 HAS_GPU = nvml_works()
 
 
-async def sample_for(sampler: GpuSampler, seconds: float) -> None:
-    async with sampler:
-        await asyncio.sleep(seconds)
+def sampled(tmp_path, seconds: float, **options) -> tuple[GpuSampler, RunDir]:
+    """Run the sampler for a while inside a run directory, then close the run."""
+    run = RunDir(tmp_path / "run", create=True)
+    sampler = GpuSampler(RunClock(), run, **options)
+
+    async def sample() -> None:
+        async with sampler:
+            await asyncio.sleep(seconds)
+
+    asyncio.run(sample())
+    run.close()
+    return sampler, run
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU: the sampling test runs instead")
 def test_no_gpu_is_unavailable_with_the_reason_never_zeros(tmp_path):
-    run = RunDir(tmp_path / "run", create=True)
-    sampler = GpuSampler(RunClock(), run, interval_s=0.05)
-    asyncio.run(sample_for(sampler, 0.2))
-    run.close()
+    sampler, run = sampled(tmp_path, 0.2, interval_s=0.05)
     assert sampler.status.state == "unavailable"
     assert sampler.status.reason.startswith("NVML: ")
     assert "Not Found" in sampler.status.reason or "Driver" in sampler.status.reason
@@ -50,10 +56,7 @@ def test_no_gpu_is_unavailable_with_the_reason_never_zeros(tmp_path):
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs an NVIDIA driver")
 def test_gpu_samples_per_device(tmp_path):
-    run = RunDir(tmp_path / "run", create=True)
-    sampler = GpuSampler(RunClock(), run, interval_s=0.05)
-    asyncio.run(sample_for(sampler, 0.3))
-    run.close()
+    sampler, run = sampled(tmp_path, 0.3, interval_s=0.05)
     assert sampler.status.state == "ok"
     table = run.read_table(GPU_TABLE)
     assert list(table.columns) == list(GPU_COLUMNS)
@@ -64,9 +67,6 @@ def test_gpu_samples_per_device(tmp_path):
 
 
 def test_gpu_off_is_not_attempted(tmp_path):
-    run = RunDir(tmp_path / "run", create=True)
-    sampler = GpuSampler(RunClock(), run, mode="off")
-    asyncio.run(sample_for(sampler, 0.05))
-    run.close()
+    sampler, run = sampled(tmp_path, 0.05, mode="off")
     assert sampler.status.to_dict() == {"state": "off", "reason": "--gpu off", "ok": 0, "failed": 0}
     assert run.read_table(GPU_TABLE).empty
