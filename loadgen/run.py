@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from loadgen.adapters import RequestParams, adapter_for
+from loadgen.adapters import Outgoing, RequestParams, adapter_for
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.clock import RunClock
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
@@ -314,7 +314,8 @@ class LoadRun:
             prompt = self.sessions.prompt_ids(spec, self.target.vocab_size or 0)
             prompt_tokens = len(prompt)
         want_ids = self.options.keep_token_ids or self.sessions.has_next(spec)
-        body = self.adapter.body(spec, prompt, self._cache.salt_for(spec.tenant), want_ids)
+        salt = self._cache.salt_for(spec.tenant)
+        body = self.adapter.body(Outgoing(spec, prompt, salt, want_ids))
         encoded = json.dumps(body, separators=(",", ":")).encode()
         return Prepared(encoded, prompt, prompt_tokens, want_ids)
 

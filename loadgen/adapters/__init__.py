@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from loadgen.adapters.base import Adapter, EventStream, RequestParams
+from loadgen.adapters.base import Adapter, EventStream, Outgoing, RequestParams
 from loadgen.adapters.llamacpp import LlamaCppAdapter
 from loadgen.adapters.openai import OpenAIAdapter
 from loadgen.adapters.sglang import SGLangAdapter
 from loadgen.target import Target
 
-__all__ = ["Adapter", "EventStream", "RequestParams", "adapter_for"]
+__all__ = ["Adapter", "EventStream", "Outgoing", "RequestParams", "adapter_for"]
 
 _BY_API: dict[str, type[Adapter]] = {
     "completions": OpenAIAdapter,

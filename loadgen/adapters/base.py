@@ -42,6 +42,25 @@ class RequestParams:
     temperature: float | None = 0.0
     logprobs: bool = False
 
+    def sampling(self, ignore_eos_accepted: bool = True) -> dict[str, Any]:
+        """The sampling fields every API names alike (where the server accepts them)."""
+        fields: dict[str, Any] = {}
+        if self.temperature is not None:
+            fields["temperature"] = self.temperature
+        if self.ignore_eos and ignore_eos_accepted:
+            fields["ignore_eos"] = True
+        return fields
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What one request sends, before an API gives it its shape."""
+
+    spec: RequestSpec
+    prompt: list[int] | str
+    cache_salt: str | None = None
+    want_ids: bool = False
+
 
 def short(text: str) -> str:
     """One line, at most ``MAX_MESSAGE`` characters."""
@@ -254,13 +273,8 @@ class Adapter:
         self.params = params
         self.caps = target.capabilities
 
-    def body(
-        self,
-        spec: RequestSpec,
-        prompt: list[int] | str,
-        cache_salt: str | None,
-        want_ids: bool,
-    ) -> dict[str, Any]:
+    def body(self, out: Outgoing) -> dict[str, Any]:
+        """The JSON body of ``out`` in this API's shape."""
         raise NotImplementedError
 
     def new_stream(self, want_ids: bool) -> EventStream:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.adapters.base import Adapter, EventStream
+from loadgen.adapters.base import Adapter, EventStream, Outgoing
 from workloads.plan import RequestSpec
 
 _FINISH = {"limit": "length", "eos": "stop", "word": "stop"}
@@ -53,25 +53,16 @@ class LlamaCppAdapter(Adapter):
             return "logprobs are not collected from llama.cpp's /completion"
         return super().check(spec)
 
-    def body(
-        self,
-        spec: RequestSpec,
-        prompt: list[int] | str,
-        cache_salt: str | None,
-        want_ids: bool,
-    ) -> dict[str, Any]:
-        params = self.params
+    def body(self, out: Outgoing) -> dict[str, Any]:
+        spec, prompt = out.spec, out.prompt
         body: dict[str, Any] = {
             "prompt": prompt,
             "n_predict": spec.max_tokens,
             "stream": True,
             "cache_prompt": True,
+            **self.params.sampling(),
         }
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.ignore_eos:
-            body["ignore_eos"] = True
-        if want_ids:
+        if out.want_ids:
             body["return_tokens"] = True
         return body
 

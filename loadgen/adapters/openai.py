@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.adapters.base import Adapter, EventStream
-from workloads.plan import RequestSpec
+from loadgen.adapters.base import Adapter, EventStream, Outgoing
 
 
 class OpenAIStream(EventStream):
@@ -85,13 +84,8 @@ class OpenAIAdapter(Adapter):
         self.path = "/v1/chat/completions" if self.chat else "/v1/completions"
         self.takes_token_ids = not self.chat
 
-    def body(
-        self,
-        spec: RequestSpec,
-        prompt: list[int] | str,
-        cache_salt: str | None,
-        want_ids: bool,
-    ) -> dict[str, Any]:
+    def body(self, out: Outgoing) -> dict[str, Any]:
+        spec, prompt = out.spec, out.prompt
         caps, params = self.caps, self.params
         body: dict[str, Any] = {"model": spec.lora or self.target.model}
         if self.chat:
@@ -104,13 +98,10 @@ class OpenAIAdapter(Adapter):
         if caps.continuous_usage:
             options["continuous_usage_stats"] = True
         body["stream_options"] = options
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.ignore_eos and caps.ignore_eos:
-            body["ignore_eos"] = True
-        if cache_salt and caps.cache_salt:
-            body["cache_salt"] = cache_salt
-        if want_ids and caps.return_token_ids:
+        body.update(params.sampling(caps.ignore_eos))
+        if out.cache_salt and caps.cache_salt:
+            body["cache_salt"] = out.cache_salt
+        if out.want_ids and caps.return_token_ids:
             body["return_token_ids"] = True
         if params.logprobs:
             if self.chat:

@@ -18,19 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.adapters.base import Adapter, EventStream, short
-from workloads.plan import RequestSpec
+from loadgen.adapters.base import Adapter, EventStream, Outgoing, short
 
 
 class SGLangStream(EventStream):
-    __slots__ = ("_ids_seen", "_text_seen")
+    __slots__ = ("_seen",)
     intermediate = b'"finish_reason":null'
     counter_key = b'"completion_tokens":'
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._ids_seen = 0
-        self._text_seen = 0
+        self._seen = {"output_ids": 0, "text": 0}  # length of each cumulative field so far
 
     def on_object(self, obj: dict[str, Any]) -> int:
         meta = obj.get("meta_info")
@@ -42,14 +40,14 @@ class SGLangStream(EventStream):
         cumulative = isinstance(ids, list) and (
             len(ids) == completion if isinstance(completion, int) else True
         )
-        new_ids = self._new_ids(ids, cumulative)
+        new_ids = self._new(obj, "output_ids", list, cumulative)
         self.keep_ids(new_ids)
         self._keep_logprobs(meta.get("output_token_logprobs"), cumulative)
         if isinstance(completion, int):
             return self.from_counter(completion)
         if new_ids is not None:
             return self.from_ids(new_ids)
-        return self.from_text(self._new_text(obj.get("text"), cumulative))
+        return self.from_text(self._new(obj, "text", str, cumulative))
 
     def _finish(self, reason: Any) -> None:
         if not reason:
@@ -60,22 +58,15 @@ class SGLangStream(EventStream):
             message = reason.get("message") if isinstance(reason, dict) else None
             self.error = short(message or "request aborted by the server")
 
-    def _new_ids(self, ids: Any, cumulative: bool) -> list[int] | None:
-        if not isinstance(ids, list):
+    def _new(self, obj: dict[str, Any], key: str, kind: type, cumulative: bool) -> Any:
+        """What ``obj[key]`` adds to the output: all of it, or past what was seen."""
+        value = obj.get(key)
+        if not isinstance(value, kind):
             return None
         if not cumulative:
-            return ids
-        new = ids[self._ids_seen :]
-        self._ids_seen = len(ids)
-        return new
-
-    def _new_text(self, text: Any, cumulative: bool) -> str | None:
-        if not isinstance(text, str):
-            return None
-        if not cumulative:
-            return text
-        new = text[self._text_seen :]
-        self._text_seen = len(text)
+            return value
+        new = value[self._seen[key] :]
+        self._seen[key] = len(value)
         return new
 
     def _keep_logprobs(self, entries: Any, cumulative: bool) -> None:
@@ -89,26 +80,17 @@ class SGLangStream(EventStream):
 class SGLangAdapter(Adapter):
     path = "/generate"
 
-    def body(
-        self,
-        spec: RequestSpec,
-        prompt: list[int] | str,
-        cache_salt: str | None,
-        want_ids: bool,
-    ) -> dict[str, Any]:
+    def body(self, out: Outgoing) -> dict[str, Any]:
+        spec, prompt = out.spec, out.prompt
         params = self.params
-        sampling: dict[str, Any] = {"max_new_tokens": spec.max_tokens}
-        if params.temperature is not None:
-            sampling["temperature"] = params.temperature
-        if params.ignore_eos:
-            sampling["ignore_eos"] = True
+        sampling = {"max_new_tokens": spec.max_tokens, **params.sampling()}
         body: dict[str, Any] = {
             ("text" if isinstance(prompt, str) else "input_ids"): prompt,
             "sampling_params": sampling,
             "stream": True,
         }
-        if cache_salt:
-            body["extra_key"] = cache_salt
+        if out.cache_salt:
+            body["extra_key"] = out.cache_salt
         if spec.lora:
             body["lora_path"] = spec.lora
         if params.logprobs:
