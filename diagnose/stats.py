@@ -144,6 +144,26 @@ class Comparison:
     new: float
     method: str
 
+    @classmethod
+    def judge(
+        cls,
+        metric: str,
+        ratio: float,
+        interval: tuple[float, float],
+        p_value: float,
+        values: tuple[float, float],
+        method: str,
+        confidence: float,
+    ) -> Comparison:
+        """A comparison whose ``significant`` follows this module's rule.
+
+        ``interval`` is ``(ci_low, ci_high)`` and ``values`` is ``(base, new)``.
+        """
+        low, high = interval
+        excludes_one = bool(low > 1.0 or high < 1.0)
+        significant = excludes_one and bool(p_value < 1.0 - confidence)
+        return cls(metric, ratio, low, high, p_value, significant, *values, method)
+
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                 for k, v in asdict(self).items()}  # fmt: skip
@@ -325,11 +345,6 @@ def resampled_statistics(
     return {s: out[s] for s in stats}
 
 
-def _significant(low: float, high: float, p_value: float, confidence: float) -> bool:
-    excludes_one = bool(low > 1.0 or high < 1.0)
-    return excludes_one and bool(p_value < 1.0 - confidence)
-
-
 def rank_tests(base: Sample, new: Sample, stats: Sequence[str]) -> dict[str, float]:
     """Two-sided Mann–Whitney U p-value per statistic; per-cluster values when clustered."""
     a, b = new.per_unit(stats), base.per_unit(stats)
@@ -372,21 +387,12 @@ def compare_stats(
     out = []
     for metric, stat in metrics.items():
         base_value, new_value = statistic(base.values, stat), statistic(new.values, stat)
-        low, high = (float(x) for x in bounds[stat])
+        interval = (float(bounds[stat][0]), float(bounds[stat][1]))
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = float(np.float64(new_value) / base_value)
+        values = (base_value, new_value)
         out.append(
-            Comparison(
-                metric=metric,
-                ratio=ratio,
-                ci_low=low,
-                ci_high=high,
-                p_value=p_values[stat],
-                significant=_significant(low, high, p_values[stat], confidence),
-                base=base_value,
-                new=new_value,
-                method=method,
-            )
+            Comparison.judge(metric, ratio, interval, p_values[stat], values, method, confidence)
         )
     return out
 
@@ -416,6 +422,10 @@ def trial_interval(
         float(np.exp(diff + margin)),
         float(p_value),
     )
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
 
 
 def trial_heterogeneity(
@@ -486,17 +496,8 @@ def compare_trials(
         per_base = [statistic(s.values, stat) for s in base_trials]
         per_new = [statistic(s.values, stat) for s in new_trials]
         ratio, low, high, p_value = trial_interval(per_base, per_new, confidence)
+        means = (_geometric_mean(per_base), _geometric_mean(per_new))
         out.append(
-            Comparison(
-                metric=metric,
-                ratio=ratio,
-                ci_low=low,
-                ci_high=high,
-                p_value=p_value,
-                significant=_significant(low, high, p_value, confidence),
-                base=float(np.exp(np.mean(np.log(per_base)))),
-                new=float(np.exp(np.mean(np.log(per_new)))),
-                method="trials",
-            )
+            Comparison.judge(metric, ratio, (low, high), p_value, means, "trials", confidence)
         )
     return out

@@ -1,0 +1,189 @@
+"""``prefillscope compare`` as a CI gate, through the real entry point on real run directories."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from synthetic_runs import WORKLOAD, synth_run
+
+from diagnose.compare import metric_spec, parse_gate, workload_differences, worsening
+from prefillscope.cli import main
+from workloads.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One configuration run twice, and planted changes of it."""
+    root = tmp_path_factory.mktemp("runs")
+    made = {
+        "base": synth_run(root / "base", seed=1),
+        "again": synth_run(root / "again", seed=2),
+        "slower_itl": synth_run(root / "slower_itl", seed=3, itl_s=0.013),
+        "faster_itl": synth_run(root / "faster_itl", seed=4, itl_s=0.007),
+        "fewer_tokens": synth_run(root / "fewer_tokens", seed=5, output_tokens=24),
+        "other": synth_run(root / "other", seed=6, workload=WORKLOAD | {"groups": 16}),
+    }
+    return {name: run.path for name, run in made.items()}
+
+
+def run_cli(monkeypatch, capsys, *args: str | Path) -> tuple[int, str, str]:
+    """The real entry point in-process: exit status, stdout, stderr."""
+    argv = ["prefillscope", "compare", "--resamples", "1000", *map(str, args)]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_two_runs_of_one_configuration_pass_their_gates(monkeypatch, capsys, runs) -> None:
+    code, out, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["again"],
+        "--gate", "itl_p99:+10%", "--gate", "ttft_p50:+10%", "--gate", "output_tokens_per_s:+5%",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out)
+    assert report["passed"] is True
+    by_metric = {c["metric"]: c for c in report["comparisons"]}
+    assert list(by_metric)[:3] == ["ttft_p50", "ttft_p99", "itl_p50"]  # defaults, in order
+    for c in report["comparisons"]:
+        assert {"metric", "ratio", "ci_low", "ci_high", "significant", "p_value"} <= set(c)
+    itl = by_metric["itl_p99"]
+    assert itl["ci_low"] < 1.0 < itl["ci_high"]
+    assert itl["gate"] == {"max_worse_by": 0.1, "failed": False, "text": "itl_p99:+10%"}
+    assert itl["method"] == "cluster bootstrap"
+    assert by_metric["ttft_p50"]["method"] == "bootstrap"
+
+
+def test_a_planted_itl_regression_fails_its_gate(monkeypatch, capsys, runs) -> None:
+    code, out, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["slower_itl"], "--gate", "itl_p99:+10%"
+    )
+    assert code == 1
+    itl_row = next(line for line in out.splitlines() if line.startswith("itl_p99"))
+    assert "yes" in itl_row and "FAIL >10%" in itl_row
+    assert "FAIL: significant regression beyond its gate: itl_p99 +" in out
+    # The same regression within a looser gate passes.
+    code, _, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["slower_itl"], "--gate", "itl_p99:+50%"
+    )
+    assert code == 0
+
+
+def test_gates_know_which_way_is_worse(monkeypatch, capsys, runs) -> None:
+    # Faster ITL is a significant change, but an improvement: the latency gate holds.
+    code, out, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["faster_itl"], "--gate", "itl_p50:+5%", "--json"
+    )
+    assert code == 0
+    itl = next(c for c in json.loads(out)["comparisons"] if c["metric"] == "itl_p50")
+    assert itl["significant"] and itl["ratio"] < 0.8 and itl["worse_by"] < 0
+    # A quarter fewer output tokens per second is a throughput regression.
+    code, out, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["fewer_tokens"],
+        "--gate", "output_tokens_per_s:+5%", "--gate", "requests_per_s:+5%", "--json",
+    )  # fmt: skip
+    assert code == 1
+    rows = {c["metric"]: c for c in json.loads(out)["comparisons"]}
+    tokens = rows["output_tokens_per_s"]
+    assert tokens["ratio"] == pytest.approx(0.75, abs=0.03)
+    assert tokens["gate"]["failed"] and tokens["higher_is_better"]
+    assert not rows["requests_per_s"]["gate"]["failed"]
+
+
+def test_junit_output_is_xml_with_one_failure(monkeypatch, capsys, runs) -> None:
+    code, out, _ = run_cli(
+        monkeypatch, capsys, runs["base"], runs["slower_itl"],
+        "--gate", "itl_p99:+10%", "--format", "junit",
+    )  # fmt: skip
+    assert code == 1
+    suite = ET.fromstring(out).find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "1"
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert int(suite.get("tests", "0")) == len(cases) == 9
+    assert cases["itl_p99"].find("failure") is not None
+    assert cases["ttft_p50"].find("failure") is None
+
+
+def test_markdown_table_and_github_step_summary(monkeypatch, capsys, runs, tmp_path) -> None:
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    argv = ["prefillscope", "compare", "--resamples", "1000", str(runs["base"]),
+            str(runs["again"]), "--metric", "itl_p99", "--metric", "e2e_p95", "--format",
+            "markdown"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code in (0, None)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = lines.index("| metric | base | new | change | 95% CI, % | p | sig. | gate |")
+    assert set(lines[header + 1]) <= set("|-: ")
+    assert [line.split("|")[1].strip() for line in lines[header + 2 :]] == ["itl_p99", "e2e_p95"]
+    written = summary.read_text()
+    assert written.startswith("earlier step\n")
+    assert out in written
+
+
+def test_different_workloads_are_refused_unless_forced(monkeypatch, capsys, runs) -> None:
+    code, out, err = run_cli(monkeypatch, capsys, runs["base"], runs["other"])
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "workload.groups: 4 vs 16" in err and "--force" in err
+    code, out, _ = run_cli(monkeypatch, capsys, runs["base"], runs["other"], "--force")
+    assert code == 0
+    assert "compared with --force despite workload.groups: 4 vs 16" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gate", "itl_p99:10"], "--gate: 'itl_p99:10' is not METRIC:+X%"),
+        (["--gate", "itl_p98:+10%"], "--gate: unknown metric 'itl_p98'"),
+        (["--metric", "latency"], "--metric: unknown metric 'latency'"),
+        (["--confidence", "1.5"], "--confidence"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(monkeypatch, capsys, runs, args, needle) -> None:
+    code, _, err = run_cli(monkeypatch, capsys, runs["base"], runs["again"], *args)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_not_a_run_directory(monkeypatch, capsys, runs, tmp_path) -> None:
+    code, _, err = run_cli(monkeypatch, capsys, runs["base"], tmp_path / "missing")
+    assert code == 2
+    assert "NEW_RUN: no run directory" in err
+
+
+def test_gate_parsing_and_direction() -> None:
+    assert parse_gate("itl_p99:+10%").max_worsening == pytest.approx(0.10)
+    assert parse_gate(" ITL_P99 : 2.5 % ").metric.name == "itl_p99"
+    assert parse_gate("output_tokens_per_s:+5%").metric.higher_is_better
+    with pytest.raises(InputError) as err:
+        parse_gate("itl_p99")
+    assert err.value.field == "--gate" and "--gate itl_p99:+10%" in str(err.value)
+    assert worsening(metric_spec("ttft_p50"), 1.2) == pytest.approx(0.2)
+    assert worsening(metric_spec("requests_per_s"), 0.8) == pytest.approx(0.2)
+    assert metric_spec("ttft_sent_p999").source == "ttft_sent_s"
+
+
+def test_seed_and_run_length_do_not_make_another_workload() -> None:
+    spec = {"workload": "system-prompt", "seed": 1, "num_requests": 200, "rate": 10.0}
+    longer = spec | {"seed": 2, "num_requests": 1000}
+    assert workload_differences({"workload": spec}, {"workload": longer}) == []
+    faster = spec | {"rate": 20.0}
+    assert workload_differences({"workload": spec}, {"workload": faster}) == [
+        "workload.rate: 10.0 vs 20.0"
+    ]
+    assert workload_differences({}, {"workload": spec})  # unknown cannot be shown to match
