@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -98,34 +99,49 @@ class Uniform:
         return f"uniform:{_num(self.low)}-{_num(self.high)}"
 
 
+class _Clipped:
+    """Continuous draws bounded by ``clip``; integers are the rounded draws."""
+
+    clip: Clip
+    #: The lowest value a draw can take before clipping.
+    floor: ClassVar[float] = 0.0
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def lowest(self) -> float:
+        return self.clip.low if self.clip.low is not None else self.floor
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.clip.apply(self.draw(rng, n))
+
+    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.rint(self.sample(rng, n)).astype(np.int64)
+
+
 @dataclass(frozen=True)
-class Normal:
+class Normal(_Clipped):
     """Gaussian, clipped to ``clip`` (a length distribution is always clipped at its floor)."""
 
     mu: float
     std: float
     clip: Clip = Clip()
+    floor: ClassVar[float] = -math.inf
 
     @property
     def mean(self) -> float:
         return self.mu
 
-    @property
-    def lowest(self) -> float:
-        return self.clip.low if self.clip.low is not None else -math.inf
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.clip.apply(rng.normal(self.mu, self.std, size=n))
-
-    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.rint(self.sample(rng, n)).astype(np.int64)
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(self.mu, self.std, size=n)
 
     def __str__(self) -> str:
         return f"normal:mean={_num(self.mu)},std={_num(self.std)}{self.clip.suffix()}"
 
 
 @dataclass(frozen=True)
-class LogNormal:
+class LogNormal(_Clipped):
     """Lognormal with log-mean ``mu`` and log-sd ``sigma`` (always positive)."""
 
     mu: float
@@ -141,15 +157,8 @@ class LogNormal:
     def mean(self) -> float:
         return math.exp(self.mu + self.sigma**2 / 2)
 
-    @property
-    def lowest(self) -> float:
-        return self.clip.low if self.clip.low is not None else 0.0
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.clip.apply(rng.lognormal(self.mu, self.sigma, size=n))
-
-    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.rint(self.sample(rng, n)).astype(np.int64)
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.lognormal(self.mu, self.sigma, size=n)
 
     def __str__(self) -> str:
         median = math.exp(self.mu)
@@ -157,7 +166,7 @@ class LogNormal:
 
 
 @dataclass(frozen=True)
-class Exponential:
+class Exponential(_Clipped):
     """Exponential with the given mean (think times)."""
 
     scale: float
@@ -167,15 +176,8 @@ class Exponential:
     def mean(self) -> float:
         return self.scale
 
-    @property
-    def lowest(self) -> float:
-        return self.clip.low if self.clip.low is not None else 0.0
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.clip.apply(rng.exponential(self.scale, size=n))
-
-    def sample_int(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.rint(self.sample(rng, n)).astype(np.int64)
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.exponential(self.scale, size=n)
 
     def __str__(self) -> str:
         return f"exponential:mean={_num(self.scale)}{self.clip.suffix()}"
