@@ -47,15 +47,15 @@ def workload(n: int, rate: float, seed: int) -> list[tuple[float, EngineRequest]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=4000)
-    parser.add_argument("--rate", type=float, default=60.0, help="arrivals per second")
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rate", type=float, default=20.0, help="arrivals per second")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     arrivals = workload(args.requests, args.rate, args.seed)
     core = EngineCore(EngineConfig(model="llama-3.1-8b", gpu="h100-sxm"))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result = VirtualDriver(core).run(arrivals)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     stats = result.stats
     out_tokens = result.output_tokens
     decode_steps = [s for s in result.steps if s.kind == "decode"]
@@ -65,8 +65,9 @@ def main() -> None:
     print(f"mean running (decode)  {np.mean([s.num_running for s in decode_steps]):>12.1f}")
     print(f"prefix hit rate        {stats.prefix_hit_tokens / stats.prefix_query_tokens:>12.1%}")
     print(f"preemptions            {stats.preemptions:>12,}")
-    print(f"wall time              {wall:>12.2f} s")
+    print(f"wall time              {wall:>12.2f} s   (CPU {cpu:.2f} s)")
     print(f"output tokens / s      {out_tokens / wall:>12,.0f}   (target >= 200,000)")
+    print(f"  per CPU second       {out_tokens / cpu:>12,.0f}")
     print(f"prompt tokens / s      {stats.prompt_tokens / wall:>12,.0f}")
     print(f"steps / s              {len(result.steps) / wall:>12,.0f}")
 

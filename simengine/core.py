@@ -201,9 +201,9 @@ class EngineCore:
         updates, self._aborted = self._aborted, []
         num_aborted = len(updates)
         first: list[str] = []
-        self._decode(sched.decodes, updates)
-        for seq, chunk in sched.prefills:
-            self._prefill(seq, chunk, updates, first)
+        ready = self._decode(sched.decodes)
+        ready.extend(seq for seq, chunk in sched.prefills if self._prefill(seq, chunk, first))
+        self._emit(ready, updates)
         stats = self.stats
         stats.generation_tokens += len(updates) - num_aborted
         stats.preemptions = self.scheduler.num_preemptions
@@ -230,50 +230,53 @@ class EngineCore:
             first_token_ids=first,
         )
 
-    def _decode(self, seqs: list[Sequence], updates: list[RequestUpdate]) -> None:
-        """Compute each decode's last sampled token and sample the next (the hot loop)."""
+    def _decode(self, seqs: list[Sequence]) -> list[Sequence]:
+        """Compute each decode's last sampled token (indexing a block it fills)."""
         block_size = self.pool.block_size
         caching = self.pool.enable_caching
-        emit = self._emit
         for seq in seqs:
             tokens = seq.tokens
             computed = seq.num_computed = len(tokens)
             if caching and computed % block_size == 0:
                 seq.blocks.commit(tokens, computed)
-            emit(seq, updates)
+        return list(seqs)
 
-    def _prefill(
-        self, seq: Sequence, n: int, updates: list[RequestUpdate], first: list[str]
-    ) -> None:
-        """Mark a chunk computed and index the blocks it filled; sample if it was the last."""
+    def _prefill(self, seq: Sequence, n: int, first: list[str]) -> bool:
+        """Mark a chunk computed and index the blocks it filled; True if that was the last
+        chunk, so the sequence samples its next token this step."""
         before = seq.num_computed
         after = seq.num_computed = before + n
         block_size = self.pool.block_size
         if self.pool.enable_caching and after // block_size > before // block_size:
             seq.blocks.commit(seq.tokens, after)
         if after < len(seq.tokens):
-            return
+            return False
         if len(seq.tokens) == seq.prompt_len:
             first.append(seq.request.request_id)
             self.stats.prompt_tokens += seq.prompt_len
-        self._emit(seq, updates)
+        return True
 
-    def _emit(self, seq: Sequence, updates: list[RequestUpdate]) -> None:
-        """Sample the next token of a sequence whose inputs are all computed; finish it if
-        that was EOS or its last allowed token."""
-        req: EngineRequest = seq.request
-        tokens = seq.tokens
-        position = len(tokens) - seq.prompt_len
-        token_id, logprob = seq.stream.token(position)
-        tokens.append(token_id)
-        out = TokenOut(token_id, logprob)
-        if req.logprobs is not None:
-            out.top_logprobs = seq.stream.top_logprobs(position, req.logprobs)
-        if token_id != EOS_ID and position + 1 < req.max_tokens:
-            updates.append(RequestUpdate(req.request_id, [out], seq.num_cached))
-            return
-        reason = "stop" if token_id == EOS_ID else "length"
-        updates.append(RequestUpdate(req.request_id, [out], seq.num_cached, True, reason))
-        self.scheduler.finish(seq)
-        del self._seqs[req.request_id]
-        self.stats.finished_requests += 1
+    def _emit(self, seqs: list[Sequence], updates: list[RequestUpdate]) -> None:
+        """Sample the next token of each sequence whose inputs are all computed; finish those
+        that drew EOS or their last allowed token. The engine's hottest loop."""
+        append = updates.append
+        finished: list[Sequence] = []
+        for seq in seqs:
+            req: EngineRequest = seq.request
+            tokens = seq.tokens
+            position = len(tokens) - seq.prompt_len
+            token_id, logprob = seq.stream.token(position)
+            tokens.append(token_id)
+            out = TokenOut(token_id, logprob)
+            if req.logprobs is not None:
+                out.top_logprobs = seq.stream.top_logprobs(position, req.logprobs)
+            if token_id != EOS_ID and position + 1 < req.max_tokens:
+                append(RequestUpdate(req.request_id, [out], seq.num_cached))
+                continue
+            reason = "stop" if token_id == EOS_ID else "length"
+            append(RequestUpdate(req.request_id, [out], seq.num_cached, True, reason))
+            finished.append(seq)
+        for seq in finished:
+            self.scheduler.finish(seq)
+            del self._seqs[seq.request.request_id]
+        self.stats.finished_requests += len(finished)

@@ -5,16 +5,18 @@ and tests can tell: repeatable, independent of batching and chunking, ending in 
 plausible length, with negative log-probabilities.
 
 Each position has a *distribution* that depends only on the prompt and the position:
-a top token with probability ``p0`` and a geometric tail of alternatives. Greedy decoding
-(temperature 0) takes the top token, so its output is a function of the prompt alone.
-Sampling draws a rank from that distribution (sharpened or flattened by the temperature)
-with a uniform number keyed by the request seed (or the engine seed when the request has
-none), the prompt and the position. Whether and where EOS comes is decided once per
-request from the same keys: a log-normal length, median 200 tokens.
+a top token with probability ``p0`` (0.35..0.99) and a geometric tail of alternatives,
+the r-th with probability ``(1 - p0) / 2^r``. Greedy decoding (temperature 0) takes the
+top token, so its output is a function of the prompt alone. Sampling draws from that
+distribution (the top token's share sharpened or flattened by the temperature) with
+uniform bits keyed by the request seed (or the engine seed when the request has none),
+the prompt and the position. Whether and where EOS comes is decided once per request from
+the same keys: a log-normal length, median 200 tokens.
 
 Only word tokens (``FIRST_WORD_ID .. vocab_size - 1``) or EOS are emitted, so every
-output decodes to clean text with the built-in tokenizer. A token costs one 64-bit mix
-(a few hundred nanoseconds); alternatives are built only when logprobs are asked for.
+output decodes to clean text with the built-in tokenizer. Streams are read in position
+order, so tokens are drawn 256 positions at a time with numpy and a token costs a couple
+of list lookups; alternatives are built only when logprobs are asked for.
 """
 
 from __future__ import annotations
@@ -32,21 +34,46 @@ FIRST_WORD_ID = 259
 MAX_TOP_LOGPROBS = 20
 
 _MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_BLOCK = 256
 _MEDIAN_LENGTH = 200.0
 _LENGTH_SIGMA = 1.0
 _UNIT = 1.0 / (1 << 24)
-_P0_BITS = 12
-#: log(p0) of the top token for each value of the top ``_P0_BITS`` bits of a position's
-#: mix: p0 spans 0.35..0.99, so greedy tokens carry log-probabilities in (-1.2, 0).
-_LOG_P0 = [math.log(0.35 + 0.64 * (i + 0.5) / (1 << _P0_BITS)) for i in range(1 << _P0_BITS)]
+_P0_SHIFT = np.uint64(64 - 12)
+#: The top token's probability for each value of the top 12 bits of a position's mix.
+_P0 = 0.35 + 0.64 * (np.arange(1 << 12) + 0.5) / (1 << 12)
+_LOG_P0 = np.log(_P0)
 
 
-def _mix(z: int) -> int:
-    """splitmix64's finaliser: 64 well-mixed bits from any 64-bit integer."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser over a uint64 array (wrapping): 64 well-mixed bits each."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _position_bits(key: int, positions: np.ndarray) -> np.ndarray:
+    return _mix(np.uint64(key) + (positions + np.uint64(1)) * _GOLDEN)
+
+
+def _alternatives(z: np.ndarray, ranks: np.ndarray, words: int) -> np.ndarray:
+    """The rank-th alternative token of each position: distinct from its top token and from
+    the other ranks (rank · stride < words for every rank up to MAX_TOP_LOGPROBS)."""
+    stride = np.uint64(1) + (z >> np.uint64(20)) % np.uint64(
+        max(1, words // (MAX_TOP_LOGPROBS + 2))
+    )
+    return FIRST_WORD_ID + (z % np.uint64(words) + ranks * stride) % np.uint64(words)
+
+
+def _alternative_logprobs(p0: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    return np.log((1.0 - p0) * 0.5**ranks)
+
+
+def _geometric_ranks(u: np.ndarray) -> np.ndarray:
+    """Rank r ≥ 1 with probability 2^-r (the tail's shape) from 16 uniform bits."""
+    v = ((u >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.float64)
+    bit_length = np.where(v > 0, np.floor(np.log2(np.maximum(v, 1.0))) + 1, 0)
+    return np.minimum(MAX_TOP_LOGPROBS, 17 - bit_length).astype(np.uint64)
 
 
 def _key(*parts: int) -> int:
@@ -56,7 +83,7 @@ def _key(*parts: int) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
-def prompt_key(prompt_token_ids: Sequence[int]) -> int:
+def prompt_key(prompt_token_ids: Sequence[int] | np.ndarray) -> int:
     """A 64-bit identity of a whole prompt (every token, not only full blocks)."""
     raw = np.asarray(prompt_token_ids, dtype=np.int64).tobytes()
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little")
@@ -65,7 +92,17 @@ def prompt_key(prompt_token_ids: Sequence[int]) -> int:
 class TokenStream:
     """The outputs of one request, position by position; pure, so recomputation is free."""
 
-    __slots__ = ("_dist_key", "_inv_temp", "_sample_key", "_words", "eos_position")
+    __slots__ = (
+        "_base",
+        "_dist_key",
+        "_logprobs",
+        "_sample_key",
+        "_temperature",
+        "_tokens",
+        "_words",
+        "_z",
+        "eos_position",
+    )
 
     def __init__(
         self,
@@ -77,50 +114,60 @@ class TokenStream:
     ) -> None:
         self._dist_key = dist_key
         self._sample_key = sample_key
-        self._inv_temp = 1.0 / temperature if sample_key is not None else 0.0
+        self._temperature = temperature
         self._words = words
         #: Output index at which EOS is emitted, or None (``ignore_eos``).
         self.eos_position = eos_position
-
-    def _top(self, position: int) -> tuple[int, float, int]:
-        """The distribution at ``position``: top token, log of its probability, spare bits."""
-        z = _mix((self._dist_key + (position + 1) * _GOLDEN) & _MASK)
-        return FIRST_WORD_ID + z % self._words, _LOG_P0[z >> (64 - _P0_BITS)], z
-
-    def _alternative(self, z: int, rank: int) -> int:
-        """The rank-th alternative token: distinct from the top token and from each other."""
-        top_index = z % self._words
-        stride = 1 + (z >> 20) % max(1, self._words // (MAX_TOP_LOGPROBS + 2))
-        return FIRST_WORD_ID + (top_index + rank * stride) % self._words
+        self._base = -_BLOCK
+        self._tokens: list[int] = []
+        self._logprobs: list[float] = []
+        self._z = np.zeros(0, dtype=np.uint64)
 
     def token(self, position: int) -> tuple[int, float]:
         """The token emitted at output index ``position`` and its log-probability."""
-        top, logp0, z = self._top(position)
-        if position == self.eos_position:
-            return EOS_ID, logp0
-        if self._sample_key is None:
-            return top, logp0
-        u = _mix((self._sample_key + (position + 1) * _GOLDEN) & _MASK)
-        p0 = math.exp(logp0)
-        sharp = p0**self._inv_temp
-        p_top = sharp / (sharp + (1.0 - p0) ** self._inv_temp)
-        if (u >> 40) * _UNIT < p_top:
-            return top, logp0
-        # Geometric rank: r with probability 2^-r, the tail's shape.
-        rank = min(MAX_TOP_LOGPROBS, 17 - ((u >> 8) & 0xFFFF).bit_length())
-        return self._alternative(z, rank), math.log((1.0 - p0) * 0.5**rank)
+        i = position - self._base
+        if not 0 <= i < _BLOCK:
+            i = self._draw(position)
+        return self._tokens[i], self._logprobs[i]
 
     def top_logprobs(self, position: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` most likely tokens at ``position`` with their log-probabilities."""
-        top, logp0, z = self._top(position)
-        first = EOS_ID if position == self.eos_position else top
-        tail = 1.0 - math.exp(logp0)
-        out = [(first, logp0)]
-        out.extend(
-            (self._alternative(z, r), math.log(tail * 0.5**r))
-            for r in range(1, min(k, MAX_TOP_LOGPROBS))
-        )
-        return out[:k]
+        i = position - self._base
+        if not 0 <= i < _BLOCK:
+            i = self._draw(position)
+        z = self._z[i : i + 1]
+        idx = z >> _P0_SHIFT
+        top = EOS_ID if position == self.eos_position else int(FIRST_WORD_ID + z[0] % self._words)
+        ranks = np.arange(1, min(k, MAX_TOP_LOGPROBS), dtype=np.uint64)
+        alts = _alternatives(z, ranks, self._words).tolist()
+        lps = _alternative_logprobs(_P0[idx], ranks).tolist()
+        return [(top, float(_LOG_P0[idx][0])), *zip(alts, lps, strict=True)][:k]
+
+    def _draw(self, position: int) -> int:
+        """Draw the block of ``_BLOCK`` positions holding ``position``; its index in it."""
+        self._base = position - position % _BLOCK
+        positions = np.arange(self._base, self._base + _BLOCK, dtype=np.uint64)
+        z = _position_bits(self._dist_key, positions)
+        idx = z >> _P0_SHIFT
+        tokens = FIRST_WORD_ID + z % np.uint64(self._words)
+        logprobs = _LOG_P0[idx]
+        if self._sample_key is not None:
+            p0 = _P0[idx]
+            sharp = p0 ** (1.0 / self._temperature)
+            p_top = sharp / (sharp + (1.0 - p0) ** (1.0 / self._temperature))
+            u = _position_bits(self._sample_key, positions)
+            off_top = (u >> np.uint64(40)) * _UNIT >= p_top
+            ranks = _geometric_ranks(u)
+            tokens = np.where(off_top, _alternatives(z, ranks, self._words), tokens)
+            logprobs = np.where(off_top, _alternative_logprobs(p0, ranks), logprobs)
+        self._z = z
+        self._tokens = tokens.tolist()
+        self._logprobs = logprobs.tolist()
+        eos = self.eos_position
+        if eos is not None and 0 <= eos - self._base < _BLOCK:
+            self._tokens[eos - self._base] = EOS_ID  # EOS is the top token there
+            self._logprobs[eos - self._base] = float(_LOG_P0[idx[eos - self._base]])
+        return position - self._base
 
 
 class Sampler:
@@ -132,7 +179,7 @@ class Sampler:
 
     def stream(
         self,
-        prompt_token_ids: Sequence[int],
+        prompt_token_ids: Sequence[int] | np.ndarray,
         *,
         temperature: float,
         seed: int | None,
@@ -152,7 +199,7 @@ class Sampler:
 
 def _natural_length(key: int) -> int:
     """A log-normal output length (median 200), deterministic for ``key``."""
-    u = (_mix(key ^ 0x5DEECE66D) >> 11) / float(1 << 53)
+    u = (_key(key, 0x5DEECE66D) >> 11) / float(1 << 53)
     u = min(max(u, 1e-12), 1 - 1e-12)
     z = NormalDist().inv_cdf(u)
     return max(1, round(_MEDIAN_LENGTH * math.exp(_LENGTH_SIGMA * z)))

@@ -201,9 +201,9 @@ class Scheduler:
             self._done_in_running = 0
         out = Schedule()
         while True:
-            self._schedule_decodes(out)
+            prefilling = self._schedule_decodes(out)
             left = prefill_allowance(self.budget, len(out.decodes))
-            left = self._schedule_partial_prefills(out, left)
+            left = self._schedule_partial_prefills(out, prefilling, left)
             self._admit(out, left)
             if not out.empty or not self.running:
                 break
@@ -212,12 +212,14 @@ class Scheduler:
         out.num_running = len(self.running)
         return out
 
-    def _schedule_decodes(self, out: Schedule) -> None:
+    def _schedule_decodes(self, out: Schedule) -> list[Sequence]:
         """Pass 1: one token per decoding sequence, preempting the newest when blocks run out.
 
         Victims come from the tail of ``running`` (admitted after the sequence at hand),
-        so a sequence already scheduled this step is never preempted.
+        so a sequence already scheduled this step is never preempted. Returns the running
+        sequences still prefilling, in admission order.
         """
+        prefilling: list[Sequence] = []
         running = self.running
         decodes = out.decodes
         block_size = self.block_size
@@ -228,6 +230,7 @@ class Scheduler:
             i += 1
             n = len(seq.tokens)
             if n - seq.num_computed != 1 or n == seq.prompt_len:
+                prefilling.append(seq)
                 continue
             if n > len(seq.blocks.blocks) * block_size:
                 while not seq.blocks.reserve(n):
@@ -240,16 +243,17 @@ class Scheduler:
             decodes.append(seq)
             context += seq.num_computed
         out.decode_context = context
+        return prefilling
 
-    def _schedule_partial_prefills(self, out: Schedule, left: int) -> int:
+    def _schedule_partial_prefills(
+        self, out: Schedule, prefilling: list[Sequence], left: int
+    ) -> int:
         """Pass 2: running sequences still prefilling, FCFS, each as far as budget and blocks
         go. Returns the budget left."""
-        for seq in self.running:
+        for seq in prefilling:
             if left == 0:
                 break
             remaining = len(seq.tokens) - seq.num_computed
-            if remaining == 1 and len(seq.tokens) > seq.prompt_len:
-                continue  # a decode, scheduled in pass 1
             room = (
                 len(seq.blocks.blocks) + self.pool.num_free_or_reclaimable
             ) * self.block_size - seq.num_computed
