@@ -7,7 +7,7 @@ import importlib
 import typer
 
 #: Command modules, each exposing ``register(app)``.
-COMMAND_MODULES = ("calc", "probe", "report", "compare")
+COMMAND_MODULES = ("calc", "probe", "report", "serve", "compare")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -1,0 +1,144 @@
+"""``prefillscope serve``: the embedded engine as an OpenAI-compatible server.
+
+Flags carry vLLM's names (``--max-num-batched-tokens``, ``--enable-prefix-caching`` …) so a
+launch line written for vLLM works here with the model and GPU swapped for presets. The
+planting knobs (``--fixed-step-ms``, ``--host-overhead-ms``, ``--host-overhead-per-seq-us``)
+let tests and demos put a known cause into the engine. With ``--json`` the resolved
+configuration (URL, model, GPU, KV pool size) is printed as one JSON line once the server
+listens, so a script can start it and read where it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import errno
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from simengine.config import EngineConfig
+from simengine.embedded import serve as serve_forever
+from simengine.server import EngineServer, ServerOptions
+from workloads.errors import InputError
+
+_D = EngineConfig()
+
+
+def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
+    """What the server actually runs with: the config plus the KV pool size it resolved."""
+    info: dict[str, object] = {"url": url, **dataclasses.asdict(server.config)}
+    info["served_model_name"] = server.served.name
+    info["num_gpu_blocks"] = server.core.pool.num_blocks
+    info["stream_interval"] = server.options.stream_interval
+    return info
+
+
+def _ms(value: float | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    if value < 0:
+        raise InputError(flag, f"must be >= 0, got {value}")
+    return value / 1e3
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port).")] = 8000,
+    model: Annotated[str, typer.Option(help="Model preset or custom:… spec.")] = _D.model,
+    gpu: Annotated[str, typer.Option(help="GPU preset the cost model times.")] = _D.gpu,
+    tensor_parallel_size: Annotated[int, typer.Option()] = _D.tensor_parallel_size,
+    block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = _D.block_size,
+    num_gpu_blocks: Annotated[
+        int | None, typer.Option(help="KV pool size in blocks (default: from GPU memory).")
+    ] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option()] = _D.gpu_memory_utilization,
+    max_num_batched_tokens: Annotated[
+        int, typer.Option(help="Token budget of one step.")
+    ] = _D.max_num_batched_tokens,
+    max_num_seqs: Annotated[int, typer.Option()] = _D.max_num_seqs,
+    max_model_len: Annotated[int, typer.Option()] = _D.max_model_len,
+    enable_prefix_caching: Annotated[
+        bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching")
+    ] = _D.enable_prefix_caching,
+    enable_chunked_prefill: Annotated[
+        bool, typer.Option("--enable-chunked-prefill/--no-enable-chunked-prefill")
+    ] = _D.enable_chunked_prefill,
+    stream_interval: Annotated[
+        int, typer.Option(help="Tokens per streamed event after the first.")
+    ] = 1,
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per modelled second (0.5: twice as fast).")
+    ] = _D.time_scale,
+    seed: Annotated[int, typer.Option()] = _D.seed,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Name clients use (default: --model).")
+    ] = None,
+    fixed_step_ms: Annotated[
+        float | None, typer.Option(help="Plant a zero-cost model: every step takes this long.")
+    ] = None,
+    host_overhead_ms: Annotated[
+        float, typer.Option(help="Plant scheduler overhead per step.")
+    ] = 0.0,
+    host_overhead_per_seq_us: Annotated[
+        float, typer.Option(help="Plant scheduler overhead per running request per step.")
+    ] = 0.0,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the resolved config as JSON once listening.")
+    ] = False,
+) -> None:
+    """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C."""
+    if not 0 <= port <= 65535:
+        raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
+    if stream_interval < 1:
+        raise InputError("--stream-interval", f"must be >= 1, got {stream_interval}")
+    config = EngineConfig(
+        model=model,
+        gpu=gpu,
+        tensor_parallel_size=tensor_parallel_size,
+        block_size=block_size,
+        num_gpu_blocks=num_gpu_blocks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        enable_prefix_caching=enable_prefix_caching,
+        enable_chunked_prefill=enable_chunked_prefill,
+        time_scale=time_scale,
+        fixed_step_s=_ms(fixed_step_ms, "--fixed-step-ms"),
+        host_overhead_step_s=_ms(host_overhead_ms, "--host-overhead-ms") or 0.0,
+        host_overhead_per_seq_s=host_overhead_per_seq_us / 1e6,
+        seed=seed,
+        served_model_name=served_model_name,
+    )
+    config.validate()
+
+    def announce(server: EngineServer, url: str) -> None:
+        info = resolved_config(server, url)
+        if json_out:
+            typer.echo(json.dumps(info))
+        else:
+            typer.echo(
+                f"prefillscope serve: listening on {url} — {info['served_model_name']} "
+                f"({config.model} on {config.gpu}), {info['num_gpu_blocks']} KV blocks "
+                f"of {config.block_size} tokens"
+            )
+        sys.stdout.flush()
+
+    options = ServerOptions(stream_interval=stream_interval)
+    try:
+        asyncio.run(serve_forever(config, options, host, port, announce))
+    except KeyboardInterrupt:
+        return
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise InputError(
+                "--port", f"cannot listen on {host}:{port}: {exc.strerror}", "pick another"
+            ) from None
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

@@ -1,0 +1,141 @@
+"""Running the embedded engine server: in a background thread, or as the process's main loop.
+
+``EmbeddedServer`` is what ``prefillscope bench`` (without ``--endpoint``) and the tests
+use: the engine and its HTTP server start on their own thread and event loop, on
+127.0.0.1 and a free port, so the caller talks to it over real loopback HTTP exactly as
+it would talk to a remote vLLM. ``serve`` is the same server as the foreground task of
+``prefillscope serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+from aiohttp import web
+
+from simengine.config import EngineConfig
+from simengine.server import EngineServer, ServerOptions
+
+_STARTUP_TIMEOUT_S = 30.0
+
+
+async def start_server(
+    config: EngineConfig, options: ServerOptions, host: str, port: int
+) -> tuple[EngineServer, web.AppRunner, str]:
+    """Build the engine server and listen; returns it, its runner and its base URL.
+
+    Handler cancellation is on so that a client that disconnects cancels its handler,
+    which aborts the request in the engine and frees its KV blocks.
+    """
+    server = EngineServer(config, options)
+    runner = web.AppRunner(server.app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return server, runner, f"http://{url_host}:{bound_port}"
+
+
+async def serve(
+    config: EngineConfig,
+    options: ServerOptions,
+    host: str,
+    port: int,
+    on_ready: Callable[[EngineServer, str], None] | None = None,
+) -> None:
+    """Serve until cancelled (Ctrl-C); ``on_ready(server, url)`` runs once listening."""
+    server, runner, url = await start_server(config, options, host, port)
+    try:
+        if on_ready is not None:
+            on_ready(server, url)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+class EmbeddedServer:
+    """The engine server on a background thread with its own event loop.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. ``url`` is the base
+    URL (``http://127.0.0.1:PORT``); ``config`` the engine configuration; ``server`` the
+    :class:`EngineServer` (its ``core`` may be inspected between requests from the
+    caller's thread, reading only).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        stream_interval: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.options = ServerOptions(stream_interval=stream_interval)
+        self.host = host
+        self.port = port
+        self.url = ""
+        self.server: EngineServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self) -> EmbeddedServer:
+        """Start the thread and return once the server listens (or raise why it could not)."""
+        if self._thread is not None:
+            raise RuntimeError("EmbeddedServer already started")
+        self._thread = threading.Thread(target=self._run, name="prefillscope-engine", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(_STARTUP_TIMEOUT_S):
+            raise RuntimeError("the embedded engine did not start listening in time")
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported to start() when startup itself failed
+            if not self._ready.is_set():
+                self._error = exc
+                self._ready.set()
+            else:
+                raise
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        self.server, runner, self.url = await start_server(
+            self.config, self.options, self.host, self.port
+        )
+        self._ready.set()
+        try:
+            await self._stopped.wait()
+        finally:
+            await runner.cleanup()
+
+    def stop(self) -> None:
+        """Stop serving and join the thread; safe to call twice."""
+        if self._loop is None or self._thread is None or self._stopped is None:
+            return
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join()
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
