@@ -11,7 +11,8 @@ Each step has a token budget, ``max_num_batched_tokens``. It is spent in three p
    none are.
 3. **New admissions** from the waiting queue, while the budget, ``max_num_seqs`` and the
    pool allow; at admission the cached prefix is claimed from the pool, so only the fresh
-   suffix is computed. The queue is FCFS: a head that does not fit blocks the rest.
+   suffix is computed. The queue is FCFS: a head that does not fit blocks the rest. A step
+   that had to preempt admits nothing.
 
 With chunked prefill off, a prompt is scheduled whole or not at all. A sequence is never
 admitted unless it can eventually fit (the engine rejects the rest at add time), and a
@@ -204,7 +205,10 @@ class Scheduler:
             prefilling = self._schedule_decodes(out)
             left = prefill_allowance(self.budget, len(out.decodes))
             left = self._schedule_partial_prefills(out, prefilling, left)
-            self._admit(out, left)
+            if not out.preempted or out.empty:
+                # After preempting for decodes, admitting now would only take the blocks
+                # back and preempt again next step; wait a step (as vLLM does).
+                self._admit(out, left)
             if not out.empty or not self.running:
                 break
             # Every running sequence is a prefill stuck for blocks: free the newest.

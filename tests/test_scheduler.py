@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
-from engine_util import drain, prompt, run_all
+from engine_util import Run, drain, prompt, run_all
 
 from simengine.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest, RequestRejected
@@ -143,3 +145,60 @@ def test_big_chunks_stretch_decode_steps_small_chunks_delay_the_prompt() -> None
     assert longest_2048 > 5 * pure_2048  # several times a pure-decode step
     assert longest_512 < 0.4 * longest_2048  # much shorter
     assert ttft_512 > ttft_2048  # but the prompt waits longer
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_workloads_keep_every_invariant(seed: int) -> None:
+    """Small pools, tight budgets, both modes, shared prefixes and aborts: every request still
+    finishes with the tokens a roomy engine gives it, and no step breaks a limit."""
+    rng = random.Random(seed)
+    config = EngineConfig(
+        num_gpu_blocks=rng.choice([24, 40, 80]),
+        block_size=rng.choice([4, 16]),
+        max_num_batched_tokens=rng.choice([64, 128, 512]),
+        max_num_seqs=rng.choice([2, 8, 64]),
+        enable_chunked_prefill=rng.random() < 0.7,
+        enable_prefix_caching=rng.random() < 0.7,
+    )
+    budget, pool_tokens = config.max_num_batched_tokens, config.num_gpu_blocks * config.block_size
+    shared = prompt(300, seed)
+    requests = []
+    for i in range(30):
+        n = rng.randint(1, min(budget, pool_tokens // 2))
+        body = shared[: rng.randint(0, n)]
+        body += prompt(n - len(body), 1000 * seed + i)
+        max_tokens = rng.randint(1, pool_tokens // 2 - n + 1)
+        eos = rng.random() < 0.5
+        requests.append(EngineRequest(f"r{i}", body, max_tokens, ignore_eos=eos, temperature=0))
+    core = EngineCore(config)
+    run = Run()
+    aborted = set()
+    pending = list(requests)
+    while pending or core.has_unfinished():
+        for _ in range(rng.randint(0, 3)):
+            if pending:
+                core.add_request(pending.pop(0))
+        live = [s.request.request_id for s in core.scheduler.running if not s.done]
+        if live and rng.random() < 0.03:
+            aborted.add(live[0])
+            core.abort_request(live[0])
+        result = core.step()
+        run.steps.append(result)
+        for u in result.updates:
+            run.tokens[u.request_id].extend(t.token_id for t in u.new_tokens)
+            if u.finished:
+                run.finish[u.request_id] = u.finish_reason
+        assert result.prefill_tokens + result.decode_tokens <= budget
+        assert result.num_running <= config.max_num_seqs
+        assert core.pool.counts().total == config.num_gpu_blocks
+        assert len(run.steps) < 50_000, "livelock"
+    assert core.pool.counts().active == 0
+    reference = run_all(EngineCore(EngineConfig()), requests)
+    for req in requests:
+        rid = req.request_id
+        if rid in aborted:
+            assert run.finish[rid] == "abort"
+            assert run.tokens[rid] == reference.tokens[rid][: len(run.tokens[rid])]
+        else:
+            assert run.tokens[rid] == reference.tokens[rid]
+            assert run.finish[rid] == reference.finish[rid]
