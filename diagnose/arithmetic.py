@@ -10,7 +10,7 @@ blocks only, capped at ``num_tokens - 1``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from simengine.costmodel import attended_pairs
 from simengine.models import dtype_bytes, kv_bytes_per_token
@@ -48,9 +48,6 @@ class PrefixReuse:
     pairs_full: int
     pairs_skipped: int
     linear_flops: float | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def prefix_reuse(
@@ -94,9 +91,6 @@ class KvTransfer:
     bytes_per_token: int
     total_bytes: int
     transfer_seconds: float | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def kv_transfer(

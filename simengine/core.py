@@ -219,9 +219,9 @@ class EngineCore:
             duration = self.cost.step_time(sched.shape)
         return StepResult(
             index=self._index,
-            kind=step_kind(sched.prefill_tokens, len(sched.decodes)),
+            kind=step_kind(sched.shape.prefill_tokens, len(sched.decodes)),
             duration_s=duration,
-            prefill_tokens=sched.prefill_tokens,
+            prefill_tokens=sched.shape.prefill_tokens,
             decode_tokens=len(sched.decodes),
             num_running=stats.num_running,
             num_waiting=stats.num_waiting,

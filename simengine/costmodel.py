@@ -34,9 +34,9 @@ def attended_pairs(new_tokens: int, context: int) -> int:
     return new_tokens * context + new_tokens * (new_tokens + 1) // 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepShape:
-    """What a step computes, aggregated over its sequences.
+    """What a step computes, aggregated over its sequences (the scheduler fills it in).
 
     ``*_context`` is the number of already-cached tokens the scheduled sequences read
     (``p`` of each prefill chunk, ``L`` of each decode).

@@ -108,19 +108,13 @@ class Sequence:
 
 @dataclass(slots=True)
 class Schedule:
-    """What one step computes: decodes (one token each) and prompt chunks, plus preemptions.
-
-    The counters are the aggregates the cost model prices the step with.
-    """
+    """What one step computes: decodes (one token each) and prompt chunks, plus preemptions,
+    and the step's shape (the aggregates the cost model prices it with)."""
 
     decodes: list[Sequence] = field(default_factory=list)
     prefills: list[tuple[Sequence, int]] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
-    prefill_tokens: int = 0
-    prefill_pairs: int = 0
-    prefill_context: int = 0
-    decode_context: int = 0
-    num_running: int = 0
+    shape: StepShape = field(default_factory=StepShape)
 
     @property
     def empty(self) -> bool:
@@ -129,20 +123,10 @@ class Schedule:
     def add_prefill(self, seq: Sequence, chunk: int, context: int) -> None:
         """Schedule ``chunk`` prompt tokens of ``seq`` after ``context`` computed ones."""
         self.prefills.append((seq, chunk))
-        self.prefill_tokens += chunk
-        self.prefill_pairs += attended_pairs(chunk, context)
-        self.prefill_context += context
-
-    @property
-    def shape(self) -> StepShape:
-        return StepShape(
-            prefill_tokens=self.prefill_tokens,
-            prefill_pairs=self.prefill_pairs,
-            prefill_context=self.prefill_context,
-            decode_tokens=len(self.decodes),
-            decode_context=self.decode_context,
-            num_running=self.num_running,
-        )
+        shape = self.shape
+        shape.prefill_tokens += chunk
+        shape.prefill_pairs += attended_pairs(chunk, context)
+        shape.prefill_context += context
 
 
 class Scheduler:
@@ -213,7 +197,8 @@ class Scheduler:
                 break
             # Every running sequence is a prefill stuck for blocks: free the newest.
             self._preempt(self.running.pop(), out)
-        out.num_running = len(self.running)
+        out.shape.decode_tokens = len(out.decodes)
+        out.shape.num_running = len(self.running)
         return out
 
     def _schedule_decodes(self, out: Schedule) -> list[Sequence]:
@@ -246,7 +231,7 @@ class Scheduler:
                     break
             decodes.append(seq)
             context += seq.num_computed
-        out.decode_context = context
+        out.shape.decode_context = context
         return prefilling
 
     def _schedule_partial_prefills(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -91,7 +92,7 @@ def prefix(
     if r.linear_flops is not None:
         rows.append(("linear FLOPs (fresh)", f"{r.linear_flops:.4g}"))
     title = f"{prompt:,}-token prompt, {cached_prefix:,} shared, block {block_size}"
-    _emit(as_json, title, r.as_dict(), rows)
+    _emit(as_json, title, asdict(r), rows)
 
 
 @calc_app.command("kv")
@@ -128,7 +129,7 @@ def kv(
     if r.transfer_seconds is not None:
         rows.append((f"ideal transfer at {link_gbps:g} Gb/s", f"{r.transfer_seconds * 1e3:.4f} ms"))
     title = f"KV of {tokens:,} tokens: {layers} layers × {kv_heads} heads × {head_dim}, {dtype}"
-    _emit(as_json, title, r.as_dict(), rows)
+    _emit(as_json, title, asdict(r), rows)
 
 
 def register(app: typer.Typer) -> None:
