@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from prefillscope.cli import app
+from prefillscope.cli import app, main
 from workloads.errors import InputError
 
-CLI = str(Path(sys.executable).parent / "prefillscope")
 runner = CliRunner()
+
+
+def _main(args: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple:
+    """Run the console-script entry point in-process: (exit status, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["prefillscope", "calc", *args.split()])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    return exit_info.value.code, capsys.readouterr().err
 
 
 def _json(args: str) -> dict:
@@ -35,17 +40,11 @@ def test_chunks(budget: int, decodes: int, prompt: int, expected: list[int]) -> 
     assert _json(args)["chunks"] == expected
 
 
-def test_chunks_when_decodes_take_the_budget_exit_1_with_one_line() -> None:
-    proc = subprocess.run(
-        [CLI, "calc", "chunks", "--budget", "256", "--decodes", "256", "--prompt", "1000"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert "prefill cannot progress" in lines[0]
+def test_chunks_when_decodes_take_the_budget_exit_1_with_one_line(monkeypatch, capsys) -> None:
+    code, err = _main("chunks --budget 256 --decodes 256 --prompt 1000", monkeypatch, capsys)
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "prefill cannot progress" in err
 
 
 def test_prefix_3000_with_2500_cached() -> None:
@@ -107,16 +106,11 @@ def test_human_output_is_a_table() -> None:
     assert "508, 508, 508, 508, 16" in result.stdout
 
 
-def test_bad_flag_exits_2_with_one_line_naming_the_field() -> None:
-    proc = subprocess.run(
-        [CLI, "calc", "prefix", "--prompt", "100", "--cached-prefix", "-1"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1
-    assert "--cached-prefix" in proc.stderr
+def test_bad_flag_exits_2_with_one_line_naming_the_field(monkeypatch, capsys) -> None:
+    code, err = _main("prefix --prompt 100 --cached-prefix -1", monkeypatch, capsys)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "--cached-prefix" in err
 
 
 @pytest.mark.parametrize(
