@@ -9,11 +9,16 @@ reported with the line that broke it, so a user can see what their server sent.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from workloads.errors import InputError
@@ -49,14 +54,55 @@ class Exposition:
 
 def parse_exposition(text: str, *, source: str = "exposition") -> Exposition:
     """Parse exposition text; a malformed line raises ``InputError`` naming that line."""
+    samples: list[Sample] = []
+    types: dict[str, str] = {}
     try:
-        families = list(text_string_to_metric_families(text))
+        for family in text_string_to_metric_families(text):
+            _add_family(family, samples, types)
     except ValueError as exc:
         raise InputError(source, _describe_parse_error(text, exc), _FIX) from None
-    samples = [
-        Sample(s.name, dict(s.labels), float(s.value)) for fam in families for s in fam.samples
-    ]
-    return Exposition(samples, {fam.name: fam.type for fam in families})
+    return Exposition(samples, types)
+
+
+async def parse_exposition_cooperatively(
+    text: str, *, source: str = "exposition", slice_s: float = 0.001
+) -> Exposition:
+    """``parse_exposition`` that yields to the event loop every ``slice_s`` of work.
+
+    A vLLM page takes ~10 ms to parse; in one piece that would stall the load
+    generator's token timestamps once per scrape — the very tail ITL being measured.
+    prometheus_client's parser is a generator of families, so parsing can pause
+    between families and the longest stall becomes about one family's worth."""
+    samples: list[Sample] = []
+    types: dict[str, str] = {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + slice_s
+    try:
+        for family in text_string_to_metric_families(text):
+            _add_family(family, samples, types)
+            if loop.time() >= deadline:
+                await asyncio.sleep(0)
+                deadline = loop.time() + slice_s
+    except ValueError as exc:
+        raise InputError(source, _describe_parse_error(text, exc), _FIX) from None
+    return Exposition(samples, types)
+
+
+def _add_family(family: Metric, samples: list[Sample], types: dict[str, str]) -> None:
+    samples.extend(Sample(s.name, dict(s.labels), float(s.value)) for s in family.samples)
+    types[family.name] = family.type
+
+
+def exposition_from_rows(rows: Iterable[Mapping[str, Any]]) -> Exposition:
+    """Rebuild a scrape from run-table rows (``metric``, ``labels`` as JSON, ``value``)."""
+    return Exposition(
+        [
+            Sample(
+                str(r["metric"]), json.loads(r["labels"]) if r["labels"] else {}, float(r["value"])
+            )
+            for r in rows
+        ]
+    )
 
 
 _FIX = "the server must answer /metrics with Prometheus text exposition format"
@@ -99,17 +145,18 @@ def _unreachable(url: str, exc: httpx.HTTPError) -> InputError:
     return InputError("metrics", f"GET {url} failed: {kind} {exc}".rstrip(), "is the server up?")
 
 
-async def fetch_exposition(client: httpx.AsyncClient, url: str) -> Exposition:
-    """One scrape of ``url`` (already a metrics URL); every failure is an ``InputError``."""
+async def fetch_text(client: httpx.AsyncClient, url: str) -> str:
+    """The exposition text at ``url`` (already a metrics URL), unparsed; every failure is
+    an ``InputError``. Parsing is left to the caller, who may do it off the event loop."""
     try:
         response = await client.get(url)
     except httpx.HTTPError as exc:
         raise _unreachable(url, exc) from None
-    return parse_exposition(_check_response(url, response), source=url)
+    return _check_response(url, response)
 
 
 def fetch_exposition_sync(url: str, *, timeout: float = 5.0) -> Exposition:
-    """The blocking twin of ``fetch_exposition`` for one-shot commands."""
+    """One blocking scrape, parsed, for one-shot commands."""
     try:
         response = httpx.get(url, timeout=timeout)
     except httpx.HTTPError as exc:

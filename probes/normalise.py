@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from probes.canonical import HISTOGRAMS, SERIES, Histogram, Kind, Provenance, Value
-from probes.exposition import Exposition, Sample
+from probes.exposition import Exposition, Sample, exposition_from_rows
 from probes.mapping import Mapping, Snapshot, choose_mapping
 from probes.pool import pool_breakdown
 from probes.quantiles import QUANTILES
@@ -30,16 +30,6 @@ from probes.quantiles import QUANTILES
 POOL_COLUMNS: tuple[str, ...] = ("pool_active", "pool_reclaimable", "pool_free", "pool_total")
 
 _RANK = {Provenance.UNKNOWN: 0, Provenance.DERIVED: 1, Provenance.MEASURED: 2}
-
-
-def exposition_from_rows(rows: pd.DataFrame) -> Exposition:
-    """Rebuild one scrape from long-format rows (``metric``, ``labels`` JSON, ``value``)."""
-    return Exposition(
-        [
-            Sample(str(m), json.loads(lbl) if isinstance(lbl, str) else {}, float(v))
-            for m, lbl, v in zip(rows["metric"], rows["labels"], rows["value"], strict=True)
-        ]
-    )
 
 
 @dataclass
@@ -101,21 +91,30 @@ class ServerSeries:
     @classmethod
     def from_samples(cls, samples: pd.DataFrame, mapping: Mapping | None = None) -> ServerSeries:
         """From a ``server_metrics`` table (long format). Without a mapping the flavour is
-        detected from the first scrape."""
+        detected from the first scrape. Only the metrics the mapping reads are rebuilt,
+        and each distinct label set is decoded once: an hour of 0.5 s scrapes is
+        ~3 million rows."""
         if samples.empty:
             return cls.from_snapshots([], [])
-        times = sorted(samples["t_s"].unique())
-        groups = dict(tuple(samples.groupby("t_s", sort=True)))
+        samples = samples.sort_values("t_s", kind="stable")
+        times = samples["t_s"].to_numpy(dtype=float)
         if mapping is None:
-            mapping = choose_mapping(exposition_from_rows(groups[times[0]]))
-        wanted = mapping.metric_names()
-        snapshots = []
-        for t_s in times:
-            rows = groups[t_s]
-            snapshots.append(
-                mapping.snapshot(exposition_from_rows(rows[rows["metric"].isin(wanted)]))
-            )
-        return cls.from_snapshots([float(t) for t in times], snapshots)
+            first = samples[times == times[0]]
+            mapping = choose_mapping(exposition_from_rows(first.to_dict("records")))
+        kept = samples[samples["metric"].isin(mapping.metric_names())]
+        stamps = kept["t_s"].to_numpy(dtype=float)
+        decoded: dict[str, dict[str, str]] = {}
+        rows = [
+            Sample(m, decoded.get(lbl) or decoded.setdefault(lbl, json.loads(lbl)), float(v))
+            for m, lbl, v in zip(kept["metric"], kept["labels"], kept["value"], strict=True)
+        ]
+        scrape_times = np.unique(times)
+        bounds = np.searchsorted(stamps, scrape_times, side="left")
+        ends = np.append(bounds[1:], len(rows))
+        snapshots = [
+            mapping.snapshot(Exposition(rows[lo:hi])) for lo, hi in zip(bounds, ends, strict=True)
+        ]
+        return cls.from_snapshots([float(t) for t in scrape_times], snapshots)
 
     # -- slicing ---------------------------------------------------------------------------
     @property
