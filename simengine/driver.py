@@ -83,7 +83,8 @@ class RealTimeDriver:
         scheduled: float | None = None
         while not self._stopped:
             if not self.core.has_unfinished():
-                scheduled = await self._idle()
+                await self._idle()
+                scheduled = None  # a burst of work starts a fresh schedule
                 continue
             now = loop.time()
             if scheduled is None or now - scheduled > MAX_CATCH_UP_S:
@@ -98,13 +99,13 @@ class RealTimeDriver:
                 self.on_step(result, scheduled, end)
             scheduled = end
             if result.kind == "idle" and self.core.has_unfinished():
-                scheduled = await self._idle()
+                await self._idle()
+                scheduled = None
 
     async def _idle(self) -> None:
-        """Sleep until a submit (or stop); the next step starts a fresh schedule."""
+        """Sleep until a submit (or stop)."""
         self._wake.clear()
         await self._wake.wait()
-        return None
 
     def _deliver(self, result: StepResult) -> None:
         queues = self._queues
@@ -122,7 +123,12 @@ class RealTimeDriver:
             return {"count": 0, "p50": 0.0, "p99": 0.0, "max": 0.0}
         values = np.fromiter(self.lateness, dtype=float)
         p50, p99 = np.percentile(values, [50, 99])
-        return {"count": len(values), "p50": float(p50), "p99": float(p99), "max": values.max()}
+        return {
+            "count": len(values),
+            "p50": float(p50),
+            "p99": float(p99),
+            "max": float(values.max()),
+        }
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
