@@ -42,8 +42,9 @@ class Prepared:
 
     body: bytes
     prompt: list[int] | str
-    prompt_tokens: int
+    prompt_tokens: int | None
     want_ids: bool = False
+    want_text: bool = False
 
 
 @dataclass
@@ -92,13 +93,17 @@ class Exchanger:
         self.on_first_token = on_first_token
         self.on_chunk = on_chunk
 
-    async def send(self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes) -> None:
+    async def send(
+        self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
+    ) -> EventStream:
         """Send one request, filling ``record`` and ``chunks``; raises only on cancellation.
+
+        Returns the stream reader (what the server returned, for a session's next turn).
 
         On cancellation the record is completed as ``cancelled`` before the
         ``CancelledError`` propagates, so the caller can still write it.
         """
-        stream = self.adapter.new_stream(prepared.want_ids)
+        stream = self.adapter.new_stream(prepared.want_ids, prepared.want_text)
         state = _Progress()
         record.sent_s = self.clock.now()
         if self.on_send is not None:
@@ -123,6 +128,7 @@ class Exchanger:
         _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
         if failure is not None:
             fail_record(record, failure)
+        return stream
 
     async def _exchange(
         self,

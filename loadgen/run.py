@@ -41,17 +41,18 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from loadgen.adapters import Outgoing, RequestParams, adapter_for
+from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.clock import RunClock
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
 from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.rundir import RunDir
-from loadgen.sessions import Oracle, SessionBook
+from loadgen.sessions import SessionBook
 from loadgen.target import Target
 from loadgen.timing import DEFAULT_SPIN_S, sleep_until
 from workloads.errors import InputError
+from workloads.oracle import PrefixOracle
 from workloads.plan import Plan, RequestSpec
 
 
@@ -77,7 +78,7 @@ class LoadOptions:
     health_interval_s: float = DEFAULT_INTERVAL_S
     #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
     #: later session turns, which the plan cannot know in advance.
-    oracle: Oracle | None = None
+    oracle: PrefixOracle | None = None
     #: After the server is found gone, how long in-flight requests may take to fail on
     #: their own (keeping their real error class) before they are cancelled.
     drain_s: float = 2.0
@@ -307,29 +308,31 @@ class LoadRun:
     # -- one request ----------------------------------------------------------------------
     def _prepare(self, spec: RequestSpec) -> Prepared:
         """The request's prompt and encoded body (sessions: the composed history)."""
-        if spec.text is not None:
-            prompt: list[int] | str = spec.text
-            prompt_tokens = spec.prompt_len
+        full = self.sessions.full_prompt(spec)
+        prompt: list[int] | str
+        if isinstance(full, str):
+            prompt = full
+            prompt_tokens = None if self.sessions.is_later_turn(spec) else spec.prompt_len
         else:
-            prompt = self.sessions.prompt_ids(spec, self.target.vocab_size or 0)
+            prompt = full.token_ids(self.target.vocab_size or 0).tolist()
             prompt_tokens = len(prompt)
-        want_ids = self.options.keep_token_ids or self.sessions.has_next(spec)
+        more = self.sessions.has_next(spec)
+        want_ids = self.options.keep_token_ids or more
         salt = self._cache.salt_for(spec.tenant)
         body = self.adapter.body(Outgoing(spec, prompt, salt, want_ids))
         encoded = json.dumps(body, separators=(",", ":")).encode()
-        return Prepared(encoded, prompt, prompt_tokens, want_ids)
+        return Prepared(encoded, prompt, prompt_tokens, want_ids, more and isinstance(full, str))
 
     async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:
         record = _new_record(spec, intended_s)
-        record.expected_cached_tokens = self.sessions.expected_cached(spec, prepared.prompt)
         chunks = ChunkTimes()
         self.result.released += 1
         try:
             if self._cap is None:
-                await self._send(prepared, record, chunks)
+                stream = await self._send(spec, prepared, record, chunks)
             else:
                 async with self._cap:
-                    await self._send(prepared, record, chunks)
+                    stream = await self._send(spec, prepared, record, chunks)
         except asyncio.CancelledError:
             if record.error_kind is None:  # still waiting in the client: never sent
                 fail_record(record, Failure(ErrorKind.CANCELLED, "cancelled before it was sent"))
@@ -337,19 +340,23 @@ class LoadRun:
             self._write(record, chunks)
             raise
         self._write(record, chunks)
-        self.sessions.ended(spec, prepared.prompt, record.output_token_ids)
+        text = "".join(stream.text) if stream.text is not None else None
+        self.sessions.ended(spec, record.output_token_ids, text, record.output_tokens)
         if record.error_kind == ErrorKind.CONNECT:
             self._check_server()
         following = self.sessions.next_turn(spec)
         if following is not None and not self._stop.is_set():
             self._spawn(self._later_turn(following, record))
 
-    async def _send(self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes) -> None:
+    async def _send(
+        self, spec: RequestSpec, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
+    ) -> EventStream:
         if self._stop.is_set():
             raise asyncio.CancelledError
         self.result.sent += 1
+        record.expected_cached_tokens = self.sessions.expected_cached(spec)
         assert self._exchanger is not None
-        await self._exchanger.send(prepared, record, chunks)
+        return await self._exchanger.send(prepared, record, chunks)
 
     def _write(self, record: RequestRecord, chunks: ChunkTimes) -> None:
         self._requests.append(record.to_row())

@@ -120,6 +120,7 @@ class EventStream:
         "method",
         "prompt_tokens",
         "sse",
+        "text",
         "token_ids",
         "tokens",
     )
@@ -128,6 +129,7 @@ class EventStream:
         self,
         *,
         want_ids: bool = False,
+        want_text: bool = False,
         want_logprobs: bool = False,
         count_tokens: Callable[[str], int] | None = None,
         fast: bool = True,
@@ -143,11 +145,12 @@ class EventStream:
         self.error: str | None = None
         self.malformed: str | None = None
         self.token_ids: list[int] | None = [] if want_ids else None
+        self.text: list[str] | None = [] if want_text else None
         self.logprobs: list[float] | None = [] if want_logprobs else None
         self._count_text = count_tokens
         self._counter = 0  # the last cumulative token count the server reported
-        # Only the exact full decode can collect ids and logprobs.
-        self._fast = fast and not want_ids and not want_logprobs
+        # Only the exact full decode can collect ids, text and logprobs.
+        self._fast = fast and not (want_ids or want_text or want_logprobs)
 
     def feed(self, data: bytes) -> int:
         """Consume one network read; return the number of output tokens it carried."""
@@ -251,6 +254,10 @@ class EventStream:
         if self.token_ids is not None and isinstance(ids, list):
             self.token_ids.extend(ids)
 
+    def keep_text(self, text: Any) -> None:
+        if self.text is not None and isinstance(text, str):
+            self.text.append(text)
+
     def set_usage(self, prompt: Any, completion: Any, cached: Any) -> None:
         """Record server-reported counts; an absent value never overwrites a known one."""
         if isinstance(prompt, int):
@@ -277,7 +284,8 @@ class Adapter:
         """The JSON body of ``out`` in this API's shape."""
         raise NotImplementedError
 
-    def new_stream(self, want_ids: bool) -> EventStream:
+    def new_stream(self, want_ids: bool, want_text: bool = False) -> EventStream:
+        """A reader for one response; ``want_*``: collect the returned ids / text."""
         raise NotImplementedError
 
     def check(self, spec: RequestSpec) -> str | None:
@@ -286,9 +294,10 @@ class Adapter:
             return f"the {self.target.api} API takes text prompts; the plan holds token ids"
         return None
 
-    def stream_kwargs(self, want_ids: bool) -> dict[str, Any]:
+    def stream_kwargs(self, want_ids: bool, want_text: bool) -> dict[str, Any]:
         return {
             "want_ids": want_ids,
+            "want_text": want_text,
             "want_logprobs": self.params.logprobs,
             "count_tokens": self.target.count_tokens,
         }

@@ -28,6 +28,7 @@ class LlamaCppStream(EventStream):
     def on_object(self, obj: dict[str, Any]) -> int:
         ids = obj.get("tokens")
         self.keep_ids(ids)
+        self.keep_text(obj.get("content"))
         if obj.get("stop"):
             self.done = True
             stop_type = obj.get("stop_type")
@@ -66,5 +67,5 @@ class LlamaCppAdapter(Adapter):
             body["return_tokens"] = True
         return body
 
-    def new_stream(self, want_ids: bool) -> LlamaCppStream:
-        return LlamaCppStream(**self.stream_kwargs(want_ids))
+    def new_stream(self, want_ids: bool, want_text: bool = False) -> LlamaCppStream:
+        return LlamaCppStream(**self.stream_kwargs(want_ids, want_text))

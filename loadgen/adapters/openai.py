@@ -51,6 +51,12 @@ class OpenAIStream(EventStream):
         ids = choice.get("token_ids")
         self.keep_ids(ids)
         self._keep_logprobs(choice.get("logprobs"))
+        if self._chat:
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
+        else:
+            text = choice.get("text")
+        self.keep_text(text)
         if (
             self._continuous
             and isinstance(completion, int)
@@ -59,10 +65,7 @@ class OpenAIStream(EventStream):
             return self.from_counter(completion)
         if isinstance(ids, list):
             return self.from_ids(ids)
-        if self._chat:
-            delta = choice.get("delta")
-            return self.from_text(delta.get("content") if isinstance(delta, dict) else None)
-        return self.from_text(choice.get("text"))
+        return self.from_text(text)
 
     def _keep_logprobs(self, logprobs: Any) -> None:
         if self.logprobs is None or not isinstance(logprobs, dict):
@@ -111,7 +114,9 @@ class OpenAIAdapter(Adapter):
                 body["logprobs"] = 0
         return body
 
-    def new_stream(self, want_ids: bool) -> OpenAIStream:
+    def new_stream(self, want_ids: bool, want_text: bool = False) -> OpenAIStream:
         return OpenAIStream(
-            chat=self.chat, continuous=self.caps.continuous_usage, **self.stream_kwargs(want_ids)
+            chat=self.chat,
+            continuous=self.caps.continuous_usage,
+            **self.stream_kwargs(want_ids, want_text),
         )

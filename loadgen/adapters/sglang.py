@@ -42,12 +42,14 @@ class SGLangStream(EventStream):
         )
         new_ids = self._new(obj, "output_ids", list, cumulative)
         self.keep_ids(new_ids)
+        text = self._new(obj, "text", str, cumulative)
+        self.keep_text(text)
         self._keep_logprobs(meta.get("output_token_logprobs"), cumulative)
         if isinstance(completion, int):
             return self.from_counter(completion)
         if new_ids is not None:
             return self.from_ids(new_ids)
-        return self.from_text(self._new(obj, "text", str, cumulative))
+        return self.from_text(text)
 
     def _finish(self, reason: Any) -> None:
         if not reason:
@@ -97,5 +99,5 @@ class SGLangAdapter(Adapter):
             body["return_logprob"] = True
         return body
 
-    def new_stream(self, want_ids: bool) -> SGLangStream:
-        return SGLangStream(**self.stream_kwargs(want_ids))
+    def new_stream(self, want_ids: bool, want_text: bool = False) -> SGLangStream:
+        return SGLangStream(**self.stream_kwargs(want_ids, want_text))
