@@ -104,16 +104,19 @@ async def every(
 
 
 class PeriodicProbe:
-    """A probe that samples on the run clock in the background: ``start()`` (or
-    ``async with``) begins, ``stop()`` takes a last sample and ends. Subclasses give
-    ``tick`` (one sample), and may refuse to start in ``available`` (status says why)
-    and release resources in ``aclose``."""
+    """A probe that samples on the run clock in the background: ``start()`` begins,
+    ``stop()`` takes a last sample and ends. ``async with`` also waits for the first
+    sample, so that counters have their baseline before the load starts (a request
+    counted before the first scrape would be missing from the run's increase).
+    Subclasses give ``tick`` (one sample), and may refuse to start in ``available``
+    (status says why) and release resources in ``aclose``."""
 
     def __init__(self, status: ProbeStatus, clock: RunClock, interval_s: float) -> None:
         self.status = status
         self.clock = clock
         self.interval_s = interval_s
         self._stop = asyncio.Event()
+        self._ticked = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     def available(self) -> bool:
@@ -129,9 +132,22 @@ class PeriodicProbe:
         """Begin sampling (the first sample is taken at once); None when unavailable."""
         if self._task is None and self.available():
             self._task = asyncio.create_task(
-                every(self.clock, self.interval_s, self._stop, self.tick), name=self.status.probe
+                every(self.clock, self.interval_s, self._stop, self._tick), name=self.status.probe
             )
         return self._task
+
+    async def _tick(self) -> Any:
+        try:
+            return await self.tick()
+        finally:
+            self._ticked.set()
+
+    async def first_sample(self) -> None:
+        """Wait until the first sample was attempted (at once when not started)."""
+        if self._task is not None:
+            waiter = asyncio.ensure_future(self._ticked.wait())
+            await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
 
     async def stop(self) -> None:
         """Take one last sample and stop; an unexpected error is recorded, not raised."""
@@ -145,6 +161,7 @@ class PeriodicProbe:
 
     async def __aenter__(self) -> PeriodicProbe:
         self.start()
+        await self.first_sample()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -143,3 +143,34 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+
+
+async def stream_completion(
+    client: httpx.AsyncClient, url: str, model: str, prompt: list[int], max_tokens: int
+) -> tuple[float, int | None]:
+    """One streamed completion: the client's TTFT (from send to the first token chunk)
+    and the server-reported cached tokens (None when absent, never 0)."""
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
+    sent = time.perf_counter()
+    ttft: float | None = None
+    cached: int | None = None
+    async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[len("data: ") :])
+            if ttft is None and any(c.get("text") for c in event.get("choices", [])):
+                ttft = time.perf_counter() - sent
+            details = (event.get("usage") or {}).get("prompt_tokens_details") or {}
+            cached = details.get("cached_tokens", cached)
+    if ttft is None:
+        raise AssertionError("the stream carried no token")
+    return ttft, cached

@@ -1,35 +1,37 @@
-"""The Prometheus source against a real Prometheus server scraping live exporters.
+"""The Prometheus source against a real Prometheus server scraping two embedded engines.
 
-Two exporters stand for two replicas of a vLLM-named server (prometheus_client serving
-real counters, gauges and a histogram the test moves), one of them also exposing
-DCGM-exporter GPU series. Prometheus scrapes both every second; the canonical series
-read back through PromQL must equal what the exporters counted, summed over replicas.
+Two embedded-engine replicas serve a shared-prefix load; a third target, a small
+prometheus_client exporter, stands in for a DCGM exporter with one GPU. Prometheus
+scrapes all three every second; the canonical series read back through PromQL must
+equal the engines' own counters and pools, summed over the replicas.
 Needs Debian's ``prometheus`` binary: skipped when it is missing, except that with
 ``PREFILLSCOPE_REQUIRE_PROMETHEUS=1`` (CI) a missing binary is a failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+import httpx
 import pytest
-from probe_servers import PrometheusServer, free_port
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from probe_servers import PrometheusServer, free_port, stream_completion
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from loadgen.clock import RunClock
 from probes.canonical import Provenance
 from probes.mapping import builtin_mapping
 from probes.prometheus_source import PrometheusSource
+from simengine.config import EngineConfig
+from simengine.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.prometheus
 
-# prometheus_client escapes ':' to '_' when Prometheus negotiates OpenMetrics, so the
-# stored names may be vllm_…: the probe maps both spellings, the test waits on either.
+# Stored names may be vllm_… when a scrape negotiates OpenMetrics (prometheus_client
+# escapes ':'): the probe maps both spellings, and the test waits on either.
 HITS = 'sum({__name__=~"vllm[:_]prefix_cache_hits_total"})'
-RUNNING = 'sum({__name__=~"vllm[:_]num_requests_running"})'
 
 
 @pytest.fixture(scope="module")
@@ -43,130 +45,80 @@ def prometheus_binary() -> str:
     return binary
 
 
-@dataclass
-class Replica:
-    """One exporter: vLLM's metric names over a private registry on a free port."""
-
-    registry: CollectorRegistry
-    address: str
-    running: Gauge
-    kv_usage: Gauge
-    queries: Counter
-    hits: Counter
-    prompt: Counter
-    generated: Counter
-    ttft: Histogram
-
-
-def start_replica(engine: str, servers: list) -> Replica:
-    reg = CollectorRegistry()
-    labels = ["engine", "model_name"]
-
-    def counter(name: str) -> Counter:
-        return Counter(name, name, labels, registry=reg)
-
-    replica = Replica(
-        registry=reg,
-        address="",
-        running=Gauge("vllm:num_requests_running", "r", labels, registry=reg),
-        kv_usage=Gauge("vllm:kv_cache_usage_perc", "kv", labels, registry=reg),
-        queries=counter("vllm:prefix_cache_queries"),
-        hits=counter("vllm:prefix_cache_hits"),
-        prompt=counter("vllm:prompt_tokens"),
-        generated=counter("vllm:generation_tokens"),
-        ttft=Histogram(
-            "vllm:time_to_first_token_seconds", "t", labels, buckets=(0.1, 1.0), registry=reg
-        ),
-    )
-    Gauge("vllm:num_requests_waiting", "w", labels, registry=reg).labels(engine, "m").set(0)
-    Counter("vllm:num_preemptions", "p", labels, registry=reg).labels(engine, "m")
-    info = Gauge(
-        "vllm:cache_config_info",
-        "i",
-        ["engine", "block_size", "num_gpu_blocks", "enable_prefix_caching"],
-        registry=reg,
-    )
-    info.labels(engine, "16", "1000", "True").set(1)
-    for metric in (replica.queries, replica.hits, replica.prompt, replica.generated):
-        metric.labels(engine, "m")
-    replica.ttft.labels(engine, "m")
-    replica.running.labels(engine, "m").set(0)
-    replica.kv_usage.labels(engine, "m").set(0)
-    server, _ = start_http_server(free_port(), addr="127.0.0.1", registry=reg)
-    servers.append(server)
-    replica.address = f"127.0.0.1:{server.server_port}"
-    return replica
+@pytest.fixture
+def engines() -> Iterator[list[EmbeddedServer]]:
+    with (
+        EmbeddedServer(EngineConfig(fixed_step_s=0.005)) as a,
+        EmbeddedServer(EngineConfig(fixed_step_s=0.005, num_gpu_blocks=4000)) as b,
+    ):
+        yield [a, b]
 
 
 @pytest.fixture
-def replicas() -> Iterator[list[Replica]]:
-    servers: list = []
-    pair = [start_replica("0", servers), start_replica("1", servers)]
-    dcgm = [
-        Gauge(name, name, ["gpu", "Hostname", "modelName"], registry=pair[0].registry)
-        for name in (
-            "DCGM_FI_DEV_GPU_UTIL",
-            "DCGM_FI_DEV_FB_USED",
-            "DCGM_FI_DEV_FB_FREE",
-            "DCGM_FI_DEV_SM_CLOCK",
-            "DCGM_FI_DEV_POWER_USAGE",
-        )
-    ]
-    for gauge, value in zip(dcgm, (42, 1024, 3072, 1410, 250.5), strict=True):
+def dcgm() -> Iterator[str]:
+    """A DCGM-exporter-shaped target: one GPU's utilisation, memory, clock and power."""
+    registry = CollectorRegistry()
+    for name, value in (
+        ("DCGM_FI_DEV_GPU_UTIL", 42),
+        ("DCGM_FI_DEV_FB_USED", 1024),
+        ("DCGM_FI_DEV_FB_FREE", 3072),
+        ("DCGM_FI_DEV_SM_CLOCK", 1410),
+        ("DCGM_FI_DEV_POWER_USAGE", 250.5),
+    ):
+        gauge = Gauge(name, name, ["gpu", "Hostname", "modelName"], registry=registry)
         gauge.labels("0", "node-a", "Test GPU").set(value)
-    yield pair
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    server, _ = start_http_server(free_port(), addr="127.0.0.1", registry=registry)
+    yield f"127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
 
 
-def test_canonical_series_from_prometheus_summed_over_replicas(
-    prometheus_binary, replicas, tmp_path
+async def shared_prefix_load(engines: list[EmbeddedServer]) -> None:
+    """Per engine: one request, then three sharing its 256-token prefix."""
+    prefix = list(range(100, 356))
+    async with httpx.AsyncClient(timeout=60) as client:
+        for engine in engines:
+            name = engine.config.model_name
+            await stream_completion(client, engine.url, name, [*prefix, 1], 8)
+            await asyncio.gather(
+                *(
+                    stream_completion(client, engine.url, name, [*prefix, 2 + i], 8)
+                    for i in range(3)
+                )
+            )
+
+
+@pytest.mark.slow  # Prometheus applies new scrape targets only every 5 s
+def test_canonical_series_from_prometheus_match_the_engines(
+    prometheus_binary, engines, dcgm, tmp_path
 ):
-    a, b = replicas
-    with PrometheusServer(prometheus_binary, [r.address for r in replicas], tmp_path) as prom:
-        prom.wait_for('count(up{job="target"} == 1)', 2)
+    targets = [e.url.removeprefix("http://") for e in engines] + [dcgm]
+    with PrometheusServer(prometheus_binary, targets, tmp_path) as prom:
+        prom.wait_for('count(up{job="target"} == 1)', 3)
         prom.wait_for(HITS, 0)
         clock = RunClock()
-        # The "run": what two engines count while serving.
-        for replica, engine, hits, queries, ttfts in (
-            (a, "0", 300, 1000, (0.05, 0.05, 0.05)),
-            (b, "1", 200, 500, (0.5, 0.5)),
-        ):
-            replica.hits.labels(engine, "m").inc(hits)
-            replica.queries.labels(engine, "m").inc(queries)
-            replica.prompt.labels(engine, "m").inc(queries)
-            replica.generated.labels(engine, "m").inc(64)
-            for value in ttfts:
-                replica.ttft.labels(engine, "m").observe(value)
-        a.running.labels("0", "m").set(3)
-        b.running.labels("1", "m").set(2)
-        a.kv_usage.labels("0", "m").set(0.2)
-        b.kv_usage.labels("1", "m").set(0.4)
-        prom.wait_for(HITS, 500)
-        prom.wait_for(RUNNING, 5)
-        end = clock.now() + 0.5
-        source = PrometheusSource(prom.url, builtin_mapping("vllm"))
-        series = source.server_series(clock, -1.0, end, step_s=0.5)
-        gpu = source.gpu_rows(clock, -1.0, end, step_s=0.5)
-        detected = PrometheusSource(prom.url).mapping().flavour
+        asyncio.run(shared_prefix_load(engines))
+        stats = [e.server.core.stats for e in engines]
+        pools = [e.server.core.pool.counts() for e in engines]
+        hits = sum(s.prefix_hit_tokens for s in stats)
+        prom.wait_for(HITS, hits)
+        end = clock.now() + 1.0
+        source = PrometheusSource(prom.url)
+        series = source.server_series(clock, -2.0, end, step_s=0.5)
+        gpu = source.gpu_rows(clock, -2.0, end, step_s=0.5)
     assert source.status.state == "ok"
-    assert detected == "vllm"
-    assert series.flavour == "vllm"
-    assert series.increase("prefix_hits").value == 500.0
-    assert series.increase("prefix_queries").value == 1500.0
-    assert series.increase("generation_tokens").value == 128.0
-    assert series.increase("preemptions").value == 0.0
-    assert series.latest("running").value == 5.0
-    assert series.latest("kv_usage").value == pytest.approx(0.3)  # mean of the replicas
-    assert series.latest("block_size").value == 16.0
-    assert series.latest("num_blocks").value == 2000.0  # one pool per engine
-    assert series.provenance["prefix_hits"] is Provenance.MEASURED
-    ttft = series.histogram_increase("ttft")
-    assert ttft.count == 5
-    assert ttft.quantile(0.5) <= 0.1 < ttft.quantile(0.9) <= 1.0
+    assert source.mapping().flavour == "embedded"  # detected from the names Prometheus holds
+    assert hits == 2 * 3 * 256  # three requests per engine reuse 16 blocks of 16
+    assert series.increase("prefix_hits").value == hits
+    assert series.increase("prefix_queries").value == sum(s.prefix_query_tokens for s in stats)
+    assert series.increase("prompt_tokens").value == sum(s.prompt_tokens for s in stats)
+    assert series.increase("generation_tokens").value == sum(s.generation_tokens for s in stats)
+    assert series.latest("num_blocks").value == sum(p.total for p in pools)
+    for bucket in ("active", "reclaimable", "free"):
+        assert series.latest(f"pool_{bucket}").value == sum(getattr(p, bucket) for p in pools)
+        assert series.provenance[f"pool_{bucket}"] is Provenance.MEASURED
+    assert series.histogram_increase("ttft").count == 8
     # DCGM: one GPU, not summed, memory total = used + free.
-    assert gpu, source.status.reason
     assert {row["gpu"] for row in gpu} == {"node-a/0"}
     last = gpu[-1]
     assert last["utilisation_pct"] == 42.0
