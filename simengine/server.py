@@ -206,7 +206,8 @@ class EngineServer:
                 self.metrics.itl.observe(now - clock.last)
             clock.last = now
         if update.finished and clock.first is not None:
-            scheduled = clock.scheduled if clock.scheduled is not None else clock.arrival
+            # A step's scheduled start may precede an arrival that slipped into its run.
+            scheduled = max(clock.arrival, clock.scheduled or clock.arrival)
             self.metrics.request_finished(
                 e2e=now - clock.arrival,
                 queue=scheduled - clock.arrival,
@@ -223,8 +224,9 @@ class EngineServer:
     ) -> tuple[web.StreamResponse, bool]:
         """Write SSE events until the request finishes; False if the client went away.
 
-        Updates that queued up while this task was busy are merged into one event, as
-        vLLM's output collector merges deltas a slow consumer has not picked up.
+        Each engine step's update becomes its own event even when several queued up
+        while this task waited for the CPU, so a stream always has one event per step
+        (``stream_interval`` 1) and token counts never depend on server load.
         """
         response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
         await response.prepare(request)
@@ -235,13 +237,8 @@ class EngineServer:
         try:
             while True:
                 update = await queue.get()
-                now = loop.time()
-                self._emitted(update, clock, now)
+                self._emitted(update, clock, loop.time())
                 pending.extend(update.new_tokens)
-                while not (update.finished or queue.empty()):
-                    update = queue.get_nowait()
-                    self._emitted(update, clock, now)
-                    pending.extend(update.new_tokens)
                 if update.error is not None:
                     await response.write(sse_error(ApiError(400, update.error)))
                     return response, True

@@ -1,0 +1,71 @@
+"""Helpers the embedded-server tests share: reading SSE streams and /metrics over HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen.sse import SSEParser
+from simengine.config import EngineConfig
+
+DONE = b"[DONE]"
+
+
+def fast_config(**overrides: Any) -> EngineConfig:
+    """A small engine with a fixed 2 ms step: fast tests, a 2500-token prefix fits."""
+    settings: dict[str, Any] = {
+        "fixed_step_s": 0.002,
+        "num_gpu_blocks": 400,
+        "max_model_len": 8192,
+        "served_model_name": "tiny-embedded",
+    }
+    return EngineConfig(**(settings | overrides))
+
+
+def stream_events(client: httpx.Client, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST a streaming request; the JSON events in order (``[DONE]`` checked, not returned)."""
+    parser = SSEParser()
+    payloads: list[bytes] = []
+    with client.stream("POST", path, json=body) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+        for piece in response.iter_raw():
+            payloads.extend(parser.feed(piece))
+    assert payloads[-1] == DONE and DONE not in payloads[:-1]
+    return [json.loads(p) for p in payloads[:-1]]
+
+
+def metric_samples(client: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics, keyed by (name, sorted labels), via prometheus_client's parser."""
+    text = client.get("/metrics").text
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def pick(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    """The one sample called ``name`` whose labels include ``labels``."""
+    hits = [v for (n, lbl), v in samples.items() if n == name and set(labels.items()) <= set(lbl)]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+def metric(client: httpx.Client, name: str, **labels: str) -> float:
+    """One sample from a fresh scrape (see ``pick``)."""
+    return pick(metric_samples(client), name, **labels)
+
+
+def wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
+    """Poll ``predicate`` until true (the engine frees an aborted request asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
