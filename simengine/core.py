@@ -262,7 +262,7 @@ class EngineCore:
         append = updates.append
         finished: list[Sequence] = []
         for seq in seqs:
-            req: EngineRequest = seq.request
+            req = seq.request
             tokens = seq.tokens
             position = len(tokens) - seq.prompt_len
             token_id, logprob = seq.stream.token(position)

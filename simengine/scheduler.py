@@ -27,12 +27,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from simengine.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
 from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes
+
+if TYPE_CHECKING:
+    from simengine.core import EngineRequest
 
 
 class PrefillBlocked(ValueError):
@@ -83,7 +87,7 @@ class Sequence:
 
     def __init__(
         self,
-        request: object,
+        request: EngineRequest,
         tokens: list[int],
         pool: BlockPool,
         scope: CacheScope,
