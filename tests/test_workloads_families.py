@@ -11,10 +11,10 @@ from workloads.stats import plan_stats
 
 
 def test_long_prompts_span_2k_to_32k_and_share_nothing() -> None:
-    plan = build_plan(load_spec("long-prompt", {"num_requests": 200, "seed": 3}))
+    plan = build_plan(load_spec("long-prompt", {"num_requests": 60, "seed": 3}))
     lengths = [len(r.prompt) for r in plan]
     assert min(lengths) >= 2048 and max(lengths) <= 32768
-    assert max(lengths) > 30000 and min(lengths) < 4000
+    assert max(lengths) > 28000 and min(lengths) < 6000
     stats = plan_stats(plan)
     assert stats["prefix"]["block_hit_rate"] == 0.0
     assert stats["prefix"]["expected_cached_tokens"] == 0

@@ -64,13 +64,15 @@ def keyed_tokens(
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     low = lowest_token(vocab_size)
-    starts = np.asarray(_mix(np.asarray(keys, dtype=np.uint64).copy()), dtype=np.uint64)
+    starts = _mix(np.asarray(keys, dtype=np.uint64).copy())
     starts += np.asarray(offsets, dtype=np.uint64)
-    run_begin = np.cumsum(lengths) - lengths
-    counter = np.arange(total, dtype=np.uint64)
-    counter -= np.repeat(run_begin.astype(np.uint64), lengths)
-    counter += np.repeat(starts, lengths)
-    high = _scramble(counter) >> _S32
+    starts -= (np.cumsum(lengths) - lengths).astype(np.uint64)  # wraps; undone by arange
+    counter = np.repeat(starts, lengths)
+    counter += np.arange(total, dtype=np.uint64)
+    high = _scramble(counter)
+    high >>= _S32
     high *= np.uint64(vocab_size - low)
     high >>= _S32
-    return high.astype(np.int64) + low
+    tokens = high.view(np.int64)
+    tokens += low
+    return tokens
