@@ -18,7 +18,9 @@ for their own engine and pass ``--mapping FILE``). Each canonical series names a
 ``sum = ["a_total", {metric = …}]``
     derived: the sum of several sources, unknown if any part is;
 ``derived = true``
-    the series is a stand-in computed by definition, not the quantity itself.
+    the series is a stand-in computed by definition, not the quantity itself;
+``note = "…"``
+    free text for the reader of the file.
 
 Histograms name a base metric (``_bucket``/``_sum``/``_count`` are found from it) and may
 say ``per = "event"|"token"`` (vLLM's ITL is per output event, SGLang's per token). The

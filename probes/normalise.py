@@ -1,5 +1,6 @@
 """Canonical series over time: counters → per-window increases and rates, gauges →
-per-window levels, histograms → per-window quantiles from bucket increases.
+per-window levels, histograms → per-window quantiles from bucket increases (fixed
+windows over a whole run: ``probes.timeline.Timeline.bins``).
 
 A server's counters are totals since *it* started, not since our run did, and they
 restart from zero when the server does. So a run's prefix hits are the sum of the
@@ -239,20 +240,6 @@ class ServerSeries:
             row[f"{name}_p50"] = hist.quantile(0.5) if hist else None
             row[f"{name}_p99"] = hist.quantile(0.99) if hist else None
         return row
-
-    def windows(self, width_s: float) -> pd.DataFrame:
-        """One row of ``window_stats`` per ``width_s`` from the first scrape to the last."""
-        if width_s <= 0:
-            raise ValueError("width_s must be positive")
-        if self.frame.empty:
-            return pd.DataFrame()
-        t0, t1 = float(self.t_s.min()), float(self.t_s.max())
-        count = max(1, math.ceil((t1 - t0) / width_s))
-        rows = []
-        for k in range(count):
-            lo, hi = t0 + k * width_s, min(t0 + (k + 1) * width_s, t1)
-            rows.append({"t_start": lo, "t_end": hi, **self.window_stats(lo, hi)})
-        return pd.DataFrame(rows)
 
 
 def _require(name: str, kind: Kind) -> None:

@@ -59,15 +59,6 @@ class PoolBreakdown:
             "total_blocks": self.total.to_dict() | {"unit": self.unit},
         }
 
-    def values(self) -> dict[str, float | None]:
-        """Plain numbers per bucket (None when unknown), for time series."""
-        return {
-            "pool_active": self.active.value.value,
-            "pool_reclaimable": self.reclaimable.value.value,
-            "pool_free": self.free.value.value,
-            "pool_total": self.total.value,
-        }
-
 
 def _num(value: Value) -> float | None:
     return value.value

@@ -145,7 +145,7 @@ class Timeline:
     def bins(self, width_s: float) -> pd.DataFrame:
         """One row per window of ``width_s`` over the whole span: client counts (sent,
         completed, failed, tokens received, mean in flight), the server's windows
-        (``ServerSeries.windows``) and GPU means — one table to correlate them."""
+        (``ServerSeries.window_stats``) and GPU means — one table to correlate them."""
         span = self.span
         if span is None or width_s <= 0:
             return pd.DataFrame()
