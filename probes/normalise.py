@@ -220,7 +220,7 @@ class ServerSeries:
             return Histogram(previous.bounds, (0.0,) * len(previous.bounds), 0.0, 0.0)
         return total
 
-    # -- fixed windows ---------------------------------------------------------------------
+    # -- one window as flat numbers --------------------------------------------------------
     def window_stats(self, start: float, end: float) -> dict[str, Any]:
         """The server over [start, end] as flat numbers: counter increases and rates,
         gauge means and maxima, pool means, histogram count/p50/p99 (None = unknown)."""
