@@ -14,6 +14,7 @@ with chunked prefill off, a prompt beyond the token budget.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,7 +140,7 @@ class EngineCore:
             self.stats.rejected_requests += 1
             raise
         prompt = np.asarray(req.prompt_token_ids, dtype=np.int64)
-        tokens = prompt.tolist()
+        tokens = array("q", prompt.tobytes())
         stream = self.sampler.stream(
             prompt,
             temperature=req.temperature,

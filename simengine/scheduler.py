@@ -25,6 +25,7 @@ lengths: block hashing happens only when a block fills or a sequence is admitted
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -67,9 +68,11 @@ def chunk_schedule(prompt_tokens: int, budget: int, num_decodes: int) -> list[in
 class Sequence:
     """One request inside the engine: its tokens, its KV blocks and its progress.
 
-    ``tokens`` holds the prompt and every token sampled so far; ``num_computed`` counts
-    those whose KV exists. A decoding sequence always has exactly one uncomputed token
-    (the last one sampled), which the next step computes while sampling the next.
+    ``tokens`` holds the prompt and every token sampled so far, as a compact int64
+    ``array`` (a fifth of a list's memory, invisible to the garbage collector, and hashed
+    without copying); ``num_computed`` counts those whose KV exists. A decoding sequence
+    always has exactly one uncomputed token (the last one sampled), which the next step
+    computes while sampling the next.
     """
 
     __slots__ = (
@@ -88,7 +91,7 @@ class Sequence:
     def __init__(
         self,
         request: EngineRequest,
-        tokens: list[int],
+        tokens: array[int],
         pool: BlockPool,
         scope: CacheScope,
         stream: TokenStream,
