@@ -32,6 +32,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")
 
 
 def _emit(as_json: bool, title: str, data: dict, rows: list[tuple[str, str]]) -> None:
+    """One JSON object (the contract keys) or a two-column table of formatted figures."""
     if as_json:
         typer.echo(json.dumps(data))
         return
