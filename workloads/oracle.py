@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workloads.multi_turn import assumed_output, assumed_prompts
+from workloads.multi_turn import assumed_output
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes, chain_hash
 
@@ -220,13 +220,3 @@ def annotate(
         recorded = replay_sequence(plan, r, r.prompt)
         r.expected_cached_tokens = oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt))
     return plan
-
-
-__all__ = [
-    "DEFAULT_VOCAB_SIZE",
-    "PrefixOracle",
-    "PromptHasher",
-    "annotate",
-    "assumed_prompts",
-    "replay_sequence",
-]
