@@ -181,7 +181,9 @@ class PrefixOracle:
             return hit
         materialised = self.hasher.materialise(tokens)
         seq = SequenceBlocks(self.pool, scope)
-        hit = seq.claim_prefix(materialised[:n], hashes=prompt_hashes)
+        # The claim is capped at the prompt (n - 1 tokens); the whole chain is passed so
+        # that committing the output's blocks needs no rehashing.
+        hit = seq.claim_prefix(materialised[:n], hashes=hashes)
         total = len(materialised) + extra_tokens
         if not seq.reserve(total):
             room = (len(seq.blocks) + self.pool.num_free_or_reclaimable) * self.block_size
