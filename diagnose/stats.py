@@ -19,11 +19,14 @@ quantile, ``probes.quantiles``) with a confidence interval and a p-value:
   interval made narrow by a few extreme values.
 
 Resampling is vectorised as weights: a resample is a multinomial count per unit, and
-each statistic is read from ``weights @ features`` where the features are per-unit
-sums (mean) or per-unit counts below a grid of thresholds around the quantile (a
-resampled quantile is located on that grid and interpolated linearly). The cost is
-O(resamples × units × grid) whatever the number of values, so 10^7 ITL gaps from 10^5
-requests cost no more than 10^5 TTFTs.
+each statistic is read from ``weights @ features``, the features being per-unit sums
+(mean) or per-unit counts of values between the thresholds of a grid around the
+quantile (a resampled quantile is located on that grid, exactly when the grid holds
+every value near the quantile). The features are sparse, so the cost is
+O(resamples × (units + values near the quantile)) however many values there are: 10^7
+ITL gaps of 10^5 requests cost about what 10^5 TTFTs would. Quantiles of independent
+values skip the weights: the order statistics of a resample are drawn directly (two
+Beta variates per resample), which is exact.
 
 Several trials per arm (``compare_trials``): the trials are the independent units. When
 trials of an arm differ more than their own sampling explains (Cochran's Q), trial-to-
@@ -40,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 from scipy import stats as sps
 
 from probes.quantiles import QUANTILES, STATISTICS, statistic
@@ -173,10 +177,15 @@ def _seed_sequence(seed: Seed) -> np.random.SeedSequence:
     return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
 
 
-def _resample_sums(features: np.ndarray, resamples: int, seed: Seed) -> np.ndarray:
-    """``weights @ features`` for ``resamples`` multinomial weight vectors over the units."""
+def _resample_sums(features: sparse.csr_matrix, resamples: int, seed: Seed) -> np.ndarray:
+    """``weights @ features`` for ``resamples`` multinomial weight vectors over the units.
+
+    The features are sparse (most of a unit's values fall below or above a quantile's
+    grid), so the product costs resamples × non-zeros rather than × units × columns.
+    """
     rng = np.random.default_rng(seed)
     units = features.shape[0]
+    by_column = features.T.tocsr()
     per_chunk = max(1, _CHUNK_CELLS // units)
     out = np.empty((resamples, features.shape[1]))
     for start in range(0, resamples, per_chunk):
@@ -184,37 +193,35 @@ def _resample_sums(features: np.ndarray, resamples: int, seed: Seed) -> np.ndarr
         picks = rng.integers(0, units, size=(rows, units))
         picks += np.arange(rows)[:, None] * units
         weights = np.bincount(picks.ravel(), minlength=rows * units).reshape(rows, units)
-        out[start : start + rows] = weights.astype(float) @ features  # float: BLAS, 6x faster
+        out[start : start + rows] = (by_column @ weights.T.astype(float)).T
     return out
 
 
-def _mean_features(sample: Sample) -> np.ndarray:
+def _mean_features(sample: Sample) -> sparse.csr_matrix:
     """Per-unit [sum, count]: a resampled mean is the ratio of the weighted columns."""
     codes = sample.unit_codes()
-    return np.column_stack(
-        [
-            np.bincount(codes, weights=sample.values, minlength=sample.n_units),
-            np.bincount(codes, minlength=sample.n_units).astype(float),
-        ]
-    )
+    sums = np.bincount(codes, weights=sample.values, minlength=sample.n_units)
+    counts = np.bincount(codes, minlength=sample.n_units).astype(float)
+    return sparse.csr_matrix(np.column_stack([sums, counts]))
 
 
 @dataclass(frozen=True)
 class _QuantileGrid:
-    """Thresholds around quantile ``q`` and per-unit counts of values below each.
+    """Thresholds around quantile ``q`` and per-unit counts of values between them.
 
-    ``features[:, 0]`` counts a unit's values < ``grid[0]``, ``features[:, k + 1]`` its
-    values <= ``grid[k]``, and the last column is the unit's size. With those counts
-    weighted by a resample, its order statistics near ``q`` are known: exactly when the
-    grid holds every distinct value of its band (``exact``), else interpolated between
-    grid points. The quantile is then numpy's linear one between two order statistics.
+    ``features[:, 0]`` counts a unit's values < ``grid[0]``, ``features[:, k + 1]`` those
+    in ``(grid[k-1], grid[k]]`` (``[grid[0], grid[0]]`` for k = 0), and the last column
+    those above ``grid[-1]``. Weighted by a resample and summed cumulatively
+    (``locate``), they give its order statistics near ``q``: exactly when the grid holds
+    every distinct value of its band (``exact``), else interpolated between grid points.
+    The quantile is then numpy's linear one between two order statistics.
     """
 
     q: float
     half_width: float
     grid: np.ndarray
     exact: bool
-    features: np.ndarray
+    features: sparse.csr_matrix
 
     @classmethod
     def build(
@@ -233,7 +240,7 @@ class _QuantileGrid:
         width = len(grid) + 2
         units = sample.n_units
         counts = np.bincount(sample.unit_codes() * width + slot, minlength=units * width)
-        features = np.cumsum(counts.reshape(units, width), axis=1).astype(float)
+        features = sparse.csr_matrix(counts.reshape(units, width).astype(float))
         return cls(q, half_width, grid, exact, features)
 
     def _order_statistic(self, sums: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -250,7 +257,8 @@ class _QuantileGrid:
         return self.grid[prev] + frac * (self.grid[k] - self.grid[prev])
 
     def locate(self, sums: np.ndarray) -> np.ndarray | None:
-        """The resampled quantiles, or ``None`` when one falls outside the grid."""
+        """The resampled quantiles from cumulative weighted counts, or ``None`` when one
+        falls outside the grid."""
         total = sums[:, -1]
         position = (total - 1.0) * self.q  # numpy's linear rule, 0-based
         lower = np.floor(position)
@@ -303,13 +311,13 @@ def _clustered_statistics(
         blocks = ([_mean_features(sample)] if want_mean else []) + [
             g.features for g in grids.values()
         ]
-        sums = _resample_sums(np.hstack(blocks), resamples, seed)
+        sums = _resample_sums(sparse.hstack(blocks, format="csr"), resamples, seed)
         if want_mean:
             out["mean"] = sums[:, 0] / sums[:, 1]
             sums, want_mean = sums[:, 2:], False
         for stat, grid in list(grids.items()):
             width = grid.features.shape[1]
-            located = grid.locate(sums[:, :width])
+            located = grid.locate(np.cumsum(sums[:, :width], axis=1))
             sums = sums[:, width:]
             if located is None:
                 grids[stat] = _QuantileGrid.build(sample, ordered, grid.q, 2 * grid.half_width)
@@ -346,14 +354,19 @@ def resampled_statistics(
 
 
 def rank_tests(base: Sample, new: Sample, stats: Sequence[str]) -> dict[str, float]:
-    """Two-sided Mann–Whitney U p-value per statistic; per-cluster values when clustered."""
+    """Two-sided Mann–Whitney U p-value per statistic; per-cluster values when clustered.
+
+    Unclustered samples give every statistic the same values: one test serves them all.
+    """
     a, b = new.per_unit(stats), base.per_unit(stats)
-    return {
-        s: float(sps.mannwhitneyu(a[s], b[s], alternative="two-sided").pvalue)
-        if len(a[s]) and len(b[s])
-        else float("nan")
-        for s in stats
-    }
+    done: dict[tuple[int, int], float] = {}
+    for s in stats:
+        key = (id(a[s]), id(b[s]))
+        if key not in done:
+            empty = len(a[s]) == 0 or len(b[s]) == 0
+            test = None if empty else sps.mannwhitneyu(a[s], b[s], alternative="two-sided")
+            done[key] = float("nan") if test is None else float(test.pvalue)
+    return {s: done[(id(a[s]), id(b[s]))] for s in stats}
 
 
 def compare_stats(

@@ -148,19 +148,23 @@ def token_gaps(chunks: pd.DataFrame, request_ids: Any = None) -> TokenGaps:
     codes, uniques = pd.factorize(df["request_id"])
     t = df["t_s"].to_numpy(dtype=float)
     n = df["n_tokens"].to_numpy(dtype=np.int64)
-    order = np.lexsort((t, codes))
-    codes, t, n = codes[order], t[order], n[order]
+    in_order = np.all((codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1]) & (t[1:] >= t[:-1])))
+    if not in_order:  # runs write each request's chunks together and in time order
+        order = np.lexsort((t, codes))
+        codes, t, n = codes[order], t[order], n[order]
     first = np.ones(len(codes), dtype=bool)
     first[1:] = codes[1:] != codes[:-1]
     previous = np.empty_like(t)
     previous[1:] = t[:-1]
     per_token = np.where(first, 0.0, (t - previous) / n)
     repeats = np.where(first, n - 1, n)
+    if repeats.max(initial=0) <= 1:  # one token per chunk, the usual stream: a mask will do
+        keep = repeats == 1
+        per_token, codes, t = per_token[keep], codes[keep], t[keep]
+    else:
+        per_token, codes, t = (np.repeat(a, repeats) for a in (per_token, codes, t))
     return TokenGaps(
-        gap_s=np.repeat(per_token, repeats),
-        request=np.repeat(codes, repeats),
-        t_s=np.repeat(t, repeats),
-        request_ids=np.asarray(uniques, dtype=object),
+        gap_s=per_token, request=codes, t_s=t, request_ids=np.asarray(uniques, dtype=object)
     )
 
 
@@ -420,7 +424,8 @@ def summarize_frames(
     window = measured_window(runs)
     latencies = request_latencies(runs)
     done_ids = done["id"] if "id" in done.columns else pd.Series([], dtype=object)
-    gaps = token_gaps(chunks, done_ids)
+    tokens = token_chunks(chunks, done_ids)
+    gaps = token_gaps(tokens)
     summary: dict[str, Any] = {
         "requests": {
             "total": len(runs),
@@ -438,7 +443,7 @@ def summarize_frames(
         goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None
     )
     summary["prefix"] = prefix_hit_rates(done)
-    summary["chunks"] = chunk_counts(chunks, done_ids)
+    summary["chunks"] = chunk_counts(tokens)
     summary["client"] = client_health(latencies["dispatch_lag_s"].to_numpy(), client, window)
     return summary
 
