@@ -86,9 +86,8 @@ class MetricSpec:
         return not self.higher_is_better
 
 
-def metric_names() -> list[str]:
-    """Every metric name ``compare`` and its gates accept."""
-    return [f"{p}_{s}" for p in LATENCIES for s in STATISTICS] + list(THROUGHPUTS)
+#: The metric names ``compare`` and its gates accept, in one line.
+METRIC_GRAMMAR = f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}"
 
 
 def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
@@ -101,7 +100,7 @@ def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
     raise InputError(
         flag,
         f"unknown metric {name!r}",
-        f"use <{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}",
+        f"use {METRIC_GRAMMAR}",
     )
 
 

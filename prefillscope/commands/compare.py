@@ -24,10 +24,10 @@ from rich.table import Table
 
 from diagnose.compare import (
     DEFAULT_METRICS,
+    METRIC_GRAMMAR,
     CompareResult,
     MetricResult,
     compare_runs,
-    metric_names,
     parse_gate,
 )
 from diagnose.stats import CONFIDENCE, RESAMPLES
@@ -174,7 +174,7 @@ def compare(
         typer.Option(
             "--metric",
             help=f"A metric to show (repeatable; default {', '.join(DEFAULT_METRICS)}). "
-            f"Known: {', '.join(metric_names())}.",
+            f"Names: {METRIC_GRAMMAR}.",
         ),
     ] = None,
     output_format: Annotated[
