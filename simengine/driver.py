@@ -20,6 +20,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -44,6 +45,12 @@ SPIN_S = 0.0012
 OnStep = Callable[[StepResult, float, float], None]
 
 
+class UpdateSink(Protocol):
+    """Where a request's updates are delivered: an asyncio.Queue or anything like it."""
+
+    def put_nowait(self, update: RequestUpdate, /) -> None: ...
+
+
 class RealTimeDriver:
     """Runs EngineCore on an asyncio loop: step, sleep ``duration × time_scale``, deliver."""
 
@@ -55,17 +62,25 @@ class RealTimeDriver:
         self.time_scale = core.config.time_scale
         #: Seconds each step ended after its scheduled end (the most recent steps).
         self.lateness: deque[float] = deque(maxlen=lateness_window)
-        self._queues: dict[str, asyncio.Queue[RequestUpdate]] = {}
+        self._queues: dict[str, UpdateSink] = {}
         self._wake = asyncio.Event()
         self._stopped = False
 
     def submit(self, req: EngineRequest) -> asyncio.Queue[RequestUpdate]:
         """Queue a request; its updates arrive on the returned queue. Raises RequestRejected."""
-        self.core.add_request(req)
         queue: asyncio.Queue[RequestUpdate] = asyncio.Queue()
-        self._queues[req.request_id] = queue
-        self._wake.set()
+        self.submit_to(req, queue)
         return queue
+
+    def submit_to(self, req: EngineRequest, sink: UpdateSink) -> None:
+        """Queue a request whose updates go to ``sink.put_nowait`` as each step ends.
+
+        The server's streaming path passes a sink that writes the SSE event at once, so a
+        token costs no queue hand-off and no task wake-up. Raises RequestRejected.
+        """
+        self.core.add_request(req)
+        self._queues[req.request_id] = sink
+        self._wake.set()
 
     def abort(self, request_id: str) -> None:
         """The client went away: stop computing for it and free its blocks."""

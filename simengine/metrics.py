@@ -241,3 +241,41 @@ class ServerMetrics:
     def render(self) -> bytes:
         """The text exposition (prometheus_client's format, like vLLM's)."""
         return generate_latest(self.registry)
+
+
+class RequestLatency:
+    """One request's moments on the loop clock, fed to the histograms as tokens go out.
+
+    ``emitted`` is called for every engine update at the moment the server emits it, so
+    TTFT and the inter-token gaps are what the client sees (give or take the loopback):
+    one ITL observation per engine step that produced tokens, like vLLM's. ``scheduled``
+    is stamped by the server when the scheduler first admits the request.
+    """
+
+    __slots__ = ("arrival", "first", "last", "metrics", "scheduled")
+
+    def __init__(self, metrics: ServerMetrics, arrival: float) -> None:
+        self.metrics = metrics
+        self.arrival = arrival
+        self.scheduled: float | None = None
+        self.first: float | None = None
+        self.last = arrival
+
+    def emitted(self, has_tokens: bool, finished: bool, now: float) -> None:
+        metrics = self.metrics
+        if has_tokens:
+            if self.first is None:
+                self.first = now
+                metrics.ttft.observe(now - self.arrival)
+            else:
+                metrics.itl.observe(now - self.last)
+            self.last = now
+        if finished and self.first is not None:
+            # A step's scheduled start may precede an arrival that slipped into its run.
+            scheduled = max(self.arrival, self.scheduled or self.arrival)
+            metrics.request_finished(
+                e2e=now - self.arrival,
+                queue=scheduled - self.arrival,
+                prefill=self.first - scheduled,
+                decode=self.last - self.first,
+            )

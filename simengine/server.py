@@ -8,8 +8,10 @@ this module wires them to the engine's real-time driver.
 
 Streaming follows vLLM: one SSE event per engine step that produced tokens; with
 ``stream_interval`` k > 1 the first token goes out at once and later tokens in groups
-of k (the remainder with the finish). A client that disconnects has its request aborted
-in the engine, so its KV blocks return to the pool at once. Every refusal is an
+of k (the remainder with the finish). The events are written by
+:class:`simengine.sse_stream.SseStream` straight from the driver's step loop. A client
+that disconnects has its request aborted in the engine, so its KV blocks return to the
+pool at once. Every refusal is an
 OpenAI-style error body with vLLM's status and shape, and leaves the server serving.
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from simengine.config import EngineConfig
@@ -36,7 +38,7 @@ from simengine.core import (
     TokenOut,
 )
 from simengine.driver import RealTimeDriver
-from simengine.metrics import ServerMetrics
+from simengine.metrics import RequestLatency, ServerMetrics
 from simengine.openai_api import (
     ApiError,
     GenerationRequest,
@@ -47,7 +49,8 @@ from simengine.openai_api import (
     parse_json_body,
     parse_tokenize,
 )
-from simengine.openai_responses import ResponseShaper, compact_json, sse_error
+from simengine.openai_responses import ResponseShaper, compact_json
+from simengine.sse_stream import SseStream
 from simengine.tokenizer import Tokenizer
 from workloads.prefix import CacheScope
 
@@ -68,22 +71,6 @@ class ServerOptions:
     stream_interval: int = 1
 
 
-class _RequestClock:
-    """The moments of one request the latency histograms need, on the loop's clock.
-
-    ``emitted`` is called for every engine update as the server emits it, so TTFT and
-    the inter-token gaps are what the client sees (give or take the loopback).
-    """
-
-    __slots__ = ("arrival", "first", "last", "scheduled")
-
-    def __init__(self, arrival: float) -> None:
-        self.arrival = arrival
-        self.scheduled: float | None = None
-        self.first: float | None = None
-        self.last = arrival
-
-
 class EngineServer:
     """The engine, its real-time driver, its metrics and the aiohttp application."""
 
@@ -101,7 +88,7 @@ class EngineServer:
         self.fingerprint = f"prefillscope-{self.version}"
         self.created = int(time.time())
         self._scope_model = config.model
-        self._unscheduled: dict[str, _RequestClock] = {}
+        self._unscheduled: dict[str, RequestLatency] = {}
         self._driver_task: asyncio.Task[None] | None = None
         self.app = self._build_app()
 
@@ -138,9 +125,9 @@ class EngineServer:
         """Stamp the queue-time end of requests the scheduler admitted in this step."""
         pending = self._unscheduled
         for seq in self.core.scheduler.running:
-            clock = pending.pop(seq.request.request_id, None)
-            if clock is not None:
-                clock.scheduled = t_start
+            latency = pending.pop(seq.request.request_id, None)
+            if latency is not None:
+                latency.scheduled = t_start
                 if not pending:
                     return
 
@@ -157,25 +144,20 @@ class EngineServer:
         parse: Callable[[dict[str, Any], ServedModel], GenerationRequest],
         prefix: str,
     ) -> web.StreamResponse:
-        clock = _RequestClock(asyncio.get_running_loop().time())
+        loop = asyncio.get_running_loop()
+        latency = RequestLatency(self.metrics, loop.time())
         req = parse(parse_json_body(await request.read()), self.served)
         request_id = f"{prefix}-{uuid.uuid4().hex[:16]}"
-        try:
-            queue = self.driver.submit(
-                EngineRequest(
-                    request_id=request_id,
-                    prompt_token_ids=req.prompt_token_ids,
-                    max_tokens=req.max_tokens,
-                    scope=CacheScope(model=self._scope_model, cache_salt=req.cache_salt),
-                    ignore_eos=req.ignore_eos,
-                    temperature=req.temperature,
-                    seed=req.seed,
-                    logprobs=req.logprobs,
-                )
-            )
-        except RequestRejected as exc:
-            raise ApiError(400, str(exc), "prompt") from None
-        self._unscheduled[request_id] = clock
+        engine_request = EngineRequest(
+            request_id=request_id,
+            prompt_token_ids=req.prompt_token_ids,
+            max_tokens=req.max_tokens,
+            scope=CacheScope(model=self._scope_model, cache_salt=req.cache_salt),
+            ignore_eos=req.ignore_eos,
+            temperature=req.temperature,
+            seed=req.seed,
+            logprobs=req.logprobs,
+        )
         shaper = ResponseShaper(
             req,
             request_id=request_id,
@@ -184,92 +166,54 @@ class EngineServer:
             tokenizer=self.tokenizer,
             fingerprint=self.fingerprint,
         )
+        sink: SseStream | asyncio.Queue[RequestUpdate]
+        if req.stream:
+            sink = SseStream(shaper, latency, loop, self.options.stream_interval)
+        else:
+            sink = asyncio.Queue()
+        try:
+            self.driver.submit_to(engine_request, sink)
+        except RequestRejected as exc:
+            raise ApiError(400, str(exc), "prompt") from None
+        self._unscheduled[request_id] = latency
         finished = False
         try:
-            if req.stream:
-                response, finished = await self._stream(request, queue, shaper, clock)
-            else:
-                response, finished = await self._collect(queue, shaper, clock)
-            return response
+            if isinstance(sink, SseStream):
+                response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
+                chunked = request.version >= HttpVersion11
+                if chunked:
+                    response.enable_chunked_encoding()
+                await response.prepare(request)
+                sink.attach(request.transport, chunked=chunked)
+                finished = await sink.done
+                if finished:
+                    await response.write_eof()
+                return response
+            body = await self._collect(sink, shaper, latency)
+            finished = True
+            return _json(body)
         finally:
             self._unscheduled.pop(request_id, None)
             if not finished:
                 self.driver.abort(request_id)
 
-    def _emitted(self, update: RequestUpdate, clock: _RequestClock, now: float) -> None:
-        """Latency bookkeeping for one engine update, at the moment it is emitted."""
-        if update.new_tokens:
-            if clock.first is None:
-                clock.first = now
-                self.metrics.ttft.observe(now - clock.arrival)
-            else:
-                self.metrics.itl.observe(now - clock.last)
-            clock.last = now
-        if update.finished and clock.first is not None:
-            # A step's scheduled start may precede an arrival that slipped into its run.
-            scheduled = max(clock.arrival, clock.scheduled or clock.arrival)
-            self.metrics.request_finished(
-                e2e=now - clock.arrival,
-                queue=scheduled - clock.arrival,
-                prefill=clock.first - scheduled,
-                decode=clock.last - clock.first,
-            )
-
-    async def _stream(
-        self,
-        request: web.Request,
-        queue: asyncio.Queue[RequestUpdate],
-        shaper: ResponseShaper,
-        clock: _RequestClock,
-    ) -> tuple[web.StreamResponse, bool]:
-        """Write SSE events until the request finishes; False if the client went away.
-
-        Each engine step's update becomes its own event even when several queued up
-        while this task waited for the CPU, so a stream always has one event per step
-        (``stream_interval`` 1) and token counts never depend on server load.
-        """
-        response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
-        await response.prepare(request)
-        loop = asyncio.get_running_loop()
-        interval = self.options.stream_interval
-        pending: list[TokenOut] = []
-        sent = False
-        try:
-            while True:
-                update = await queue.get()
-                self._emitted(update, clock, loop.time())
-                pending.extend(update.new_tokens)
-                if update.error is not None:
-                    await response.write(sse_error(ApiError(400, update.error)))
-                    return response, True
-                if update.finished:
-                    last = shaper.chunk(pending, update.finish_reason)
-                    await response.write(last + shaper.final(update.num_cached_tokens))
-                    return response, True
-                if not sent or len(pending) >= interval:
-                    await response.write(shaper.chunk(pending, None))
-                    pending = []
-                    sent = True
-        except ConnectionError:
-            return response, False
-
     async def _collect(
         self,
         queue: asyncio.Queue[RequestUpdate],
         shaper: ResponseShaper,
-        clock: _RequestClock,
-    ) -> tuple[web.StreamResponse, bool]:
+        latency: RequestLatency,
+    ) -> dict[str, Any]:
+        """Wait for the whole output of a non-streaming request; its response body."""
         loop = asyncio.get_running_loop()
         tokens: list[TokenOut] = []
         while True:
             update = await queue.get()
-            self._emitted(update, clock, loop.time())
+            latency.emitted(bool(update.new_tokens), update.finished, loop.time())
             if update.error is not None:
                 raise ApiError(400, update.error, "prompt")
             tokens.extend(update.new_tokens)
             if update.finished:
-                body = shaper.full_body(tokens, update.finish_reason, update.num_cached_tokens)
-                return _json(body), True
+                return shaper.full_body(tokens, update.finish_reason, update.num_cached_tokens)
 
     # -- everything else -----------------------------------------------------------------
     async def _tokenize(self, request: web.Request) -> web.StreamResponse:

@@ -104,6 +104,8 @@ class Tokenizer:
     # -- decoding ----------------------------------------------------------------------
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         """The text of ``ids``; raises ``ValueError`` for an id outside the vocabulary."""
+        if len(ids) == 1 and FIRST_WORD_ID <= ids[0] < self.vocab_size:
+            return self._text[ids[0]]  # the streaming case: one sampled word per event
         table = self._bytes
         try:
             if ids and min(ids) < 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,21 @@ def test_models_version_health(client: httpx.Client) -> None:
     assert models["object"] == "list" and card["id"] == MODEL and card["max_model_len"] == 8192
     assert client.get("/version").json()["version"]
     assert client.get("/health").status_code == 200
+
+
+def test_http10_client_gets_a_plain_body_ended_by_close(server: EmbeddedServer) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps({"prompt": "old client", "max_tokens": 3, "ignore_eos": True, "stream": True})
+    head = (
+        "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head.encode() + body.encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    headers, _, payload = data.partition(b"\r\n\r\n")
+    assert headers.startswith(b"HTTP/1.0 200") and b"chunked" not in headers.lower()
+    events = SSEParser().feed(payload)
+    assert events[-1] == b"[DONE]" and len(events) == 4
