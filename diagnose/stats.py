@@ -93,11 +93,8 @@ class Sample:
         values = np.concatenate([s.values for s in samples]) if samples else np.empty(0)
         if all(s.clusters is None for s in samples):
             return cls(values)
-        codes, offset = [], 0
-        for s in samples:
-            own = s.clusters if s.clusters is not None else np.arange(len(s.values))
-            codes.append(own + offset)
-            offset += s.n_units
+        offsets = np.cumsum([0, *(s.n_units for s in samples[:-1])])
+        codes = [s.unit_codes() + offset for s, offset in zip(samples, offsets, strict=True)]
         return cls(values, np.concatenate(codes))
 
     @property

@@ -174,3 +174,13 @@ def test_trials_with_a_real_shift_and_little_trial_noise() -> None:
     assert c.ci_low < 1.4 < c.ci_high
     with pytest.raises(ValueError):
         compare_trials(base[:1], new, {"mean": "mean"})
+
+
+def test_pooled_trials_keep_their_requests_apart() -> None:
+    # Request "r0" of one trial is not request "r0" of the next.
+    first = Sample.of([1.0, 2.0, 3.0], ["r0", "r0", "r1"])
+    second = Sample.of([4.0, 5.0], ["r0", "r1"])
+    pooled = Sample.concat([first, second, Sample.of([6.0])])
+    assert pooled.clusters is not None
+    assert pooled.clusters.tolist() == [0, 0, 1, 2, 3, 4]
+    assert pooled.per_unit(["mean"])["mean"].tolist() == [1.5, 3.0, 4.0, 5.0, 6.0]
