@@ -20,6 +20,7 @@ from simengine.config import EngineConfig
 from simengine.server import EngineServer, ServerOptions
 
 _STARTUP_TIMEOUT_S = 30.0
+_SHUTDOWN_GRACE_S = 0.25
 
 
 async def start_server(
@@ -28,10 +29,17 @@ async def start_server(
     """Build the engine server and listen; returns it, its runner and its base URL.
 
     Handler cancellation is on so that a client that disconnects cancels its handler,
-    which aborts the request in the engine and frees its KV blocks.
+    which aborts the request in the engine and frees its KV blocks. Stopping does not
+    wait for streams in flight to finish (they may run for minutes): after a short grace
+    period their handlers are cancelled and their requests aborted.
     """
     server = EngineServer(config, options)
-    runner = web.AppRunner(server.app, handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        server.app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=_SHUTDOWN_GRACE_S,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()

@@ -1,0 +1,54 @@
+"""EmbeddedServer: the engine on a background thread, as bench and the tests use it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from server_support import fast_config, metric
+
+from simengine.config import EngineConfig
+from simengine.embedded import EmbeddedServer
+from workloads.errors import InputError
+
+
+def test_two_servers_are_independent() -> None:
+    with EmbeddedServer(fast_config()) as a, EmbeddedServer(fast_config(block_size=32)) as b:
+        assert a.url != b.url and a.url.startswith("http://127.0.0.1:")
+        assert a.config.block_size == 16 and b.config.block_size == 32
+        with httpx.Client(base_url=a.url) as ca, httpx.Client(base_url=b.url) as cb:
+            ca.post("/v1/completions", json={"prompt": [300] * 40, "max_tokens": 2})
+            assert metric(ca, "vllm:prompt_tokens_total") == 40
+            assert metric(cb, "vllm:prompt_tokens_total") == 0  # its own registry
+
+
+def test_a_bad_config_fails_start_with_the_input_error() -> None:
+    with pytest.raises(InputError, match="--block-size"):
+        EmbeddedServer(EngineConfig(block_size=0)).start()
+
+
+def test_stop_does_not_wait_for_streams_in_flight() -> None:
+    server = EmbeddedServer(fast_config()).start()
+    outcome: list[str] = []
+
+    def read_forever() -> None:
+        body = {"prompt": "x", "max_tokens": 5000, "ignore_eos": True, "stream": True}
+        try:
+            with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as r:
+                for _ in r.iter_lines():
+                    pass
+            outcome.append("finished")
+        except httpx.HTTPError:
+            outcome.append("cut")
+
+    reader = threading.Thread(target=read_forever)
+    reader.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5  # the stream alone would run for 10 s
+    reader.join(timeout=10)
+    assert outcome == ["cut"]
+    server.stop()  # twice is harmless
