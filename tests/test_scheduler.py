@@ -46,23 +46,25 @@ def test_chunk_schedule_refuses_when_decodes_take_the_budget() -> None:
         chunk_schedule(100, 64, 64)
 
 
-def test_prefill_waits_while_decodes_take_the_whole_budget_then_completes() -> None:
+def _late_among_decodes(decoding: int, decode_tokens: int, prompt_len: int, max_tokens: int):
+    """Budget = max_num_seqs = 8: ``decoding`` requests decode, then one more arrives."""
     core = EngineCore(EngineConfig(max_num_batched_tokens=8, max_num_seqs=8))
-    _decoding(core, 7, max_tokens=40)
-    core.add_request(_req("long", 100, 3))
+    _decoding(core, decoding, max_tokens=decode_tokens)
+    core.add_request(_req("late", prompt_len, max_tokens))
     run = drain(core)
-    # With 7 decodes the long prompt gets one token a step; it still finishes.
-    assert len(run.tokens["long"]) == 3
+    assert len(run.tokens["late"]) == max_tokens
     assert all(s.prefill_tokens + s.decode_tokens <= 8 for s in run.steps)
+    return run
+
+
+def test_prefill_waits_while_decodes_take_the_whole_budget_then_completes() -> None:
+    run = _late_among_decodes(7, 40, prompt_len=100, max_tokens=3)
+    # With 7 decodes the prompt gets one token a step; it still finishes.
     assert any(s.prefill_tokens == 1 and s.decode_tokens == 7 for s in run.steps)
 
 
 def test_full_batch_defers_admission_without_starving() -> None:
-    core = EngineCore(EngineConfig(max_num_batched_tokens=8, max_num_seqs=8))
-    _decoding(core, 8, max_tokens=20)
-    core.add_request(_req("late", 50, 5))
-    run = drain(core)
-    assert len(run.tokens["late"]) == 5
+    run = _late_among_decodes(8, 20, prompt_len=50, max_tokens=5)
     full = [s for s in run.steps if s.decode_tokens == 8]
     assert len(full) > 5
     assert all(s.prefill_tokens == 0 and s.num_waiting == 1 for s in full)
