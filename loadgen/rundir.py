@@ -9,12 +9,15 @@ parquet file and fall back to the journal, so an interrupted run is still a run.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 import pandas as pd
 
 RUN_JSON = "run.json"
@@ -32,15 +35,28 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _json_numbers(values: Sequence[float]) -> list[str]:
-    """Each number as JSON text, formatted by the C encoder; non-finite ones as null."""
-    text = json.dumps(list(values))[1:-1]
-    if not text:
-        return []
-    items = text.split(", ")
-    if "N" in text or "I" in text:  # NaN, Infinity, -Infinity: not JSON
-        items = ["null" if item[-1] in "Ny" else item for item in items]
-    return items
+#: Key of a journal line that carries many rows column by column (see ``append_columns``).
+BATCH_KEY = "__columns__"
+
+
+def _encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
+    """A numeric column as ``[dtype, base64 of its bytes]``: exact and cheap to write."""
+    data = np.asarray(values)
+    if data.dtype.kind not in "iuf":
+        raise TypeError(f"append_columns takes numeric columns, got {data.dtype}")
+    return [data.dtype.str, base64.b64encode(data.tobytes()).decode("ascii")]
+
+
+def _decode_batch(obj: dict[str, Any]) -> pd.DataFrame:
+    """The rows of one batch line: its columns, with its other fields in every row."""
+    columns = {
+        name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
+        for name, (dtype, encoded) in obj.pop(BATCH_KEY).items()
+    }
+    rows = len(next(iter(columns.values()))) if columns else 0
+    frame = {k: [v] * rows for k, v in obj.items()}
+    frame.update(columns)
+    return pd.DataFrame(frame)
 
 
 class TableWriter:
@@ -65,22 +81,22 @@ class TableWriter:
         )
 
     def append_columns(self, columns: dict[str, Sequence[float]], **constants: Any) -> None:
-        """Append rows given column by column: numeric columns plus fields equal in every row.
+        """Append rows given column by column: numeric columns, plus fields equal in every row.
 
-        The per-token path: a finished request's chunk times go out as one write with
-        each number formatted once by the C JSON encoder, instead of a dict and a
-        ``json.dumps`` per row. Non-finite numbers become null, as in :meth:`append`.
+        The per-token path: a finished request's chunk times go out as one journal line
+        holding each column's raw bytes (base64), not a dict and a ``json.dumps`` per
+        row; a reader expands it into rows (:meth:`RunDir.read_table`), so the table is
+        the same. Typed arrays (``array``, numpy) are written as they are.
         """
-        names = list(columns)
-        texts = [_json_numbers(columns[name]) for name in names]
-        if len({len(t) for t in texts}) > 1:
+        encoded = {name: _encode_column(values) for name, values in columns.items()}
+        lengths = {len(columns[name]) for name in columns}
+        if len(lengths) > 1:
             raise ValueError("columns must have equal lengths")
-        if not texts or not texts[0]:
+        if not lengths or not lengths.pop():
             return
-        parts = [f"{json.dumps(k)}:{_dumps(_clean(v))}" for k, v in constants.items()]
-        parts += [f"{json.dumps(name)}:\0" for name in names]
-        template = ("{" + ",".join(parts) + "}\n").replace("%", "%%").replace("\0", "%s")
-        self._write("".join(template % row for row in zip(*texts, strict=True)), len(texts[0]))
+        line = {k: _clean(v) for k, v in constants.items()}
+        line[BATCH_KEY] = encoded
+        self._write(_dumps(line) + "\n", len(next(iter(columns.values()))))
 
     def _write(self, text: str, rows: int) -> None:
         if self._fh is None:
@@ -151,14 +167,25 @@ class RunDir:
 
     @staticmethod
     def _read_journal(journal: Path) -> pd.DataFrame:
-        rows = []
+        """Every row of a journal, batch lines expanded, in the order they were written."""
+        frames: list[pd.DataFrame] = []
+        rows: list[dict[str, Any]] = []
         with journal.open(encoding="utf-8") as fh:
             for line in fh:
                 line = line.strip()
                 if not line:
                     continue
                 try:
-                    rows.append(json.loads(line))
+                    obj = json.loads(line)
                 except json.JSONDecodeError:
                     break  # a line cut short by a crash: everything before it is intact
-        return pd.DataFrame(rows)
+                if BATCH_KEY not in obj:
+                    rows.append(obj)
+                    continue
+                if rows:
+                    frames.append(pd.DataFrame(rows))
+                    rows = []
+                frames.append(_decode_batch(obj))
+        if rows or not frames:
+            frames.append(pd.DataFrame(rows))
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)

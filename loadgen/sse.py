@@ -37,33 +37,38 @@ class NamedEvent(bytes):
 class SSEParser:
     """Feed it the bytes of one stream in any pieces; it returns the complete events."""
 
-    __slots__ = ("_buf", "_cr", "_started")
+    __slots__ = ("_buf", "_cr", "_started", "idle")
 
     def __init__(self) -> None:
         self._buf = b""
         self._cr = False  # the last piece ended in CR: a following LF belongs to it
         self._started = False
+        #: Past the stream's first bytes and at an event boundary with nothing held back:
+        #: a read that is exactly one ``data: …\n\n`` event is that event, as it is.
+        self.idle = False
 
     def feed(self, data: bytes) -> list[bytes]:
         """Consume ``data``; return the payloads of the events it completed, in order."""
         if (
-            not self._buf
-            and not self._cr
-            and data[:6] == b"data: "
-            and data[-2:] == b"\n\n"
+            self.idle
+            and data.startswith(b"data: ")
             and data.find(b"\n") == len(data) - 2
+            and data[-1] == 0x0A
             and b"\r" not in data
         ):
-            self._started = True
             return [data[6:-2]]
-        return self._feed_general(data)
+        events = self._feed_general(data)
+        self.idle = self._started and not self._buf and not self._cr
+        return events
 
     def close(self) -> list[bytes]:
         """The stream has ended: a CR held back as a possible CRLF was a line end."""
         if not self._cr:
             return []
         self._cr = False
-        return self._feed_general(b"\n")
+        events = self._feed_general(b"\n")
+        self.idle = not self._buf
+        return events
 
     def pending_bytes(self) -> int:
         """Bytes of an event that has started but not ended (0 at an event boundary).

@@ -13,8 +13,8 @@ Counting tokens, best source first (the name goes to ``RequestRecord.token_count
 text delta), ``chunks`` (one per event with text).
 
 The hot path: most events of a long stream are "one more token, not finished". When
-the stream carries a cumulative counter, :func:`counter_value` reads it with a few byte
-searches instead of decoding the whole JSON event; any event that is not plainly such an
+the stream carries a cumulative counter, :meth:`EventStream._ordinary` reads it with a
+few byte searches instead of decoding the whole JSON event; any event that is not plainly such an
 intermediate event (a finish, usage details, an error, anything unexpected) is decoded
 in full, so nothing is lost.
 """
@@ -83,26 +83,6 @@ def error_message(obj: Any) -> str:
     return short(json.dumps(obj) if not isinstance(obj, str) else obj)
 
 
-def counter_value(payload: bytes, key: bytes) -> int | None:
-    """The integer after ``key`` (e.g. ``b'"completion_tokens":'``), searched from the end.
-
-    A quoted key followed by a colon cannot occur inside a JSON string (its quotes
-    would be escaped), so the match is the key itself. ``None`` when absent or not an
-    integer: the caller then decodes the event in full.
-    """
-    i = payload.rfind(key)
-    if i < 0:
-        return None
-    j = i + len(key)
-    comma = payload.find(b",", j)
-    brace = payload.find(b"}", j)
-    end = brace if comma < 0 or 0 <= brace < comma else comma
-    try:
-        return int(payload[j:end])
-    except ValueError:
-        return None
-
-
 class EventStream:
     """Reads one response stream; subclasses decode one API's events."""
 
@@ -153,7 +133,23 @@ class EventStream:
         self._fast = fast and not (want_ids or want_text or want_logprobs)
 
     def feed(self, data: bytes) -> int:
-        """Consume one network read; return the number of output tokens it carried."""
+        """Consume one network read; return the number of output tokens it carried.
+
+        The common read, exactly one ordinary event and nothing held back, is counted
+        straight from the bytes, without the SSE parser's list or a JSON decode.
+        """
+        if (
+            self._fast
+            and self.sse.idle
+            and data.startswith(b"data: {")
+            and data.endswith(b"}\n\n")
+            and data.find(b"\n") == len(data) - 2
+            and b"\r" not in data
+        ):
+            n = self._ordinary(data)
+            if n is not None:
+                self.tokens += n
+                return n
         n = 0
         for payload in self.sse.feed(data):
             n += self.on_event(payload)
@@ -176,15 +172,10 @@ class EventStream:
 
     def on_event(self, payload: bytes) -> int:
         """One event's payload; returns the tokens it carried."""
-        if (
-            self._fast
-            and payload[:1] == b"{"
-            and payload[-1:] == b"}"
-            and self.intermediate in payload
-        ):
-            cumulative = counter_value(payload, self.counter_key)
-            if cumulative is not None:
-                return self.from_counter(cumulative)
+        if self._fast and payload[:1] == b"{" and payload[-1:] == b"}":
+            n = self._ordinary(payload)
+            if n is not None:
+                return n
         if payload == b"[DONE]":
             self.done = True
             return 0
@@ -200,6 +191,29 @@ class EventStream:
     def on_object(self, obj: dict[str, Any]) -> int:
         """A decoded event that is not an error; returns the tokens it carried."""
         raise NotImplementedError
+
+    def _ordinary(self, event: bytes) -> int | None:
+        """Tokens of an ordinary intermediate event, read off its cumulative counter.
+
+        ``None`` unless the event is plainly one (its ``intermediate`` marker present,
+        the counter an integer): the caller then decodes it in full. A quoted key
+        followed by a colon cannot occur inside a JSON string (its quotes would be
+        escaped), so the match is the key itself.
+        """
+        if self.intermediate not in event:
+            return None
+        key = self.counter_key
+        i = event.rfind(key)
+        if i < 0:
+            return None
+        j = i + len(key)
+        comma = event.find(b",", j)
+        brace = event.find(b"}", j)
+        end = brace if comma < 0 or 0 <= brace < comma else comma
+        try:
+            return self.from_counter(int(event[j:end]))
+        except ValueError:
+            return None
 
     # -- helpers for subclasses ---------------------------------------------------------
     def decode(self, payload: bytes) -> dict[str, Any] | None:

@@ -1,0 +1,317 @@
+"""What the load generator costs the client, next to a bare aiohttp reader in the same run.
+
+The embedded engine runs in its own process (``prefillscope serve --fixed-step-ms``: a
+zero-cost model whose every step takes exactly that long, one token per stream per
+step), pinned to one core; the client runs here, pinned to another. For each number of
+concurrent streams, two closed-loop clients stream the same requests:
+
+* **bare**: aiohttp ``iter_any()`` reads with one ``perf_counter`` per read, nothing else
+  (events per read counted with ``bytes.count``) — the floor for a Python client;
+* **loadgen**: ``run_load`` with everything on: SSE parsing, token counts, error
+  classification, records and chunk times written to a run directory, the client
+  monitor.
+
+Figures per client: CPU microseconds per streamed token (process CPU / tokens), and the
+inter-token latency error: per-token gaps (a read of n tokens after g gives n gaps of
+g/n) minus the engine's step time, as p50/p99 of the absolute error, plus the client's
+mean ITL against the engine's own ``vllm:inter_token_latency_seconds`` mean. Then the
+load generator's start-up CPU (a fresh interpreter: imports, session, one request) and
+its CPU share while idle between two requests far apart.
+
+Targets: loadgen ≤ 1.2× bare CPU per token; ITL p99 error < 1 ms at 512 streams;
+start-up < 1 CPU-second; ~0 CPU while idle.
+
+Run: ``.venv/bin/python benchmarks/loadgen_overhead.py [--streams 64,512] [--tokens 100]
+[--step-ms 20] [--rounds 2] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+from loadgen.clock import RunClock
+from loadgen.run import LoadOptions, run_load
+from loadgen.rundir import RunDir
+from loadgen.target import Target
+from workloads.plan import Plan, Prompt, RequestSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT_LEN = 16
+VOCAB = 32000
+
+
+def pin(core: int | None) -> None:
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core})
+
+
+def cores() -> tuple[int | None, int | None]:
+    """(client core, server core): different cores when there are two."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None, None
+    mine = sorted(os.sched_getaffinity(0))
+    return (mine[0], mine[1]) if len(mine) >= 2 else (None, None)
+
+
+def start_server(step_ms: float, core: int | None) -> tuple[subprocess.Popen, str]:
+    command = [
+        str(ROOT / ".venv" / "bin" / "prefillscope"),
+        "serve",
+        "--port", "0",
+        "--fixed-step-ms", str(step_ms),
+        "--max-num-seqs", "1024",
+        "--max-num-batched-tokens", "16384",
+        "--json",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=(lambda: pin(core)) if core is not None else None,
+    )
+    assert proc.stdout is not None
+    info = json.loads(proc.stdout.readline())
+    return proc, info["url"]
+
+
+def body(max_tokens: int, i: int) -> dict:
+    return {
+        "model": "llama-3.1-8b",
+        "prompt": [1000 + (i * 7 + k) % 20000 for k in range(PROMPT_LEN)],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
+
+
+async def engine_itl(url: str) -> tuple[float, float]:
+    """The engine's ``vllm:inter_token_latency_seconds`` (sum, count) so far."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
+        text = await resp.text()
+    values = {}
+    for name in ("sum", "count"):
+        match = re.search(rf"^vllm:inter_token_latency_seconds_{name}{{[^}}]*}} (\S+)", text, re.M)
+        values[name] = float(match.group(1)) if match else float("nan")
+    return values["sum"], values["count"]
+
+
+async def bare(url: str, streams: int, per_stream: int, max_tokens: int) -> tuple[list, int]:
+    """The floor: read each stream, one timestamp per read, events counted per read."""
+    encoded = [json.dumps(body(max_tokens, i)).encode() for i in range(streams * per_stream)]
+    headers = {"Content-Type": "application/json"}
+    reads: list[tuple[list[float], list[int]]] = []
+    queue = iter(encoded)
+
+    async def user(session: aiohttp.ClientSession) -> None:
+        for data in queue:
+            times: list[float] = []
+            events: list[int] = []
+            async with session.post(url + "/v1/completions", data=data, headers=headers) as r:
+                async for chunk in r.content.iter_any():
+                    times.append(time.perf_counter())
+                    events.append(chunk.count(b"\n\n"))
+            reads.append((times, events))
+
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(user(session) for _ in range(streams)))
+    return reads, streams * per_stream * max_tokens
+
+
+def bare_gaps(reads: list, max_tokens: int) -> np.ndarray:
+    """Per-token gaps from reads: a read's token events are all but the role/usage/[DONE]."""
+    gaps = []
+    for times, events in reads:
+        t = np.asarray(times)
+        n = np.asarray(events, dtype=float)
+        # the last read carries the final usage event and [DONE]: tokens are what is left
+        tokens = n.copy()
+        tokens[-1] = max(0.0, max_tokens - n[:-1].sum())
+        keep = tokens > 0
+        t, tokens = t[keep], tokens[keep]
+        if len(t) > 1:
+            gaps.append(np.repeat(np.diff(t) / tokens[1:], tokens[1:].astype(int)))
+    return np.concatenate(gaps) if gaps else np.zeros(0)
+
+
+async def loadgen(url: str, streams: int, per_stream: int, max_tokens: int, out: Path):
+    """The load generator's run; returns its result, run directory and CPU seconds.
+
+    The CPU is counted up to the end of the run: compacting the journals into parquet
+    afterwards (``RunDir.close``) happens once the measurement is over.
+    """
+    cpu0 = time.process_time()
+    specs = [
+        RequestSpec(f"r{i}", Prompt.of_tokens(body(max_tokens, i)["prompt"]), max_tokens)
+        for i in range(streams * per_stream)
+    ]
+    target = Target(url, "embedded", "completions", "llama-3.1-8b", vocab_size=VOCAB)
+    run_dir = RunDir(out, create=True)
+    plan = Plan("overhead", 0, specs, concurrency=streams)
+    result = await run_load(plan, target, run_dir, RunClock(), LoadOptions())
+    cpu = time.process_time() - cpu0
+    run_dir.close()
+    return result, run_dir, cpu
+
+
+def loadgen_gaps(run_dir: RunDir) -> np.ndarray:
+    chunks = run_dir.read_table("chunks").sort_values(["request_id", "t_s"])
+    t = chunks["t_s"].to_numpy()
+    n = chunks["n_tokens"].to_numpy()
+    same = chunks["request_id"].to_numpy()[1:] == chunks["request_id"].to_numpy()[:-1]
+    gaps = np.diff(t)[same] / n[1:][same]
+    return np.repeat(gaps, n[1:][same])
+
+
+def itl_figures(gaps: np.ndarray, step_s: float) -> dict:
+    error = np.abs(gaps - step_s)
+    return {
+        "gaps": int(gaps.size),
+        "mean_itl_ms": float(gaps.mean() * 1e3),
+        "err_p50_ms": float(np.percentile(error, 50) * 1e3),
+        "err_p99_ms": float(np.percentile(error, 99) * 1e3),
+    }
+
+
+async def measure(url: str, streams: int, args: argparse.Namespace, step_s: float) -> dict:
+    figures: dict[str, dict] = {}
+    for name in ("bare", "loadgen") * args.rounds:
+        itl_before = await engine_itl(url)
+        cpu0 = time.process_time()
+        if name == "bare":
+            reads, tokens = await bare(url, streams, args.per_stream, args.tokens)
+            cpu = time.process_time() - cpu0
+            gaps = bare_gaps(reads, args.tokens)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                result, run_dir, cpu = await loadgen(
+                    url, streams, args.per_stream, args.tokens, Path(tmp) / "run"
+                )
+                assert result.ok == streams * args.per_stream, result.to_json()
+                tokens = int(run_dir.read_table("requests")["output_tokens"].sum())
+                gaps = loadgen_gaps(run_dir)
+        itl_after = await engine_itl(url)
+        engine_mean = (itl_after[0] - itl_before[0]) / max(1.0, itl_after[1] - itl_before[1])
+        row = {"cpu_us_per_token": cpu / tokens * 1e6, "tokens": tokens}
+        row |= itl_figures(gaps, step_s)
+        row["engine_mean_itl_ms"] = engine_mean * 1e3
+        best = figures.get(name)
+        if best is None or row["cpu_us_per_token"] < best["cpu_us_per_token"]:
+            figures[name] = row  # the quietest round: machines are shared
+    figures["ratio"] = {
+        "cpu": figures["loadgen"]["cpu_us_per_token"] / figures["bare"]["cpu_us_per_token"]
+    }
+    return figures
+
+
+STARTUP = """
+import asyncio, sys, tempfile
+from loadgen.clock import RunClock
+from loadgen.detect import detect_target
+from loadgen.run import run_load
+from loadgen.rundir import RunDir
+from workloads.plan import Plan, Prompt, RequestSpec
+
+async def main():
+    target = await detect_target(sys.argv[1], vocab_size=32000)
+    plan = Plan("startup", 0, [RequestSpec("r0", Prompt.of_tokens([300] * 16), 1)], concurrency=1)
+    run_dir = RunDir(tempfile.mkdtemp(), create=True)
+    result = await run_load(plan, target, run_dir, RunClock())
+    run_dir.close()
+    assert result.ok == 1
+
+asyncio.run(main())
+"""
+
+
+def startup_cpu(url: str) -> float:
+    """CPU seconds of a fresh interpreter: imports, detection, one request, run dir closed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", STARTUP, url], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+async def idle_share(url: str, gap_s: float) -> float:
+    """Client CPU share between a request's end and the next one, ``gap_s`` later."""
+    specs = [
+        RequestSpec(f"r{i}", Prompt.of_tokens([300] * 16), 2, intended_s=i * gap_s)
+        for i in range(2)
+    ]
+    target = Target(url, "embedded", "completions", "llama-3.1-8b", vocab_size=VOCAB)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = RunDir(Path(tmp) / "run", create=True)
+        result = await run_load(
+            Plan("idle", 0, specs), target, run_dir, RunClock(), LoadOptions(health_interval_s=0.25)
+        )
+        requests = run_dir.read_table("requests").sort_values("intended_s")
+        client = run_dir.read_table("client")
+        run_dir.close()
+    start = requests["end_s"].iloc[0] + 0.3
+    end = result.schedule_t0_s + gap_s - 0.05
+    inside = client[(client["t_s"] > start) & (client["t_s"] < end)]
+    return float(inside["cpu_share"].mean())
+
+
+def report(results: dict, startup: float, idle: float) -> None:
+    print(f"{'streams':>7} {'client':>8} {'µs/token':>9} {'gaps':>8} {'mean ITL':>9} "
+          f"{'engine ITL':>10} {'|err| p50':>9} {'|err| p99':>9}")  # fmt: skip
+    for streams, figures in results.items():
+        for name in ("bare", "loadgen"):
+            f = figures[name]
+            print(
+                f"{streams:>7} {name:>8} {f['cpu_us_per_token']:>9.1f} {f['gaps']:>8} "
+                f"{f['mean_itl_ms']:>7.2f}ms {f['engine_mean_itl_ms']:>8.2f}ms "
+                f"{f['err_p50_ms']:>7.3f}ms {f['err_p99_ms']:>7.3f}ms"
+            )
+        print(f"{'':>7} {'ratio':>8} {figures['ratio']['cpu']:>9.2f}  (target ≤ 1.2)")
+    print(f"start-up: {startup:.2f} CPU-s (target < 1)")
+    print(f"idle: {idle:.4f} of a core between two requests (target ~0)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", default="64,512", help="comma-separated stream counts")
+    parser.add_argument("--tokens", type=int, default=100, help="output tokens per request")
+    parser.add_argument("--per-stream", type=int, default=2, help="requests per stream")
+    parser.add_argument("--step-ms", type=float, default=20.0, help="engine step time")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per client (best kept)")
+    parser.add_argument("--idle-s", type=float, default=3.0, help="idle gap measured")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    client_core, server_core = cores()
+    proc, url = start_server(args.step_ms, server_core)
+    try:
+        pin(client_core)
+        startup = startup_cpu(url)
+        step_s = args.step_ms / 1e3
+        results = {}
+        for streams in (int(s) for s in args.streams.split(",")):
+            results[streams] = asyncio.run(measure(url, streams, args, step_s))
+        idle = asyncio.run(idle_share(url, args.idle_s))
+    finally:
+        proc.terminate()
+        proc.wait()
+    print(f"client core {client_core}, server core {server_core}, step {args.step_ms} ms")
+    report(results, startup, idle)
+    if args.json:
+        print(json.dumps({"streams": results, "startup_cpu_s": startup, "idle_share": idle}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Column batches in the run-directory journal: the per-token rows of ``chunks``."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+from loadgen.rundir import RunDir
+
+
+def _write(run: RunDir) -> None:
+    table = run.table("chunks")
+    table.append({"request_id": "a", "t_s": 0.5, "n_tokens": 1})
+    table.append_columns(
+        {"t_s": array("d", [1.0, 1.25, math.nan]), "n_tokens": array("q", [1, 4, 2])},
+        request_id="b",
+    )
+    table.append_columns({"t_s": array("d"), "n_tokens": array("q")}, request_id="empty")
+    table.append({"request_id": "c", "t_s": 3.0, "n_tokens": 1})
+    table.append_columns({"t_s": np.array([4.0]), "n_tokens": [7]}, request_id='d%x"')
+
+
+def _check(df) -> None:
+    assert df["request_id"].tolist() == ["a", "b", "b", "b", "c", 'd%x"']
+    assert df["n_tokens"].tolist() == [1, 1, 4, 2, 1, 7]
+    t = df["t_s"].to_numpy(dtype=float)
+    assert t[:2].tolist() == [0.5, 1.0] and t[2] == 1.25 and math.isnan(t[3])
+    assert t[4:].tolist() == [3.0, 4.0]
+
+
+def test_batches_read_back_as_rows_from_the_journal_and_from_parquet(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, create=True)
+    _write(run)
+    _check(RunDir(tmp_path).read_table("chunks"))  # mid-run: the journal
+    assert run.table("chunks").rows_written == 6
+    run.close()
+    assert (tmp_path / "chunks.parquet").exists()
+    _check(RunDir(tmp_path).read_table("chunks"))
+
+
+def test_a_torn_batch_line_loses_only_itself(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, create=True)
+    _write(run)
+    text = (tmp_path / "chunks.jsonl").read_text()
+    (tmp_path / "chunks.jsonl").write_text(text[: text.rindex('"__columns__"') + 20])
+    df = RunDir(tmp_path).read_table("chunks")
+    assert df["request_id"].tolist() == ["a", "b", "b", "b", "c"]
+
+
+def test_times_are_exact(tmp_path: Path) -> None:
+    times = array("d", np.random.default_rng(1).uniform(0, 1e4, 500))
+    run = RunDir(tmp_path, create=True)
+    run.table("chunks").append_columns(
+        {"t_s": times, "n_tokens": array("q", [1] * 500)}, request_id="x"
+    )
+    assert RunDir(tmp_path).read_table("chunks")["t_s"].tolist() == times.tolist()
