@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from report_runs import HOSTILE, RunShape, build_large_run, build_run
 
+from loadgen.rundir import RunDir
 from prefillscope.report.data import UNSPLIT_LAYER, load_report_data
 from prefillscope.report.html import render_html
 from prefillscope.report.svg import MAX_POINTS
@@ -118,6 +119,18 @@ def test_missing_pool_diagnosis_and_summary_are_said_not_drawn_as_zero(tmp_path:
     assert "The diagnosis was not run" in page and "prefillscope diagnose " in page
     assert "summary was recomputed from the tables" in page
     assert "ITL (per token)" in page  # the recomputed summary is shown
+
+
+def test_metrics_of_an_unknown_server_leave_the_pool_unknown(tmp_path: Path) -> None:
+    run_path = build_run(tmp_path / "run", RunShape(pool=None))
+    run = RunDir(run_path)
+    run.table("server_metrics").append(
+        {"t_s": 0.5, "metric": "myengine_blocks_used", "labels": "{}", "value": 12.0}
+    )
+    run.close()
+    data = load_report_data(run_path)
+    assert data.pool is None
+    assert any("no known flavour or mapping" in note for note in data.notes)
 
 
 def test_interrupted_runs_are_marked(tmp_path: Path) -> None:

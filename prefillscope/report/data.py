@@ -19,7 +19,8 @@ import pandas as pd
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from probes.canonical import POOL_BUCKETS, Provenance
 from probes.latency import TokenGaps, completed_mask, measured, summarize_frames, token_gaps
-from probes.normalise import ServerSeries
+from probes.scraper import SERVER_METRICS_TABLE
+from probes.timeline import server_series
 from workloads.errors import InputError
 
 DIAGNOSIS_JSON = "diagnosis.json"
@@ -106,7 +107,7 @@ def load_report_data(path: str | Path) -> ReportData:
     gaps = token_gaps(chunks, done)
     if gaps.gap_s.size == 0:
         notes.append("no per-token timings (chunks table empty or absent): ITL plots are empty")
-    pool = pool_timeline(run_dir.read_table("server_metrics"), notes)
+    pool = pool_timeline(run_dir, notes)
     diagnosis = run_dir.read_json(DIAGNOSIS_JSON) if run_dir.has(DIAGNOSIS_JSON) else None
     if diagnosis is None:
         notes.append(f"{DIAGNOSIS_JSON} is absent: the diagnosis was not run")
@@ -188,20 +189,22 @@ def gap_kinds(gaps: TokenGaps, requests: pd.DataFrame) -> np.ndarray:
 
 
 # -- server metrics → KV pool ------------------------------------------------------------
-def pool_timeline(metrics: pd.DataFrame, notes: list[str]) -> PoolTimeline | None:
-    """The KV pool's buckets over time, as ``probes.normalise`` reads the server's samples.
+def pool_timeline(run_dir: RunDir, notes: list[str]) -> PoolTimeline | None:
+    """The KV pool's buckets over time, as ``probes.timeline`` reads the server's samples.
 
     Buckets the server exposes are layers with their provenance. When it says only how
     much is active (vLLM), the rest of the pool is free *or* reclaimable and nobody can
     say which: it becomes one ``unknown`` layer, never split and never counted as free.
     """
-    if metrics.empty:
-        notes.append("no server metrics were recorded: the KV pool is unknown")
-        return None
-    try:
-        series = ServerSeries.from_samples(metrics)
-    except InputError as exc:
-        notes.append(f"server metrics not understood ({exc.problem}): the KV pool is unknown")
+    series = server_series(run_dir)
+    if series is None:
+        recorded = any(run_dir.has(f"{SERVER_METRICS_TABLE}.{ext}") for ext in ("parquet", "jsonl"))
+        what = (
+            "the server metrics are in no known flavour or mapping"
+            if recorded
+            else "no server metrics were recorded"
+        )
+        notes.append(f"{what}: the KV pool is unknown")
         return None
     frame, provenance, sources = series.frame, series.provenance, series.sources
     known = {
