@@ -20,6 +20,8 @@ import pandas as pd
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from loadgen.rundir import RunDir
 from probes.latency import summarize_frames
+from probes.server_summary import server_summary
+from probes.timeline import server_series
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -252,9 +254,9 @@ def build_run(path: Path, shape: RunShape | None = None) -> Path:
         run.table("server_metrics").append_many(pool_samples(shape))
     run.close()
     if shape.summary:
-        summary = summarize_frames(
-            run.read_table("requests"), run.read_table("chunks"), pd.DataFrame()
-        )
+        requests = run.read_table("requests")
+        summary = summarize_frames(requests, run.read_table("chunks"), pd.DataFrame())
+        summary["server"] = server_summary(server_series(run), requests)
         run.write_json("summary.json", summary)
     if shape.diagnosis:
         run.write_json("diagnosis.json", diagnosis_doc(path, shape.error_message))

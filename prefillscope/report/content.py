@@ -151,16 +151,30 @@ def _text(value: Any) -> str:
 
 
 # -- summary -----------------------------------------------------------------------------
+#: Server-side histograms of the summary's ``server`` section, shown under the client's.
+SERVER_LATENCY = (
+    ("ttft_s", "server TTFT (histogram)", "srv TTFT"),
+    ("itl_s", "server ITL (histogram)", "srv ITL"),
+    ("e2e_s", "server E2E (histogram)", "srv E2E"),
+)
+
+
 def latency_table(summary: dict[str, Any] | None, *, short: bool = False) -> list[list[str]]:
-    """Rows of ``[metric, mean, p50, …, p99.9, count]`` from ``summary.json``."""
+    """Rows of ``[metric, mean, p50, …, p99.9, count]``: the client's distributions from
+    ``summary.json``, then the server's own histograms where it exposed them."""
+    server = lookup(summary, "server") or {}
+    sources = [(summary or {}, LATENCY_METRICS), (server, SERVER_LATENCY)]
     rows = []
-    for key, label, short_label in LATENCY_METRICS:
-        stats = (summary or {}).get(key)
-        if not isinstance(stats, dict):
-            continue
-        row = [short_label if short else label]
-        row += [fmt_duration(stats.get(col)) for col, _ in QUANTILE_COLUMNS]
-        rows.append([*row, fmt_count(stats.get("count"))])
+    for section, metrics in sources:
+        for key, label, short_label in metrics:
+            stats = section.get(key)
+            if not isinstance(stats, dict) or stats.get("count") is None:
+                continue
+            if key == "itl_s" and stats.get("per"):
+                label += f", per {stats['per']}"
+            row = [short_label if short else label]
+            row += [fmt_duration(stats.get(col)) for col, _ in QUANTILE_COLUMNS]
+            rows.append([*row, fmt_count(stats.get("count"))])
     return rows
 
 
@@ -191,20 +205,44 @@ def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
     return [(str(kind), fmt_count(n)) for kind, n in errors.items() if _finite(n)]
 
 
-def server_section(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The summary's ``server`` section flattened to ``a.b.c → value`` for display."""
-    server = (summary or {}).get("server")
-    return _flatten(server, "") if isinstance(server, dict) else []
+#: The server section's figures: (path in ``summary.server``, label, formatter).
+SERVER_FIGURES: tuple[tuple[str, str, Any], ...] = (
+    ("prefix.observed_hit_rate", "prefix hit rate (server counters)", fmt_share),
+    ("prefix.expected_hit_rate", "prefix hit rate (oracle, all sent)", fmt_share),
+    ("preemptions", "preemptions", fmt_count),
+    ("running", "running requests", fmt_count),
+    ("waiting", "waiting requests", fmt_count),
+    ("kv_usage", "KV usage (active share)", fmt_share),
+    ("block_size", "block size", fmt_count),
+    ("num_blocks", "KV blocks", fmt_count),
+)
 
 
-def _flatten(node: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
-    for key, value in node.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            rows.extend(_flatten(value, name + "."))
-        elif not isinstance(value, list):
-            rows.append((name, fmt_value(value)))
+def server_section(summary: dict[str, Any] | None) -> list[list[str]]:
+    """Rows of ``[figure, value, provenance, source]`` from the summary's ``server`` section.
+
+    A level (gauge over the run) shows its mean and max; a counter or ratio its value.
+    Each keeps the provenance the probe gave it, so a derived or unknown figure is never
+    shown as a reading.
+    """
+    server = lookup(summary, "server")
+    if not isinstance(server, dict):
+        return []
+    if server.get("available") is False:
+        return [["server metrics", UNKNOWN, UNKNOWN, str(server.get("reason") or "")]]
+    rows = [["flavour", str(server.get("flavour") or UNKNOWN), "", ""]]
+    for path, label, fmt in SERVER_FIGURES:
+        entry = lookup(server, path)
+        if not isinstance(entry, dict):
+            continue
+        if "value" in entry:
+            shown = fmt(entry.get("value"))
+        elif entry.get("max") is None:
+            shown = UNKNOWN
+        else:
+            shown = f"mean {fmt(entry.get('mean'))}, max {fmt(entry.get('max'))}"
+        source = str(entry.get("source") or "")
+        rows.append([label, shown, str(entry.get("provenance") or UNKNOWN), source])
     return rows
 
 

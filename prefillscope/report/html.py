@@ -179,8 +179,9 @@ def _summary_section(data: ReportData) -> Markup:
         parts.append(el("h3", f"KV pool ({unit})"))
         parts.append(_table(["bucket", "provenance", "min", "max", "last"], pool, numeric_from=2))
     if server:
-        parts.append(el("h3", "Server-side figures"))
-        parts.append(_table(("series", "value"), server))
+        parts.append(el("h3", "What the server said (its /metrics over the run)"))
+        columns = ("figure", "value", "provenance", "source")
+        parts.append(_table(columns, server, numeric_from=len(columns)))
     return el("section", parts)
 
 

@@ -45,7 +45,7 @@ def report_renderables(
         _notes(data.notes),
         Rule("Summary", style="dim"),
         _latency(data, width),
-        _pairs_side_by_side(data),
+        _pairs_side_by_side(data, width),
         _itl_by_kind(data),
         _itl_sparkline(data, width),
         _pool(data),
@@ -113,7 +113,7 @@ def _latency(data: ReportData, width: int) -> RenderableType:
     return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
 
 
-def _pairs_side_by_side(data: ReportData) -> RenderableType:
+def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
     outcome = _table(["figure", "value"], [list(p) for p in content.headline(data.summary)])
     errors = content.error_counts(data.summary)
     err_table = (
@@ -126,7 +126,10 @@ def _pairs_side_by_side(data: ReportData) -> RenderableType:
     server = content.server_section(data.summary)
     if not server:
         return grid
-    return Group(grid, _table(["server series", "value"], [list(p) for p in server]))
+    columns = ["server figure", "value", "provenance", "source"]
+    keep = len(columns) if width >= NARROW else len(columns) - 1  # sources are long prose
+    server_table = _table(columns[:keep], [row[:keep] for row in server], numeric_from=len(columns))
+    return Group(grid, server_table)
 
 
 def _itl_by_kind(data: ReportData) -> RenderableType | None:
