@@ -109,6 +109,11 @@ def test_vllm_pool_shows_the_unsplit_remainder_as_unknown(tmp_path: Path) -> Non
     ]
     assert series[1].find(f"{SVG_NS}path").get("fill") == "url(#kv-pool-hatch)"
     assert "free (measured)" not in page
+    # The server section carries the probe's provenance next to each figure.
+    row = re.search(r"<tr><td>KV usage \(active share\)</td>(.*?)</tr>", page).group(1)
+    assert "mean " in row and "max " in row and "<td>measured</td>" in row
+    row = re.search(r"<tr><td>preemptions</td>(.*?)</tr>", page).group(1)
+    assert "<td>unknown</td><td>unknown</td>" in row  # not exposed here: unknown, never 0
 
 
 def test_missing_pool_diagnosis_and_summary_are_said_not_drawn_as_zero(tmp_path: Path) -> None:
