@@ -1,8 +1,9 @@
 """One request over the wire: send it, time every read of its stream, classify its end.
 
 The read loop is the client's hot path, run once per network read of every stream:
-an ``await`` on aiohttp's buffer, one clock reading, the adapter's byte-level parse and
-two appends to typed arrays (no Python object per token). Everything else (the record's
+an ``await`` on aiohttp's buffer, the read's arrival stamp (:mod:`loadgen.arrivals`),
+the adapter's byte-level parse and two appends to typed arrays (no Python object per
+token). Everything else (the record's
 fields, the error class) is settled once, when the request ends.
 
 Error classes (``ErrorKind``), by what the server did:
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
+from loadgen.arrivals import Arrivals, ArrivalStamps
 from loadgen.clock import RunClock
 from loadgen.records import ErrorKind, RequestRecord, Status
 
@@ -79,6 +80,7 @@ class Exchanger:
         clock: RunClock,
         *,
         timeout_s: float | None,
+        stamps: ArrivalStamps,
         on_send: RecordHook | None = None,
         on_first_token: RecordHook | None = None,
         on_chunk: ChunkHook | None = None,
@@ -87,6 +89,7 @@ class Exchanger:
         self.adapter = adapter
         self.clock = clock
         self.timeout_s = timeout_s
+        self.stamps = stamps
         self.url = adapter.target.url(adapter.path)
         self.headers = adapter.target.headers()
         self.on_send = on_send
@@ -121,7 +124,9 @@ class Exchanger:
         except Failure as exc:
             failure = exc
         except (aiohttp.ClientError, OSError) as exc:
-            if state.streaming:
+            if stream.done:  # broken after the end-of-stream event: nothing was lost
+                failure = _stream_failure(stream)
+            elif state.streaming:
                 failure = _truncated(stream, _reason(exc))
             else:
                 failure = Failure(ErrorKind.CONNECT, _reason(exc))
@@ -149,42 +154,35 @@ class Exchanger:
                     f"expected a text/event-stream answer, got {content_type or 'no type'}",
                 )
             state.streaming = True
-            await self._read(resp, record, stream, chunks, state)
-
-    async def _read(
-        self,
-        resp: aiohttp.ClientResponse,
-        record: RequestRecord,
-        stream: EventStream,
-        chunks: ChunkTimes,
-        state: _Progress,
-    ) -> None:
-        read = resp.content.readany
-        feed = stream.feed
-        perf = time.perf_counter
-        t0 = self.clock.t0
-        times, counts = chunks.t_s, chunks.n_tokens
-        on_first, on_chunk = self.on_first_token, self.on_chunk
-        t = state.last_s
-        while True:
-            data = await read()
-            if not data:
-                break
-            t = perf() - t0
-            n = feed(data)
+            # The hot loop, one pass per network read (see the module docstring).
+            connection = resp.connection  # None: the whole body is in already
+            protocol = connection.protocol if connection is not None else None
+            arrivals = self.stamps.of(protocol) if protocol is not None else Arrivals()
+            read = resp.content.readany
+            feed = stream.feed
+            t0 = self.clock.t0
+            times, counts = chunks.t_s, chunks.n_tokens
+            on_first, on_chunk = self.on_first_token, self.on_chunk
+            t = self.clock.now()
+            while True:
+                data = await read()
+                if not data:
+                    break
+                t = arrivals.last - t0
+                n = feed(data)
+                if n > 0:
+                    if on_first is not None and not times:
+                        record.first_token_s = t
+                        on_first(record)
+                    times.append(t)
+                    counts.append(n)
+                    if on_chunk is not None:
+                        on_chunk(record, t, n)
+                state.last_s = t
+            n = stream.close()
             if n > 0:
-                if on_first is not None and not times:
-                    record.first_token_s = t
-                    on_first(record)
                 times.append(t)
                 counts.append(n)
-                if on_chunk is not None:
-                    on_chunk(record, t, n)
-            state.last_s = t
-        n = stream.close()
-        if n > 0:
-            times.append(t)
-            counts.append(n)
 
 
 class _Progress:

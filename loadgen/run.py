@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
+from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.clock import RunClock
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
@@ -210,11 +211,13 @@ class LoadRun:
         async with aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False
         ) as session:
+            stamps = ArrivalStamps(asyncio.get_running_loop())
             self._exchanger = Exchanger(
                 session,
                 self.adapter,
                 self.clock,
                 timeout_s=self.options.request_timeout_s,
+                stamps=stamps,
                 on_send=self._on_send,
                 on_first_token=_overridden(self._observer, "on_first_token"),
                 on_chunk=_overridden(self._observer, "on_chunk"),
@@ -239,6 +242,7 @@ class LoadRun:
                 await self._cancel_all()
                 raise
             finally:
+                stamps.close()
                 monitor_task.cancel()
                 await asyncio.gather(monitor_task, return_exceptions=True)
                 await monitor.sample()

@@ -127,3 +127,8 @@ def test_truncated_streams(tmp_path: Path, cut: int) -> None:
     assert ("mid-event" in row["error_message"]) == (not between)
     tokens = sum(1 for b in BOUNDARIES[:16] if b <= cut)
     assert _tokens(chunks) == tokens  # every complete event before the cut
+
+
+def test_connection_dropped_after_the_end_of_stream_event_is_ok(tmp_path: Path) -> None:
+    _, row, chunks = _one(cut_after(STREAM, len(STREAM)), tmp_path)  # [DONE], then no 0-chunk
+    assert row["status"] == "ok" and row["output_tokens"] == 16 and _tokens(chunks) == 16

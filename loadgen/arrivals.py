@@ -1,0 +1,100 @@
+"""When each network read arrived: the moment the event loop's poll reported it.
+
+A streaming reader learns of new bytes late. In one loop iteration the poll returns the
+sockets that became readable; then the loop first runs the callbacks queued earlier
+(the reader tasks woken by the *previous* iteration's data, tens of microseconds each),
+then reads the sockets and hands the bytes to their protocols (``data_received``), which
+wake the reader tasks, which run in the *next* iteration. With hundreds of streams each
+step of that queue is milliseconds long and its order changes from one server step to
+the next: a clock read in the reader task adds milliseconds of jitter to inter-token
+gaps that the server never produced.
+
+So a read is stamped with the return time of the poll that reported it:
+
+* :class:`PollClock` wraps the running loop's selector so that each poll notes
+  ``perf_counter()`` when it returns (a plain attribute set; restored by ``close``). A
+  loop without a selector (another loop implementation) falls back to stamping in
+  ``data_received``.
+* :meth:`ArrivalStamps.of` wraps a connection's protocol once, so that each
+  ``data_received`` copies the current poll time to the connection's :class:`Arrivals`.
+  A reader task wakes exactly one iteration after that call, before the same socket can
+  be read again, so what it reads arrived at that stamp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+_ATTRIBUTE = "_prefillscope_arrivals"
+
+
+class PollClock:
+    """``last``: when the event loop's latest poll for I/O returned (``perf_counter``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.last = time.perf_counter()
+        self._selector = getattr(loop, "_selector", None)
+        inner = getattr(self._selector, "select", None)
+        self.active = callable(inner) and not hasattr(inner, "_prefillscope_poll_clock")
+        if not self.active:
+            return
+        perf = time.perf_counter
+
+        def select(timeout: float | None = None) -> Any:
+            ready = inner(timeout)
+            self.last = perf()
+            return ready
+
+        select._prefillscope_poll_clock = True  # type: ignore[attr-defined]
+        self._selector.select = select  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Give the selector back its own ``select``."""
+        if self.active:
+            del self._selector.select  # type: ignore[union-attr]
+            self.active = False
+
+
+class Arrivals:
+    """``last``: when the connection's latest read arrived (``perf_counter``)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+
+class ArrivalStamps:
+    """Arrival stamps for the connections of one run."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.poll = PollClock(loop)
+
+    def of(self, protocol: Any) -> Arrivals:
+        """The stamps of ``protocol``'s connection (wrapped on first use, then reused)."""
+        arrivals = getattr(protocol, _ATTRIBUTE, None)
+        if arrivals is not None:
+            return arrivals
+        arrivals = Arrivals()
+        inner = protocol.data_received
+        if self.poll.active:
+            poll = self.poll
+
+            def data_received(data: bytes) -> None:
+                arrivals.last = poll.last
+                inner(data)
+        else:
+            perf = time.perf_counter
+
+            def data_received(data: bytes) -> None:
+                arrivals.last = perf()
+                inner(data)
+
+        protocol.data_received = data_received
+        setattr(protocol, _ATTRIBUTE, arrivals)
+        return arrivals
+
+    def close(self) -> None:
+        self.poll.close()
