@@ -1,0 +1,16 @@
+"""How requests are sent and timed (DESIGN.md §2, §4.1, §4.2).
+
+Entry points (import them from their modules; this package imports nothing itself, so
+that readers of run files do not pay for the HTTP client):
+
+* ``loadgen.detect.detect_target(url, …) -> Target``: which server, API and model;
+* ``loadgen.run.run_load(plan, target, run_dir, clock, options, observer) -> LoadResult``
+  (or ``LoadRun(...).run()`` to keep the partial result when cancelled);
+* ``loadgen.target.api_key_from_env()``.
+
+Modules: ``sse`` (incremental SSE parser), ``adapters`` (one per API: request bodies and
+stream readers), ``exchange`` (one request over the wire, error classes), ``arrivals``
+(read timestamps), ``timing`` (the open-loop timer), ``sessions`` (multi-turn
+histories), ``cache`` (cache protocol), ``health`` (client monitor), ``records``,
+``clock``, ``rundir``.
+"""
