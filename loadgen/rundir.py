@@ -15,10 +15,12 @@ import math
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RUN_JSON = "run.json"
 SUMMARY_JSON = "summary.json"
@@ -49,6 +51,8 @@ def _encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
 
 def _decode_batch(obj: dict[str, Any]) -> pd.DataFrame:
     """The rows of one batch line: its columns, with its other fields in every row."""
+    import pandas as pd
+
     columns = {
         name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
         for name, (dtype, encoded) in obj.pop(BATCH_KEY).items()
@@ -156,7 +160,13 @@ class RunDir:
         return (self.path / name).exists()
 
     def read_table(self, name: str) -> pd.DataFrame:
-        """A table as a DataFrame: parquet when compacted, else the journal, else empty."""
+        """A table as a DataFrame: parquet when compacted, else the journal, else empty.
+
+        pandas is imported here, not with the module: a load generator that only writes
+        starts faster without it.
+        """
+        import pandas as pd
+
         parquet = self.path / f"{name}.parquet"
         if parquet.exists():
             return pd.read_parquet(parquet)
@@ -168,6 +178,8 @@ class RunDir:
     @staticmethod
     def _read_journal(journal: Path) -> pd.DataFrame:
         """Every row of a journal, batch lines expanded, in the order they were written."""
+        import pandas as pd
+
         frames: list[pd.DataFrame] = []
         rows: list[dict[str, Any]] = []
         with journal.open(encoding="utf-8") as fh:
