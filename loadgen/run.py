@@ -27,7 +27,8 @@ connection refused, confirmed by a fresh connection attempt) the run stops sendi
 lets in-flight requests end with their own error class for a short grace time, cancels
 the rest (``cancelled``) and returns; when the run itself is cancelled (Ctrl-C), in-flight
 requests are recorded ``cancelled`` and the ``CancelledError`` propagates, with
-``LoadRun.result`` holding the interrupted result.
+``LoadRun.result`` holding the interrupted result. Any other exception (bad input found
+on the way, such as a cache reset against an unreachable server) leaves it ``failed``.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class LoadObserver:
 class LoadResult:
     """How a load run went; the statistics come from the run directory's tables."""
 
-    status: str = "running"  # complete | interrupted
+    status: str = "running"  # complete | interrupted | failed
     reason: str | None = None
     planned: int = 0
     released: int = 0
@@ -239,6 +240,10 @@ class LoadRun:
                     await self._phase(open_loop, iter(closed_loop), self._users())
             except asyncio.CancelledError:
                 self._interrupt("cancelled (Ctrl-C)")
+                await self._cancel_all()
+                raise
+            except Exception as exc:
+                self._interrupt(f"{type(exc).__name__}: {exc}", status="failed")
                 await self._cancel_all()
                 raise
             finally:
@@ -389,7 +394,7 @@ class LoadRun:
         self._outstanding -= 1
         if not task.cancelled() and task.exception() is not None:
             self._error = task.exception()
-            self._interrupt(f"internal error: {self._error!r}")
+            self._interrupt(f"internal error: {self._error!r}", status="failed")
         if self._outstanding == 0:
             self._idle.set()
 
@@ -422,9 +427,10 @@ class LoadRun:
                 f"({type(exc).__name__}) at t={self.clock.now():.3f}s"
             )
 
-    def _interrupt(self, reason: str) -> None:
+    def _interrupt(self, reason: str, status: str = "interrupted") -> None:
+        """Stop sending; the first reason given is the one recorded."""
         if self.result.status == "running":
-            self.result.status = "interrupted"
+            self.result.status = status
             self.result.reason = reason
         self._stop.set()
 
@@ -447,7 +453,15 @@ class LoadRun:
         return self.options.concurrency or self.plan.concurrency
 
     def _validate(self, closed: list[RequestSpec]) -> None:
-        """Refuse, before sending anything, a plan this target cannot be sent."""
+        """Refuse, before sending anything, options or a plan this target cannot take."""
+        options = self.options
+        for flag, value in (
+            ("--max-concurrency", options.max_concurrency),
+            ("--concurrency", options.concurrency),
+            ("--timeout", options.request_timeout_s),
+        ):
+            if value is not None and value <= 0:
+                raise InputError(flag, f"must be positive, got {value}")
         if closed and not self._users():
             raise InputError(
                 "--concurrency",

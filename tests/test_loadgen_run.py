@@ -209,3 +209,25 @@ def test_cancelled_run_records_in_flight_requests(tmp_path: Path) -> None:
     assert (requests[requests["status"] == "ok"]["output_tokens"] == 10).all()
     assert len(requests) == run.result.finished and run.result.sent < 30
     assert cancelled["end_s"].notna().all()
+
+
+def test_bad_options_and_plans_are_one_line_input_errors(tmp_path: Path) -> None:
+    from workloads.errors import InputError
+
+    cases = [
+        (specs(1, gap_s=0.0), {"max_concurrency": 0}, "--max-concurrency"),
+        (specs(1, gap_s=0.0), {"request_timeout_s": -1.0}, "--timeout"),
+        (specs(2), {}, "--concurrency"),  # closed-loop requests, no users
+        (specs(1, gap_s=0.0), {"cache_protocol": "flush"}, "--cache"),
+    ]
+    for plan, options, field in cases:
+        run = _run("http://127.0.0.1:9", Plan("t", 0, plan), tmp_path / field, **options)
+        with pytest.raises(InputError) as info:
+            asyncio.run(run.run())
+        assert info.value.field == field and "\n" not in str(info.value)
+    chat = Target("http://127.0.0.1:9", "vllm", "chat", "m", vocab_size=8192)
+    run = LoadRun(
+        Plan("t", 0, specs(1, gap_s=0.0)), chat, RunDir(tmp_path / "c", create=True), RunClock()
+    )
+    with pytest.raises(InputError, match="takes text prompts"):
+        asyncio.run(run.run())
