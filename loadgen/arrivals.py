@@ -31,10 +31,11 @@ _ATTRIBUTE = "_prefillscope_arrivals"
 
 
 class PollClock:
-    """``last``: when the event loop's latest poll for I/O returned (``perf_counter``)."""
+    """``last``: when the event loop's latest poll for I/O returned (``perf_counter``);
+    ``previous``: the poll before it (that of the iteration that woke the running task)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.last = time.perf_counter()
+        self.last = self.previous = time.perf_counter()
         self._selector = getattr(loop, "_selector", None)
         inner = getattr(self._selector, "select", None)
         self.active = callable(inner) and not hasattr(inner, "_prefillscope_poll_clock")
@@ -44,6 +45,7 @@ class PollClock:
 
         def select(timeout: float | None = None) -> Any:
             ready = inner(timeout)
+            self.previous = self.last
             self.last = perf()
             return ready
 
@@ -62,8 +64,8 @@ class Arrivals:
 
     __slots__ = ("last",)
 
-    def __init__(self) -> None:
-        self.last = time.perf_counter()
+    def __init__(self, last: float | None = None) -> None:
+        self.last = time.perf_counter() if last is None else last
 
 
 class ArrivalStamps:
@@ -73,11 +75,15 @@ class ArrivalStamps:
         self.poll = PollClock(loop)
 
     def of(self, protocol: Any) -> Arrivals:
-        """The stamps of ``protocol``'s connection (wrapped on first use, then reused)."""
+        """The stamps of ``protocol``'s connection (wrapped on first use, then reused).
+
+        On first use the response's first bytes were handed over before the wrapper was
+        there, in the iteration that woke the task calling this: the previous poll.
+        """
         arrivals = getattr(protocol, _ATTRIBUTE, None)
         if arrivals is not None:
             return arrivals
-        arrivals = Arrivals()
+        arrivals = Arrivals(self.poll.previous if self.poll.active else None)
         inner = protocol.data_received
         if self.poll.active:
             poll = self.poll
