@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
+import numpy as np
 import pytest
 from aiohttp import web
 from loadgen_servers import (
@@ -19,12 +21,15 @@ from loadgen_servers import (
     specs,
     status_reply,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.clock import RunClock
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver, LoadOptions, LoadRun
 from loadgen.rundir import RunDir
 from loadgen.target import Target
+from simengine.config import EngineConfig
+from simengine.embedded import EmbeddedServer
 from workloads.plan import Plan
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -231,3 +236,47 @@ def test_bad_options_and_plans_are_one_line_input_errors(tmp_path: Path) -> None
     )
     with pytest.raises(InputError, match="takes text prompts"):
         asyncio.run(run.run())
+
+
+def _engine_itl(url: str) -> tuple[float, float]:
+    """The engine's own ``vllm:inter_token_latency_seconds`` (sum, count)."""
+    text = asyncio.run(_get_text(url + "/metrics"))
+    values = {"sum": 0.0, "count": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name == "vllm:inter_token_latency_seconds":
+            for sample in family.samples:
+                for part in values:
+                    if sample.name.endswith("_" + part):
+                        values[part] += sample.value
+    return values["sum"], values["count"]
+
+
+async def _get_text(url: str) -> str:
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        return await resp.text()
+
+
+def test_client_itl_equals_the_engines_own(tmp_path: Path) -> None:
+    """Per-token gaps seen by the client average to the engine's own ITL (per emission)."""
+    with EmbeddedServer(EngineConfig(fixed_step_s=0.004, vocab_size=4096)) as server:
+        before = _engine_itl(server.url)
+
+        async def go():
+            return await run_against(
+                server.url,
+                specs(30, prompt_len=32, max_tokens=24, gap_s=0.02),
+                tmp_path,
+                flavour="embedded",
+                model=server.config.model_name,
+            )
+
+        _, requests, chunks, _ = asyncio.run(go())
+        after = _engine_itl(server.url)
+    assert (requests["status"] == "ok").all()
+    engine_mean = (after[0] - before[0]) / (after[1] - before[1])
+    chunks = chunks.sort_values(["request_id", "t_s"])
+    same = chunks["request_id"].to_numpy()[1:] == chunks["request_id"].to_numpy()[:-1]
+    n = chunks["n_tokens"].to_numpy()[1:][same]
+    gaps = np.repeat(np.diff(chunks["t_s"].to_numpy())[same] / n, n)
+    assert gaps.size == 30 * 23  # every token but the first of each request
+    assert abs(gaps.mean() / engine_mean - 1) < 0.02, (gaps.mean(), engine_mean)
