@@ -144,10 +144,11 @@ def test_warmup_goes_first_and_is_marked(tmp_path: Path) -> None:
     assert np.allclose(offsets, [0.02, 0.03, 0.04])  # the plan's times, from the new t=0
 
 
-def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
-    server = generator(0.01, 0.002)
-    own = [[11, 12, 13], [21, 22], [31]]
-    plan = [
+def _session(
+    own: list[list[int]], texts: list[str] | None = None, think_s: float = 0.01
+) -> list[RequestSpec]:
+    """One session: turn k's own new tokens are ``own[k]``, 3 output tokens a turn."""
+    return [
         RequestSpec(
             f"s0t{k}",
             Prompt.of_tokens(tokens),
@@ -155,10 +156,17 @@ def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
             intended_s=0.0 if k == 0 else None,
             session=0,
             turn=k,
-            think_time_s=0.05,
+            think_time_s=think_s,
+            text=texts[k] if texts else None,
         )
         for k, tokens in enumerate(own)
     ]
+
+
+def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
+    server = generator(0.01, 0.002)
+    own = [[11, 12, 13], [21, 22], [31]]
+    plan = _session(own, think_s=0.05)
 
     async def go():
         async with Server(server) as url:
@@ -176,22 +184,6 @@ def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
         assert 0.05 <= gap < 0.2
         assert rows.loc[f"s0t{k}", "intended_s"] == rows.loc[f"s0t{k - 1}", "end_s"] + 0.05
     assert rows.loc["s0t2", "prompt_tokens"] == len(prompts[2])
-
-
-def _session(own: list[list[int]], texts: list[str] | None = None) -> list[RequestSpec]:
-    return [
-        RequestSpec(
-            f"s0t{k}",
-            Prompt.of_tokens(tokens),
-            3,
-            intended_s=0.0 if k == 0 else None,
-            session=0,
-            turn=k,
-            think_time_s=0.01,
-            text=texts[k] if texts else None,
-        )
-        for k, tokens in enumerate(own)
-    ]
 
 
 def test_later_turns_expect_their_history_cached(tmp_path: Path) -> None:
