@@ -6,8 +6,11 @@ The server runs in its own process pinned to one core, the client in this proces
 pinned to another (when the machine has two), so neither steals the other's CPU or GIL.
 For each stream count the script reports the tokens per second the client received, the
 server's step lateness (how late each step ended against its schedule; p99 should stay
-under 2 ms) and the server's CPU use, and keeps raising the count until lateness breaks
-or throughput falls behind the step rate: the last healthy level is the ceiling.
+under 2 ms) and the server's CPU use, and keeps raising the count (×1.5) until the
+server falls behind the step rate. It prints two ceilings: the most streams served with
+lateness p99 under 2 ms, and the most served while keeping up at all. Lateness also
+reflects the machine: on a shared or virtualised host the kernel's timer wake-ups alone
+can be milliseconds late (``--nice -10`` shields the server from other processes).
 
 The client is deliberately thin (raw HTTP/1.1 over asyncio streams, counting events in
 the bytes) so that it is not what limits the measurement.
@@ -30,8 +33,8 @@ import time
 from multiprocessing.connection import Connection
 
 from simengine.config import EngineConfig
-from simengine.embedded import start_server
-from simengine.server import ServerOptions
+from simengine.embedded import latency_gc, start_server
+from simengine.server import EngineServer, ServerOptions
 
 STEP_S = 0.020
 PROMPT_TOKENS = 8
@@ -41,9 +44,13 @@ RATE_FLOOR = 0.95
 
 
 # -- the server process -----------------------------------------------------------------
-def _server_process(conn: Connection, max_streams: int, core: int | None, profile: bool) -> None:
+def _server_process(
+    conn: Connection, max_streams: int, core: int | None, profile: bool, nice: int
+) -> None:
     if core is not None:
         os.sched_setaffinity(0, {core})
+    if nice:
+        os.nice(nice)
     profiler = cProfile.Profile() if profile else None
     asyncio.run(_serve(conn, max_streams, profiler))
 
@@ -57,6 +64,17 @@ async def _serve(conn: Connection, max_streams: int, profiler: cProfile.Profile 
         max_model_len=4096,
     )
     server, runner, url = await start_server(config, ServerOptions(), "127.0.0.1", 0)
+    with latency_gc():
+        await _command_loop(conn, server, profiler, url)
+    await runner.cleanup()
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+async def _command_loop(
+    conn: Connection, server: EngineServer, profiler: cProfile.Profile | None, url: str
+) -> None:
+    """Serve the parent's commands: mark the window start, report it, stop."""
     loop = asyncio.get_running_loop()
     commands: asyncio.Queue[str] = asyncio.Queue()
     loop.add_reader(conn.fileno(), lambda: commands.put_nowait(conn.recv()))
@@ -74,9 +92,6 @@ async def _serve(conn: Connection, max_streams: int, profiler: cProfile.Profile 
             wall, cpu = time.perf_counter() - marks[0], time.process_time() - marks[1]
             conn.send({"lateness": server.driver.lateness_summary(), "cpu_share": cpu / wall})
     loop.remove_reader(conn.fileno())
-    await runner.cleanup()
-    if profiler is not None:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
 # -- the client -------------------------------------------------------------------------
@@ -158,9 +173,14 @@ async def measure(url: str, conn: Connection, n: int, window_s: float) -> dict[s
     }
 
 
+def keeps_up(row: dict[str, float]) -> bool:
+    """The server delivers (nearly) one token per stream per step."""
+    return row["tokens_per_s"] >= RATE_FLOOR * row["expected_per_s"]
+
+
 def healthy(row: dict[str, float]) -> bool:
-    late = row["lateness_p99_ms"] / 1e3 < LATENESS_LIMIT_S
-    return late and row["tokens_per_s"] >= RATE_FLOOR * row["expected_per_s"]
+    """Keeps up, and steps end on time (lateness p99 under 2 ms)."""
+    return keeps_up(row) and row["lateness_p99_ms"] / 1e3 < LATENESS_LIMIT_S
 
 
 def _print(row: dict[str, float]) -> None:
@@ -168,7 +188,8 @@ def _print(row: dict[str, float]) -> None:
         f"{row['streams']:6d} streams  {row['tokens_per_s']:9.0f} tok/s "
         f"(step rate {row['expected_per_s']:7.0f})  lateness p50 {row['lateness_p50_ms']:.2f} "
         f"p99 {row['lateness_p99_ms']:.2f} max {row['lateness_max_ms']:.2f} ms  "
-        f"server CPU {row['server_cpu_share']:.0%}  {'ok' if healthy(row) else 'BROKEN'}",
+        f"server CPU {row['server_cpu_share']:.0%}  "
+        f"{'ok' if healthy(row) else 'late' if keeps_up(row) else 'BEHIND'}",
         flush=True,
     )
 
@@ -180,6 +201,12 @@ def main() -> None:
     parser.add_argument("--no-ceiling", action="store_true", help="measure --streams only")
     parser.add_argument("--max-streams", type=int, default=4096)
     parser.add_argument("--profile", action="store_true", help="cProfile the server's window")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness change for the server process (e.g. -10 on a shared machine; needs root)",
+    )
     args = parser.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))
@@ -189,7 +216,8 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(
-        target=_server_process, args=(child, args.max_streams, server_core, args.profile)
+        target=_server_process,
+        args=(child, args.max_streams, server_core, args.profile, args.nice),
     )
     proc.start()
     url = parent.recv()
@@ -204,17 +232,23 @@ def main() -> None:
             row = asyncio.run(measure(url, parent, n, args.window))
             rows.append(row)
             _print(row)
-            if args.no_ceiling or not healthy(row):
+            if args.no_ceiling or not keeps_up(row):
                 break
             n = int(n * 1.5)
     finally:
         parent.send("stop")
         proc.join(timeout=60)
-    ok = [r for r in rows if healthy(r)]
     if not args.no_ceiling:
-        ceiling = max((r["streams"] for r in ok), default=0)
-        best = max((r["tokens_per_s"] for r in ok), default=0.0)
-        print(f"ceiling: {ceiling} streams, {best:.0f} tokens/s with lateness p99 < 2 ms")
+        for label, rule in (("lateness p99 < 2 ms", healthy), ("keeping up", keeps_up)):
+            good = [r for r in rows if rule(r)]
+            top = max(good, key=lambda r: r["streams"], default=None)
+            if top is None:
+                print(f"ceiling ({label}): none of the levels tried")
+            else:
+                print(
+                    f"ceiling ({label}): {top['streams']} streams, "
+                    f"{top['tokens_per_s']:.0f} tokens/s"
+                )
 
 
 if __name__ == "__main__":

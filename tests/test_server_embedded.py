@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -52,3 +53,15 @@ def test_stop_does_not_wait_for_streams_in_flight() -> None:
     reader.join(timeout=10)
     assert outcome == ["cut"]
     server.stop()  # twice is harmless
+
+
+def test_gc_is_tuned_while_serving_and_restored_after() -> None:
+    before = gc.get_threshold()
+    with EmbeddedServer(fast_config()):
+        assert gc.get_threshold()[0] == 20_000
+        assert gc.get_freeze_count() > 0
+        with EmbeddedServer(fast_config()):
+            pass
+        assert gc.get_threshold()[0] == 20_000  # the outer engine still serves
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
