@@ -21,6 +21,14 @@ its CPU share while idle between two requests far apart.
 Targets: loadgen ≤ 1.2× bare CPU per token; ITL p99 error < 1 ms at 512 streams;
 start-up < 1 CPU-second; ~0 CPU while idle.
 
+Reading the figures: CPU time here is charged by the kernel per scheduler tick, so short
+runs are noisy (each client runs ``--rounds`` times and its quietest round is kept), and
+on some virtual machines a thread that only sleeps is charged a few milliseconds per
+wake-up (``time.sleep(0.25)`` alone shows ~1.5 ms): the idle share is an upper bound.
+The engine's own step jitter (GC, a busy core) shows in every stream at once; the
+``client err`` columns remove it by comparing each stream's gap with the other streams'
+gap over the same two engine steps.
+
 Run: ``.venv/bin/python benchmarks/loadgen_overhead.py [--streams 64,512] [--tokens 100]
 [--step-ms 50] [--rounds 2] [--json]``
 """
