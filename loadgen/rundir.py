@@ -49,18 +49,48 @@ def _encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
     return [data.dtype.str, base64.b64encode(data.tobytes()).decode("ascii")]
 
 
-def _decode_batch(obj: dict[str, Any]) -> pd.DataFrame:
-    """The rows of one batch line: its columns, with its other fields in every row."""
-    import pandas as pd
+class _BatchRows:
+    """Consecutive batch lines of one shape, gathered and turned into one frame at once.
 
-    columns = {
-        name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
-        for name, (dtype, encoded) in obj.pop(BATCH_KEY).items()
-    }
-    rows = len(next(iter(columns.values()))) if columns else 0
-    frame = {k: [v] * rows for k, v in obj.items()}
-    frame.update(columns)
-    return pd.DataFrame(frame)
+    A frame per line would cost milliseconds each: a long run has one per request.
+    """
+
+    def __init__(self) -> None:
+        self.shape: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self.columns: dict[str, list[np.ndarray]] = {}
+        self.constants: dict[str, list[Any]] = {}
+        self.lengths: list[int] = []
+
+    def fits(self, obj: dict[str, Any]) -> bool:
+        return self.shape is None or self.shape == _batch_shape(obj)
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.shape = _batch_shape(obj)
+        length = 0
+        for name, (dtype, encoded) in obj[BATCH_KEY].items():
+            values = np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
+            self.columns.setdefault(name, []).append(values)
+            length = len(values)
+        for key, value in obj.items():
+            if key != BATCH_KEY:
+                self.constants.setdefault(key, []).append(value)
+        self.lengths.append(length)
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        data: dict[str, Any] = {}
+        for key, values in self.constants.items():
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            data[key] = np.repeat(column, self.lengths)
+        for name, parts in self.columns.items():
+            data[name] = np.concatenate(parts)
+        return pd.DataFrame(data)
+
+
+def _batch_shape(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(k for k in obj if k != BATCH_KEY), tuple(obj[BATCH_KEY])
 
 
 class TableWriter:
@@ -182,6 +212,17 @@ class RunDir:
 
         frames: list[pd.DataFrame] = []
         rows: list[dict[str, Any]] = []
+        batch = _BatchRows()
+
+        def flush() -> None:
+            nonlocal rows, batch
+            if rows:
+                frames.append(pd.DataFrame(rows))
+                rows = []
+            if batch.lengths:
+                frames.append(batch.frame())
+                batch = _BatchRows()
+
         with journal.open(encoding="utf-8") as fh:
             for line in fh:
                 line = line.strip()
@@ -192,12 +233,14 @@ class RunDir:
                 except json.JSONDecodeError:
                     break  # a line cut short by a crash: everything before it is intact
                 if BATCH_KEY not in obj:
+                    if batch.lengths:
+                        flush()
                     rows.append(obj)
                     continue
-                if rows:
-                    frames.append(pd.DataFrame(rows))
-                    rows = []
-                frames.append(_decode_batch(obj))
-        if rows or not frames:
-            frames.append(pd.DataFrame(rows))
+                if rows or not batch.fits(obj):
+                    flush()
+                batch.add(obj)
+        flush()
+        if not frames:
+            return pd.DataFrame()
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
