@@ -57,3 +57,16 @@ def test_times_are_exact(tmp_path: Path) -> None:
         {"t_s": times, "n_tokens": array("q", [1] * 500)}, request_id="x"
     )
     assert RunDir(tmp_path).read_table("chunks")["t_s"].tolist() == times.tolist()
+
+
+def test_batches_of_different_shapes_keep_their_fields(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, create=True)
+    table = run.table("t")
+    table.append_columns({"x": [1.0, 2.0]}, request_id="a")
+    table.append_columns({"x": [3.0], "y": [9]}, request_id="b", phase="warm")
+    table.append_columns({"x": [4.0]}, request_id="c")
+    df = RunDir(tmp_path).read_table("t")
+    assert df["request_id"].tolist() == ["a", "a", "b", "c"]
+    assert df["x"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert df["phase"].fillna("-").tolist() == ["-", "-", "warm", "-"]
+    assert df["y"].fillna(-1).tolist() == [-1, -1, 9, -1]
