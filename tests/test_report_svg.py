@@ -146,3 +146,15 @@ def test_empty_chart_says_so() -> None:
     chart = Chart("e", "nothing", Axis("t"), Axis("y"), empty_message="no data here")
     svg = chart.render()
     assert "no data here" in svg and _series(svg) == []
+
+
+def test_lines_break_where_values_are_missing_and_steps_hold() -> None:
+    chart = Chart("b", "gaps", Axis("t"), Axis("y"))
+    chart.line("p99", [0, 1, 2, 3, 4, 5], [1, 2, np.nan, np.nan, 3, 4])
+    chart.line("held", [0, 1, 2], [1, 2, 3], step=True)
+    svg = chart.render()
+    broken, held = (g.find(f"{SVG_NS}path").get("d") for g in _series(svg))
+    assert broken.count("M") == 2 and broken.count("L") == 2  # two segments, no bridge
+    points = [tuple(map(float, p.split(","))) for p in held[1:].split("L")]
+    assert len(points) == 5  # (0,1) (1,1) (1,2) (2,2) (2,3): horizontal then vertical
+    assert points[0][1] == points[1][1] and points[1][0] == points[2][0]

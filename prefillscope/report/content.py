@@ -106,7 +106,7 @@ class Header:
 
 def header(data: ReportData) -> Header:
     """Who was measured, with what, and whether the run finished."""
-    workload = data.field("workload.name", "workload.preset", "workload.kind", "workload")
+    workload = data.field("workload.workload", "workload.name", "workload.preset", "workload")
     workload_text = workload if isinstance(workload, str) else UNKNOWN
     wall = _finite(data.field("clock.wall_t0", "wall_t0", "t0_wall"))
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
@@ -194,8 +194,17 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
         ("prefix hit rate (oracle)", fmt_share(lookup(s, "prefix.expected_hit_rate"))),
         ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
         ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
-        ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
+        ("client-limited", _limited(limited, lookup(s, "client.reasons") or [])),
     ]
+
+
+def _limited(limited: Any, reasons: list[Any]) -> str:
+    """Whether the client shaped the run, and why (the figures are suspect if so)."""
+    if limited is None:
+        return UNKNOWN
+    if not limited:
+        return "no"
+    return "yes: " + "; ".join(str(r) for r in reasons) if reasons else "yes"
 
 
 def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -21,7 +21,6 @@ CDF_POINTS = 1500
 POOL_SAMPLES = 1500
 CLOUD_SAMPLE = 50_000
 TIMELINE_WINDOWS = 120
-MIN_WINDOW_TOKENS = 20
 
 POOL_COLORS = {"active": "#0072B2", "reclaimable": "#009E73", "free": "#c8c8c8"}
 ARRIVAL_COLOR = "#CC79A7"
@@ -114,16 +113,19 @@ def itl_cdf_chart(gaps: TokenGaps, kinds: np.ndarray) -> Chart:
 def windowed_percentiles(
     t: np.ndarray, values: np.ndarray, quantiles: tuple[float, ...], windows: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentiles of ``values`` in equal time windows (windows with too few samples skipped)."""
+    """Percentiles of ``values`` in equal time windows: (window centres, one row per quantile).
+
+    Every window with a sample counts, however few: a stall is exactly a window where
+    few tokens arrived, and it must not be smoothed away. A window with none is NaN, so
+    a line through them breaks instead of bridging the silence.
+    """
     if t.size == 0:
         return np.array([]), np.empty((len(quantiles), 0))
     edges = np.linspace(t.min(), t.max() + 1e-9, windows + 1)
     frame = pd.DataFrame({"w": np.digitize(t, edges) - 1, "v": values})
-    grouped = frame.groupby("w")["v"]
-    sizes = grouped.size()
-    stats = grouped.quantile(list(quantiles)).unstack()
-    stats = stats[sizes.reindex(stats.index) >= MIN_WINDOW_TOKENS]
-    centres = (edges[stats.index.to_numpy()] + edges[stats.index.to_numpy() + 1]) / 2
+    stats = frame.groupby("w")["v"].quantile(list(quantiles)).unstack()
+    stats = stats.reindex(range(windows))
+    centres = (edges[:-1] + edges[1:]) / 2
     return centres, stats.to_numpy().T
 
 

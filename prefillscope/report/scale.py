@@ -112,9 +112,9 @@ class Scale:
             lo, hi = lo if lo is not None else 0.0, hi if hi is not None else 1.0
             if axis.include_zero:
                 lo, hi = min(lo, 0.0), max(hi, 0.0)
-            if hi <= lo:
+            if hi <= lo:  # one value: give it room (a count of 0 stays at the axis' start)
                 pad = abs(lo) * 0.1 or 1.0
-                lo, hi = lo - pad, hi + pad
+                lo, hi = (0.0, pad) if axis.include_zero and lo == 0 else (lo - pad, hi + pad)
             ticks = linear_ticks(lo, hi)
         return cls(axis, min(ticks[0], lo), max(ticks[-1], hi), ticks)
 

@@ -62,8 +62,11 @@ class Chart:
     def line(
         self, name: str, x, y, *, color: str | None = None, dash: str | None = None, step=False
     ) -> None:
-        """A polyline through (x, y) in x order; ``step`` holds each value until the next x."""
-        xs, ys = _sorted_xy(x, y)
+        """A polyline through (x, y) in x order, broken where y is missing (NaN);
+        ``step`` holds each value until the next x."""
+        xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
         self.series.append(
             _Series(name, "step" if step else "line", xs, ys, self._color(color), dash)
         )
@@ -264,11 +267,9 @@ class Chart:
         elif s.kind == "area":
             shapes = _area_path(px, py, ys.to_px(s.lower), self._fill(s), s.color)
         else:
-            if s.kind == "step":
-                px, py = _step_xy(px, py)
             shapes = void(
                 "path",
-                d=_polyline(*_thin_line(px, py)),
+                d=_broken_polyline(px, py, step=s.kind == "step"),
                 stroke=s.color,
                 stroke_width=1.6,
                 fill="none",
@@ -279,16 +280,22 @@ class Chart:
 
 
 # -- helpers: data hygiene ---------------------------------------------------------------
+def _broken_polyline(px: np.ndarray, py: np.ndarray, *, step: bool) -> str:
+    """Path data for a line, one thinned segment per run of points with a value."""
+    ok = np.isfinite(px) & np.isfinite(py)
+    breaks = np.flatnonzero(np.diff(ok.astype(np.int8)) != 0) + 1
+    parts = []
+    for seg in np.split(np.arange(px.size), breaks):
+        if seg.size and ok[seg[0]]:
+            sx, sy = _step_xy(px[seg], py[seg]) if step else (px[seg], py[seg])
+            parts.append(_polyline(*_thin_line(sx, sy)))
+    return "".join(parts)
+
+
 def _finite_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(xs) & np.isfinite(ys)
     return xs[keep], ys[keep]
-
-
-def _sorted_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
-    xs, ys = _finite_xy(x, y)
-    order = np.argsort(xs, kind="stable")
-    return xs[order], ys[order]
 
 
 def _axis_title(axis: Axis) -> str:

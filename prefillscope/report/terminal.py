@@ -140,40 +140,33 @@ def _itl_by_kind(data: ReportData) -> RenderableType | None:
 
 
 def _itl_sparkline(data: ReportData, width: int) -> RenderableType | None:
-    """p99 ITL per time window as one line of block characters (log-scaled), with the
-    windows that saw a long-prompt arrival marked underneath."""
+    """p99 ITL per time window as one line of block characters (log-scaled; blank where
+    no token arrived), with the windows that saw a long-prompt arrival marked underneath."""
     gaps = data.gaps
     positive = gaps.gap_s > 0
-    if positive.sum() < 2:
+    t, values = gaps.t_s[positive], gaps.gap_s[positive]
+    if values.size < 2 or t.max() <= t.min():
         return None
     windows = max(width - 2, 10)
-    centres, (p99,) = windowed_percentiles(
-        gaps.t_s[positive], gaps.gap_s[positive], (0.99,), windows
-    )
-    if p99.size < 2:
-        return None
-    logs = np.log10(p99)
+    _, (p99,) = windowed_percentiles(t, values, (0.99,), windows)
+    seen = np.isfinite(p99)
+    logs = np.log10(p99[seen])
     span = max(logs.max() - logs.min(), 1e-9)
-    levels = np.round((logs - logs.min()) / span * (len(SPARK) - 1)).astype(int)
-    t0, t1 = gaps.t_s.min(), gaps.t_s.max()
-    cells = np.clip(
-        ((centres - t0) / max(t1 - t0, 1e-9) * (windows - 1)).astype(int), 0, windows - 1
-    )
-    line = [" "] * windows
-    for cell, level in zip(cells, levels, strict=True):
-        line[cell] = SPARK[level]
-    marks = [" "] * windows
+    line = np.full(windows, " ", dtype=object)
+    line[seen] = [
+        SPARK[i] for i in np.round((logs - logs.min()) / span * (len(SPARK) - 1)).astype(int)
+    ]
+    marks = np.full(windows, " ", dtype=object)
     arrivals = long_prompt_arrivals(data.requests)
-    for t in arrivals[(arrivals >= t0) & (arrivals <= t1)]:
-        marks[int((t - t0) / max(t1 - t0, 1e-9) * (windows - 1))] = "^"
+    inside = arrivals[(arrivals >= t.min()) & (arrivals <= t.max())]
+    cells = ((inside - t.min()) / (t.max() - t.min()) * windows).astype(int)
+    marks[np.minimum(cells, windows - 1)] = "^"  # the same windows as the p99 line
     text = Text()
     text.append("ITL p99 over time ", style="bold")
-    text.append(
-        f"({content.fmt_duration(p99.min())} … {content.fmt_duration(p99.max())}, log)\n",
-        style="dim",
-    )
+    low, high = content.fmt_duration(p99[seen].min()), content.fmt_duration(p99[seen].max())
+    text.append(f"({low} … {high}, log)\n", style="dim")
     text.append("".join(line), style="cyan")
-    if arrivals.size:
+    if inside.size:
         text.append("\n" + "".join(marks), style="magenta")
         text.append("\n^ long-prompt arrival", style="dim")
     return Padding(text, (1, 0))
