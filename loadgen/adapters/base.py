@@ -14,9 +14,10 @@ text delta), ``chunks`` (one per event with text).
 
 The hot path: most events of a long stream are "one more token, not finished". When
 the stream carries a cumulative counter, :meth:`EventStream._ordinary` reads it with a
-few byte searches instead of decoding the whole JSON event; any event that is not plainly such an
-intermediate event (a finish, usage details, an error, anything unexpected) is decoded
-in full, so nothing is lost.
+few byte searches instead of decoding the whole JSON event; any event that is not
+plainly such an intermediate event (a finish, usage details, an error, anything
+unexpected) is decoded in full, so nothing is lost. Collecting ids, text or logprobs
+needs the full decode, so it turns the shortcut off.
 """
 
 from __future__ import annotations
