@@ -138,6 +138,18 @@ def test_metrics_of_an_unknown_server_leave_the_pool_unknown(tmp_path: Path) -> 
     assert any("no known flavour or mapping" in note for note in data.notes)
 
 
+def test_a_client_limited_run_says_so_first(tmp_path: Path) -> None:
+    run_path = build_run(tmp_path / "run")
+    run = RunDir(run_path)
+    summary = run.read_json("summary.json")
+    summary["client"] |= {"limited": True, "reasons": ["dispatch lag p99 7.0 ms > 5 ms"]}
+    run.write_json("summary.json", summary)
+    page = render_html(load_report_data(run_path))
+    banner = re.search(r'<div class="banner tone-warn">(.*?)</div>', page).group(1)
+    assert "The client limited this run (dispatch lag p99 7.0 ms &gt; 5 ms)" in banner
+    assert page.index(banner) < page.index("<h2>Summary</h2>")
+
+
 def test_interrupted_runs_are_marked(tmp_path: Path) -> None:
     page = _page(tmp_path, RunShape(status="interrupted"))
     assert 'class="badge tone-warn">interrupted<' in page

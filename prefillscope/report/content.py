@@ -194,17 +194,20 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
         ("prefix hit rate (oracle)", fmt_share(lookup(s, "prefix.expected_hit_rate"))),
         ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
         ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
-        ("client-limited", _limited(limited, lookup(s, "client.reasons") or [])),
+        ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
     ]
 
 
-def _limited(limited: Any, reasons: list[Any]) -> str:
-    """Whether the client shaped the run, and why (the figures are suspect if so)."""
-    if limited is None:
-        return UNKNOWN
-    if not limited:
-        return "no"
-    return "yes: " + "; ".join(str(r) for r in reasons) if reasons else "yes"
+def client_warning(summary: dict[str, Any] | None) -> str | None:
+    """When the client, not the server, shaped the run: say so and why, up front."""
+    if not lookup(summary, "client.limited"):
+        return None
+    reasons = "; ".join(str(r) for r in lookup(summary, "client.reasons") or [])
+    return (
+        "The client limited this run"
+        + (f" ({reasons})" if reasons else "")
+        + ": latencies may include the load generator's own delays."
+    )
 
 
 def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -88,6 +88,7 @@ def render_html(data: ReportData) -> str:
         el(
             "body",
             _header_section(hdr),
+            _client_banner(data),
             _notes(data.notes),
             _summary_section(data),
             _plots_section(data),
@@ -115,6 +116,11 @@ def _header_section(hdr: content.Header) -> Markup:
         else None,
         el("dl", [(el("dt", name), el("dd", value)) for name, value in hdr.fields], class_="meta"),
     )
+
+
+def _client_banner(data: ReportData) -> Markup | None:
+    warning = content.client_warning(data.summary)
+    return el("div", warning, class_="banner tone-warn") if warning else None
 
 
 def _notes(notes: list[str]) -> Markup | None:

@@ -42,6 +42,7 @@ def report_renderables(
 ) -> list[RenderableType]:
     parts: list[RenderableType | None] = [
         _header(data),
+        _client_warning(data),
         _notes(data.notes),
         Rule("Summary", style="dim"),
         _latency(data, width),
@@ -84,6 +85,11 @@ def _header(data: ReportData) -> Panel:
     return Panel(Group(*body), title=title, title_align="left", box=box.ROUNDED)
 
 
+def _client_warning(data: ReportData) -> RenderableType | None:
+    warning = content.client_warning(data.summary)
+    return Text(warning, style=TONE_STYLES["warn"]) if warning else None
+
+
 def _notes(notes: list[str]) -> RenderableType | None:
     if not notes:
         return None
@@ -119,7 +125,7 @@ def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
     err_table = (
         _table(["error class", "requests"], [list(p) for p in errors])
         if errors
-        else Text("No errors recorded.", style="dim")
+        else Padding(Text("No errors recorded.", style="dim"), (1, 0, 0, 0))
     )
     grid = Table.grid(padding=(0, 4))
     grid.add_row(outcome, err_table)
