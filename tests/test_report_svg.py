@@ -24,6 +24,8 @@ def test_linear_ticks_are_nice_and_cover_the_data() -> None:
     assert linear_ticks(0, 97) == [0, 20, 40, 60, 80, 100]
     assert linear_ticks(0.013, 0.048) == [0.01, 0.02, 0.03, 0.04, 0.05]
     assert linear_ticks(-3, 7) == [-4, -2, 0, 2, 4, 6, 8]
+    assert linear_ticks(0, 10.1) == [0, 2, 4, 6, 8, 10, 12]  # not 0..15 in steps of 5
+    assert linear_ticks(0, 3.6) == [0, 1, 2, 3, 4]  # on a tie, fewer ticks
 
 
 def test_log_ticks_use_decades_and_fill_in_short_spans() -> None:

@@ -88,7 +88,7 @@ def itl_cdf_chart(gaps: TokenGaps, kinds: np.ndarray) -> Chart:
     """
     zeros = int((gaps.gap_s <= 0).sum())
     title = f"ITL distribution (per token, {gaps.gap_s.size:,} gaps"
-    title += f"; {zeros:,} zero gaps off the log axis)" if zeros else ")"
+    title += f"; {zeros:,} zero gap{'s' if zeros > 1 else ''} off the log axis)" if zeros else ")"
     chart = Chart(
         "itl-cdf",
         title,
@@ -175,6 +175,8 @@ def ttft_cached_chart(requests: pd.DataFrame) -> Chart:
     )
     if rows.empty:
         return chart
+    if rows[column].max() == 0:
+        chart.title += " — no prompt token came from the cache"
     kinds = group_kinds(rows["kind"].to_numpy(dtype=object))
     for i, name in enumerate(top_kinds(kinds)):
         sel = rows[kinds == name]

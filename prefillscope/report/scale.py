@@ -15,21 +15,28 @@ import numpy as np
 Formatter = Callable[[float], str]
 
 
-def nice_step(span: float, target_ticks: int) -> float:
-    """The 1, 2 or 5 × 10^k step that gives about ``target_ticks`` ticks over ``span``."""
-    raw = span / max(target_ticks - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    for mult in (1, 2, 5, 10):
-        if raw <= mult * magnitude * (1 + 1e-9):
-            return mult * magnitude
-    return 10 * magnitude
+#: How many ticks a linear axis may have; within it the tightest nice step wins.
+MIN_TICKS, MAX_TICKS = 4, 9
 
 
-def linear_ticks(lo: float, hi: float, target_ticks: int = 6) -> list[float]:
-    """Multiples of a nice step covering [lo, hi] (the domain is widened to them)."""
-    step = nice_step(hi - lo, target_ticks)
-    first = math.floor(lo / step + 1e-9) * step
-    last = math.ceil(hi / step - 1e-9) * step
+def _covering(lo: float, hi: float, step: float) -> tuple[float, float]:
+    return math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+
+
+def linear_ticks(lo: float, hi: float) -> list[float]:
+    """Multiples of a 1, 2 or 5 × 10^k step covering [lo, hi] (the domain is widened to
+    them), choosing the step that wastes the least of the axis on empty range, then the
+    one with fewer ticks."""
+    magnitude = 10 ** math.floor(math.log10(hi - lo))
+    candidates = [m * magnitude * scale for scale in (0.01, 0.1, 1) for m in (1, 2, 5)]
+    fits = []
+    for step in candidates:
+        first, last = _covering(lo, hi, step)
+        count = round((last - first) / step) + 1
+        if MIN_TICKS <= count <= MAX_TICKS:
+            fits.append((round((last - first) / (hi - lo), 6), count, step))  # fewer on a tie
+    step = min(fits)[2] if fits else magnitude
+    first, last = _covering(lo, hi, step)
     count = round((last - first) / step)
     return [round(first + i * step, 12) for i in range(count + 1)]
 
