@@ -205,22 +205,23 @@ class ServerMetrics:
             "Histogram of number of tokens per engine_step.",
             TOKEN_BUCKETS,
         )
-        step_seconds = Histogram(
+
+        def by_kind(name: str, doc: str, buckets: tuple[float, ...]) -> dict[str, Histogram]:
+            family = Histogram(
+                name, doc, [*labels, "kind"], buckets=buckets, registry=self.registry
+            )
+            return {kind: family.labels(**labels, kind=kind) for kind in STEP_KINDS}
+
+        self._step_seconds = by_kind(
             "prefillscope_engine_step_seconds",
             "Wall time of one engine step by kind (prefill only, decode only, mixed).",
-            [*labels, "kind"],
-            buckets=STEP_SECONDS_BUCKETS,
-            registry=self.registry,
+            STEP_SECONDS_BUCKETS,
         )
-        step_tokens = Histogram(
+        self._step_tokens = by_kind(
             "prefillscope_engine_step_tokens",
             "Tokens scheduled in one engine step (prompt + decode) by kind.",
-            [*labels, "kind"],
-            buckets=TOKEN_BUCKETS,
-            registry=self.registry,
+            TOKEN_BUCKETS,
         )
-        self._step_seconds = {k: step_seconds.labels(**labels, kind=k) for k in STEP_KINDS}
-        self._step_tokens = {k: step_tokens.labels(**labels, kind=k) for k in STEP_KINDS}
 
     def on_step(self, result: StepResult, t_start: float, t_end: float) -> None:
         """Record one finished engine step (the driver's hook); idle steps are not steps."""

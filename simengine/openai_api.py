@@ -1,11 +1,12 @@
 """Parsing and validating OpenAI-style request bodies, and vLLM-shaped errors.
 
-Everything here is pure (no I/O, no engine): a JSON body goes in, a fully resolved
-:class:`GenerationRequest` (prompt token ids, limits, sampling and streaming options) or
-an :class:`ApiError` comes out. Keeping the rules in one place is what lets every endpoint
-reject bad input the same way vLLM does — the same status, the same
-``{"error": {"message", "type", "param", "code"}}`` body — before anything reaches the
-engine, so a bad request can never disturb the requests already running.
+Everything here is pure (no I/O): a JSON body goes in, a fully resolved
+:class:`GenerationRequest` (the engine request — prompt token ids, limits, sampling,
+cache scope — plus the streaming options) or an :class:`ApiError` comes out. Keeping the
+rules in one place is what lets every endpoint reject bad input the same way vLLM does —
+the same status, the same ``{"error": {"message", "type", "param", "code"}}`` body —
+before anything reaches the engine, so a bad request can never disturb the requests
+already running.
 
 The chat template is deliberately simple and documented, since the engine has no real
 model: ``<s>`` then, for each message, ``<|{role}|>\\n{content}\\n``, then
@@ -17,10 +18,13 @@ parts (joined with newlines).
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from simengine.core import EngineRequest
 from simengine.tokenizer import BOS_ID, Tokenizer
+from workloads.prefix import CacheScope
 
 #: The most top logprobs a request may ask for (vLLM's default ``--max-logprobs``).
 MAX_LOGPROBS = 20
@@ -56,29 +60,31 @@ def _invalid(param: str, problem: str, value: object) -> ApiError:
 
 @dataclass(frozen=True)
 class ServedModel:
-    """What a request is checked against: the model's public name, limits and tokenizer."""
+    """What a request is checked against: the model's public name, limits and tokenizer.
+
+    ``scope_model`` is the model identity cache scopes carry (the preset, not the alias
+    clients use), so renaming the served model never changes which KV blocks match.
+    """
 
     name: str
     max_model_len: int
     tokenizer: Tokenizer
+    scope_model: str = ""
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """A validated completion or chat request, ready to become an engine request."""
+    """A validated completion or chat request: the engine request plus how to answer it.
 
+    ``engine.logprobs`` is the number of top logprobs per token (0: the chosen token's
+    only; ``None``: no logprobs).
+    """
+
+    engine: EngineRequest
     chat: bool
-    prompt_token_ids: list[int]
-    max_tokens: int
     stream: bool = False
     include_usage: bool = False
     continuous_usage: bool = False
-    cache_salt: str | None = None
-    ignore_eos: bool = False
-    temperature: float = 1.0
-    seed: int | None = None
-    #: Top logprobs per token (0: the chosen token's only); ``None``: no logprobs.
-    logprobs: int | None = None
     return_token_ids: bool = False
 
 
@@ -262,6 +268,13 @@ def _stream_options(body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
     return include, include and _bool(options, "continuous_usage_stats")
 
 
+def _logprob_count(body: dict[str, Any], name: str) -> int | None:
+    count = _int(body, name, minimum=0)
+    if count is not None and count > MAX_LOGPROBS:
+        raise _invalid(name, f"{name} must be at most {MAX_LOGPROBS}", count)
+    return count
+
+
 def _n(body: dict[str, Any]) -> None:
     n = _int(body, "n", minimum=1)
     if n is not None and n != 1:
@@ -273,9 +286,7 @@ def parse_completion(body: dict[str, Any], served: ServedModel) -> GenerationReq
     check_model(body, served)
     _n(body)
     ids = completion_prompt_ids(body, served)
-    logprobs = _int(body, "logprobs", minimum=0)
-    if logprobs is not None and logprobs > MAX_LOGPROBS:
-        raise _invalid("logprobs", f"logprobs must be at most {MAX_LOGPROBS}", logprobs)
+    logprobs = _logprob_count(body, "logprobs")
     requested = _int(body, "max_tokens", minimum=1)
     default = DEFAULT_COMPLETION_MAX_TOKENS
     return _generation(body, served, False, ids, requested, default, logprobs)
@@ -286,9 +297,7 @@ def parse_chat(body: dict[str, Any], served: ServedModel) -> GenerationRequest:
     check_model(body, served)
     _n(body)
     ids = chat_prompt_ids(body, served)
-    top = _int(body, "top_logprobs", minimum=0)
-    if top is not None and top > MAX_LOGPROBS:
-        raise _invalid("top_logprobs", f"top_logprobs must be at most {MAX_LOGPROBS}", top)
+    top = _logprob_count(body, "top_logprobs")
     wants = _bool(body, "logprobs")
     if top and not wants:
         raise _invalid("top_logprobs", "when using `top_logprobs`, `logprobs` must be true", top)
@@ -311,18 +320,22 @@ def _generation(
 ) -> GenerationRequest:
     stream = _bool(body, "stream")
     include_usage, continuous = _stream_options(body, stream)
-    return GenerationRequest(
-        chat=chat,
+    engine = EngineRequest(
+        request_id=f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}",
         prompt_token_ids=ids,
         max_tokens=_max_tokens(requested, default_max, len(ids), served.max_model_len),
-        stream=stream,
-        include_usage=include_usage,
-        continuous_usage=continuous,
-        cache_salt=_cache_salt(body),
+        scope=CacheScope(model=served.scope_model, cache_salt=_cache_salt(body)),
         ignore_eos=_bool(body, "ignore_eos"),
         temperature=_temperature(body),
         seed=_int(body, "seed"),
         logprobs=logprobs,
+    )
+    return GenerationRequest(
+        engine=engine,
+        chat=chat,
+        stream=stream,
+        include_usage=include_usage,
+        continuous_usage=continuous,
         return_token_ids=_bool(body, "return_token_ids"),
     )
 

@@ -66,7 +66,6 @@ class ResponseShaper:
         self,
         req: GenerationRequest,
         *,
-        request_id: str,
         created: int,
         model: str,
         tokenizer: Tokenizer,
@@ -75,7 +74,7 @@ class ResponseShaper:
         self.req = req
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
-        self.request_id = request_id
+        self.request_id = request_id = req.engine.request_id
         self.created = created
         self.model = model
         self.object = "chat.completion.chunk" if req.chat else "text_completion"
@@ -94,7 +93,9 @@ class ResponseShaper:
             else ',"logprobs":null,"finish_reason":null,"stop_reason":null,'
             '"prompt_token_ids":null,"token_ids":null}]}\n\n'
         )
-        self._plain = req.logprobs is None and not req.return_token_ids and not req.continuous_usage
+        self._plain = (
+            req.engine.logprobs is None and not req.return_token_ids and not req.continuous_usage
+        )
 
     # -- streaming -----------------------------------------------------------------------
     def chunk(self, tokens: Sequence[TokenOut], finish_reason: str | None) -> bytes:
@@ -133,7 +134,7 @@ class ResponseShaper:
         return f"data: {compact_json(event)}\n\n"
 
     def _prompt_ids_once(self) -> list[int] | None:
-        return self.req.prompt_token_ids if self.req.return_token_ids else None
+        return self.req.engine.prompt_token_ids if self.req.return_token_ids else None
 
     def _full_chunk(
         self,
@@ -143,7 +144,7 @@ class ResponseShaper:
         finish_reason: str | None,
     ) -> str:
         req = self.req
-        logprobs = self._logprobs(tokens, text) if req.logprobs is not None else None
+        logprobs = self._logprobs(tokens, text) if req.engine.logprobs is not None else None
         parts = [self._head, encode_basestring(text), self._close_text]
         parts.append(
             f',"logprobs":{compact_json(logprobs)},"finish_reason":{compact_json(finish_reason)}'
@@ -163,7 +164,7 @@ class ResponseShaper:
         return "".join(parts)
 
     def _stream_usage(self, completion: int) -> dict[str, Any]:
-        usage = _usage(len(self.req.prompt_token_ids), completion)
+        usage = _usage(len(self.req.engine.prompt_token_ids), completion)
         if self.req.chat:
             usage["completion_tokens_details"] = None
         return usage
@@ -174,7 +175,7 @@ class ResponseShaper:
             return DONE
         event = self._envelope([])
         event["usage"] = _usage(
-            len(self.req.prompt_token_ids), self.completion_tokens, cached_tokens
+            len(self.req.engine.prompt_token_ids), self.completion_tokens, cached_tokens
         )
         event["system_fingerprint"] = self.fingerprint
         return f"data: {compact_json(event)}\n\n".encode() + DONE
@@ -235,8 +236,8 @@ class ResponseShaper:
         ids = [t.token_id for t in tokens]
         text = self.tokenizer.decode(ids)
         self.completion_tokens = len(ids)
-        logprobs = self._logprobs(tokens, text) if req.logprobs is not None else None
-        usage = _usage(len(req.prompt_token_ids), len(ids), cached_tokens)
+        logprobs = self._logprobs(tokens, text) if req.engine.logprobs is not None else None
+        usage = _usage(len(req.engine.prompt_token_ids), len(ids), cached_tokens)
         usage["completion_tokens_details"] = None
         token_ids = ids if req.return_token_ids else None
         prompt_ids = self._prompt_ids_once()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -31,7 +30,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from simengine.config import EngineConfig
 from simengine.core import (
     EngineCore,
-    EngineRequest,
     RequestRejected,
     RequestUpdate,
     StepResult,
@@ -52,7 +50,6 @@ from simengine.openai_api import (
 from simengine.openai_responses import ResponseShaper, compact_json
 from simengine.sse_stream import SseStream
 from simengine.tokenizer import Tokenizer
-from workloads.prefix import CacheScope
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
@@ -81,13 +78,14 @@ class EngineServer:
             raise ValueError("stream_interval must be >= 1")
         self.core = EngineCore(config)
         self.tokenizer = Tokenizer(config.vocab_size)
-        self.served = ServedModel(config.model_name, config.max_model_len, self.tokenizer)
+        self.served = ServedModel(
+            config.model_name, config.max_model_len, self.tokenizer, scope_model=config.model
+        )
         self.metrics = ServerMetrics(self.core, config)
         self.driver = RealTimeDriver(self.core, on_step=self._on_step)
         self.version = package_version()
         self.fingerprint = f"prefillscope-{self.version}"
         self.created = int(time.time())
-        self._scope_model = config.model
         self._unscheduled: dict[str, RequestLatency] = {}
         self._driver_task: asyncio.Task[None] | None = None
         self.app = self._build_app()
@@ -133,34 +131,22 @@ class EngineServer:
 
     # -- generation ----------------------------------------------------------------------
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, parse_completion, "cmpl")
+        return await self._generate(request, parse_completion)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, parse_chat, "chatcmpl")
+        return await self._generate(request, parse_chat)
 
     async def _generate(
         self,
         request: web.Request,
         parse: Callable[[dict[str, Any], ServedModel], GenerationRequest],
-        prefix: str,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         latency = RequestLatency(self.metrics, loop.time())
         req = parse(parse_json_body(await request.read()), self.served)
-        request_id = f"{prefix}-{uuid.uuid4().hex[:16]}"
-        engine_request = EngineRequest(
-            request_id=request_id,
-            prompt_token_ids=req.prompt_token_ids,
-            max_tokens=req.max_tokens,
-            scope=CacheScope(model=self._scope_model, cache_salt=req.cache_salt),
-            ignore_eos=req.ignore_eos,
-            temperature=req.temperature,
-            seed=req.seed,
-            logprobs=req.logprobs,
-        )
+        request_id = req.engine.request_id
         shaper = ResponseShaper(
             req,
-            request_id=request_id,
             created=int(time.time()),
             model=self.served.name,
             tokenizer=self.tokenizer,
@@ -172,7 +158,7 @@ class EngineServer:
         else:
             sink = asyncio.Queue()
         try:
-            self.driver.submit_to(engine_request, sink)
+            self.driver.submit_to(req.engine, sink)
         except RequestRejected as exc:
             raise ApiError(400, str(exc), "prompt") from None
         self._unscheduled[request_id] = latency

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -11,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.sse import SSEParser
 from simengine.config import EngineConfig
+from simengine.embedded import EmbeddedServer
 
 DONE = b"[DONE]"
 
@@ -24,6 +27,16 @@ def fast_config(**overrides: Any) -> EngineConfig:
         "served_model_name": "tiny-embedded",
     }
     return EngineConfig(**(settings | overrides))
+
+
+@contextmanager
+def served(config: EngineConfig | None = None, **options: Any) -> Iterator[httpx.Client]:
+    """An embedded engine (``fast_config()`` unless given) and a client bound to its URL."""
+    with (
+        EmbeddedServer(config or fast_config(), **options) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        yield client
 
 
 def stream_events(client: httpx.Client, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:

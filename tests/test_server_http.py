@@ -10,24 +10,17 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import fast_config, stream_events
+from server_support import served, stream_events
 
 from loadgen.sse import SSEParser
-from simengine.embedded import EmbeddedServer
 from simengine.tokenizer import EOS_ID
 
 MODEL = "tiny-embedded"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(fast_config()) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: EmbeddedServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+def client() -> Iterator[httpx.Client]:
+    with served() as c:
         yield c
 
 
@@ -152,10 +145,7 @@ def test_unknown_route_is_a_json_404(client: httpx.Client) -> None:
 
 
 def test_stream_interval_groups_tokens() -> None:
-    with (
-        EmbeddedServer(fast_config(), stream_interval=4) as srv,
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
+    with served(stream_interval=4) as c:
         body = {
             "prompt": [400, 401, 402],
             "max_tokens": 13,
@@ -277,8 +267,8 @@ def test_models_version_health(client: httpx.Client) -> None:
     assert client.get("/health").status_code == 200
 
 
-def test_http10_client_gets_a_plain_body_ended_by_close(server: EmbeddedServer) -> None:
-    host, port = server.url.removeprefix("http://").split(":")
+def test_http10_client_gets_a_plain_body_ended_by_close(client: httpx.Client) -> None:
+    host, port = client.base_url.host, client.base_url.port
     body = json.dumps({"prompt": "old client", "max_tokens": 3, "ignore_eos": True, "stream": True})
     head = (
         "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"

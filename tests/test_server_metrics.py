@@ -11,9 +11,7 @@ import aiohttp
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from server_support import fast_config, metric, metric_samples, pick, wait_for
-
-from simengine.embedded import EmbeddedServer
+from server_support import fast_config, metric, metric_samples, pick, served, wait_for
 
 REQUIRED_VLLM = {
     "vllm:num_requests_running": "gauge",
@@ -36,14 +34,8 @@ REQUIRED_VLLM = {
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(fast_config()) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: EmbeddedServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+def client() -> Iterator[httpx.Client]:
+    with served() as c:
         yield c
 
 
@@ -141,11 +133,8 @@ def _mean(client: httpx.Client, histogram: str) -> tuple[float, float]:
 
 def test_itl_histogram_agrees_with_the_client() -> None:
     """Both sides time the same emissions, so per-token means agree closely (16 streams)."""
-    with (
-        EmbeddedServer(fast_config(fixed_step_s=0.01)) as srv,
-        httpx.Client(base_url=srv.url) as c,
-    ):
-        streams = asyncio.run(_timed_streams(srv.url, 16, 30, concurrent=True))
+    with served(fast_config(fixed_step_s=0.01)) as c:
+        streams = asyncio.run(_timed_streams(str(c.base_url).rstrip("/"), 16, 30, concurrent=True))
         server_itl, count = _mean(c, "vllm:inter_token_latency_seconds")
     assert count == 16 * 29
     client_itl = sum(t[-1] - t[1] for t in streams) / sum(len(t) - 2 for t in streams)
@@ -156,11 +145,8 @@ def test_itl_histogram_agrees_with_the_client() -> None:
 def test_ttft_histogram_agrees_with_the_client() -> None:
     """Sequential requests: no client-side dispatch lag, so only the loopback differs.
     (The server and this client share one process and its GIL, hence the margin.)"""
-    with (
-        EmbeddedServer(fast_config(fixed_step_s=0.01)) as srv,
-        httpx.Client(base_url=srv.url) as c,
-    ):
-        streams = asyncio.run(_timed_streams(srv.url, 6, 3, concurrent=False))
+    with served(fast_config(fixed_step_s=0.01)) as c:
+        streams = asyncio.run(_timed_streams(str(c.base_url).rstrip("/"), 6, 3, concurrent=False))
         server_ttft, count = _mean(c, "vllm:time_to_first_token_seconds")
         e2e, _ = _mean(c, "vllm:e2e_request_latency_seconds")
         decode, _ = _mean(c, "vllm:request_decode_time_seconds")

@@ -7,9 +7,7 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-from server_support import fast_config, metric, metric_samples
-
-from simengine.embedded import EmbeddedServer
+from server_support import metric, metric_samples, served
 
 rng = np.random.default_rng(2500)
 PREFIX = rng.integers(259, 32000, size=2500).tolist()
@@ -21,10 +19,7 @@ def _suffix(seed: int) -> list[int]:
 
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
-    with (
-        EmbeddedServer(fast_config()) as srv,
-        httpx.Client(base_url=srv.url, timeout=30) as c,
-    ):
+    with served() as c:
         yield c
 
 

@@ -22,7 +22,7 @@ from simengine.openai_api import (
 from simengine.openai_responses import DONE, ResponseShaper
 from simengine.tokenizer import BOS_ID, FIRST_WORD_ID, Tokenizer
 
-SERVED = ServedModel("tiny", 4096, Tokenizer(32000))
+SERVED = ServedModel("tiny", 4096, Tokenizer(32000), scope_model="tiny-preset")
 
 
 def _error(fn, *args) -> ApiError:
@@ -89,10 +89,12 @@ def test_context_length_message_matches_vllm(fixtures_dir: Path) -> None:
 
 def test_completion_defaults_and_options() -> None:
     req = parse_completion({"prompt": "hi ba"}, SERVED)
-    assert req.prompt_token_ids == SERVED.tokenizer.encode("hi ba", add_bos=True)
-    assert req.max_tokens == DEFAULT_COMPLETION_MAX_TOKENS
+    engine = req.engine
+    assert engine.prompt_token_ids == SERVED.tokenizer.encode("hi ba", add_bos=True)
+    assert engine.max_tokens == DEFAULT_COMPLETION_MAX_TOKENS
+    assert engine.request_id.startswith("cmpl-") and engine.scope.model == "tiny-preset"
     assert not (req.stream or req.chat or req.include_usage or req.return_token_ids)
-    assert req.logprobs is None and req.temperature == 1.0
+    assert engine.logprobs is None and engine.temperature == 1.0
     req = parse_completion(
         {
             "model": "tiny",
@@ -109,9 +111,11 @@ def test_completion_defaults_and_options() -> None:
         },
         SERVED,
     )
-    assert req.prompt_token_ids == [300, 301] and req.max_tokens == 7
-    assert req.include_usage and req.continuous_usage and req.cache_salt == "tenant-a"
-    assert req.ignore_eos and req.temperature == 0.0 and req.seed == 11 and req.logprobs == 3
+    engine = req.engine
+    assert engine.prompt_token_ids == [300, 301] and engine.max_tokens == 7
+    assert req.include_usage and req.continuous_usage and engine.scope.cache_salt == "tenant-a"
+    assert engine.ignore_eos and engine.temperature == 0.0 and engine.seed == 11
+    assert engine.logprobs == 3
 
 
 def test_chat_template_and_limits() -> None:
@@ -125,11 +129,13 @@ def test_chat_template_and_limits() -> None:
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
     assert SERVED.tokenizer.decode(chat_prompt_ids(parts, SERVED)).startswith("<|user|>\nhi\n")
     req = parse_chat(body, SERVED)
-    assert req.chat and req.max_tokens == 4096 - len(ids)
-    assert parse_chat({**body, "max_tokens": 9}, SERVED).max_tokens == 9
-    assert parse_chat({**body, "max_tokens": 9, "max_completion_tokens": 4}, SERVED).max_tokens == 4
-    assert parse_chat({**body, "logprobs": True, "top_logprobs": 2}, SERVED).logprobs == 2
-    assert parse_chat({**body, "logprobs": True}, SERVED).logprobs == 0
+    assert req.chat and req.engine.max_tokens == 4096 - len(ids)
+    assert req.engine.request_id.startswith("chatcmpl-")
+    assert parse_chat({**body, "max_tokens": 9}, SERVED).engine.max_tokens == 9
+    both = {**body, "max_tokens": 9, "max_completion_tokens": 4}
+    assert parse_chat(both, SERVED).engine.max_tokens == 4
+    assert parse_chat({**body, "logprobs": True, "top_logprobs": 2}, SERVED).engine.logprobs == 2
+    assert parse_chat({**body, "logprobs": True}, SERVED).engine.logprobs == 0
     assert _error(parse_chat, {**body, "top_logprobs": 2}, SERVED).param == "top_logprobs"
     assert _error(parse_chat, {"messages": []}, SERVED).param == "messages"
     assert _error(parse_chat, {"messages": [{"content": "x"}]}, SERVED).param == "messages"
@@ -158,12 +164,7 @@ def _events(data: bytes) -> list[dict]:
 def _shaper(**opts) -> ResponseShaper:
     req = parse_completion({"prompt": [300, 301], **opts}, SERVED)
     return ResponseShaper(
-        req,
-        request_id="cmpl-x",
-        created=1,
-        model="tiny",
-        tokenizer=SERVED.tokenizer,
-        fingerprint="fp",
+        req, created=1, model="tiny", tokenizer=SERVED.tokenizer, fingerprint="fp"
     )
 
 
