@@ -83,9 +83,20 @@ class SseStream:
             self._write(data)
 
     def put_nowait(self, update: RequestUpdate) -> None:
-        """One engine step's output for this request (called by the driver)."""
+        """One engine step's output for this request (called by the driver).
+
+        A failure here is handed to the request's handler through ``done`` (which logs
+        it and aborts the request) instead of escaping into the driver's step loop,
+        where it would stop every other stream.
+        """
         if self.done.done():
             return
+        try:
+            self._handle(update)
+        except Exception as exc:
+            self.done.set_exception(exc)
+
+    def _handle(self, update: RequestUpdate) -> None:
         self.latency.emitted(bool(update.new_tokens), update.finished, self._loop.time())
         pending = self._pending
         pending.extend(update.new_tokens)

@@ -8,10 +8,11 @@ import time
 
 import httpx
 import pytest
-from server_support import fast_config, metric
+from server_support import fast_config, metric, served, stream_events, wait_for
 
 from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
+from simengine.openai_responses import ResponseShaper
 from workloads.errors import InputError
 
 
@@ -65,3 +66,26 @@ def test_gc_is_tuned_while_serving_and_restored_after() -> None:
         assert gc.get_threshold()[0] == 20_000  # the outer engine still serves
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_failing_stream_is_cut_and_the_engine_keeps_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = ResponseShaper.chunk
+
+    def chunk(self: ResponseShaper, tokens: list, reason: str | None) -> bytes:
+        if self.req.engine.prompt_token_ids[0] == 999:
+            raise RuntimeError("planted formatting failure")
+        return original(self, tokens, reason)
+
+    monkeypatch.setattr(ResponseShaper, "chunk", chunk)
+    body = {"max_tokens": 50, "ignore_eos": True, "stream": True}
+    with served() as client:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            client.stream("POST", "/v1/completions", json=body | {"prompt": [999, 5]}) as r,
+        ):
+            r.read()
+        events = stream_events(client, "/v1/completions", body | {"prompt": [998, 5]})
+        assert sum(len(e["choices"]) for e in events) == 50
+        wait_for(lambda: metric(client, "prefillscope_engine_kv_blocks", state="active") == 0)
