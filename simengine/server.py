@@ -11,8 +11,8 @@ Streaming follows vLLM: one SSE event per engine step that produced tokens; with
 of k (the remainder with the finish). The events are written by
 :class:`simengine.sse_stream.SseStream` straight from the driver's step loop. A client
 that disconnects has its request aborted in the engine, so its KV blocks return to the
-pool at once. Every refusal is an
-OpenAI-style error body with vLLM's status and shape, and leaves the server serving.
+pool at once. Every refusal is an OpenAI-style error body with vLLM's status and shape,
+and leaves the server serving.
 """
 
 from __future__ import annotations
@@ -28,13 +28,7 @@ from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from simengine.config import EngineConfig
-from simengine.core import (
-    EngineCore,
-    RequestRejected,
-    RequestUpdate,
-    StepResult,
-    TokenOut,
-)
+from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
 from simengine.driver import RealTimeDriver
 from simengine.metrics import RequestLatency, ServerMetrics
 from simengine.openai_api import (
@@ -55,6 +49,7 @@ SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 
 def package_version() -> str:
+    """The installed prefillscope version (``/version``, the system fingerprint)."""
     try:
         return version("prefillscope")
     except PackageNotFoundError:
@@ -165,15 +160,7 @@ class EngineServer:
         finished = False
         try:
             if isinstance(sink, SseStream):
-                response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
-                chunked = request.version >= HttpVersion11
-                if chunked:
-                    response.enable_chunked_encoding()
-                await response.prepare(request)
-                sink.attach(request.transport, chunked=chunked)
-                finished = await sink.done
-                if finished:
-                    await response.write_eof()
+                response, finished = await self._stream(request, sink)
                 return response
             body = await self._collect(sink, shaper, latency)
             finished = True
@@ -182,6 +169,21 @@ class EngineServer:
             self._unscheduled.pop(request_id, None)
             if not finished:
                 self.driver.abort(request_id)
+
+    async def _stream(
+        self, request: web.Request, sink: SseStream
+    ) -> tuple[web.StreamResponse, bool]:
+        """Send the SSE headers and wait while ``sink`` writes the events; False if cut."""
+        response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
+        chunked = request.version >= HttpVersion11
+        if chunked:
+            response.enable_chunked_encoding()
+        await response.prepare(request)
+        sink.attach(request.transport, chunked=chunked)
+        finished = await sink.done
+        if finished:
+            await response.write_eof()
+        return response, finished
 
     async def _collect(
         self,
