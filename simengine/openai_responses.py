@@ -129,11 +129,11 @@ class ResponseShaper:
         )
         if self.req.continuous_usage:
             event["usage"] = self._stream_usage(0)
-        event["prompt_token_ids"] = self._prompt_ids_once()
+        event["prompt_token_ids"] = self._prompt_ids()
         event["prompt_text"] = None
         return f"data: {compact_json(event)}\n\n"
 
-    def _prompt_ids_once(self) -> list[int] | None:
+    def _prompt_ids(self) -> list[int] | None:
         return self.req.engine.prompt_token_ids if self.req.return_token_ids else None
 
     def _full_chunk(
@@ -153,7 +153,7 @@ class ResponseShaper:
             parts.append(',"stop_reason":null')
         if not req.chat:
             first = self.completion_tokens == len(ids)
-            prompt_ids = self._prompt_ids_once() if first else None
+            prompt_ids = self._prompt_ids() if first else None
             parts.append(f',"prompt_token_ids":{compact_json(prompt_ids)}')
         parts.append(f',"token_ids":{compact_json(ids if req.return_token_ids else None)}}}]')
         if req.continuous_usage:
@@ -240,7 +240,7 @@ class ResponseShaper:
         usage = _usage(len(req.engine.prompt_token_ids), len(ids), cached_tokens)
         usage["completion_tokens_details"] = None
         token_ids = ids if req.return_token_ids else None
-        prompt_ids = self._prompt_ids_once()
+        prompt_ids = self._prompt_ids()
         if req.chat:
             message = {
                 "role": "assistant",
