@@ -243,7 +243,7 @@ def build_run(path: Path, shape: RunShape | None = None) -> Path:
             "tool_version": "0.1.0",
             "command": ["prefillscope", "bench", "--workload", "interference"],
             "target": {"url": "http://127.0.0.1:8000", "flavour": "vllm", "model": shape.model},
-            "workload": {"name": "interference", "seed": shape.seed},
+            "workload": {"workload": "interference", "seed": shape.seed},
             "clock": {"wall_t0": 1_790_000_000.0},
             "status": shape.status,
         },
@@ -275,7 +275,7 @@ def build_large_run(path: Path, requests: int, tokens_per_request: int = 20, see
     kinds = np.where(rng.random(requests) < 0.02, "long-prompt", "decode")
     prompt = np.where(kinds == "long-prompt", 16384, 512)
     run = RunDir(path, create=True)
-    run.write_json("run.json", {"status": "complete", "workload": {"name": "scale"}})
+    run.write_json("run.json", {"status": "complete", "workload": {"workload": "scale"}})
     pd.DataFrame(
         {
             "id": ids,

@@ -1,81 +1,45 @@
-"""The report of a real run: the embedded engine over loopback, an oversized chunk budget.
+"""The report of a real ``prefillscope bench`` run: the embedded engine over loopback,
+planted with an oversized chunk budget.
 
-The run is made of the real parts a bench run is made of — the interference workload's
-plan, the load generator, the /metrics scraper, the latency and server summaries — so
-the report is checked against what those really write, not against a hand-made table.
-With a budget of 8192 tokens a long prompt's prefill takes a whole step, every decode
-waits for it, and the report has to show those stalls where they happened.
+The report is checked against what bench really writes (run.json, the tables, the
+client and server summaries), not against a hand-made run directory. With a budget of
+8192 tokens a long prompt's prefill takes a whole step, every decode waits for it, and
+the report has to show those stalls where they happened.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rich.console import Console
 
-from loadgen.clock import RunClock
-from loadgen.detect import detect_target
-from loadgen.run import LoadOptions, run_load
-from loadgen.rundir import RunDir
 from prefillscope.report.data import ReportData, load_report_data
 from prefillscope.report.figures import TIMELINE_WINDOWS, windowed_percentiles
 from prefillscope.report.html import render_html
 from prefillscope.report.terminal import render_terminal
-from probes.latency import summarize
-from probes.scraper import MetricsScraper
-from probes.server_summary import server_summary
-from probes.timeline import server_series
-from simengine.config import EngineConfig
-from simengine.embedded import EmbeddedServer
-from workloads.build import build_plan
-from workloads.spec import load_spec
 
 LONG_PROMPTS = 3
-
-
-async def _record(url: str, out: Path) -> None:
-    spec = load_spec(
-        "interference",
-        {
-            "num_requests": LONG_PROMPTS,
-            "rate": 2.0,
-            "concurrency": 4,
-            "stream_requests": 1,
-            "stream_output_len": 200,
-            "long_prompt_len": 8192,
-            "seed": 3,
-        },
-    )
-    target = await detect_target(url, vocab_size=4096)
-    run, clock = RunDir(out, create=True), RunClock()
-    async with MetricsScraper(url, clock, run, interval_s=0.1):
-        result = await run_load(build_plan(spec), target, run, clock, LoadOptions())
-    run.close()
-    run.write_json(
-        "run.json",
-        {
-            "target": target.describe(),
-            "workload": spec.to_dict(),
-            "clock": {"wall_t0": clock.wall_t0},
-            "status": result.status,
-        },
-    )
-    summary = summarize(run)
-    summary["server"] = server_summary(server_series(run), run.read_table("requests"))
-    run.write_json("summary.json", summary)
+CLI = Path(sys.executable).with_name("prefillscope")
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> ReportData:
     out = tmp_path_factory.mktemp("engine") / "run"
-    config = EngineConfig(max_num_batched_tokens=8192, vocab_size=4096)
-    with EmbeddedServer(config) as server:
-        asyncio.run(_record(server.url, out))
+    bench = [
+        str(CLI), "bench", "--workload", "interference", "--num-requests", str(LONG_PROMPTS),
+        "--rate", "2", "--concurrency", "4", "--seed", "3",
+        "--set", "stream_requests=1", "--set", "stream_output_len=200",
+        "--set", "long_prompt_len=8192", "--engine", "max_num_batched_tokens=8192",
+        "--metrics-interval", "0.1", "--gpu", "off", "--out", str(out), "--json",
+    ]  # fmt: skip
+    done = subprocess.run(bench, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
     return load_report_data(out)
 
 
@@ -113,6 +77,8 @@ def test_pool_and_server_figures_are_measured(report: ReportData) -> None:
     assert "server ITL (histogram), per" in page
     assert "workload</dt><dd>interference</dd>" in page
     assert "flavour</dt><dd>embedded</dd>" in page
+    assert "max_num_batched_tokens=8192" in page  # the planted cause is in the header
+    assert "the gpu probe was off" in page
 
 
 def test_terminal_report_of_a_real_run(report: ReportData) -> None:

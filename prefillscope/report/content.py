@@ -50,7 +50,7 @@ STATUS_TONES = {
     "identity mismatch": "bad",
     UNKNOWN: "muted",
 }
-RUN_STATUS_TONES = {"complete": "good", "interrupted": "warn", "failed": "bad"}
+RUN_STATUS_TONES = {"complete": "good", "interrupted": "warn", "running": "warn", "failed": "bad"}
 
 
 # -- number formatting -------------------------------------------------------------------
@@ -104,43 +104,58 @@ class Header:
     fields: list[tuple[str, str]]
 
 
+#: Embedded-engine settings worth a line in the header when set (a planted cause is one).
+ENGINE_FIELDS = (
+    "max_num_batched_tokens",
+    "block_size",
+    "num_gpu_blocks",
+    "gpu",
+    "host_overhead_step_s",
+    "host_overhead_per_seq_s",
+)
+
+
+#: Header fields shown as "unknown" when run.json lacks them (the rest are left out).
+ALWAYS = ("target", "flavour", "model", "workload", "seed", "duration")
+
+
 def header(data: ReportData) -> Header:
-    """Who was measured, with what, and whether the run finished."""
-    workload = data.field("workload.workload", "workload.name", "workload.preset", "workload")
+    """Who was measured, with what, and whether the run finished (``run.json`` as
+    ``prefillscope.runinfo`` writes it)."""
+    workload = data.field("workload.workload")
     workload_text = workload if isinstance(workload, str) else UNKNOWN
-    wall = _finite(data.field("clock.wall_t0", "wall_t0", "t0_wall"))
+    wall = _finite(data.field("clock.wall_t0"))
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
+    engine = data.field("target.engine") or {}
+    engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
     fields = [
-        ("target", data.field("target.url", "target.endpoint", "endpoint")),
-        ("flavour", data.field("target.flavour", "target.backend", "flavour", "backend")),
-        ("model", data.field("target.model", "target.server.model", "model")),
+        ("target", data.field("target.url")),
+        ("flavour", data.field("target.flavour")),
+        ("model", data.field("target.model")),
+        ("engine", engine_text or None),
         ("workload", workload_text),
-        ("seed", data.field("workload.seed", "seed")),
+        ("seed", data.field("workload.seed")),
+        ("cache protocol", data.field("cache_protocol.applied")),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
-        (
-            "duration",
-            fmt_duration(data.field("duration_s") or lookup(data.summary, "throughput.window_s")),
-        ),
-        ("command", data.field("command", "command_line", "argv")),
+        ("duration", fmt_duration(lookup(data.summary, "throughput.window_s"))),
+        ("command", data.field("command")),
         ("run directory", str(data.path)),
-        ("prefillscope", data.field("tool_version", "version", "tool.version")),
+        ("prefillscope", data.field("tool_version")),
     ]
     status = data.status
-    note = None
-    if status == "interrupted":
-        note = (
-            f"This run was interrupted: everything below covers only the {len(data.requests):,} "
-            "requests that finished before it stopped."
-        )
-    elif status == "failed":
-        note = "This run failed: " + fmt_value(data.field("reason", "error", "status_reason"))
+    finished = f"the {len(data.requests):,} requests that finished before it stopped"
+    notes = {
+        "interrupted": f"This run was interrupted: everything below covers only {finished}.",
+        "running": f"This run never finished (it was killed): everything below covers {finished}.",
+        "failed": "This run failed: " + fmt_value(data.field("reason")),
+    }
     return Header(
         f"prefillscope report — {workload_text}",
         status,
         RUN_STATUS_TONES.get(status, "muted"),
-        note,
-        [(name, _text(value)) for name, value in fields],
+        notes.get(status),
+        [(name, _text(value)) for name, value in fields if value is not None or name in ALWAYS],
     )
 
 

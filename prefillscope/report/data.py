@@ -108,6 +108,7 @@ def load_report_data(path: str | Path) -> ReportData:
     if gaps.gap_s.size == 0:
         notes.append("no per-token timings (chunks table empty or absent): ITL plots are empty")
     pool = pool_timeline(run_dir, notes)
+    notes += probe_problems(run or {})
     diagnosis = run_dir.read_json(DIAGNOSIS_JSON) if run_dir.has(DIAGNOSIS_JSON) else None
     if diagnosis is None:
         notes.append(f"{DIAGNOSIS_JSON} is absent: the diagnosis was not run")
@@ -134,6 +135,17 @@ def _read_json(run_dir: RunDir, name: str, notes: list[str]) -> dict[str, Any] |
     except json.JSONDecodeError as exc:
         notes.append(f"{name} is unreadable ({exc.msg} at line {exc.lineno})")
         return None
+
+
+def probe_problems(run: dict[str, Any]) -> list[str]:
+    """A line for each probe of the run that did not work, with the reason it recorded."""
+    lines = []
+    for name, probe in (run.get("probes") or {}).items():
+        status = (probe or {}).get("status") or {}
+        if status.get("state") not in (None, "ok"):
+            reason = f": {status['reason']}" if status.get("reason") else ""
+            lines.append(f"the {name.replace('_', ' ')} probe was {status['state']}{reason}")
+    return lines
 
 
 # -- requests ----------------------------------------------------------------------------
