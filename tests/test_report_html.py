@@ -150,10 +150,15 @@ def test_a_client_limited_run_says_so_first(tmp_path: Path) -> None:
     assert page.index(banner) < page.index("<h2>Summary</h2>")
 
 
-def test_interrupted_runs_are_marked(tmp_path: Path) -> None:
-    page = _page(tmp_path, RunShape(status="interrupted"))
-    assert 'class="badge tone-warn">interrupted<' in page
-    assert "This run was interrupted" in page
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [("interrupted", "This run was interrupted"), ("running", "This run never finished")],
+)
+def test_unfinished_runs_are_marked(tmp_path: Path, status: str, says: str) -> None:
+    page = _page(tmp_path, RunShape(status=status))
+    assert f'class="badge tone-warn">{status}<' in page
+    banner = re.search(r'<div class="banner tone-warn">(.*?)</div>', page).group(1)
+    assert banner.startswith(says) and "129 requests" in banner
 
 
 def test_diagnosis_table_colours_each_status(hostile_page: str) -> None:
