@@ -1,0 +1,230 @@
+"""H1: prefill chunks starve decodes — steps that carry prompt chunks are much longer.
+
+Each scheduler step spends its token budget on the running decodes first and the rest on
+prompt chunks; a decode that shares a step with a large chunk waits for the whole step.
+Evidence, best first:
+
+1. **Step kinds** (``prefillscope_engine_step_seconds{kind}``, the embedded engine):
+   the mean mixed step over the mean pure-decode step, from the histogram increases over
+   the run — a server-side measurement.
+2. **Client attribution** (any server, ``diagnose.attribution``): gaps that overlapped a
+   long prefill over gaps that overlapped none, with cluster-bootstrap intervals.
+3. **Budget vs prompts**: the token budget (``run.json``'s engine config or
+   ``--max-num-batched-tokens``) against the longest fresh prompt — the largest chunk a
+   step can carry — and, with a roofline, what such a step costs next to a decode step.
+
+The rule: supported when the stretch is at least ``STARVE_RATIO`` (a decode that rides
+with a chunk waits four of its own steps or more); the small budgets engines ship with
+(512 tokens on an H100-class GPU: about 3×) stay below it. When step kinds and client
+attribution disagree the hypothesis is only weakened. Either way it is a correlation; the
+chunk-size A/B confirms it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
+from diagnose.context import Context
+from diagnose.evidence import Evidence, Finding, Status
+from diagnose.next_steps import ab_command
+from diagnose.stats import Comparison
+from probes.canonical import Histogram
+from simengine.costmodel import StepShape, attended_pairs
+
+TITLE = "Prefill chunks starving decodes"
+STEP_METRIC = "prefillscope_engine_step_seconds"
+#: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
+STARVE_RATIO = 4.0
+#: The small chunk an A/B compares the run's budget with.
+SMALL_CHUNK = 512
+
+
+def ratio_text(c: Comparison) -> str:
+    """``24.1× [95 % CI 18.0–30.2]`` (the interval omitted when it could not be computed)."""
+    if np.isfinite(c.ci_low) and np.isfinite(c.ci_high):
+        return f"{c.ratio:.3g}× [95 % CI {c.ci_low:.3g}–{c.ci_high:.3g}]"
+    return f"{c.ratio:.3g}×"
+
+
+def step_histograms(ctx: Context) -> tuple[Histogram | None, Histogram | None]:
+    raw = ctx.view.raw
+    return (
+        raw.histogram_increase(STEP_METRIC, {"kind": "mixed"}),
+        raw.histogram_increase(STEP_METRIC, {"kind": "decode"}),
+    )
+
+
+def _step_evidence(mixed: Histogram, decode: Histogram) -> tuple[list[Evidence], float | None]:
+    source = f"server: {STEP_METRIC}"
+    out = [
+        Evidence("mixed steps", mixed.count, "steps", f'{source}{{kind="mixed"}}'),
+        Evidence("mean mixed step", mixed.mean, "s", f'{source}{{kind="mixed"}}'),
+        Evidence("pure-decode steps", decode.count, "steps", f'{source}{{kind="decode"}}'),
+        Evidence("mean pure-decode step", decode.mean, "s", f'{source}{{kind="decode"}}'),
+    ]
+    if not (mixed.mean and decode.mean):
+        return out, None
+    ratio = mixed.mean / decode.mean
+    p90 = mixed.quantile(0.9)
+    out.append(
+        Evidence(
+            "mixed/decode step time ratio",
+            ratio,
+            "x",
+            source,
+            f"mean over mean; mixed p90 {p90:.3g} s (bucket estimate)" if p90 else None,
+        )
+    )
+    return out, ratio
+
+
+def _attribution_evidence(a: Attribution) -> list[Evidence]:
+    source = "client: chunks + requests (sent → first token windows)"
+    detail = (
+        f"{a.overlapping} gaps overlapping {a.windows} long prefill windows "
+        f"(≥ {LONG_PREFILL_TOKENS} fresh prompt tokens) vs {a.clear} gaps overlapping none"
+    )
+    out = [Evidence("long prefill windows", a.windows, "windows", source)]
+    for name, c in (("mean", a.mean), ("p99", a.p99)):
+        if c is not None:
+            out.append(
+                Evidence(
+                    f"ITL {name} ratio, overlapping / clear gaps",
+                    c.ratio,
+                    "x",
+                    source,
+                    f"{ratio_text(c)}; {c.method}, p={c.p_value:.2g}; {detail}",
+                )
+            )
+    return out
+
+
+def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
+    budget, where = ctx.budget
+    fresh = ctx.view.fresh_tokens()
+    longest = float(np.nanmax(fresh)) if fresh.size else None
+    out = []
+    missing = []
+    if longest is not None:
+        out.append(
+            Evidence(
+                "longest fresh prompt", longest, "tokens", "client: requests (prompt − cached)"
+            )
+        )
+    if budget is None:
+        missing.append(
+            "the token budget per step (max_num_batched_tokens): give --max-num-batched-tokens"
+        )
+        return out, missing
+    out.append(Evidence("token budget per step", budget, "tokens", where))
+    if longest is None or ctx.roofline is None:
+        return out, missing
+    chunk = int(min(budget, longest))
+    running = int(np.median(ctx.clear.running)) if len(ctx.clear) else 1
+    context = float(np.nanmedian(ctx.clear.context)) if len(ctx.clear) else 0.0
+    cost = ctx.roofline.cost
+    shape = StepShape(
+        prefill_tokens=chunk,
+        prefill_pairs=attended_pairs(chunk, 0),
+        decode_tokens=running,
+        decode_context=round(running * context),
+        num_running=running + 1,
+    )
+    modelled = cost.step_time(shape) / cost.decode_step_time(running, context)
+    out.append(
+        Evidence(
+            "modelled largest-chunk step / decode step",
+            modelled,
+            "x",
+            ctx.roofline.label,
+            f"a {chunk}-token chunk beside {running} decodes at context {context:.0f}",
+        )
+    )
+    return out, missing
+
+
+def _status(step_ratio: float | None, a: Attribution) -> tuple[Status, str]:
+    by_client = a.mean if a.enough else None
+    client_says = (
+        None if by_client is None else by_client.ratio >= STARVE_RATIO and by_client.significant
+    )
+    if step_ratio is not None:
+        if step_ratio < STARVE_RATIO:
+            return Status.NOT_SUPPORTED, (
+                f"Steps carrying prompt chunks took {step_ratio:.2g}× a pure-decode step "
+                f"(below the {STARVE_RATIO:g}× that starves decodes)."
+            )
+        if client_says is False:
+            return Status.WEAKENED, (
+                f"Mixed steps took {step_ratio:.2g}× a pure-decode step, but decode gaps "
+                "overlapping long prefills were not measurably that much longer on the client."
+            )
+        extra = (
+            f"; gaps overlapping long prefills were {ratio_text(by_client)}" if by_client else ""
+        )
+        return Status.SUPPORTED, (
+            f"Correlation, not proof: steps carrying prompt chunks took {step_ratio:.2g}× "
+            f"a pure-decode step{extra}. A chunk-size A/B would confirm it."
+        )
+    if by_client is not None:
+        if client_says:
+            return Status.SUPPORTED, (
+                f"Correlation, not proof: decode gaps overlapping a long prefill were "
+                f"{ratio_text(by_client)} the others (client timestamps; the server shows no "
+                "step kinds). A chunk-size A/B would confirm it."
+            )
+        if by_client.ratio < STARVE_RATIO:
+            return Status.NOT_SUPPORTED, (
+                f"Decode gaps overlapping a long prefill were {ratio_text(by_client)} the "
+                f"others: below the {STARVE_RATIO:g}× that starves decodes."
+            )
+        return Status.INCONCLUSIVE, (
+            f"Gaps overlapping long prefills look {by_client.ratio:.2g}× longer, but the "
+            "difference is not significant."
+        )
+    if a.windows == 0:
+        return Status.NOT_APPLICABLE, (
+            f"No long prefill (≥ {LONG_PREFILL_TOKENS} fresh tokens) ran while decodes did, "
+            "and the server shows no step kinds."
+        )
+    return Status.INCONCLUSIVE, (
+        f"Too few decode gaps overlapped a long prefill ({a.overlapping}) to compare."
+    )
+
+
+def assess(ctx: Context) -> Finding:
+    evidence: list[Evidence] = []
+    missing: list[str] = []
+    mixed, decode = step_histograms(ctx)
+    step_ratio = None
+    if mixed is not None and decode is not None:
+        found, step_ratio = _step_evidence(mixed, decode)
+        evidence += found
+        if not mixed.count:
+            missing.append("a step that mixed prompt chunks with decodes (none ran)")
+    else:
+        missing.append(
+            f"step kinds ({STEP_METRIC}{{kind}}): the server does not expose step timing by "
+            "kind, so H1 rests on client-side attribution"
+        )
+    a = attribute(ctx.view, ctx.gaps, resamples=ctx.options.resamples, seed=ctx.options.seed)
+    evidence += _attribution_evidence(a)
+    if not a.enough:
+        missing.append(
+            f"enough decode gaps on both sides of a long prefill (have {a.overlapping} "
+            f"overlapping and {a.clear} clear; need {MIN_GAPS} each)"
+        )
+    found, lacking = _budget_evidence(ctx)
+    evidence += found
+    missing += lacking
+    if ctx.roofline is None:
+        missing += ctx.roofline_missing
+    status, summary = _status(step_ratio, a)
+    budget, _ = ctx.budget
+    big = budget if budget and budget > SMALL_CHUNK else 4 * SMALL_CHUNK
+    next_step = (
+        f"{ab_command(ctx.view, (SMALL_CHUNK, big))}  — the same arrivals and lengths at "
+        f"both chunk sizes; only this A/B confirms or refutes H1"
+    )
+    return Finding("H1", TITLE, status, summary, evidence, missing, next_step)

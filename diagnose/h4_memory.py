@@ -1,0 +1,178 @@
+"""H4: KV pool exhaustion — or only its reservation.
+
+Engines preallocate the KV pool at start, so "GPU memory at 98 %" is what a healthy
+server looks like. Exhaustion is something else, with its own evidence:
+
+* **preemptions** (``vllm:num_preemptions_total`` and equivalents): a running sequence
+  was evicted for lack of blocks and will be recomputed;
+* a **waiting queue** while the **active** share of the pool (blocks pinned by running
+  requests — vLLM's ``kv_cache_usage_perc``) is near 100 %.
+
+Against it: no preemptions, an empty or budget-bound queue, and a pool whose blocks are
+mostly reclaimable (cached prefixes, re-hittable or evictable at will) or free — the
+pool breakdown with its provenance (``probes.pool``: measured, derived or unknown). Then
+the finding says so in words: reservation, not exhaustion. Exhaustion seen in the
+counters is still a correlation with the latency; a rerun at a lower concurrency, or
+with a larger pool, confirms it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from diagnose.context import Context
+from diagnose.evidence import Evidence, Finding, Status
+from diagnose.next_steps import bench_command
+from probes.normalise import ServerSeries
+
+TITLE = "KV pool exhaustion (vs reservation)"
+#: Active share of the pool from which a waiting queue counts as memory-bound.
+FULL_SHARE = 0.95
+#: Waiting requests that make a queue (one is a request caught between arrival and step).
+QUEUE = 2
+
+
+def _source(level: dict[str, Any]) -> str:
+    return f"server: {level.get('source') or 'unknown'} ({level['provenance']})"
+
+
+def _gpu_memory(ctx: Context) -> Evidence | None:
+    gpu = ctx.view.gpu
+    if gpu.empty or not {"memory_used_bytes", "memory_total_bytes"} <= set(gpu.columns):
+        return None
+    used = gpu["memory_used_bytes"].to_numpy(dtype=float)
+    total = gpu["memory_total_bytes"].to_numpy(dtype=float)
+    ok = np.isfinite(used) & np.isfinite(total) & (total > 0)
+    if not ok.any():
+        return None
+    peak = float(np.max(used[ok] / total[ok]))
+    return Evidence(
+        "GPU memory used (peak)",
+        100 * peak,
+        "%",
+        "gpu: NVML memory used / total",
+        "a preallocated KV pool makes this high by design",
+    )
+
+
+def _pool_evidence(series: ServerSeries) -> tuple[list[Evidence], dict[str, float | None]]:
+    """Pool buckets as shares of the pool: active at its peak, the others on average."""
+    total = series.latest("pool_total").value
+    shares: dict[str, float | None] = {}
+    out: list[Evidence] = []
+    for bucket, stat in (("active", "max"), ("reclaimable", "mean"), ("free", "mean")):
+        level = series.level(f"pool_{bucket}")
+        value = level[stat]
+        share = value / total if value is not None and total else None
+        shares[bucket] = share
+        if share is not None:
+            out.append(
+                Evidence(
+                    f"{bucket} blocks ({'peak' if stat == 'max' else 'mean'})",
+                    100 * share,
+                    "% of pool",
+                    _source(level),
+                    f"{value:.0f} of {total:.0f} blocks",
+                )
+            )
+    return out, shares
+
+
+def assess(ctx: Context) -> Finding:
+    series = ctx.view.server
+    evidence: list[Evidence] = []
+    missing: list[str] = []
+    gpu = _gpu_memory(ctx)
+    if gpu is not None:
+        evidence.append(gpu)
+    next_step = (
+        "`prefillscope report RUN_DIR` shows the pool stacked over time; to test exhaustion, "
+        f"rerun at a lower concurrency and compare: {_lower_load(ctx)}"
+    )
+    if series is None:
+        missing.append("server metrics (none were scraped or understood)")
+        return Finding(
+            "H4",
+            TITLE,
+            Status.INCONCLUSIVE,
+            "No server metrics: preemptions, the waiting queue and the pool are unknown.",
+            evidence,
+            missing,
+            next_step,
+        )
+    preempt = series.increase("preemptions")
+    waiting = series.level("waiting")
+    usage = series.level("kv_usage")
+    if preempt.known:
+        evidence.append(
+            Evidence("preemptions", preempt.value, "", f"server: {preempt.source} (increase)")
+        )
+    else:
+        missing.append(f"preemptions ({preempt.source})")
+    if waiting["max"] is not None:
+        evidence.append(Evidence("waiting requests (max)", waiting["max"], "", _source(waiting)))
+    else:
+        missing.append("the waiting queue (not exposed)")
+    if usage["max"] is not None:
+        evidence.append(
+            Evidence("active share of pool (peak)", 100 * usage["max"], "%", _source(usage))
+        )
+    pool, shares = _pool_evidence(series)
+    evidence += pool
+    if shares.get("reclaimable") is None and usage["max"] is not None:
+        missing.append("reclaimable vs free blocks (the server counts them together)")
+    active_peak = usage["max"] if usage["max"] is not None else shares.get("active")
+    full = active_peak is not None and active_peak >= FULL_SHARE
+    queued = (waiting["max"] or 0) >= QUEUE
+    if preempt.value:
+        status, summary = (
+            Status.SUPPORTED,
+            (
+                f"Correlation, not proof: the pool ran out — {preempt.value:.0f} preemptions "
+                "(sequences evicted and recomputed)."
+            ),
+        )
+    elif queued and full:
+        status, summary = (
+            Status.SUPPORTED,
+            (
+                f"Correlation, not proof: requests waited (up to {waiting['max']:.0f}) while "
+                f"{100 * active_peak:.0f} % of the pool was pinned by running requests."
+            ),
+        )
+    elif not preempt.known and active_peak is None:
+        status, summary = Status.INCONCLUSIVE, "Neither preemptions nor pool usage are exposed."
+    else:
+        status, summary = Status.NOT_SUPPORTED, _reservation(shares, active_peak, waiting)
+    return Finding("H4", TITLE, status, summary, evidence, missing, next_step)
+
+
+def _reservation(
+    shares: dict[str, float | None], active_peak: float | None, waiting: dict[str, Any]
+) -> str:
+    parts = ["no preemptions"]
+    if active_peak is not None:
+        parts.append(f"at most {100 * active_peak:.0f} % of blocks active")
+    if shares.get("reclaimable") is not None and shares.get("free") is not None:
+        parts.append(
+            f"on average {100 * shares['reclaimable']:.0f} % reclaimable and "
+            f"{100 * shares['free']:.0f} % free"
+        )
+    queue = (
+        f"; requests waited (up to {waiting['max']:.0f}) with the pool not full: the token "
+        "budget or max_num_seqs, not memory, held them"
+        if (waiting["max"] or 0) >= QUEUE
+        else "; no waiting queue"
+    )
+    return f"Reservation, not exhaustion: {', '.join(parts)}{queue}."
+
+
+def _lower_load(ctx: Context) -> str:
+    spec = ctx.view.info.get("workload") or {}
+    if spec.get("concurrency"):
+        return bench_command(ctx.view, load={"concurrency": max(1, int(spec["concurrency"]) // 2)})
+    if spec.get("rate"):
+        return bench_command(ctx.view, load={"rate": float(spec["rate"]) / 2})
+    return bench_command(ctx.view) + " --max-concurrency N"

@@ -1,0 +1,100 @@
+"""What a diagnosis reads from a run directory, loaded once and shared by every check.
+
+A run directory may be complete, interrupted (the server died: the journals hold every
+request that finished) or from a server that exposes little (vLLM has no step metrics,
+llama.cpp no histograms). Everything here is therefore optional: a missing table is
+an empty frame, a missing series ``None``, and the checks say what they lacked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from diagnose.raw_metrics import RawMetrics
+from loadgen.rundir import RUN_JSON, RunDir
+from probes.gpu import GPU_TABLE
+from probes.latency import completed_mask, measured
+from probes.normalise import ServerSeries
+from probes.scraper import SERVER_METRICS_TABLE
+from probes.timeline import server_series
+from workloads.errors import InputError
+
+
+@dataclass
+class RunView:
+    """One run's files as frames: ``requests`` are the measured ones (no warm-up),
+    ``every_request`` all that were sent, warm-ups included (they filled the cache too)."""
+
+    path: Path
+    info: dict[str, Any]
+    requests: pd.DataFrame
+    every_request: pd.DataFrame
+    chunks: pd.DataFrame
+    server: ServerSeries | None
+    raw: RawMetrics
+    gpu: pd.DataFrame
+
+    @property
+    def status(self) -> str:
+        return str(self.info.get("status") or "unknown")
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return self.info.get("target") or {}
+
+    @property
+    def engine(self) -> dict[str, Any] | None:
+        """The embedded engine's configuration, when the run drove it."""
+        engine = self.target.get("engine")
+        return engine if isinstance(engine, dict) else None
+
+    @property
+    def completed(self) -> pd.DataFrame:
+        return self.requests[completed_mask(self.requests)]
+
+    def column(self, name: str, frame: pd.DataFrame | None = None) -> np.ndarray:
+        """A numeric column as floats; NaN where null or absent (unknown, not 0)."""
+        df = self.requests if frame is None else frame
+        if name not in df.columns:
+            return np.full(len(df), np.nan)
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+
+    def fresh_tokens(self, frame: pd.DataFrame | None = None) -> np.ndarray:
+        """Prompt tokens each request had to compute: prompt − cached (server-reported,
+        else the oracle's expectation, else none cached)."""
+        cached = self.column("cached_tokens", frame)
+        expected = self.column("expected_cached_tokens", frame)
+        cached = np.where(np.isfinite(cached), cached, np.nan_to_num(expected))
+        return np.maximum(self.column("prompt_tokens", frame) - cached, 0.0)
+
+
+def load_run_view(path: str | Path) -> RunView:
+    """Read a run directory; ``InputError`` (field ``RUN_DIR``) when it is not one."""
+    try:
+        run = RunDir(path)
+    except FileNotFoundError:
+        raise InputError(
+            "RUN_DIR", f"no directory at {path}", "give a bench run directory"
+        ) from None
+    has_requests = any(run.has(f"requests.{ext}") for ext in ("parquet", "jsonl"))
+    if not run.has(RUN_JSON) and not has_requests:
+        raise InputError(
+            "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
+        )
+    info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
+    requests = run.read_table("requests")
+    return RunView(
+        path=run.path,
+        info=info,
+        requests=measured(requests).reset_index(drop=True) if not requests.empty else requests,
+        every_request=requests,
+        chunks=run.read_table("chunks"),
+        server=server_series(run),
+        raw=RawMetrics(run.read_table(SERVER_METRICS_TABLE)),
+        gpu=run.read_table(GPU_TABLE),
+    )

@@ -1,0 +1,138 @@
+"""The commands a finding recommends: the same workload, the one thing changed.
+
+A finding's ``next`` is a measurement a reader can paste: ``prefillscope diagnose ab``
+(the controlled A/B that confirms or refutes a chunk-size hypothesis) or ``prefillscope
+bench`` with one setting changed. Both replay the run's own workload — name, seed, load
+flags, and every family parameter that differs from the workload's defaults — so the
+comparison is with traffic the run already measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from diagnose.inputs import RunView
+from simengine.config import EngineConfig
+from workloads.errors import InputError
+from workloads.spec import load_spec
+
+#: run.json workload keys and the bench flags that set them.
+LOAD_FLAGS = (
+    ("num_requests", "--num-requests"),
+    ("duration", "--duration"),
+    ("rate", "--rate"),
+    ("arrival", "--arrival"),
+    ("concurrency", "--concurrency"),
+)
+#: How a launcher template sets the chunk budget, per server flavour.
+LAUNCHERS = {
+    "vllm": "vllm serve {model} --max-num-batched-tokens {{chunk}} --port {{port}}",
+    "sglang": (
+        "python -m sglang.launch_server --model-path {model} "
+        "--chunked-prefill-size {{chunk}} --port {{port}}"
+    ),
+}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _default_params(name: str) -> dict[str, Any]:
+    try:
+        return dict(load_spec(name).to_dict()["params"])  # type: ignore[arg-type]
+    except InputError:  # a spec or trace file that is no longer there
+        return {}
+
+
+def workload_flags(
+    view: RunView, load: Mapping[str, Any] | None = None, sets: Mapping[str, Any] | None = None
+) -> list[str]:
+    """``--workload … --seed …`` and the load flags and ``--set``s of the run's workload,
+    with the load keys in ``load`` (``concurrency``, ``rate`` …) and the family keys in
+    ``sets`` replaced."""
+    spec = {**(view.info.get("workload") or {}), **(load or {})}
+    if not spec.get("workload"):
+        return ["--workload", "WORKLOAD"]
+    flags = ["--workload", str(spec["workload"]), "--seed", str(spec.get("seed", 0))]
+    for key, flag in LOAD_FLAGS:
+        if spec.get(key) is not None:
+            flags += [flag, _text(spec[key])]
+    name = str(spec["workload"])
+    defaults = _default_params(name)
+    for key, value in {**(spec.get("params") or {}), **(sets or {})}.items():
+        if key in defaults and defaults[key] != value:
+            flags += ["--set", f"{key}={_compact(name, key, value)}"]
+    return flags
+
+
+def _compact(workload: str, key: str, value: Any) -> str:
+    """A value as ``--set`` takes it; a list of generated names (``tenant-0 … tenant-999``)
+    as the count that generates it."""
+    if isinstance(value, list) and value:
+        try:
+            generated = load_spec(workload, {key: len(value)}).to_dict()["params"]
+        except InputError:
+            generated = {}
+        if generated.get(key) == value:  # type: ignore[union-attr]
+            return str(len(value))
+    return _text(value)
+
+
+def engine_flags(view: RunView, changes: Mapping[str, Any], drop: Iterable[str] = ()) -> list[str]:
+    """``--engine KEY=VALUE`` for every embedded-engine setting of the run that differs
+    from the defaults, with ``changes`` applied and ``drop`` left out."""
+    engine = {**(view.engine or {}), **changes}
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineConfig)}
+    defaults["stream_interval"] = 1
+    skip = set(drop)
+    return [
+        flag
+        for key, value in engine.items()
+        if key not in skip and (key in changes or defaults.get(key, value) != value)
+        for flag in ("--engine", f"{key}={_text(value)}")
+    ]
+
+
+def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
+    """How the A/B (``chunk_flag``) or a rerun reaches the server the run measured."""
+    if view.engine is not None:
+        drop = ("max_num_batched_tokens",) if chunk_flag else ()
+        return engine_flags(view, {}, drop)
+    target = view.target
+    flavour = str(target.get("flavour") or "")
+    if chunk_flag:
+        template = LAUNCHERS.get(flavour)
+        if template is None:
+            return ["--a", "URL_A", "--b", "URL_B"]
+        return ["--launch", template.format(model=target.get("model") or "MODEL")]
+    return ["--endpoint", str(target.get("url") or "URL")]
+
+
+def ab_command(view: RunView, chunks: Iterable[int]) -> str:
+    """``prefillscope diagnose ab --chunks …`` over the run's workload and server."""
+    sizes = ",".join(str(c) for c in sorted(set(chunks)))
+    argv = ["prefillscope", "diagnose", "ab", "--chunks", sizes, *workload_flags(view)]
+    return shlex.join([*argv, *target_flags(view, chunk_flag=True)])
+
+
+def bench_command(
+    view: RunView,
+    *,
+    engine: Mapping[str, Any] | None = None,
+    sets: Mapping[str, Any] | None = None,
+    load: Mapping[str, Any] | None = None,
+) -> str:
+    """``prefillscope bench`` of the run's workload with ``sets`` (workload keys), ``load``
+    (load keys) and, for the embedded engine, ``engine`` settings changed."""
+    argv = ["prefillscope", "bench", *workload_flags(view, load, sets)]
+    if view.engine is not None:
+        argv += engine_flags(view, engine or {})
+    else:
+        argv += target_flags(view, chunk_flag=False)
+    return shlex.join(argv)

@@ -1,0 +1,297 @@
+"""Prefix-cache health: the observed hit rate against what the workload allowed, and why.
+
+Four figures, each a share of prompt tokens over the completed measured requests:
+
+* **observed** — the server's ``cached_tokens`` per request (or, when it reports none,
+  its prefix counters: Δhits / Δqueries);
+* **expected** — the oracle's expectation for the pool the server has and the scopes
+  the requests were sent with (``expected_cached_tokens``, written by bench);
+* **unbounded** and **unscoped** — the same plan through an ideal pool, with and
+  without the scopes (``diagnose.oracle_replay``).
+
+The verdict, first match wins:
+
+1. *caching off*: the server says prefix caching is disabled, or counted no prefix
+   queries while prompts were processed;
+2. *unknown*: no per-request ``cached_tokens`` and no prefix counters;
+3. *identity mismatch*: the content allowed reuse the scopes forbade — a per-request
+   salt (nearly every request its own tenant or adapter) with unscoped ≫ unbounded;
+   or the server found far less than the oracle for its own pool with no evictions to
+   explain it (the server's block identity differs from the client's: a timestamp in
+   the prompt, another block size, an unexpected salt);
+4. *thrashing*: far below the unbounded ideal, with evictions, and a pool smaller than
+   the working set (shared blocks + blocks of the requests in flight);
+5. *as expected*: otherwise, when observed is within ``TOLERANCE`` of expected (or
+   above it: a warm cache from an earlier run).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.context import Context
+from diagnose.evidence import CacheHealth, Evidence, Finding
+from diagnose.next_steps import bench_command
+from diagnose.oracle_replay import Replay, replay_oracle
+
+TITLE = "Prefix-cache health"
+EVICTIONS = "prefillscope_engine_prefix_evictions_total"
+#: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
+TOLERANCE = 0.1
+#: Share of requests with their own tenant/adapter that makes a scope per-request.
+PER_REQUEST_SHARE = 0.5
+CLIENT = "client: requests"
+
+
+def _rate(cached: np.ndarray, prompt: np.ndarray) -> float | None:
+    known = np.isfinite(cached) & np.isfinite(prompt)
+    total = prompt[known].sum()
+    return float(cached[known].sum() / total) if known.any() and total > 0 else None
+
+
+def _distinct_share(ctx: Context, column: str) -> float | None:
+    """Share of requests whose ``column`` value (tenant, lora) no other request has."""
+    done = ctx.view.completed
+    if column not in done.columns or done[column].isna().all():
+        return None
+    values = done[column].dropna().astype(str)
+    counts = values.map(values.value_counts())
+    return float((counts == 1).sum() / len(done))
+
+
+def _observed(ctx: Context) -> tuple[float | None, str, Evidence | None]:
+    done = ctx.view.completed
+    rate = _rate(ctx.view.column("cached_tokens", done), ctx.view.column("prompt_tokens", done))
+    if rate is not None:
+        return rate, f"{CLIENT} (Σ cached_tokens / Σ prompt_tokens, server-reported)", None
+    series = ctx.view.server
+    if series is None:
+        return None, "", None
+    hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
+    if hits.value is None or not queries.value:
+        return None, "", None
+    source = f"server: Δ{hits.source} / Δ{queries.source}"
+    note = Evidence(
+        "prefix queries",
+        queries.value,
+        "tokens",
+        f"server: {queries.source}",
+        "counters span the whole scrape window, warm-up included",
+    )
+    return hits.value / queries.value, source, note
+
+
+def _caching_off(ctx: Context) -> str | None:
+    engine = ctx.view.engine or {}
+    if engine.get("enable_prefix_caching") is False:
+        return "run.json: the embedded engine ran with enable_prefix_caching=false"
+    series = ctx.view.server
+    if series is None:
+        return None
+    flag = series.latest("prefix_caching")
+    if flag.known and flag.value == 0:
+        return f"server: {flag.source} = False"
+    queries, prompts = series.increase("prefix_queries"), series.increase("prompt_tokens")
+    if queries.known and queries.value == 0 and prompts.value:
+        return f"server: {queries.source} did not move while {prompts.value:.0f} prompt tokens ran"
+    return None
+
+
+def _working_set(ctx: Context, replay: Replay) -> float:
+    """Shared blocks plus the blocks of the requests in flight on average."""
+    view = ctx.view
+    sent, end = view.column("sent_s"), view.column("end_s")
+    ok = np.isfinite(sent) & np.isfinite(end)
+    span = (end[ok].max() - sent[ok].min()) if ok.any() else 0.0
+    in_flight = float((end[ok] - sent[ok]).sum() / span) if span > 0 else 0.0
+    per_request = np.nanmean(view.column("prompt_tokens") + view.column("output_tokens"))
+    blocks = in_flight * (per_request / replay.block_size if np.isfinite(per_request) else 0.0)
+    return replay.shared_blocks + blocks
+
+
+def _pool_blocks(ctx: Context) -> tuple[float | None, str]:
+    series = ctx.view.server
+    if series is not None:
+        for name in ("pool_total", "num_blocks"):
+            value = series.latest(name)
+            if value.known:
+                return value.value, f"server: {value.source}"
+    blocks = (ctx.view.info.get("oracle") or {}).get("num_blocks")
+    return (float(blocks), "run.json oracle geometry") if blocks else (None, "unknown")
+
+
+def assess(ctx: Context) -> Finding:
+    evidence: list[Evidence] = []
+    missing: list[str] = []
+    done = ctx.view.completed
+    prompt = ctx.view.column("prompt_tokens", done)
+    expected = _rate(ctx.view.column("expected_cached_tokens", done), prompt)
+    observed, observed_source, note = _observed(ctx)
+    if observed is not None:
+        evidence.append(Evidence("observed hit rate", 100 * observed, "%", observed_source))
+    if note is not None:
+        evidence.append(note)
+    if expected is not None:
+        evidence.append(
+            Evidence(
+                "expected hit rate (oracle, this pool)",
+                100 * expected,
+                "%",
+                f"{CLIENT} (Σ expected_cached_tokens, prefix oracle)",
+            )
+        )
+    else:
+        missing.append("the oracle's expected_cached_tokens")
+    replay, why = replay_oracle(ctx.view)
+    if replay is not None:
+        evidence += [
+            Evidence(
+                "unbounded-pool hit rate (oracle)",
+                100 * replay.unbounded_rate,
+                "%",
+                "prefix oracle replay of the rebuilt plan, same scopes, no eviction",
+            ),
+            Evidence(
+                "unscoped hit rate (oracle)",
+                100 * replay.unscoped_rate,
+                "%",
+                "prefix oracle replay, salts and adapters ignored",
+            ),
+        ]
+    else:
+        missing.append(f"the unbounded and unscoped oracle replays: {why}")
+    evictions = ctx.view.raw.counter_increase(EVICTIONS)
+    if evictions is not None:
+        evidence.append(
+            Evidence("prefix-cache evictions", evictions, "blocks", f"server: {EVICTIONS}")
+        )
+    else:
+        missing.append(f"evictions ({EVICTIONS} not exposed)")
+    for column in ("tenant", "lora"):
+        share = _distinct_share(ctx, column)
+        if share is not None:
+            evidence.append(
+                Evidence(
+                    f"requests with a {column} no other request has",
+                    100 * share,
+                    "%",
+                    f"{CLIENT} ({column})",
+                    "cache_salt / adapter scopes per request",
+                )
+            )
+    status, summary, next_step = _verdict(ctx, observed, expected, replay, evictions, evidence)
+    if status == CacheHealth.UNKNOWN and observed is None:
+        missing.append(
+            "the observed hit rate: no cached_tokens per request (vLLM: "
+            "--enable-prompt-tokens-details) and no prefix counters"
+        )
+    return Finding("PC", TITLE, status, summary, evidence, missing, next_step)
+
+
+def _verdict(
+    ctx: Context,
+    observed: float | None,
+    expected: float | None,
+    replay: Replay | None,
+    evictions: float | None,
+    evidence: list[Evidence],
+) -> tuple[CacheHealth, str, str]:
+    view = ctx.view
+    off = _caching_off(ctx)
+    if off is not None:
+        allowed = f" (the workload allowed {100 * replay.unbounded_rate:.0f} %)" if replay else ""
+        return (
+            CacheHealth.CACHING_OFF,
+            f"Prefix caching is off{allowed}: {off}.",
+            "Enable it (vLLM: --enable-prefix-caching) and compare the runs: "
+            + bench_command(view, engine={"enable_prefix_caching": True}),
+        )
+    if observed is None:
+        return (
+            CacheHealth.UNKNOWN,
+            "The server reported no cached tokens and no prefix counters.",
+            "vLLM: start the server with --enable-prompt-tokens-details and rerun with "
+            "server metrics on.",
+        )
+    salted = max(
+        (_distinct_share(ctx, c) or 0.0 for c in ("tenant", "lora")),
+        default=0.0,
+    )
+    if (
+        replay is not None
+        and salted >= PER_REQUEST_SHARE
+        and replay.unscoped_rate - replay.unbounded_rate >= TOLERANCE
+    ):
+        return (
+            CacheHealth.IDENTITY_MISMATCH,
+            f"Per-request scopes: {100 * salted:.0f} % of requests carry a salt/adapter no other "
+            f"request has, so content that would hit {100 * replay.unscoped_rate:.0f} % of "
+            f"prompt tokens hits {100 * observed:.0f} % (the scopes allow "
+            f"{100 * replay.unbounded_rate:.0f} %).",
+            "Scope the salt per tenant, not per request, and compare: "
+            + bench_command(view, sets={"tenant_per": "group"}),
+        )
+    pool, pool_source = _pool_blocks(ctx)
+    if replay is not None:
+        working = _working_set(ctx, replay)
+        evidence.append(
+            Evidence(
+                "prefix working set",
+                working,
+                "blocks",
+                "oracle replay (shared blocks) + client (blocks in flight)",
+                f"{replay.shared_blocks} blocks shared by ≥ 2 requests",
+            )
+        )
+        if pool is not None:
+            evidence.append(Evidence("KV pool", pool, "blocks", pool_source))
+        short = replay.unbounded_rate - observed >= TOLERANCE and (
+            observed < 0.7 * replay.unbounded_rate
+        )
+        # Without an eviction counter, the oracle's own finite pool losing the same
+        # reuse is the evidence that blocks were evicted before they were hit again.
+        evicting = (
+            evictions > 0
+            if evictions is not None
+            else expected is not None and replay.unbounded_rate - expected >= TOLERANCE
+        )
+        if short and evicting and pool is not None and pool < working:
+            return (
+                CacheHealth.THRASHING,
+                f"Thrashing: the workload allows {100 * replay.unbounded_rate:.0f} % with an "
+                f"unbounded pool, the server hit {100 * observed:.0f} %; the pool "
+                f"({pool:.0f} blocks) is smaller than the working set ({working:.0f})"
+                + (f" and {evictions:.0f} cached blocks were evicted." if evictions else "."),
+                "Compare with a pool that holds the working set (or fewer requests in "
+                "flight): "
+                + (
+                    bench_command(view, engine={"num_gpu_blocks": int(2 * working)})
+                    if view.engine is not None
+                    else bench_command(view) + " --max-concurrency N"
+                ),
+            )
+    if expected is not None and expected - observed >= TOLERANCE and not evictions:
+        return (
+            CacheHealth.IDENTITY_MISMATCH,
+            f"The server hit {100 * observed:.0f} % where the oracle expects "
+            f"{100 * expected:.0f} % for this pool, with no evictions to explain it: the "
+            "server's block identity differs from the client's (a changing token such as a "
+            "timestamp, another block size, or an extra salt).",
+            "Check the prompts for per-request content before the shared prefix, and the "
+            "server's block size against run.json's oracle geometry.",
+        )
+    if expected is None:
+        return (
+            CacheHealth.UNKNOWN,
+            f"Observed {100 * observed:.0f} %, but no oracle expectation to judge it by.",
+            "Rerun with prefillscope bench (it annotates every request with the oracle).",
+        )
+    above = (
+        " (above: a warm cache from earlier traffic)" if observed - expected >= TOLERANCE else ""
+    )
+    return (
+        CacheHealth.AS_EXPECTED,
+        f"Observed {100 * observed:.0f} % against the oracle's {100 * expected:.0f} % for this "
+        f"pool{above}.",
+        "Nothing to change; `prefillscope compare` keeps it that way in CI.",
+    )

@@ -1,0 +1,160 @@
+"""``prefillscope diagnose RUN_DIR``: the hypothesis checklist over one run.
+
+``diagnose`` is a command *group*, so that experiments live beside the run form:
+``prefillscope diagnose ab …`` (the chunk-size A/B) registers itself on ``diagnose_app``
+from its own module (``diagnose_app.command("ab")(ab)`` in that module's ``register``).
+The run form needs no sub-command name: ``DiagnoseGroup`` sends any argument list whose
+first word is not a sub-command to the hidden ``run`` command, so
+
+    prefillscope diagnose runs/x --slo itl=50ms     ≡  prefillscope diagnose run runs/x --slo …
+    prefillscope diagnose --json runs/x             ≡  prefillscope diagnose run --json runs/x
+    prefillscope diagnose ab --chunks 512,2048 …    →  the ``ab`` sub-command
+
+(a run directory literally named like a sub-command is reached as ``./ab`` or with
+``run``). The diagnosis is written to ``RUN_DIR/diagnosis.json`` (what ``report`` shows)
+and printed as a table, or as that JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from typer.core import TyperGroup
+
+from diagnose.checklist import run_checklist, write_diagnosis
+from diagnose.context import DiagnoseOptions
+from diagnose.evidence import Diagnosis, Evidence, Finding
+from prefillscope.report.content import STATUS_TONES, fmt_value
+from probes.latency import parse_slo
+from workloads.errors import InputError
+
+#: The sub-command that takes a run directory; its name may be left out.
+RUN_COMMAND = "run"
+TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}
+
+
+class DiagnoseGroup(TyperGroup):
+    """A group whose default sub-command is ``run``: ``diagnose RUN_DIR`` works as is."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [RUN_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+diagnose_app = typer.Typer(
+    cls=DiagnoseGroup,
+    name="diagnose",
+    help=(
+        "Diagnose a run: `prefillscope diagnose RUN_DIR [OPTIONS]` judges each hypothesis "
+        "for a bad ITL (prefill chunks, host overhead, KV bandwidth, pool exhaustion) and "
+        "the prefix cache, and decides: contain now or measure first."
+    ),
+    no_args_is_help=True,
+    subcommand_metavar="RUN_DIR [OPTIONS] | COMMAND [ARGS]...",
+)
+
+
+def _evidence_line(e: Evidence) -> str:
+    unit = f" {e.unit}" if e.unit and e.unit != "x" else ("×" if e.unit == "x" else "")
+    text = f"{e.name}: [bold]{escape(fmt_value(e.to_dict()['value']))}{escape(unit)}[/]"
+    text += f" [dim]— {escape(e.source)}[/]"
+    if e.detail:
+        text += f"\n    [dim]{escape(e.detail)}[/]"
+    return text
+
+
+def _finding_cell(f: Finding) -> Group:
+    parts = [f"[bold]{escape(f.title)}[/] — {escape(f.summary)}"]
+    parts += [f"• {_evidence_line(e)}" for e in f.evidence]
+    parts += [f"[magenta]missing:[/] {escape(m)}" for m in f.missing]
+    if f.next:
+        parts.append(f"[cyan]next:[/] {escape(f.next)}")
+    return Group(*parts)
+
+
+def render(diagnosis: Diagnosis, console: Console) -> None:
+    """One row per hypothesis and the prefix cache, then the decision."""
+    table = Table(
+        title=escape(f"Diagnosis of {diagnosis.run}"),
+        box=box.SIMPLE_HEAD,
+        show_lines=True,
+        expand=True,
+    )
+    table.add_column("", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("finding", ratio=1, overflow="fold")
+    for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]:
+        tone = TONE_STYLES.get(STATUS_TONES.get(str(f.status), "muted"), "dim")
+        table.add_row(f.id, f"[{tone}]{escape(str(f.status))}[/]", _finding_cell(f))
+    console.print(table)
+    decision = diagnosis.decision
+    style = "red" if decision.hard_failure else "green"
+    title = "HARD FAILURE — contain now" if decision.hard_failure else "no hard failure"
+    body = "\n".join(
+        [*(f"• {escape(r)}" for r in decision.reasons), "", escape(decision.recommendation)]
+    )
+    console.print(Panel(body, title=title, border_style=style, title_align="left"))
+
+
+def diagnose_run(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run directory written by `prefillscope bench`.")
+    ],
+    slo: Annotated[
+        str | None,
+        typer.Option(help="Absolute SLOs, e.g. itl=50ms,ttft=1 (default: the run's own)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model behind the server, for the roofline (preset or custom:…)."),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="GPU preset behind the server (h100-sxm, l40s …).")
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int | None, typer.Option(help="Tensor-parallel GPUs per replica.")
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="The server's token budget per step, if not recorded.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print diagnosis.json instead.")] = False,
+) -> None:
+    """Judge H1-H4 and the prefix cache for one run; write RUN_DIR/diagnosis.json."""
+    for flag, value in (
+        ("--tensor-parallel-size", tensor_parallel_size),
+        ("--max-num-batched-tokens", max_num_batched_tokens),
+    ):
+        if value is not None and value <= 0:
+            raise InputError(flag, f"must be a positive integer, got {value}")
+    options = DiagnoseOptions(
+        slo=parse_slo(slo) if slo else None,
+        model=model,
+        gpu=gpu,
+        tensor_parallel_size=tensor_parallel_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    diagnosis = run_checklist(run_dir, options)
+    try:
+        write_diagnosis(run_dir, diagnosis)
+    except OSError as exc:
+        raise InputError("RUN_DIR", f"cannot write diagnosis.json there: {exc.strerror}") from None
+    if json_out:
+        typer.echo(json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        render(diagnosis, Console())
+
+
+diagnose_app.command(RUN_COMMAND, hidden=True)(diagnose_run)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(diagnose_app, name="diagnose")
