@@ -31,9 +31,10 @@ from diagnose.inputs import RunView
 from diagnose.stats import Comparison, Sample, compare_stats
 from probes.latency import token_gaps
 
-#: Fresh prompt tokens from which a prefill counts as long (the smallest chunk budget in
-#: common use: anything shorter fits one ordinary step beside the decodes).
-LONG_PREFILL_TOKENS = 512
+#: Fresh prompt tokens from which a prefill counts as long: twice the smallest chunk
+#: budget in common use (512), so a long prefill needs several small chunks or one large
+#: one; a shorter prompt fits about one ordinary step beside the decodes.
+LONG_PREFILL_TOKENS = 1024
 #: Fewest gaps on each side for the comparison to mean anything.
 MIN_GAPS = 20
 
