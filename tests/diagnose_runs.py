@@ -3,7 +3,8 @@
 ``write_run`` puts records, chunk events, raw server samples and ``run.json`` where
 ``bench`` puts them; ``steady_streams`` makes decode streams that tick at a fixed step;
 ``scrape_rows`` turns a real /metrics exposition into the scraper's long-format rows,
-so a run can carry what a real server (a vLLM capture) said.
+so a run can carry what a real server (a vLLM capture) said; ``plan_run`` writes the
+requests of a real workload plan, as the prefix-cache checks need.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from loadgen.records import ChunkEvent, RequestRecord
 from loadgen.rundir import RunDir
 from probes.exposition import parse_exposition
 from probes.scraper import sample_rows
+from workloads.build import build_plan
+from workloads.oracle import annotate
+from workloads.spec import load_spec
 
 
 def write_run(
@@ -77,3 +81,53 @@ def scrape_rows(text: str, t_s: float) -> list[dict[str, Any]]:
 
 def metric_row(t_s: float, metric: str, value: float, **labels: str) -> dict[str, Any]:
     return {"t_s": t_s, "metric": metric, "labels": json.dumps(labels), "value": value}
+
+
+def plan_run(
+    path: Path,
+    workload: str,
+    overrides: dict[str, Any],
+    *,
+    observed: str = "expected",
+    num_blocks: int | None = None,
+    samples: list[dict[str, Any]] | None = None,
+    flavour: str | None = None,
+) -> Path:
+    """A run of a real plan (``run.json`` holds its spec, so it can be rebuilt), every
+    request annotated by the oracle for a pool of ``num_blocks`` (None: unbounded).
+
+    ``observed`` is what the server "reported": ``expected`` (the oracle's figure),
+    ``zero``, or ``none`` (no ``cached_tokens`` at all).
+    """
+    spec = load_spec(workload, overrides)
+    plan = annotate(build_plan(spec), 16, num_blocks, 32000, "m")
+    records, chunks = [], []
+    for i, r in enumerate(plan.requests):
+        sent = 0.1 * i
+        cached = {"expected": r.expected_cached_tokens, "zero": 0, "none": None}[observed]
+        records.append(
+            RequestRecord(
+                id=r.id,
+                kind=r.kind,
+                group=r.group,
+                tenant=r.tenant,
+                lora=r.lora,
+                warmup=r.warmup,
+                intended_s=sent,
+                sent_s=sent,
+                first_token_s=sent + 0.02,
+                end_s=sent + 0.06,
+                prompt_tokens=r.prompt_len,
+                output_tokens=3,
+                cached_tokens=cached,
+                expected_cached_tokens=r.expected_cached_tokens,
+            )
+        )
+        chunks += [ChunkEvent(r.id, sent + 0.02 * k, 1) for k in (1, 2, 3)]
+    info = {
+        "workload": spec.to_dict(),
+        "target": {"model": "m", "vocab_size": 32000},
+        "oracle": {"block_size": 16, "num_blocks": num_blocks},
+        "probes": {"server_metrics": {"flavour": flavour}} if flavour else {},
+    }
+    return write_run(path, records, chunks, info, samples)
