@@ -1,0 +1,218 @@
+"""The checklist on hand-made runs: each hypothesis's rule, the decision rule, the contract."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from diagnose_runs import metric_row, steady_streams, write_run
+
+from diagnose.checklist import run_checklist
+from diagnose.context import DiagnoseOptions
+from diagnose.evidence import Status
+from diagnose.roofline import resolve_roofline
+from loadgen.records import ErrorKind, RequestRecord
+from loadgen.records import Status as RequestStatus
+from probes.latency import parse_slo
+from simengine.config import EngineConfig
+
+
+def _info(**engine) -> dict:
+    config = dataclasses.asdict(dataclasses.replace(EngineConfig(), **engine))
+    return {"target": {"model": config["model"], "engine": config | {"stream_interval": 1}}}
+
+
+def _step_rows(t: float, kind: str, count: int, total: float, le: float) -> list[dict]:
+    name = "prefillscope_engine_step_seconds"
+    rows = [
+        metric_row(t, f"{name}_bucket", float(count if b >= le else 0), kind=kind, le=str(b))
+        for b in (0.01, 0.5, float("inf"))
+    ]
+    rows += [
+        metric_row(t, f"{name}_count", float(count), kind=kind),
+        metric_row(t, f"{name}_sum", total, kind=kind),
+    ]
+    return rows
+
+
+def _pool_rows(t: float, active: float, reclaimable: float, free: float, preempted: float):
+    rows = [
+        metric_row(t, "prefillscope_engine_kv_blocks", v, state=s)
+        for s, v in (("active", active), ("reclaimable", reclaimable), ("free", free))
+    ]
+    total = active + reclaimable + free
+    rows += [
+        metric_row(t, "vllm:kv_cache_usage_perc", active / total),
+        metric_row(t, "vllm:num_preemptions_total", preempted),
+        metric_row(t, "vllm:num_requests_waiting", 0.0),
+        metric_row(
+            t, "vllm:cache_config_info", 1.0, block_size="16", num_gpu_blocks=str(int(total))
+        ),
+    ]
+    return rows
+
+
+def _embedded(info: dict) -> dict:
+    return info | {"probes": {"server_metrics": {"flavour": "embedded"}}}
+
+
+@pytest.mark.parametrize(
+    ("step_s", "status"), [(0.0072, Status.NOT_SUPPORTED), (0.02, Status.SUPPORTED)]
+)
+def test_h2_compares_the_itl_floor_with_the_roofline(tmp_path, step_s, status):
+    records, chunks = steady_streams(4, 200, step_s)
+    run = write_run(tmp_path / "r", records, chunks, _info())
+    h2 = run_checklist(run).hypothesis("H2")
+    assert h2.status == status, h2.summary
+    ratio = next(e.value for e in h2.evidence if e.name == "ITL floor / roofline floor")
+    assert ratio == pytest.approx(step_s / 0.00707, rel=0.05)  # 4 × 100-token decodes on an H100
+    if status == Status.SUPPORTED:
+        assert h2.summary.startswith("Correlation with a model, not proof")
+
+
+def test_h2_and_h3_need_a_model_and_gpu_without_an_embedded_engine(tmp_path):
+    records, chunks = steady_streams(4, 200, 0.02)
+    run = write_run(tmp_path / "r", records, chunks, {"target": {"flavour": "vllm"}})
+    diagnosis = run_checklist(run)
+    for hid in ("H2", "H3"):
+        finding = diagnosis.hypothesis(hid)
+        assert finding.status == Status.INCONCLUSIVE
+        assert any("--model and --gpu" in m for m in finding.missing)
+    given = run_checklist(run, DiagnoseOptions(model="llama-3.1-8b", gpu="h100-sxm"))
+    assert given.hypothesis("H2").status == Status.SUPPORTED
+
+
+@pytest.mark.parametrize(
+    ("prompt", "status"), [(6000, Status.SUPPORTED), (100, Status.NOT_SUPPORTED)]
+)
+def test_h3_is_the_share_of_each_gap_spent_reading_kv(tmp_path, prompt, status):
+    info = _info(gpu="l40s")
+    roofline, _ = resolve_roofline(info["target"]["engine"])
+    step = float(roofline.decode_step_s([64], [prompt + 20])[0])  # gaps at the roofline step
+    records, chunks = steady_streams(64, 40, step, prompt_tokens=prompt)
+    h3 = run_checklist(write_run(tmp_path / "r", records, chunks, info)).hypothesis("H3")
+    assert h3.status == status, h3.summary
+    share = next(e.value for e in h3.evidence if e.name.startswith("share of each decode gap"))
+    assert (share > 50) == (status == Status.SUPPORTED)
+
+
+def test_h1_from_step_kinds(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    rows = []
+    for t, n in ((0.0, 0), (1.0, 10)):
+        rows += _step_rows(t, "mixed", n, 0.3 * n, 0.5) + _step_rows(
+            t, "decode", 40 * n, 0.28 * n, 0.01
+        )
+    run = write_run(
+        tmp_path / "r", records, chunks, _embedded(_info(max_num_batched_tokens=8192)), rows
+    )
+    h1 = run_checklist(run).hypothesis("H1")
+    ratio = next(e.value for e in h1.evidence if e.name == "mixed/decode step time ratio")
+    assert ratio == pytest.approx(0.3 / 0.007)
+    assert h1.status == Status.SUPPORTED and "Correlation, not proof" in h1.summary
+    assert h1.next.startswith("prefillscope diagnose ab --chunks 512,8192")
+
+
+def test_h1_without_step_kinds_or_long_prefills_is_not_applicable(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    h1 = run_checklist(write_run(tmp_path / "r", records, chunks)).hypothesis("H1")
+    assert h1.status == Status.NOT_APPLICABLE
+    assert any("step kinds" in m for m in h1.missing)
+    assert any("--max-num-batched-tokens" in m for m in h1.missing)
+
+
+@pytest.mark.parametrize("preempted", [0.0, 12.0])
+def test_h4_tells_reservation_from_exhaustion(tmp_path, preempted):
+    records, chunks = steady_streams(2, 50, 0.007)
+    rows = _pool_rows(0.0, 100, 2500, 1400, 0.0) + _pool_rows(1.0, 300, 3000, 700, preempted)
+    run = write_run(tmp_path / "r", records, chunks, _embedded(_info()), rows)
+    h4 = run_checklist(run).hypothesis("H4")
+    if preempted:
+        assert h4.status == Status.SUPPORTED and "12 preemptions" in h4.summary
+    else:
+        assert h4.status == Status.NOT_SUPPORTED
+        assert h4.summary.startswith("Reservation, not exhaustion")
+        assert "at most 8 % of blocks active" in h4.summary
+        assert "69 % reclaimable" in h4.summary
+
+
+def _failed(rid: str, kind: ErrorKind, t: float) -> RequestRecord:
+    return RequestRecord(
+        id=rid,
+        sent_s=t,
+        end_s=t + 0.01,
+        prompt_tokens=100,
+        status=RequestStatus.ERROR,
+        error_kind=kind,
+    )
+
+
+def test_no_hard_failure_means_measure_first(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    decision = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).decision
+    assert not decision.hard_failure
+    assert decision.recommendation.startswith("Measure before changing cache policy")
+    assert "prefillscope diagnose ab --chunks 512,2048" in decision.recommendation
+
+
+def test_engine_death_and_dropped_connections_call_for_lower_concurrency(tmp_path):
+    records, chunks = steady_streams(8, 100, 0.007)
+    records += [_failed(f"c{i}", ErrorKind.CONNECT, 0.5) for i in range(3)]
+    records.append(_failed("t0", ErrorKind.STREAM_TRUNCATED, 0.4))
+    info = _info() | {"status": "interrupted", "reason": "server at http://x stopped answering"}
+    decision = run_checklist(write_run(tmp_path / "r", records, chunks, info)).decision
+    assert decision.hard_failure
+    assert decision.reasons[0] == "the run was interrupted: server at http://x stopped answering"
+    assert "3 requests: connections refused or failed (connect)" in decision.reasons
+    assert any("(stream_truncated)" in r for r in decision.reasons)
+    # 8 streams and 3 failed connections in flight at once: 75 % of 11.
+    assert "cap concurrency at 8" in decision.recommendation
+    assert "of the 11 requests in flight" in decision.recommendation
+    assert decision.recommendation.startswith("Hard failure: contain now")
+
+
+def test_a_cancelled_run_is_not_a_hard_failure(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    info = {"status": "interrupted", "reason": "cancelled (Ctrl-C)"}
+    assert not run_checklist(write_run(tmp_path / "r", records, chunks, info)).decision.hard_failure
+
+
+def test_an_slo_breach_calls_for_a_smaller_chunk(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    run = write_run(tmp_path / "r", records, chunks, _info(max_num_batched_tokens=8192))
+    breached = run_checklist(run, DiagnoseOptions(slo=parse_slo("itl=0.001"))).decision
+    assert breached.hard_failure
+    assert breached.reasons == ["ITL p99 0.007 s breaches the SLO itl<=0.001 s"]
+    assert "lower max_num_batched_tokens from 8192 to 2048" in breached.recommendation
+    met = run_checklist(run, DiagnoseOptions(slo=parse_slo("itl=50ms,ttft=1"))).decision
+    assert not met.hard_failure and "no SLO breach" in met.reasons[0]
+
+
+def test_the_slo_the_run_was_benched_with_applies_by_default(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    info = _info() | {"slo": {"ttft_s": 0.01}}
+    decision = run_checklist(write_run(tmp_path / "r", records, chunks, info)).decision
+    assert decision.hard_failure and decision.reasons[0].startswith("TTFT p99 0.05 s")
+    assert "cap concurrency at 3" in decision.recommendation
+
+
+def test_the_document_has_the_contract_shape(tmp_path):
+    records, chunks = steady_streams(4, 100, 0.007)
+    doc = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).to_dict()
+    assert set(doc) == {"run", "decision", "hypotheses", "prefix_cache"}
+    assert set(doc["decision"]) == {"hard_failure", "reasons", "recommendation"}
+    assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4"]
+    assert doc["prefix_cache"]["id"] == "PC"
+    statuses = {"supported", "weakened", "not supported", "inconclusive", "not applicable"}
+    for finding in doc["hypotheses"]:
+        assert set(finding) == {"id", "title", "status", "summary", "evidence", "missing", "next"}
+        assert finding["status"] in statuses and finding["next"]
+        for e in finding["evidence"]:
+            assert set(e) == {"name", "value", "unit", "source", "detail"} and e["source"]
+    assert doc["prefix_cache"]["status"] in {
+        "as expected",
+        "thrashing",
+        "caching off",
+        "identity mismatch",
+        "unknown",
+    }
