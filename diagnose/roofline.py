@@ -25,6 +25,7 @@ import numpy as np
 
 from simengine.config import EngineConfig
 from simengine.costmodel import CostModel
+from simengine.models import resolve_gpu, resolve_model
 
 #: Relative resolution of contexts when costing steps (log scale).
 CONTEXT_RESOLUTION = 0.02
@@ -96,6 +97,10 @@ def resolve_roofline(
     server); the flags override it. A bad ``--model``/``--gpu`` raises ``InputError``
     (``EngineConfig.validate``).
     """
+    if model is not None:
+        resolve_model(model)  # a bad flag is an error even when the roofline cannot be built
+    if gpu is not None:
+        resolve_gpu(gpu)
     base = dict(engine or {})
     given = {"model": model, "gpu": gpu, "tensor_parallel_size": tensor_parallel_size}
     base.update({k: v for k, v in given.items() if v is not None})
