@@ -68,13 +68,18 @@ def _pool_evidence(series: ServerSeries) -> tuple[list[Evidence], dict[str, floa
         share = value / total if value is not None and total else None
         shares[bucket] = share
         if share is not None:
+            known = (
+                f"; known in {level['samples']} of {level['scrapes']} scrapes"
+                if level["samples"] < level["scrapes"]
+                else ""
+            )
             out.append(
                 Evidence(
                     f"{bucket} blocks ({'peak' if stat == 'max' else 'mean'})",
                     100 * share,
                     "% of pool",
                     _source(level),
-                    f"{value:.0f} of {total:.0f} blocks",
+                    f"{value:.0f} of {total:.0f} blocks{known}",
                 )
             )
     return out, shares

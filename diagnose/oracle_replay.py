@@ -105,8 +105,10 @@ def replay_oracle(view: RunView) -> tuple[Replay | None, str | None]:
     done = view.completed
     prompt = dict(zip(done["id"].astype(str), view.column("prompt_tokens", done), strict=True))
     known = [r for r in order if r.id in prompt and not (r.session is not None and r.turn)]
+    if not known:
+        return None, "none of the run's completed requests is in the rebuilt plan"
     matches = sum(1 for r in known if prompt[r.id] == r.prompt_len)
-    if not known or matches < MATCH_SHARE * len(known):
+    if matches < MATCH_SHARE * len(known):
         return None, (
             f"the rebuilt plan does not match the run's prompts ({matches} of {len(known)})"
         )
