@@ -19,6 +19,10 @@ What is sent when (the contract with ``workloads``):
    * *Sessions*: turn k >= 1 of a session is released ``think_time_s`` after turn k-1
      ended; its prompt is turn k-1's full prompt + the token ids turn k-1 returned +
      the turn's own (new) tokens.
+   * *Duration*: with ``options.duration_s`` nothing is released later than that long
+     after ``schedule_t0_s`` (closed-loop users stop taking requests, later turns are
+     not sent); requests in flight then finish normally. This is how "8 users for
+     60 s" runs: the plan is sized generously and the clock ends it.
 4. Every request's record is appended to the run directory when it ends: a row of
    ``requests`` and its chunk arrival times in ``chunks``.
 
@@ -57,6 +61,10 @@ from workloads.errors import InputError
 from workloads.oracle import PrefixOracle
 from workloads.plan import Plan, RequestSpec
 
+#: How long before its send time an open-loop request's body is built (a 32k-token
+#: prompt takes a few milliseconds to materialise and encode).
+PREPARE_AHEAD_S = 0.01
+
 
 @dataclass
 class LoadOptions:
@@ -84,6 +92,8 @@ class LoadOptions:
     #: After the server is found gone, how long in-flight requests may take to fail on
     #: their own (keeping their real error class) before they are cancelled.
     drain_s: float = 2.0
+    #: Release nothing later than this many seconds into the measured phase.
+    duration_s: float | None = None
 
 
 class LoadObserver:
@@ -290,8 +300,13 @@ class LoadRun:
         """Release each request at its intended time; all that are due go in one pass."""
         i, n = 0, len(specs)
         while i < n:
-            ready = self._prepare(specs[i])  # built while waiting, not when due
-            await sleep_until(self.clock, self._t0 + specs[i].intended_s, self.options.spin_s)
+            due = self._t0 + specs[i].intended_s
+            # Built while waiting, not when due — but not at once either: the requests
+            # just released are still on their way to the socket (a connection, a
+            # body-writer task), and a body built now would hold them up.
+            await sleep_until(self.clock, due - PREPARE_AHEAD_S, self.options.spin_s)
+            ready = self._prepare(specs[i])
+            await sleep_until(self.clock, due, self.options.spin_s)
             now = self.clock.now()
             while i < n and self._t0 + specs[i].intended_s <= now:
                 spec = specs[i]
@@ -299,20 +314,26 @@ class LoadRun:
                 ready = None
                 self._spawn(self._request(spec, self._t0 + spec.intended_s, prepared))
                 i += 1
-            await asyncio.sleep(0)  # let them go out before the next body is built
+            await asyncio.sleep(0)  # let them start before anything else is done
 
     async def _user(self, specs: Iterator[RequestSpec]) -> None:
         """A closed-loop user: the next request of the shared queue when the last one ends."""
         for spec in specs:
-            if self._stop.is_set():
+            if self._stop.is_set() or self._expired():
                 return
             await self._request(spec, self.clock.now(), self._prepare(spec))
 
     async def _later_turn(self, spec: RequestSpec, previous: RequestRecord) -> None:
         due = (previous.end_s or self.clock.now()) + spec.think_time_s
         await sleep_until(self.clock, due, self.options.spin_s)
-        if not self._stop.is_set():
+        if not self._stop.is_set() and not self._expired():
             await self._request(spec, due, self._prepare(spec))
+
+    def _expired(self) -> bool:
+        """Whether the measured phase has run for ``options.duration_s`` (never in warm-up)."""
+        limit = self.options.duration_s
+        t0 = self.result.schedule_t0_s
+        return limit is not None and t0 is not None and self.clock.now() >= t0 + limit
 
     # -- one request ----------------------------------------------------------------------
     def _prepare(self, spec: RequestSpec) -> Prepared:
@@ -459,6 +480,7 @@ class LoadRun:
             ("--max-concurrency", options.max_concurrency),
             ("--concurrency", options.concurrency),
             ("--timeout", options.request_timeout_s),
+            ("--duration", options.duration_s),
         ):
             if value is not None and value <= 0:
                 raise InputError(flag, f"must be positive, got {value}")
