@@ -1,5 +1,12 @@
 """One request over the wire: send it, time every read of its stream, classify its end.
 
+``sent_s`` is the moment the request's bytes are handed to the socket (the body payload
+stamps it as aiohttp writes it, headers coalesced with it), not the moment the request
+was started: taking a pooled or new connection and, before Python 3.12, a loop
+iteration for aiohttp's body-writer task come first — a millisecond or more under load,
+which would otherwise be counted in every TTFT "from the actual send" as server time. A
+request whose bytes never went out (refused connection) keeps the time it was started.
+
 The read loop is the client's hot path, run once per network read of every stream:
 an ``await`` on aiohttp's buffer, the read's arrival stamp (:mod:`loadgen.arrivals`),
 the adapter's byte-level parse and two appends to typed arrays (no Python object per
@@ -25,8 +32,10 @@ import json
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
+from aiohttp.payload import BytesPayload
 
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
 from loadgen.arrivals import Arrivals, ArrivalStamps
@@ -64,6 +73,23 @@ class Failure(Exception):
         self.kind = kind
         self.message = short(message)
         self.http_status = http_status
+
+
+class _StampedBody(BytesPayload):
+    """A request body that records on ``record.sent_s`` when aiohttp writes it out."""
+
+    def __init__(self, body: bytes, record: RequestRecord, clock: RunClock) -> None:
+        super().__init__(body, content_type="application/json")
+        self._record = record
+        self._clock = clock
+
+    async def write(self, writer: Any) -> None:
+        self._record.sent_s = self._clock.now()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        self._record.sent_s = self._clock.now()
+        await super().write_with_length(writer, content_length)
 
 
 ChunkHook = Callable[[RequestRecord, float, int], None]
@@ -143,7 +169,8 @@ class Exchanger:
         chunks: ChunkTimes,
         state: _Progress,
     ) -> None:
-        async with self.session.post(self.url, data=prepared.body, headers=self.headers) as resp:
+        body = _StampedBody(prepared.body, record, self.clock)
+        async with self.session.post(self.url, data=body, headers=self.headers) as resp:
             record.http_status = resp.status
             if resp.status >= 400:
                 raise await _http_failure(resp)
