@@ -17,7 +17,7 @@ materialised and hashed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -214,11 +214,27 @@ def annotate(
     multi-turn session are left ``None``: their history is what the server returns, so
     the load generator annotates them online with ``PrefixOracle.expect``/``record``.
     """
+    for _ in annotating(plan, block_size, num_blocks, vocab_size, model):
+        pass
+    return plan
+
+
+def annotating(
+    plan: Plan, block_size: int, num_blocks: int | None, vocab_size: int, model: str = ""
+) -> Iterator[RequestSpec]:
+    """``annotate`` one request at a time, in plan order, as the iterator is advanced.
+
+    A long closed-loop run sized generously (``bench --concurrency C --duration S``)
+    sends only a prefix of its plan: annotating just ahead of the sends costs only
+    what is sent, instead of a start-up pause for the whole plan.
+    """
     oracle = PrefixOracle(block_size, num_blocks, model, vocab_size=vocab_size)
     for r in plan.requests:
         if r.session is not None and r.turn:
             r.expected_cached_tokens = None
-            continue
-        recorded = replay_sequence(plan, r, r.prompt)
-        r.expected_cached_tokens = oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt))
-    return plan
+        else:
+            recorded = replay_sequence(plan, r, r.prompt)
+            r.expected_cached_tokens = oracle.record(
+                recorded, r.scope(model), prompt_len=len(r.prompt)
+            )
+        yield r
