@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from diagnose.inputs import RunView
 from diagnose.stats import Comparison, Sample, compare_stats
@@ -98,10 +97,12 @@ def decode_gaps(view: RunView) -> DecodeGaps:
     """Every per-token gap of the completed requests, with its span and load."""
     ids = view.completed["id"] if "id" in view.completed.columns else []
     gaps = token_gaps(view.chunks, ids)
-    # Tokens of one chunk share its arrival time: their gaps together span the chunk's.
-    frame = pd.DataFrame({"r": gaps.request, "t": gaps.t_s})
-    per_chunk = frame.groupby(["r", "t"], sort=False)["t"].transform("size").to_numpy()
-    start = gaps.t_s - gaps.gap_s * per_chunk
+    # Tokens of one chunk share its arrival time (and the gaps come in request, then time
+    # order): together their gaps span the chunk's interval.
+    new_chunk = np.ones(len(gaps.t_s), dtype=bool)
+    new_chunk[1:] = (gaps.request[1:] != gaps.request[:-1]) | (gaps.t_s[1:] != gaps.t_s[:-1])
+    sizes = np.diff(np.append(np.flatnonzero(new_chunk), len(gaps.t_s)))
+    start = gaps.t_s - gaps.gap_s * np.repeat(sizes, sizes)
     keep = gaps.gap_s > 0
     mid = (start + gaps.t_s) / 2
     running, context = decode_load(view, mid[keep])

@@ -7,12 +7,12 @@
 would settle it. Then it decides what to do now:
 
 * a **hard failure** — the engine died (the run was interrupted by the server, not by
-  Ctrl-C), connections were refused or dropped mid-stream, the server answered 5xx or
-  aborted streams, or an absolute SLO (``--slo``, else the one the run was benched
-  with) is breached at p99 — justifies immediate, bounded containment: a smaller chunk
-  budget when ITL suffers or H1 is supported, lower concurrency when the server fell
-  over, queued or ran out of memory, each with its numbers, reversible, to be confirmed
-  by the A/B afterwards;
+  Ctrl-C; a ``failed`` run is the tool's own stop), connections were refused or dropped
+  mid-stream, the server answered 5xx or aborted streams, or an absolute SLO
+  (``--slo``, else the one the run was benched with) is breached at p99 — justifies
+  immediate, bounded containment: a smaller chunk budget when ITL suffers or H1 is
+  supported, lower concurrency when the server fell over, queued or ran out of memory,
+  each with its numbers, reversible, to be confirmed by the A/B afterwards;
 * anything else — a relative regression, a "memory at 98 %" — does not: measure first
   (the A/B), and leave the cache policy alone until a measurement says otherwise.
 """
@@ -96,7 +96,9 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     reasons: list[str] = []
     calls: set[str] = set()
     why = str(view.info.get("reason") or "")
-    if view.status in ("interrupted", "failed") and CTRL_C not in why:
+    # "interrupted" is how bench records a server that stopped answering (or Ctrl-C);
+    # "failed" is the tool's own stop (bad input found on the way), not the server's.
+    if view.status == "interrupted" and CTRL_C not in why:
         reasons.append(f"the run was {view.status}: {why or 'no reason recorded'}")
         calls.add("concurrency")
     counts = error_counts(view.requests) if not view.requests.empty else {}
@@ -152,7 +154,7 @@ def decide(ctx: Context, findings: dict[str, Finding]) -> Decision:
             "no hard failure: no engine death, no dropped connections or server errors"
             + (", no SLO breach" if ctx.slo else ", no SLO given (--slo)")
         ],
-        "Measure before changing cache policy or chunk size: the findings above are "
+        "Measure before changing cache policy or chunk size: the findings are "
         f"correlations. Run the controlled A/B first: {ab}",
     )
 

@@ -64,6 +64,12 @@ def clean_number(value: Any) -> Any:
     return value
 
 
+def percent(share: float) -> str:
+    """A share as a reader wants it in a sentence: ``37 %``, ``0.34 %``, ``0 %``."""
+    value = 100 * share
+    return f"{value:.0f} %" if value >= 1 or value == 0 else f"{value:.2g} %"
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One number and where it came from."""

@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from diagnose.attribution import DecodeGaps
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
+from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.next_steps import bench_command
 
 TITLE = "HBM-bandwidth-bound decode (KV reads)"
@@ -143,23 +143,20 @@ def assess(ctx: Context) -> Finding:
             Status.SUPPORTED,
             (
                 f"Correlation with a model, not proof: reading the batch's KV cache "
-                f"({np.median(kv_bytes) / 1e9:.3g} GB per step) takes {100 * share:.0f} % of each "
+                f"({np.median(kv_bytes) / 1e9:.3g} GB per step) takes {percent(share)} of each "
                 "decode gap at this GPU's bandwidth."
             ),
         )
     elif share >= KV_SHARE_PARTIAL:
         status, summary = (
             Status.WEAKENED,
-            (
-                f"KV reads take {100 * share:.0f} % of each decode gap: a sizeable share, "
-                "not the bulk."
-            ),
+            (f"KV reads take {percent(share)} of each decode gap: a sizeable share, not the bulk."),
         )
     else:
         status, summary = (
             Status.NOT_SUPPORTED,
             (
-                f"KV reads take only {100 * share:.0f} % of each decode gap "
+                f"KV reads take only {percent(share)} of each decode gap "
                 f"({np.median(kv_bytes) / 1e9:.3g} GB per step)."
             ),
         )

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
+from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.next_steps import bench_command
 from probes.normalise import ServerSeries
 
@@ -144,7 +144,7 @@ def assess(ctx: Context) -> Finding:
             Status.SUPPORTED,
             (
                 f"Correlation, not proof: requests waited (up to {waiting['max']:.0f}) while "
-                f"{100 * active_peak:.0f} % of the pool was pinned by running requests."
+                f"{percent(active_peak)} of the pool was pinned by running requests."
             ),
         )
     elif not preempt.known and active_peak is None:
@@ -159,11 +159,11 @@ def _reservation(
 ) -> str:
     parts = ["no preemptions"]
     if active_peak is not None:
-        parts.append(f"at most {100 * active_peak:.0f} % of blocks active")
+        parts.append(f"at most {percent(active_peak)} of blocks active")
     if shares.get("reclaimable") is not None and shares.get("free") is not None:
         parts.append(
-            f"on average {100 * shares['reclaimable']:.0f} % reclaimable and "
-            f"{100 * shares['free']:.0f} % free"
+            f"on average {percent(shares['reclaimable'])} reclaimable and "
+            f"{percent(shares['free'])} free"
         )
     queue = (
         f"; requests waited (up to {waiting['max']:.0f}) with the pool not full: the token "

@@ -8,7 +8,7 @@ an empty frame, a missing series ``None``, and the checks say what they lacked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.raw_metrics import RawMetrics
+from loadgen.records import ChunkEvent, RequestRecord
 from loadgen.rundir import RUN_JSON, RunDir
 from probes.gpu import GPU_TABLE
 from probes.latency import completed_mask, measured
@@ -73,6 +74,12 @@ class RunView:
         return np.maximum(self.column("prompt_tokens", frame) - cached, 0.0)
 
 
+def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """A table as read, or an empty one with its columns when nothing was written (a run
+    that stopped before its first request finished)."""
+    return frame if not frame.empty else pd.DataFrame(columns=columns)
+
+
 def load_run_view(path: str | Path) -> RunView:
     """Read a run directory; ``InputError`` (field ``RUN_DIR``) when it is not one."""
     try:
@@ -87,13 +94,13 @@ def load_run_view(path: str | Path) -> RunView:
             "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
         )
     info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
-    requests = run.read_table("requests")
+    requests = _with_columns(run.read_table("requests"), RequestRecord.columns())
     return RunView(
         path=run.path,
         info=info,
-        requests=measured(requests).reset_index(drop=True) if not requests.empty else requests,
+        requests=measured(requests).reset_index(drop=True),
         every_request=requests,
-        chunks=run.read_table("chunks"),
+        chunks=_with_columns(run.read_table("chunks"), [f.name for f in fields(ChunkEvent)]),
         server=server_series(run),
         raw=RawMetrics(run.read_table(SERVER_METRICS_TABLE)),
         gpu=run.read_table(GPU_TABLE),

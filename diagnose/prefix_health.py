@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import CacheHealth, Evidence, Finding
+from diagnose.evidence import CacheHealth, Evidence, Finding, percent
 from diagnose.next_steps import bench_command
 from diagnose.oracle_replay import Replay, replay_oracle
 
@@ -199,7 +199,7 @@ def _verdict(
     view = ctx.view
     off = _caching_off(ctx)
     if off is not None:
-        allowed = f" (the workload allowed {100 * replay.unbounded_rate:.0f} %)" if replay else ""
+        allowed = f" (the workload allowed {percent(replay.unbounded_rate)})" if replay else ""
         return (
             CacheHealth.CACHING_OFF,
             f"Prefix caching is off{allowed}: {off}.",
@@ -224,10 +224,10 @@ def _verdict(
     ):
         return (
             CacheHealth.IDENTITY_MISMATCH,
-            f"Per-request scopes: {100 * salted:.0f} % of requests carry a salt/adapter no other "
-            f"request has, so content that would hit {100 * replay.unscoped_rate:.0f} % of "
-            f"prompt tokens hits {100 * observed:.0f} % (the scopes allow "
-            f"{100 * replay.unbounded_rate:.0f} %).",
+            f"Per-request scopes: {percent(salted)} of requests carry a salt/adapter no other "
+            f"request has, so content that would hit {percent(replay.unscoped_rate)} of "
+            f"prompt tokens hits {percent(observed)} (the scopes allow "
+            f"{percent(replay.unbounded_rate)}).",
             "Scope the salt per tenant, not per request, and compare: "
             + bench_command(view, sets={"tenant_per": "group"}),
         )
@@ -258,8 +258,8 @@ def _verdict(
         if short and evicting and pool is not None and pool < working:
             return (
                 CacheHealth.THRASHING,
-                f"Thrashing: the workload allows {100 * replay.unbounded_rate:.0f} % with an "
-                f"unbounded pool, the server hit {100 * observed:.0f} %; the pool "
+                f"Thrashing: the workload allows {percent(replay.unbounded_rate)} with an "
+                f"unbounded pool, the server hit {percent(observed)}; the pool "
                 f"({pool:.0f} blocks) is smaller than the working set ({working:.0f})"
                 + (f" and {evictions:.0f} cached blocks were evicted." if evictions else "."),
                 "Compare with a pool that holds the working set (or fewer requests in "
@@ -273,8 +273,8 @@ def _verdict(
     if expected is not None and expected - observed >= TOLERANCE and not evictions:
         return (
             CacheHealth.IDENTITY_MISMATCH,
-            f"The server hit {100 * observed:.0f} % where the oracle expects "
-            f"{100 * expected:.0f} % for this pool, with no evictions to explain it: the "
+            f"The server hit {percent(observed)} where the oracle expects "
+            f"{percent(expected)} for this pool, with no evictions to explain it: the "
             "server's block identity differs from the client's (a changing token such as a "
             "timestamp, another block size, or an extra salt).",
             "Check the prompts for per-request content before the shared prefix, and the "
@@ -283,7 +283,7 @@ def _verdict(
     if expected is None:
         return (
             CacheHealth.UNKNOWN,
-            f"Observed {100 * observed:.0f} %, but no oracle expectation to judge it by.",
+            f"Observed {percent(observed)}, but no oracle expectation to judge it by.",
             "Rerun with prefillscope bench (it annotates every request with the oracle).",
         )
     above = (
@@ -291,7 +291,7 @@ def _verdict(
     )
     return (
         CacheHealth.AS_EXPECTED,
-        f"Observed {100 * observed:.0f} % against the oracle's {100 * expected:.0f} % for this "
+        f"Observed {percent(observed)} against the oracle's {percent(expected)} for this "
         f"pool{above}.",
         "Nothing to change; `prefillscope compare` keeps it that way in CI.",
     )

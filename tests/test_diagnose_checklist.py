@@ -216,3 +216,12 @@ def test_the_document_has_the_contract_shape(tmp_path):
         "identity mismatch",
         "unknown",
     }
+
+
+def test_a_run_stopped_before_any_request_finished_is_still_diagnosed(tmp_path):
+    info = {"status": "failed", "reason": "InputError: vocab_size: …"}
+    diagnosis = run_checklist(write_run(tmp_path / "r", [], [], info))
+    assert not diagnosis.decision.hard_failure  # the tool stopped itself, not the server
+    h2 = diagnosis.hypothesis("H2")
+    assert h2.status == Status.INCONCLUSIVE and "at least 50 decode gaps (have 0)" in h2.missing
+    assert diagnosis.prefix_cache.status == "unknown"
