@@ -61,6 +61,13 @@ class Replay:
     def unscoped_rate(self) -> float:
         return self.unscoped / self.prompt_tokens if self.prompt_tokens else float("nan")
 
+    @property
+    def own_tokens_per_request(self) -> float:
+        """Prompt tokens a request holds that an unbounded cache could not give it: what
+        each request in flight adds to the working set beyond the shared blocks."""
+        own = self.prompt_tokens - self.unbounded
+        return own / self.requests if self.requests else 0.0
+
 
 def rebuild_spec(spec: dict[str, Any]):
     """The ``WorkloadSpec`` ``run.json`` recorded (``WorkloadSpec.to_dict``)."""

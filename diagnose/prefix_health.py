@@ -98,15 +98,16 @@ def _caching_off(ctx: Context) -> str | None:
 
 
 def _working_set(ctx: Context, replay: Replay) -> float:
-    """Shared blocks plus the blocks of the requests in flight on average."""
+    """Shared blocks, plus what the requests in flight (on average) hold of their own:
+    the prompt tokens no other request shares and their output."""
     view = ctx.view
     sent, end = view.column("sent_s"), view.column("end_s")
     ok = np.isfinite(sent) & np.isfinite(end)
     span = (end[ok].max() - sent[ok].min()) if ok.any() else 0.0
     in_flight = float((end[ok] - sent[ok]).sum() / span) if span > 0 else 0.0
-    per_request = np.nanmean(view.column("prompt_tokens") + view.column("output_tokens"))
-    blocks = in_flight * (per_request / replay.block_size if np.isfinite(per_request) else 0.0)
-    return replay.shared_blocks + blocks
+    output = np.nanmean(view.column("output_tokens")) if ok.any() else 0.0
+    own = replay.own_tokens_per_request + (output if np.isfinite(output) else 0.0)
+    return replay.shared_blocks + in_flight * own / replay.block_size
 
 
 def _pool_blocks(ctx: Context) -> tuple[float | None, str]:
