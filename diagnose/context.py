@@ -8,7 +8,7 @@ is done once however many hypotheses use it.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
 from diagnose.inputs import RunView
@@ -43,7 +43,6 @@ class Context:
     #: gap when too few did.
     clear: DecodeGaps
     clear_is_pure: bool
-    notes: list[str] = field(default_factory=list)
 
     @property
     def slo(self) -> Slo | None:

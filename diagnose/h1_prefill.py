@@ -30,6 +30,7 @@ from diagnose.evidence import Evidence, Finding, Status
 from diagnose.next_steps import ab_command
 from diagnose.stats import Comparison
 from probes.canonical import Histogram
+from probes.quantiles import finite
 from simengine.costmodel import StepShape, attended_pairs
 
 TITLE = "Prefill chunks starving decodes"
@@ -102,8 +103,8 @@ def _attribution_evidence(a: Attribution) -> list[Evidence]:
 
 def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
     budget, where = ctx.budget
-    fresh = ctx.view.fresh_tokens()
-    longest = float(np.nanmax(fresh)) if fresh.size else None
+    fresh = finite(ctx.view.fresh_tokens())
+    longest = float(fresh.max()) if fresh.size else None
     out = []
     missing = []
     if longest is not None:
