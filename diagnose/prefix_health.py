@@ -59,26 +59,36 @@ def _distinct_share(ctx: Context, column: str) -> float | None:
     return float((counts == 1).sum() / len(done))
 
 
-def _observed(ctx: Context) -> tuple[float | None, str, Evidence | None]:
-    done = ctx.view.completed
-    rate = _rate(ctx.view.column("cached_tokens", done), ctx.view.column("prompt_tokens", done))
-    if rate is not None:
-        return rate, f"{CLIENT} (Σ cached_tokens / Σ prompt_tokens, server-reported)", None
+def _server_rate(ctx: Context) -> tuple[float | None, Evidence | None]:
+    """The server's own count over the scrape window (warm-up included): Δhits / Δqueries."""
     series = ctx.view.server
     if series is None:
-        return None, "", None
+        return None, None
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     if hits.value is None or not queries.value:
-        return None, "", None
-    source = f"server: Δ{hits.source} / Δ{queries.source}"
-    note = Evidence(
-        "prefix queries",
-        queries.value,
-        "tokens",
-        f"server: {queries.source}",
-        "counters span the whole scrape window, warm-up included",
+        return None, None
+    rate = hits.value / queries.value
+    return rate, Evidence(
+        "server-counted hit rate",
+        100 * rate,
+        "%",
+        f"server: Δ{hits.source} / Δ{queries.source}",
+        f"{queries.value:.0f} tokens queried; counters span the whole scrape window, "
+        "warm-up included",
     )
-    return hits.value / queries.value, source, note
+
+
+def _observed(ctx: Context) -> tuple[float | None, list[Evidence]]:
+    """The observed hit rate: per-request ``cached_tokens`` when the server reported
+    them, else its prefix counters; the evidence for both when both exist."""
+    done = ctx.view.completed
+    rate = _rate(ctx.view.column("cached_tokens", done), ctx.view.column("prompt_tokens", done))
+    server, counted = _server_rate(ctx)
+    evidence = [] if counted is None else [counted]
+    if rate is not None:
+        source = f"{CLIENT} (Σ cached_tokens / Σ prompt_tokens, server-reported)"
+        return rate, [Evidence("observed hit rate", 100 * rate, "%", source), *evidence]
+    return server, evidence
 
 
 def _caching_off(ctx: Context) -> str | None:
@@ -127,11 +137,8 @@ def assess(ctx: Context) -> Finding:
     done = ctx.view.completed
     prompt = ctx.view.column("prompt_tokens", done)
     expected = _rate(ctx.view.column("expected_cached_tokens", done), prompt)
-    observed, observed_source, note = _observed(ctx)
-    if observed is not None:
-        evidence.append(Evidence("observed hit rate", 100 * observed, "%", observed_source))
-    if note is not None:
-        evidence.append(note)
+    observed, found = _observed(ctx)
+    evidence += found
     if expected is not None:
         evidence.append(
             Evidence(

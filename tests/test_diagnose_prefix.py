@@ -110,3 +110,22 @@ def test_a_plan_that_cannot_be_rebuilt_is_named_missing(tmp_path):
     finding = _judge(run.path)
     assert any("text prompts" in m for m in finding.missing)
     assert finding.status == CacheHealth.AS_EXPECTED
+
+
+def test_without_cached_tokens_the_server_counters_are_the_observation(tmp_path):
+    made = plan_run(tmp_path / "made", "shared-prefix", SHARED)
+    requests = RunDir(made).read_table("requests")
+    hits, queries = requests["expected_cached_tokens"].sum(), requests["prompt_tokens"].sum()
+    samples = [
+        metric_row(t, f"vllm:prefix_cache_{name}_total", value)
+        for t, scale in ((0.0, 0.0), (5.0, 1.0))
+        for name, value in (("hits", scale * hits), ("queries", scale * queries))
+    ]
+    run = plan_run(
+        tmp_path / "r", "shared-prefix", SHARED, observed="none", samples=samples, flavour="vllm"
+    )
+    finding = _judge(run)
+    assert finding.status == CacheHealth.AS_EXPECTED, finding.summary
+    counted = next(e for e in finding.evidence if e.name == "server-counted hit rate")
+    assert counted.value == pytest.approx(100 * hits / queries)
+    assert "vllm:prefix_cache_hits_total" in counted.source
