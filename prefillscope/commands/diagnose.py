@@ -107,7 +107,8 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
 
 def diagnose_run(
     run_dir: Annotated[
-        Path, typer.Argument(help="A run directory written by `prefillscope bench`.")
+        Path,
+        typer.Argument(metavar="RUN_DIR", help="A run directory written by `prefillscope bench`."),
     ],
     slo: Annotated[
         str | None,
