@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
+from diagnose.evidence import Evidence, Finding, Status
 from diagnose.inputs import RunView
 from diagnose.roofline import Roofline, resolve_roofline
 from probes.latency import Slo
@@ -43,6 +44,16 @@ class Context:
     #: gap when too few did.
     clear: DecodeGaps
     clear_is_pure: bool
+
+    def lacks_roofline(
+        self, head: tuple[str, str, str], evidence: list[Evidence], missing: list[str]
+    ) -> Finding:
+        """The inconclusive finding of a check that needs a roofline and has none: ``head``
+        is its (id, title, next step), ``evidence`` what it gathered before stopping."""
+        hid, title, next_step = head
+        summary = "No model and GPU to cost decode steps with: give --model and --gpu."
+        missing = [*missing, *self.roofline_missing]
+        return Finding(hid, title, Status.INCONCLUSIVE, summary, evidence, missing, next_step)
 
     @property
     def slo(self) -> Slo | None:

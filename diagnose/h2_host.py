@@ -105,16 +105,7 @@ def assess(ctx: Context) -> Finding:
         Evidence("median decode batch", float(np.median(gaps.running)), "requests", CLIENT)
     )
     if ctx.roofline is None:
-        missing += ctx.roofline_missing
-        return Finding(
-            "H2",
-            TITLE,
-            Status.INCONCLUSIVE,
-            "No roofline to compare the ITL floor with: give --model and --gpu.",
-            evidence,
-            missing,
-            _next(ctx),
-        )
+        return ctx.lacks_roofline(("H2", TITLE, _next(ctx)), evidence, missing)
     label = ctx.roofline.label
     expected = ctx.roofline.decode_step_s(gaps.running, gaps.context)
     expected_floor = float(np.percentile(expected, FLOOR_PERCENTILE))

@@ -72,16 +72,7 @@ def assess(ctx: Context) -> Finding:
     evidence: list[Evidence] = []
     missing: list[str] = []
     if ctx.roofline is None:
-        missing += ctx.roofline_missing
-        return Finding(
-            "H3",
-            TITLE,
-            Status.INCONCLUSIVE,
-            "No model and GPU to compute KV bytes and bandwidth: give --model and --gpu.",
-            evidence,
-            missing,
-            _next(ctx),
-        )
+        return ctx.lacks_roofline(("H3", TITLE, _next(ctx)), evidence, missing)
     if len(gaps) == 0:
         missing.append("decode gaps (no request produced two tokens)")
         return Finding(
