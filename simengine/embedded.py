@@ -18,6 +18,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from simengine.arrivals import StampingSite
 from simengine.config import EngineConfig
 from simengine.server import EngineServer, ServerOptions
 
@@ -80,7 +81,7 @@ async def start_server(
         shutdown_timeout=_SHUTDOWN_GRACE_S,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = StampingSite(runner, host, port, server.arrivals)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
     url_host = f"[{bound_host}]" if ":" in bound_host else bound_host

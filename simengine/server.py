@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from simengine.arrivals import RequestArrivals
 from simengine.config import EngineConfig
 from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
 from simengine.driver import RealTimeDriver
@@ -77,6 +78,8 @@ class EngineServer:
             config.model_name, config.max_model_len, self.tokenizer, scope_model=config.model
         )
         self.metrics = ServerMetrics(self.core, config)
+        #: Request arrival stamps, filled by connections served through a ``StampingSite``.
+        self.arrivals = RequestArrivals()
         self.driver = RealTimeDriver(self.core, on_step=self._on_step)
         self.version = package_version()
         self.fingerprint = f"prefillscope-{self.version}"
@@ -137,8 +140,12 @@ class EngineServer:
         parse: Callable[[dict[str, Any], ServedModel], GenerationRequest],
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
-        latency = RequestLatency(self.metrics, loop.time())
-        req = parse(parse_json_body(await request.read()), self.served)
+        started = loop.time()
+        body = await request.read()
+        # Arrival is when the request's first bytes were read (simengine.arrivals), not
+        # when this handler ran: the client's TTFT includes the time in between.
+        latency = RequestLatency(self.metrics, self.arrivals.take(request.transport, started))
+        req = parse(parse_json_body(body), self.served)
         request_id = req.engine.request_id
         shaper = ResponseShaper(
             req,
