@@ -6,20 +6,34 @@ wakes the connection's task and goes through the middleware — a few hundred
 microseconds, more when the loop is busy with an engine step. That time is part of the
 client's TTFT but was missing from the engine's, so the two could never agree to within
 a couple of percent. Here each connection's protocol is wrapped so that the first read
-of every request stamps the loop time; the handler takes the stamp once it has read the
-whole body (a large body arrives in several reads, and only the first one counts).
+after the previous request stamps the loop time, and a middleware hands that stamp to
+every request (``request[ARRIVAL]``) as its handler starts and clears what the request's
+own later reads (the rest of a large body) left, once its handler is done.
 
 HTTP/1.1 connections carry one request at a time (aiohttp's client does not pipeline),
-so "the first read after the previous request's body was read" is the next request.
+so "the first read after the previous request" is the next request's first bytes. A
+stamp that cannot be trusted (none, or bytes of the next request arriving while a
+stream's last write drains) falls back to the handler's start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+
+#: The key of a request's arrival time (loop clock) in the ``web.Request`` mapping
+#: (a typed key where aiohttp has them, 3.12 and later).
+ARRIVAL: Any = (
+    web.RequestKey("prefillscope_arrival", float)
+    if hasattr(web, "RequestKey")
+    else "prefillscope_arrival"
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class RequestArrivals:
@@ -34,10 +48,25 @@ class RequestArrivals:
             self._pending[transport] = now
 
     def take(self, transport: Any, default: float) -> float:
-        """The arrival of the request just read on ``transport`` (``default`` if unknown)."""
+        """The arrival of the request starting on ``transport`` (``default`` if unknown)."""
         if transport is None:
             return default
         return min(self._pending.pop(transport, default), default)
+
+    def middleware(self) -> Any:
+        """An aiohttp middleware giving each request its arrival as ``request[ARRIVAL]``."""
+
+        @web.middleware
+        async def stamp_arrival(request: web.Request, handler: Handler) -> web.StreamResponse:
+            transport = request.transport
+            request[ARRIVAL] = self.take(transport, asyncio.get_running_loop().time())
+            try:
+                return await handler(request)
+            finally:
+                if transport is not None:
+                    self._pending.pop(transport, None)
+
+        return stamp_arrival
 
 
 class _StampingProtocol(asyncio.Protocol):

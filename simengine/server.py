@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from simengine.arrivals import RequestArrivals
+from simengine.arrivals import ARRIVAL, RequestArrivals
 from simengine.config import EngineConfig
 from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
 from simengine.driver import RealTimeDriver
@@ -90,7 +90,9 @@ class EngineServer:
 
     # -- application ---------------------------------------------------------------------
     def _build_app(self) -> web.Application:
-        app = web.Application(middlewares=[_api_errors], client_max_size=64 * 1024**2)
+        app = web.Application(
+            middlewares=[self.arrivals.middleware(), _api_errors], client_max_size=64 * 1024**2
+        )
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/tokenize", self._tokenize)
@@ -140,12 +142,10 @@ class EngineServer:
         parse: Callable[[dict[str, Any], ServedModel], GenerationRequest],
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        body = await request.read()
         # Arrival is when the request's first bytes were read (simengine.arrivals), not
         # when this handler ran: the client's TTFT includes the time in between.
-        latency = RequestLatency(self.metrics, self.arrivals.take(request.transport, started))
-        req = parse(parse_json_body(body), self.served)
+        latency = RequestLatency(self.metrics, request[ARRIVAL])
+        req = parse(parse_json_body(await request.read()), self.served)
         request_id = req.engine.request_id
         shaper = ResponseShaper(
             req,
