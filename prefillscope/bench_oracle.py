@@ -1,0 +1,132 @@
+"""The prefix oracle of a bench run: the KV cache shape it replays with, and when.
+
+The expected cached tokens of every request come from replaying the plan through the
+shared prefix model (``workloads.oracle``) with the server's block size and pool size,
+read from its metrics (vLLM's ``cache_config_info``); the embedded engine's own
+configuration when it is not scraped; ``--block-size``/``--num-gpu-blocks`` over both.
+A closed loop bounded by a duration sends only a prefix of its generous plan, so it is
+annotated just ahead of the sends instead of all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from loadgen.records import RequestRecord
+from loadgen.run import LoadObserver
+from loadgen.target import Target
+from prefillscope.live_stats import LiveStats
+from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping
+from probes.scraper import MetricsScraper
+from simengine.embedded import EmbeddedServer
+from workloads.errors import InputError
+from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
+from workloads.plan import Plan, RequestSpec
+from workloads.stats import DEFAULT_BLOCK_SIZE
+
+#: How far the lazy annotation runs ahead of the sends.
+ANNOTATE_AHEAD = 256
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The KV cache shape the oracle replays with, and where it came from."""
+
+    block_size: int
+    num_blocks: int | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"block_size": self.block_size, "num_blocks": self.num_blocks, "source": self.source}
+
+
+def metrics_mapping(scraper: MetricsScraper | None, target: Target) -> Mapping | None:
+    """The mapping that reads this server's metrics: its flavour's, else detected from the
+    first scrape; None when nothing was scraped or nothing is recognised."""
+    if scraper is None or scraper.first is None:
+        return None
+    flavour = target.flavour if target.flavour in BUILTIN_FLAVOURS else None
+    try:
+        return choose_mapping(scraper.first, flavour=flavour)
+    except InputError:
+        return None
+
+
+def geometry(
+    scraper: MetricsScraper | None,
+    mapping: Mapping | None,
+    engine: EmbeddedServer | None,
+    *,
+    block_size: int | None = None,
+    num_blocks: int | None = None,
+) -> Geometry:
+    """Block size and pool size for the oracle: ``--block-size``/``--num-gpu-blocks``,
+    else the server's metrics, else the embedded engine's configuration, else vLLM's
+    default block size and an unbounded pool."""
+    block: float | None = None
+    blocks: float | None = None
+    source = "assumed (vLLM's default block size, pool unknown: unbounded)"
+    if mapping is not None and scraper is not None and scraper.first is not None:
+        snap = mapping.snapshot(scraper.first)
+        block, blocks = snap.series["block_size"].value, snap.series["num_blocks"].value
+        source = "server metrics"
+    if block is None and engine is not None and engine.server is not None:
+        block, blocks = engine.config.block_size, engine.server.core.pool.num_blocks
+        source = "engine config"
+    if block_size is not None or num_blocks is not None:
+        block = block_size or block
+        blocks = num_blocks or blocks
+        source = "flags"
+    return Geometry(
+        int(block or DEFAULT_BLOCK_SIZE), int(blocks) if blocks is not None else None, source
+    )
+
+
+def needs_lazy_annotation(deadline_s: float | None, plan: Plan) -> bool:
+    """A duration-bounded closed loop sends a prefix of a generous plan, in plan order."""
+    return deadline_s is not None and all(r.intended_s is None for r in plan)
+
+
+class _AnnotateAhead(LoadObserver):
+    """The live statistics, plus the oracle kept ``ANNOTATE_AHEAD`` requests ahead of the
+    sends (one more request annotated per send)."""
+
+    def __init__(self, stats: LiveStats, ahead: Iterator[RequestSpec]) -> None:
+        self.stats = stats
+        self.ahead = ahead
+
+    def on_send(self, record: RequestRecord) -> None:
+        next(self.ahead, None)
+        self.stats.on_send(record)
+
+    def on_first_token(self, record: RequestRecord) -> None:
+        self.stats.on_first_token(record)
+
+    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
+        self.stats.on_chunk(record, t_s, n_tokens)
+
+    def on_finish(self, record: RequestRecord) -> None:
+        self.stats.on_finish(record)
+
+
+def annotate_plan(
+    plan: Plan, target: Target, shape: Geometry, stats: LiveStats, deadline_s: float | None
+) -> LoadObserver:
+    """Set every request's expected cached tokens (all at once, or just ahead of the
+    sends for a generous closed loop); the observer the run goes with."""
+    args = (
+        plan,
+        shape.block_size,
+        shape.num_blocks,
+        target.vocab_size or DEFAULT_VOCAB_SIZE,
+        target.model,
+    )
+    if not needs_lazy_annotation(deadline_s, plan):
+        annotate(*args)
+        return stats
+    ahead = annotating(*args)
+    for _ in range(ANNOTATE_AHEAD):
+        next(ahead, None)
+    return _AnnotateAhead(stats, ahead)

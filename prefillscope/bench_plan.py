@@ -1,0 +1,122 @@
+"""What a bench run sends: the workload resolved for the command line, built for a target.
+
+Two things ``bench`` adds to ``workloads``: a closed loop bounded only by ``--duration``
+("8 users for 60 s", which the workloads package sizes by a request count only) becomes a
+generous plan that the load generator stops releasing at the deadline; and ``--warmup N``
+puts N requests in front that share no token with the plan (they warm connections and
+the server, not its prefix cache). Text prompts are rendered with the target's own
+tokenizer when no ``--tokenizer`` is given.
+"""
+
+from __future__ import annotations
+
+import math
+
+from loadgen.target import Target
+from workloads.build import build_plan
+from workloads.errors import InputError
+from workloads.family import arrival_name
+from workloads.plan import Plan, Prompt, RequestSpec, Segment
+from workloads.seeding import derive_key
+from workloads.spec import WorkloadSpec, load_spec
+from workloads.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
+
+#: Requests per user per second a duration-bounded closed loop is sized for.
+CLOSED_LOOP_RATE_BOUND = 50.0
+CLOSED_LOOP_MIN_PLAN = 1_000
+CLOSED_LOOP_MAX_PLAN = 200_000
+
+
+def resolve_workload(
+    workload: str, overrides: dict[str, object], api: str | None = None
+) -> tuple[WorkloadSpec, float | None]:
+    """The spec to build, and the deadline of a closed loop bounded by a duration.
+
+    The workloads package sizes closed-loop plans by a request count only; "8 users for
+    60 s" becomes a plan of ``CLOSED_LOOP_RATE_BOUND`` requests per user-second that the
+    load generator stops releasing at the deadline. The chat API takes text, so prompts
+    become text of exact token counts unless ``prompt_format`` says otherwise.
+    """
+    if api == "chat" and "prompt_format" not in overrides:
+        overrides = {**overrides, "prompt_format": "text"}
+    spec = load_spec(workload, overrides)
+    load = spec.load
+    if arrival_name(spec) != "closed" or load.duration_s is None:
+        return spec, None
+    if load.num_requests is None:
+        users = load.concurrency or 1
+        sized = math.ceil(users * load.duration_s * CLOSED_LOOP_RATE_BOUND)
+        count = min(CLOSED_LOOP_MAX_PLAN, max(CLOSED_LOOP_MIN_PLAN, sized))
+        spec = load_spec(workload, {**overrides, "num_requests": count})
+    return spec, load.duration_s
+
+
+def warmup_requests(plan: Plan, count: int) -> list[RequestSpec]:
+    """``count`` warm-up requests shaped like the plan's first ones but sharing no token
+    with anything (so they warm connections and the server, not the prefix cache)."""
+    measured = plan.measured
+    if not measured:
+        return []
+    out = []
+    for i in range(count):
+        like = measured[i % len(measured)]
+        key = derive_key(plan.seed, "bench-warmup", i)
+        out.append(
+            RequestSpec(
+                id=f"bench-warmup-{i:04d}",
+                prompt=Prompt((Segment(like.prompt_len, key=key),)),
+                max_tokens=like.max_tokens,
+                kind="warmup",
+                warmup=True,
+            )
+        )
+    return out
+
+
+def target_rate(plan: Plan) -> float | None:
+    """The offered open-loop rate (requests/s) of the plan's schedule."""
+    times = sorted(r.intended_s for r in plan.measured if r.intended_s is not None)
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    return (len(times) - 1) / span if span > 0 else None
+
+
+def plan_tokenizer(
+    target: Target, source: str | None = None, api_key: str | None = None
+) -> Tokenizer | None:
+    """The tokenizer text prompts are rendered with: ``source`` (``--tokenizer``), else
+    the server's own ``/tokenize`` when it has one (vLLM, the embedded engine)."""
+    if source:
+        return load_tokenizer(source, model=target.model, api_key=api_key)
+    if target.flavour in ("vllm", "embedded"):
+        return ServerTokenizer(target.base_url, model=target.model, api_key=api_key)
+    return None
+
+
+def build_bench_plan(
+    spec: WorkloadSpec,
+    target: Target,
+    *,
+    warmup: int = 0,
+    tokenizer: str | None = None,
+    api_key: str | None = None,
+) -> Plan:
+    """The plan ``spec`` makes for ``target``, led by ``warmup`` warm-up requests;
+    refused (``InputError``) when ``target`` cannot take it."""
+    if warmup < 0:
+        raise InputError("--warmup", f"must be >= 0, got {warmup}")
+    text_tokenizer = (
+        plan_tokenizer(target, tokenizer, api_key) if spec.prompt_format == "text" else None
+    )
+    try:
+        plan = build_plan(spec, text_tokenizer)
+    finally:
+        if isinstance(text_tokenizer, ServerTokenizer):
+            text_tokenizer.close()
+    if not target.vocab_size and any(r.text is None for r in plan):
+        raise InputError(
+            "--vocab-size",
+            f"{target.base_url} does not say its vocabulary size, which token-id prompts need",
+            "pass --vocab-size N, or --set prompt_format=text with --tokenizer",
+        )
+    plan.requests[:0] = warmup_requests(plan, warmup)
+    return plan

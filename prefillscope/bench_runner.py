@@ -1,0 +1,411 @@
+"""One bench run, callable from Python: ``await run_bench(BenchOptions(...))``.
+
+What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
+
+1. resolve the workload (``workloads.spec.load_spec``) and, for a closed loop bounded
+   only by ``--duration``, size the plan generously and let the clock end the run;
+2. start the embedded engine on a free port (no endpoint given) or detect the target;
+3. build the plan (text prompts through the target's tokenizer), add warm-up requests;
+4. create the run directory and write ``run.json`` (``status: running``);
+5. start the probes — ``/metrics`` scraping and GPU sampling — and wait for their first
+   sample, so counters have a baseline before the first request;
+6. annotate the plan with the prefix oracle, using the block size and pool size the
+   server's metrics report (infinite pool when unknown);
+7. send it (``loadgen.run.LoadRun``), feeding the live display;
+8. stop the probes, close the run directory (journals → parquet), write
+   ``summary.json`` (``probes.latency.summarize`` + the ``server`` section) and the final
+   ``run.json``; stop the embedded engine.
+
+A server that dies mid-run leaves an ``interrupted`` run with every finished request
+kept; a cancellation (Ctrl-C) likewise, the cancellation being absorbed so the files
+are still written. Bad input is an ``InputError`` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loadgen.clock import RunClock
+from loadgen.detect import detect_target
+from loadgen.run import LoadOptions, LoadResult, LoadRun
+from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
+from loadgen.target import Target
+from prefillscope.bench_oracle import Geometry, annotate_plan, geometry, metrics_mapping
+from prefillscope.bench_plan import build_bench_plan, resolve_workload, target_rate
+from prefillscope.dashboard import Display
+from prefillscope.engine_flags import EngineSettings
+from prefillscope.live_stats import LiveStats
+from prefillscope.runinfo import RunInfo, redact_command
+from probes.gpu import GpuSampler
+from probes.latency import Slo, summarize
+from probes.mapping import Mapping
+from probes.prometheus_source import PrometheusSource
+from probes.sampling import ProbeStatus
+from probes.scraper import MetricsScraper
+from probes.server_summary import server_summary
+from probes.timeline import server_series
+from simengine.embedded import EmbeddedServer
+from workloads.errors import InputError
+from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
+from workloads.plan import Plan
+from workloads.spec import WorkloadSpec
+
+#: Connections opened before the first request (at most; fewer for fewer users).
+PRECONNECT = 32
+#: Resolution of the series read back from a Prometheus server.
+PROMETHEUS_STEP_S = 1.0
+#: Exit statuses of the command for each way a run ends.
+EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CTRL_C = 0, 1, 3, 130
+
+
+@dataclass
+class BenchOptions:
+    """Everything one bench run needs; the ``bench`` flags map onto these fields."""
+
+    workload: str
+    #: ``load_spec`` overrides: flat keys (``num_requests``, ``rate``, ``concurrency``,
+    #: ``seed``, family keys …) as ``--set`` takes them; ``None`` values are ignored.
+    overrides: dict[str, object] = field(default_factory=dict)
+    endpoint: str | None = None
+    backend: str = "auto"
+    api: str | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    vocab_size: int | None = None
+    tokenizer: str | None = None
+    #: The embedded engine's settings (only without ``endpoint``); default config if None.
+    engine: EngineSettings | None = None
+    out: Path | None = None
+    slo: Slo | None = None
+    max_concurrency: int | None = None
+    timeout_s: float | None = 600.0
+    cache_protocol: str = "salt"
+    warmup: int = 0
+    metrics_interval_s: float = 0.5
+    server_metrics: bool = True
+    prometheus: str | None = None
+    gpu: str = "auto"
+    #: The oracle's block and pool size when the server's metrics do not say (or to override).
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    #: The command line as typed, for ``run.json`` (secrets are redacted there).
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchOutcome:
+    """How a run ended and where it is."""
+
+    run_dir: Path
+    status: str
+    reason: str | None
+    summary: dict[str, Any]
+    result: LoadResult
+    cancelled: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.cancelled:
+            return EXIT_CTRL_C
+        return {"complete": EXIT_COMPLETE, "interrupted": EXIT_INTERRUPTED}.get(
+            self.status, EXIT_FAILED
+        )
+
+
+# -- run directory ----------------------------------------------------------------------------
+def default_out(workload: str, now: float | None = None) -> Path:
+    """``runs/<UTC timestamp>-<workload>`` (a trace or spec file by its file name)."""
+    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = Path(workload.removeprefix("trace:")).stem if "/" in workload else workload
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name.removeprefix("trace:")).strip("-") or "run"
+    return Path("runs") / f"{stamp}-{name}"
+
+
+def make_run_dir(path: Path) -> RunDir:
+    """A fresh run directory; a folder already holding a run is refused."""
+    if (path / RUN_JSON).exists():
+        raise InputError("--out", f"{path} already holds a run", "pick a new folder")
+    try:
+        return RunDir(path, create=True)
+    except OSError as exc:
+        raise InputError("--out", f"cannot create {path}: {exc.strerror}") from None
+
+
+# -- target ---------------------------------------------------------------------------------
+async def open_target(
+    options: BenchOptions, stack: contextlib.AsyncExitStack
+) -> tuple[Target, EmbeddedServer | None]:
+    """The target to drive: the embedded engine started here, or the endpoint detected."""
+    if options.endpoint is None:
+        settings = options.engine or EngineSettings.default()
+        engine = EmbeddedServer(settings.config, stream_interval=settings.stream_interval)
+        await asyncio.to_thread(engine.start)
+        stack.push_async_callback(asyncio.to_thread, engine.stop)
+        target = await detect_target(
+            engine.url,
+            backend="embedded",
+            api=options.api,
+            model=settings.config.model_name,
+            vocab_size=settings.config.vocab_size,
+        )
+        return target, engine
+    if options.engine is not None:
+        raise InputError(
+            "--engine", "configures the embedded engine only", "drop --engine or --endpoint"
+        )
+    target = await detect_target(
+        options.endpoint,
+        backend=options.backend,
+        api=options.api,
+        model=options.model,
+        api_key=options.api_key,
+        vocab_size=options.vocab_size,
+    )
+    return target, None
+
+
+# -- probes ------------------------------------------------------------------------------------
+def probe_settings(
+    options: BenchOptions,
+    scraper: MetricsScraper | None,
+    mapping: Mapping | None,
+    gpu: GpuSampler,
+    prometheus: PrometheusSource | None,
+) -> dict[str, Any]:
+    """``run.json["probes"]``: what each probe was set to and how it went."""
+    if scraper is not None:
+        status = scraper.status.to_dict()
+    else:
+        off = ProbeStatus("server_metrics")
+        off.off("--no-server-metrics")
+        status = off.to_dict()
+    return {
+        "server_metrics": {
+            "url": scraper.url if scraper is not None else None,
+            "interval_s": options.metrics_interval_s,
+            "flavour": mapping.flavour if mapping is not None else None,
+            "mapping_file": None,
+            "status": status,
+        },
+        "gpu": {
+            "mode": options.gpu,
+            "interval_s": options.metrics_interval_s,
+            "status": gpu.status.to_dict(),
+        },
+        "prometheus": (
+            {"url": prometheus.url, "status": prometheus.status.to_dict()}
+            if prometheus is not None
+            else None
+        ),
+    }
+
+
+# -- the run ----------------------------------------------------------------------------------
+async def run_bench(options: BenchOptions, display: Display | None = None) -> BenchOutcome:
+    """Run one benchmark end to end (see the module docstring). ``display`` shows
+    progress while the load runs. Raises ``InputError`` for bad input, before sending."""
+    spec, deadline_s = resolve_workload(options.workload, options.overrides, options.api)
+    prometheus = PrometheusSource(options.prometheus) if options.prometheus else None
+    async with contextlib.AsyncExitStack() as stack:
+        target, engine = await open_target(options, stack)
+        plan = build_bench_plan(
+            spec,
+            target,
+            warmup=options.warmup,
+            tokenizer=options.tokenizer,
+            api_key=options.api_key,
+        )
+        run = make_run_dir(options.out or default_out(spec.name))
+        clock = RunClock()
+        info = run_info(options, spec, plan, target, clock, deadline_s)
+        run.write_json(RUN_JSON, info.to_json("running"))
+        bench = _Bench(options, plan, target, engine, run, clock, info, deadline_s, prometheus)
+        return await bench.measure(display)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_info(
+    options: BenchOptions,
+    spec: WorkloadSpec,
+    plan: Plan,
+    target: Target,
+    clock: RunClock,
+    deadline_s: float | None,
+) -> RunInfo:
+    """``run.json`` as known before the probes start."""
+    described = target.describe()
+    described["embedded"] = options.endpoint is None
+    if options.endpoint is None:
+        described["engine"] = (options.engine or EngineSettings.default()).describe()
+    return RunInfo(
+        command=redact_command(options.command, [options.api_key]),
+        wall_t0=clock.wall_t0,
+        target=described,
+        workload=spec.to_dict(),
+        plan={
+            "requests": len(plan),
+            "warmup_requests": len(plan) - len(plan.measured),
+            "arrival": plan.arrival,
+            "concurrency": plan.concurrency,
+            "offered_rate_per_s": target_rate(plan),
+        },
+        load={
+            "max_concurrency": options.max_concurrency,
+            "timeout_s": options.timeout_s,
+            "duration_s": deadline_s,
+            "warmup": options.warmup,
+        },
+        oracle={},
+        slo=options.slo.to_dict() if options.slo else None,
+    )
+
+
+@dataclass
+class _Bench:
+    """One run from the probes' start to the last file written."""
+
+    options: BenchOptions
+    plan: Plan
+    target: Target
+    engine: EmbeddedServer | None
+    run: RunDir
+    clock: RunClock
+    info: RunInfo
+    deadline_s: float | None
+    prometheus: PrometheusSource | None
+
+    async def measure(self, display: Display | None) -> BenchOutcome:
+        """Probes, oracle, load, files — whichever way the load ends."""
+        options, clock, run = self.options, self.clock, self.run
+        scraper = (
+            MetricsScraper(self.target.base_url, clock, run, interval_s=options.metrics_interval_s)
+            if options.server_metrics
+            else None
+        )
+        gpu = GpuSampler(clock, run, interval_s=options.metrics_interval_s, mode=options.gpu)
+        stats = LiveStats(
+            clock,
+            total=len(self.plan),
+            duration_s=self.deadline_s,
+            target_rate=target_rate(self.plan),
+        )
+        result = LoadResult(planned=len(self.plan))
+        mapping: Mapping | None = None
+        cancelled = False
+        error: Exception | None = None
+        shown: asyncio.Task[None] | None = None
+        try:
+            if scraper is not None:
+                await scraper.__aenter__()
+            await gpu.__aenter__()
+            mapping = metrics_mapping(scraper, self.target)
+            shape = geometry(
+                scraper,
+                mapping,
+                self.engine,
+                block_size=options.block_size,
+                num_blocks=options.num_gpu_blocks,
+            )
+            self.info.oracle = shape.to_dict()
+            self.info.probes = probe_settings(options, scraper, mapping, gpu, self.prometheus)
+            run.write_json(RUN_JSON, self.info.to_json("running"))
+            observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
+            load = LoadRun(
+                self.plan,
+                self.target,
+                run,
+                clock,
+                self._load_options(shape),
+                observer,
+            )
+            result = load.result
+            if display is not None:
+                shown = asyncio.create_task(display.run(stats))
+            await load.run()
+        except asyncio.CancelledError:
+            cancelled = True
+            _uncancel()
+            if result.status == "running":
+                result.status, result.reason = "interrupted", "cancelled (Ctrl-C)"
+        except Exception as exc:  # recorded in the files, raised after them
+            error = exc
+            if result.status == "running":
+                result.status, result.reason = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if shown is not None:
+                shown.cancel()
+                await asyncio.gather(shown, return_exceptions=True)
+            if display is not None:
+                display.close(stats)
+            await gpu.stop()
+            if scraper is not None:
+                await scraper.stop()
+        self.info.probes = probe_settings(options, scraper, mapping, gpu, self.prometheus)
+        summary = await self._finish(result, scraper)
+        if error is not None:
+            raise error
+        return BenchOutcome(run.path, result.status, result.reason, summary, result, cancelled)
+
+    def _load_options(self, shape: Geometry) -> LoadOptions:
+        users = self.options.max_concurrency or self.plan.concurrency or PRECONNECT
+        return LoadOptions(
+            max_concurrency=self.options.max_concurrency,
+            request_timeout_s=self.options.timeout_s,
+            cache_protocol=self.options.cache_protocol,
+            duration_s=self.deadline_s,
+            preconnect=min(users, PRECONNECT),
+            oracle=PrefixOracle(
+                shape.block_size,
+                shape.num_blocks,
+                self.target.model,
+                vocab_size=self.target.vocab_size or DEFAULT_VOCAB_SIZE,
+            ),
+        )
+
+    async def _finish(self, result: LoadResult, scraper: MetricsScraper | None) -> dict[str, Any]:
+        """Close the tables, write the final ``run.json`` and ``summary.json``."""
+        run, info = self.run, self.info
+        info.cache_protocol = result.cache_protocol
+        info.result = result.to_json()
+        ended = time.time()
+        run.close()
+        run.write_json(RUN_JSON, info.to_json(result.status, result.reason, ended_wall=ended))
+        summary = summarize(run, self.options.slo)
+        requests = run.read_table("requests")
+        probe = info.probes["server_metrics"]["status"]
+        series = server_series(run) if scraper is not None else None
+        summary["server"] = server_summary(series, requests, probe=probe)
+        if self.prometheus is not None:
+            section = await self._from_prometheus(result, requests)
+            info.probes["prometheus"]["status"] = self.prometheus.status.to_dict()
+            key = "server_prometheus" if summary["server"].get("available") else "server"
+            summary[key] = section
+            run.write_json(RUN_JSON, info.to_json(result.status, result.reason, ended_wall=ended))
+        run.write_json(SUMMARY_JSON, summary)
+        return summary
+
+    async def _from_prometheus(self, result: LoadResult, requests: Any) -> dict[str, Any]:
+        """The ``server`` section from the Prometheus server over the run's window."""
+        assert self.prometheus is not None
+        start = result.started_s or 0.0
+        end = max(result.ended_s or self.clock.now(), start + PROMETHEUS_STEP_S)
+        series = await asyncio.to_thread(
+            self.prometheus.server_series, self.clock, start, end, PROMETHEUS_STEP_S
+        )
+        return server_summary(
+            series, requests, probe=self.prometheus.status.to_dict(), source="prometheus"
+        )
+
+
+def _uncancel() -> None:
+    """Absorb a cancellation (Ctrl-C) so that the run's files can still be written."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()

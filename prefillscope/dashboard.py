@@ -1,0 +1,198 @@
+"""The bench run as a person watches it: a rich Live dashboard, or plain progress lines.
+
+On a terminal, a few refreshes a second of: progress, requests sent / done / in flight /
+failed, errors by class, achieved vs target send rate, output tokens per second, rolling
+TTFT / ITL / dispatch-lag percentiles over the last 10 s, and a warning when the client
+itself is limiting the run. Every line is built to fit 80 columns and is cut, never
+wrapped, when narrower. Rendering runs as a task on the load generator's event loop
+(no refresh thread competing for the GIL); each frame costs about a millisecond.
+
+Without a terminal (CI logs, pipes, ``--json``) the same figures are printed as one
+plain line every few seconds instead, so logs stay greppable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Protocol, TextIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from prefillscope.live_stats import LiveSnapshot, LiveStats, Quantiles
+from prefillscope.report.content import fmt_duration
+
+REFRESH_S = 0.25
+PLAIN_EVERY_S = 5.0
+
+
+class Display(Protocol):
+    """Shows a run's progress until cancelled; ``close`` after the run."""
+
+    async def run(self, stats: LiveStats) -> None: ...
+
+    def close(self, stats: LiveStats) -> None: ...
+
+
+# -- formatting ------------------------------------------------------------------------------
+def _ms(value: float | None) -> str:
+    return "–" if value is None else fmt_duration(value)
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.1f} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+
+
+def progress_text(snap: LiveSnapshot) -> str:
+    """``123/200 requests · 12.3 s`` or, for a run bounded by time, ``12.3 s / 60 s``."""
+    elapsed = f"{snap.elapsed_s:,.1f} s"
+    if snap.duration_s:
+        return f"{elapsed} / {snap.duration_s:g} s · {snap.finished:,} done"
+    total = f"/{snap.total:,}" if snap.total else ""
+    return f"{snap.finished:,}{total} done · {elapsed}"
+
+
+def errors_text(snap: LiveSnapshot) -> str:
+    if not snap.errors:
+        return "none"
+    return " · ".join(f"{kind} {n:,}" for kind, n in snap.errors.items())
+
+
+def rate_text(snap: LiveSnapshot) -> str:
+    target = f" (target {_rate(snap.target_rate, '/s')})" if snap.target_rate else ""
+    return (
+        f"{_rate(snap.send_rate, 'req/s')} sent{target} · {_rate(snap.tokens_per_s, 'tok/s')} out"
+    )
+
+
+def plain_line(snap: LiveSnapshot) -> str:
+    """The snapshot as one log line."""
+    parts = [
+        progress_text(snap),
+        f"{snap.in_flight:,} in flight",
+        f"{snap.failed:,} failed" + (f" ({errors_text(snap)})" if snap.errors else ""),
+        rate_text(snap),
+        f"TTFT p50 {_ms(snap.ttft.p50)} p99 {_ms(snap.ttft.p99)}",
+        f"ITL p50 {_ms(snap.itl.p50)} p99 {_ms(snap.itl.p99)}",
+    ]
+    if snap.limited:
+        parts.append("CLIENT-LIMITED: " + "; ".join(snap.limited))
+    return "bench: " + " · ".join(parts)
+
+
+# -- the rich view ---------------------------------------------------------------------------
+def _line(label: str, value: str, style: str = "") -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=10, no_wrap=True, style="dim")
+    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    grid.add_row(label, Text(value, style=style, no_wrap=True, overflow="ellipsis"))
+    return grid
+
+
+def _latency_table(snap: LiveSnapshot, window_s: float) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+    table.add_column(f"last {window_s:g} s", no_wrap=True, width=12)
+    for name in ("p50", "p90", "p99", "n"):
+        table.add_column(name, justify="right", no_wrap=True, width=10)
+    rows: tuple[tuple[str, Quantiles], ...] = (
+        ("TTFT", snap.ttft),
+        ("ITL/token", snap.itl),
+        ("dispatch lag", snap.dispatch_lag),
+    )
+    for name, q in rows:
+        table.add_row(name, _ms(q.p50), _ms(q.p90), _ms(q.p99), f"{q.count:,}")
+    return table
+
+
+def render(snap: LiveSnapshot, title: str, window_s: float) -> RenderableType:
+    """One dashboard frame."""
+    bar = Table.grid(padding=(0, 1))
+    bar.add_column(ratio=1)
+    bar.add_column(no_wrap=True)
+    bar.add_row(
+        ProgressBar(total=1.0, completed=snap.progress),
+        Text(f"{snap.progress:4.0%} · " + progress_text(snap), no_wrap=True),
+    )
+    parts: list[RenderableType] = [
+        Text(title, style="bold", no_wrap=True, overflow="ellipsis"),
+        bar,
+        _line(
+            "requests",
+            f"sent {snap.sent:,} · done {snap.finished:,} · in flight {snap.in_flight:,} · "
+            f"failed {snap.failed:,}",
+        ),
+        _line("rate", rate_text(snap)),
+        _line("errors", errors_text(snap), "bold red" if snap.errors else "green"),
+        _latency_table(snap, window_s),
+    ]
+    cpu = "–" if snap.cpu_share is None else f"{snap.cpu_share:.0%} of a core"
+    parts.append(_line("client", f"CPU {cpu}"))
+    if snap.limited:
+        parts.append(
+            Text(
+                "⚠ client-limited: " + "; ".join(snap.limited),
+                style="bold yellow",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        )
+    return Group(*parts)
+
+
+class LiveDashboard:
+    """The rich Live view on ``console`` (a terminal), refreshed every ``REFRESH_S``."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self._live: Live | None = None
+
+    async def run(self, stats: LiveStats) -> None:
+        self._live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+        while True:
+            self._live.update(render(stats.snapshot(), self.title, stats.window_s), refresh=True)
+            await asyncio.sleep(REFRESH_S)
+
+    def close(self, stats: LiveStats) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+class PlainProgress:
+    """One plain line to ``stream`` every ``every_s`` seconds (and a last one at the end)."""
+
+    def __init__(self, stream: TextIO, every_s: float = PLAIN_EVERY_S) -> None:
+        self.stream = stream
+        self.every_s = every_s
+
+    async def run(self, stats: LiveStats) -> None:
+        ticks = max(1, round(self.every_s / REFRESH_S))
+        n = 0
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            snap = stats.snapshot()  # folded every tick, so appends never pile up
+            n += 1
+            if n % ticks == 0:
+                self._print(snap)
+
+    def close(self, stats: LiveStats) -> None:
+        self._print(stats.snapshot())
+
+    def _print(self, snap: LiveSnapshot) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not fail the run
+            print(plain_line(snap), file=self.stream, flush=True)

@@ -1,0 +1,102 @@
+"""``bench --engine KEY=VALUE``: the embedded engine's configuration from the command line.
+
+Every ``EngineConfig`` field can be set (``max_num_batched_tokens=4096``, ``gpu=l40s``,
+``num_gpu_blocks=2000``, ``fixed_step_s=0.004``, ``host_overhead_per_seq_s=0.0002`` …),
+plus ``stream_interval`` (tokens per streamed event after the first, a server option).
+Values are converted by the field's type, so a typo or a wrong type is one line naming
+the key — and the configuration is validated as a whole before any engine starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from simengine.config import EngineConfig
+from workloads.errors import InputError
+
+FLAG = "--engine"
+#: Server options accepted next to the ``EngineConfig`` fields.
+SERVER_KEYS = ("stream_interval",)
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_NONE = ("none", "null", "auto")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What ``--engine`` asked for: the engine's config and the server's stream interval."""
+
+    config: EngineConfig
+    stream_interval: int = 1
+
+    @classmethod
+    def default(cls) -> EngineSettings:
+        return cls(EngineConfig())
+
+    def describe(self) -> dict[str, Any]:
+        """For ``run.json``: every config field, and the stream interval."""
+        return {**dataclasses.asdict(self.config), "stream_interval": self.stream_interval}
+
+
+def _field_types() -> dict[str, Any]:
+    hints = typing.get_type_hints(EngineConfig)
+    return {f.name: hints[f.name] for f in dataclasses.fields(EngineConfig)}
+
+
+def known_keys() -> str:
+    return ", ".join([*_field_types(), *SERVER_KEYS])
+
+
+def _convert(key: str, text: str, kind: Any) -> Any:
+    """``text`` as a value of ``kind`` (``int``, ``float``, ``bool``, ``str``, ``X | None``)."""
+    raw = text.strip()
+    args = typing.get_args(kind) if isinstance(kind, types.UnionType) else ()
+    if type(None) in args:
+        if raw.lower() in _NONE:
+            return None
+        kind = next(a for a in args if a is not type(None))
+    if kind is bool:
+        if raw.lower() in _TRUE + _FALSE:
+            return raw.lower() in _TRUE
+        raise InputError(FLAG, f"{key}={text!r} is not true or false", f"e.g. {key}=false")
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise InputError(FLAG, f"{key}={text!r} is not {what}") from None
+    return raw
+
+
+def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
+    """The engine settings of repeated ``KEY=VALUE`` items, validated."""
+    kinds = _field_types()
+    values: dict[str, Any] = {}
+    stream_interval = 1
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise InputError(FLAG, f"expected KEY=VALUE, got {item!r}", "e.g. --engine gpu=l40s")
+        if key == "stream_interval":
+            stream_interval = _convert(key, text, int)
+            if stream_interval < 1:
+                raise InputError(FLAG, f"stream_interval must be >= 1, got {stream_interval}")
+        elif key in kinds:
+            values[key] = _convert(key, text, kinds[key])
+        else:
+            raise InputError(FLAG, f"unknown engine setting {key!r}", f"known: {known_keys()}")
+    config = EngineConfig(**values)
+    try:
+        config.validate()
+    except InputError as exc:
+        fix = f" ({exc.fix})" if exc.fix else ""
+        raise InputError(
+            FLAG, f"{exc.field.lstrip('-').replace('-', '_')}: {exc.problem}{fix}"
+        ) from None
+    return EngineSettings(config, stream_interval)

@@ -1,0 +1,254 @@
+"""What the live dashboard shows, gathered from the load generator's callbacks.
+
+The callbacks run on the client's hot path (``on_chunk`` once per network read of every
+stream), so each does one append or one counter increment and nothing else; the work —
+per-token gaps, rolling percentiles over the last ``window_s`` seconds, rates — is done
+in :meth:`LiveStats.snapshot`, a few times a second, on the same event loop (no lock,
+no thread competing with the client for the GIL).
+
+The rules are the summary's (``probes.latency``): TTFT from the *intended* send time, ITL
+per token (a read of n tokens after a gap g gives n gaps of g/n; the extra tokens of a
+request's first read give gaps of 0), and a client is limited when its dispatch lag p99
+exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU stays saturated. Live figures are over a
+window and thinned to a few thousand samples per tick: a view, not the statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from loadgen.clock import RunClock
+from loadgen.records import RequestRecord
+from loadgen.run import LoadObserver
+from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+
+WINDOW_S = 10.0
+#: Most samples one tick adds to a rolling window (evenly thinned beyond that).
+TICK_SAMPLES = 4096
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """Rolling percentiles of one latency (seconds); ``None`` where nothing was seen."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    count: int = 0
+
+
+class Rolling:
+    """Timed samples of the last ``window_s`` seconds, kept as one array pair per tick."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._parts: deque[tuple[float, int, np.ndarray]] = deque()
+
+    def add(self, times: np.ndarray, values: np.ndarray) -> None:
+        """One tick's samples (``times`` ascending, or at least ending with the latest)."""
+        if not times.size:
+            return
+        seen = int(times.size)
+        if seen > TICK_SAMPLES:
+            values = values[np.linspace(0, seen - 1, TICK_SAMPLES).astype(np.int64)]
+        self._parts.append((float(times.max()), seen, values))
+
+    def trim(self, now: float) -> None:
+        start = now - self.window_s
+        while self._parts and self._parts[0][0] < start:
+            self._parts.popleft()
+
+    def quantiles(self) -> Quantiles:
+        """Percentiles of the window; ``count`` is how many samples it holds (unthinned)."""
+        if not self._parts:
+            return Quantiles()
+        values = np.concatenate([v for _, _, v in self._parts])
+        p50, p90, p99 = np.quantile(values, QUANTILES)
+        return Quantiles(float(p50), float(p90), float(p99), sum(n for _, n, _ in self._parts))
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """One refresh of the dashboard."""
+
+    elapsed_s: float
+    total: int | None
+    duration_s: float | None
+    sent: int
+    finished: int
+    ok: int
+    errors: dict[str, int]
+    ttft: Quantiles
+    itl: Quantiles
+    dispatch_lag: Quantiles
+    send_rate: float | None
+    target_rate: float | None
+    tokens_per_s: float | None
+    cpu_share: float | None
+    limited: list[str] = field(default_factory=list)
+
+    @property
+    def in_flight(self) -> int:
+        return self.sent - self.finished
+
+    @property
+    def failed(self) -> int:
+        return self.finished - self.ok
+
+    @property
+    def progress(self) -> float:
+        """Share done: requests finished of the plan, or time elapsed of the duration."""
+        if self.duration_s:
+            return min(1.0, self.elapsed_s / self.duration_s)
+        return min(1.0, self.finished / self.total) if self.total else 0.0
+
+
+class LiveStats(LoadObserver):
+    """Counters and rolling windows of one run; ``snapshot()`` for each refresh."""
+
+    def __init__(
+        self,
+        clock: RunClock,
+        *,
+        total: int | None,
+        duration_s: float | None = None,
+        target_rate: float | None = None,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self.clock = clock
+        self.total = total
+        self.duration_s = duration_s
+        self.target_rate = target_rate
+        self.window_s = window_s
+        self.sent = self.finished = self.ok = 0
+        self.errors: Counter[str] = Counter()
+        self._sends: list[tuple[float, float]] = []
+        self._firsts: list[tuple[float, float]] = []
+        self._reads: list[tuple[str, float | None, int]] = []
+        self._last_read: dict[str, float] = {}
+        self._ttft = Rolling(window_s)
+        self._itl = Rolling(window_s)
+        self._lag = Rolling(window_s)
+        self._ticks: deque[tuple[float, int, int]] = deque()  # (time, sends, tokens)
+        self._cpu: deque[tuple[float, float]] = deque()
+        self._start_s: float | None = None
+
+    # -- callbacks (hot path: one append each) ----------------------------------------------
+    def on_send(self, record: RequestRecord) -> None:
+        self.sent += 1
+        self._sends.append((record.sent_s or 0.0, record.intended_s or 0.0))
+
+    def on_first_token(self, record: RequestRecord) -> None:
+        self._firsts.append((record.first_token_s or 0.0, record.intended_s or 0.0))
+
+    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
+        self._reads.append((record.id, t_s, n_tokens))
+
+    def on_finish(self, record: RequestRecord) -> None:
+        self.finished += 1
+        if record.ok:
+            self.ok += 1
+        else:
+            self.errors[str(record.error_kind)] += 1
+        self._reads.append((record.id, None, 0))  # its last read time can be forgotten
+
+    # -- refresh ------------------------------------------------------------------------
+    def snapshot(self) -> LiveSnapshot:
+        """Fold in what arrived since the last call; the figures as of now."""
+        now = self.clock.now()
+        if self._start_s is None:
+            self._start_s = now
+        self._ticks.append((now, *self._fold()))
+        while self._ticks[0][0] < now - self.window_s:
+            self._ticks.popleft()
+        for rolling in (self._ttft, self._itl, self._lag):
+            rolling.trim(now)
+        elapsed = now - self._start_s
+        seen = min(self.window_s, elapsed)
+        sends = sum(n for _, n, _ in self._ticks)
+        tokens = sum(n for _, _, n in self._ticks)
+        lag = self._lag.quantiles()
+        cpu = self._cpu_share(now)
+        return LiveSnapshot(
+            elapsed_s=elapsed,
+            total=self.total,
+            duration_s=self.duration_s,
+            sent=self.sent,
+            finished=self.finished,
+            ok=self.ok,
+            errors=dict(self.errors.most_common()),
+            ttft=self._ttft.quantiles(),
+            itl=self._itl.quantiles(),
+            dispatch_lag=lag,
+            send_rate=sends / seen if seen > 0.5 else None,
+            target_rate=self.target_rate,
+            tokens_per_s=tokens / seen if seen > 0.5 else None,
+            cpu_share=cpu,
+            limited=_limits(lag, cpu, elapsed),
+        )
+
+    def _fold(self) -> tuple[int, int]:
+        """Fold in the callbacks' appends; returns the sends and tokens they held."""
+        sends, self._sends = self._sends, []
+        if sends:
+            arr = np.asarray(sends, dtype=float)
+            self._lag.add(arr[:, 0], arr[:, 0] - arr[:, 1])
+        firsts, self._firsts = self._firsts, []
+        if firsts:
+            arr = np.asarray(firsts, dtype=float)
+            self._ttft.add(arr[:, 0], arr[:, 0] - arr[:, 1])
+        reads, self._reads = self._reads, []
+        return len(sends), self._fold_reads(reads)
+
+    def _fold_reads(self, reads: list[tuple[str, float | None, int]]) -> int:
+        """Per-token gaps of the reads, in arrival order per request; returns their tokens."""
+        last = self._last_read
+        times: list[float] = []
+        gaps: list[float] = []
+        weights: list[int] = []
+        tokens = 0
+        for request_id, t, n in reads:
+            if t is None:
+                last.pop(request_id, None)
+                continue
+            previous = last.get(request_id)
+            last[request_id] = t
+            tokens += n
+            if previous is None:
+                if n > 1:  # the first read's extra tokens came with the first token
+                    times.append(t)
+                    gaps.append(0.0)
+                    weights.append(n - 1)
+                continue
+            times.append(t)
+            gaps.append((t - previous) / n)
+            weights.append(n)
+        if gaps:
+            w = np.asarray(weights, dtype=np.int64)
+            self._itl.add(np.repeat(np.asarray(times), w), np.repeat(np.asarray(gaps), w))
+        return tokens
+
+    def _cpu_share(self, now: float) -> float | None:
+        """The event-loop thread's CPU over the last ``CPU_SUSTAIN_S`` seconds (1.0: a core)."""
+        self._cpu.append((time.perf_counter(), time.thread_time()))
+        while len(self._cpu) > 2 and self._cpu[-1][0] - self._cpu[1][0] >= CPU_SUSTAIN_S:
+            self._cpu.popleft()
+        (w0, c0), (w1, c1) = self._cpu[0], self._cpu[-1]
+        return (c1 - c0) / (w1 - w0) if w1 - w0 > 0.5 else None
+
+
+def _limits(lag: Quantiles, cpu: float | None, elapsed_s: float) -> list[str]:
+    """Why the client is limiting the run right now (empty: it is not)."""
+    reasons = []
+    if lag.p99 is not None and lag.count >= 10 and lag.p99 > DISPATCH_LAG_LIMIT_S:
+        reasons.append(
+            f"dispatch lag p99 {lag.p99 * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
+        )
+    if cpu is not None and elapsed_s >= CPU_SUSTAIN_S and cpu >= CPU_SATURATION_SHARE:
+        reasons.append(f"client CPU at {cpu:.0%} of a core")
+    return reasons
