@@ -1,0 +1,94 @@
+"""Prefix-cache and memory verdicts on real runs of the embedded engine.
+
+Planted: a KV pool (200 blocks) smaller than the prefix working set (8 prefixes of 64
+blocks); a per-request ``cache_salt`` over requests that share two prefixes; a large
+pool (4000 blocks) that a stream of distinct prompts leaves mostly reclaimable. Each run
+uses budget 512, so prefill chunks stay out of the picture.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from diagnose_bench import bench
+
+from diagnose.checklist import run_checklist
+from diagnose.context import DiagnoseOptions
+from diagnose.evidence import CacheHealth, Finding, Status
+
+OPTIONS = DiagnoseOptions(resamples=400)
+SHARED = {"seed": 1, "prefix_len": 1024, "suffix_len": 64, "output_len": 8}
+
+
+def value(finding: Finding, name: str) -> float:
+    return next(e.value for e in finding.evidence if e.name == name)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("engine-cache")
+    small = ["max_num_batched_tokens=512"]
+    return {
+        "thrash": bench(
+            root / "thrash",
+            "shared-prefix",
+            SHARED | {"num_requests": 48, "concurrency": 2, "groups": 8},
+            [*small, "num_gpu_blocks=200"],
+        ),
+        "salt": bench(
+            root / "salt",
+            "shared-prefix",
+            SHARED
+            | {
+                "num_requests": 40,
+                "rate": 20,
+                "groups": 2,
+                "tenants": 1000,
+                "tenant_per": "request",
+            },
+            small,
+        ),
+        "reserved": bench(
+            root / "reserved",
+            "shared-prefix",
+            SHARED | {"num_requests": 40, "concurrency": 2, "groups": 40},
+            [*small, "num_gpu_blocks=4000"],
+        ),
+    }
+
+
+def test_a_pool_smaller_than_the_working_set_thrashes(runs):
+    cache = run_checklist(runs["thrash"], OPTIONS).prefix_cache
+    assert cache.status == CacheHealth.THRASHING, cache.summary
+    unbounded = value(cache, "unbounded-pool hit rate (oracle)")
+    observed = value(cache, "observed hit rate")
+    assert unbounded > 70 and observed < 0.7 * unbounded
+    assert value(cache, "prefix-cache evictions") > 0
+    assert value(cache, "KV pool") == 200 < value(cache, "prefix working set")
+    assert "num_gpu_blocks=" in cache.next
+
+
+def test_a_per_request_salt_is_an_identity_mismatch(runs):
+    diagnosis = run_checklist(runs["salt"], OPTIONS)
+    cache = diagnosis.prefix_cache
+    assert cache.status == CacheHealth.IDENTITY_MISMATCH, cache.summary
+    assert value(cache, "unscoped hit rate (oracle)") > 80
+    assert value(cache, "observed hit rate") < 5
+    assert value(cache, "requests with a tenant no other request has") > 90
+    supported = [h.id for h in diagnosis.hypotheses if h.status == Status.SUPPORTED]
+    assert supported == []
+
+
+def test_a_large_mostly_reclaimable_pool_is_reservation_not_exhaustion(runs):
+    diagnosis = run_checklist(runs["reserved"], OPTIONS)
+    h4 = diagnosis.hypothesis("H4")
+    assert h4.status == Status.NOT_SUPPORTED
+    assert h4.summary.startswith("Reservation, not exhaustion: no preemptions")
+    assert value(h4, "preemptions") == 0
+    assert value(h4, "active blocks (peak)") < 10
+    assert value(h4, "reclaimable blocks (mean)") > value(h4, "active blocks (peak)")
+    provenance = {e.name: e.source for e in h4.evidence}
+    assert "(measured)" in provenance["reclaimable blocks (mean)"]
+    assert diagnosis.prefix_cache.status == CacheHealth.AS_EXPECTED
+    assert not diagnosis.decision.hard_failure

@@ -1,0 +1,140 @@
+"""The checklist names the planted cause on real runs of the embedded engine (H1–H3).
+
+Each run is ``prefillscope bench`` against the embedded engine over loopback, planted
+with one cause through ``--engine``: an oversized chunk budget (H1), host overhead per
+step and per sequence (H2), a large decode batch at long contexts on a low-bandwidth GPU
+(H3). The healthy control — the same interference traffic at budget 512 — must come
+out with nothing supported, and the decision rule must ask to measure first unless an
+absolute SLO is breached.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from diagnose_bench import INTERFERENCE, bench
+
+from diagnose.checklist import run_checklist
+from diagnose.context import DiagnoseOptions
+from diagnose.evidence import Diagnosis, Finding, Status
+from probes.latency import parse_slo
+
+OPTIONS = DiagnoseOptions(resamples=400)
+
+
+def value(finding: Finding, name: str) -> float:
+    return next(e.value for e in finding.evidence if e.name == name)
+
+
+def statuses(diagnosis: Diagnosis) -> dict[str, str]:
+    return {h.id: str(h.status) for h in diagnosis.hypotheses}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("engine-steps")
+    return {
+        "oversized": bench(
+            root / "oversized", "interference", INTERFERENCE, ["max_num_batched_tokens=8192"]
+        ),
+        "control": bench(
+            root / "control", "interference", INTERFERENCE, ["max_num_batched_tokens=512"]
+        ),
+        # Short prompts arriving open-loop (so the batch size varies), 4 ms per step and
+        # 1 ms per running sequence of host work on top of the GPU's.
+        "host": bench(
+            root / "host",
+            "shared-prefix",
+            {
+                "num_requests": 60,
+                "rate": 20,
+                "seed": 1,
+                "groups": 4,
+                "prefix_len": 64,
+                "suffix_len": 64,
+                "output_len": 40,
+            },
+            [
+                "max_num_batched_tokens=512",
+                "host_overhead_step_s=0.004",
+                "host_overhead_per_seq_s=0.001",
+            ],
+        ),
+        # 64 sequences decoding at 6000 tokens of context each (one shared, cached
+        # prefix: the prefill is paid once) on an L40S; time_scale 0.5 keeps it short.
+        "bandwidth": bench(
+            root / "bandwidth",
+            "shared-prefix",
+            {
+                "num_requests": 64,
+                "concurrency": 64,
+                "seed": 1,
+                "groups": 1,
+                "prefix_len": 6000,
+                "suffix_len": 16,
+                "output_len": 40,
+            },
+            ["gpu=l40s", "time_scale=0.5"],
+        ),
+    }
+
+
+def test_an_oversized_budget_supports_h1(runs):
+    diagnosis = run_checklist(runs["oversized"], OPTIONS)
+    h1 = diagnosis.hypothesis("H1")
+    assert h1.status == Status.SUPPORTED, h1.summary
+    assert value(h1, "mixed/decode step time ratio") > 10
+    assert value(h1, "ITL mean ratio, overlapping / clear gaps") > 4
+    assert value(h1, "token budget per step") == 8192
+    assert h1.summary.startswith("Correlation, not proof")
+    assert h1.next.startswith("prefillscope diagnose ab --chunks 512,8192 --workload interference")
+    assert statuses(diagnosis) == {
+        "H1": "supported",
+        "H2": "not supported",
+        "H3": "not supported",
+        "H4": "not supported",
+    }
+
+
+def test_the_healthy_control_supports_nothing_and_asks_to_measure(runs):
+    diagnosis = run_checklist(runs["control"], OPTIONS)
+    assert Status.SUPPORTED not in statuses(diagnosis).values(), statuses(diagnosis)
+    h1 = diagnosis.hypothesis("H1")
+    assert h1.status == Status.NOT_SUPPORTED
+    assert value(h1, "mixed/decode step time ratio") < 4
+    assert diagnosis.prefix_cache.status == "as expected"
+    assert not diagnosis.decision.hard_failure
+    assert "Measure before changing cache policy" in diagnosis.decision.recommendation
+
+
+def test_an_absolute_slo_breach_gets_bounded_containment(runs):
+    diagnosis = run_checklist(runs["oversized"], DiagnoseOptions(slo=parse_slo("itl=0.001")))
+    decision = diagnosis.decision
+    assert decision.hard_failure
+    assert any(r.startswith("ITL p99") and "itl<=0.001 s" in r for r in decision.reasons)
+    assert "lower max_num_batched_tokens from 8192 to 2048" in decision.recommendation
+    assert "prefillscope diagnose ab --chunks 512,8192" in decision.recommendation
+
+
+def test_host_overhead_supports_h2_not_h1(runs):
+    diagnosis = run_checklist(runs["host"], OPTIONS)
+    h2 = diagnosis.hypothesis("H2")
+    assert h2.status == Status.SUPPORTED, h2.summary
+    assert value(h2, "ITL floor / roofline floor") > 2
+    assert value(h2, "server decode step / roofline step") > 2
+    slope = value(h2, "ITL excess over roofline per running request")
+    assert slope == pytest.approx(0.001, rel=0.3)  # the planted 1 ms per sequence
+    assert diagnosis.hypothesis("H1").status != Status.SUPPORTED
+    assert diagnosis.hypothesis("H3").status == Status.NOT_SUPPORTED
+
+
+def test_long_contexts_on_a_low_bandwidth_gpu_support_h3(runs):
+    diagnosis = run_checklist(runs["bandwidth"], OPTIONS)
+    h3 = diagnosis.hypothesis("H3")
+    assert h3.status == Status.SUPPORTED, h3.summary
+    assert value(h3, "share of each decode gap spent reading KV (median)") > 50
+    assert value(h3, "median decode batch") == 64
+    assert "l40s" in next(e.source for e in h3.evidence if e.name.startswith("KV bytes"))
+    assert diagnosis.hypothesis("H2").status == Status.NOT_SUPPORTED
+    assert diagnosis.hypothesis("H1").status != Status.SUPPORTED
