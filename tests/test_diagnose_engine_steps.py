@@ -10,6 +10,9 @@ absolute SLO is breached.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,21 @@ def test_long_contexts_on_a_low_bandwidth_gpu_support_h3(runs):
     assert "l40s" in next(e.source for e in h3.evidence if e.name.startswith("KV bytes"))
     assert diagnosis.hypothesis("H2").status == Status.NOT_SUPPORTED
     assert diagnosis.hypothesis("H1").status != Status.SUPPORTED
+
+
+def test_the_command_on_a_real_run(runs):
+    cli = Path(sys.executable).with_name("prefillscope")
+    done = subprocess.run(
+        [str(cli), "diagnose", str(runs["oversized"]), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert json.loads((runs["oversized"] / "diagnosis.json").read_text()) == doc
+    assert doc["hypotheses"][0]["id"] == "H1" and doc["hypotheses"][0]["status"] == "supported"
+    table = subprocess.run(
+        [str(cli), "diagnose", str(runs["control"])], capture_output=True, text=True, timeout=120
+    )
+    assert table.returncode == 0 and "no hard failure" in table.stdout
