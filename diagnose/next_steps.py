@@ -61,7 +61,13 @@ def workload_flags(
         return ["--workload", "WORKLOAD"]
     flags = ["--workload", str(spec["workload"]), "--seed", str(spec.get("seed", 0))]
     for key, flag in LOAD_FLAGS:
-        if spec.get(key) is not None:
+        if spec.get(key) is None:
+            continue
+        if key == "concurrency" and spec.get("rate") is not None:
+            # Closed-loop streams beside open-loop arrivals (interference): bench's flags
+            # keep --concurrency and --rate apart, the spec key takes both.
+            flags += ["--set", f"concurrency={_text(spec[key])}"]
+        else:
             flags += [flag, _text(spec[key])]
     name = str(spec["workload"])
     defaults = _default_params(name)

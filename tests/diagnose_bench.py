@@ -8,11 +8,18 @@ scraped every 0.1 s, and the run directory is exactly what the command writes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from diagnose.evidence import Diagnosis
 from prefillscope.bench_runner import BenchOptions, run_bench
+from prefillscope.cli import main
 from prefillscope.engine_flags import parse_engine_flags
 
 #: The interference pattern the chunk-size hypothesis is about, sized to run in ~2 s:
@@ -51,3 +58,24 @@ def bench(
         )
     )
     return outcome.run_dir
+
+
+def suggested_reruns(diagnoses: Iterable[Diagnosis]) -> set[str]:
+    """Every ``prefillscope bench …`` command the findings suggest as their next step."""
+    commands = set()
+    for diagnosis in diagnoses:
+        for finding in [*diagnosis.hypotheses, diagnosis.prefix_cache]:
+            start = finding.next.find("prefillscope bench")
+            if start >= 0:
+                commands.add(finding.next[start:].split(" — ")[0])
+    return commands
+
+
+def dry_run(command: str, monkeypatch: pytest.MonkeyPatch, capsys) -> dict[str, Any]:
+    """``command --dry-run --json`` through the real entry point: the plan's statistics."""
+    monkeypatch.setattr(sys, "argv", [*shlex.split(command), "--dry-run", "--json"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 0, (command, err)
+    return json.loads(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from diagnose_bench import bench
+from diagnose_bench import bench, dry_run, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -92,3 +92,10 @@ def test_a_large_mostly_reclaimable_pool_is_reservation_not_exhaustion(runs):
     assert "(measured)" in provenance["reclaimable blocks (mean)"]
     assert diagnosis.prefix_cache.status == CacheHealth.AS_EXPECTED
     assert not diagnosis.decision.hard_failure
+
+
+def test_the_suggested_reruns_are_commands_bench_accepts(runs, monkeypatch, capsys):
+    commands = suggested_reruns(run_checklist(path, OPTIONS) for path in runs.values())
+    assert len(commands) >= 3
+    for command in commands:
+        assert dry_run(command, monkeypatch, capsys)["requests"] > 0

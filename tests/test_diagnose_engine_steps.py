@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from diagnose_bench import INTERFERENCE, bench
+from diagnose_bench import INTERFERENCE, bench, dry_run, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -159,3 +159,15 @@ def test_the_command_on_a_real_run(runs):
         [str(cli), "diagnose", str(runs["control"])], capture_output=True, text=True, timeout=120
     )
     assert table.returncode == 0 and "no hard failure" in table.stdout
+
+
+def test_the_suggested_reruns_are_commands_bench_accepts(runs, monkeypatch, capsys):
+    """Interference runs carry --rate and decode streams: the rerun must say both."""
+    commands = suggested_reruns(
+        run_checklist(runs[name], OPTIONS) for name in ("oversized", "host")
+    )
+    for command in commands:
+        plan = dry_run(command, monkeypatch, capsys)
+        assert plan["requests"] > 0
+        if "interference" in command:
+            assert plan["closed_loop_requests"] > 0 and plan["open_loop_requests"] > 0
