@@ -17,11 +17,8 @@ import asyncio
 import contextlib
 from typing import Protocol, TextIO
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
 from prefillscope.live_stats import LiveSnapshot, LiveStats, Quantiles
@@ -46,7 +43,7 @@ def _ms(value: float | None) -> str:
 
 def _rate(value: float | None, unit: str) -> str:
     if value is None:
-        return "–"
+        return f"– {unit}"
     return f"{value:,.1f} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
 
 
@@ -66,7 +63,7 @@ def errors_text(snap: LiveSnapshot) -> str:
 
 
 def rate_text(snap: LiveSnapshot) -> str:
-    target = f" (target {_rate(snap.target_rate, '/s')})" if snap.target_rate else ""
+    target = f" (target {_rate(snap.target_rate, 'req/s')})" if snap.target_rate else ""
     return (
         f"{_rate(snap.send_rate, 'req/s')} sent{target} · {_rate(snap.tokens_per_s, 'tok/s')} out"
     )
@@ -88,39 +85,41 @@ def plain_line(snap: LiveSnapshot) -> str:
 
 
 # -- the rich view ---------------------------------------------------------------------------
-def _line(label: str, value: str, style: str = "") -> Table:
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=10, no_wrap=True, style="dim")
-    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row(label, Text(value, style=style, no_wrap=True, overflow="ellipsis"))
-    return grid
+LABEL = 12
+NUMBER = 10
 
 
-def _latency_table(snap: LiveSnapshot, window_s: float) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
-    table.add_column(f"last {window_s:g} s", no_wrap=True, width=12)
-    for name in ("p50", "p90", "p99", "n"):
-        table.add_column(name, justify="right", no_wrap=True, width=10)
-    rows: tuple[tuple[str, Quantiles], ...] = (
-        ("TTFT", snap.ttft),
-        ("ITL/token", snap.itl),
-        ("dispatch lag", snap.dispatch_lag),
+def _line(label: str, value: str, style: str = "") -> Text:
+    text = Text(f"{label:<{LABEL}}", style="dim", no_wrap=True, overflow="ellipsis")
+    text.append(value, style=style)
+    return text
+
+
+def _bar(progress: float, width: int) -> Text:
+    done = round(progress * width)
+    bar = Text("━" * done, style="bold magenta", no_wrap=True)
+    bar.append("━" * (width - done), style="grey23")
+    return bar
+
+
+def _quantile_row(name: str, q: Quantiles) -> str:
+    cells = [_ms(q.p50), _ms(q.p90), _ms(q.p99), f"{q.count:,}"]
+    return f"{name:<{LABEL}}" + "".join(f"{c:>{NUMBER}}" for c in cells)
+
+
+def render(snap: LiveSnapshot, title: str, window_s: float, width: int) -> RenderableType:
+    """One dashboard frame for a terminal ``width`` columns wide.
+
+    Plain text lines, each cut (never wrapped) at the width: a rich table costs several
+    milliseconds a frame on the load generator's loop, these a fraction of one.
+    """
+    status = f" {snap.progress:4.0%} · " + progress_text(snap)
+    bar = _bar(snap.progress, max(10, width - len(status)))
+    bar.append(status)
+    header = f"{'last ' + format(window_s, 'g') + ' s':<{LABEL}}" + "".join(
+        f"{name:>{NUMBER}}" for name in ("p50", "p90", "p99", "n")
     )
-    for name, q in rows:
-        table.add_row(name, _ms(q.p50), _ms(q.p90), _ms(q.p99), f"{q.count:,}")
-    return table
-
-
-def render(snap: LiveSnapshot, title: str, window_s: float) -> RenderableType:
-    """One dashboard frame."""
-    bar = Table.grid(padding=(0, 1))
-    bar.add_column(ratio=1)
-    bar.add_column(no_wrap=True)
-    bar.add_row(
-        ProgressBar(total=1.0, completed=snap.progress),
-        Text(f"{snap.progress:4.0%} · " + progress_text(snap), no_wrap=True),
-    )
-    parts: list[RenderableType] = [
+    lines = [
         Text(title, style="bold", no_wrap=True, overflow="ellipsis"),
         bar,
         _line(
@@ -130,12 +129,15 @@ def render(snap: LiveSnapshot, title: str, window_s: float) -> RenderableType:
         ),
         _line("rate", rate_text(snap)),
         _line("errors", errors_text(snap), "bold red" if snap.errors else "green"),
-        _latency_table(snap, window_s),
+        Text(header, style="bold", no_wrap=True, overflow="ellipsis"),
+        Text(_quantile_row("TTFT", snap.ttft), no_wrap=True, overflow="ellipsis"),
+        Text(_quantile_row("ITL/token", snap.itl), no_wrap=True, overflow="ellipsis"),
+        Text(_quantile_row("dispatch lag", snap.dispatch_lag), no_wrap=True, overflow="ellipsis"),
     ]
     cpu = "–" if snap.cpu_share is None else f"{snap.cpu_share:.0%} of a core"
-    parts.append(_line("client", f"CPU {cpu}"))
+    lines.append(_line("client", f"CPU {cpu}"))
     if snap.limited:
-        parts.append(
+        lines.append(
             Text(
                 "⚠ client-limited: " + "; ".join(snap.limited),
                 style="bold yellow",
@@ -143,7 +145,7 @@ def render(snap: LiveSnapshot, title: str, window_s: float) -> RenderableType:
                 overflow="ellipsis",
             )
         )
-    return Group(*parts)
+    return Group(*lines)
 
 
 class LiveDashboard:
@@ -164,7 +166,8 @@ class LiveDashboard:
         )
         self._live.start()
         while True:
-            self._live.update(render(stats.snapshot(), self.title, stats.window_s), refresh=True)
+            frame = render(stats.snapshot(), self.title, stats.window_s, self.console.width)
+            self._live.update(frame, refresh=True)
             await asyncio.sleep(REFRESH_S)
 
     def close(self, stats: LiveStats) -> None:

@@ -1,0 +1,75 @@
+"""Running ``prefillscope bench`` in tests: as a command (a real process) or through
+``run_bench`` in this process, and reading what a run left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from loadgen.rundir import RunDir
+from prefillscope.bench_runner import BenchOptions, BenchOutcome, run_bench
+from prefillscope.engine_flags import parse_engine_flags
+
+CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]
+
+
+def bench_cli(*args: str, timeout: float = 180, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``prefillscope bench ARGS`` to completion; stdout and stderr captured as text."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def bench_process(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """``prefillscope bench ARGS`` started in the background."""
+    return subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
+
+
+def bench(workload: str, out: Path, *, engine: tuple[str, ...] = (), **fields: Any) -> BenchOutcome:
+    """One run through ``run_bench`` (the embedded engine unless ``endpoint`` is given)."""
+    overrides = fields.pop("overrides", {})
+    options = BenchOptions(
+        workload=workload,
+        overrides=overrides,
+        out=out,
+        engine=parse_engine_flags(engine) if engine else None,
+        gpu="off",
+        **fields,
+    )
+    return asyncio.run(run_bench(options))
+
+
+def requests_table(run: Path) -> pd.DataFrame:
+    return RunDir(run).read_table("requests")
+
+
+def read_json(run: Path, name: str) -> dict[str, Any]:
+    return json.loads((run / name).read_text())
+
+
+def histogram_delta(run: Path, name: str) -> tuple[float, float]:
+    """(sum, count) increase of a server histogram over the run, from the raw scrapes."""
+    samples = RunDir(run).read_table("server_metrics")
+    out = []
+    for part in ("_sum", "_count"):
+        rows = samples[samples["metric"] == name + part]
+        per_scrape = rows.groupby("t_s")["value"].sum().sort_index()
+        out.append(float(per_scrape.iloc[-1] - per_scrape.iloc[0]))
+    return out[0], out[1]
+
+
+def wait_for_rows(journal: Path, rows: int, timeout_s: float = 60) -> None:
+    """Wait until a run's journal holds ``rows`` lines (requests finished)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count("\n") >= rows:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{journal} did not reach {rows} rows")

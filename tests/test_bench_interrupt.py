@@ -1,0 +1,88 @@
+"""A run that does not finish: the server killed under it, or the user's Ctrl-C.
+
+Both leave a run directory holding every request that finished (complete, with all its
+tokens), the ones in flight recorded with their error class, ``run.json`` saying
+``interrupted`` and why, the tables compacted and a summary of what was measured — and
+the command exits non-zero with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench_support import bench_process, read_json, requests_table, wait_for_rows
+
+SERVE = [sys.executable, "-c", "from prefillscope.cli import main; main()", "serve"]
+WORKLOAD = ("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400")
+
+
+@pytest.fixture
+def server() -> subprocess.Popen[str]:
+    """``prefillscope serve`` in its own process (5 ms steps), killed by the test."""
+    proc = subprocess.Popen(
+        [*SERVE, "--port", "0", "--json", "--fixed-step-ms", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.url = json.loads(proc.stdout.readline())["url"]  # type: ignore[attr-defined]
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _check_interrupted(run: Path, done: subprocess.Popen[str], stderr: str, why: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("prefillscope: run interrupted:") and why in lines[0]
+    assert str(run) in lines[0]
+    info = read_json(run, "run.json")
+    assert info["status"] == "interrupted" and why in info["reason"]
+    assert (run / "requests.parquet").exists() and (run / "summary.json").exists()
+    requests = requests_table(run)
+    ok = requests[requests["status"] == "ok"]
+    assert len(ok) >= 8 and (ok["output_tokens"] == 40).all()
+    failed = requests[requests["status"] != "ok"]
+    assert len(failed) >= 1 and failed["error_kind"].notna().all()
+    assert failed["end_s"].notna().all()
+    assert len(requests) == info["result"]["requests"]["sent"]
+    summary = read_json(run, "summary.json")
+    assert summary["requests"]["completed"] == len(ok)
+
+
+def test_server_killed_mid_run(tmp_path: Path, server: subprocess.Popen[str]) -> None:
+    run = tmp_path / "run"
+    bench = bench_process(
+        *WORKLOAD, "--rate", "25", "--endpoint", server.url, "--vocab-size", "32000",
+        "--gpu", "off", "--out", str(run),
+    )  # fmt: skip
+    wait_for_rows(run / "requests.jsonl", 10)
+    server.send_signal(signal.SIGKILL)
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 3
+    _check_interrupted(run, bench, stderr, "stopped answering")
+    failed = requests_table(run).query("status != 'ok'")
+    assert set(failed["error_kind"]) <= {"connect", "stream_truncated", "cancelled"}
+    assert {"connect", "stream_truncated"} & set(failed["error_kind"])
+
+
+def test_ctrl_c(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    bench = bench_process(
+        *WORKLOAD, "--rate", "25", "--engine", "fixed_step_s=0.005", "--gpu", "off",
+        "--out", str(run),
+    )  # fmt: skip
+    wait_for_rows(run / "requests.jsonl", 10)
+    bench.send_signal(signal.SIGINT)
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 130
+    _check_interrupted(run, bench, stderr, "Ctrl-C")
+    failed = requests_table(run).query("status != 'ok'")
+    assert set(failed["error_kind"]) == {"cancelled"}
