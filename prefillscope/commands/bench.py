@@ -25,56 +25,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from loadgen.target import api_key_from_env
+from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.bench_plan import resolve_workload
 from prefillscope.bench_runner import BenchOptions, BenchOutcome, run_bench
 from prefillscope.dashboard import Display, LiveDashboard, PlainProgress
-from prefillscope.engine_flags import parse_engine_flags
 from prefillscope.summary_view import summary_renderable
-from probes.latency import parse_slo
 from workloads.build import build_plan
-from workloads.errors import InputError
-from workloads.registry import known_workloads
-from workloads.spec import parse_assignments
 from workloads.stats import plan_stats
-
-
-def workload_overrides(
-    sets: list[str],
-    *,
-    num_requests: int | None,
-    duration: float | None,
-    rate: float | None,
-    arrival: str | None,
-    burstiness: float | None,
-    concurrency: int | None,
-    seed: int | None,
-) -> dict[str, object]:
-    """``load_spec`` overrides from ``--set`` and the common flags (flags win).
-
-    ``--burstiness`` is vLLM's gamma shape (1: Poisson, below 1: burstier); given alone it
-    implies ``--arrival gamma``, as in ``vllm bench serve``.
-    """
-    if concurrency is not None and rate is not None:
-        raise InputError(
-            "--concurrency",
-            "closed-loop users and an open-loop --rate exclude each other",
-            "drop one; cap an open loop with --max-concurrency",
-        )
-    overrides: dict[str, object] = dict(parse_assignments(sets))
-    flags = {
-        "num_requests": num_requests,
-        "duration": duration,
-        "rate": rate,
-        "arrival": arrival,
-        "burstiness": burstiness,
-        "concurrency": concurrency,
-        "seed": seed,
-    }
-    overrides.update({k: v for k, v in flags.items() if v is not None})
-    if burstiness is not None and arrival is None and "arrival" not in overrides:
-        overrides["arrival"] = "gamma"
-    return overrides
 
 
 def dry_run(
@@ -157,126 +114,28 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
         )
 
 
+@takes_bench_flags
 def bench(
-    workload: Annotated[
-        str, typer.Option(help=f"Workload: {known_workloads()}.", show_default=False)
-    ],
+    flags: BenchFlags,
     endpoint: Annotated[
         str | None, typer.Option(help="Server base URL (default: start the embedded engine).")
     ] = None,
-    backend: Annotated[str, typer.Option(help="auto, vllm, sglang, llamacpp or openai.")] = "auto",
-    api: Annotated[str | None, typer.Option(help="completions, chat, sglang or llamacpp.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name (default: the server's).")] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(help="API key (default: $PREFILLSCOPE_API_KEY or $OPENAI_API_KEY)."),
-    ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
-    ] = None,
-    num_requests: Annotated[int | None, typer.Option(help="Requests to send.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Seconds to send for.")] = None,
-    rate: Annotated[float | None, typer.Option(help="Open-loop request rate (req/s).")] = None,
-    arrival: Annotated[
-        str | None, typer.Option(help="poisson, gamma, constant, ramp or trace.")
-    ] = None,
-    burstiness: Annotated[
-        float | None, typer.Option(help="Gamma shape as in vLLM (1: Poisson, <1: burstier).")
-    ] = None,
-    max_concurrency: Annotated[
-        int | None, typer.Option(help="Open loop: at most N in flight (the rest wait).")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Closed loop: N users, each sending when answered.")
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
     out: Annotated[
         Path | None, typer.Option(help="Run directory (default: runs/<time>-<workload>).")
-    ] = None,
-    slo: Annotated[
-        str | None, typer.Option(help="SLOs for goodput, e.g. ttft=0.5,itl=50ms.")
     ] = None,
     dry_run_: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan's statistics; send nothing.")
     ] = False,
-    block_size: Annotated[
-        int | None, typer.Option(help="Oracle block size (default: the server's).")
-    ] = None,
-    num_gpu_blocks: Annotated[
-        int | None, typer.Option(help="Oracle pool size in blocks (default: the server's).")
-    ] = None,
-    cache_protocol: Annotated[
-        str, typer.Option(help="reset (flush the server's cache), salt (per-run salt), warm.")
-    ] = "salt",
-    timeout: Annotated[float, typer.Option(help="Per-request timeout (s).")] = 600.0,
-    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up requests first.")] = 0,
-    metrics_interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 0.5,
-    no_server_metrics: Annotated[
-        bool, typer.Option("--no-server-metrics", help="Do not scrape the server's /metrics.")
-    ] = False,
-    prometheus: Annotated[
-        str | None, typer.Option(help="Read the server's series from this Prometheus too.")
-    ] = None,
-    gpu: Annotated[str, typer.Option(help="auto (NVML when present) or off.")] = "auto",
-    engine: Annotated[
-        list[str] | None,
-        typer.Option(help="Embedded engine KEY=VALUE, e.g. max_num_batched_tokens=4096."),
-    ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option(help="Target vocabulary size (token-id prompts).")
-    ] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option(help="tokenizer.json or server URL for text prompts.")
-    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print summary.json (or the dry run) only.")
     ] = False,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
-    overrides = workload_overrides(
-        set_ or [],
-        num_requests=num_requests,
-        duration=duration,
-        rate=rate,
-        arrival=arrival,
-        burstiness=burstiness,
-        concurrency=concurrency,
-        seed=seed,
-    )
     if dry_run_:
-        dry_run(workload, overrides, block_size, num_gpu_blocks, as_json=as_json)
+        overrides = flags.overrides()
+        dry_run(flags.workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
         return
-    if gpu not in ("auto", "off"):
-        raise InputError("--gpu", f"unknown mode {gpu!r}", "use auto or off")
-    if metrics_interval <= 0:
-        raise InputError("--metrics-interval", f"must be positive, got {metrics_interval:g}")
-    if engine and endpoint:
-        raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
-    options = BenchOptions(
-        workload=workload,
-        overrides=overrides,
-        endpoint=endpoint,
-        backend=backend,
-        api=api,
-        model=model,
-        api_key=api_key or api_key_from_env(),
-        vocab_size=vocab_size,
-        tokenizer=tokenizer,
-        engine=parse_engine_flags(engine) if engine else None,
-        out=out,
-        slo=parse_slo(slo) if slo else None,
-        max_concurrency=max_concurrency,
-        timeout_s=timeout,
-        cache_protocol=cache_protocol,
-        warmup=warmup,
-        metrics_interval_s=metrics_interval,
-        server_metrics=not no_server_metrics,
-        prometheus=prometheus,
-        gpu=gpu,
-        block_size=block_size,
-        num_gpu_blocks=num_gpu_blocks,
-        command=["prefillscope", *sys.argv[1:]],
-    )
+    options = flags.options(endpoint=endpoint, out=out, command=["prefillscope", *sys.argv[1:]])
     try:
         outcome = asyncio.run(run_bench(options, make_display(as_json, _title(options))))
     except KeyboardInterrupt:

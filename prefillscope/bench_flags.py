@@ -1,0 +1,203 @@
+"""The flags ``bench`` and ``diagnose ab`` share, defined once.
+
+An A/B trial must be configured exactly as ``prefillscope bench`` would configure one
+run, so both commands take the same workload, load, target and probe flags.
+``BenchFlags`` holds them (each field's annotation is its typer option);
+``takes_bench_flags`` adds them to a typer command next to the command's own options
+and calls it with one ``flags: BenchFlags``; ``BenchFlags.options`` validates them and
+builds the ``BenchOptions`` of one run. A flag added here appears in both commands.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from loadgen.target import api_key_from_env
+from prefillscope.bench_runner import BenchOptions
+from prefillscope.engine_flags import parse_engine_flags
+from probes.latency import parse_slo
+from workloads.errors import InputError
+from workloads.registry import known_workloads
+from workloads.spec import parse_assignments
+
+R = TypeVar("R")
+
+
+@dataclass
+class BenchFlags:
+    """What a user says about the traffic, the target's API and the probes of one run."""
+
+    workload: Annotated[
+        str, typer.Option(help=f"Workload: {known_workloads()}.", show_default=False)
+    ]
+    backend: Annotated[str, typer.Option(help="auto, vllm, sglang, llamacpp or openai.")] = "auto"
+    api: Annotated[str | None, typer.Option(help="completions, chat, sglang or llamacpp.")] = None
+    model: Annotated[str | None, typer.Option(help="Model name (default: the server's).")] = None
+    api_key: Annotated[
+        str | None,
+        typer.Option(help="API key (default: $PREFILLSCOPE_API_KEY or $OPENAI_API_KEY)."),
+    ] = None
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
+    ] = None
+    num_requests: Annotated[int | None, typer.Option(help="Requests to send.")] = None
+    duration: Annotated[float | None, typer.Option(help="Seconds to send for.")] = None
+    rate: Annotated[float | None, typer.Option(help="Open-loop request rate (req/s).")] = None
+    arrival: Annotated[
+        str | None, typer.Option(help="poisson, gamma, constant, ramp or trace.")
+    ] = None
+    burstiness: Annotated[
+        float | None, typer.Option(help="Gamma shape as in vLLM (1: Poisson, <1: burstier).")
+    ] = None
+    max_concurrency: Annotated[
+        int | None, typer.Option(help="Open loop: at most N in flight (the rest wait).")
+    ] = None
+    concurrency: Annotated[
+        int | None, typer.Option(help="Closed loop: N users, each sending when answered.")
+    ] = None
+    seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None
+    slo: Annotated[str | None, typer.Option(help="SLOs for goodput, e.g. ttft=0.5,itl=50ms.")] = (
+        None
+    )
+    block_size: Annotated[
+        int | None, typer.Option(help="Oracle block size (default: the server's).")
+    ] = None
+    num_gpu_blocks: Annotated[
+        int | None, typer.Option(help="Oracle pool size in blocks (default: the server's).")
+    ] = None
+    cache_protocol: Annotated[
+        str, typer.Option(help="reset (flush the server's cache), salt (per-run salt), warm.")
+    ] = "salt"
+    timeout: Annotated[float, typer.Option(help="Per-request timeout (s).")] = 600.0
+    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up requests first.")] = 0
+    metrics_interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 0.5
+    no_server_metrics: Annotated[
+        bool, typer.Option("--no-server-metrics", help="Do not scrape the server's /metrics.")
+    ] = False
+    prometheus: Annotated[
+        str | None, typer.Option(help="Read the server's series from this Prometheus too.")
+    ] = None
+    gpu: Annotated[str, typer.Option(help="auto (NVML when present) or off.")] = "auto"
+    engine: Annotated[
+        list[str] | None,
+        typer.Option(help="Embedded engine KEY=VALUE, e.g. max_num_batched_tokens=4096."),
+    ] = None
+    vocab_size: Annotated[
+        int | None, typer.Option(help="Target vocabulary size (token-id prompts).")
+    ] = None
+    tokenizer: Annotated[
+        str | None, typer.Option(help="tokenizer.json or server URL for text prompts.")
+    ] = None
+
+    def overrides(self) -> dict[str, object]:
+        """``load_spec`` overrides from ``--set`` and the common flags (flags win).
+
+        ``--burstiness`` is vLLM's gamma shape (1: Poisson, below 1: burstier); given alone
+        it implies ``--arrival gamma``, as in ``vllm bench serve``.
+        """
+        if self.concurrency is not None and self.rate is not None:
+            raise InputError(
+                "--concurrency",
+                "closed-loop users and an open-loop --rate exclude each other",
+                "drop one; cap an open loop with --max-concurrency",
+            )
+        overrides: dict[str, object] = dict(parse_assignments(self.set_ or []))
+        given = {
+            "num_requests": self.num_requests,
+            "duration": self.duration,
+            "rate": self.rate,
+            "arrival": self.arrival,
+            "burstiness": self.burstiness,
+            "concurrency": self.concurrency,
+            "seed": self.seed,
+        }
+        overrides.update({k: v for k, v in given.items() if v is not None})
+        if self.burstiness is not None and self.arrival is None and "arrival" not in overrides:
+            overrides["arrival"] = "gamma"
+        return overrides
+
+    def options(
+        self, *, endpoint: str | None, out: Path | None, command: list[str]
+    ) -> BenchOptions:
+        """The validated ``BenchOptions`` of one run against ``endpoint`` (embedded if None)."""
+        if self.gpu not in ("auto", "off"):
+            raise InputError("--gpu", f"unknown mode {self.gpu!r}", "use auto or off")
+        if self.metrics_interval <= 0:
+            raise InputError(
+                "--metrics-interval", f"must be positive, got {self.metrics_interval:g}"
+            )
+        if self.engine and endpoint:
+            raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
+        return BenchOptions(
+            workload=self.workload,
+            overrides=self.overrides(),
+            endpoint=endpoint,
+            backend=self.backend,
+            api=self.api,
+            model=self.model,
+            api_key=self.api_key or api_key_from_env(),
+            vocab_size=self.vocab_size,
+            tokenizer=self.tokenizer,
+            engine=parse_engine_flags(self.engine) if self.engine else None,
+            out=out,
+            slo=parse_slo(self.slo) if self.slo else None,
+            max_concurrency=self.max_concurrency,
+            timeout_s=self.timeout,
+            cache_protocol=self.cache_protocol,
+            warmup=self.warmup,
+            metrics_interval_s=self.metrics_interval,
+            server_metrics=not self.no_server_metrics,
+            prometheus=self.prometheus,
+            gpu=self.gpu,
+            block_size=self.block_size,
+            num_gpu_blocks=self.num_gpu_blocks,
+            command=command,
+        )
+
+
+def _flag_parameters() -> list[inspect.Parameter]:
+    """``BenchFlags``' fields as keyword-only parameters, their annotations resolved."""
+    hints = typing.get_type_hints(BenchFlags, include_extras=True)
+    return [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is MISSING else f.default,
+            annotation=hints[f.name],
+        )
+        for f in fields(BenchFlags)
+    ]
+
+
+def takes_bench_flags(command: Callable[..., R]) -> Callable[..., R]:
+    """A typer command taking ``BenchFlags``' options before its own.
+
+    ``command`` declares ``flags: BenchFlags`` and its own options; typer sees one flat
+    signature (the shared options, then the command's), and ``command`` is called with
+    the shared ones gathered into ``flags``.
+    """
+    own = inspect.signature(command, eval_str=True).parameters
+    shared = _flag_parameters()
+    names = [p.name for p in shared]
+    clash = set(names) & set(own)
+    if clash:
+        raise TypeError(f"{command.__name__} redefines bench flags: {sorted(clash)}")
+    extra = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for n, p in own.items() if n != "flags"]
+    params = [*shared, *extra]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> R:
+        flags = BenchFlags(**{name: kwargs.pop(name) for name in names})
+        return command(flags=flags, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
