@@ -34,13 +34,11 @@ def bench_process(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
 
 def bench(workload: str, out: Path, *, engine: tuple[str, ...] = (), **fields: Any) -> BenchOutcome:
     """One run through ``run_bench`` (the embedded engine unless ``endpoint`` is given)."""
-    overrides = fields.pop("overrides", {})
+    fields.setdefault("gpu", "off")
     options = BenchOptions(
         workload=workload,
-        overrides=overrides,
         out=out,
         engine=parse_engine_flags(engine) if engine else None,
-        gpu="off",
         **fields,
     )
     return asyncio.run(run_bench(options))

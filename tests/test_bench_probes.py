@@ -1,0 +1,96 @@
+"""The probes as ``bench`` wires them: scraping on or off, the GPU probe, Prometheus.
+
+A probe that cannot run never costs the run: it is recorded in ``run.json`` with its
+state and reason, and the summary's ``server`` section says ``unknown`` with that reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bench_support import bench, bench_cli, read_json
+from probe_servers import PrometheusServer, free_port
+
+from loadgen.rundir import RunDir
+from simengine.config import EngineConfig
+from simengine.embedded import EmbeddedServer
+
+SMALL = {"num_requests": 12, "rate": 20}
+FAST = ("fixed_step_s=0.002",)
+
+
+def test_without_server_metrics_the_oracle_uses_the_engine_config(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    outcome = bench("system-prompt", run, engine=FAST, overrides=SMALL, server_metrics=False)
+    assert outcome.status == "complete"
+    info = read_json(run, "run.json")
+    metrics = info["probes"]["server_metrics"]
+    assert metrics["url"] is None and metrics["status"]["state"] == "off"
+    assert info["oracle"]["source"] == "engine config" and info["oracle"]["num_blocks"] > 0
+    assert RunDir(run).read_table("server_metrics").empty
+    server = outcome.summary["server"]
+    assert server["available"] is False and "--no-server-metrics" in server["reason"]
+    assert outcome.summary["prefix"]["observed_hit_rate"] is not None  # from the responses
+
+
+def test_gpu_probe_state_is_recorded(tmp_path: Path) -> None:
+    outcome = bench("system-prompt", tmp_path / "off", engine=FAST, overrides=SMALL)
+    assert read_json(outcome.run_dir, "run.json")["probes"]["gpu"]["status"]["state"] == "off"
+    auto = bench("system-prompt", tmp_path / "auto", engine=FAST, overrides=SMALL, gpu="auto")
+    gpu = read_json(auto.run_dir, "run.json")["probes"]["gpu"]["status"]
+    if shutil.which("nvidia-smi") is None:
+        assert gpu["state"] == "unavailable" and gpu["reason"]
+        assert RunDir(auto.run_dir).read_table("gpu").empty  # no zeros pretending
+    else:
+        assert gpu["state"] == "ok"
+        assert not RunDir(auto.run_dir).read_table("gpu").empty
+
+
+def test_a_prometheus_that_is_down_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    outcome = bench(
+        "system-prompt",
+        run,
+        engine=FAST,
+        overrides=SMALL,
+        prometheus=f"http://127.0.0.1:{free_port()}",
+    )
+    assert outcome.status == "complete" and outcome.summary["requests"]["completed"] == 12
+    status = read_json(run, "run.json")["probes"]["prometheus"]["status"]
+    assert status["state"] == "failed" and "unreachable" in status["reason"]
+    assert outcome.summary["server"]["available"] is True  # the direct scrape
+    assert outcome.summary["server_prometheus"]["available"] is False
+
+
+@pytest.fixture
+def engine() -> Iterator[EmbeddedServer]:
+    with EmbeddedServer(EngineConfig(fixed_step_s=0.004)) as server:
+        yield server
+
+
+@pytest.mark.slow  # Prometheus applies new scrape targets only every 5 s
+@pytest.mark.prometheus
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus binary")
+def test_server_section_from_prometheus(tmp_path: Path, engine: EmbeddedServer) -> None:
+    with PrometheusServer(
+        shutil.which("prometheus") or "", [engine.url.removeprefix("http://")], tmp_path
+    ) as prom:
+        prom.wait_for('count(up{job="target"} == 1)', 1)
+        run = tmp_path / "run"
+        done = bench_cli(
+            "--workload", "system-prompt", "--num-requests", "40", "--rate", "10",
+            "--endpoint", engine.url, "--vocab-size", "32000", "--no-server-metrics",
+            "--prometheus", prom.url, "--gpu", "off", "--json", "--out", str(run),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    info = read_json(run, "run.json")
+    assert info["probes"]["prometheus"]["status"]["state"] == "ok"
+    server = read_json(run, "summary.json")["server"]
+    assert server["source"] == "prometheus" and server["available"] is True
+    assert server["flavour"] == "embedded"
+    # What Prometheus had scraped by the end of the run (it scrapes every second).
+    assert 20 <= server["ttft_s"]["count"] <= 40
+    assert server["prefix"]["hits"]["value"] > 0
