@@ -95,6 +95,9 @@ class BenchOptions:
     #: The oracle's block and pool size when the server's metrics do not say (or to override).
     block_size: int | None = None
     num_gpu_blocks: int | None = None
+    #: Keep every request's output token ids and their logprobs (``diagnose ab
+    #: --check-outputs`` compares what the model said across configurations).
+    record_outputs: bool = False
     #: The command line as typed, for ``run.json`` (secrets are redacted there).
     command: list[str] = field(default_factory=list)
 
@@ -122,9 +125,12 @@ class BenchOutcome:
 # -- run directory ----------------------------------------------------------------------------
 def default_out(workload: str, now: float | None = None) -> Path:
     """``runs/<UTC timestamp>-<workload>`` (a trace or spec file by its file name)."""
-    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = Path(workload.removeprefix("trace:")).stem if "/" in workload else workload
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name.removeprefix("trace:")).strip("-") or "run"
+    when = time.time() if now is None else now
+    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = workload.removeprefix("trace:")
+    if name != workload or Path(name).suffix:
+        name = Path(name).stem
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
     return Path("runs") / f"{stamp}-{name}"
 
 
@@ -224,7 +230,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
         )
         run = make_run_dir(options.out or default_out(spec.name))
         clock = RunClock()
-        info = run_info(options, spec, plan, target, clock, deadline_s)
+        info = run_info(options, spec, plan, target, clock, deadline_s, engine)
         run.write_json(RUN_JSON, info.to_json("running"))
         bench = _Bench(options, plan, target, engine, run, clock, info, deadline_s, prometheus)
         return await bench.measure(display)
@@ -238,12 +244,14 @@ def run_info(
     target: Target,
     clock: RunClock,
     deadline_s: float | None,
+    engine: EmbeddedServer | None = None,
 ) -> RunInfo:
     """``run.json`` as known before the probes start."""
     described = target.describe()
-    described["embedded"] = options.endpoint is None
-    if options.endpoint is None:
+    described["embedded"] = engine is not None
+    if engine is not None and engine.server is not None:
         described["engine"] = (options.engine or EngineSettings.default()).describe()
+        described["engine"]["kv_pool_blocks"] = engine.server.core.pool.num_blocks
     return RunInfo(
         command=redact_command(options.command, [options.api_key]),
         wall_t0=clock.wall_t0,
@@ -359,6 +367,8 @@ class _Bench:
             max_concurrency=self.options.max_concurrency,
             request_timeout_s=self.options.timeout_s,
             cache_protocol=self.options.cache_protocol,
+            logprobs=self.options.record_outputs,
+            keep_token_ids=self.options.record_outputs,
             duration_s=self.deadline_s,
             preconnect=min(users, PRECONNECT),
             oracle=PrefixOracle(

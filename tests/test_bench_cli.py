@@ -152,6 +152,7 @@ def test_the_run_directory(tmp_path: Path) -> None:
     assert info["seed"] == 7 and info["clock"]["wall_t0"] > 1.6e9
     assert info["target"]["embedded"] is True and info["target"]["flavour"] == "embedded"
     assert info["target"]["engine"]["fixed_step_s"] == 0.002
+    assert info["target"]["engine"]["kv_pool_blocks"] > 10_000  # resolved from GPU memory
     metrics = info["probes"]["server_metrics"]
     assert metrics["flavour"] == "embedded" and metrics["status"]["state"] == "ok"
     assert metrics["interval_s"] == 0.5
