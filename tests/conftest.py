@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+#: The session-wide vLLM target fixture (``vllm_server``, ``vllm_url``) for real_vllm tests.
+pytest_plugins = ["real_vllm"]
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TARGETS = ROOT / "targets"

@@ -2,23 +2,15 @@
 
 vLLM exposes no step kinds and no pool buckets, and the CPU is no GPU preset: H1 must
 fall back to client attribution and say so, H2/H3 must ask for the model and GPU, and
-H4 must read vLLM's own counters. The server is started here, on a free port, in its own
-process group, and stopped with SIGTERM then SIGKILL (vLLM may not exit with streams open).
+H4 must read vLLM's own counters. The server is the session's one vLLM target
+(``vllm_url``, started and stopped by ``tests/real_vllm.py``).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import TARGETS
 from diagnose_bench import INTERFERENCE, bench
 
 from diagnose.checklist import run_checklist
@@ -26,46 +18,7 @@ from diagnose.context import DiagnoseOptions
 from diagnose.evidence import Status
 
 pytestmark = pytest.mark.real_vllm
-STARTUP_S = 300.0
 TINY_LLAMA_VOCAB = 8192
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_url() -> Iterator[str]:
-    port = _free_port()
-    env = os.environ | {"PORT": str(port), "MAX_BATCHED": "512"}
-    server = subprocess.Popen(
-        ["bash", str(TARGETS / "vllm-cpu.sh"), "run"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(1.0)
-        else:
-            pytest.fail("the vLLM CPU target did not become healthy")
-        yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=15)
 
 
 def test_a_vllm_run_is_diagnosed_from_what_vllm_exposes(vllm_url: str, tmp_path: Path):
