@@ -7,7 +7,16 @@ import importlib
 import typer
 
 #: Command modules, each exposing ``register(app)``.
-COMMAND_MODULES = ("bench", "calc", "probe", "report", "serve", "compare", "diagnose")
+COMMAND_MODULES = (
+    "bench",
+    "calc",
+    "probe",
+    "report",
+    "serve",
+    "compare",
+    "diagnose",
+    "diagnose_ab",
+)
 
 
 def register_all(app: typer.Typer) -> None:

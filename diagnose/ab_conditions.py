@@ -1,0 +1,309 @@
+"""Did every arm of an A/B get the same load? The checks before any verdict.
+
+A difference between arms means something only when the arms were driven alike. The
+plan is the same by construction (one workload spec and seed), so what is checked is
+what a run can still get wrong:
+
+* **trials** — every trial ran to ``complete``, and every arm has the same number;
+* **errors** — no trial lost more than ``errors`` of its requests (a failed request is
+  missing from the latencies, and not at random);
+* **prompt / output tokens** — each trial's totals over completed requests within
+  ``tokens`` (relative) of the median trial: the same work was done;
+* **request rate** — the achieved send rate of the open-loop requests (the scheduled
+  arrivals) within ``rate`` (relative) of the median trial. Closed-loop users send when
+  answered, so their rate is an outcome of the server's speed, not a condition;
+* **hit rate** — the server-reported prefix-cache hit rate within ``hit_rate``
+  (absolute) of the median trial: cache warmth was matched. Unknown when the server
+  reports no cached tokens; reported by some arms only is a mismatch;
+* **client** — the shares of client-limited trials (``summary.client.limited``) of the
+  arms differ by at most ``client``: the load generator held up alike.
+
+Any failed check refuses the verdict; each says what it saw and the tolerance it used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
+from probes.latency import completed_mask, measured
+from workloads.errors import InputError
+
+FLAG = "--tolerance"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How far trials may differ and still count as the same load (see the module doc)."""
+
+    tokens: float = 0.02
+    rate: float = 0.10
+    hit_rate: float = 0.05
+    errors: float = 0.01
+    client: float = 0.5
+
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> Tolerances:
+        """``KEY=VALUE`` items (``rate=0.2``) over the defaults."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, float] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in known:
+                raise InputError(
+                    FLAG, f"{item!r} is not KEY=VALUE with KEY one of {', '.join(sorted(known))}"
+                )
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(FLAG, f"{key}={text!r} is not a number") from None
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(FLAG, f"{key}={text!r} must be a number >= 0")
+            values[key] = value
+        return replace(cls(), **values)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the checks need from one trial's run directory."""
+
+    arm: int
+    status: str
+    requests: int
+    failed: int
+    prompt_tokens: float
+    output_tokens: float
+    open_loop_rate: float | None
+    observed_hit_rate: float | None
+    client_limited: bool
+    dispatch_lag_p99_s: float | None
+
+    @classmethod
+    def read(cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str]) -> TrialFacts:
+        if not (run_dir / RUN_JSON).exists():  # the trial never started (its server died)
+            return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None)
+        run = RunDir(run_dir)
+        status = run.read_json(RUN_JSON).get("status", "unknown")
+        summary = run.read_json(SUMMARY_JSON) if run.has(SUMMARY_JSON) else {}
+        requests = measured(run.read_table("requests"))
+        done = requests[completed_mask(requests)]
+        counts = summary.get("requests", {})
+        client = summary.get("client", {})
+        return cls(
+            arm=arm,
+            status=status if summary else "failed",
+            requests=int(counts.get("total", len(requests))),
+            failed=int(counts.get("failed", len(requests) - len(done))),
+            prompt_tokens=_total(done, "prompt_tokens"),
+            output_tokens=_total(done, "output_tokens"),
+            open_loop_rate=_send_rate(requests, open_loop_ids),
+            observed_hit_rate=_number(summary.get("prefix", {}).get("observed_hit_rate")),
+            client_limited=bool(client.get("limited", False)),
+            dispatch_lag_p99_s=_number(client.get("dispatch_lag_p99_s")),
+        )
+
+    @property
+    def error_share(self) -> float:
+        return self.failed / self.requests if self.requests else 1.0
+
+
+def _total(frame: pd.DataFrame, column: str) -> float:
+    if column not in frame.columns:
+        return 0.0
+    return float(np.nansum(pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)))
+
+
+def _send_rate(requests: pd.DataFrame, ids: frozenset[str]) -> float | None:
+    """Open-loop requests sent per second, between the first and the last one sent."""
+    if not ids or requests.empty:
+        return None
+    sent = pd.to_numeric(requests.loc[requests["id"].isin(ids), "sent_s"], errors="coerce")
+    times = np.sort(sent.to_numpy(dtype=float)[np.isfinite(sent.to_numpy(dtype=float))])
+    if times.size < 2 or times[-1] <= times[0]:
+        return None
+    return float((times.size - 1) / (times[-1] - times[0]))
+
+
+@dataclass(frozen=True)
+class Check:
+    """One condition: matched (``None``: not applicable or unknown), what was seen, why."""
+
+    name: str
+    matched: bool | None
+    detail: str
+    tolerance: str
+    values: dict[str, list[Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """All checks; the verdict is refused when any failed."""
+
+    checks: list[Check]
+
+    @property
+    def matched(self) -> bool:
+        return all(c.matched is not False for c in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{c.name}: {c.detail}" for c in self.checks if c.matched is False]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "matched": self.matched,
+            "reasons": self.reasons,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def _by_arm(facts: Sequence[TrialFacts], labels: Sequence[str], value: Any) -> dict[str, list[Any]]:
+    return {label: [value(f) for f in facts if f.arm == i] for i, label in enumerate(labels)}
+
+
+def _fmt(value: float, relative: bool) -> str:
+    return f"{value:.1%}" if relative else f"{value:.3f}"
+
+
+def _spread(
+    name: str,
+    facts: Sequence[TrialFacts],
+    labels: Sequence[str],
+    value: Any,
+    tolerance: float,
+    *,
+    relative: bool,
+) -> Check:
+    """Every trial's value within ``tolerance`` of the median trial's."""
+    values = _by_arm(facts, labels, value)
+    known = [v for f in facts if (v := value(f)) is not None]
+    bound = f"±{_fmt(tolerance, relative)} of the median trial"
+    if not known:
+        return Check(name, None, "not measured in any trial", bound, values)
+    if len(known) < len(facts):
+        return Check(name, False, "known in some trials only", bound, values)
+    centre = float(np.median(known))
+    scale = abs(centre) if relative else 1.0
+    deviation = max(abs(v - centre) for v in known) / scale if scale else 0.0
+    ok = deviation <= tolerance
+    seen = f"largest deviation {_fmt(deviation, relative)} from the median {centre:.4g}"
+    return Check(name, ok, seen if ok else f"{seen} exceeds {bound}", bound, values)
+
+
+def _trials_check(facts: Sequence[TrialFacts], labels: Sequence[str], planned: int) -> Check:
+    values = _by_arm(facts, labels, lambda f: f.status)
+    short = [label for label, v in values.items() if len(v) < planned]
+    unfinished = sorted({f.status for f in facts if f.status != "complete"})
+    bound = f"{planned} complete trials per arm"
+    if short:
+        return Check("trials", False, f"arms {', '.join(short)} have fewer trials", bound, values)
+    if unfinished:
+        return Check("trials", False, f"trials ended {', '.join(unfinished)}", bound, values)
+    return Check("trials", True, f"{planned} complete trials per arm", bound, values)
+
+
+def _errors_check(facts: Sequence[TrialFacts], labels: Sequence[str], limit: float) -> Check:
+    values = _by_arm(facts, labels, lambda f: f.failed)
+    worst = max((f.error_share for f in facts), default=0.0)
+    bound = f"at most {limit:.1%} of a trial's requests failed"
+    failed = sum(f.failed for f in facts)
+    if worst > limit:
+        return Check(
+            "errors",
+            False,
+            f"{failed} failed requests, up to {worst:.1%} in a trial",
+            bound,
+            values,
+        )
+    return Check("errors", True, f"{failed} failed requests", bound, values)
+
+
+def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], limit: float) -> Check:
+    values = _by_arm(facts, labels, lambda f: f.client_limited)
+    shares = [sum(v) / len(v) for v in values.values() if v]
+    bound = f"shares of client-limited trials differ by at most {limit:.0%}"
+    if not shares:
+        return Check("client", None, "no trials", bound, values)
+    gap = max(shares) - min(shares)
+    lags = [f.dispatch_lag_p99_s for f in facts if f.dispatch_lag_p99_s is not None]
+    lag = f"; dispatch lag p99 up to {max(lags) * 1e3:.1f} ms" if lags else ""
+    seen = f"client-limited in {sum(f.client_limited for f in facts)} of {len(facts)} trials{lag}"
+    if gap > limit:
+        return Check("client", False, f"{seen}, unevenly between arms", bound, values)
+    return Check("client", True, seen, bound, values)
+
+
+def _hit_rate_check(facts: Sequence[TrialFacts], labels: Sequence[str], tolerance: float) -> Check:
+    check = _spread(
+        "hit_rate", facts, labels, lambda f: f.observed_hit_rate, tolerance, relative=False
+    )
+    if check.matched is None:
+        return replace(check, detail="unknown: the server reported no cached tokens")
+    return check
+
+
+def check_conditions(
+    facts: Sequence[TrialFacts],
+    labels: Sequence[str],
+    trials_per_arm: int,
+    tolerances: Tolerances,
+) -> Conditions:
+    """Every check of the module docstring over the trials of all arms."""
+    rate = _spread(
+        "request_rate",
+        facts,
+        labels,
+        lambda f: f.open_loop_rate,
+        tolerances.rate,
+        relative=True,
+    )
+    if rate.matched is None:
+        rate = replace(rate, detail="closed loop: the rate is an outcome (users are matched)")
+    return Conditions(
+        [
+            _trials_check(facts, labels, trials_per_arm),
+            _errors_check(facts, labels, tolerances.errors),
+            _spread(
+                "prompt_tokens",
+                facts,
+                labels,
+                lambda f: f.prompt_tokens,
+                tolerances.tokens,
+                relative=True,
+            ),
+            _spread(
+                "output_tokens",
+                facts,
+                labels,
+                lambda f: f.output_tokens,
+                tolerances.tokens,
+                relative=True,
+            ),
+            rate,
+            _hit_rate_check(facts, labels, tolerances.hit_rate),
+            _client_check(facts, labels, tolerances.client),
+        ]
+    )
+
+
+def read_trials(run_dirs: Mapping[Path, int], open_loop_ids: frozenset[str]) -> list[TrialFacts]:
+    """``TrialFacts`` of each trial directory (mapped to its arm index)."""
+    return [TrialFacts.read(arm, path, open_loop_ids) for path, arm in run_dirs.items()]

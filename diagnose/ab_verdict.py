@@ -1,0 +1,208 @@
+"""Which chunk size to run: the A/B's decision rule and its one-sentence verdict.
+
+The rule (stated in ``ab.json`` as ``verdict.rule``):
+
+1. No verdict when the conditions did not match (``ab_conditions``).
+2. With SLOs (``--slo itl=…`` on p99 ITL, ``ttft=…`` on p99 TTFT), only arms meeting every
+   one (point estimates) are candidates. None: no winner. One: it wins when it is
+   significantly better than each other arm on a metric that arm misses.
+3. Among several candidates, metrics are taken in priority order — with an ITL SLO,
+   p50 TTFT first (ITL is already bounded, so the largest chunk that meets it buys the
+   best TTFT); otherwise p99 ITL first (what the token budget protects), then p50 TTFT.
+   For each metric, the arms significantly worse than the best one drop out; a single
+   arm left is the winner. Several left after both metrics: no significant difference.
+
+"Significantly better" is ``Comparison.significant`` (interval excludes 1 and the rank
+test agrees) with the ratio on the better side, from ``compare_trials`` over the trials
+of the two arms. Every winner is thus backed by a significant pairwise comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from diagnose.ab_conditions import Conditions
+from diagnose.stats import Comparison
+from probes.latency import Slo
+
+#: The metrics the decision is made on, and how they read in a sentence.
+KEY_METRICS = {"itl_p99": "p99 ITL", "ttft_p50": "p50 TTFT"}
+RULE = (
+    "refuse unless conditions matched; candidates meet every SLO (ITL on p99 ITL, TTFT on "
+    "p99 TTFT); then p50 TTFT first with an ITL SLO, else p99 ITL first, then the other; "
+    "arms significantly worse than the best drop out; one left wins"
+)
+MINUS = "\u2212"
+
+#: ``compare(base, new)``: each metric's Comparison of arm ``new`` against arm ``base``.
+Compare = Callable[[int, int], Mapping[str, Comparison]]
+
+
+class ArmLike(Protocol):
+    index: int
+    chunk: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The winner's chunk size (``None``: no verdict or no significant difference)."""
+
+    winner: int | None
+    arm: str | None
+    sentence: str
+    #: The metrics that separated the winner from the rest (``["slo"]`` for rule 2).
+    decided_by: list[str]
+    refused: bool
+    rule: str = RULE
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percent(ratio: float, unit: bool = True) -> str:
+    """A ratio as a signed change: 0.62 → ``−38 %`` (``−38`` without the unit)."""
+    change = (ratio - 1.0) * 100.0
+    digits = 0 if abs(change) >= 10 else 1
+    text = f"{abs(change):.{digits}f}"
+    sign = "+" if change > 0 else (MINUS if change < 0 and float(text) > 0 else "")
+    return f"{sign}{text}{' %' if unit else ''}"
+
+
+def change_text(ratio: float, low: float, high: float, significant: bool) -> str:
+    """``−38 % [−45, −30]``, marked ``n.s.`` when not significant."""
+    text = f"{percent(ratio)} [{percent(low, False)}, {percent(high, False)}]"
+    return text if significant else f"{text} n.s."
+
+
+def change(c: Comparison) -> str:
+    return change_text(c.ratio, c.ci_low, c.ci_high, c.significant)
+
+
+def seconds(value: float) -> str:
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def slo_text(slo: Slo | None) -> str:
+    parts = []
+    if slo is not None and slo.itl_s is not None:
+        parts.append(f"ITL p99 \u2264 {seconds(slo.itl_s)}")
+    if slo is not None and slo.ttft_s is not None:
+        parts.append(f"TTFT p99 \u2264 {seconds(slo.ttft_s)}")
+    return " and ".join(parts)
+
+
+def violated(stats: Mapping[str, float], slo: Slo | None) -> list[str]:
+    """The key metrics on which an arm misses an SLO (``itl_p99``, ``ttft_p99``)."""
+    missed = []
+    if slo is not None and slo.itl_s is not None and not stats["itl_p99_s"] <= slo.itl_s:
+        missed.append("itl_p99")
+    if slo is not None and slo.ttft_s is not None and not stats["ttft_p99_s"] <= slo.ttft_s:
+        missed.append("ttft_p99")
+    return missed
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Everything the rule looks at."""
+
+    arms: Sequence[ArmLike]
+    stats: Sequence[Mapping[str, float]]
+    compare: Compare
+    reference: int
+    slo: Slo | None
+
+    def value(self, arm: ArmLike, metric: str) -> float:
+        return self.stats[arm.index][f"{metric}_s"]
+
+    def better(self, better: ArmLike, worse: ArmLike, metric: str) -> bool:
+        """Whether ``better`` is significantly lower than ``worse`` on ``metric``."""
+        c = self.compare(worse.index, better.index)[metric]
+        return c.significant and c.ratio < 1.0
+
+    def head(self) -> str:
+        """The measured trade-off, before the decision."""
+        ref = self.arms[self.reference]
+        if len(self.arms) == 2:
+            other = self.arms[1 - self.reference]
+            c = self.compare(ref.index, other.index)
+            shown = ", ".join(f"{name} {change(c[m])}" for m, name in KEY_METRICS.items())
+            return f"{other.label} vs {ref.label}: {shown}"
+        ordered = sorted(self.arms, key=lambda a: a.chunk)
+        ranges = []
+        for metric, name in KEY_METRICS.items():
+            values = [self.value(a, metric) for a in ordered]
+            ranges.append(f"{name} {seconds(values[0])} \u2192 {seconds(values[-1])}")
+        chunks = ", ".join(a.label for a in ordered)
+        return f"chunks {chunks}: {'; '.join(ranges)} (smallest \u2192 largest chunk)"
+
+
+def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdict:
+    for other in d.arms:
+        if other is winner:
+            continue
+        if not any(d.better(winner, other, m) for m in violated(d.stats[other.index], d.slo)):
+            sentence = (
+                f"{head}; only {winner.label} meets {slo}, but it is not significantly "
+                f"better than {other.label} on what {other.label} misses"
+            )
+            return Verdict(None, None, sentence, [], False)
+    sentence = f"{head}; with {slo}, choose {winner.label}"
+    return Verdict(winner.chunk, winner.label, sentence, ["slo"], False)
+
+
+def _priority(slo: Slo | None) -> list[str]:
+    return (
+        ["ttft_p50", "itl_p99"] if slo is not None and slo.itl_s is not None else list(KEY_METRICS)
+    )
+
+
+def _reason(d: Decision, winner: ArmLike, separated: list[str], slo: str) -> str:
+    if slo:
+        return f"with {slo}, choose {winner.label}"
+    if separated == ["ttft_p50"]:
+        return f"p99 ITL does not differ significantly: choose {winner.label} for p50 TTFT"
+    if len(separated) > 1:
+        return f"no SLO given, p99 ITL first, then p50 TTFT: choose {winner.label}"
+    fastest = min(d.arms, key=lambda a: d.value(a, "ttft_p50"))
+    cost = ""
+    if len(d.arms) > 2 and fastest is not winner:
+        c = d.compare(fastest.index, winner.index)["ttft_p50"]
+        cost = f" (p50 TTFT {change(c)} vs {fastest.label})"
+    return f"no SLO given, p99 ITL first: choose {winner.label}{cost}"
+
+
+def decide(d: Decision, conditions: Conditions) -> Verdict:
+    """Apply the rule of the module docstring."""
+    if not conditions.matched:
+        sentence = (
+            "no verdict: the arms' conditions did not match (" + "; ".join(conditions.reasons) + ")"
+        )
+        return Verdict(None, None, sentence, [], True)
+    head, slo = d.head(), slo_text(d.slo)
+    candidates = [a for a in d.arms if not violated(d.stats[a.index], d.slo)]
+    if not candidates:
+        best = min(d.arms, key=lambda a: d.value(a, "itl_p99"))
+        lowest = seconds(d.value(best, "itl_p99"))
+        sentence = f"{head}; no chunk size meets {slo} (lowest p99 ITL {lowest}, {best.label})"
+        return Verdict(None, None, sentence, [], False)
+    if len(candidates) == 1 and len(d.arms) > 1:
+        return _only_candidate(d, candidates[0], head, slo)
+    separated: list[str] = []
+    for metric in _priority(d.slo):
+        best = min(candidates, key=lambda a: d.value(a, metric))
+        kept = [a for a in candidates if a is best or not d.better(best, a, metric)]
+        if len(kept) < len(candidates):
+            separated.append(metric)
+        candidates = kept
+        if len(candidates) == 1:
+            break
+    if len(candidates) == 1 and separated:
+        winner = candidates[0]
+        sentence = f"{head}; {_reason(d, winner, separated, slo)}"
+        return Verdict(winner.chunk, winner.label, sentence, separated, False)
+    tied = ", ".join(a.label for a in candidates)
+    where = f" among {tied}" if len(candidates) < len(d.arms) else ""
+    return Verdict(None, None, f"{head}; no significant difference{where}", [], False)

@@ -1,0 +1,211 @@
+"""A server per A/B arm, launched from a command template and stopped for sure.
+
+``--launch "CMD … {chunk} … {port}"`` is split with shlex (never given to a shell) and
+``{chunk}`` / ``{port}`` are replaced in every word, so ``--max-num-batched-tokens
+{chunk}`` and ``env PORT={port} …`` both work; other braces are left alone (a JSON
+argument stays as written). The port is a free one chosen here.
+
+Each server runs in its own session (process group), writes stdout and stderr to a log
+file kept with the A/B's files, and is ready when ``GET /health`` answers 200. One that
+exits before that, or is not ready in time, is an ``InputError`` naming ``--launch``
+with the tail of its log, on one line. Stopping sends SIGTERM to the whole group, waits
+a grace period, then SIGKILLs whatever is left of the group: a server that ignores
+SIGTERM (vLLM with streams open may) cannot outlive the experiment, nor can the worker
+processes it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from workloads.errors import InputError
+
+FLAG = "--launch"
+PLACEHOLDERS = ("{chunk}", "{port}")
+HOST = "127.0.0.1"
+#: Lines of a server's log quoted in an error, and the most characters they may take.
+TAIL_LINES = 6
+TAIL_CHARS = 600
+#: How often a starting server's /health and a stopping server's group are polled.
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class LaunchTemplate:
+    """A command line with ``{chunk}`` and ``{port}`` to fill in per arm."""
+
+    words: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> LaunchTemplate:
+        try:
+            words = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise InputError(FLAG, f"cannot split {text!r}: {exc}", "check the quotes") from None
+        if not words:
+            raise InputError(FLAG, "the command is empty", 'e.g. --launch "vllm serve M …"')
+        for placeholder in PLACEHOLDERS:
+            if not any(placeholder in word for word in words):
+                raise InputError(
+                    FLAG,
+                    f"the command has no {placeholder}",
+                    "put {chunk} where the token budget goes and {port} where the port goes",
+                )
+        return cls(words)
+
+    def command(self, chunk: int, port: int) -> list[str]:
+        return [w.replace("{chunk}", str(chunk)).replace("{port}", str(port)) for w in self.words]
+
+
+def free_port(host: str = HOST) -> int:
+    """A port nothing listens on now (the kernel's pick for port 0)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last non-empty lines of a log, joined with `` | `` (one line for an error)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    tail = " | ".join(kept) or "(empty log)"
+    return tail if len(tail) <= chars else "…" + tail[-chars:]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How a server went away: ``exited`` (before we stopped it), ``sigterm`` or ``sigkill``."""
+
+    how: str
+    returncode: int | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"how": self.how, "returncode": self.returncode, "seconds": self.seconds}
+
+
+class LaunchedServer:
+    """One launched server: ``start()``, ``await wait_healthy()``, ``await stop()``."""
+
+    def __init__(self, argv: Sequence[str], port: int, log_path: Path, name: str) -> None:
+        self.argv = list(argv)
+        self.port = port
+        self.log_path = log_path
+        self.name = name
+        self.url = f"http://{HOST}:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.ready_s: float | None = None
+        self.stopped: Stopped | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the command in its own session, output to the log file."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.started_at = time.monotonic()
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._log.close()
+            raise InputError(
+                FLAG, f"{self.name}: cannot run {self.argv[0]!r}: {exc.strerror}"
+            ) from None
+
+    def exited(self) -> int | None:
+        """The exit status when the server's main process has ended, else ``None``."""
+        return None if self.process is None else self.process.poll()
+
+    def _failure(self, problem: str) -> InputError:
+        return InputError(
+            FLAG,
+            f"{self.name}: {problem}; log tail: {log_tail(self.log_path)}",
+            f"see {self.log_path}",
+        )
+
+    async def wait_healthy(self, timeout_s: float) -> float:
+        """Wait for ``GET /health`` to answer 200; seconds it took. ``InputError`` (with the
+        log tail) if the server exits first or is not ready within ``timeout_s``."""
+        deadline = self.started_at + timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while True:
+                status = self.exited()
+                if status is not None:
+                    raise self._failure(f"exited with status {status} before it was healthy")
+                try:
+                    if (await client.get(f"{self.url}/health")).status_code == 200:
+                        self.ready_s = time.monotonic() - self.started_at
+                        return self.ready_s
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() >= deadline:
+                    raise self._failure(f"not healthy after {timeout_s:g} s")
+                await asyncio.sleep(POLL_S)
+
+    def _group_alive(self) -> bool:
+        """Whether any process of the server's group is left (the leader reaped first)."""
+        assert self.process is not None
+        self.process.poll()
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover - a reused group id of someone else's
+            return False
+        return True
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
+    async def _wait_gone(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while self._group_alive():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(POLL_S)
+        return True
+
+    async def stop(self, grace_s: float) -> Stopped:
+        """SIGTERM the group, SIGKILL it after ``grace_s``; how it went (idempotent)."""
+        if self.stopped is not None:
+            return self.stopped
+        if self.process is None:
+            self.stopped = Stopped("never started", None, 0.0)
+            return self.stopped
+        began = time.monotonic()
+        how = "exited" if self.process.poll() is not None else "sigterm"
+        if self._group_alive():
+            self._signal_group(signal.SIGTERM)
+            if not await self._wait_gone(grace_s):
+                how = "sigkill"
+                self._signal_group(signal.SIGKILL)
+                await self._wait_gone(grace_s)
+        self.process.wait()
+        if self._log is not None:
+            self._log.close()
+        self.stopped = Stopped(how, self.process.returncode, time.monotonic() - began)
+        return self.stopped

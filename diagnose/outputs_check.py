@@ -1,0 +1,161 @@
+"""Did the chunk size change what the model says? Greedy outputs compared across arms.
+
+With ``--check-outputs`` every trial asks for greedy decoding with the chosen tokens'
+logprobs and keeps the returned token ids, so the same prompt's output can be compared
+between arms — the check production teams run when they switch chunked prefill on.
+Floating point is not associative, so a different chunking may change logits in the last
+bits: bitwise identity is not expected. What is reported, per arm against the reference
+arm (trial k against trial k):
+
+* the **exact-match rate**: the share of requests whose output token ids are identical;
+* **where outputs first diverge**: the token position of the first different id (or the
+  shorter length, when one output is a prefix of the other), as quantiles and as counts
+  in position buckets;
+* **|Δ logprob|** of the chosen tokens at the positions before the first divergence
+  (where both outputs chose the same token), as quantiles and the share over the
+  tolerance. An arm is *consistent* when no such difference exceeds the tolerance: a
+  divergence after near-identical logprobs is a near-tie flipped by rounding.
+
+The reference arm's own trials compared with each other (trial k with trial k+1) give
+the baseline: the nondeterminism that has nothing to do with the chunk size.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen.rundir import RunDir
+from probes.latency import completed_mask, measured
+from probes.quantiles import describe
+
+#: Upper edges of the first-divergence position buckets (tokens).
+POSITION_EDGES = (1, 4, 16, 64, 256, 1024)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One request's output: token ids and the chosen tokens' logprobs (if returned)."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...] | None
+
+
+def _sequence(value: Any) -> list[Any] | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return list(value)
+
+
+def read_outputs(run_dir: Path) -> dict[str, Output]:
+    """Completed measured requests that returned their token ids, by request id."""
+    if not run_dir.exists():
+        return {}
+    requests = measured(RunDir(run_dir).read_table("requests"))
+    if "output_token_ids" not in requests.columns:
+        return {}
+    requests = requests[completed_mask(requests)]
+    logprobs = requests.get("output_logprobs")
+    out: dict[str, Output] = {}
+    for i, (rid, ids) in enumerate(zip(requests["id"], requests["output_token_ids"], strict=True)):
+        tokens = _sequence(ids)
+        if tokens is None:
+            continue
+        lps = _sequence(logprobs.iloc[i]) if logprobs is not None else None
+        out[str(rid)] = Output(
+            tuple(int(t) for t in tokens), tuple(float(v) for v in lps) if lps else None
+        )
+    return out
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The first position where two outputs differ (a length counts); ``None`` if equal."""
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    if diff.size:
+        return int(diff[0])
+    return None if len(a) == len(b) else n
+
+
+@dataclass
+class OutputComparison:
+    """Outputs of one configuration against another, pooled over trial pairs."""
+
+    tolerance: float
+    compared: int = 0
+    exact: int = 0
+    divergences: list[int] = field(default_factory=list)
+    deltas: list[np.ndarray] = field(default_factory=list)
+    logprobs_known: bool = True
+
+    def add(self, base: dict[str, Output], new: dict[str, Output]) -> None:
+        """Compare the requests both runs completed with token ids."""
+        for rid in sorted(base.keys() & new.keys()):
+            a, b = base[rid], new[rid]
+            self.compared += 1
+            at = first_divergence(a.token_ids, b.token_ids)
+            if at is None:
+                self.exact += 1
+            else:
+                self.divergences.append(at)
+            if a.logprobs is None or b.logprobs is None:
+                self.logprobs_known = False
+                continue
+            upto = min(len(a.logprobs), len(b.logprobs), len(a.token_ids) if at is None else at)
+            self.deltas.append(np.abs(np.subtract(a.logprobs[:upto], b.logprobs[:upto])))
+
+    def _positions(self) -> dict[str, Any]:
+        """Where outputs first diverged: quantiles, extremes and counts per bucket."""
+        positions = np.asarray(self.divergences, dtype=float)
+        edges = [0.0, *POSITION_EDGES, np.inf]
+        counts, _ = np.histogram(positions, bins=edges)
+        names = [
+            f"{lo:g}" if hi - 1 == lo else f"{lo:g}-{hi - 1:g}"
+            for lo, hi in itertools.pairwise(edges[:-1])
+        ]
+        stats = describe(positions)
+        return {
+            "count": int(positions.size),
+            "min": float(positions.min()) if positions.size else None,
+            "p50": stats["p50"],
+            "p90": stats["p90"],
+            "max": float(positions.max()) if positions.size else None,
+            "buckets": dict(zip([*names, f"{POSITION_EDGES[-1]}+"], counts.tolist(), strict=True)),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        deltas = np.concatenate(self.deltas) if self.deltas else np.empty(0)
+        known = self.logprobs_known and deltas.size > 0
+        over = int((deltas > self.tolerance).sum())
+        return {
+            "compared": self.compared,
+            "exact_matches": self.exact,
+            "exact_match_rate": self.exact / self.compared if self.compared else None,
+            "first_divergence": self._positions(),
+            "logprob_abs_diff": describe(deltas) | {"max": float(deltas.max())} if known else None,
+            "tokens_over_tolerance": over if known else None,
+            "tolerance": self.tolerance,
+            "consistent": over == 0 if known else None,
+        }
+
+
+def compare_arms(
+    base_trials: Sequence[Path], new_trials: Sequence[Path], tolerance: float
+) -> dict[str, Any]:
+    """Trial k of one arm against trial k of another, pooled."""
+    comparison = OutputComparison(tolerance)
+    for base, new in zip(base_trials, new_trials, strict=False):
+        comparison.add(read_outputs(base), read_outputs(new))
+    return comparison.to_dict()
+
+
+def baseline(trials: Sequence[Path], tolerance: float) -> dict[str, Any] | None:
+    """One arm's trials against each other (k with k+1): the run-to-run nondeterminism."""
+    if len(trials) < 2:
+        return None
+    return compare_arms(trials[:-1], trials[1:], tolerance)

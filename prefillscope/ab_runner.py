@@ -1,0 +1,304 @@
+"""Running a chunk-size A/B: a target per arm, the trials in ABAB order, ``ab.json``.
+
+Each trial is one ``run_bench`` with the A/B's bench options, so every trial sends the
+same plan with the same cache protocol (``salt``: a fresh salt per trial; ``reset``: the
+server's cache flushed before each): cache warmth is matched by construction. What
+serves each arm:
+
+* **embedded** (no target flags): every trial starts the embedded engine afresh with
+  ``max_num_batched_tokens`` = the arm's chunk size and the other ``--engine`` settings;
+* **endpoints** (``--a URL --b URL``): two servers the user runs, one per chunk size;
+* **launch** (``--launch TEMPLATE``): one server per arm launched here
+  (``diagnose.launcher``). Starting a real server takes a minute or more, so every arm's
+  server is started at once, on its own port, kept across the arm's trials and stopped
+  at the end; ``--restart-per-trial`` starts a fresh one for each trial instead.
+
+Trials go to ``OUT/trials/NN-ARM-rR`` and server logs to ``OUT/servers``; ``ab.json``
+holds the settings, every trial, the analysis (``diagnose.ab``) and the verdict. A
+server that dies mid-A/B fails that arm's remaining trials (recorded, not lost), and the
+verdict is refused; Ctrl-C stops after the running trial, with ``ab.json`` written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
+from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
+from loadgen.rundir import RUN_JSON
+from prefillscope.bench_plan import resolve_workload
+from prefillscope.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
+from prefillscope.engine_flags import EngineSettings
+from prefillscope.runinfo import redact_command
+from simengine.server import package_version
+from workloads.build import build_plan
+from workloads.errors import InputError
+
+AB_JSON = "ab.json"
+#: Exit statuses: a verdict (or no significant difference), a refused verdict, Ctrl-C.
+EXIT_VERDICT, EXIT_REFUSED, EXIT_CTRL_C = 0, 1, 130
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class AbOptions:
+    """Everything one A/B needs; ``diagnose ab``'s flags map onto these fields."""
+
+    bench: BenchOptions
+    chunks: list[int]
+    settings: AbSettings
+    launch: LaunchTemplate | None = None
+    endpoints: list[str] | None = None
+    out: Path | None = None
+    restart_per_trial: bool = False
+    startup_timeout_s: float = 600.0
+    stop_grace_s: float = 15.0
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        if self.launch is not None:
+            return "launch"
+        return "endpoints" if self.endpoints else "embedded"
+
+
+@dataclass
+class AbOutcome:
+    out: Path
+    status: str
+    analysis: AbAnalysis
+    document: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        if self.status != "complete":
+            return EXIT_CTRL_C
+        return EXIT_REFUSED if self.analysis.verdict.refused else EXIT_VERDICT
+
+
+def open_loop_ids(bench: BenchOptions) -> frozenset[str]:
+    """Ids of the plan's scheduled (open-loop) requests, whose send rate is a condition.
+
+    Building the plan also refuses a bad workload before any server is started.
+    """
+    overrides = {**bench.overrides, "prompt_format": "tokens"}  # ids only: no tokenizer
+    spec, _ = resolve_workload(bench.workload, overrides, bench.api)
+    return frozenset(s.id for s in build_plan(spec) if s.intended_s is not None and not s.warmup)
+
+
+def arm_engine(base: EngineSettings | None, chunk: int) -> EngineSettings:
+    """The embedded engine's settings for one arm: ``--engine`` with the arm's budget."""
+    settings = base or EngineSettings.default()
+    config = dataclasses.replace(settings.config, max_num_batched_tokens=chunk)
+    try:
+        config.validate()
+    except InputError as exc:
+        fix = f" ({exc.fix})" if exc.fix else ""
+        raise InputError("--chunks", f"{chunk}: {exc.field} {exc.problem}{fix}") from None
+    return EngineSettings(config, settings.stream_interval)
+
+
+class ArmServers:
+    """The launched servers of the arms, by arm index."""
+
+    def __init__(self, template: LaunchTemplate, arms: Sequence[Arm], folder: Path, grace_s: float):
+        self.template = template
+        self.arms = arms
+        self.folder = folder
+        self.grace_s = grace_s
+        self.live: dict[int, LaunchedServer] = {}
+        self.records: list[dict[str, Any]] = []
+
+    async def start(self, indices: Sequence[int], timeout_s: float, tag: str = "") -> None:
+        """Start the arms' servers at once and wait until all are healthy (or stop all)."""
+        for i in indices:
+            arm = self.arms[i]
+            port = free_port()
+            name = f"arm {arm.label} (chunk {arm.chunk})"
+            log = self.folder / f"{arm.label.replace('/', '-')}{tag}.log"
+            server = LaunchedServer(self.template.command(arm.chunk, port), port, log, name)
+            self.live[i] = server
+            server.start()
+        waits = [self.live[i].wait_healthy(timeout_s) for i in indices]
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            await self.stop(list(self.live))
+            raise failure
+
+    def url(self, index: int) -> str:
+        return self.live[index].url
+
+    def gone(self, index: int) -> str | None:
+        """Why an arm's server cannot serve a trial (it exited), else ``None``."""
+        server = self.live[index]
+        status = server.exited()
+        if status is None:
+            return None
+        return f"{server.name} exited with status {status}; log tail: {log_tail(server.log_path)}"
+
+    async def stop(self, indices: Sequence[int]) -> None:
+        """Stop the arms' servers (SIGTERM, then SIGKILL after the grace period)."""
+        servers = [self.live.pop(i) for i in indices if i in self.live]
+        stopped = await asyncio.gather(*(s.stop(self.grace_s) for s in servers))
+        for server, how in zip(servers, stopped, strict=True):
+            self.records.append(
+                {
+                    "name": server.name,
+                    "command": server.argv,
+                    "url": server.url,
+                    "log": str(server.log_path),
+                    "ready_s": server.ready_s,
+                    "stopped": how.to_dict(),
+                }
+            )
+
+
+def _trial_line(order: int, total: int, arm: Arm, trial: Trial, outcome: BenchOutcome) -> str:
+    summary = outcome.summary
+    itl, ttft = summary.get("itl_s", {}), summary.get("ttft_s", {})
+    counts = summary.get("requests", {})
+
+    def ms(value: float | None) -> str:
+        return "–" if value is None else f"{value * 1e3:.1f} ms"
+
+    return (
+        f"trial {order}/{total} · arm {arm.label} round {trial.round}: {trial.status} · "
+        f"{counts.get('completed', 0)}/{counts.get('total', 0)} ok · "
+        f"ITL p99 {ms(itl.get('p99'))} · TTFT p50 {ms(ttft.get('p50'))} · {trial.seconds:.1f} s"
+    )
+
+
+class _AbRun:
+    """One A/B from the first server started to ``ab.json``."""
+
+    def __init__(self, options: AbOptions, progress: Progress) -> None:
+        self.options = options
+        self.progress = progress
+        self.out = options.out or default_out("ab")
+        targets = self._targets()
+        self.arms = make_arms(options.chunks, targets)
+        self.servers = (
+            ArmServers(options.launch, self.arms, self.out / "servers", options.stop_grace_s)
+            if options.launch is not None
+            else None
+        )
+        self.trials: list[Trial] = []
+        self.status = "complete"
+
+    def _targets(self) -> list[str]:
+        options = self.options
+        if options.endpoints:
+            return list(options.endpoints)
+        if options.launch is not None:
+            return [" ".join(options.launch.words)] * len(options.chunks)
+        return ["embedded engine"] * len(options.chunks)
+
+    def _bench_options(self, arm: Arm, run_dir: Path, url: str | None) -> BenchOptions:
+        base = self.options.bench
+        return dataclasses.replace(
+            base,
+            endpoint=url,
+            engine=arm_engine(base.engine, arm.chunk) if url is None else None,
+            out=run_dir,
+            record_outputs=self.options.settings.logprob_tolerance is not None,
+            command=self.options.command,
+        )
+
+    def _url(self, arm: Arm) -> str | None:
+        if self.options.endpoints:
+            return self.options.endpoints[arm.index]
+        return self.servers.url(arm.index) if self.servers is not None else None
+
+    async def _trial(self, arm: Arm, rnd: int, run_dir: Path) -> tuple[Trial, BenchOutcome | None]:
+        gone = self.servers.gone(arm.index) if self.servers is not None else None
+        if gone is not None:
+            return Trial(arm.index, rnd, run_dir, "failed", gone), None
+        began = time.monotonic()
+        try:
+            outcome = await run_bench(self._bench_options(arm, run_dir, self._url(arm)))
+        except InputError as exc:
+            if self.options.endpoints and exc.field == "--endpoint":
+                raise InputError("--a" if arm.index == 0 else "--b", exc.problem, exc.fix) from None
+            raise
+        seconds = time.monotonic() - began
+        trial = Trial(arm.index, rnd, outcome.run_dir, outcome.status, outcome.reason, seconds)
+        return trial, outcome
+
+    async def _run_trials(self) -> None:
+        options = self.options
+        order = alternating(len(self.arms), options.settings.trials)
+        for position, (index, rnd) in enumerate(order, start=1):
+            arm = self.arms[index]
+            run_dir = self.out / "trials" / f"{position:02d}-{arm.label.replace('/', '-')}-r{rnd}"
+            if self.servers is not None and options.restart_per_trial:
+                await self.servers.start([index], options.startup_timeout_s, f"-r{rnd}")
+            self.progress(f"trial {position}/{len(order)} · arm {arm.label} round {rnd} …")
+            trial, outcome = await self._trial(arm, rnd, run_dir)
+            self.trials.append(trial)
+            if self.servers is not None and options.restart_per_trial:
+                await self.servers.stop([index])
+            if outcome is None:
+                self.progress(f"trial {position}/{len(order)} · arm {arm.label}: {trial.reason}")
+                continue
+            self.progress(_trial_line(position, len(order), arm, trial, outcome))
+            if outcome.cancelled:
+                self.status = "interrupted"
+                return
+
+    async def run(self) -> AbOutcome:
+        options = self.options
+        ids = open_loop_ids(options.bench)
+        if (self.out / AB_JSON).exists() or (self.out / RUN_JSON).exists():
+            raise InputError("--out", f"{self.out} already holds a run", "pick a new folder")
+        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.servers is not None and not options.restart_per_trial:
+                self.progress(
+                    f"starting {len(self.arms)} servers: {' '.join(options.launch.words)}"
+                )
+                await self.servers.start(range(len(self.arms)), options.startup_timeout_s)
+                ready = ", ".join(
+                    f"{s.name} on :{s.port} in {s.ready_s:.0f} s"
+                    for s in self.servers.live.values()
+                )
+                self.progress(f"ready: {ready}")
+            await self._run_trials()
+        finally:
+            if self.servers is not None:
+                await self.servers.stop(list(self.servers.live))
+        analysis = analyse_ab(self.arms, self.trials, options.settings, ids)
+        document = self._document(analysis)
+        (self.out / AB_JSON).write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        return AbOutcome(self.out, self.status, analysis, document)
+
+    def _document(self, analysis: AbAnalysis) -> dict[str, Any]:
+        options = self.options
+        secrets = [options.bench.api_key]
+        launch = options.launch
+        return analysis.to_dict() | {
+            "status": self.status,
+            "out": str(self.out),
+            "mode": options.mode,
+            "chunks": options.chunks,
+            "launch": redact_command(launch.words, secrets) if launch is not None else None,
+            "restart_per_trial": options.restart_per_trial,
+            "servers": self.servers.records if self.servers is not None else [],
+            "workload": {"name": options.bench.workload, "overrides": options.bench.overrides},
+            "cache_protocol": options.bench.cache_protocol,
+            "command": redact_command(options.command, secrets),
+            "tool_version": package_version(),
+        }
+
+
+async def run_ab(options: AbOptions, progress: Progress) -> AbOutcome:
+    """Run the A/B end to end (see the module docstring); ``progress`` gets one line per step."""
+    return await _AbRun(options, progress).run()

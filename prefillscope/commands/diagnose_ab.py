@@ -1,0 +1,291 @@
+"""``prefillscope diagnose ab --chunks 512,2048[,…]``: a controlled A/B of the token budget.
+
+Takes every workload flag ``bench`` takes (``prefillscope.bench_flags``) and runs the same
+plan against one configuration per chunk size — the embedded engine (no target flags),
+two endpoints (``--a URL --b URL``), or a server launched per arm (``--launch "CMD …
+{chunk} … {port}"``) — alternating trials ABAB…, then checks the conditions matched and
+states the verdict with its uncertainty (``prefillscope.ab_runner``, ``diagnose.ab``).
+Registered on the ``diagnose`` group as its ``ab`` sub-command.
+
+Exit status: 0 a verdict or no significant difference; 1 the verdict was refused (the
+conditions did not match); 2 bad input; 130 Ctrl-C. ``--json`` prints ``ab.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from math import nan
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from diagnose.ab import AbSettings
+from diagnose.ab_conditions import Tolerances
+from diagnose.ab_verdict import change_text, seconds
+from diagnose.launcher import LaunchTemplate
+from diagnose.stats import CONFIDENCE, RESAMPLES
+from prefillscope.ab_runner import AbOptions, AbOutcome, run_ab
+from prefillscope.bench_flags import BenchFlags, takes_bench_flags
+from prefillscope.commands.diagnose import diagnose_app
+from workloads.errors import InputError
+
+MIN_TRIALS = 3
+
+
+def parse_chunks(text: str) -> list[int]:
+    """``512,2048`` → ``[512, 2048]``: at least two positive sizes."""
+    try:
+        chunks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(
+            "--chunks", f"{text!r} is not a list of integers", "e.g. 512,2048"
+        ) from None
+    if len(chunks) < 2 or any(c <= 0 for c in chunks):
+        raise InputError("--chunks", f"{text!r}: give two or more positive sizes", "e.g. 512,2048")
+    return chunks
+
+
+def _reference(chunks: list[int], reference: int | None) -> int:
+    if reference is None:
+        return len(chunks) - 1
+    if reference not in chunks:
+        raise InputError("--reference", f"{reference} is not one of --chunks", "name one of them")
+    return chunks.index(reference)
+
+
+def _validate_targets(
+    flags: BenchFlags, chunks: list[int], launch: str | None, a: str | None, b: str | None
+) -> list[str] | None:
+    """The endpoints (``--a``/``--b``) if given; refuse conflicting target flags."""
+    if (a is None) != (b is None):
+        raise InputError("--a" if a is None else "--b", "is missing", "give both --a and --b")
+    endpoints = [a, b] if a is not None and b is not None else None
+    if endpoints and launch:
+        raise InputError(
+            "--launch", "excludes --a/--b", "launch the servers or name them, not both"
+        )
+    if endpoints and len(chunks) != 2:
+        raise InputError(
+            "--chunks", "--a/--b take exactly two chunk sizes", "e.g. --chunks 512,2048"
+        )
+    if flags.engine and (endpoints or launch):
+        raise InputError("--engine", "configures the embedded engine only", "drop --engine")
+    for item in flags.engine or []:
+        if item.partition("=")[0].strip().replace("-", "_") == "max_num_batched_tokens":
+            raise InputError("--engine", "max_num_batched_tokens is what --chunks sets", "drop it")
+    return endpoints
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else seconds(value)
+
+
+def _arms_table(doc: dict[str, Any]) -> Table:
+    table = Table(title="arms (trials pooled)", box=box.SIMPLE_HEAD)
+    for name in ("arm", "trials", "ITL p50", "ITL p95", "ITL p99", "TTFT p50", "TTFT p99", "tok/s"):
+        table.add_column(name, justify="left" if name == "arm" else "right")
+    reference = doc["reference"]["arm"]
+    for arm in doc["arms"]:
+        tokens = arm.get("output_tokens_per_s")
+        table.add_row(
+            escape(arm["label"] + (" (ref)" if arm["label"] == reference else "")),
+            str(len(arm["trials"])),
+            *(_ms(arm.get(k)) for k in ("itl_p50_s", "itl_p95_s", "itl_p99_s")),
+            *(_ms(arm.get(k)) for k in ("ttft_p50_s", "ttft_p99_s")),
+            "–" if tokens is None else f"{tokens:,.0f}",
+        )
+    return table
+
+
+def _comparisons_table(doc: dict[str, Any], confidence: float) -> Table:
+    table = Table(
+        title=f"each arm vs {doc['reference']['arm']} ({confidence:.0%} intervals)",
+        box=box.SIMPLE_HEAD,
+    )
+    for name in ("arm", "metric", "change [interval]", "p", "method"):
+        table.add_column(name, justify="right" if name == "p" else "left")
+    for row in doc["comparisons"]:
+        bounds = [nan if row[k] is None else row[k] for k in ("ratio", "ci_low", "ci_high")]
+        text = change_text(*bounds, row["significant"])
+        style = "bold" if row["significant"] else "dim"
+        p = "–" if row["p_value"] is None else f"{row['p_value']:.3g}"
+        table.add_row(row["arm"], row["metric"], f"[{style}]{escape(text)}[/]", p, row["method"])
+    return table
+
+
+def _conditions_table(doc: dict[str, Any]) -> Table:
+    table = Table(title="conditions", box=box.SIMPLE_HEAD)
+    for name in ("check", "matched", "what was seen", "tolerance"):
+        table.add_column(name, overflow="fold")
+    marks = {True: "[green]yes[/]", False: "[bold red]NO[/]", None: "[dim]n/a[/]"}
+    for check in doc["conditions"]["checks"]:
+        table.add_row(
+            check["name"], marks[check["matched"]], escape(check["detail"]), check["tolerance"]
+        )
+    return table
+
+
+def _tradeoff_table(doc: dict[str, Any]) -> Table:
+    table = Table(title="trade-off by chunk size", box=box.SIMPLE_HEAD)
+    for name in ("chunk", "ITL p99", "TTFT p50", "TTFT p99", "meets SLO"):
+        table.add_column(name, justify="right")
+    for row in doc["tradeoff"]:
+        meets = {True: "yes", False: "no", None: "–"}[row["meets_slo"]]
+        table.add_row(
+            escape(row["arm"]),
+            _ms(row["itl_p99_s"]),
+            _ms(row["ttft_p50_s"]),
+            _ms(row["ttft_p99_s"]),
+            meets,
+        )
+    return table
+
+
+def _outputs_table(outputs: dict[str, Any]) -> Table:
+    table = Table(
+        title=f"outputs vs {outputs['reference']} (|Δ logprob| tolerance {outputs['tolerance']:g})",
+        box=box.SIMPLE_HEAD,
+    )
+    for name in ("arm", "compared", "exact match", "first divergence p50", "|Δ logprob| p99/max"):
+        table.add_column(name, justify="left" if name == "arm" else "right")
+    rows = [*outputs["arms"]]
+    if outputs.get("baseline"):
+        rows.append(outputs["baseline"] | {"arm": f"{outputs['reference']} vs itself"})
+    for row in rows:
+        rate = row["exact_match_rate"]
+        diff = row["logprob_abs_diff"]
+        first = row["first_divergence"]
+        table.add_row(
+            escape(row["arm"]),
+            str(row["compared"]),
+            "–" if rate is None else f"{rate:.1%}",
+            "–" if first["p50"] is None else f"token {first['p50']:.0f}",
+            "unknown" if diff is None else f"{diff['p99']:.2g} / {diff['max']:.2g}",
+        )
+    return table
+
+
+def render(outcome: AbOutcome, console: Console) -> None:
+    """The arms, the comparisons, the conditions, the trade-off, the outputs, the verdict."""
+    doc = outcome.document
+    console.print(_arms_table(doc))
+    if doc["comparisons"]:
+        console.print(_comparisons_table(doc, doc["settings"]["confidence"]))
+    console.print(_conditions_table(doc))
+    if len(doc["arms"]) > 2:
+        console.print(_tradeoff_table(doc))
+    if doc["outputs"] is not None:
+        console.print(_outputs_table(doc["outputs"]))
+    verdict = doc["verdict"]
+    style = (
+        "red" if verdict["refused"] else ("green" if verdict["winner"] is not None else "yellow")
+    )
+    title = "verdict" if verdict["winner"] is not None else "no winner"
+    console.print(Panel(escape(verdict["sentence"]), title=title, border_style=style))
+    console.print(f"[dim]files: {escape(str(outcome.out))}[/]")
+
+
+@takes_bench_flags
+def ab(
+    flags: BenchFlags,
+    chunks: Annotated[
+        str, typer.Option(help="Chunk sizes (max_num_batched_tokens), e.g. 512,2048.")
+    ],
+    launch: Annotated[
+        str | None,
+        typer.Option(help='Server command per arm, with {chunk} and {port}: "vllm serve M …".'),
+    ] = None,
+    a: Annotated[
+        str | None, typer.Option("--a", help="Endpoint running the first chunk size.")
+    ] = None,
+    b: Annotated[
+        str | None, typer.Option("--b", help="Endpoint running the second chunk size.")
+    ] = None,
+    trials: Annotated[int, typer.Option(help="Trials per arm (at least 3), run ABAB….")] = 3,
+    reference: Annotated[
+        int | None, typer.Option(help="Chunk size the others are compared with (default: last).")
+    ] = None,
+    restart_per_trial: Annotated[
+        bool, typer.Option("--restart-per-trial", help="Launch a fresh server for every trial.")
+    ] = False,
+    startup_timeout: Annotated[
+        float, typer.Option(help="Seconds a launched server may take to become healthy.")
+    ] = 600.0,
+    stop_grace: Annotated[
+        float, typer.Option(help="Seconds between SIGTERM and SIGKILL for a launched server.")
+    ] = 15.0,
+    check_outputs: Annotated[
+        bool,
+        typer.Option("--check-outputs", help="Record greedy outputs + logprobs; compare arms."),
+    ] = False,
+    logprob_tolerance: Annotated[
+        float, typer.Option(help="Largest |Δ logprob| of a chosen token that counts as equal.")
+    ] = 0.05,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(help="Condition tolerance KEY=VALUE: tokens, rate, hit_rate, errors, client."),
+    ] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = RESAMPLES,
+    confidence: Annotated[float, typer.Option(help="Confidence level of intervals.")] = CONFIDENCE,
+    out: Annotated[Path | None, typer.Option(help="A/B folder (default: runs/<time>-ab).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print ab.json only.")] = False,
+) -> None:
+    """A/B of max_num_batched_tokens under matched load: a verdict with its uncertainty."""
+    sizes = parse_chunks(chunks)
+    endpoints = _validate_targets(flags, sizes, launch, a, b)
+    if trials < MIN_TRIALS:
+        raise InputError("--trials", f"{trials} is too few", f"use at least {MIN_TRIALS} per arm")
+    if resamples < 100:
+        raise InputError("--resamples", f"{resamples} is too few", "use at least 100")
+    if not 0.5 <= confidence < 1:
+        raise InputError("--confidence", f"{confidence:g} is not in [0.5, 1)", "e.g. 0.95")
+    if logprob_tolerance < 0 or startup_timeout <= 0 or stop_grace < 0:
+        raise InputError("--logprob-tolerance", "tolerances and timeouts must be positive")
+    command = ["prefillscope", *sys.argv[1:]]
+    bench = flags.options(endpoint=None, out=None, command=command)
+    settings = AbSettings(
+        trials=trials,
+        reference=_reference(sizes, reference),
+        slo=bench.slo,
+        tolerances=Tolerances.parse(tolerance or []),
+        resamples=resamples,
+        confidence=confidence,
+        logprob_tolerance=logprob_tolerance if check_outputs else None,
+    )
+    options = AbOptions(
+        bench=bench,
+        chunks=sizes,
+        settings=settings,
+        launch=LaunchTemplate.parse(launch) if launch else None,
+        endpoints=endpoints,
+        out=out,
+        restart_per_trial=restart_per_trial,
+        startup_timeout_s=startup_timeout,
+        stop_grace_s=stop_grace,
+        command=command,
+    )
+    stream = sys.stderr if as_json else sys.stdout
+
+    def progress(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    outcome = asyncio.run(run_ab(options, progress))
+    if as_json:
+        typer.echo(json.dumps(outcome.document, ensure_ascii=False))
+    else:
+        render(outcome, Console())
+    raise typer.Exit(outcome.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    """``ab`` goes on the ``diagnose`` group (registered by ``commands.diagnose``)."""
+    del app
+    diagnose_app.command("ab")(ab)

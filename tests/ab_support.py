@@ -1,0 +1,68 @@
+"""Running ``prefillscope diagnose ab`` in tests and reading what it wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadgen.rundir import RunDir
+from prefillscope.cli import main
+
+#: The interference pattern of the diagnosis tests (``diagnose_bench.INTERFERENCE``) as
+#: flags: four decode streams of 200 tokens, three 8192-token prompts dropped into them
+#: (~2.5 s a trial). ``client=1``: the embedded engine shares the load generator's
+#: process (and GIL) on a 2-core machine, so the client-limited flag flips from trial to
+#: trial whatever the arm; the conditions' own tests cover that check.
+INTERFERENCE = [
+    "--workload", "interference", "--num-requests", "3", "--rate", "2", "--seed", "3",
+    "--set", "concurrency=4", "--set", "stream_requests=1", "--set", "stream_output_len=200",
+    "--set", "long_prompt_len=8192", "--gpu", "off", "--metrics-interval", "0.1",
+    "--resamples", "1000", "--tolerance", "client=1",
+]  # fmt: skip
+#: The prefillscope executable of this environment (for launch templates).
+PREFILLSCOPE = Path(sys.executable).with_name("prefillscope")
+
+
+def diagnose_ab(*args: str | Path) -> tuple[int, str, str]:
+    """``prefillscope diagnose ab ARGS`` in this process: exit status, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exit_info,
+    ):
+        patch.setattr(sys, "argv", ["prefillscope", "diagnose", "ab", *map(str, args)])
+        main()
+    return int(exit_info.value.code or 0), out.getvalue(), err.getvalue()
+
+
+def ab_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    """``diagnose ab ARGS --json``: exit status and the document printed (= ``ab.json``)."""
+    code, out, err = diagnose_ab(*args, "--json")
+    assert out, err
+    return code, json.loads(out)
+
+
+def comparison(doc: dict[str, Any], metric: str, arm: str | None = None) -> dict[str, Any]:
+    return next(c for c in doc["comparisons"] if c["metric"] == metric and arm in (None, c["arm"]))
+
+
+def trial_dirs(doc: dict[str, Any]) -> list[Path]:
+    """Every trial's run directory, in the order the trials ran."""
+    trials = [t for arm in doc["arms"] for t in arm["trials"]]
+    return [Path(t["run_dir"]) for t in sorted(trials, key=lambda t: t["run_dir"])]
+
+
+def run_json(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def requests(run_dir: Path):
+    return RunDir(run_dir).read_table("requests")

@@ -1,0 +1,84 @@
+"""``diagnose ab`` against the embedded engine: the planted cause found, an A/A left alone.
+
+An oversized token budget (4096) on ``interference`` traffic stretches the steps the
+decode streams ride in, so the A/B must pick 512 with a p99 ITL interval excluding no
+change, and state what it costs in TTFT. The same chunk size in both arms must come out
+as no significant difference. Each A/B is 6 real bench runs over loopback (~20 s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ab_support import INTERFERENCE, ab_json, comparison, requests, run_json, trial_dirs
+
+from diagnose.ab_verdict import percent
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def oversized(tmp_path_factory) -> tuple[int, dict]:
+    out = tmp_path_factory.mktemp("ab") / "oversized"
+    return ab_json("--chunks", "512,4096", *INTERFERENCE, "--check-outputs", "--out", out)
+
+
+def test_the_small_budget_wins_on_p99_itl_and_the_ttft_cost_is_stated(oversized):
+    code, doc = oversized
+    assert code == 0
+    verdict = doc["verdict"]
+    assert verdict["winner"] == 512 and verdict["decided_by"] == ["itl_p99"]
+    itl = comparison(doc, "itl_p99")
+    assert itl["significant"] and itl["ci_high"] < 1.0  # the change's interval excludes 0
+    assert itl["ratio"] < 0.5 and itl["arm"] == "512" and itl["reference"] == "4096"
+    ttft = comparison(doc, "ttft_p50")
+    sentence = verdict["sentence"]
+    assert sentence.startswith("512 vs 4096: p99 ITL " + percent(itl["ratio"]))
+    assert f"p50 TTFT {percent(ttft['ratio'])} [{percent(ttft['ci_low'], False)}" in sentence
+    assert sentence.endswith("choose 512")
+    small, large = doc["arms"]
+    assert (small["chunk"], large["chunk"]) == (512, 4096)
+    assert small["itl_p99_s"] < large["itl_p99_s"] / 2
+    assert all(arm["ttft_p50_s"] > 0 for arm in doc["arms"])
+    metrics = {c["metric"] for c in doc["comparisons"]}
+    assert {"itl_p50", "itl_p95", "ttft_p95", "ttft_p99", "output_tokens_per_s"} <= metrics
+
+
+def test_the_trials_alternate_and_send_one_plan_with_matched_cache_warmth(oversized):
+    _, doc = oversized
+    assert doc["conditions"]["matched"], doc["conditions"]["reasons"]
+    runs = trial_dirs(doc)
+    budgets = [run_json(r)["target"]["engine"]["max_num_batched_tokens"] for r in runs]
+    assert budgets == [512, 4096] * 3
+    salts = [run_json(r)["cache_protocol"]["salt"] for r in runs]
+    assert len(set(salts)) == len(runs)  # a fresh salt per trial: nothing carried over
+    plans = [requests(r).set_index("id").sort_index() for r in runs]
+    for plan in plans[1:]:
+        assert list(plan.index) == list(plans[0].index)
+        assert np.array_equal(plan["prompt_tokens"], plans[0]["prompt_tokens"])
+        assert np.array_equal(plan["max_tokens"], plans[0]["max_tokens"])
+    folder = runs[0].parent.parent
+    assert (folder / "ab.json").exists() and all(r.parent == folder / "trials" for r in runs)
+
+
+def test_the_embedded_engine_says_the_same_whatever_the_chunk_size(oversized):
+    _, doc = oversized
+    outputs = doc["outputs"]
+    arm = outputs["arms"][0]
+    assert arm["compared"] == 3 * 7 and arm["exact_match_rate"] == 1.0
+    assert arm["logprob_abs_diff"]["max"] == 0.0 and arm["logprob_abs_diff"]["count"] > 800
+    assert arm["first_divergence"]["count"] == 0 and outputs["consistent"] is True
+    assert outputs["baseline"]["exact_match_rate"] == 1.0
+
+
+def test_an_a_a_run_finds_no_significant_difference(tmp_path: Path):
+    code, doc = ab_json("--chunks", "2048,2048", *INTERFERENCE, "--out", tmp_path / "aa")
+    assert code == 0
+    assert doc["verdict"]["winner"] is None and not doc["verdict"]["refused"]
+    assert doc["verdict"]["sentence"].endswith("no significant difference")
+    assert [a["label"] for a in doc["arms"]] == ["2048/A", "2048/B"]
+    for metric in ("itl_p99", "ttft_p50"):
+        c = comparison(doc, metric)
+        assert not c["significant"] and c["ci_low"] <= 1.0 <= c["ci_high"]
