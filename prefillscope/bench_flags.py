@@ -103,12 +103,6 @@ class BenchFlags:
         ``--burstiness`` is vLLM's gamma shape (1: Poisson, below 1: burstier); given alone
         it implies ``--arrival gamma``, as in ``vllm bench serve``.
         """
-        if self.concurrency is not None and self.rate is not None:
-            raise InputError(
-                "--concurrency",
-                "closed-loop users and an open-loop --rate exclude each other",
-                "drop one; cap an open loop with --max-concurrency",
-            )
         overrides: dict[str, object] = dict(parse_assignments(self.set_ or []))
         given = {
             "num_requests": self.num_requests,

@@ -80,6 +80,19 @@ def target_rate(plan: Plan) -> float | None:
     return (len(times) - 1) / span if span > 0 else None
 
 
+def build_workload_plan(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
+    """``workloads.build.build_plan``, refusing a ``--concurrency`` the plan does not use
+    (an open-loop ``--rate`` of a family without closed-loop users would ignore it)."""
+    plan = build_plan(spec, tokenizer)
+    if spec.load.concurrency is not None and plan.concurrency is None:
+        raise InputError(
+            "--concurrency",
+            f"{spec.name} at an open-loop rate has no closed-loop users to set",
+            "drop --concurrency (or --rate); cap an open loop with --max-concurrency",
+        )
+    return plan
+
+
 def plan_tokenizer(
     target: Target, source: str | None = None, api_key: str | None = None
 ) -> Tokenizer | None:
@@ -108,7 +121,7 @@ def build_bench_plan(
         plan_tokenizer(target, tokenizer, api_key) if spec.prompt_format == "text" else None
     )
     try:
-        plan = build_plan(spec, text_tokenizer)
+        plan = build_workload_plan(spec, text_tokenizer)
     finally:
         if isinstance(text_tokenizer, ServerTokenizer):
             text_tokenizer.close()

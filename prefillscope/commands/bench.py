@@ -26,11 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
-from prefillscope.bench_plan import resolve_workload
+from prefillscope.bench_plan import build_workload_plan, resolve_workload
 from prefillscope.bench_runner import BenchOptions, BenchOutcome, run_bench
 from prefillscope.dashboard import Display, LiveDashboard, PlainProgress
 from prefillscope.summary_view import summary_renderable
-from workloads.build import build_plan
 from workloads.stats import plan_stats
 
 
@@ -45,7 +44,7 @@ def dry_run(
     """Build the plan and print its statistics; nothing is sent."""
     # Token prompts: the statistics are those of text prompts of the same token counts.
     spec, deadline_s = resolve_workload(workload, {**overrides, "prompt_format": "tokens"})
-    stats = plan_stats(build_plan(spec), block_size, num_blocks)
+    stats = plan_stats(build_workload_plan(spec), block_size, num_blocks)
     if deadline_s is not None:
         stats["closed_loop_duration_s"] = deadline_s  # the run sends a prefix of the plan
     if as_json:

@@ -1,0 +1,77 @@
+"""How closely ``bench`` agrees with the embedded engine's own latency histograms.
+
+For a few 200-request shared-prefix runs against the in-process engine, prints the
+client's mean TTFT (from the actual send and from the intended send) and per-token ITL
+next to the engine's ``vllm:time_to_first_token_seconds`` and
+``vllm:inter_token_latency_seconds`` means over the run, the difference, and the
+client's dispatch lag — the figures behind tests/test_bench_agreement.py. What separates
+the two TTFTs is what the engine cannot see: the loopback both ways and each event loop
+noticing the bytes (the two loops share one interpreter here).
+
+    .venv/bin/python benchmarks/bench_agreement.py [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import tempfile
+from pathlib import Path
+
+from prefillscope.bench_runner import BenchOptions, run_bench
+from prefillscope.dashboard import PlainProgress
+
+CASES = {
+    "system-prompt preset, 10 req/s": ("system-prompt", {"num_requests": 200, "rate": 10}),
+    "2k-token uncached suffix, 12 req/s": (
+        "shared-prefix",
+        {
+            "groups": 4,
+            "prefix_len": 1024,
+            "suffix_len": 2048,
+            "output_len": 16,
+            "num_requests": 200,
+            "rate": 12,
+        },
+    ),
+}
+
+
+def one_run(workload: str, overrides: dict[str, object]) -> dict[str, float]:
+    out = Path(tempfile.mkdtemp()) / "run"
+    options = BenchOptions(workload=workload, overrides=overrides, out=out, gpu="off")
+    summary = asyncio.run(run_bench(options, PlainProgress(io.StringIO()))).summary
+    server = summary["server"]
+    return {
+        "ttft_sent": summary["ttft_sent_s"]["mean"],
+        "ttft": summary["ttft_s"]["mean"],
+        "engine_ttft": server["ttft_s"]["mean"],
+        "itl": summary["itl_s"]["mean"],
+        "engine_itl": server["itl_s"]["mean"],
+        "lag_p50": summary["client"]["dispatch_lag_s"]["p50"],
+        "lag_p99": summary["client"]["dispatch_lag_p99_s"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    for name, (workload, overrides) in CASES.items():
+        print(name)
+        for _ in range(args.runs):
+            r = one_run(workload, overrides)
+            gap = r["ttft_sent"] - r["engine_ttft"]
+            print(
+                f"  TTFT client {r['ttft_sent'] * 1e3:8.2f} ms (intended {r['ttft'] * 1e3:.2f})"
+                f"  engine {r['engine_ttft'] * 1e3:8.2f} ms  diff {gap * 1e3:+.2f} ms"
+                f" ({gap / r['engine_ttft']:+.2%})"
+                f" | ITL client {r['itl'] * 1e3:.3f} engine {r['engine_itl'] * 1e3:.3f} ms"
+                f" ({r['itl'] / r['engine_itl'] - 1:+.3%})"
+                f" | dispatch lag p50 {r['lag_p50'] * 1e3:.2f} p99 {r['lag_p99'] * 1e3:.2f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
