@@ -52,7 +52,9 @@ class TextRenderer:
         self._piece_tokens: dict[str, int] = {}
         self._texts: dict[tuple[int, int], str] = {}
         self._prefix_ids: dict[tuple[Segment, ...], list[int]] = {}
-        self.special = len(tokenizer.encode("", special=True))
+        # Specials counted on a word, not on "": servers refuse an empty prompt.
+        word = WORDS[0]
+        self.special = len(tokenizer.encode(word, special=True)) - self.count(word)
         self.filler = self._find_filler()
 
     def count(self, text: str) -> int:
