@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from bench_support import bench_cli, read_json, requests_table
+from bench_support import bench, bench_cli, read_json, requests_table
 
 from prefillscope.cli import main
 from simengine.config import EngineConfig
@@ -192,3 +192,22 @@ def test_users_for_a_duration(tmp_path: Path) -> None:
     )  # fmt: skip
     dry = json.loads(dry_run.stdout)
     assert dry["closed_loop_duration_s"] == 2.0 and dry["concurrency"] == 2
+
+
+def test_the_chat_api_sends_text_of_exact_token_counts(tmp_path: Path) -> None:
+    """``--api chat``: prompts become text, rendered with the engine's own /tokenize."""
+    run = tmp_path / "run"
+    outcome = bench(
+        "system-prompt",
+        run,
+        engine=("fixed_step_s=0.002",),
+        api="chat",
+        overrides={"num_requests": 8, "rate": 20},
+    )
+    assert outcome.status == "complete" and outcome.summary["requests"]["completed"] == 8
+    info = read_json(run, "run.json")
+    assert info["target"]["api"] == "chat" and info["workload"]["prompt_format"] == "text"
+    requests = requests_table(run)
+    assert (requests["output_tokens"] == 128).all()
+    # The shared system prompts are still shared, token for token, as text.
+    assert outcome.summary["prefix"]["observed_hit_rate"] > 0.3
