@@ -88,6 +88,30 @@ def log_tail(path: Path, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> st
     return tail if len(tail) <= chars else "…" + tail[-chars:]
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member that is not a zombie.
+
+    A zombie (a child whose parent is gone, not yet reaped by init) still counts for
+    ``killpg(pgid, 0)`` but runs nothing and cannot be killed, so on Linux the members
+    are read from ``/proc``; elsewhere ``killpg`` has to do.
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while being read
+        if fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Stopped:
     """How a server went away: ``exited`` (before we stopped it), ``sigterm`` or ``sigkill``."""
@@ -165,16 +189,10 @@ class LaunchedServer:
                 await asyncio.sleep(POLL_S)
 
     def _group_alive(self) -> bool:
-        """Whether any process of the server's group is left (the leader reaped first)."""
+        """Whether any live process of the server's group is left (the leader reaped first)."""
         assert self.process is not None
         self.process.poll()
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # pragma: no cover - a reused group id of someone else's
-            return False
-        return True
+        return group_alive(self.process.pid)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self.process is not None

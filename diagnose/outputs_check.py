@@ -12,9 +12,14 @@ arm (trial k against trial k):
   shorter length, when one output is a prefix of the other), as quantiles and as counts
   in position buckets;
 * **|Δ logprob|** of the chosen tokens at the positions before the first divergence
-  (where both outputs chose the same token), as quantiles and the share over the
-  tolerance. An arm is *consistent* when no such difference exceeds the tolerance: a
-  divergence after near-identical logprobs is a near-tie flipped by rounding.
+  (where both outputs chose the same token), as quantiles and the count over the
+  tolerance;
+* at the first divergence itself, whether the two different tokens were chosen with
+  logprobs within the tolerance of each other: a *near tie* that rounding flipped.
+
+An arm is *consistent* when no logprob difference before a divergence exceeds the
+tolerance and every divergence is a near tie (without logprobs: when every output
+matches exactly).
 
 The reference arm's own trials compared with each other (trial k with trial k+1) give
 the baseline: the nondeterminism that has nothing to do with the chunk size.
@@ -91,6 +96,7 @@ class OutputComparison:
     exact: int = 0
     divergences: list[int] = field(default_factory=list)
     deltas: list[np.ndarray] = field(default_factory=list)
+    near_ties: int = 0
     logprobs_known: bool = True
 
     def add(self, base: dict[str, Output], new: dict[str, Output]) -> None:
@@ -108,6 +114,8 @@ class OutputComparison:
                 continue
             upto = min(len(a.logprobs), len(b.logprobs), len(a.token_ids) if at is None else at)
             self.deltas.append(np.abs(np.subtract(a.logprobs[:upto], b.logprobs[:upto])))
+            if at is not None and at < min(len(a.logprobs), len(b.logprobs)):
+                self.near_ties += abs(a.logprobs[at] - b.logprobs[at]) <= self.tolerance
 
     def _positions(self) -> dict[str, Any]:
         """Where outputs first diverged: quantiles, extremes and counts per bucket."""
@@ -128,6 +136,14 @@ class OutputComparison:
             "buckets": dict(zip([*names, f"{POSITION_EDGES[-1]}+"], counts.tolist(), strict=True)),
         }
 
+    def consistent(self, over: int) -> bool | None:
+        """See the module docstring; ``None`` when outputs differ and logprobs are unknown."""
+        if not self.compared:
+            return None
+        if not self.logprobs_known:
+            return True if self.exact == self.compared else None
+        return over == 0 and self.near_ties == len(self.divergences)
+
     def to_dict(self) -> dict[str, Any]:
         deltas = np.concatenate(self.deltas) if self.deltas else np.empty(0)
         known = self.logprobs_known and deltas.size > 0
@@ -136,11 +152,12 @@ class OutputComparison:
             "compared": self.compared,
             "exact_matches": self.exact,
             "exact_match_rate": self.exact / self.compared if self.compared else None,
-            "first_divergence": self._positions(),
+            "first_divergence": self._positions()
+            | {"near_ties": self.near_ties if self.logprobs_known else None},
             "logprob_abs_diff": describe(deltas) | {"max": float(deltas.max())} if known else None,
             "tokens_over_tolerance": over if known else None,
             "tolerance": self.tolerance,
-            "consistent": over == 0 if known else None,
+            "consistent": self.consistent(over),
         }
 
 

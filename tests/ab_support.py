@@ -14,16 +14,22 @@ import pytest
 from loadgen.rundir import RunDir
 from prefillscope.cli import main
 
+#: Condition tolerances for schedules of a second or two on a shared 2-core machine,
+#: where other tests' servers compete for the CPU: one send held up by a starved server
+#: moves a trial's achieved rate by tens of percent (three scheduled requests: one late
+#: send is a third of the evidence), and the embedded engine shares the load generator's
+#: process (and GIL), so the client-limited flag flips from trial to trial whatever the
+#: arm. These two checks are tested on known inputs (``test_ab_verdict``); here they are
+#: relaxed so that a busy machine does not refuse the verdicts these tests are about.
+TIMING_TOLERANCES = ["--tolerance", "rate=100", "--tolerance", "client=1"]
 #: The interference pattern of the diagnosis tests (``diagnose_bench.INTERFERENCE``) as
 #: flags: four decode streams of 200 tokens, three 8192-token prompts dropped into them
-#: (~2.5 s a trial). ``client=1``: the embedded engine shares the load generator's
-#: process (and GIL) on a 2-core machine, so the client-limited flag flips from trial to
-#: trial whatever the arm; the conditions' own tests cover that check.
+#: (~2.5 s a trial).
 INTERFERENCE = [
     "--workload", "interference", "--num-requests", "3", "--rate", "2", "--seed", "3",
     "--set", "concurrency=4", "--set", "stream_requests=1", "--set", "stream_output_len=200",
     "--set", "long_prompt_len=8192", "--gpu", "off", "--metrics-interval", "0.1",
-    "--resamples", "1000", "--tolerance", "client=1",
+    "--resamples", "1000", *TIMING_TOLERANCES,
 ]  # fmt: skip
 #: The prefillscope executable of this environment (for launch templates).
 PREFILLSCOPE = Path(sys.executable).with_name("prefillscope")

@@ -85,7 +85,5 @@ def test_options_are_validated_and_carry_every_flag(tmp_path: Path):
     assert options.metrics_interval_s == 0.1
     with pytest.raises(InputError, match="--engine"):
         flags.options(endpoint="http://127.0.0.1:1", out=None, command=[])
-    with pytest.raises(InputError, match="--concurrency"):
-        BenchFlags(workload="interference", rate=1.0, concurrency=2).overrides()
     with pytest.raises(InputError, match="--gpu"):
         BenchFlags(workload="interference", gpu="nvml").options(endpoint=None, out=None, command=[])

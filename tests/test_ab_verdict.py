@@ -1,0 +1,241 @@
+"""The A/B's rules on known inputs: the decision, the conditions, the output comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.ab import alternating, make_arms
+from diagnose.ab_conditions import Tolerances, TrialFacts, check_conditions
+from diagnose.ab_verdict import Decision, decide, percent
+from diagnose.launcher import LaunchTemplate
+from diagnose.outputs_check import Output, OutputComparison, first_divergence
+from diagnose.stats import Comparison
+from prefillscope.commands.diagnose_ab import parse_chunks
+from probes.latency import Slo
+from workloads.errors import InputError
+
+MATCHED = check_conditions([], [], 0, Tolerances())
+
+
+def decision(stats: dict[int, tuple[float, float]], slo: Slo | None = None) -> Decision:
+    """Arms by chunk with (p99 ITL, p50 TTFT) in ms; a difference over 10 % is significant."""
+    arms = make_arms(list(stats), ["t"] * len(stats))
+    values = [
+        {"itl_p99_s": itl / 1e3, "ttft_p50_s": ttft / 1e3, "ttft_p99_s": 2 * ttft / 1e3}
+        for itl, ttft in stats.values()
+    ]
+
+    def compare(base: int, new: int) -> dict[str, Comparison]:
+        out = {}
+        for metric in ("itl_p99", "ttft_p50"):
+            ratio = values[new][f"{metric}_s"] / values[base][f"{metric}_s"]
+            interval = (ratio / 1.1, ratio * 1.1)
+            p = 0.001 if not interval[0] <= 1 <= interval[1] else 0.5
+            pair = (values[base][f"{metric}_s"], values[new][f"{metric}_s"])
+            out[metric] = Comparison.judge(metric, ratio, interval, p, pair, "test", 0.95)
+        return out
+
+    return Decision(arms, values, compare, len(arms) - 1, slo)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "text"),
+    [
+        (0.62, "\u221238 %"),
+        (1.12, "+12 %"),
+        (0.955, "\u22124.5 %"),
+        (1.0, "0.0 %"),
+        (2.5, "+150 %"),
+    ],
+)
+def test_changes_read_as_signed_percentages(ratio, text):
+    assert percent(ratio) == text
+
+
+def test_without_an_slo_the_lower_p99_itl_wins_and_the_ttft_cost_is_stated():
+    verdict = decide(decision({512: (30, 200), 4096: (180, 150)}), MATCHED)
+    assert (verdict.winner, verdict.decided_by) == (512, ["itl_p99"])
+    assert verdict.sentence.startswith("512 vs 4096: p99 ITL \u221283 % [")
+    assert "p50 TTFT +33 % [+21, +47]" in verdict.sentence
+    assert verdict.sentence.endswith("no SLO given, p99 ITL first: choose 512")
+
+
+def test_with_an_itl_slo_both_meet_the_better_ttft_wins():
+    verdict = decide(decision({512: (30, 200), 4096: (180, 150)}, Slo(itl_s=0.2)), MATCHED)
+    assert verdict.winner == 4096 and verdict.decided_by == ["ttft_p50"]
+    assert verdict.sentence.endswith("with ITL p99 \u2264 200 ms, choose 4096")
+
+
+def test_with_an_itl_slo_only_one_meets_it_wins_when_significantly_better():
+    verdict = decide(decision({512: (30, 200), 4096: (180, 150)}, Slo(itl_s=0.05)), MATCHED)
+    assert (verdict.winner, verdict.decided_by) == (512, ["slo"])
+    assert verdict.sentence.endswith("with ITL p99 \u2264 50 ms, choose 512")
+    close = decide(decision({512: (30, 200), 1024: (33, 150)}, Slo(itl_s=0.032)), MATCHED)
+    assert close.winner is None and "not significantly better than 1024" in close.sentence
+
+
+def test_when_no_chunk_size_meets_the_slo_there_is_no_winner():
+    verdict = decide(decision({512: (30, 200), 4096: (180, 150)}, Slo(itl_s=0.01)), MATCHED)
+    assert verdict.winner is None and not verdict.refused
+    assert verdict.sentence.endswith(
+        "no chunk size meets ITL p99 \u2264 10 ms (lowest p99 ITL 30 ms, 512)"
+    )
+
+
+def test_the_trade_off_curve_picks_the_largest_chunk_meeting_the_itl_slo():
+    curve = {512: (30, 400), 1024: (50, 300), 2048: (90, 200), 4096: (180, 150)}
+    verdict = decide(decision(curve, Slo(itl_s=0.1)), MATCHED)
+    assert verdict.winner == 2048
+    assert verdict.sentence.startswith(
+        "chunks 512, 1024, 2048, 4096: p99 ITL 30 ms \u2192 180 ms; "
+        "p50 TTFT 400 ms \u2192 150 ms (smallest \u2192 largest chunk)"
+    )
+    assert verdict.sentence.endswith("with ITL p99 \u2264 100 ms, choose 2048")
+    no_slo = decide(decision(curve), MATCHED)
+    assert no_slo.winner == 512 and "(p50 TTFT +167 % [" in no_slo.sentence
+    assert no_slo.sentence.endswith("vs 4096)")
+
+
+def test_itl_ties_are_broken_by_ttft_and_full_ties_have_no_winner():
+    tie = decide(decision({1024: (50, 300), 2048: (52, 200)}), MATCHED)
+    assert (tie.winner, tie.decided_by) == (2048, ["ttft_p50"])
+    assert tie.sentence.endswith("p99 ITL does not differ significantly: choose 2048 for p50 TTFT")
+    same = decide(decision({2048: (90, 200), 4096: (92, 205)}), MATCHED)
+    assert same.winner is None and same.sentence.endswith("no significant difference")
+
+
+def test_unmatched_conditions_refuse_whatever_the_numbers():
+    facts = [fact(0), fact(1, output_tokens=500)]
+    conditions = check_conditions(facts, ["512", "4096"], 1, Tolerances())
+    verdict = decide(decision({512: (30, 200), 4096: (180, 150)}), conditions)
+    assert verdict.refused and verdict.winner is None
+    assert verdict.sentence.startswith("no verdict: the arms' conditions did not match (")
+    assert "output_tokens: largest deviation" in verdict.sentence
+
+
+def fact(arm: int, **changes) -> TrialFacts:
+    values = {
+        "arm": arm,
+        "status": "complete",
+        "requests": 100,
+        "failed": 0,
+        "prompt_tokens": 10_000.0,
+        "output_tokens": 1_000.0,
+        "open_loop_rate": 5.0,
+        "observed_hit_rate": 0.5,
+        "client_limited": False,
+        "dispatch_lag_p99_s": 0.001,
+    }
+    return TrialFacts(**(values | changes))
+
+
+def checks(facts: list[TrialFacts], **tolerances: float) -> dict[str, bool | None]:
+    labels = ["A", "B"]
+    trials = max(sum(f.arm == i for f in facts) for i in range(2))
+    conditions = check_conditions(facts, labels, trials, Tolerances(**tolerances))
+    return {c.name: c.matched for c in conditions.checks}
+
+
+def test_matched_trials_pass_every_check():
+    facts = [fact(i % 2) for i in range(6)]
+    assert all(checks(facts).values())
+
+
+@pytest.mark.parametrize(
+    ("changes", "name"),
+    [
+        ({"failed": 2}, "errors"),
+        ({"status": "interrupted"}, "trials"),
+        ({"prompt_tokens": 10_500.0}, "prompt_tokens"),
+        ({"output_tokens": 900.0}, "output_tokens"),
+        ({"open_loop_rate": 4.0}, "request_rate"),
+        ({"observed_hit_rate": 0.4}, "hit_rate"),
+        ({"observed_hit_rate": None}, "hit_rate"),
+    ],
+)
+def test_one_trial_off_fails_its_check(changes, name):
+    facts = [fact(i % 2) for i in range(5)] + [fact(1, **changes)]
+    result = checks(facts)
+    assert result[name] is False
+    assert all(v for k, v in result.items() if k != name)
+
+
+def test_client_limited_trials_must_be_spread_alike():
+    uneven = [fact(0) for _ in range(3)] + [fact(1, client_limited=True) for _ in range(3)]
+    assert checks(uneven)["client"] is False
+    assert checks(uneven, client=1.0)["client"] is True
+    alike = [fact(i % 2, client_limited=i < 2) for i in range(6)]
+    assert checks(alike)["client"] is True
+
+
+def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():
+    facts = [fact(i % 2, open_loop_rate=None, observed_hit_rate=None) for i in range(6)]
+    conditions = check_conditions(facts, ["A", "B"], 3, Tolerances())
+    by_name = {c.name: c for c in conditions.checks}
+    assert conditions.matched
+    assert (
+        by_name["request_rate"].matched is None and "closed loop" in by_name["request_rate"].detail
+    )
+    assert by_name["hit_rate"].matched is None and "unknown" in by_name["hit_rate"].detail
+
+
+def test_tolerances_parse_and_refuse_nonsense():
+    assert Tolerances.parse(["rate=0.2", "hit-rate=0.1"]) == Tolerances(rate=0.2, hit_rate=0.1)
+    for bad in ("speed=1", "rate", "rate=fast", "rate=-1"):
+        with pytest.raises(InputError, match="--tolerance"):
+            Tolerances.parse([bad])
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 9, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+
+
+def test_outputs_diverging_at_a_near_tie_are_consistent_and_elsewhere_not():
+    base = {
+        "r1": Output((1, 2, 3, 4), (-1.0, -2.0, -0.70, -0.5)),
+        "r2": Output((5, 6), (-1.0, -1.0)),
+    }
+    flipped = {"r1": Output((1, 2, 7, 8), (-1.0, -2.001, -0.71, -0.9)), "r2": base["r2"]}
+    near = OutputComparison(0.05)
+    near.add(base, flipped)
+    result = near.to_dict()
+    assert result["exact_match_rate"] == 0.5 and result["consistent"] is True
+    assert result["first_divergence"]["buckets"]["1-3"] == 1
+    assert result["first_divergence"]["near_ties"] == 1
+    assert result["logprob_abs_diff"]["count"] == 4  # r1 before position 2, and r2
+    assert result["logprob_abs_diff"]["max"] == pytest.approx(0.001)
+    drifted = {"r1": Output((1, 2, 3, 4), (-1.0, -2.2, -0.7, -0.5)), "r2": base["r2"]}
+    far = OutputComparison(0.05)
+    far.add(base, drifted)
+    assert far.to_dict()["tokens_over_tolerance"] == 1 and far.to_dict()["consistent"] is False
+
+
+def test_arms_are_labelled_and_trials_alternate():
+    assert [a.label for a in make_arms([512, 2048], ["x", "y"])] == ["512", "2048"]
+    assert [a.label for a in make_arms([2048, 2048], ["x", "y"])] == ["2048/A", "2048/B"]
+    assert alternating(3, 2) == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]
+
+
+def test_chunk_lists_and_launch_templates_are_checked():
+    assert parse_chunks("512, 2048,4096") == [512, 2048, 4096]
+    for bad in ("512", "512,x", "0,512"):
+        with pytest.raises(InputError, match="--chunks"):
+            parse_chunks(bad)
+    template = LaunchTemplate.parse(
+        "env PORT={port} serve --max-num-batched-tokens {chunk} --override '{\"a\": 1}'"
+    )
+    assert template.command(512, 8000) == [
+        "env",
+        "PORT=8000",
+        "serve",
+        "--max-num-batched-tokens",
+        "512",
+        "--override",
+        '{"a": 1}',
+    ]
+    for bad, problem in (("serve {chunk}", "{port}"), ("serve 'open", "quotes"), ("", "empty")):
+        with pytest.raises(InputError, match="--launch") as error:
+            LaunchTemplate.parse(bad)
+        assert problem in str(error.value)
