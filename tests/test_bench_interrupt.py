@@ -12,7 +12,9 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from bench_support import bench_process, read_json, requests_table, wait_for_rows
@@ -21,8 +23,13 @@ SERVE = [sys.executable, "-c", "from prefillscope.cli import main; main()", "ser
 WORKLOAD = ("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400")
 
 
+class Served(NamedTuple):
+    process: subprocess.Popen[str]
+    url: str
+
+
 @pytest.fixture
-def server() -> subprocess.Popen[str]:
+def server() -> Iterator[Served]:
     """``prefillscope serve`` in its own process (5 ms steps), killed by the test."""
     proc = subprocess.Popen(
         [*SERVE, "--port", "0", "--json", "--fixed-step-ms", "5"],
@@ -31,14 +38,13 @@ def server() -> subprocess.Popen[str]:
         text=True,
     )
     assert proc.stdout is not None
-    proc.url = json.loads(proc.stdout.readline())["url"]  # type: ignore[attr-defined]
-    yield proc
+    yield Served(proc, json.loads(proc.stdout.readline())["url"])
     if proc.poll() is None:
         proc.kill()
     proc.wait()
 
 
-def _check_interrupted(run: Path, done: subprocess.Popen[str], stderr: str, why: str) -> None:
+def _check_interrupted(run: Path, stderr: str, why: str) -> None:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
     assert lines[0].startswith("prefillscope: run interrupted:") and why in lines[0]
@@ -57,17 +63,24 @@ def _check_interrupted(run: Path, done: subprocess.Popen[str], stderr: str, why:
     assert summary["requests"]["completed"] == len(ok)
 
 
-def test_server_killed_mid_run(tmp_path: Path, server: subprocess.Popen[str]) -> None:
-    run = tmp_path / "run"
-    bench = bench_process(
-        *WORKLOAD, "--rate", "25", "--endpoint", server.url, "--vocab-size", "32000",
-        "--gpu", "off", "--out", str(run),
-    )  # fmt: skip
+def _interrupted(run: Path, stop: Callable[[subprocess.Popen[str]], None], *args: str):
+    """Start a long bench, ``stop`` it once ten requests finished; (exit status, stderr)."""
+    bench = bench_process(*WORKLOAD, "--rate", "25", "--gpu", "off", "--out", str(run), *args)
     wait_for_rows(run / "requests.jsonl", 10)
-    server.send_signal(signal.SIGKILL)
+    stop(bench)
     _, stderr = bench.communicate(timeout=60)
-    assert bench.returncode == 3
-    _check_interrupted(run, bench, stderr, "stopped answering")
+    return bench.returncode, stderr
+
+
+def test_server_killed_mid_run(tmp_path: Path, server: Served) -> None:
+    run = tmp_path / "run"
+    status, stderr = _interrupted(
+        run,
+        lambda _: server.process.send_signal(signal.SIGKILL),
+        *("--endpoint", server.url, "--vocab-size", "32000"),
+    )
+    assert status == 3
+    _check_interrupted(run, stderr, "stopped answering")
     failed = requests_table(run).query("status != 'ok'")
     assert set(failed["error_kind"]) <= {"connect", "stream_truncated", "cancelled"}
     assert {"connect", "stream_truncated"} & set(failed["error_kind"])
@@ -75,14 +88,10 @@ def test_server_killed_mid_run(tmp_path: Path, server: subprocess.Popen[str]) ->
 
 def test_ctrl_c(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    bench = bench_process(
-        *WORKLOAD, "--rate", "25", "--engine", "fixed_step_s=0.005", "--gpu", "off",
-        "--out", str(run),
-    )  # fmt: skip
-    wait_for_rows(run / "requests.jsonl", 10)
-    bench.send_signal(signal.SIGINT)
-    _, stderr = bench.communicate(timeout=60)
-    assert bench.returncode == 130
-    _check_interrupted(run, bench, stderr, "Ctrl-C")
+    status, stderr = _interrupted(
+        run, lambda bench: bench.send_signal(signal.SIGINT), "--engine", "fixed_step_s=0.005"
+    )
+    assert status == 130
+    _check_interrupted(run, stderr, "Ctrl-C")
     failed = requests_table(run).query("status != 'ok'")
     assert set(failed["error_kind"]) == {"cancelled"}
