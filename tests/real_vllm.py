@@ -4,8 +4,10 @@ vLLM takes 35–80 s to start on a 2-core machine, so every ``real_vllm`` test t
 plain server shares the one the session-scoped ``vllm_server`` fixture starts: the
 target script's ``run`` (``targets/vllm-cpu.sh``, installed by its ``setup``) on a free
 port, in its own process group so that the API server, its EngineCore and the workers go
-together, waited on ``/health`` with a generous timeout, and stopped with SIGTERM, then
-SIGKILL (vLLM 0.32 may not exit on SIGTERM while a stream is open).
+together (not in a new session: Linux's autogroup scheduling would then give vLLM's busy
+workers as much CPU as every other process of the session together, and starve the
+client processes the tests start), waited on ``/health`` with a generous timeout, and
+stopped with SIGTERM, then SIGKILL (vLLM 0.32 may not exit on SIGTERM with a stream open).
 
 The server's output goes to a log file kept under pytest's base temp folder; its tail is
 the failure message when the server does not come up, and is added to the report of any
@@ -105,7 +107,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            process_group=0,  # not a new session: that would be its own scheduler autogroup
         )
     try:
         t0 = time.monotonic()

@@ -14,6 +14,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import httpx
@@ -46,31 +47,47 @@ def probe(url: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def family_samples(client: httpx.Client, name: str) -> list[Any]:
+def family_samples(url: str, name: str) -> list[Any]:
     """The samples of one metric family, read straight from /metrics."""
-    for family in text_string_to_metric_families(client.get("/metrics").text):
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    for family in text_string_to_metric_families(text):
         if family.name == name:
             return family.samples
     raise AssertionError(f"no {name} on /metrics")
 
 
-def probe_during_a_stream(client: httpx.Client) -> tuple[dict[str, Any], int]:
-    """``probe`` while one long stream generates, and how many streams that took.
-
-    The probe is a new Python process; on a loaded 2-core machine it may start slowly. A
-    probe counts only if the stream was still running when it returned (it started
-    before), else it is tried again with a new stream.
-    """
+def read_stream(url: str, generating: threading.Event, stop: threading.Event) -> None:
+    """Stream one long completion, reading it until it ends or ``stop`` is set."""
     body = {"model": MODEL, "prompt": STREAM_PROMPT, "max_tokens": STREAM_TOKENS}
     body |= {"stream": True, "ignore_eos": True}
+    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=120) as reply:
+        for _ in reply.iter_raw(1 << 16):
+            generating.set()
+            if stop.is_set():
+                return  # closing the stream aborts the request
+
+
+def probe_during_a_stream(url: str) -> tuple[dict[str, Any], int]:
+    """``probe`` while one long stream generates, and how many streams that took.
+
+    The stream is read on a thread, as a client would: one left unread backs vLLM up and
+    starves everything else on two cores. The probe, a new Python process, may still
+    start slowly on a loaded machine, so it counts only if the stream (started before
+    it) was still running when it returned; else it is tried again with a new stream.
+    """
     for attempt in range(1, ATTEMPTS + 1):
-        with client.stream("POST", "/v1/completions", json=body) as response:
-            events = (line for line in response.iter_lines() if line.startswith("data: {"))
-            for _ in range(3):
-                next(events)  # generating
-            report = probe(str(client.base_url))
-            if family_samples(client, "vllm:num_requests_running")[0].value == 1:
-                return report, attempt
+        generating, stop = threading.Event(), threading.Event()
+        reader = threading.Thread(target=read_stream, args=(url, generating, stop), daemon=True)
+        reader.start()
+        try:
+            assert generating.wait(60), "the stream never started"
+            report = probe(url)
+            overlapped = family_samples(url, "vllm:num_requests_running")[0].value == 1
+        finally:
+            stop.set()
+            reader.join(60)
+        if overlapped:
+            return report, attempt
     pytest.fail(f"no probe finished within a {STREAM_TOKENS}-token stream in {ATTEMPTS} tries")
 
 
@@ -84,12 +101,11 @@ def test_the_target_is_detected_as_vllm(vllm_url: str) -> None:
 
 def test_probe_reads_the_canonical_series_of_a_live_server(vllm_url: str) -> None:
     before = probe(vllm_url)
-    with httpx.Client(base_url=vllm_url, timeout=120) as client:
-        for _ in range(2):
-            body = {"model": MODEL, "prompt": PAIR_PROMPT, "max_tokens": 1}
-            assert client.post("/v1/completions", json=body).status_code == 200
-        during, streams = probe_during_a_stream(client)
-        cache_config = family_samples(client, "vllm:cache_config_info")[0].labels
+    for _ in range(2):
+        body = {"model": MODEL, "prompt": PAIR_PROMPT, "max_tokens": 1}
+        assert httpx.post(f"{vllm_url}/v1/completions", json=body, timeout=120).status_code == 200
+    during, streams = probe_during_a_stream(vllm_url)
+    cache_config = family_samples(vllm_url, "vllm:cache_config_info")[0].labels
 
     assert during["flavour"] == "vllm"
     series = during["series"]
