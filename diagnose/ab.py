@@ -33,7 +33,7 @@ from typing import Any
 from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
 from diagnose.ab_verdict import Decision, Verdict, decide, violated
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
-from diagnose.outputs_check import baseline, compare_arms
+from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison, Sample, compare_trials
 from probes.latency import Slo
 from probes.quantiles import statistic
@@ -84,6 +84,8 @@ class Trial:
     status: str
     reason: str | None = None
     seconds: float | None = None
+    #: An unmeasured trial (a fresh server's one-time costs), kept apart from the analysis.
+    warmup: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"run_dir": str(self.run_dir)}
@@ -241,12 +243,15 @@ def _outputs(
         if arm.index != ref.index
     ]
     verdicts = [a["consistent"] for a in per_arm]
+    rerun = baseline(dirs[ref.index], tolerance)
     return {
+        "sentence": outputs_sentence(per_arm, rerun, ref.label, tolerance),
         "tolerance": tolerance,
         "reference": ref.label,
         "consistent": None if None in verdicts else all(verdicts),
+        "statuses": {a["arm"]: a["status"] for a in per_arm},
         "arms": per_arm,
-        "baseline": baseline(dirs[ref.index], tolerance),
+        "baseline": rerun,
     }
 
 

@@ -5,7 +5,7 @@
 {chunk}`` and ``env PORT={port} …`` both work; other braces are left alone (a JSON
 argument stays as written). The port is a free one chosen here.
 
-Each server runs in its own session (process group), writes stdout and stderr to a log
+Each server runs in its own process group, writes stdout and stderr to a log
 file kept with the A/B's files, and is ready when ``GET /health`` answers 200. One that
 exits before that, or is not ready in time, is an ``InputError`` naming ``--launch``
 with the tail of its log, on one line. Stopping sends SIGTERM to the whole group, waits
@@ -140,7 +140,7 @@ class LaunchedServer:
         self._log: IO[bytes] | None = None
 
     def start(self) -> None:
-        """Start the command in its own session, output to the log file."""
+        """Start the command in its own process group, output to the log file."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self.started_at = time.monotonic()
@@ -150,7 +150,10 @@ class LaunchedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                # Its own process group, but not a new session: a session is its own
+                # scheduler autogroup on Linux, which would weigh a busy server as much as
+                # every other process together, the load generator included.
+                process_group=0,
             )
         except OSError as exc:
             self._log.close()

@@ -15,14 +15,15 @@ arm (trial k against trial k):
   (where both outputs chose the same token), as quantiles and the count over the
   tolerance;
 * at the first divergence itself, whether the two different tokens were chosen with
-  logprobs within the tolerance of each other: a *near tie* that rounding flipped.
+  logprobs within the tolerance of each other: a *near tie*, as a rounding flip would
+  look (necessary, not sufficient: telling for sure needs the top-2 logprobs).
 
-An arm is *consistent* when no logprob difference before a divergence exceeds the
-tolerance and every divergence is a near tie (without logprobs: when every output
-matches exactly).
-
-The reference arm's own trials compared with each other (trial k with trial k+1) give
-the baseline: the nondeterminism that has nothing to do with the chunk size.
+The ``status`` of an arm: ``identical`` (same tokens, bitwise-equal logprobs),
+``within tolerance`` (same tokens, every |Δ logprob| within the tolerance), ``near ties``
+(some outputs diverge, but only at near ties after tokens within the tolerance: likely
+rounding, worth a look), ``differs`` (a logprob beyond the tolerance, or a divergence
+that is no near tie), ``unknown`` (nothing to compare). It is *consistent* when
+``identical`` or ``within tolerance``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from loadgen.rundir import RunDir
 from probes.latency import completed_mask, measured
 from probes.quantiles import describe
 
+#: The statuses under which the chunk size did not change what the model says.
+CONSISTENT = ("identical", "within tolerance")
 #: Upper edges of the first-divergence position buckets (tokens).
 POSITION_EDGES = (1, 4, 16, 64, 256, 1024)
 
@@ -136,18 +139,24 @@ class OutputComparison:
             "buckets": dict(zip([*names, f"{POSITION_EDGES[-1]}+"], counts.tolist(), strict=True)),
         }
 
-    def consistent(self, over: int) -> bool | None:
-        """See the module docstring; ``None`` when outputs differ and logprobs are unknown."""
+    def status(self, over: int) -> str:
+        """See the module docstring."""
         if not self.compared:
-            return None
+            return "unknown"
+        exact = self.exact == self.compared
         if not self.logprobs_known:
-            return True if self.exact == self.compared else None
-        return over == 0 and self.near_ties == len(self.divergences)
+            return "within tolerance" if exact else "differs"
+        if over or self.near_ties < len(self.divergences):
+            return "differs"
+        if not exact:
+            return "near ties"
+        return "identical" if all(not d.any() for d in self.deltas) else "within tolerance"
 
     def to_dict(self) -> dict[str, Any]:
         deltas = np.concatenate(self.deltas) if self.deltas else np.empty(0)
         known = self.logprobs_known and deltas.size > 0
         over = int((deltas > self.tolerance).sum())
+        status = self.status(over)
         return {
             "compared": self.compared,
             "exact_matches": self.exact,
@@ -157,7 +166,8 @@ class OutputComparison:
             "logprob_abs_diff": describe(deltas) | {"max": float(deltas.max())} if known else None,
             "tokens_over_tolerance": over if known else None,
             "tolerance": self.tolerance,
-            "consistent": self.consistent(over),
+            "status": status,
+            "consistent": status in CONSISTENT if status != "unknown" else None,
         }
 
 
@@ -176,3 +186,27 @@ def baseline(trials: Sequence[Path], tolerance: float) -> dict[str, Any] | None:
     if len(trials) < 2:
         return None
     return compare_arms(trials[:-1], trials[1:], tolerance)
+
+
+def _line(name: str, result: dict[str, Any]) -> str:
+    rate = result["exact_match_rate"]
+    if rate is None:
+        return f"{name}: nothing to compare (no token ids returned)"
+    parts = [f"{rate:.0%} exact"]
+    first = result["first_divergence"]
+    if first["count"]:
+        parts.append(f"first divergence at token p50 {first['p50']:.0f}")
+    diff = result["logprob_abs_diff"]
+    if diff is not None:
+        parts.append(f"|\u0394 logprob| \u2264 {diff['max']:.2g} before it")
+    return f"{name}: {', '.join(parts)} ({result['status']})"
+
+
+def outputs_sentence(
+    arms: Sequence[dict[str, Any]], base: dict[str, Any] | None, reference: str, tolerance: float
+) -> str:
+    """What the check found, in one sentence, the reference's own rerun beside it."""
+    lines = [_line(f"{a['arm']} vs {reference}", a) for a in arms]
+    if base is not None:
+        lines.append(_line(f"{reference} against itself", base))
+    return f"outputs (tolerance {tolerance:g}): " + "; ".join(lines)

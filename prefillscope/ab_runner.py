@@ -59,6 +59,9 @@ class AbOptions:
     endpoints: list[str] | None = None
     out: Path | None = None
     restart_per_trial: bool = False
+    #: Unmeasured trials per arm before the measured ones (per server start with
+    #: ``restart_per_trial``): a fresh server's first requests pay one-time costs.
+    warmup_trials: int = 0
     startup_timeout_s: float = 600.0
     stop_grace_s: float = 15.0
     command: list[str] = field(default_factory=list)
@@ -162,7 +165,7 @@ class ArmServers:
             )
 
 
-def _trial_line(order: int, total: int, arm: Arm, trial: Trial, outcome: BenchOutcome) -> str:
+def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:
     summary = outcome.summary
     itl, ttft = summary.get("itl_s", {}), summary.get("ttft_s", {})
     counts = summary.get("requests", {})
@@ -171,7 +174,7 @@ def _trial_line(order: int, total: int, arm: Arm, trial: Trial, outcome: BenchOu
         return "–" if value is None else f"{value * 1e3:.1f} ms"
 
     return (
-        f"trial {order}/{total} · arm {arm.label} round {trial.round}: {trial.status} · "
+        f"trial {where}: {trial.status} · "
         f"{counts.get('completed', 0)}/{counts.get('total', 0)} ok · "
         f"ITL p99 {ms(itl.get('p99'))} · TTFT p50 {ms(ttft.get('p50'))} · {trial.seconds:.1f} s"
     )
@@ -193,6 +196,10 @@ class _AbRun:
         )
         self.trials: list[Trial] = []
         self.status = "complete"
+        self.position = 0
+        trials, warmups = options.settings.trials, options.warmup_trials
+        restarts = options.restart_per_trial and self.servers is not None
+        self.total = len(self.arms) * (trials * (1 + warmups) if restarts else trials + warmups)
 
     def _targets(self) -> list[str]:
         options = self.options
@@ -218,10 +225,14 @@ class _AbRun:
             return self.options.endpoints[arm.index]
         return self.servers.url(arm.index) if self.servers is not None else None
 
-    async def _trial(self, arm: Arm, rnd: int, run_dir: Path) -> tuple[Trial, BenchOutcome | None]:
+    async def _trial(self, arm: Arm, rnd: int, warmup: bool) -> tuple[Trial, BenchOutcome | None]:
+        self.position += 1
+        kind = "w" if warmup else "r"
+        name = f"{self.position:02d}-{arm.label.replace('/', '-')}-{kind}{rnd}"
+        run_dir = self.out / "trials" / name
         gone = self.servers.gone(arm.index) if self.servers is not None else None
         if gone is not None:
-            return Trial(arm.index, rnd, run_dir, "failed", gone), None
+            return Trial(arm.index, rnd, run_dir, "failed", gone, warmup=warmup), None
         began = time.monotonic()
         try:
             outcome = await run_bench(self._bench_options(arm, run_dir, self._url(arm)))
@@ -230,28 +241,49 @@ class _AbRun:
                 raise InputError("--a" if arm.index == 0 else "--b", exc.problem, exc.fix) from None
             raise
         seconds = time.monotonic() - began
-        trial = Trial(arm.index, rnd, outcome.run_dir, outcome.status, outcome.reason, seconds)
+        trial = Trial(
+            arm.index, rnd, outcome.run_dir, outcome.status, outcome.reason, seconds, warmup
+        )
         return trial, outcome
 
+    async def _step(self, index: int, rnd: int, warmup: bool = False) -> bool:
+        """Run one trial and report it; ``False`` when the A/B was cancelled (Ctrl-C)."""
+        arm = self.arms[index]
+        what = f"warm-up {rnd}" if warmup else f"round {rnd}"
+        where = f"{self.position + 1}/{self.total} · arm {arm.label} {what}"
+        self.progress(f"trial {where} …")
+        trial, outcome = await self._trial(arm, rnd, warmup)
+        self.trials.append(trial)
+        if outcome is None:
+            self.progress(f"trial {where}: {trial.reason}")
+            return True
+        self.progress(_trial_line(where, trial, outcome))
+        if outcome.cancelled:
+            self.status = "interrupted"
+        return not outcome.cancelled
+
     async def _run_trials(self) -> None:
-        options = self.options
-        order = alternating(len(self.arms), options.settings.trials)
-        for position, (index, rnd) in enumerate(order, start=1):
-            arm = self.arms[index]
-            run_dir = self.out / "trials" / f"{position:02d}-{arm.label.replace('/', '-')}-r{rnd}"
-            if self.servers is not None and options.restart_per_trial:
+        """Warm-up trials, then the measured ones, ABAB…; with ``--restart-per-trial`` a
+        fresh server for every measured trial, warmed by its own warm-up trials."""
+        options, arms = self.options, len(self.arms)
+        measured = alternating(arms, options.settings.trials)
+        warmups = options.warmup_trials
+        if self.servers is not None and options.restart_per_trial:
+            for index, rnd in measured:
                 await self.servers.start([index], options.startup_timeout_s, f"-r{rnd}")
-            self.progress(f"trial {position}/{len(order)} · arm {arm.label} round {rnd} …")
-            trial, outcome = await self._trial(arm, rnd, run_dir)
-            self.trials.append(trial)
-            if self.servers is not None and options.restart_per_trial:
+                steps = [(index, w, True) for w in range(1, warmups + 1)] + [(index, rnd, False)]
+                cancelled = False
+                for step in steps:
+                    if not await self._step(*step):
+                        cancelled = True
+                        break
                 await self.servers.stop([index])
-            if outcome is None:
-                self.progress(f"trial {position}/{len(order)} · arm {arm.label}: {trial.reason}")
-                continue
-            self.progress(_trial_line(position, len(order), arm, trial, outcome))
-            if outcome.cancelled:
-                self.status = "interrupted"
+                if cancelled:
+                    return
+            return
+        steps = [(i, w, True) for i, w in alternating(arms, warmups)]
+        for step in [*steps, *((i, r, False) for i, r in measured)]:
+            if not await self._step(*step):
                 return
 
     async def run(self) -> AbOutcome:
@@ -275,7 +307,8 @@ class _AbRun:
         finally:
             if self.servers is not None:
                 await self.servers.stop(list(self.servers.live))
-        analysis = analyse_ab(self.arms, self.trials, options.settings, ids)
+        measured = [t for t in self.trials if not t.warmup]
+        analysis = analyse_ab(self.arms, measured, options.settings, ids)
         document = self._document(analysis)
         (self.out / AB_JSON).write_text(json.dumps(document, indent=2, ensure_ascii=False))
         return AbOutcome(self.out, self.status, analysis, document)
@@ -291,6 +324,7 @@ class _AbRun:
             "chunks": options.chunks,
             "launch": redact_command(launch.words, secrets) if launch is not None else None,
             "restart_per_trial": options.restart_per_trial,
+            "warmup_trials": [t.to_dict() for t in self.trials if t.warmup],
             "servers": self.servers.records if self.servers is not None else [],
             "workload": {"name": options.bench.workload, "overrides": options.bench.overrides},
             "cache_protocol": options.bench.cache_protocol,

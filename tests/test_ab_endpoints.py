@@ -91,7 +91,8 @@ def test_outputs_that_differ_are_found(engines, tmp_path: Path):
     arm = outputs["arms"][0]
     assert arm["compared"] == 3 * 16 and arm["exact_match_rate"] < 0.2
     assert arm["first_divergence"]["count"] == arm["compared"] - arm["exact_matches"]
-    assert arm["consistent"] is False and outputs["consistent"] is False
+    assert arm["status"] in ("near ties", "differs") and arm["consistent"] is False
+    assert outputs["consistent"] is False
     assert outputs["baseline"]["exact_match_rate"] == 1.0  # A's own trials agree
 
 

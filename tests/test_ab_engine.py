@@ -69,8 +69,13 @@ def test_the_embedded_engine_says_the_same_whatever_the_chunk_size(oversized):
     arm = outputs["arms"][0]
     assert arm["compared"] == 3 * 7 and arm["exact_match_rate"] == 1.0
     assert arm["logprob_abs_diff"]["max"] == 0.0 and arm["logprob_abs_diff"]["count"] > 800
-    assert arm["first_divergence"]["count"] == 0 and outputs["consistent"] is True
+    assert arm["first_divergence"]["count"] == 0 and arm["status"] == "identical"
+    assert outputs["consistent"] is True
     assert outputs["baseline"]["exact_match_rate"] == 1.0
+    same = "100% exact, |\u0394 logprob| \u2264 0 before it (identical)"
+    assert outputs["sentence"] == (
+        f"outputs (tolerance 0.05): 512 vs 4096: {same}; 4096 against itself: {same}"
+    )
 
 
 def test_an_a_a_run_finds_no_significant_difference(tmp_path: Path):

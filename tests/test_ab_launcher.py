@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
-from ab_support import INTERFERENCE, PREFILLSCOPE, diagnose_ab, run_json, trial_dirs
+from ab_support import (
+    INTERFERENCE,
+    PREFILLSCOPE,
+    TIMING_TOLERANCES,
+    ab_json,
+    diagnose_ab,
+    run_json,
+    trial_dirs,
+)
 
 from diagnose.launcher import LaunchedServer, free_port
 
@@ -138,8 +146,32 @@ def test_a_launched_a_b_over_three_chunk_sizes(tmp_path: Path):
     chunk_at = {s["url"]: int(s["command"][-1]) for s in servers}  # … --max-num-batched-tokens N
     urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
     assert [chunk_at[u] for u in urls] == [512, 2048, 4096] * 3
+    warmups = doc["warmup_trials"]  # one unmeasured round first: the servers start cold
+    assert [Path(t["run_dir"]).name for t in warmups] == ["01-512-w1", "02-2048-w1", "03-4096-w1"]
+    assert all(t["warmup"] for t in warmups)
     lines = stdout.splitlines()
-    assert sum(line.startswith("trial ") for line in lines) == 2 * 9  # progress per trial
+    assert sum(line.startswith("trial ") for line in lines) == 2 * 12  # progress per trial
     assert lines[0].startswith("starting 3 servers: ") and lines[1].startswith("ready: ")
     for title in ("arms (trials pooled)", "trade-off by chunk size", "conditions", "verdict"):
         assert title in stdout
+
+
+def test_restart_per_trial_gives_every_trial_a_fresh_server(tmp_path: Path):
+    launch = f"{PREFILLSCOPE} serve --port {{port}} --max-num-batched-tokens {{chunk}}"
+    workload = [
+        "--workload", "shared-prefix", "--num-requests", "6", "--rate", "20", "--seed", "1",
+        "--set", "output_len=4", "--set", "prefix_len=64", "--set", "suffix_len=32",
+        "--vocab-size", "32000", "--gpu", "off", "--resamples", "200", *TIMING_TOLERANCES,
+    ]  # fmt: skip
+    code, doc = ab_json(
+        "--chunks", "512,1024", "--launch", launch, *workload, "--restart-per-trial",
+        "--warmup-trials", "0", "--out", tmp_path / "ab",
+    )  # fmt: skip
+    assert code in (0, 1) and not doc["warmup_trials"]
+    servers = doc["servers"]
+    assert len(servers) == 6 and all(s["stopped"]["how"] == "sigterm" for s in servers)
+    urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
+    assert urls == [s["url"] for s in servers]  # started for its trial, stopped after it
+    assert [int(s["command"][-1]) for s in servers] == [512, 1024] * 3
+    logs = sorted(p.name for p in (tmp_path / "ab" / "servers").iterdir())
+    assert logs == sorted(f"{c}-r{r}.log" for c in (512, 1024) for r in (1, 2, 3))

@@ -192,24 +192,36 @@ def test_first_divergence():
     assert first_divergence([1, 2], [1, 2, 3]) == 2
 
 
-def test_outputs_diverging_at_a_near_tie_are_consistent_and_elsewhere_not():
+def compared(base: dict[str, Output], new: dict[str, Output]) -> dict:
+    comparison = OutputComparison(0.05)
+    comparison.add(base, new)
+    return comparison.to_dict()
+
+
+def test_outputs_are_graded_from_identical_to_different():
     base = {
         "r1": Output((1, 2, 3, 4), (-1.0, -2.0, -0.70, -0.5)),
         "r2": Output((5, 6), (-1.0, -1.0)),
     }
+    assert compared(base, base)["status"] == "identical" and compared(base, base)["consistent"]
+    close = {"r1": Output((1, 2, 3, 4), (-1.0, -2.01, -0.7, -0.5)), "r2": base["r2"]}
+    assert compared(base, close)["status"] == "within tolerance"
     flipped = {"r1": Output((1, 2, 7, 8), (-1.0, -2.001, -0.71, -0.9)), "r2": base["r2"]}
-    near = OutputComparison(0.05)
-    near.add(base, flipped)
-    result = near.to_dict()
-    assert result["exact_match_rate"] == 0.5 and result["consistent"] is True
-    assert result["first_divergence"]["buckets"]["1-3"] == 1
-    assert result["first_divergence"]["near_ties"] == 1
-    assert result["logprob_abs_diff"]["count"] == 4  # r1 before position 2, and r2
-    assert result["logprob_abs_diff"]["max"] == pytest.approx(0.001)
+    near = compared(base, flipped)
+    assert near["exact_match_rate"] == 0.5 and near["status"] == "near ties"
+    assert near["consistent"] is False and near["first_divergence"]["near_ties"] == 1
+    assert near["first_divergence"]["buckets"]["1-3"] == 1
+    assert near["logprob_abs_diff"]["count"] == 4  # r1 before position 2, and r2
+    assert near["logprob_abs_diff"]["max"] == pytest.approx(0.001)
     drifted = {"r1": Output((1, 2, 3, 4), (-1.0, -2.2, -0.7, -0.5)), "r2": base["r2"]}
-    far = OutputComparison(0.05)
-    far.add(base, drifted)
-    assert far.to_dict()["tokens_over_tolerance"] == 1 and far.to_dict()["consistent"] is False
+    assert compared(base, drifted)["tokens_over_tolerance"] == 1
+    assert compared(base, drifted)["status"] == "differs"
+    other = {"r1": Output((9, 2, 3, 4), (-3.0, -2.0, -0.7, -0.5)), "r2": base["r2"]}
+    assert compared(base, other)["status"] == "differs"  # a divergence that is no near tie
+    blind = {k: Output(v.token_ids, None) for k, v in base.items()}
+    assert compared(base, blind)["status"] == "within tolerance"
+    assert compared(base, blind)["logprob_abs_diff"] is None
+    assert compared({}, base)["status"] == "unknown" and compared({}, base)["consistent"] is None
 
 
 def test_arms_are_labelled_and_trials_alternate():

@@ -154,7 +154,8 @@ def _outputs_table(outputs: dict[str, Any]) -> Table:
         title=f"outputs vs {outputs['reference']} (|Δ logprob| tolerance {outputs['tolerance']:g})",
         box=box.SIMPLE_HEAD,
     )
-    for name in ("arm", "compared", "exact match", "first divergence p50", "|Δ logprob| p99/max"):
+    columns = ("arm", "status", "compared", "exact match", "diverged at p50", "|Δ logprob| p99/max")
+    for name in columns:
         table.add_column(name, justify="left" if name == "arm" else "right")
     rows = [*outputs["arms"]]
     if outputs.get("baseline"):
@@ -165,6 +166,7 @@ def _outputs_table(outputs: dict[str, Any]) -> Table:
         first = row["first_divergence"]
         table.add_row(
             escape(row["arm"]),
+            row["status"],
             str(row["compared"]),
             "–" if rate is None else f"{rate:.1%}",
             "–" if first["p50"] is None else f"token {first['p50']:.0f}",
@@ -184,6 +186,7 @@ def render(outcome: AbOutcome, console: Console) -> None:
         console.print(_tradeoff_table(doc))
     if doc["outputs"] is not None:
         console.print(_outputs_table(doc["outputs"]))
+        console.print(escape(doc["outputs"]["sentence"]))
     verdict = doc["verdict"]
     style = (
         "red" if verdict["refused"] else ("green" if verdict["winner"] is not None else "yellow")
@@ -212,6 +215,12 @@ def ab(
     trials: Annotated[int, typer.Option(help="Trials per arm (at least 3), run ABAB….")] = 3,
     reference: Annotated[
         int | None, typer.Option(help="Chunk size the others are compared with (default: last).")
+    ] = None,
+    warmup_trials: Annotated[
+        int | None,
+        typer.Option(
+            help="Unmeasured trials per arm first (default: 1 per launched server, else 0)."
+        ),
     ] = None,
     restart_per_trial: Annotated[
         bool, typer.Option("--restart-per-trial", help="Launch a fresh server for every trial.")
@@ -243,6 +252,8 @@ def ab(
     endpoints = _validate_targets(flags, sizes, launch, a, b)
     if trials < MIN_TRIALS:
         raise InputError("--trials", f"{trials} is too few", f"use at least {MIN_TRIALS} per arm")
+    if warmup_trials is not None and warmup_trials < 0:
+        raise InputError("--warmup-trials", f"must be >= 0, got {warmup_trials}")
     if resamples < 100:
         raise InputError("--resamples", f"{resamples} is too few", "use at least 100")
     if not 0.5 <= confidence < 1:
@@ -268,6 +279,7 @@ def ab(
         endpoints=endpoints,
         out=out,
         restart_per_trial=restart_per_trial,
+        warmup_trials=(1 if launch else 0) if warmup_trials is None else warmup_trials,
         startup_timeout_s=startup_timeout,
         stop_grace_s=stop_grace,
         command=command,
