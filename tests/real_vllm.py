@@ -31,7 +31,9 @@ from conftest import TARGETS
 from probe_servers import free_port
 
 #: Seconds to wait for /health: 35–80 s is usual, a loaded 2-core machine may take more.
-STARTUP_S = 600.0
+#: Under pytest-timeout's 300 s per test (which counts fixture setup), so that a server
+#: that never comes up fails with its log's tail rather than a timeout's stack dump.
+STARTUP_S = 240.0
 #: Seconds between SIGTERM and SIGKILL, as in the target script's ``stop``.
 STOP_GRACE_S = 15.0
 #: The target's model and the facts the tests check against.
