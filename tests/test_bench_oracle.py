@@ -1,11 +1,12 @@
 """The prefix oracle against the cached tokens the engine reports, request by request.
 
 Four 512-token prefixes (32 blocks each) shared by requests with a unique 64-token suffix,
-evenly spaced so that no two overlap: with the engine's full pool the oracle must equal
-``cached_tokens`` for every request; with a 90-block pool (smaller than the four prefixes
-plus a request's own blocks) it must predict the lower hit rate the engine then shows —
-within one block per request. The pool size comes from the engine's own metrics
-(``vllm:cache_config_info``), as for any vLLM server.
+sent one at a time (``--max-concurrency 1``: the oracle replays them one after another,
+and a busy machine must not make two overlap): with the engine's full pool the oracle
+must equal ``cached_tokens`` for every request; with a 90-block pool (smaller than the
+four prefixes plus a request's own blocks) it must predict the lower hit rate the engine
+then shows — within one block per request. The pool size comes from the engine's own
+metrics (``vllm:cache_config_info``), as for any vLLM server.
 """
 
 from __future__ import annotations
@@ -15,22 +16,23 @@ from pathlib import Path
 import pytest
 from bench_support import bench, read_json, requests_table
 
-pytestmark = pytest.mark.slow  # two runs of 48 requests at 10/s
+pytestmark = pytest.mark.slow  # two runs of 48 requests, one at a time
 
 WORKLOAD = {
     "groups": 4,
     "prefix_len": 512,
     "suffix_len": 64,
-    "output_len": 8,
+    "output_len": 4,
     "num_requests": 48,
     "arrival": "constant",
-    "rate": 10,
+    "rate": 20,
 }
 
 
 def _run(folder: Path, *engine: str):
     run = folder / "run"
-    outcome = bench("shared-prefix", run, engine=engine, overrides=WORKLOAD)
+    engine = ("fixed_step_s=0.005", *engine)  # a request: one prefill step, four decode steps
+    outcome = bench("shared-prefix", run, engine=engine, overrides=WORKLOAD, max_concurrency=1)
     assert outcome.status == "complete"
     requests = requests_table(run)
     assert (requests["status"] == "ok").all() and len(requests) == 48
