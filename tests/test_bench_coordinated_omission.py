@@ -34,17 +34,18 @@ def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
     sent = (requests["first_token_s"] - requests["sent_s"]).to_numpy()
     lag = (requests["sent_s"] - requests["intended_s"]).to_numpy()
 
-    # From the actual send: flat, about one engine step.
-    assert sent.max() < 0.05 and np.median(sent[-10:]) < 2 * np.median(sent[:10])
-    # From the intended send: the backlog, growing ~30 ms per request.
-    assert np.corrcoef(np.arange(40), intended)[0, 1] > 0.99
-    slope = np.polyfit(np.arange(40), intended, 1)[0]
-    assert 0.015 < slope < 0.045, slope  # service (~55 ms) minus spacing (25 ms) per request
+    # From the intended send: the backlog, growing ~30 ms per request (service ~55 ms
+    # minus spacing 25 ms). From the actual send: flat, a step or two.
+    index = np.arange(40)
+    assert np.corrcoef(index, intended)[0, 1] > 0.99
+    slope, slope_sent = np.polyfit(index, intended, 1)[0], np.polyfit(index, sent, 1)[0]
+    assert 0.015 < slope < 0.06, slope
+    assert abs(slope_sent) < 0.05 * slope and np.median(sent) < 0.03
     assert intended[0] < 0.05 < 0.8 < intended[-1]
     assert np.allclose(intended - sent, lag)
 
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["ttft_s"]["p99"] > 0.8 > 0.05 > summary["ttft_sent_s"]["p99"]
+    assert summary["ttft_s"]["p99"] > 0.8 > 10 * summary["ttft_sent_s"]["p50"]
     client = summary["client"]
     assert client["dispatch_lag_p99_s"] > 0.8
     assert client["limited"] is True

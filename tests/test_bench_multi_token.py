@@ -33,7 +33,12 @@ def test_per_token_itl_is_the_engine_step_and_multi_token_chunks_are_counted(
     summary = outcome.summary
     itl = summary["itl_s"]
     assert itl["count"] == 24 * 32
-    assert abs(itl["mean"] / STEP_S - 1) < 0.02, itl
+    # The engine's own step interval (its ITL histogram, observed every step), and the
+    # step it was told to take (a busy machine makes real-time steps a little late).
+    engine_sum, engine_count = histogram_delta(run, "vllm:inter_token_latency_seconds")
+    assert engine_count == 24 * 32
+    assert abs(itl["mean"] / (engine_sum / engine_count) - 1) < 0.02
+    assert abs(itl["mean"] / STEP_S - 1) < 0.05, itl
     assert abs(itl["p50"] / STEP_S - 1) < 0.05, itl
 
     chunks = summary["chunks"]
@@ -46,6 +51,3 @@ def test_per_token_itl_is_the_engine_step_and_multi_token_chunks_are_counted(
     same = table["request_id"].to_numpy()[1:] == table["request_id"].to_numpy()[:-1]
     per_chunk = np.diff(table["t_s"].to_numpy())[same]
     assert abs(np.median(per_chunk) / (4 * STEP_S) - 1) < 0.05
-
-    engine_sum, engine_count = histogram_delta(run, "vllm:inter_token_latency_seconds")
-    assert abs(itl["mean"] / (engine_sum / engine_count) - 1) < 0.02
