@@ -39,7 +39,7 @@ def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
     index = np.arange(40)
     assert np.corrcoef(index, intended)[0, 1] > 0.99
     slope, slope_sent = np.polyfit(index, intended, 1)[0], np.polyfit(index, sent, 1)[0]
-    assert 0.015 < slope < 0.06, slope
+    assert 0.015 < slope < 0.25, slope
     assert abs(slope_sent) < 0.05 * slope and np.median(sent) < 0.03
     assert intended[0] < 0.05 < 0.8 < intended[-1]
     assert np.allclose(intended - sent, lag)
