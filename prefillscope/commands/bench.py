@@ -104,11 +104,11 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
             )
         )
     if outcome.status != "complete":
-        finished = outcome.result.finished
+        result = outcome.result
         why = "cancelled (Ctrl-C)" if outcome.cancelled else outcome.reason
         print(
-            f"prefillscope: run {outcome.status}: {why}; {finished} finished requests "
-            f"kept in {outcome.run_dir}",
+            f"prefillscope: run {outcome.status}: {why}; {result.ok} completed and "
+            f"{result.finished - result.ok} failed requests kept in {outcome.run_dir}",
             file=sys.stderr,
         )
 
