@@ -194,6 +194,12 @@ class _AbRun:
             if options.launch is not None
             else None
         )
+        # The embedded engine's settings per arm, validated before anything runs.
+        self.engines = (
+            [arm_engine(options.bench.engine, arm.chunk) for arm in self.arms]
+            if options.mode == "embedded"
+            else []
+        )
         self.trials: list[Trial] = []
         self.status = "complete"
         self.position = 0
@@ -206,7 +212,8 @@ class _AbRun:
         if options.endpoints:
             return list(options.endpoints)
         if options.launch is not None:
-            return [" ".join(options.launch.words)] * len(options.chunks)
+            command = redact_command(options.launch.words, [options.bench.api_key])
+            return [" ".join(command)] * len(options.chunks)
         return ["embedded engine"] * len(options.chunks)
 
     def _bench_options(self, arm: Arm, run_dir: Path, url: str | None) -> BenchOptions:
@@ -214,7 +221,7 @@ class _AbRun:
         return dataclasses.replace(
             base,
             endpoint=url,
-            engine=arm_engine(base.engine, arm.chunk) if url is None else None,
+            engine=self.engines[arm.index] if url is None else None,
             out=run_dir,
             record_outputs=self.options.settings.logprob_tolerance is not None,
             command=self.options.command,
@@ -325,7 +332,10 @@ class _AbRun:
             "launch": redact_command(launch.words, secrets) if launch is not None else None,
             "restart_per_trial": options.restart_per_trial,
             "warmup_trials": [t.to_dict() for t in self.trials if t.warmup],
-            "servers": self.servers.records if self.servers is not None else [],
+            "servers": [
+                record | {"command": redact_command(record["command"], secrets)}
+                for record in (self.servers.records if self.servers is not None else [])
+            ],
             "workload": {"name": options.bench.workload, "overrides": options.bench.overrides},
             "cache_protocol": options.bench.cache_protocol,
             "command": redact_command(options.command, secrets),

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import pytest
 import typer
+from ab_support import diagnose_ab
 from typer.testing import CliRunner
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
@@ -87,3 +88,26 @@ def test_options_are_validated_and_carry_every_flag(tmp_path: Path):
         flags.options(endpoint="http://127.0.0.1:1", out=None, command=[])
     with pytest.raises(InputError, match="--gpu"):
         BenchFlags(workload="interference", gpu="nvml").options(endpoint=None, out=None, command=[])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--chunks", "512"], "--chunks: '512': give two or more positive sizes"),
+        (["--chunks", "512,2048", "--trials", "2"], "--trials: 2 is too few"),
+        (["--chunks", "512,2048", "--cache-protocol", "warm"], "--cache-protocol: warm leaves"),
+        (
+            ["--chunks", "512,2048", "--engine", "max_num_batched_tokens=1024"],
+            "--engine: max_num_batched_tokens is what --chunks sets",
+        ),
+        (["--chunks", "512,2048", "--reference", "1024"], "--reference: 1024 is not one of"),
+        (["--chunks", "128,2048"], "--chunks: 128: --max-num-batched-tokens 128 is below"),
+        (["--chunks", "512,2048", "--tolerance", "rate"], "--tolerance: 'rate' is not KEY=VALUE"),
+        (["--chunks", "512,2048", "--launch", "serve --port {port}"], "the command has no {chunk}"),
+    ],
+)
+def test_bad_ab_flags_are_one_line_before_anything_runs(extra, message, tmp_path: Path):
+    code, out, err = diagnose_ab("--workload", "interference", *extra, "--out", tmp_path / "ab")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("prefillscope: error: ") and message in err
+    assert not (tmp_path / "ab").exists()

@@ -10,6 +10,8 @@ from diagnose.ab_verdict import Decision, decide, percent
 from diagnose.launcher import LaunchTemplate
 from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
+from loadgen.records import RequestRecord
+from loadgen.rundir import RunDir
 from prefillscope.commands.diagnose_ab import parse_chunks
 from probes.latency import Slo
 from workloads.errors import InputError
@@ -166,6 +168,32 @@ def test_client_limited_trials_must_be_spread_alike():
     assert checks(uneven, client=1.0)["client"] is True
     alike = [fact(i % 2, client_limited=i < 2) for i in range(6)]
     assert checks(alike)["client"] is True
+
+
+@pytest.mark.parametrize(
+    ("client", "own"),
+    [
+        ({"limited": True, "reasons": ["dispatch lag p99 27.2 ms > 5 ms"]}, False),
+        ({"limited": False, "loop_lag_s": {"p99": 0.02}}, True),
+        ({"limited": True, "cpu_share": {"sustained_max": 0.95}}, True),
+    ],
+)
+def test_only_the_clients_own_cpu_or_loop_count_as_client_limits(tmp_path, client, own):
+    run = RunDir(tmp_path / "trial", create=True)
+    row = RequestRecord("r1", intended_s=0.0, sent_s=0.01, first_token_s=0.1, end_s=0.2)
+    run.table("requests").append(row.to_row() | {"prompt_tokens": 10, "output_tokens": 5})
+    run.close()
+    run.write_json("run.json", {"status": "complete"})
+    run.write_json("summary.json", {"requests": {"total": 1, "failed": 0}, "client": client})
+    facts = TrialFacts.read(0, run.path, frozenset({"r1"}))
+    assert facts.client_limited is own
+    assert (facts.status, facts.prompt_tokens, facts.output_tokens) == ("complete", 10.0, 5.0)
+    assert facts.open_loop_rate is None  # one scheduled request has no rate
+
+
+def test_a_trial_that_never_ran_is_a_failed_one(tmp_path):
+    facts = TrialFacts.read(1, tmp_path / "missing", frozenset())
+    assert (facts.arm, facts.status, facts.requests) == (1, "failed", 0)
 
 
 def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():

@@ -76,6 +76,12 @@ def _validate_targets(
         raise InputError(
             "--chunks", "--a/--b take exactly two chunk sizes", "e.g. --chunks 512,2048"
         )
+    if flags.cache_protocol == "warm":
+        raise InputError(
+            "--cache-protocol",
+            "warm leaves each trial the cache its predecessors filled: warmth would not match",
+            "use salt (a fresh salt per trial) or reset",
+        )
     if flags.engine and (endpoints or launch):
         raise InputError("--engine", "configures the embedded engine only", "drop --engine")
     for item in flags.engine or []:
