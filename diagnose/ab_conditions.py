@@ -15,12 +15,15 @@ what a run can still get wrong:
 * **hit rate** — the server-reported prefix-cache hit rate within ``hit_rate``
   (absolute) of the median trial: cache warmth was matched. Unknown when the server
   reports no cached tokens; reported by some arms only is a mismatch;
-* **client** — the shares of trials in which the load generator's own resources limited
-  it (its CPU saturated, as ``summary.client`` judges it, or its event loop late by more
-  than ``DISPATCH_LAG_LIMIT_S`` at p99) differ by at most ``client`` between arms. The
-  dispatch lag behind ``summary.client.limited`` is reported but not judged: a request
-  counts as sent when its body is written, so a server slow to read (a busy event loop,
-  a starved process) delays it too, and that is the arm's behaviour, not the client's.
+* **client** — the load generator's own health alike in every arm: the arms' median
+  event-loop lag p99 within ``loop_lag`` seconds of each other (a late loop stamps tokens
+  late), and the shares of trials with its CPU saturated (as ``summary.client`` judges
+  it) within ``client``. The dispatch lag behind ``summary.client.limited`` is reported
+  but not judged: a request counts as sent when its body is written, so a server slow to
+  read (a busy event loop, a starved process) delays it too, and that is the arm's
+  behaviour, not the client's. On a machine the client shares with the server, an arm
+  that keeps the CPU busier also slows the client's loop: a difference beyond
+  ``loop_lag`` then refuses the verdict, since it lands in that arm's latencies.
 
 Any failed check refuses the verdict; each says what it saw and the tolerance it used.
 """
@@ -57,6 +60,7 @@ class Tolerances:
     hit_rate: float = 0.05
     errors: float = 0.01
     client: float = 0.5
+    loop_lag: float = DISPATCH_LAG_LIMIT_S
 
     @classmethod
     def parse(cls, items: Iterable[str]) -> Tolerances:
@@ -99,13 +103,14 @@ class TrialFacts:
     output_tokens: float
     open_loop_rate: float | None
     observed_hit_rate: float | None
-    client_limited: bool
+    cpu_saturated: bool
+    loop_lag_p99_s: float | None
     dispatch_lag_p99_s: float | None
 
     @classmethod
     def read(cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str]) -> TrialFacts:
         if not (run_dir / RUN_JSON).exists():  # the trial never started (its server died)
-            return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None)
+            return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None, None)
         run = RunDir(run_dir)
         status = run.read_json(RUN_JSON).get("status", "unknown")
         summary = run.read_json(SUMMARY_JSON) if run.has(SUMMARY_JSON) else {}
@@ -122,7 +127,8 @@ class TrialFacts:
             output_tokens=_total(done, "output_tokens"),
             open_loop_rate=_send_rate(requests, open_loop_ids),
             observed_hit_rate=_number(summary.get("prefix", {}).get("observed_hit_rate")),
-            client_limited=_own_limit(client),
+            cpu_saturated=_saturated(client),
+            loop_lag_p99_s=_number((client.get("loop_lag_s") or {}).get("p99")),
             dispatch_lag_p99_s=_number(client.get("dispatch_lag_p99_s")),
         )
 
@@ -131,12 +137,10 @@ class TrialFacts:
         return self.failed / self.requests if self.requests else 1.0
 
 
-def _own_limit(client: dict[str, Any]) -> bool:
-    """Whether the client's own CPU or event loop limited it (not the dispatch lag)."""
+def _saturated(client: dict[str, Any]) -> bool:
+    """Whether the client's CPU stayed saturated (``summary.client``'s own rule)."""
     cpu = (client.get("cpu_share") or {}).get("sustained_max")
-    loop = (client.get("loop_lag_s") or {}).get("p99")
-    saturated = cpu is not None and cpu >= CPU_SATURATION_SHARE
-    return saturated or (loop is not None and loop > DISPATCH_LAG_LIMIT_S)
+    return cpu is not None and cpu >= CPU_SATURATION_SHARE
 
 
 def _total(frame: pd.DataFrame, column: str) -> float:
@@ -253,19 +257,38 @@ def _errors_check(facts: Sequence[TrialFacts], labels: Sequence[str], limit: flo
     return Check("errors", True, f"{failed} failed requests", bound, values)
 
 
-def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], limit: float) -> Check:
-    values = _by_arm(facts, labels, lambda f: f.client_limited)
-    shares = [sum(v) / len(v) for v in values.values() if v]
-    bound = f"shares of trials the client's own CPU or loop limited differ by at most {limit:.0%}"
-    if not shares:
+def _ms(values: Sequence[float]) -> str:
+    return f"{np.median(values) * 1e3:.1f} ms" if values else "unknown"
+
+
+def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], tol: Tolerances) -> Check:
+    values = _by_arm(
+        facts,
+        labels,
+        lambda f: {
+            "loop_lag_p99_s": f.loop_lag_p99_s,
+            "cpu_saturated": f.cpu_saturated,
+            "dispatch_lag_p99_s": f.dispatch_lag_p99_s,
+        },
+    )
+    bound = (
+        f"median loop lag p99 within {tol.loop_lag * 1e3:g} ms, shares of CPU-saturated "
+        f"trials within {tol.client:.0%}, between arms"
+    )
+    if not facts:
         return Check("client", None, "no trials", bound, values)
-    lags = _by_arm(facts, labels, lambda f: f.dispatch_lag_p99_s)
-    worst = [f"{max(v) * 1e3:.1f} ms ({k})" for k, v in lags.items() if v and None not in v]
-    lag = f"; dispatch lag p99 up to {', '.join(worst)}" if worst else ""
-    limited = sum(f.client_limited for f in facts)
-    seen = f"client's own CPU or loop limited {limited} of {len(facts)} trials{lag}"
-    if max(shares) - min(shares) > limit:
-        return Check("client", False, f"{seen}, unevenly between arms", bound, values)
+    loops = {k: [v["loop_lag_p99_s"] for v in vs if v["loop_lag_p99_s"] is not None]
+             for k, vs in values.items()}  # fmt: skip
+    medians = [float(np.median(v)) for v in loops.values() if v]
+    shares = [sum(v["cpu_saturated"] for v in vs) / len(vs) for vs in values.values() if vs]
+    lags = [f.dispatch_lag_p99_s for f in facts if f.dispatch_lag_p99_s is not None]
+    seen = "loop lag p99 median " + ", ".join(f"{_ms(v)} ({k})" for k, v in loops.items())
+    seen += f"; CPU saturated in {sum(f.cpu_saturated for f in facts)} of {len(facts)} trials"
+    if lags:
+        seen += f"; dispatch lag p99 up to {max(lags) * 1e3:.1f} ms (not judged)"
+    loop_gap = max(medians) - min(medians) if medians else 0.0
+    if loop_gap > tol.loop_lag or max(shares) - min(shares) > tol.client:
+        return Check("client", False, f"{seen}: unevenly between arms", bound, values)
     return Check("client", True, seen, bound, values)
 
 
@@ -317,7 +340,7 @@ def check_conditions(
             ),
             rate,
             _hit_rate_check(facts, labels, tolerances.hit_rate),
-            _client_check(facts, labels, tolerances.client),
+            _client_check(facts, labels, tolerances),
         ]
     )
 

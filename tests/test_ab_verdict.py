@@ -125,7 +125,8 @@ def fact(arm: int, **changes) -> TrialFacts:
         "output_tokens": 1_000.0,
         "open_loop_rate": 5.0,
         "observed_hit_rate": 0.5,
-        "client_limited": False,
+        "cpu_saturated": False,
+        "loop_lag_p99_s": 0.001,
         "dispatch_lag_p99_s": 0.001,
     }
     return TrialFacts(**(values | changes))
@@ -162,23 +163,26 @@ def test_one_trial_off_fails_its_check(changes, name):
     assert all(v for k, v in result.items() if k != name)
 
 
-def test_client_limited_trials_must_be_spread_alike():
-    uneven = [fact(0) for _ in range(3)] + [fact(1, client_limited=True) for _ in range(3)]
-    assert checks(uneven)["client"] is False
-    assert checks(uneven, client=1.0)["client"] is True
-    alike = [fact(i % 2, client_limited=i < 2) for i in range(6)]
-    assert checks(alike)["client"] is True
+def test_the_client_must_hold_up_alike_in_every_arm():
+    saturated = [fact(0) for _ in range(3)] + [fact(1, cpu_saturated=True) for _ in range(3)]
+    assert checks(saturated)["client"] is False
+    assert checks(saturated, client=1.0)["client"] is True
+    late = [fact(0) for _ in range(3)] + [fact(1, loop_lag_p99_s=0.008) for _ in range(3)]
+    assert checks(late)["client"] is False  # medians 1 ms vs 8 ms: more than 5 ms apart
+    assert checks(late, loop_lag=0.01)["client"] is True
+    alike = [fact(i % 2, cpu_saturated=i < 2, dispatch_lag_p99_s=0.05) for i in range(6)]
+    assert checks(alike)["client"] is True  # dispatch lag alone is not judged
 
 
 @pytest.mark.parametrize(
-    ("client", "own"),
+    ("client", "saturated", "loop"),
     [
-        ({"limited": True, "reasons": ["dispatch lag p99 27.2 ms > 5 ms"]}, False),
-        ({"limited": False, "loop_lag_s": {"p99": 0.02}}, True),
-        ({"limited": True, "cpu_share": {"sustained_max": 0.95}}, True),
+        ({"limited": True, "reasons": ["dispatch lag p99 27.2 ms > 5 ms"]}, False, None),
+        ({"limited": False, "loop_lag_s": {"p99": 0.02}}, False, 0.02),
+        ({"limited": True, "cpu_share": {"sustained_max": 0.95}}, True, None),
     ],
 )
-def test_only_the_clients_own_cpu_or_loop_count_as_client_limits(tmp_path, client, own):
+def test_a_trial_is_read_from_its_run_directory(tmp_path, client, saturated, loop):
     run = RunDir(tmp_path / "trial", create=True)
     row = RequestRecord("r1", intended_s=0.0, sent_s=0.01, first_token_s=0.1, end_s=0.2)
     run.table("requests").append(row.to_row() | {"prompt_tokens": 10, "output_tokens": 5})
@@ -186,7 +190,7 @@ def test_only_the_clients_own_cpu_or_loop_count_as_client_limits(tmp_path, clien
     run.write_json("run.json", {"status": "complete"})
     run.write_json("summary.json", {"requests": {"total": 1, "failed": 0}, "client": client})
     facts = TrialFacts.read(0, run.path, frozenset({"r1"}))
-    assert facts.client_limited is own
+    assert (facts.cpu_saturated, facts.loop_lag_p99_s) == (saturated, loop)
     assert (facts.status, facts.prompt_tokens, facts.output_tokens) == ("complete", 10.0, 5.0)
     assert facts.open_loop_rate is None  # one scheduled request has no rate
 

@@ -246,7 +246,9 @@ def ab(
     ] = 0.05,
     tolerance: Annotated[
         list[str] | None,
-        typer.Option(help="Condition tolerance KEY=VALUE: tokens, rate, hit_rate, errors, client."),
+        typer.Option(
+            help="Condition tolerance KEY=VALUE: tokens, rate, hit_rate, errors, client, loop_lag."
+        ),
     ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = RESAMPLES,
     confidence: Annotated[float, typer.Option(help="Confidence level of intervals.")] = CONFIDENCE,
