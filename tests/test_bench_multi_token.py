@@ -33,13 +33,13 @@ def test_per_token_itl_is_the_engine_step_and_multi_token_chunks_are_counted(
     summary = outcome.summary
     itl = summary["itl_s"]
     assert itl["count"] == 24 * 32
-    # The engine's own step interval (its ITL histogram, observed every step), and the
-    # step it was told to take (a busy machine makes real-time steps a little late).
+    # The mean against the engine's own step interval (its ITL histogram, observed every
+    # step); the median against the step it was told to take (on a busy machine some
+    # real-time steps run late, which both sides then see).
     engine_sum, engine_count = histogram_delta(run, "vllm:inter_token_latency_seconds")
     assert engine_count == 24 * 32
     assert abs(itl["mean"] / (engine_sum / engine_count) - 1) < 0.02
-    assert abs(itl["mean"] / STEP_S - 1) < 0.05, itl
-    assert abs(itl["p50"] / STEP_S - 1) < 0.05, itl
+    assert abs(itl["p50"] / STEP_S - 1) < 0.02, itl
 
     chunks = summary["chunks"]
     assert chunks["tokens"] == 24 * 33
