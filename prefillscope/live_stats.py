@@ -173,7 +173,7 @@ class LiveStats(LoadObserver):
         sends = sum(n for _, n, _ in self._ticks)
         tokens = sum(n for _, _, n in self._ticks)
         lag = self._lag.quantiles()
-        cpu = self._cpu_share(now)
+        cpu = self._cpu_share()
         return LiveSnapshot(
             elapsed_s=elapsed,
             total=self.total,
@@ -233,7 +233,7 @@ class LiveStats(LoadObserver):
             self._itl.add(np.repeat(np.asarray(times), w), np.repeat(np.asarray(gaps), w))
         return tokens
 
-    def _cpu_share(self, now: float) -> float | None:
+    def _cpu_share(self) -> float | None:
         """The event-loop thread's CPU over the last ``CPU_SUSTAIN_S`` seconds (1.0: a core)."""
         self._cpu.append((time.perf_counter(), time.thread_time()))
         while len(self._cpu) > 2 and self._cpu[-1][0] - self._cpu[1][0] >= CPU_SUSTAIN_S:
