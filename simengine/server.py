@@ -249,6 +249,9 @@ class EngineServer:
             "parent": None,
             "max_model_len": self.config.max_model_len,
             "permission": [],
+            # llama.cpp's field: token-id prompts need the vocabulary size, and a bench
+            # against `prefillscope serve` should not have to be told it.
+            "meta": {"n_vocab": self.config.vocab_size},
         }
         return _json({"object": "list", "data": [card]})
 

@@ -116,9 +116,10 @@ def test_plain_openai_and_overrides() -> None:
 
 def test_the_embedded_engine_is_recognised_and_driven() -> None:
     with EmbeddedServer(EngineConfig(fixed_step_s=0.001, vocab_size=4096)) as server:
-        target = asyncio.run(detect_target(server.url, vocab_size=4096))
+        target = asyncio.run(detect_target(server.url))
         assert target.flavour == "embedded" and target.api == "completions"
         assert target.server_info.get("version")
+        assert target.vocab_size == 4096  # from /v1/models, not from the caller
 
 
 def test_unreachable_endpoint_is_one_line_input_error() -> None:
