@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,8 +61,9 @@ from workloads.errors import InputError
 from workloads.oracle import PrefixOracle
 from workloads.plan import Plan, RequestSpec
 
-#: How long before its send time an open-loop request's body is built (a 32k-token
-#: prompt takes a few milliseconds to materialise and encode).
+#: How long before its send time an open-loop request is built (a 32k-token prompt
+#: takes a few milliseconds to materialise and encode) and started: it then waits in its
+#: body write until the send time (``exchange._StampedBody``).
 PREPARE_AHEAD_S = 0.01
 
 
@@ -234,6 +235,7 @@ class LoadRun:
                 on_send=self._on_send,
                 on_first_token=_overridden(self._observer, "on_first_token"),
                 on_chunk=_overridden(self._observer, "on_chunk"),
+                spin_s=self.options.spin_s,
             )
             monitor = ClientMonitor(
                 self.clock, self.run_dir.table("client"), self.options.health_interval_s
@@ -316,22 +318,23 @@ class LoadRun:
             await self._cancel_all()
 
     async def _open_loop(self, specs: list[RequestSpec]) -> None:
-        """Release each request at its intended time; all that are due go in one pass."""
+        """Start each request ``PREPARE_AHEAD_S`` before its intended time.
+
+        Every request due within that window is built and started in one pass; each
+        then holds its bytes until its own intended time, so a high rate never
+        under-delivers and the client's set-up work is not counted as dispatch lag.
+        """
         i, n = 0, len(specs)
         while i < n:
-            due = self._t0 + specs[i].intended_s
-            # Built while waiting, not when due — but not at once either: the requests
-            # just released are still on their way to the socket (a connection, a
-            # body-writer task), and a body built now would hold them up.
-            await sleep_until(self.clock, due - PREPARE_AHEAD_S, self.options.spin_s)
-            ready = self._prepare(specs[i])
-            await sleep_until(self.clock, due, self.options.spin_s)
-            now = self.clock.now()
-            while i < n and self._t0 + specs[i].intended_s <= now:
+            await sleep_until(
+                self.clock, self._t0 + specs[i].intended_s - PREPARE_AHEAD_S, self.options.spin_s
+            )
+            horizon = self.clock.now() + PREPARE_AHEAD_S
+            while i < n and self._t0 + specs[i].intended_s <= horizon:
                 spec = specs[i]
-                prepared = ready if ready is not None else self._prepare(spec)
-                ready = None
-                self._spawn(self._request(spec, self._t0 + spec.intended_s, prepared))
+                due = self._t0 + spec.intended_s
+                prepared = replace(self._prepare(spec), not_before=due)
+                self._spawn(self._request(spec, due, prepared))
                 i += 1
             await asyncio.sleep(0)  # let them start before anything else is done
 
