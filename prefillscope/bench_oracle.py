@@ -20,7 +20,7 @@ from loadgen.target import Target
 from prefillscope.live_stats import LiveStats
 from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping
 from probes.scraper import MetricsScraper
-from simengine.embedded import EmbeddedServer
+from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
 from workloads.plan import Plan, RequestSpec
@@ -57,7 +57,7 @@ def metrics_mapping(scraper: MetricsScraper | None, target: Target) -> Mapping |
 def geometry(
     scraper: MetricsScraper | None,
     mapping: Mapping | None,
-    engine: EmbeddedServer | None,
+    engine: EngineProcess | None,
     *,
     block_size: int | None = None,
     num_blocks: int | None = None,
@@ -72,8 +72,8 @@ def geometry(
         snap = mapping.snapshot(scraper.first)
         block, blocks = snap.series["block_size"].value, snap.series["num_blocks"].value
         source = "server metrics"
-    if block is None and engine is not None and engine.server is not None:
-        block, blocks = engine.config.block_size, engine.server.core.pool.num_blocks
+    if block is None and engine is not None:
+        block, blocks = engine.config.block_size, engine.num_gpu_blocks
         source = "engine config"
     if block_size is not None or num_blocks is not None:
         block = block_size or block

@@ -53,7 +53,7 @@ from probes.sampling import ProbeStatus
 from probes.scraper import MetricsScraper
 from probes.server_summary import server_summary
 from probes.timeline import server_series
-from simengine.embedded import EmbeddedServer
+from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
@@ -149,12 +149,15 @@ def make_run_dir(path: Path) -> RunDir:
 # -- target ---------------------------------------------------------------------------------
 async def open_target(
     options: BenchOptions, stack: contextlib.AsyncExitStack
-) -> tuple[Target, EmbeddedServer | None]:
+) -> tuple[Target, EngineProcess | None]:
     """The target to drive: the embedded engine started here, or the endpoint detected."""
     if options.endpoint is None:
         settings = options.engine or EngineSettings.default()
-        engine = EmbeddedServer(settings.config, stream_interval=settings.stream_interval)
-        await asyncio.to_thread(engine.start)
+        # A child process, not a thread: sharing the client's interpreter lock would put
+        # the engine's own work into the client's timestamps (see simengine.engine_process).
+        # Started from this thread, which outlives it (the child dies with its parent).
+        engine = EngineProcess(settings.config, stream_interval=settings.stream_interval)
+        engine.start()
         stack.push_async_callback(asyncio.to_thread, engine.stop)
         target = await detect_target(
             engine.url,
@@ -246,14 +249,14 @@ def run_info(
     target: Target,
     clock: RunClock,
     deadline_s: float | None,
-    engine: EmbeddedServer | None = None,
+    engine: EngineProcess | None = None,
 ) -> RunInfo:
     """``run.json`` as known before the probes start."""
     described = target.describe()
     described["embedded"] = engine is not None
-    if engine is not None and engine.server is not None:
+    if engine is not None:
         described["engine"] = (options.engine or EngineSettings.default()).describe()
-        described["engine"]["kv_pool_blocks"] = engine.server.core.pool.num_blocks
+        described["engine"]["kv_pool_blocks"] = engine.num_gpu_blocks
     return RunInfo(
         command=redact_command(options.command, [options.api_key]),
         wall_t0=clock.wall_t0,
@@ -284,7 +287,7 @@ class _Bench:
     options: BenchOptions
     plan: Plan
     target: Target
-    engine: EmbeddedServer | None
+    engine: EngineProcess | None
     run: RunDir
     clock: RunClock
     info: RunInfo

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from bench_support import bench, bench_cli, read_json, requests_table
+from probe_servers import ReplayServer
 
 from prefillscope.cli import main
 from simengine.config import EngineConfig
@@ -26,7 +27,7 @@ SECRET = "sk-test-0123456789-SECRET"
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[EmbeddedServer]:
-    """An embedded engine reached as an external endpoint (it does not say its vocabulary)."""
+    """An embedded engine reached as an external endpoint."""
     with EmbeddedServer(EngineConfig(fixed_step_s=0.002)) as server:
         yield server
 
@@ -88,16 +89,21 @@ def test_a_trace_line_that_is_not_json_is_named(tmp_path: Path) -> None:
     assert "line 3" in line
 
 
+#: What vLLM's /v1/models says of a model: no vocabulary size.
+VLLM_MODELS = json.dumps(
+    {"object": "list", "data": [{"id": "tiny-llama", "object": "model", "owned_by": "vllm",
+                                 "max_model_len": 4096}]}
+)  # fmt: skip
+
+
 def test_an_endpoint_without_a_vocabulary_size_is_refused_before_the_run(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    engine: EmbeddedServer,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    done = bench_here(
-        monkeypatch, capsys, "--workload", "system-prompt", "--endpoint", engine.url,
-        "--out", str(tmp_path / "run"),
-    )  # fmt: skip
+    with ReplayServer([VLLM_MODELS], path="/v1/models") as vllm_like:
+        done = bench_here(
+            monkeypatch, capsys, "--workload", "system-prompt", "--endpoint", vllm_like.url,
+            "--out", str(tmp_path / "run"),
+        )  # fmt: skip
     assert "--vocab-size N" in _one_line_error(done, "--vocab-size")
     assert not (tmp_path / "run").exists()
 

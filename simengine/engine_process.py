@@ -1,0 +1,175 @@
+"""The embedded engine in a child process: what ``prefillscope bench`` measures by default.
+
+A client and an engine that share one interpreter share one lock: every step the engine
+computes, and every ``/metrics`` page it renders (~2.5 ms with prometheus_client), holds
+the load generator's event loop back, and the client's timestamps, dispatch lag and ITL
+tail then describe our own process rather than the modelled server. In a child process
+the engine has its own interpreter (and, on a multi-core machine, its own core), exactly
+like a remote server.
+
+The child is ``python -m simengine.engine_process``: it reads its configuration as JSON
+on stdin, prints one JSON line with its URL and resolved pool size once it listens, and
+serves until SIGTERM or until its parent dies (``PR_SET_PDEATHSIG`` on Linux, so a
+crashed or killed bench never leaves an engine behind). It ignores SIGINT: Ctrl-C in a
+terminal reaches the whole process group, and the parent must be the one to decide how
+the run ends (in-flight requests recorded as cancelled, not cut by a vanished server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import dataclasses
+import json
+import selectors
+import signal
+import subprocess
+import sys
+from types import TracebackType
+from typing import Any
+
+from simengine.config import EngineConfig
+from simengine.embedded import latency_gc, start_server
+from simengine.server import ServerOptions
+from workloads.errors import InputError
+
+_STARTUP_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+class EngineProcess:
+    """The engine server in a child process; same surface as ``EmbeddedServer``.
+
+    ``url`` is the base URL once started; ``num_gpu_blocks`` the KV pool the engine
+    resolved (from memory and weights unless configured).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        stream_interval: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.stream_interval = stream_interval
+        self.host = host
+        self.port = port
+        self.url = ""
+        self.num_gpu_blocks: int | None = None
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> EngineProcess:
+        """Start the child and return once it listens (or raise with what it said)."""
+        if self._proc is not None:
+            raise RuntimeError("EngineProcess already started")
+        self.config.validate()
+        request = {
+            "config": dataclasses.asdict(self.config),
+            "stream_interval": self.stream_interval,
+            "host": self.host,
+            "port": self.port,
+        }
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "simengine.engine_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps(request))
+        self._proc.stdin.close()
+        try:
+            ready = _read_ready(self._proc)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = ready["url"]
+        self.num_gpu_blocks = ready["num_gpu_blocks"]
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after a grace period; safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> EngineProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _read_ready(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The child's one ready line; what it said on stderr when it died or stayed silent."""
+    assert proc.stdout is not None and proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline() if sel.select(_STARTUP_TIMEOUT_S) else ""
+    if line:
+        ready = json.loads(line)
+        if "input_error" in ready:  # bad configuration the child found: the user's to fix
+            raise InputError(**ready["input_error"])
+        return ready
+    if proc.poll() is None:
+        raise RuntimeError(f"the embedded engine did not listen within {_STARTUP_TIMEOUT_S:.0f} s")
+    tail = proc.stderr.read().strip().splitlines()[-1:] or ["no output"]
+    raise RuntimeError(f"the embedded engine exited with status {proc.returncode}: {tail[0]}")
+
+
+# -- the child -------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent exits (no-op elsewhere)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+async def _serve(request: dict[str, Any]) -> None:
+    config = EngineConfig(**request["config"])
+    options = ServerOptions(stream_interval=request["stream_interval"])
+    server, runner, url = await start_server(config, options, request["host"], request["port"])
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        with latency_gc():
+            print(json.dumps({"url": url, "num_gpu_blocks": server.core.pool.num_blocks}))
+            sys.stdout.flush()
+            await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    try:
+        asyncio.run(_serve(json.loads(sys.stdin.read())))
+    except InputError as exc:
+        fields = {"field": exc.field, "problem": exc.problem, "fix": exc.fix}
+        print(json.dumps({"input_error": fields}), flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
