@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import gc
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from types import TracebackType
+from typing import Self
 
 from aiohttp import web
 
@@ -106,7 +108,30 @@ async def serve(
         await runner.cleanup()
 
 
-class EmbeddedServer:
+class Running(ABC):
+    """``with`` support for things that are started and stopped (engines, servers)."""
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Start, returning once ready."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class EmbeddedServer(Running):
     """The engine server on a background thread with its own event loop.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. ``url`` is the base
@@ -178,14 +203,3 @@ class EmbeddedServer:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._thread.join()
-
-    def __enter__(self) -> EmbeddedServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -26,11 +26,10 @@ import selectors
 import signal
 import subprocess
 import sys
-from types import TracebackType
 from typing import Any
 
 from simengine.config import EngineConfig
-from simengine.embedded import latency_gc, start_server
+from simengine.embedded import Running, latency_gc, start_server
 from simengine.server import ServerOptions
 from workloads.errors import InputError
 
@@ -39,7 +38,7 @@ _STOP_GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
-class EngineProcess:
+class EngineProcess(Running):
     """The engine server in a child process; same surface as ``EmbeddedServer``.
 
     ``url`` is the base URL once started; ``num_gpu_blocks`` the KV pool the engine
@@ -107,17 +106,6 @@ class EngineProcess:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-
-    def __enter__(self) -> EngineProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _read_ready(proc: subprocess.Popen[str]) -> dict[str, Any]:
