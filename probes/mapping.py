@@ -37,11 +37,13 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.canonical import HISTOGRAMS, POOL_BUCKETS, SERIES, Histogram, Provenance, Value
-from probes.exposition import Exposition, Sample
 from workloads.errors import InputError
+
+if TYPE_CHECKING:  # annotations only: the CLI reads BUILTIN_FLAVOURS at start, without httpx
+    from probes.exposition import Exposition, Sample
 
 MAPPINGS_DIR = Path(__file__).with_name("mappings")
 #: Built-in flavours in detection order: the embedded engine also exposes vLLM's names,
