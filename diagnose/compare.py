@@ -31,7 +31,15 @@ from typing import Any
 
 import pandas as pd
 
-from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison, Sample, compare_stats
+from diagnose.metrics import (
+    CONFIDENCE,
+    DEFAULT_METRICS,
+    RESAMPLES,
+    THROUGHPUTS,
+    MetricSpec,
+    metric_spec,
+)
+from diagnose.stats import Comparison, Sample, compare_stats
 from loadgen.rundir import RUN_JSON, RunDir
 from probes.latency import (
     TokenGaps,
@@ -42,66 +50,10 @@ from probes.latency import (
     throughput_bins,
     token_gaps,
 )
-from probes.quantiles import STATISTICS
 from workloads.errors import InputError
 
-#: Latency metric prefixes and the per-request column (or ``itl_s``) each comes from.
-LATENCIES = {
-    "ttft": "ttft_s",
-    "ttft_sent": "ttft_sent_s",
-    "itl": "itl_s",
-    "tpot": "tpot_s",
-    "e2e": "e2e_s",
-    "e2e_sent": "e2e_sent_s",
-}
-#: Throughput metrics (higher is better), compared as the mean over time slices.
-THROUGHPUTS = ("requests_per_s", "output_tokens_per_s")
-#: What ``compare`` shows when no metric is named.
-DEFAULT_METRICS = (
-    "ttft_p50",
-    "ttft_p99",
-    "itl_p50",
-    "itl_p99",
-    "tpot_p50",
-    "e2e_p50",
-    "e2e_p99",
-    "requests_per_s",
-    "output_tokens_per_s",
-)
 #: Workload spec keys that may differ between comparable runs.
 SAME_WORKLOAD_ANYWAY = ("seed", "num_requests", "duration")
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One comparable metric: where its samples come from and which way is better."""
-
-    name: str
-    source: str
-    stat: str
-    higher_is_better: bool
-
-    @property
-    def is_latency(self) -> bool:
-        return not self.higher_is_better
-
-
-#: The metric names ``compare`` and its gates accept, in one line.
-METRIC_GRAMMAR = f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}"
-
-
-def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
-    """The spec of a metric name; ``InputError`` naming ``flag`` for an unknown one."""
-    if name in THROUGHPUTS:
-        return MetricSpec(name, name, "mean", higher_is_better=True)
-    prefix, _, stat = name.rpartition("_")
-    if prefix in LATENCIES and stat in STATISTICS:
-        return MetricSpec(name, LATENCIES[prefix], stat, higher_is_better=False)
-    raise InputError(
-        flag,
-        f"unknown metric {name!r}",
-        f"use {METRIC_GRAMMAR}",
-    )
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,9 @@ import pandas as pd
 from scipy import sparse
 from scipy import stats as sps
 
+from diagnose.metrics import CONFIDENCE, RESAMPLES
 from probes.quantiles import QUANTILES, STATISTICS, statistic
 
-#: Default number of bootstrap resamples.
-RESAMPLES = 2000
-#: Default confidence level of intervals (and 1 - the rank test's alpha).
-CONFIDENCE = 0.95
 #: Least thresholds in the grid a resampled quantile is located on, and the most
 #: units × thresholds (more thresholds for fewer units: exact for small samples).
 _GRID = 64

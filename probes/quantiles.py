@@ -4,13 +4,18 @@ One definition serves ``summary.json``, the comparison of two runs and the A/B v
 so a "p99" means the same number everywhere: numpy's default (linear interpolation
 between order statistics) over the finite values. Unknown values (NaN) are not samples:
 a request with one output token has no TPOT, and it must not count as a zero.
+
+numpy is imported by the functions, not the module: the CLI shows the statistics' names
+in its ``--help`` (``compare --metric``), which must not wait for numpy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Quantile statistics by name, as percentages.
 QUANTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
@@ -21,12 +26,16 @@ STATISTICS: tuple[str, ...] = ("mean", *QUANTILES)
 
 def finite(values: Iterable[float] | np.ndarray) -> np.ndarray:
     """The finite values as a float array (NaN/inf dropped: unknown is not a sample)."""
+    import numpy as np
+
     arr = np.asarray(values, dtype=float).ravel()
     return arr[np.isfinite(arr)]
 
 
 def statistic(values: Iterable[float] | np.ndarray, name: str) -> float:
     """One named statistic (``mean`` or a key of ``QUANTILES``); NaN for no samples."""
+    import numpy as np
+
     if name not in STATISTICS:
         raise KeyError(f"unknown statistic {name!r}; known: {', '.join(STATISTICS)}")
     arr = finite(values)
@@ -39,6 +48,8 @@ def statistic(values: Iterable[float] | np.ndarray, name: str) -> float:
 
 def describe(values: Iterable[float] | np.ndarray) -> dict[str, float | int | None]:
     """Mean, p50/p90/p95/p99/p99.9 and the sample count; ``None`` values when empty."""
+    import numpy as np
+
     arr = finite(values)
     if arr.size == 0:
         return {name: None for name in STATISTICS} | {"count": 0}

@@ -22,15 +22,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from diagnose.compare import (
-    DEFAULT_METRICS,
-    METRIC_GRAMMAR,
-    CompareResult,
-    MetricResult,
-    compare_runs,
-    parse_gate,
-)
-from diagnose.stats import CONFIDENCE, RESAMPLES
+from diagnose.compare import CompareResult, MetricResult, compare_runs, parse_gate
+from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMPLES
 from prefillscope.report.content import fmt_duration, fmt_rate
 from workloads.errors import InputError
 
