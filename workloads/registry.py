@@ -1,30 +1,41 @@
-"""Every workload family and preset by name: what ``--workload`` can say."""
+"""Every workload family and preset by name: what ``--workload`` can say.
+
+The names are listed here and a family's module is imported when the family is asked
+for: the CLI prints the names in ``--help`` on every start, and the families' builders
+pull in numpy. ``tests/test_cli_startup.py`` checks these names against the families.
+"""
 
 from __future__ import annotations
 
-from workloads import interference, long_prompt, multi_turn, shared_prefix, trace
-from workloads.family import Family
+import importlib
+from typing import TYPE_CHECKING
 
-FAMILIES: dict[str, Family] = {
-    f.name: f
-    for f in (
-        shared_prefix.FAMILY,
-        multi_turn.FAMILY,
-        long_prompt.FAMILY,
-        interference.FAMILY,
-        trace.FAMILY,
-    )
+if TYPE_CHECKING:
+    from workloads.family import Family
+
+#: Family names, each the ``FAMILY`` of module ``workloads.<name, "-" written "_">``.
+FAMILY_NAMES = ("shared-prefix", "multi-turn", "long-prompt", "interference", "trace")
+
+#: Preset name → the family whose ``presets`` hold its values.
+PRESET_FAMILIES = {
+    "system-prompt": "shared-prefix",
+    "few-shot": "shared-prefix",
+    "doc-qa": "shared-prefix",
 }
 
-#: Preset name → (its family, the values it sets).
-PRESETS: dict[str, tuple[Family, dict[str, object]]] = {
-    name: (family, dict(values))
-    for family in FAMILIES.values()
-    for name, values in family.presets.items()
-}
+
+def family(name: str) -> Family:
+    """The family called ``name`` (one of ``FAMILY_NAMES``), its module imported now."""
+    return importlib.import_module(f"workloads.{name.replace('-', '_')}").FAMILY
+
+
+def preset(name: str) -> tuple[Family, dict[str, object]]:
+    """The family of preset ``name`` (a key of ``PRESET_FAMILIES``) and the values it sets."""
+    owner = family(PRESET_FAMILIES[name])
+    return owner, dict(owner.presets[name])
 
 
 def known_workloads() -> str:
     """The names ``--workload`` accepts, for error messages and ``--help``."""
-    names = [n for n in FAMILIES if n != "trace"] + list(PRESETS)
+    names = [n for n in FAMILY_NAMES if n != "trace"] + list(PRESET_FAMILIES)
     return ", ".join([*names, "trace:FILE", "or a .yaml/.toml spec file"])

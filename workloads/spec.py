@@ -29,11 +29,11 @@ from typing import Any
 
 import yaml
 
+from workloads import registry
 from workloads.arrivals import ARRIVALS
 from workloads.errors import InputError
 from workloads.family import Family
 from workloads.params import convert, known_keys, make_params, params_dict
-from workloads.registry import FAMILIES, PRESETS, known_workloads
 
 PROMPT_FORMATS = ("tokens", "text")
 SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
@@ -120,13 +120,14 @@ def _read_spec_file(path: Path) -> dict[str, object]:
 def _resolve_name(name: str) -> tuple[Family, str | None, dict[str, object]]:
     """The family, preset and preset values that ``name`` stands for."""
     if name.startswith("trace:"):
-        return FAMILIES["trace"], None, {"path": name.removeprefix("trace:")}
-    if name in FAMILIES:
-        return FAMILIES[name], None, {}
-    if name in PRESETS:
-        family, values = PRESETS[name]
-        return family, name, dict(values)
-    raise InputError("workload", f"unknown workload {name!r}", f"known: {known_workloads()}")
+        return registry.family("trace"), None, {"path": name.removeprefix("trace:")}
+    if name in registry.FAMILY_NAMES:
+        return registry.family(name), None, {}
+    if name in registry.PRESET_FAMILIES:
+        owner, values = registry.preset(name)
+        return owner, name, values
+    known = registry.known_workloads()
+    raise InputError("workload", f"unknown workload {name!r}", f"known: {known}")
 
 
 def _load(values: dict[str, object]) -> Load:
