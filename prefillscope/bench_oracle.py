@@ -18,8 +18,8 @@ from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver
 from loadgen.target import Target
 from prefillscope.live_stats import LiveStats
+from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping
-from probes.scraper import MetricsScraper
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
@@ -42,20 +42,20 @@ class Geometry:
         return {"block_size": self.block_size, "num_blocks": self.num_blocks, "source": self.source}
 
 
-def metrics_mapping(scraper: MetricsScraper | None, target: Target) -> Mapping | None:
+def metrics_mapping(first: Exposition | None, target: Target) -> Mapping | None:
     """The mapping that reads this server's metrics: its flavour's, else detected from the
     first scrape; None when nothing was scraped or nothing is recognised."""
-    if scraper is None or scraper.first is None:
+    if first is None:
         return None
     flavour = target.flavour if target.flavour in BUILTIN_FLAVOURS else None
     try:
-        return choose_mapping(scraper.first, flavour=flavour)
+        return choose_mapping(first, flavour=flavour)
     except InputError:
         return None
 
 
 def geometry(
-    scraper: MetricsScraper | None,
+    first: Exposition | None,
     mapping: Mapping | None,
     engine: EngineProcess | None,
     *,
@@ -64,12 +64,12 @@ def geometry(
 ) -> Geometry:
     """Block size and pool size for the oracle: ``--block-size``/``--num-gpu-blocks``,
     else the server's metrics, else the embedded engine's configuration, else vLLM's
-    default block size and an unbounded pool."""
+    default block size and an unbounded pool. ``first`` is the first scrape."""
     block: float | None = None
     blocks: float | None = None
     source = "assumed (vLLM's default block size, pool unknown: unbounded)"
-    if mapping is not None and scraper is not None and scraper.first is not None:
-        snap = mapping.snapshot(scraper.first)
+    if mapping is not None and first is not None:
+        snap = mapping.snapshot(first)
         block, blocks = snap.series["block_size"].value, snap.series["num_blocks"].value
         source = "server metrics"
     if block is None and engine is not None:

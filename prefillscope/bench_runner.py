@@ -7,8 +7,9 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
 2. start the embedded engine on a free port (no endpoint given) or detect the target;
 3. build the plan (text prompts through the target's tokenizer), add warm-up requests;
 4. create the run directory and write ``run.json`` (``status: running``);
-5. start the probes — ``/metrics`` scraping and GPU sampling — and wait for their first
-   sample, so counters have a baseline before the first request;
+5. start the probes — ``/metrics`` scraping and GPU sampling, in a child process
+   (``probes.probe_process``) so that their CPU never delays a send or a read — and
+   wait for their first sample, so counters have a baseline before the first request;
 6. annotate the plan with the prefix oracle, using the block size and pool size the
    server's metrics report (infinite pool when unknown);
 7. send it (``loadgen.run.LoadRun``), feeding the live display;
@@ -45,12 +46,14 @@ from prefillscope.dashboard import Display
 from prefillscope.engine_flags import EngineSettings
 from prefillscope.live_stats import LiveStats
 from prefillscope.runinfo import RunInfo, redact_command
-from probes.gpu import GpuSampler
+from probes.exposition import metrics_url
+from probes.gpu import GPU_TABLE
 from probes.latency import Slo, summarize
 from probes.mapping import Mapping
+from probes.probe_process import ProbeProcess
 from probes.prometheus_source import PrometheusSource
 from probes.sampling import ProbeStatus
-from probes.scraper import MetricsScraper
+from probes.scraper import SERVER_METRICS_TABLE
 from probes.server_summary import server_summary
 from probes.timeline import server_series
 from simengine.engine_process import EngineProcess
@@ -183,32 +186,34 @@ async def open_target(
 
 
 # -- probes ------------------------------------------------------------------------------------
+def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> dict[str, Any]:
+    """A probe's status dict; ``off`` with the flag that turned it off when not running."""
+    status = probes.statuses.get(name)
+    if status is None:
+        status = ProbeStatus(name)
+        status.off(off_reason)
+    return status.to_dict()
+
+
 def probe_settings(
     options: BenchOptions,
-    scraper: MetricsScraper | None,
+    probes: ProbeProcess,
     mapping: Mapping | None,
-    gpu: GpuSampler,
     prometheus: PrometheusSource | None,
 ) -> dict[str, Any]:
     """``run.json["probes"]``: what each probe was set to and how it went."""
-    if scraper is not None:
-        status = scraper.status.to_dict()
-    else:
-        off = ProbeStatus("server_metrics")
-        off.off("--no-server-metrics")
-        status = off.to_dict()
     return {
         "server_metrics": {
-            "url": scraper.url if scraper is not None else None,
+            "url": probes.metrics_url,
             "interval_s": options.metrics_interval_s,
             "flavour": mapping.flavour if mapping is not None else None,
             "mapping_file": None,
-            "status": status,
+            "status": probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics"),
         },
         "gpu": {
             "mode": options.gpu,
             "interval_s": options.metrics_interval_s,
-            "status": gpu.status.to_dict(),
+            "status": probe_status(probes, GPU_TABLE, "--gpu off"),
         },
         "prometheus": (
             {"url": prometheus.url, "status": prometheus.status.to_dict()}
@@ -297,12 +302,13 @@ class _Bench:
     async def measure(self, display: Display | None) -> BenchOutcome:
         """Probes, oracle, load, files — whichever way the load ends."""
         options, clock, run = self.options, self.clock, self.run
-        scraper = (
-            MetricsScraper(self.target.base_url, clock, run, interval_s=options.metrics_interval_s)
-            if options.server_metrics
-            else None
+        probes = ProbeProcess(
+            run,
+            clock,
+            metrics_url=metrics_url(self.target.base_url) if options.server_metrics else None,
+            gpu_mode=options.gpu,
+            interval_s=options.metrics_interval_s,
         )
-        gpu = GpuSampler(clock, run, interval_s=options.metrics_interval_s, mode=options.gpu)
         stats = LiveStats(
             clock,
             total=len(self.plan),
@@ -315,19 +321,17 @@ class _Bench:
         error: Exception | None = None
         shown: asyncio.Task[None] | None = None
         try:
-            if scraper is not None:
-                await scraper.__aenter__()
-            await gpu.__aenter__()
-            mapping = metrics_mapping(scraper, self.target)
+            await probes.start()
+            mapping = metrics_mapping(probes.first, self.target)
             shape = geometry(
-                scraper,
+                probes.first,
                 mapping,
                 self.engine,
                 block_size=options.block_size,
                 num_blocks=options.num_gpu_blocks,
             )
             self.info.oracle = shape.to_dict()
-            self.info.probes = probe_settings(options, scraper, mapping, gpu, self.prometheus)
+            self.info.probes = probe_settings(options, probes, mapping, self.prometheus)
             run.write_json(RUN_JSON, self.info.to_json("running"))
             observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
             load = LoadRun(
@@ -358,11 +362,9 @@ class _Bench:
                 await asyncio.gather(shown, return_exceptions=True)
             if display is not None:
                 display.close(stats)
-            await gpu.stop()
-            if scraper is not None:
-                await scraper.stop()
-        self.info.probes = probe_settings(options, scraper, mapping, gpu, self.prometheus)
-        summary = await self._finish(result, scraper)
+            await probes.stop()
+        self.info.probes = probe_settings(options, probes, mapping, self.prometheus)
+        summary = await self._finish(result)
         if error is not None:
             raise error
         return BenchOutcome(run.path, result.status, result.reason, summary, result, cancelled)
@@ -385,8 +387,9 @@ class _Bench:
             ),
         )
 
-    async def _finish(self, result: LoadResult, scraper: MetricsScraper | None) -> dict[str, Any]:
-        """Close the tables, write the final ``run.json`` and ``summary.json``."""
+    async def _finish(self, result: LoadResult) -> dict[str, Any]:
+        """Close the tables (the probes' too, once their process has stopped), write the
+        final ``run.json`` and ``summary.json``."""
         run, info = self.run, self.info
         info.cache_protocol = result.cache_protocol
         info.result = result.to_json()
@@ -396,7 +399,7 @@ class _Bench:
         summary = summarize(run, self.options.slo)
         requests = run.read_table("requests")
         probe = info.probes["server_metrics"]["status"]
-        series = server_series(run) if scraper is not None else None
+        series = server_series(run) if self.options.server_metrics else None
         summary["server"] = server_summary(series, requests, probe=probe)
         if self.prometheus is not None:
             section = await self._from_prometheus(result, requests)

@@ -52,6 +52,12 @@ class ProbeStatus:
                 {"t_s": t_s, "probe": self.probe, "event": "failed", "reason": reason}
             )
 
+    def lost(self, reason: str, t_s: float | None = None) -> None:
+        """The probe itself died (its process crashed or hung): a failed attempt whose
+        reason replaces any earlier one, since it explains every sample missing after it."""
+        self.reason = None
+        self.fail(reason, t_s)
+
     def unavailable(self, reason: str) -> None:
         self.state, self.reason = "unavailable", reason
         if self.journal is not None:

@@ -1,0 +1,313 @@
+"""The probes of a bench run in a child process: the load generator's loop only sends and reads.
+
+A scrape costs ~10 ms of CPU (the GET, prometheus_client's parse of a few hundred
+samples, the journal rows). Even done in 1 ms slices on the load generator's event loop,
+a slice that runs when an open-loop request is due or a stream's bytes arrive delays it:
+the dispatch lag and the ITL tail then carry our own noise. In a child process the
+probes have their own interpreter (and, on a multi-core machine, their own core).
+
+The child is ``python -m probes.probe_process`` running the same ``MetricsScraper`` and
+``GpuSampler``. Its configuration is one JSON line on stdin, holding the parent's
+``RunClock`` anchors: ``time.perf_counter`` is CLOCK_MONOTONIC on Linux, one clock for
+the whole system, so ``RunClock(t0=…, wall_t0=…)`` in the child reads the parent's run
+time. It appends to the run directory's ``server_metrics``, ``gpu`` and ``probe_events``
+journals, which the parent leaves alone until the child has exited; it then adopts them,
+so that the run's ``close()`` compacts them with the rest.
+
+The child answers with one JSON line once every probe made its first attempt: the
+probes' statuses and the first scrape's samples. Waiting for that line keeps the
+counters' baseline ahead of the first request, and the first scrape the parent reads
+(block size and pool size for the oracle, flavour for ``run.json``) is the very one in
+the journal — a scrape of its own would be another reading, and a parse on the parent's
+loop. Closing its stdin is the stop message: a last sample, a JSON line with the final
+statuses, and exit; SIGKILL after a grace period. The child dies with its parent
+(``PR_SET_PDEATHSIG``) and ignores SIGINT: Ctrl-C reaches the whole process group, and
+the parent decides how a run ends. A child that crashes or hangs is recorded as a
+failure of its probes, with what it said on stderr; it never costs the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import IO, Any
+
+from loadgen.clock import RunClock
+from loadgen.rundir import RunDir
+from probes.exposition import Exposition, Sample
+from probes.gpu import GPU_TABLE, GpuSampler
+from probes.sampling import EVENTS_TABLE, PeriodicProbe, ProbeStatus
+from probes.scraper import DEFAULT_INTERVAL_S, SERVER_METRICS_TABLE, MetricsScraper
+
+#: The run tables the child writes.
+CHILD_TABLES = (SERVER_METRICS_TABLE, GPU_TABLE, EVENTS_TABLE)
+#: Time for the child's imports and first samples, on top of a scrape's own timeout.
+_START_GRACE_S = 30.0
+#: Time for the last samples and the exit, on top of a scrape's own timeout.
+_STOP_GRACE_S = 5.0
+#: How much of a dead child's stderr its probes' reason quotes (lines).
+_STDERR_TAIL = 3
+_PR_SET_PDEATHSIG = 1
+
+
+class ProbeProcess:
+    """The ``/metrics`` scraper (``metrics_url``, the scrape URL; None for none) and the GPU sampler
+    (``gpu_mode`` ``auto`` or ``off``) of a run, sampling ``run`` on ``clock`` from a
+    child process; ``start()`` returns once they took their first samples, ``stop()``
+    after their last. No probe on: no child.
+
+    ``statuses`` holds a ``ProbeStatus`` per probe on; ``first`` the first scrape.
+    """
+
+    def __init__(
+        self,
+        run: RunDir,
+        clock: RunClock,
+        *,
+        metrics_url: str | None = None,
+        gpu_mode: str = "off",
+        interval_s: float = DEFAULT_INTERVAL_S,
+        timeout_s: float = 5.0,
+    ) -> None:
+        if gpu_mode not in ("auto", "off"):
+            raise ValueError(f"gpu mode must be auto or off, got {gpu_mode!r}")
+        self.run = run
+        self.clock = clock
+        self.metrics_url = metrics_url
+        self.gpu_mode = gpu_mode
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.statuses: dict[str, ProbeStatus] = {}
+        if metrics_url is not None:
+            self.statuses[SERVER_METRICS_TABLE] = ProbeStatus(SERVER_METRICS_TABLE)
+        if gpu_mode != "off":
+            self.statuses[GPU_TABLE] = ProbeStatus(GPU_TABLE)
+        self.first: Exposition | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._silent_s: float | None = None
+
+    async def start(self) -> None:
+        """Start the child and wait for its first samples (a child that cannot start is
+        recorded in ``statuses``)."""
+        if self._proc is not None or not self.statuses:
+            return
+        request = {
+            "run_dir": str(self.run.path),
+            "t0": self.clock.t0,
+            "wall_t0": self.clock.wall_t0,
+            "metrics_url": self.metrics_url,
+            "gpu_mode": self.gpu_mode,
+            "interval_s": self.interval_s,
+            "timeout_s": self.timeout_s,
+        }
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read back when it died)
+        # Started from the event loop's thread, which outlives the child: the parent-death
+        # signal follows the thread that forked, so a worker thread would kill it early.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "probes.probe_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self._proc.stdin.flush()
+        wait_s = self.timeout_s + _START_GRACE_S
+        try:
+            message = await asyncio.to_thread(_read_message, self._proc, wait_s)
+        except BaseException:  # cancelled: stop() finds it dead and says so
+            self._proc.kill()
+            raise
+        if message is None:
+            if self._proc.poll() is None:  # alive but silent: hung
+                self._proc.kill()
+                self._silent_s = wait_s
+            await self.stop()
+            return
+        self._update(message)
+        self.first = _decode_exposition(message["first"])
+
+    async def stop(self) -> None:
+        """Take the last samples and wait for the child; then its tables are the run's
+        (call it even when no child ran: the run still gets its empty probe tables)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            self._adopt_tables()
+            return
+        wait_s = self.timeout_s + _STOP_GRACE_S
+        message, killed = await asyncio.to_thread(_stop, proc, wait_s)
+        if killed:
+            self._silent_s = wait_s
+        self._adopt_tables()
+        if message is not None:
+            self._update(message)
+        else:
+            self._lost(proc)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def _adopt_tables(self) -> None:
+        """Open the child's tables in the parent, now that the child has exited: the run's
+        ``close()`` then compacts them, and a run has every table, empty for a probe off."""
+        for name in CHILD_TABLES:
+            self.run.table(name)
+
+    def _update(self, message: dict[str, Any]) -> None:
+        for name, status in message["statuses"].items():
+            self.statuses[name] = ProbeStatus(name, **status)
+
+    def _lost(self, proc: subprocess.Popen[bytes]) -> None:
+        """Mark the probes the dead child was running failed, with its exit and stderr."""
+        if self._silent_s is not None:
+            ended = f"did not answer within {self._silent_s:.0f} s"
+        else:
+            ended = _exit_description(proc.returncode)
+        reason = f"probe process {ended}: {self._stderr_tail()}"
+        journal = self.run.table(EVENTS_TABLE)
+        now = self.clock.now()
+        for status in self.statuses.values():
+            if status.state not in ("off", "unavailable"):
+                status.journal = journal
+                status.lost(reason, now)
+                status.journal = None
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return "no output"
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+        return " / ".join(line.strip() for line in lines[-_STDERR_TAIL:]) or "no output"
+
+    async def __aenter__(self) -> ProbeProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def _exit_description(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+def _read_message(proc: subprocess.Popen[bytes], timeout_s: float) -> dict[str, Any] | None:
+    """The child's next JSON line; None when it exited or stayed silent for ``timeout_s``."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline() if sel.select(timeout_s) else b""
+    try:
+        return json.loads(line) if line else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[dict[str, Any] | None, bool]:
+    """Send the stop message (stdin closed), read the final line, reap the child; the
+    line (None when it died without one) and whether it had to be SIGKILLed, silent or
+    still running ``timeout_s`` later."""
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    message = _read_message(proc, timeout_s) if proc.poll() is None else None
+    killed = False
+    try:
+        proc.wait(timeout_s if message is not None else 0.5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        killed = True
+    proc.stdout.close()
+    return message, killed
+
+
+def _encode_exposition(exposition: Exposition | None) -> dict[str, Any] | None:
+    if exposition is None:
+        return None
+    return {
+        "samples": [[s.name, s.labels, s.value] for s in exposition.samples],
+        "types": exposition.types,
+    }
+
+
+def _decode_exposition(data: dict[str, Any] | None) -> Exposition | None:
+    if data is None:
+        return None
+    return Exposition([Sample(*sample) for sample in data["samples"]], data["types"])
+
+
+# -- the child -------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """Linux sends this process SIGTERM when the thread that started it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _say(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _on_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """End of stdin (the parent closed it, or died) is the stop message."""
+    if not os.read(sys.stdin.fileno(), 4096):
+        loop.remove_reader(sys.stdin.fileno())
+        stop.set()
+
+
+async def _sample(request: dict[str, Any]) -> None:
+    clock = RunClock(t0=request["t0"], wall_t0=request["wall_t0"])
+    run = RunDir(request["run_dir"])
+    interval_s = request["interval_s"]
+    probes: dict[str, PeriodicProbe] = {}
+    if request["metrics_url"] is not None:
+        probes[SERVER_METRICS_TABLE] = MetricsScraper(
+            request["metrics_url"],
+            clock,
+            run,
+            interval_s=interval_s,
+            timeout_s=request["timeout_s"],
+        )
+    if request["gpu_mode"] != "off":
+        probes[GPU_TABLE] = GpuSampler(clock, run, interval_s=interval_s, mode=request["gpu_mode"])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_reader(sys.stdin.fileno(), _on_stdin, loop, stop)
+    for probe in probes.values():
+        probe.start()
+    for probe in probes.values():
+        await probe.first_sample()
+    scraper = probes.get(SERVER_METRICS_TABLE)
+    first = scraper.first if isinstance(scraper, MetricsScraper) else None
+    statuses = {name: probe.status for name, probe in probes.items()}
+    _say({"t_s": clock.now(), "statuses": _dicts(statuses), "first": _encode_exposition(first)})
+    await stop.wait()
+    await asyncio.gather(*(probe.stop() for probe in probes.values()))
+    _say({"t_s": clock.now(), "statuses": _dicts(statuses)})
+
+
+def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
+    return {name: status.to_dict() for name, status in statuses.items()}
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    asyncio.run(_sample(json.loads(sys.stdin.buffer.readline())))
+
+
+if __name__ == "__main__":
+    main()
