@@ -7,10 +7,10 @@ import random
 import pytest
 from engine_util import Run, drain, prompt, run_all
 
+from simengine.chunking import PrefillBlocked, chunk_schedule
 from simengine.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest, RequestRejected
 from simengine.driver import VirtualDriver
-from simengine.scheduler import PrefillBlocked, chunk_schedule
 
 
 def _req(rid: str, n: int, max_tokens: int, seed: int | None = None, **kw: object) -> EngineRequest:
