@@ -6,6 +6,10 @@ run, so both commands take the same workload, load, target and probe flags.
 ``takes_bench_flags`` adds them to a typer command next to the command's own options
 and calls it with one ``flags: BenchFlags``; ``BenchFlags.options`` validates them and
 builds the ``BenchOptions`` of one run. A flag added here appears in both commands.
+
+The flags are declared on every start of the CLI (``--help`` lists them), so this module
+imports only what declaring them needs; the runner and the parsers that pull in numpy and
+pandas are imported when a command reads the flags.
 """
 
 from __future__ import annotations
@@ -16,17 +20,17 @@ import typing
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from loadgen.target import api_key_from_env
-from prefillscope.bench_runner import BenchOptions
 from prefillscope.engine_flags import parse_engine_flags
-from probes.latency import parse_slo
 from workloads.errors import InputError
 from workloads.registry import known_workloads
-from workloads.spec import parse_assignments
+
+if TYPE_CHECKING:
+    from prefillscope.bench_runner import BenchOptions
 
 R = TypeVar("R")
 
@@ -103,6 +107,8 @@ class BenchFlags:
         ``--burstiness`` is vLLM's gamma shape (1: Poisson, below 1: burstier); given alone
         it implies ``--arrival gamma``, as in ``vllm bench serve``.
         """
+        from workloads.spec import parse_assignments
+
         overrides: dict[str, object] = dict(parse_assignments(self.set_ or []))
         given = {
             "num_requests": self.num_requests,
@@ -122,6 +128,9 @@ class BenchFlags:
         self, *, endpoint: str | None, out: Path | None, command: list[str]
     ) -> BenchOptions:
         """The validated ``BenchOptions`` of one run against ``endpoint`` (embedded if None)."""
+        from prefillscope.bench_runner import BenchOptions
+        from probes.latency import parse_slo
+
         if self.gpu not in ("auto", "off"):
             raise InputError("--gpu", f"unknown mode {self.gpu!r}", "use auto or off")
         if self.metrics_interval <= 0:
