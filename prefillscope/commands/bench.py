@@ -11,26 +11,27 @@ sending anything.
 
 Exit status: 0 complete; 3 interrupted (the server went away; every finished request is
 kept); 130 Ctrl-C (likewise); 1 failed; 2 bad input, one line, before anything is sent.
+
+The runner, the planner, the dashboard and rich are imported when the command runs (a dry
+run imports only the planner), so the CLI starts without them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
-from prefillscope.bench_plan import build_workload_plan, resolve_workload
-from prefillscope.bench_runner import BenchOptions, BenchOutcome, run_bench
-from prefillscope.dashboard import Display, LiveDashboard, PlainProgress
-from prefillscope.summary_view import summary_renderable
-from workloads.stats import plan_stats
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from prefillscope.bench_runner import BenchOptions, BenchOutcome
+    from prefillscope.dashboard import Display
 
 
 def dry_run(
@@ -42,6 +43,11 @@ def dry_run(
     as_json: bool,
 ) -> None:
     """Build the plan and print its statistics; nothing is sent."""
+    from rich.console import Console
+
+    from prefillscope.bench_plan import build_workload_plan, resolve_workload
+    from workloads.stats import plan_stats
+
     # Token prompts: the statistics are those of text prompts of the same token counts.
     spec, deadline_s = resolve_workload(workload, {**overrides, "prompt_format": "tokens"})
     stats = plan_stats(build_workload_plan(spec), block_size, num_blocks)
@@ -54,6 +60,8 @@ def dry_run(
 
 
 def _stats_table(stats: dict[str, Any]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"dry run — {stats['workload']} (seed {stats['seed']}), nothing sent")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -83,6 +91,10 @@ def _stats_table(stats: dict[str, Any]) -> Table:
 
 def make_display(as_json: bool, title: str) -> Display:
     """The live dashboard on a terminal; plain lines otherwise (stderr under ``--json``)."""
+    from rich.console import Console
+
+    from prefillscope.dashboard import LiveDashboard, PlainProgress
+
     if not as_json and sys.stdout.isatty():
         return LiveDashboard(Console(), title)
     return PlainProgress(sys.stderr if as_json else sys.stdout)
@@ -94,6 +106,10 @@ def _title(options: BenchOptions) -> str:
 
 
 def _report(outcome: BenchOutcome, as_json: bool) -> None:
+    from rich.console import Console
+
+    from prefillscope.summary_view import summary_renderable
+
     if as_json:
         typer.echo(json.dumps(outcome.summary, default=str))
     else:
@@ -135,6 +151,15 @@ def bench(
         dry_run(flags.workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
         return
     options = flags.options(endpoint=endpoint, out=out, command=["prefillscope", *sys.argv[1:]])
+    _run(options, as_json)
+
+
+def _run(options: BenchOptions, as_json: bool) -> None:
+    """Send the workload, report the run and exit with its status."""
+    import asyncio
+
+    from prefillscope.bench_runner import run_bench
+
     try:
         outcome = asyncio.run(run_bench(options, make_display(as_json, _title(options))))
     except KeyboardInterrupt:

@@ -5,6 +5,9 @@ the contract (chunks → ``chunks``; prefix → ``reused_blocks`` … ``linear_f
 ``bytes_per_token``, ``total_bytes``, ``transfer_seconds``). Bad values exit 2 through
 InputError; ``chunks`` exits 1 when running decodes leave prefill no budget at all, since
 that is an answer ("it would wait"), not a usage mistake.
+
+The arithmetic and rich are imported by the sub-command that runs, so the CLI starts
+without them.
 """
 
 from __future__ import annotations
@@ -15,12 +18,7 @@ from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from diagnose.arithmetic import kv_transfer, prefill_chunks, prefix_reuse
-from simengine.models import resolve_model
-from simengine.scheduler import PrefillBlocked
 from workloads.errors import InputError
 
 calc_app = typer.Typer(
@@ -36,6 +34,9 @@ def _emit(as_json: bool, title: str, data: dict, rows: list[tuple[str, str]]) ->
     if as_json:
         typer.echo(json.dumps(data))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title, show_header=False)
     table.add_column("quantity", style="bold")
     table.add_column("value", justify="right")
@@ -52,6 +53,9 @@ def chunks(
     as_json: JsonFlag = False,
 ) -> None:
     """How a prompt is sliced into prefill chunks next to running decodes."""
+    from diagnose.arithmetic import prefill_chunks
+    from simengine.chunking import PrefillBlocked
+
     try:
         sizes = prefill_chunks(prompt, budget, decodes)
     except PrefillBlocked as exc:
@@ -79,6 +83,8 @@ def prefix(
     as_json: JsonFlag = False,
 ) -> None:
     """What a cached prefix saves: reused blocks, fresh tokens, attention pairs skipped."""
+    from diagnose.arithmetic import prefix_reuse
+
     r = prefix_reuse(prompt, cached_prefix, block_size, params)
     rows = [
         ("reused blocks", f"{r.reused_blocks:,}"),
@@ -113,6 +119,9 @@ def kv(
     as_json: JsonFlag = False,
 ) -> None:
     """KV bytes per token and in total, and the ideal time to ship them between workers."""
+    from diagnose.arithmetic import kv_transfer
+    from simengine.models import resolve_model
+
     if model is not None:
         spec = resolve_model(model)
         layers = spec.layers if layers is None else layers

@@ -6,6 +6,10 @@ status 1 when a gate fails, 0 otherwise; 2 for bad input (unknown metric, bad ga
 not a run directory, runs of different workloads without ``--force``). Output as a rich
 table, markdown, JSON or JUnit XML; with ``$GITHUB_STEP_SUMMARY`` set, the markdown is
 appended there too, whatever the format.
+
+The comparison (scipy, pandas), its formatting and rich are imported when the command
+runs; the flags' defaults and metric names come from ``diagnose.metrics``, which needs
+none of them, so the CLI starts without them.
 """
 
 from __future__ import annotations
@@ -14,18 +18,16 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from xml.etree import ElementTree as ET
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
-from diagnose.compare import CompareResult, MetricResult, compare_runs, parse_gate
 from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMPLES
-from prefillscope.report.content import fmt_duration, fmt_rate
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from diagnose.compare import CompareResult, MetricResult
 
 
 class Format(StrEnum):
@@ -37,6 +39,8 @@ class Format(StrEnum):
 
 def _value(row: MetricResult, value: float) -> str:
     """A latency with its unit; a throughput per second (the metric's name says of what)."""
+    from prefillscope.report.content import fmt_duration, fmt_rate
+
     return fmt_duration(value) if row.spec.is_latency else fmt_rate(value, "/s")
 
 
@@ -125,6 +129,10 @@ def to_junit(result: CompareResult) -> str:
 
 
 def _print_table(result: CompareResult) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     table = Table(
         title=f"{result.base} → {result.new}",
@@ -182,6 +190,8 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
     """Compare two runs metric by metric; exit 1 when a gate fails."""
+    from diagnose.compare import compare_runs, parse_gate
+
     if not 0.5 <= confidence < 1.0:
         raise InputError("--confidence", f"{confidence} is not in [0.5, 1)", "e.g. 0.95")
     if resamples < 100:

@@ -13,6 +13,9 @@ first word is not a sub-command to the hidden ``run`` command, so
 (a run directory literally named like a sub-command is reached as ``./ab`` or with
 ``run``). The diagnosis is written to ``RUN_DIR/diagnosis.json`` (what ``report`` shows)
 and printed as a table, or as that JSON with ``--json``.
+
+The checklist (pandas, scipy) and the view (``prefillscope.diagnosis_view``, rich) are
+imported when a diagnosis runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
@@ -22,23 +25,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.console import Console, Group
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
 from typer.core import TyperGroup
 
-from diagnose.checklist import run_checklist, write_diagnosis
-from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Diagnosis, Evidence, Finding
-from prefillscope.report.content import STATUS_TONES, fmt_value
-from probes.latency import parse_slo
 from workloads.errors import InputError
 
 #: The sub-command that takes a run directory; its name may be left out.
 RUN_COMMAND = "run"
-TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}
 
 
 class DiagnoseGroup(TyperGroup):
@@ -61,48 +53,6 @@ diagnose_app = typer.Typer(
     no_args_is_help=True,
     subcommand_metavar="RUN_DIR [OPTIONS] | COMMAND [ARGS]...",
 )
-
-
-def _evidence_line(e: Evidence) -> str:
-    unit = f" {e.unit}" if e.unit and e.unit != "x" else ("×" if e.unit == "x" else "")
-    text = f"{e.name}: [bold]{escape(fmt_value(e.to_dict()['value']))}{escape(unit)}[/]"
-    text += f" [dim]— {escape(e.source)}[/]"
-    if e.detail:
-        text += f"\n    [dim]{escape(e.detail)}[/]"
-    return text
-
-
-def _finding_cell(f: Finding) -> Group:
-    parts = [f"[bold]{escape(f.title)}[/] — {escape(f.summary)}"]
-    parts += [f"• {_evidence_line(e)}" for e in f.evidence]
-    parts += [f"[magenta]missing:[/] {escape(m)}" for m in f.missing]
-    if f.next:
-        parts.append(f"[cyan]next:[/] {escape(f.next)}")
-    return Group(*parts)
-
-
-def render(diagnosis: Diagnosis, console: Console) -> None:
-    """One row per hypothesis and the prefix cache, then the decision."""
-    table = Table(
-        title=escape(f"Diagnosis of {diagnosis.run}"),
-        box=box.SIMPLE_HEAD,
-        show_lines=True,
-        expand=True,
-    )
-    table.add_column("", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("finding", ratio=1, overflow="fold")
-    for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]:
-        tone = TONE_STYLES.get(STATUS_TONES.get(str(f.status), "muted"), "dim")
-        table.add_row(f.id, f"[{tone}]{escape(str(f.status))}[/]", _finding_cell(f))
-    console.print(table)
-    decision = diagnosis.decision
-    style = "red" if decision.hard_failure else "green"
-    title = "HARD FAILURE — contain now" if decision.hard_failure else "no hard failure"
-    body = "\n".join(
-        [*(f"• {escape(r)}" for r in decision.reasons), "", escape(decision.recommendation)]
-    )
-    console.print(Panel(body, title=title, border_style=style, title_align="left"))
 
 
 def diagnose_run(
@@ -130,6 +80,13 @@ def diagnose_run(
     json_out: Annotated[bool, typer.Option("--json", help="Print diagnosis.json instead.")] = False,
 ) -> None:
     """Judge H1-H4 and the prefix cache for one run; write RUN_DIR/diagnosis.json."""
+    from rich.console import Console
+
+    from diagnose.checklist import run_checklist, write_diagnosis
+    from diagnose.context import DiagnoseOptions
+    from prefillscope.diagnosis_view import render
+    from probes.latency import parse_slo
+
     for flag, value in (
         ("--tensor-parallel-size", tensor_parallel_size),
         ("--max-num-batched-tokens", max_num_batched_tokens),

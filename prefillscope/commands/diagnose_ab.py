@@ -9,30 +9,21 @@ Registered on the ``diagnose`` group as its ``ab`` sub-command.
 
 Exit status: 0 a verdict or no significant difference; 1 the verdict was refused (the
 conditions did not match); 2 bad input; 130 Ctrl-C. ``--json`` prints ``ab.json``.
+
+The runner, the statistics and the view (``prefillscope.ab_view``) are imported when the
+command runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from math import nan
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
 
-from diagnose.ab import AbSettings
-from diagnose.ab_conditions import Tolerances
-from diagnose.ab_verdict import change_text, seconds
-from diagnose.launcher import LaunchTemplate
-from diagnose.stats import CONFIDENCE, RESAMPLES
-from prefillscope.ab_runner import AbOptions, AbOutcome, run_ab
+from diagnose.metrics import CONFIDENCE, RESAMPLES
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.commands.diagnose import diagnose_app
 from workloads.errors import InputError
@@ -90,118 +81,6 @@ def _validate_targets(
     return endpoints
 
 
-def _ms(value: float | None) -> str:
-    return "–" if value is None else seconds(value)
-
-
-def _arms_table(doc: dict[str, Any]) -> Table:
-    table = Table(title="arms (trials pooled)", box=box.SIMPLE_HEAD)
-    for name in ("arm", "trials", "ITL p50", "ITL p95", "ITL p99", "TTFT p50", "TTFT p99", "tok/s"):
-        table.add_column(name, justify="left" if name == "arm" else "right")
-    reference = doc["reference"]["arm"]
-    for arm in doc["arms"]:
-        tokens = arm.get("output_tokens_per_s")
-        table.add_row(
-            escape(arm["label"] + (" (ref)" if arm["label"] == reference else "")),
-            str(len(arm["trials"])),
-            *(_ms(arm.get(k)) for k in ("itl_p50_s", "itl_p95_s", "itl_p99_s")),
-            *(_ms(arm.get(k)) for k in ("ttft_p50_s", "ttft_p99_s")),
-            "–" if tokens is None else f"{tokens:,.0f}",
-        )
-    return table
-
-
-def _comparisons_table(doc: dict[str, Any], confidence: float) -> Table:
-    table = Table(
-        title=f"each arm vs {doc['reference']['arm']} ({confidence:.0%} intervals)",
-        box=box.SIMPLE_HEAD,
-    )
-    for name in ("arm", "metric", "change [interval]", "p", "method"):
-        table.add_column(name, justify="right" if name == "p" else "left")
-    for row in doc["comparisons"]:
-        bounds = [nan if row[k] is None else row[k] for k in ("ratio", "ci_low", "ci_high")]
-        text = change_text(*bounds, row["significant"])
-        style = "bold" if row["significant"] else "dim"
-        p = "–" if row["p_value"] is None else f"{row['p_value']:.3g}"
-        table.add_row(row["arm"], row["metric"], f"[{style}]{escape(text)}[/]", p, row["method"])
-    return table
-
-
-def _conditions_table(doc: dict[str, Any]) -> Table:
-    table = Table(title="conditions", box=box.SIMPLE_HEAD)
-    for name in ("check", "matched", "what was seen", "tolerance"):
-        table.add_column(name, overflow="fold")
-    marks = {True: "[green]yes[/]", False: "[bold red]NO[/]", None: "[dim]n/a[/]"}
-    for check in doc["conditions"]["checks"]:
-        table.add_row(
-            check["name"], marks[check["matched"]], escape(check["detail"]), check["tolerance"]
-        )
-    return table
-
-
-def _tradeoff_table(doc: dict[str, Any]) -> Table:
-    table = Table(title="trade-off by chunk size", box=box.SIMPLE_HEAD)
-    for name in ("chunk", "ITL p99", "TTFT p50", "TTFT p99", "meets SLO"):
-        table.add_column(name, justify="right")
-    for row in doc["tradeoff"]:
-        meets = {True: "yes", False: "no", None: "–"}[row["meets_slo"]]
-        table.add_row(
-            escape(row["arm"]),
-            _ms(row["itl_p99_s"]),
-            _ms(row["ttft_p50_s"]),
-            _ms(row["ttft_p99_s"]),
-            meets,
-        )
-    return table
-
-
-def _outputs_table(outputs: dict[str, Any]) -> Table:
-    table = Table(
-        title=f"outputs vs {outputs['reference']} (|Δ logprob| tolerance {outputs['tolerance']:g})",
-        box=box.SIMPLE_HEAD,
-    )
-    columns = ("arm", "status", "compared", "exact match", "diverged at p50", "|Δ logprob| p99/max")
-    for name in columns:
-        table.add_column(name, justify="left" if name == "arm" else "right")
-    rows = [*outputs["arms"]]
-    if outputs.get("baseline"):
-        rows.append(outputs["baseline"] | {"arm": f"{outputs['reference']} vs itself"})
-    for row in rows:
-        rate = row["exact_match_rate"]
-        diff = row["logprob_abs_diff"]
-        first = row["first_divergence"]
-        table.add_row(
-            escape(row["arm"]),
-            row["status"],
-            str(row["compared"]),
-            "–" if rate is None else f"{rate:.1%}",
-            "–" if first["p50"] is None else f"token {first['p50']:.0f}",
-            "unknown" if diff is None else f"{diff['p99']:.2g} / {diff['max']:.2g}",
-        )
-    return table
-
-
-def render(outcome: AbOutcome, console: Console) -> None:
-    """The arms, the comparisons, the conditions, the trade-off, the outputs, the verdict."""
-    doc = outcome.document
-    console.print(_arms_table(doc))
-    if doc["comparisons"]:
-        console.print(_comparisons_table(doc, doc["settings"]["confidence"]))
-    console.print(_conditions_table(doc))
-    if len(doc["arms"]) > 2:
-        console.print(_tradeoff_table(doc))
-    if doc["outputs"] is not None:
-        console.print(_outputs_table(doc["outputs"]))
-        console.print(escape(doc["outputs"]["sentence"]))
-    verdict = doc["verdict"]
-    style = (
-        "red" if verdict["refused"] else ("green" if verdict["winner"] is not None else "yellow")
-    )
-    title = "verdict" if verdict["winner"] is not None else "no winner"
-    console.print(Panel(escape(verdict["sentence"]), title=title, border_style=style))
-    console.print(f"[dim]files: {escape(str(outcome.out))}[/]")
-
-
 @takes_bench_flags
 def ab(
     flags: BenchFlags,
@@ -256,6 +135,16 @@ def ab(
     as_json: Annotated[bool, typer.Option("--json", help="Print ab.json only.")] = False,
 ) -> None:
     """A/B of max_num_batched_tokens under matched load: a verdict with its uncertainty."""
+    import asyncio
+
+    from rich.console import Console
+
+    from diagnose.ab import AbSettings
+    from diagnose.ab_conditions import Tolerances
+    from diagnose.launcher import LaunchTemplate
+    from prefillscope.ab_runner import AbOptions, run_ab
+    from prefillscope.ab_view import render
+
     sizes = parse_chunks(chunks)
     endpoints = _validate_targets(flags, sizes, launch, a, b)
     if trials < MIN_TRIALS:

@@ -7,27 +7,31 @@ and the KV pool's buckets. ``--json`` keys: ``flavour``, ``source``, ``series`` 
 ``reclaimable_blocks``, ``free_blocks``, ``total_blocks``, same form plus ``unit`` and,
 when unknown but bounded, ``bounds``). Unreachable endpoints, files that are not
 exposition text and bad mappings are one-line errors with exit status 2.
+
+The exposition parser (httpx, prometheus_client), the histogram summaries (numpy, pandas)
+and rich are imported when the command runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from probes.canonical import HISTOGRAMS, SERIES
-from probes.exposition import Exposition, fetch_exposition_sync, metrics_url, parse_exposition
 from probes.mapping import BUILTIN_FLAVOURS, Snapshot, choose_mapping
-from probes.normalise import histogram_summary
 from probes.pool import PoolBreakdown, pool_breakdown
 from workloads.errors import InputError
 
+if TYPE_CHECKING:
+    from probes.exposition import Exposition
+
 
 def _read(url: str | None, file: Path | None, timeout_s: float) -> tuple[Exposition, str]:
+    from probes.exposition import fetch_exposition_sync, metrics_url, parse_exposition
+
     if (url is None) == (file is None):
         raise InputError("URL", "give a server URL or --file FILE (one of them)")
     if file is not None:
@@ -40,6 +44,8 @@ def _read(url: str | None, file: Path | None, timeout_s: float) -> tuple[Exposit
 
 def probe_report(snapshot: Snapshot, pool: PoolBreakdown, source: str) -> dict[str, Any]:
     """The ``probe --json`` object."""
+    from probes.normalise import histogram_summary
+
     histograms = {}
     for name in HISTOGRAMS:
         hist = snapshot.histograms[name]
@@ -64,6 +70,9 @@ def _number(value: float | None) -> str:
 
 
 def _print(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     series = Table(title=f"{report['flavour']} — {report['source']}")
     for column in ("series", "value", "provenance", "source"):

@@ -2,6 +2,9 @@
 
 The terminal view is printed unless ``--json`` asks for the machine-readable content;
 ``--html`` additionally writes the self-contained page (plots included) to FILE.
+
+The report's readers and renderers (pandas, numpy, rich) are imported when the command
+runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
@@ -11,12 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from prefillscope.report.content import report_dict
-from prefillscope.report.data import load_report_data
-from prefillscope.report.html import render_html
-from prefillscope.report.terminal import render_terminal
 from workloads.errors import InputError
 
 
@@ -42,6 +40,13 @@ def report(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Show one run: summary, ITL by kind, KV pool, diagnosis (plots in the HTML page)."""
+    from rich.console import Console
+
+    from prefillscope.report.content import report_dict
+    from prefillscope.report.data import load_report_data
+    from prefillscope.report.html import render_html
+    from prefillscope.report.terminal import render_terminal
+
     data = load_report_data(run_dir)
     if html is not None:
         write_html(html, render_html(data))

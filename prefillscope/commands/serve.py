@@ -6,23 +6,26 @@ planting knobs (``--fixed-step-ms``, ``--host-overhead-ms``, ``--host-overhead-p
 let tests and demos put a known cause into the engine. With ``--json`` the resolved
 configuration (URL, model, GPU, KV pool size) is printed as one JSON line once the server
 listens, so a script can start it and read where it is.
+
+The server (aiohttp, numpy) is imported when the command runs; the flags' defaults come
+from ``EngineConfig`` alone, so the CLI starts without them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import errno
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from simengine.config import EngineConfig
-from simengine.embedded import serve as serve_forever
-from simengine.server import EngineServer, ServerOptions
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from simengine.server import EngineServer
 
 _D = EngineConfig()
 
@@ -90,6 +93,11 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C."""
+    import asyncio
+
+    from simengine.embedded import serve as serve_forever
+    from simengine.server import ServerOptions
+
     if not 0 <= port <= 65535:
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
     if stream_interval < 1:

@@ -1,0 +1,60 @@
+"""The terminal view of a diagnosis: one row per hypothesis and the prefix cache, a decision.
+
+Rendered from ``diagnose.evidence.Diagnosis`` (what ``diagnosis.json`` holds). Imported by
+``prefillscope diagnose`` when it runs (rich is not needed to start the CLI).
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from diagnose.evidence import Diagnosis, Evidence, Finding
+from prefillscope.report.content import STATUS_TONES, fmt_value
+
+TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}
+
+
+def _evidence_line(e: Evidence) -> str:
+    unit = f" {e.unit}" if e.unit and e.unit != "x" else ("×" if e.unit == "x" else "")
+    text = f"{e.name}: [bold]{escape(fmt_value(e.to_dict()['value']))}{escape(unit)}[/]"
+    text += f" [dim]— {escape(e.source)}[/]"
+    if e.detail:
+        text += f"\n    [dim]{escape(e.detail)}[/]"
+    return text
+
+
+def _finding_cell(f: Finding) -> Group:
+    parts = [f"[bold]{escape(f.title)}[/] — {escape(f.summary)}"]
+    parts += [f"• {_evidence_line(e)}" for e in f.evidence]
+    parts += [f"[magenta]missing:[/] {escape(m)}" for m in f.missing]
+    if f.next:
+        parts.append(f"[cyan]next:[/] {escape(f.next)}")
+    return Group(*parts)
+
+
+def render(diagnosis: Diagnosis, console: Console) -> None:
+    """One row per hypothesis and the prefix cache, then the decision."""
+    table = Table(
+        title=escape(f"Diagnosis of {diagnosis.run}"),
+        box=box.SIMPLE_HEAD,
+        show_lines=True,
+        expand=True,
+    )
+    table.add_column("", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("finding", ratio=1, overflow="fold")
+    for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]:
+        tone = TONE_STYLES.get(STATUS_TONES.get(str(f.status), "muted"), "dim")
+        table.add_row(f.id, f"[{tone}]{escape(str(f.status))}[/]", _finding_cell(f))
+    console.print(table)
+    decision = diagnosis.decision
+    style = "red" if decision.hard_failure else "green"
+    title = "HARD FAILURE — contain now" if decision.hard_failure else "no hard failure"
+    body = "\n".join(
+        [*(f"• {escape(r)}" for r in decision.reasons), "", escape(decision.recommendation)]
+    )
+    console.print(Panel(body, title=title, border_style=style, title_align="left"))
