@@ -38,7 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
@@ -46,6 +46,9 @@ from probes.exposition import Exposition, Sample
 from probes.gpu import GPU_TABLE, GpuSampler
 from probes.sampling import EVENTS_TABLE, PeriodicProbe, ProbeStatus
 from probes.scraper import DEFAULT_INTERVAL_S, SERVER_METRICS_TABLE, MetricsScraper
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The run tables the child writes.
 CHILD_TABLES = (SERVER_METRICS_TABLE, GPU_TABLE, EVENTS_TABLE)
@@ -173,20 +176,24 @@ class ProbeProcess:
         else:
             ended = _exit_description(proc.returncode)
         reason = f"probe process {ended}: {self._stderr_tail()}"
+        events = self.run.read_table(EVENTS_TABLE)
         journal = self.run.table(EVENTS_TABLE)
         now = self.clock.now()
-        for status in self.statuses.values():
-            if status.state not in ("off", "unavailable"):
-                status.journal = journal
-                status.lost(reason, now)
-                status.journal = None
+        for name, status in self.statuses.items():
+            if status.state in ("off", "unavailable"):
+                continue
+            status.ok, status.failed = _journaled_attempts(self.run, name, events)
+            status.journal = journal
+            status.lost(reason, now)
+            status.journal = None
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
             return "no output"
         self._stderr.seek(0)
-        lines = self._stderr.read().decode(errors="replace").strip().splitlines()
-        return " / ".join(line.strip() for line in lines[-_STDERR_TAIL:]) or "no output"
+        text = self._stderr.read().decode(errors="replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return " / ".join(lines[-_STDERR_TAIL:]) or "no output"
 
     async def __aenter__(self) -> ProbeProcess:
         await self.start()
@@ -194,6 +201,17 @@ class ProbeProcess:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+def _journaled_attempts(run: RunDir, name: str, events: pd.DataFrame) -> tuple[int, int]:
+    """A probe's (ok, failed) counts as its journals tell them: the statuses of a child
+    that died are those of its last message, samples ago. Every sample of one attempt
+    carries that attempt's ``t_s``."""
+    samples = run.read_table(name)
+    ok = int(samples["t_s"].nunique()) if not samples.empty else 0
+    if events.empty:
+        return ok, 0
+    return ok, int(((events["probe"] == name) & (events["event"] == "failed")).sum())
 
 
 def _exit_description(returncode: int | None) -> str:
