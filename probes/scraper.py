@@ -8,9 +8,11 @@ between send and receipt. ``*_created`` samples (prometheus_client's creation st
 constant) are not kept. A failed scrape is recorded in the probe status and journal,
 and the next one is attempted on schedule: the probe never stops the run.
 
-Parsing a vLLM page takes ~10 ms of CPU (prometheus_client's parser, ~400 samples);
-it runs on the load generator's event loop, so it is done cooperatively, pausing every
-millisecond (``parse_exposition_cooperatively``), lest token timestamps stall.
+Parsing a vLLM page takes ~10 ms of CPU (prometheus_client's parser, ~400 samples).
+``bench`` runs the scraper in a child process (``probes.probe_process``), away from the
+load generator's event loop; a caller that runs it in-process shares its loop with it,
+so parsing is done cooperatively, pausing every millisecond
+(``parse_exposition_cooperatively``), lest the caller's other tasks stall.
 """
 
 from __future__ import annotations
