@@ -1,44 +1,49 @@
-"""The ``prefillscope`` command line: one typer app, one module per command.
+"""The ``prefillscope`` command line: one typer app (``prefillscope.app``), one module per command.
 
 Every command takes ``--json``. Bad input surfaces as one line on stderr and exit
-status 2 (``InputError``), never as a traceback.
+status 2 (``InputError``), never as a traceback. The app is imported inside ``main``, so
+a Ctrl-C pressed while the CLI loads is the same one line and exit status 130 as one
+pressed later.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, NoReturn
 
-import typer
-
-from prefillscope.commands import register_all
-from workloads.errors import InputError
-
-try:  # typer >= 0.26 vendors its own copy of click
-    from typer._click import exceptions as click_exceptions
-except ImportError:  # pragma: no cover - older typer uses click itself
-    import click.exceptions as click_exceptions  # type: ignore[no-redef]
-
-app = typer.Typer(
-    name="prefillscope",
-    help="Benchmark and diagnose LLM servers: honest TTFT/ITL, prefix-cache oracles, verdicts.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-register_all(app)
+if TYPE_CHECKING:
+    import typer
 
 
-def _fail(message: str, status: int) -> None:
+def _fail(message: str, status: int) -> NoReturn:
     print(f"prefillscope: error: {message}", file=sys.stderr)
     sys.exit(status)
 
 
 def main() -> None:
-    """Console-script entry point.
+    """Console-script entry point."""
+    try:
+        from prefillscope.app import app
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    _run(app)
+
+
+def _run(app: typer.Typer) -> NoReturn:
+    """Run the app, turning every way it can end into one line and an exit status.
 
     Click runs outside its standalone mode so that a bad flag (a usage error) becomes the
     same single line as any other bad input, instead of click's multi-line usage box.
     """
+    import typer
+
+    from workloads.errors import InputError
+
+    try:  # typer >= 0.26 vendors its own copy of click
+        from typer._click import exceptions as click_exceptions
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        import click.exceptions as click_exceptions  # type: ignore[no-redef]
+
     try:
         status = app(standalone_mode=False)
     except InputError as exc:

@@ -12,8 +12,8 @@ import typer
 from ab_support import diagnose_ab
 from typer.testing import CliRunner
 
+from prefillscope.app import app
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
-from prefillscope.cli import app
 from prefillscope.commands.bench import bench
 from workloads.errors import InputError
 

@@ -8,7 +8,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from prefillscope.cli import app, main
+from prefillscope.app import app
+from prefillscope.cli import main
 from workloads.errors import InputError
 
 runner = CliRunner()
