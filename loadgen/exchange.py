@@ -41,7 +41,7 @@ from loadgen.adapters.base import Adapter, EventStream, error_message, short
 from loadgen.arrivals import Arrivals, ArrivalStamps
 from loadgen.clock import RunClock
 from loadgen.records import ErrorKind, RequestRecord, Status
-from loadgen.timing import DEFAULT_SPIN_S, sleep_until
+from loadgen.timing import Waker
 
 #: The most of an error response body that is read to find its message.
 ERROR_BODY_LIMIT = 64 * 1024
@@ -95,17 +95,17 @@ class _StampedBody(BytesPayload):
         record: RequestRecord,
         clock: RunClock,
         not_before: float | None,
-        spin_s: float,
+        waker: Waker,
     ) -> None:
         super().__init__(body, content_type="application/json")
         self._record = record
         self._clock = clock
         self._not_before = not_before
-        self._spin_s = spin_s
+        self._waker = waker
 
     async def _stamp(self) -> None:
         if self._not_before is not None:
-            await sleep_until(self._clock, self._not_before, self._spin_s)
+            await self._waker.until(self._not_before)
         self._record.sent_s = self._clock.now()
 
     async def write(self, writer: Any) -> None:
@@ -135,10 +135,10 @@ class Exchanger:
         on_send: RecordHook | None = None,
         on_first_token: RecordHook | None = None,
         on_chunk: ChunkHook | None = None,
-        spin_s: float = DEFAULT_SPIN_S,
+        waker: Waker | None = None,
     ) -> None:
         self.session = session
-        self.spin_s = spin_s
+        self.waker = waker or Waker(clock.now)
         self.adapter = adapter
         self.clock = clock
         self.timeout_s = timeout_s
@@ -196,7 +196,7 @@ class Exchanger:
         chunks: ChunkTimes,
         state: _Progress,
     ) -> None:
-        body = _StampedBody(prepared.body, record, self.clock, prepared.not_before, self.spin_s)
+        body = _StampedBody(prepared.body, record, self.clock, prepared.not_before, self.waker)
         async with self.session.post(self.url, data=body, headers=self.headers) as resp:
             record.http_status = resp.status
             if resp.status >= 400:

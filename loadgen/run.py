@@ -56,15 +56,16 @@ from loadgen.records import ErrorKind, RequestRecord
 from loadgen.rundir import RunDir
 from loadgen.sessions import SessionBook
 from loadgen.target import Target
-from loadgen.timing import DEFAULT_SPIN_S, sleep_until
+from loadgen.timing import DEFAULT_SPIN_S, Waker, sleep_until
 from workloads.errors import InputError
 from workloads.oracle import PrefixOracle
 from workloads.plan import Plan, RequestSpec
 
 #: How long before its send time an open-loop request is built (a 32k-token prompt
-#: takes a few milliseconds to materialise and encode) and started: it then waits in its
-#: body write until the send time (``exchange._StampedBody``).
-PREPARE_AHEAD_S = 0.01
+#: takes a few milliseconds to materialise and encode) and started, so that its
+#: connection is taken or opened (milliseconds on a busy VM) ahead too: it then waits in
+#: its body write until the send time (``exchange._StampedBody``).
+PREPARE_AHEAD_S = 0.03
 
 
 @dataclass
@@ -85,6 +86,8 @@ class LoadOptions:
     keep_token_ids: bool = False
     #: Users serving warm-up requests; default: the run's concurrency (or 8).
     warmup_concurrency: int | None = None
+    #: The narrowest spin window of the send timer (``timing.Waker`` widens it to how
+    #: late this machine's wake-ups run).
     spin_s: float = DEFAULT_SPIN_S
     health_interval_s: float = DEFAULT_INTERVAL_S
     #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
@@ -214,6 +217,7 @@ class LoadRun:
         self._probing = False
         self._error: BaseException | None = None
         self._t0 = 0.0
+        self._waker = Waker(self.clock.now, self.options.spin_s)
 
     # -- entry point ----------------------------------------------------------------------
     async def run(self) -> LoadResult:
@@ -235,7 +239,7 @@ class LoadRun:
                 on_send=self._on_send,
                 on_first_token=_overridden(self._observer, "on_first_token"),
                 on_chunk=_overridden(self._observer, "on_chunk"),
-                spin_s=self.options.spin_s,
+                waker=self._waker,
             )
             monitor = ClientMonitor(
                 self.clock, self.run_dir.table("client"), self.options.health_interval_s
@@ -326,9 +330,9 @@ class LoadRun:
         """
         i, n = 0, len(specs)
         while i < n:
-            await sleep_until(
-                self.clock, self._t0 + specs[i].intended_s - PREPARE_AHEAD_S, self.options.spin_s
-            )
+            # the send itself waits on the Waker; being early here needs no precision
+            prepare_at = self._t0 + specs[i].intended_s - PREPARE_AHEAD_S
+            await sleep_until(self.clock.now, prepare_at, self.options.spin_s)
             horizon = self.clock.now() + PREPARE_AHEAD_S
             while i < n and self._t0 + specs[i].intended_s <= horizon:
                 spec = specs[i]
@@ -347,7 +351,7 @@ class LoadRun:
 
     async def _later_turn(self, spec: RequestSpec, previous: RequestRecord) -> None:
         due = (previous.end_s or self.clock.now()) + spec.think_time_s
-        await sleep_until(self.clock, due, self.options.spin_s)
+        await self._waker.until(due)
         if not self._stop.is_set() and not self._expired():
             await self._request(spec, due, self._prepare(spec))
 
@@ -527,7 +531,7 @@ class LoadRun:
         if self.result.status == "running":
             self.result.status = "complete"
         self.result.ended_s = self.clock.now()
-        self.result.client = monitor.summary()
+        self.result.client = monitor.summary() | {"timer": self._waker.summary()}
 
 
 def _new_record(spec: RequestSpec, intended_s: float) -> RequestRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,14 @@ from loadgen_servers import Server, generator, run_against, specs
 from scipy.stats import theilslopes
 
 from loadgen.clock import RunClock
-from loadgen.timing import DEFAULT_SPIN_S, sleep_until
+from loadgen.timing import (
+    DEFAULT_SPIN_S,
+    MAX_SPIN_S,
+    SPIN_CPU_SHARE,
+    SPIN_MARGIN_S,
+    Waker,
+    sleep_until,
+)
 from workloads.oracle import PrefixOracle
 from workloads.plan import Prompt, RequestSpec
 
@@ -78,7 +86,7 @@ def test_timer_is_finer_than_the_event_loop() -> None:
         late = []
         for i in range(1, 41):
             target = clock.now() + 0.003 + (i % 7) * 1e-4
-            await sleep_until(clock, target, spin_s)
+            await sleep_until(clock.now, target, spin_s)
             late.append(clock.now() - target)
         return np.array(late)
 
@@ -87,6 +95,42 @@ def test_timer_is_finer_than_the_event_loop() -> None:
     assert (spun >= 0).all() and (plain >= 0).all()
     assert np.median(spun) < 0.5 * np.median(plain), (np.median(spun), np.median(plain))
     assert np.median(spun) < 2e-4
+
+
+def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
+    """A loop held up for 6 ms at each wake-up (as a VM's idle vCPU is) teaches the Waker
+    to wake that much earlier, so that later deadlines are met by spinning, not missed."""
+    clock = RunClock()
+    waker = Waker(clock.now)
+    assert waker.spin_s == DEFAULT_SPIN_S  # nothing learnt yet
+
+    late = asyncio.run(_stalled_wakeups(waker, gap_s=0.1, stall_s=0.006, n=6))
+    assert min(late) >= 0
+    assert late[0] > 0.003  # the first deadline was missed: the window was too narrow
+    assert waker.spin_s >= 0.006 + SPIN_MARGIN_S and waker.spin_s <= MAX_SPIN_S
+    assert waker.summary()["wakeups"] == 6
+    assert np.median(late[2:]) < 1e-3, late  # later ones spin through the stall
+
+
+def test_the_waker_spins_no_wider_than_its_cpu_share_allows() -> None:
+    """Deadlines every 5 ms: a 6 ms window would spin all the time, so it stays narrow."""
+    waker = Waker(RunClock().now)
+    asyncio.run(_stalled_wakeups(waker, gap_s=0.005, stall_s=0.006, n=20))
+    assert waker.summary()["recent_wake_late_max_s"] > 0.004  # the wake-ups were late ...
+    assert waker.spin_s <= max(DEFAULT_SPIN_S, SPIN_CPU_SHARE * 0.005 * 1.5)  # ... yet
+
+
+async def _stalled_wakeups(waker: Waker, gap_s: float, stall_s: float, n: int) -> list[float]:
+    """Wait for ``n`` deadlines ``gap_s`` apart, the loop blocked for ``stall_s`` just
+    before each wake-up (as a VM delays an idle vCPU's); how late each wait returned."""
+    late = []
+    loop = asyncio.get_running_loop()
+    for _ in range(n):
+        target = waker.now() + gap_s
+        loop.call_at(loop.time() + gap_s - waker.spin_s - 1e-4, time.sleep, stall_s)
+        await waker.until(target)
+        late.append(waker.now() - target)
+    return late
 
 
 def test_bursts_are_sent_in_one_pass(tmp_path: Path) -> None:
