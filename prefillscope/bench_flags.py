@@ -86,6 +86,12 @@ class BenchFlags:
     no_server_metrics: Annotated[
         bool, typer.Option("--no-server-metrics", help="Do not scrape the server's /metrics.")
     ] = False
+    mapping: Annotated[
+        Path | None,
+        typer.Option(
+            help="A TOML mapping of your own engine's /metrics names (see probes/mappings/)."
+        ),
+    ] = None
     prometheus: Annotated[
         str | None, typer.Option(help="Read the server's series from this Prometheus too.")
     ] = None
@@ -158,6 +164,7 @@ class BenchFlags:
             warmup=self.warmup,
             metrics_interval_s=self.metrics_interval,
             server_metrics=not self.no_server_metrics,
+            mapping_file=self.mapping,
             prometheus=self.prometheus,
             gpu=self.gpu,
             block_size=self.block_size,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loadgen.records import RequestRecord
@@ -19,7 +20,7 @@ from loadgen.run import LoadObserver
 from loadgen.target import Target
 from prefillscope.live_stats import LiveStats
 from probes.exposition import Exposition
-from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping
+from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping, load_mapping
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
@@ -42,16 +43,37 @@ class Geometry:
         return {"block_size": self.block_size, "num_blocks": self.num_blocks, "source": self.source}
 
 
-def metrics_mapping(first: Exposition | None, target: Target) -> Mapping | None:
-    """The mapping that reads this server's metrics: its flavour's, else detected from the
-    first scrape; None when nothing was scraped or nothing is recognised."""
+@dataclass(frozen=True)
+class MetricsMapping:
+    """The mapping that reads the server's metrics, and the user's file when one was given.
+
+    ``error`` says why a user's file could not be used: the server-metrics probe is then
+    failed with that reason, but the run goes on and the raw samples are kept, to be read
+    again once the file is fixed.
+    """
+
+    mapping: Mapping | None
+    file: Path | None = None
+    error: str | None = None
+
+
+def metrics_mapping(
+    first: Exposition | None, target: Target, mapping_file: Path | None = None
+) -> MetricsMapping:
+    """The user's mapping file; else the server's flavour's mapping, else the one detected
+    from the first scrape; no mapping when nothing was scraped or nothing is recognised."""
+    if mapping_file is not None:
+        try:
+            return MetricsMapping(load_mapping(mapping_file), file=mapping_file.resolve())
+        except InputError as exc:
+            return MetricsMapping(None, error=f"mapping file not used: {exc}")
     if first is None:
-        return None
+        return MetricsMapping(None)
     flavour = target.flavour if target.flavour in BUILTIN_FLAVOURS else None
     try:
-        return choose_mapping(first, flavour=flavour)
+        return MetricsMapping(choose_mapping(first, flavour=flavour))
     except InputError:
-        return None
+        return MetricsMapping(None)
 
 
 def geometry(

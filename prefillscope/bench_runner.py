@@ -40,7 +40,13 @@ from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from loadgen.target import Target
-from prefillscope.bench_oracle import Geometry, annotate_plan, geometry, metrics_mapping
+from prefillscope.bench_oracle import (
+    Geometry,
+    MetricsMapping,
+    annotate_plan,
+    geometry,
+    metrics_mapping,
+)
 from prefillscope.bench_plan import build_bench_plan, resolve_workload, target_rate
 from prefillscope.dashboard import Display
 from prefillscope.engine_flags import EngineSettings
@@ -49,7 +55,6 @@ from prefillscope.runinfo import RunInfo, redact_command
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.latency import Slo, summarize
-from probes.mapping import Mapping
 from probes.probe_process import ProbeProcess
 from probes.prometheus_source import PrometheusSource
 from probes.sampling import ProbeStatus
@@ -95,6 +100,8 @@ class BenchOptions:
     warmup: int = 0
     metrics_interval_s: float = 0.5
     server_metrics: bool = True
+    #: A user's TOML mapping of the server's metric names (its flavour's built-in if None).
+    mapping_file: Path | None = None
     prometheus: str | None = None
     gpu: str = "auto"
     #: The oracle's block and pool size when the server's metrics do not say (or to override).
@@ -198,17 +205,20 @@ def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> dict[str, 
 def probe_settings(
     options: BenchOptions,
     probes: ProbeProcess,
-    mapping: Mapping | None,
+    metrics: MetricsMapping,
     prometheus: PrometheusSource | None,
 ) -> dict[str, Any]:
     """``run.json["probes"]``: what each probe was set to and how it went."""
+    server = probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics")
+    if metrics.error is not None and server["state"] != "off":
+        server |= {"state": "failed", "reason": metrics.error}
     return {
         "server_metrics": {
             "url": probes.metrics_url,
             "interval_s": options.metrics_interval_s,
-            "flavour": mapping.flavour if mapping is not None else None,
-            "mapping_file": None,
-            "status": probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics"),
+            "flavour": metrics.mapping.flavour if metrics.mapping is not None else None,
+            "mapping_file": str(metrics.file) if metrics.file is not None else None,
+            "status": server,
         },
         "gpu": {
             "mode": options.gpu,
@@ -316,22 +326,22 @@ class _Bench:
             target_rate=target_rate(self.plan),
         )
         result = LoadResult(planned=len(self.plan))
-        mapping: Mapping | None = None
+        metrics = MetricsMapping(None)
         cancelled = False
         error: Exception | None = None
         shown: asyncio.Task[None] | None = None
         try:
             await probes.start()
-            mapping = metrics_mapping(probes.first, self.target)
+            metrics = metrics_mapping(probes.first, self.target, options.mapping_file)
             shape = geometry(
                 probes.first,
-                mapping,
+                metrics.mapping,
                 self.engine,
                 block_size=options.block_size,
                 num_blocks=options.num_gpu_blocks,
             )
             self.info.oracle = shape.to_dict()
-            self.info.probes = probe_settings(options, probes, mapping, self.prometheus)
+            self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
             run.write_json(RUN_JSON, self.info.to_json("running"))
             observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
             load = LoadRun(
@@ -363,7 +373,7 @@ class _Bench:
             if display is not None:
                 display.close(stats)
             await probes.stop()
-        self.info.probes = probe_settings(options, probes, mapping, self.prometheus)
+        self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
         summary = await self._finish(result)
         if error is not None:
             raise error
@@ -399,7 +409,8 @@ class _Bench:
         summary = summarize(run, self.options.slo)
         requests = run.read_table("requests")
         probe = info.probes["server_metrics"]["status"]
-        series = server_series(run) if self.options.server_metrics else None
+        # off, or failed (nothing scraped, or the user's mapping file unusable): no series
+        series = server_series(run) if probe["state"] not in ("off", "failed") else None
         summary["server"] = server_summary(series, requests, probe=probe)
         if self.prometheus is not None:
             section = await self._from_prometheus(result, requests)

@@ -54,7 +54,13 @@ def _outcome(summary: dict[str, Any]) -> Table:
     return _table(["figure", "value"], rows)
 
 
-def _server(summary: dict[str, Any], width: int) -> Table | None:
+def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
+    """The server's figures; when there are none, why (in full, at any width: the reason
+    is what the user has to act on)."""
+    server = content.lookup(summary, "server")
+    if isinstance(server, dict) and server.get("available") is False:
+        reason = server.get("reason") or "no reason recorded"
+        return Text(f"server metrics unknown: {reason}", style="yellow")
     rows = content.server_section(summary)
     if not rows:
         return None

@@ -94,3 +94,69 @@ def test_server_section_from_prometheus(tmp_path: Path, engine: EmbeddedServer) 
     # What Prometheus had scraped by the end of the run (it scrapes every second).
     assert 20 <= server["ttft_s"]["count"] <= 40
     assert server["prefix"]["hits"]["value"] > 0
+
+
+#: A user's mapping for "their own engine": here the embedded engine's metrics, named
+#: explicitly (no ``extends``), so that only what the file says is read.
+OWN_MAPPING = """
+flavour = "ownengine"
+description = "a user's engine"
+detect = ["vllm:num_requests_running"]
+
+[series.running]
+metric = "vllm:num_requests_running"
+
+[series.prefix_queries]
+metric = "vllm:prefix_cache_queries_total"
+
+[series.prefix_hits]
+metric = "vllm:prefix_cache_hits_total"
+
+[histograms.ttft]
+metric = "vllm:time_to_first_token_seconds"
+"""
+
+
+def test_a_user_mapping_file_reads_the_server(tmp_path: Path) -> None:
+    own = tmp_path / "own.toml"
+    own.write_text(OWN_MAPPING)
+    run = tmp_path / "run"
+    done = bench_cli(
+        "--workload", "system-prompt", "--num-requests", "12", "--rate", "20",
+        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--mapping", str(own),
+        "--out", str(run), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    metrics = read_json(run, "run.json")["probes"]["server_metrics"]
+    assert metrics["flavour"] == "ownengine" and metrics["mapping_file"] == str(own.resolve())
+    assert metrics["status"]["state"] == "ok"
+    server = read_json(run, "summary.json")["server"]
+    assert server["available"] is True and server["flavour"] == "ownengine"
+    assert server["ttft_s"]["count"] == 12  # the server's histogram, read through the file
+    hits = server["prefix"]["observed_hit_rate"]
+    assert hits["provenance"] == "measured" and 0 < hits["value"] < 1
+    # what the file does not map is unknown, never 0
+    assert server["preemptions"]["provenance"] == "unknown"
+    assert server["preemptions"]["value"] is None
+
+
+def test_a_mapping_file_with_an_unknown_key_fails_the_probe_not_the_run(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(OWN_MAPPING.replace('metric = "vllm:num_requests_running"', 'metrc = "x"'))
+    run = tmp_path / "run"
+    done = bench_cli(
+        "--workload", "system-prompt", "--num-requests", "12", "--rate", "20",
+        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--mapping", str(bad),
+        "--out", str(run),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = read_json(run, "summary.json")
+    assert summary["requests"]["completed"] == 12
+    status = read_json(run, "run.json")["probes"]["server_metrics"]["status"]
+    assert status["state"] == "failed"
+    assert "series.running: metrc" in status["reason"] and str(bad) in status["reason"]
+    assert summary["server"]["available"] is False and "metrc" in summary["server"]["reason"]
+    assert not RunDir(run).read_table("server_metrics").empty  # raw samples kept
+    # the end-of-run table says why, in full, on an 80-column pipe
+    said = " ".join(done.stdout.split())
+    assert "server metrics unknown: mapping file not used:" in said and "metrc" in said
