@@ -48,7 +48,8 @@ diagnose_app = typer.Typer(
     help=(
         "Diagnose a run: `prefillscope diagnose RUN_DIR [OPTIONS]` judges each hypothesis "
         "for a bad ITL (prefill chunks, host overhead, KV bandwidth, pool exhaustion) and "
-        "the prefix cache, and decides: contain now or measure first."
+        "the prefix cache, and decides: contain now or measure first. Its options "
+        "(--slo, --model, --gpu, --json …): `prefillscope diagnose run --help`."
     ),
     no_args_is_help=True,
     subcommand_metavar="RUN_DIR [OPTIONS] | COMMAND [ARGS]...",
