@@ -58,7 +58,7 @@ async def sleep_until(
 class Waker:
     """``sleep_until`` with a spin window as wide as this machine's wake-ups run late.
 
-    One per load run (and one per engine), shared by every waiter, so that each wake-up
+    One per load run, shared by every send of it, so that each wake-up
     teaches the others. ``now`` is the clock deadlines are given on.
     """
 
