@@ -109,7 +109,22 @@ async def serve(
 
 
 class Running(ABC):
-    """``with`` support for things that are started and stopped (engines, servers)."""
+    """An engine server that is started and stopped (``with`` support): what it serves
+    and where. ``url`` is its base URL once started."""
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        stream_interval: int = 1,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.stream_interval = stream_interval
+        self.host = host
+        self.port = port
+        self.url = ""
 
     @abstractmethod
     def start(self) -> Self:
@@ -140,30 +155,17 @@ class EmbeddedServer(Running):
     caller's thread, reading only).
     """
 
-    def __init__(
-        self,
-        config: EngineConfig | None = None,
-        *,
-        stream_interval: int = 1,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        self.config = config or EngineConfig()
-        self.options = ServerOptions(stream_interval=stream_interval)
-        self.host = host
-        self.port = port
-        self.url = ""
-        self.server: EngineServer | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stopped: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+    server: EngineServer | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _stopped: asyncio.Event | None = None
+    _error: BaseException | None = None
 
     def start(self) -> EmbeddedServer:
         """Start the thread and return once the server listens (or raise why it could not)."""
         if self._thread is not None:
             raise RuntimeError("EmbeddedServer already started")
+        self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="prefillscope-engine", daemon=True)
         self._thread.start()
         if not self._ready.wait(_STARTUP_TIMEOUT_S):
@@ -187,7 +189,7 @@ class EmbeddedServer(Running):
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         self.server, runner, self.url = await start_server(
-            self.config, self.options, self.host, self.port
+            self.config, ServerOptions(stream_interval=self.stream_interval), self.host, self.port
         )
         try:
             with latency_gc():

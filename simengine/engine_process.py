@@ -45,21 +45,8 @@ class EngineProcess(Running):
     resolved (from memory and weights unless configured).
     """
 
-    def __init__(
-        self,
-        config: EngineConfig | None = None,
-        *,
-        stream_interval: int = 1,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        self.config = config or EngineConfig()
-        self.stream_interval = stream_interval
-        self.host = host
-        self.port = port
-        self.url = ""
-        self.num_gpu_blocks: int | None = None
-        self._proc: subprocess.Popen[str] | None = None
+    num_gpu_blocks: int | None = None
+    _proc: subprocess.Popen[str] | None = None
 
     def start(self) -> EngineProcess:
         """Start the child and return once it listens (or raise with what it said)."""
