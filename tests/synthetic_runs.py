@@ -8,10 +8,10 @@ the given medians, so a planted change of a median is a planted regression.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+from diagnose_runs import write_run
 
 from loadgen.records import ChunkEvent, RequestRecord
 from loadgen.rundir import RunDir
@@ -34,12 +34,8 @@ def synth_run(
 ) -> RunDir:
     """Write a complete run of ``requests`` open-loop requests at ``rate`` per second."""
     rng = np.random.default_rng(seed)
-    run = RunDir(path, create=True)
-    run.write_json(
-        "run.json",
-        {"status": "complete", "workload": {**(workload or WORKLOAD), "seed": seed}},
-    )
-    req_table, chunk_table = run.table("requests"), run.table("chunks")
+    records: list[RequestRecord] = []
+    chunks: list[ChunkEvent] = []
     chunk_count = -(-(output_tokens - 1) // tokens_per_chunk)
     for i in range(requests):
         intended = i / rate
@@ -49,10 +45,8 @@ def synth_run(
         gaps = itl_s * np.asarray(sizes) * rng.lognormal(0.0, spread, size=chunk_count)
         times = first + np.concatenate([[0.0], np.cumsum(gaps)])
         rid = f"r{i}"
-        chunk_table.append_many(
-            [asdict(ChunkEvent(rid, float(t), n)) for t, n in zip(times, [1, *sizes], strict=True)]
-        )
-        req_table.append(
+        chunks += [ChunkEvent(rid, float(t), n) for t, n in zip(times, [1, *sizes], strict=True)]
+        records.append(
             RequestRecord(
                 id=rid,
                 intended_s=intended,
@@ -65,7 +59,7 @@ def synth_run(
                 expected_cached_tokens=1024,
                 num_chunks=chunk_count + 1,
                 multi_token_chunks=sum(n > 1 for n in sizes),
-            ).to_row()
+            )
         )
-    run.close()
-    return run
+    info = {"workload": {**(workload or WORKLOAD), "seed": seed}}
+    return RunDir(write_run(path, records, chunks, info))
