@@ -31,7 +31,7 @@ Any failed check refuses the verdict; each says what it saw and the tolerance it
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -343,8 +343,3 @@ def check_conditions(
             _client_check(facts, labels, tolerances),
         ]
     )
-
-
-def read_trials(run_dirs: Mapping[Path, int], open_loop_ids: frozenset[str]) -> list[TrialFacts]:
-    """``TrialFacts`` of each trial directory (mapped to its arm index)."""
-    return [TrialFacts.read(arm, path, open_loop_ids) for path, arm in run_dirs.items()]
