@@ -12,5 +12,5 @@ Modules: ``sse`` (incremental SSE parser), ``adapters`` (one per API: request bo
 stream readers), ``exchange`` (one request over the wire, error classes), ``arrivals``
 (read timestamps), ``timing`` (the open-loop timer), ``sessions`` (multi-turn
 histories), ``cache`` (cache protocol), ``health`` (client monitor), ``records``,
-``clock``, ``rundir``.
+``clock``, ``rundir``, ``lifetime`` (helper processes that die with the run).
 """

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import selectors
@@ -41,6 +40,7 @@ import tempfile
 from typing import IO, TYPE_CHECKING, Any
 
 from loadgen.clock import RunClock
+from loadgen.lifetime import die_with_parent
 from loadgen.rundir import RunDir
 from probes.exposition import Exposition, Sample
 from probes.gpu import GPU_TABLE, GpuSampler
@@ -58,7 +58,6 @@ _START_GRACE_S = 30.0
 _STOP_GRACE_S = 5.0
 #: How much of a dead child's stderr its probes' reason quotes (lines).
 _STDERR_TAIL = 3
-_PR_SET_PDEATHSIG = 1
 
 
 class ProbeProcess:
@@ -267,12 +266,6 @@ def _decode_exposition(data: dict[str, Any] | None) -> Exposition | None:
 
 
 # -- the child -------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Linux sends this process SIGTERM when the thread that started it ends."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _say(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
@@ -323,7 +316,7 @@ def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     asyncio.run(_sample(json.loads(sys.stdin.buffer.readline())))
 
 

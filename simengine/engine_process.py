@@ -18,8 +18,6 @@ the run ends (in-flight requests recorded as cancelled, not cut by a vanished se
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import dataclasses
 import json
 import selectors
@@ -28,6 +26,7 @@ import subprocess
 import sys
 from typing import Any
 
+from loadgen.lifetime import die_with_parent
 from simengine.config import EngineConfig
 from simengine.embedded import Running, latency_gc, start_server
 from simengine.server import ServerOptions
@@ -35,7 +34,6 @@ from workloads.errors import InputError
 
 _STARTUP_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 5.0
-_PR_SET_PDEATHSIG = 1
 
 
 class EngineProcess(Running):
@@ -113,13 +111,6 @@ def _read_ready(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 # -- the child -------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this process when its parent exits (no-op elsewhere)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 async def _serve(request: dict[str, Any]) -> None:
     config = EngineConfig(**request["config"])
     options = ServerOptions(stream_interval=request["stream_interval"])
@@ -137,7 +128,7 @@ async def _serve(request: dict[str, Any]) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     try:
         asyncio.run(_serve(json.loads(sys.stdin.read())))
     except InputError as exc:
