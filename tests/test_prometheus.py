@@ -32,6 +32,7 @@ pytestmark = pytest.mark.prometheus
 # Stored names may be vllm_… when a scrape negotiates OpenMetrics (prometheus_client
 # escapes ':'): the probe maps both spellings, and the test waits on either.
 HITS = 'sum({__name__=~"vllm[:_]prefix_cache_hits_total"})'
+GENERATED = 'sum({__name__=~"vllm[:_]generation_tokens_total"})'
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,9 @@ def test_canonical_series_from_prometheus_match_the_engines(
         pools = [e.server.core.pool.counts() for e in engines]
         hits = sum(s.prefix_hit_tokens for s in stats)
         prom.wait_for(HITS, hits)
+        # hits count at prefill, output tokens later: a scrape can hold all of the former
+        # and not yet all of the latter
+        prom.wait_for(GENERATED, sum(s.generation_tokens for s in stats))
         end = clock.now() + 1.0
         source = PrometheusSource(prom.url)
         series = source.server_series(clock, -2.0, end, step_s=0.5)
