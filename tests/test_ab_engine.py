@@ -86,4 +86,8 @@ def test_an_a_a_run_finds_no_significant_difference(tmp_path: Path):
     assert [a["label"] for a in doc["arms"]] == ["2048/A", "2048/B"]
     for metric in ("itl_p99", "ttft_p50"):
         c = comparison(doc, metric)
-        assert not c["significant"] and c["ci_low"] <= 1.0 <= c["ci_high"]
+        assert not c["significant"], c
+        # The interval must not rule out "no difference". Covering exactly 1 is missed by a
+        # 95 % interval in 5 % of A/A runs by design (two metrics: up to ~10 % of test runs; seen
+        # in CI as an ITL p99 upper bound of 0.995), so it may miss 1 by at most 2 %.
+        assert c["ci_low"] <= 1.02 and c["ci_high"] >= 0.98, c
