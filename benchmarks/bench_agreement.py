@@ -19,8 +19,8 @@ import io
 import tempfile
 from pathlib import Path
 
-from prefillscope.bench_runner import BenchOptions, run_bench
 from prefillscope.dashboard import PlainProgress
+from session.bench_runner import BenchOptions, run_bench
 
 #: A 2k-token uncached suffix behind a shared 1k prefix: TTFT is prefill-bound.
 PREFILL_BOUND = dict(groups=4, prefix_len=1024, suffix_len=2048, output_len=16, rate=12)

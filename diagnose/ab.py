@@ -17,7 +17,7 @@ cache protocol). The trials of an arm are its independent units.
    in each arm (``outputs_check``).
 
 The orchestration — starting servers, running the trials — is the CLI's
-(``prefillscope.ab_runner``); this module only reads run directories.
+(``session.ab_runner``); this module only reads run directories.
 """
 
 from __future__ import annotations

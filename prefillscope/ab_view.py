@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from diagnose.ab_verdict import change_text, seconds
-from prefillscope.ab_runner import AbOutcome
+from session.ab_runner import AbOutcome
 
 
 def _ms(value: float | None) -> str:

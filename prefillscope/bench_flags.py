@@ -30,7 +30,7 @@ from workloads.errors import InputError
 from workloads.registry import known_workloads
 
 if TYPE_CHECKING:
-    from prefillscope.bench_runner import BenchOptions
+    from session.bench_runner import BenchOptions
 
 R = TypeVar("R")
 
@@ -134,8 +134,8 @@ class BenchFlags:
         self, *, endpoint: str | None, out: Path | None, command: list[str]
     ) -> BenchOptions:
         """The validated ``BenchOptions`` of one run against ``endpoint`` (embedded if None)."""
-        from prefillscope.bench_runner import BenchOptions
         from probes.latency import parse_slo
+        from session.bench_runner import BenchOptions
 
         if self.gpu not in ("auto", "off"):
             raise InputError("--gpu", f"unknown mode {self.gpu!r}", "use auto or off")

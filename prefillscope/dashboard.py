@@ -21,8 +21,8 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from prefillscope.live_stats import LiveSnapshot, LiveStats, Quantiles
 from prefillscope.report.content import fmt_duration
+from session.live_stats import LiveSnapshot, LiveStats, Quantiles
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0

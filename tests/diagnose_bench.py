@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from diagnose.evidence import Diagnosis
-from prefillscope.bench_runner import BenchOptions, run_bench
 from prefillscope.cli import main
 from prefillscope.engine_flags import parse_engine_flags
+from session.bench_runner import BenchOptions, run_bench
 
 #: The interference pattern the chunk-size hypothesis is about, sized to run in ~2 s:
 #: four decode streams of 200 tokens, three 8192-token prompts dropped into them.

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from prefillscope.bench_plan import (
+from prefillscope.engine_flags import parse_engine_flags
+from session.bench_plan import (
     CLOSED_LOOP_MIN_PLAN,
     resolve_workload,
     target_rate,
     warmup_requests,
 )
-from prefillscope.bench_runner import default_out
-from prefillscope.engine_flags import parse_engine_flags
-from prefillscope.runinfo import REDACTED, redact_command
+from session.bench_runner import default_out
+from session.runinfo import REDACTED, redact_command
 from workloads.build import build_plan
 from workloads.errors import InputError
 

@@ -23,7 +23,7 @@ from bench_support import bench_cli
 from loadgen.clock import RunClock
 from loadgen.records import RequestRecord, Status
 from prefillscope.dashboard import plain_line, render
-from prefillscope.live_stats import LiveStats
+from session.live_stats import LiveStats
 
 LINE_STARTS = (
     "prefillscope bench",

@@ -24,7 +24,7 @@ from aiohttp import web
 from bench_support import requests_table
 from real_vllm import VOCAB_SIZE
 
-from prefillscope.bench_runner import BenchOptions, BenchOutcome, run_bench
+from session.bench_runner import BenchOptions, BenchOutcome, run_bench
 
 pytestmark = pytest.mark.real_vllm
 

@@ -30,8 +30,8 @@ from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from prefillscope.bench_runner import BenchOptions, BenchOutcome
     from prefillscope.dashboard import Display
+    from session.bench_runner import BenchOptions, BenchOutcome
 
 
 def dry_run(
@@ -45,7 +45,7 @@ def dry_run(
     """Build the plan and print its statistics; nothing is sent."""
     from rich.console import Console
 
-    from prefillscope.bench_plan import build_workload_plan, resolve_workload
+    from session.bench_plan import build_workload_plan, resolve_workload
     from workloads.stats import plan_stats
 
     # Token prompts: the statistics are those of text prompts of the same token counts.
@@ -158,7 +158,7 @@ def _run(options: BenchOptions, as_json: bool) -> None:
     """Send the workload, report the run and exit with its status."""
     import asyncio
 
-    from prefillscope.bench_runner import run_bench
+    from session.bench_runner import run_bench
 
     try:
         outcome = asyncio.run(run_bench(options, make_display(as_json, _title(options))))

@@ -4,7 +4,7 @@ Takes every workload flag ``bench`` takes (``prefillscope.bench_flags``) and run
 plan against one configuration per chunk size — the embedded engine (no target flags),
 two endpoints (``--a URL --b URL``), or a server launched per arm (``--launch "CMD …
 {chunk} … {port}"``) — alternating trials ABAB…, then checks the conditions matched and
-states the verdict with its uncertainty (``prefillscope.ab_runner``, ``diagnose.ab``).
+states the verdict with its uncertainty (``session.ab_runner``, ``diagnose.ab``).
 Registered on the ``diagnose`` group as its ``ab`` sub-command.
 
 Exit status: 0 a verdict or no significant difference; 1 the verdict was refused (the
@@ -142,8 +142,8 @@ def ab(
     from diagnose.ab import AbSettings
     from diagnose.ab_conditions import Tolerances
     from diagnose.launcher import LaunchTemplate
-    from prefillscope.ab_runner import AbOptions, run_ab
     from prefillscope.ab_view import render
+    from session.ab_runner import AbOptions, run_ab
 
     sizes = parse_chunks(chunks)
     endpoints = _validate_targets(flags, sizes, launch, a, b)

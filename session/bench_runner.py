@@ -40,18 +40,8 @@ from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from loadgen.target import Target
-from prefillscope.bench_oracle import (
-    Geometry,
-    MetricsMapping,
-    annotate_plan,
-    geometry,
-    metrics_mapping,
-)
-from prefillscope.bench_plan import build_bench_plan, resolve_workload, target_rate
 from prefillscope.dashboard import Display
 from prefillscope.engine_flags import EngineSettings
-from prefillscope.live_stats import LiveStats
-from prefillscope.runinfo import RunInfo, redact_command
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.latency import Slo, summarize
@@ -61,6 +51,16 @@ from probes.sampling import ProbeStatus
 from probes.scraper import SERVER_METRICS_TABLE
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from session.bench_oracle import (
+    Geometry,
+    MetricsMapping,
+    annotate_plan,
+    geometry,
+    metrics_mapping,
+)
+from session.bench_plan import build_bench_plan, resolve_workload, target_rate
+from session.live_stats import LiveStats
+from session.runinfo import RunInfo, redact_command
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle

@@ -18,9 +18,9 @@ from typing import Any
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver
 from loadgen.target import Target
-from prefillscope.live_stats import LiveStats
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping, load_mapping
+from session.live_stats import LiveStats
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
