@@ -51,10 +51,10 @@ import aiohttp
 import numpy as np
 import pandas as pd
 
-from loadgen.clock import RunClock
 from loadgen.run import LoadOptions, run_load
 from loadgen.rundir import RunDir
 from loadgen.target import Target
+from runtime.clock import RunClock
 from workloads.plan import Plan, Prompt, RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
 
 STARTUP = """
 import asyncio, sys, tempfile
-from loadgen.clock import RunClock
+from runtime.clock import RunClock
 from loadgen.detect import detect_target
 from loadgen.run import run_load
 from loadgen.rundir import RunDir

@@ -39,9 +39,9 @@ from aiohttp.payload import BytesPayload
 
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
 from loadgen.arrivals import Arrivals, ArrivalStamps
-from loadgen.clock import RunClock
 from loadgen.records import ErrorKind, RequestRecord, Status
-from loadgen.timing import Waker
+from runtime.clock import RunClock
+from runtime.timing import Waker
 
 #: The most of an error response body that is read to find its message.
 ERROR_BODY_LIMIT = 64 * 1024

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from loadgen.clock import RunClock
 from loadgen.rundir import TableWriter
+from runtime.clock import RunClock
 
 DEFAULT_INTERVAL_S = 0.2
 

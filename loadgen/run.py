@@ -10,7 +10,7 @@ What is sent when (the contract with ``workloads``):
    with ``warmup = true`` so the statistics exclude them.
 3. The measured phase starts at ``schedule_t0_s``; every time below is relative to it.
    * *Open loop*: a request with ``intended_s`` is due at ``schedule_t0_s + intended_s``
-     and is sent then, whatever is still in flight (see :mod:`loadgen.timing`). With
+     and is sent then, whatever is still in flight (see :mod:`runtime.timing`). With
      ``max_concurrency`` the excess waits in the client: ``intended_s`` stays the
      schedule time, so that wait counts in intended-time latency.
    * *Closed loop*: requests with ``intended_s = None`` that are not later turns of a
@@ -49,14 +49,14 @@ import aiohttp
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
-from loadgen.clock import RunClock
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
 from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.rundir import RunDir
 from loadgen.sessions import SessionBook
 from loadgen.target import Target
-from loadgen.timing import DEFAULT_SPIN_S, Waker, sleep_until
+from runtime.clock import RunClock
+from runtime.timing import DEFAULT_SPIN_S, Waker, sleep_until
 from workloads.errors import InputError
 from workloads.oracle import PrefixOracle
 from workloads.plan import Plan, RequestSpec

@@ -16,9 +16,9 @@ from typing import Any
 
 import pynvml
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
 from probes.sampling import PeriodicProbe, ProbeStatus
+from runtime.clock import RunClock
 
 GPU_TABLE = "gpu"
 GPU_COLUMNS = (

@@ -39,13 +39,13 @@ import sys
 import tempfile
 from typing import IO, TYPE_CHECKING, Any
 
-from loadgen.clock import RunClock
-from loadgen.lifetime import die_with_parent
 from loadgen.rundir import RunDir
 from probes.exposition import Exposition, Sample
 from probes.gpu import GPU_TABLE, GpuSampler
 from probes.sampling import EVENTS_TABLE, PeriodicProbe, ProbeStatus
 from probes.scraper import DEFAULT_INTERVAL_S, SERVER_METRICS_TABLE, MetricsScraper
+from runtime.clock import RunClock
+from runtime.lifetime import die_with_parent
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -29,11 +29,11 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from loadgen.clock import RunClock
 from probes.exposition import Exposition, Sample
 from probes.mapping import BUILTIN_FLAVOURS, Mapping, Source, builtin_mapping, choose_mapping
 from probes.normalise import ServerSeries
 from probes.sampling import ProbeStatus
+from runtime.clock import RunClock
 from workloads.errors import InputError
 
 _PROMQL_AGGREGATE = {"sum": "sum", "mean": "avg", "max": "max"}

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir, TableWriter
+from runtime.clock import RunClock
 
 #: The journal of probe failures in a run directory.
 EVENTS_TABLE = "probe_events"

@@ -22,10 +22,10 @@ import json
 
 import httpx
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
 from probes.exposition import Exposition, fetch_text, metrics_url, parse_exposition_cooperatively
 from probes.sampling import PeriodicProbe, ProbeStatus
+from runtime.clock import RunClock
 from workloads.errors import InputError
 
 SERVER_METRICS_TABLE = "server_metrics"

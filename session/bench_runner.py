@@ -35,7 +35,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadgen.clock import RunClock
 from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
@@ -51,6 +50,7 @@ from probes.sampling import ProbeStatus
 from probes.scraper import SERVER_METRICS_TABLE
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runtime.clock import RunClock
 from session.bench_oracle import (
     Geometry,
     MetricsMapping,

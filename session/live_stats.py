@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loadgen.clock import RunClock
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver
 from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+from runtime.clock import RunClock
 
 WINDOW_S = 10.0
 #: Most samples one tick adds to a rolling window (evenly thinned beyond that).

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from loadgen.timing import sleep_until
+from runtime.timing import sleep_until
 from simengine.config import EngineConfig
 from simengine.core import (
     EngineCore,
@@ -39,7 +39,7 @@ from simengine.core import (
 #: back-to-back steps (a long GC pause or a saturated CPU).
 MAX_CATCH_UP_S = 0.05
 
-#: The spin window of the step timer (``loadgen.timing.sleep_until``): the event loop's
+#: The spin window of the step timer (``runtime.timing.sleep_until``): the event loop's
 #: timers wake up to 1 ms late (epoll's millisecond timeout is rounded up), so the last
 #: stretch of a sleep yields in a loop instead: other tasks still run. Fixed, not widened
 #: to the machine's wake-ups as the client's is: a busy engine's late wake-ups are its own

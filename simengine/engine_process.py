@@ -26,7 +26,7 @@ import subprocess
 import sys
 from typing import Any
 
-from loadgen.lifetime import die_with_parent
+from runtime.lifetime import die_with_parent
 from simengine.config import EngineConfig
 from simengine.embedded import Running, latency_gc, start_server
 from simengine.server import ServerOptions

@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 from aiohttp import web
 
-from loadgen.clock import RunClock
 from loadgen.run import LoadOptions, LoadResult, run_load
 from loadgen.rundir import RunDir
 from loadgen.target import Target
+from runtime.clock import RunClock
 from workloads.plan import Plan, Prompt, RequestSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

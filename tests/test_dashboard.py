@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from bench_support import bench_cli
 
-from loadgen.clock import RunClock
 from loadgen.records import RequestRecord, Status
 from prefillscope.dashboard import plain_line, render
+from runtime.clock import RunClock
 from session.live_stats import LiveStats
 
 LINE_STARTS = (

@@ -8,10 +8,10 @@ import asyncio
 import pynvml
 import pytest
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
 from probes.gpu import GPU_COLUMNS, GPU_TABLE, GpuSampler
 from probes.sampling import EVENTS_TABLE
+from runtime.clock import RunClock
 
 
 def nvml_works() -> bool:

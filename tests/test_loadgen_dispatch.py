@@ -11,8 +11,8 @@ import pandas as pd
 from loadgen_servers import Server, generator, run_against, specs
 from scipy.stats import theilslopes
 
-from loadgen.clock import RunClock
-from loadgen.timing import (
+from runtime.clock import RunClock
+from runtime.timing import (
     DEFAULT_SPIN_S,
     MAX_SPIN_S,
     SPIN_CPU_SHARE,

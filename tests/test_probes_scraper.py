@@ -8,11 +8,11 @@ from pathlib import Path
 
 from probe_servers import ReplayServer, free_port
 
-from loadgen.clock import RunClock
 from loadgen.rundir import RunDir
 from probes.normalise import ServerSeries
 from probes.sampling import EVENTS_TABLE
 from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
+from runtime.clock import RunClock
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BEFORE = (FIXTURES / "vllm-cpu/tiny-metrics-before.prom").read_text()

@@ -1,0 +1,3 @@
+"""Process-level helpers shared by the load generator, the probes and the simulator: the run
+clock, precise sleeps, child processes that die with their parent and are stopped gracefully.
+A leaf package: it imports nothing else of the project."""
