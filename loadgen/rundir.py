@@ -5,6 +5,12 @@ mid-way would lose everything written to a parquet stream. Instead each table is
 appended to a JSON-lines journal (``<name>.jsonl``), one flushed line per finished
 request, and compacted into ``<name>.parquet`` when the run closes. Readers prefer the
 parquet file and fall back to the journal, so an interrupted run is still a run.
+
+A damaged directory is read as far as it can be: a parquet file that is empty, cut short
+or otherwise unreadable gives way to its journal (one warning line on stderr says so); a
+garbage line in the middle of a journal is skipped and counted, never the end of the
+read; a ``run.json`` or ``summary.json`` that does not parse is an ``InputError`` naming
+the file, which the CLI turns into one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -12,12 +18,15 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sys
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
+
+from workloads.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +40,17 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+#: Warnings already printed in this process: a table read twice warns once.
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr about a damaged run directory, printed once per process."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"prefillscope: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _dumps(value: Any) -> str:
@@ -65,10 +85,15 @@ class _BatchRows:
         return self.shape is None or self.shape == _batch_shape(obj)
 
     def add(self, obj: dict[str, Any]) -> None:
+        decoded = {  # every column first: a mangled line raises before anything is kept
+            name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
+            for name, (dtype, encoded) in obj[BATCH_KEY].items()
+        }
+        if len({len(values) for values in decoded.values()}) > 1:
+            raise ValueError("batch columns of different lengths")
         self.shape = _batch_shape(obj)
         length = 0
-        for name, (dtype, encoded) in obj[BATCH_KEY].items():
-            values = np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
+        for name, values in decoded.items():
             self.columns.setdefault(name, []).append(values)
             length = len(values)
         for key, value in obj.items():
@@ -184,7 +209,19 @@ class RunDir:
 
     # -- reading -------------------------------------------------------------------------
     def read_json(self, name: str) -> dict[str, Any]:
-        return json.loads((self.path / name).read_text())
+        """A JSON document of the run; ``InputError`` naming the file when it cannot be read."""
+        path = self.path / name
+        try:
+            doc = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise InputError(str(path), "is missing", "give a complete run directory") from None
+        except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError too
+            raise InputError(str(path), f"is unreadable ({_one_line(exc)})", _FIX_DAMAGED) from None
+        if not isinstance(doc, dict):
+            raise InputError(
+                str(path), f"holds a JSON {type(doc).__name__}, not an object", _FIX_DAMAGED
+            )
+        return doc
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
@@ -192,27 +229,43 @@ class RunDir:
     def read_table(self, name: str) -> pd.DataFrame:
         """A table as a DataFrame: parquet when compacted, else the journal, else empty.
 
-        pandas is imported here, not with the module: a load generator that only writes
-        starts faster without it.
+        A parquet file that cannot be read (empty, cut short, not parquet) gives way to
+        the journal, with one warning line; with no journal to fall back to it is an
+        ``InputError``. pandas is imported here, not with the module: a load generator
+        that only writes starts faster without it.
         """
         import pandas as pd
 
         parquet = self.path / f"{name}.parquet"
-        if parquet.exists():
-            return pd.read_parquet(parquet)
         journal = self.path / f"{name}.jsonl"
+        if parquet.exists():
+            try:
+                return pd.read_parquet(parquet)
+            except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+                reason = _one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
+                if not journal.exists():
+                    raise InputError(
+                        str(parquet), f"is unreadable ({reason}) and has no journal", _FIX_DAMAGED
+                    ) from None
+                warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
         if journal.exists():
             return self._read_journal(journal)
         return pd.DataFrame()
 
     @staticmethod
     def _read_journal(journal: Path) -> pd.DataFrame:
-        """Every row of a journal, batch lines expanded, in the order they were written."""
+        """Every row of a journal, batch lines expanded, in the order they were written.
+
+        A line that is not a JSON object is skipped and counted (one warning line says how
+        many), and the read goes on. The last line without its newline is a write cut short
+        (the run is still going, or crashed mid-line): skipped without a warning.
+        """
         import pandas as pd
 
         frames: list[pd.DataFrame] = []
         rows: list[dict[str, Any]] = []
         batch = _BatchRows()
+        skipped = 0
 
         def flush() -> None:
             nonlocal rows, batch
@@ -223,15 +276,15 @@ class RunDir:
                 frames.append(batch.frame())
                 batch = _BatchRows()
 
-        with journal.open(encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
+        with journal.open(encoding="utf-8", errors="replace") as fh:
+            for raw in fh:
+                line = raw.strip()
                 if not line:
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # a line cut short by a crash: everything before it is intact
+                obj = _parse_line(line)
+                if obj is None:
+                    skipped += raw.endswith("\n")  # a torn last line is not damage
+                    continue
                 if BATCH_KEY not in obj:
                     if batch.lengths:
                         flush()
@@ -239,8 +292,36 @@ class RunDir:
                     continue
                 if rows or not batch.fits(obj):
                     flush()
-                batch.add(obj)
+                try:
+                    batch.add(obj)
+                except (TypeError, ValueError, AttributeError):  # a batch line mangled inside
+                    skipped += 1
         flush()
+        if skipped:
+            plural = "s" if skipped > 1 else ""
+            warn_once(f"{journal}: skipped {skipped} unreadable line{plural}")
         if not frames:
             return pd.DataFrame()
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+_FIX_DAMAGED = "the run directory is damaged: rerun the bench or restore the file"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _parse_line(line: str) -> dict[str, Any] | None:
+    """A journal line as a row object, or None when it is not one."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    batch = obj.get(BATCH_KEY)
+    if batch is not None and not isinstance(batch, dict):
+        return None
+    return obj

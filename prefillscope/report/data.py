@@ -8,7 +8,6 @@ page says so instead of drawing a misleading empty or zero plot.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,11 +129,7 @@ def _read_json(run_dir: RunDir, name: str, notes: list[str]) -> dict[str, Any] |
         if name == RUN_JSON:
             notes.append(f"{name} is missing: target and workload are unknown")
         return None
-    try:
-        return run_dir.read_json(name)
-    except json.JSONDecodeError as exc:
-        notes.append(f"{name} is unreadable ({exc.msg} at line {exc.lineno})")
-        return None
+    return run_dir.read_json(name)  # unreadable: InputError naming the file, exit 2
 
 
 def probe_problems(run: dict[str, Any]) -> list[str]:
