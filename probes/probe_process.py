@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -44,8 +43,8 @@ from probes.exposition import Exposition, Sample
 from probes.gpu import GPU_TABLE, GpuSampler
 from probes.sampling import EVENTS_TABLE, PeriodicProbe, ProbeStatus
 from probes.scraper import DEFAULT_INTERVAL_S, SERVER_METRICS_TABLE, MetricsScraper
+from runtime.child import become_child, read_message, say, stop_process
 from runtime.clock import RunClock
-from runtime.lifetime import die_with_parent
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,7 +124,7 @@ class ProbeProcess:
         self._proc.stdin.flush()
         wait_s = self.timeout_s + _START_GRACE_S
         try:
-            message = await asyncio.to_thread(_read_message, self._proc, wait_s)
+            message = await asyncio.to_thread(read_message, self._proc, wait_s)
         except BaseException:  # cancelled: stop() finds it dead and says so
             self._proc.kill()
             raise
@@ -219,18 +218,6 @@ def _exit_description(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-def _read_message(proc: subprocess.Popen[bytes], timeout_s: float) -> dict[str, Any] | None:
-    """The child's next JSON line; None when it exited or stayed silent for ``timeout_s``."""
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        line = proc.stdout.readline() if sel.select(timeout_s) else b""
-    try:
-        return json.loads(line) if line else None
-    except json.JSONDecodeError:
-        return None
-
-
 def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[dict[str, Any] | None, bool]:
     """Send the stop message (stdin closed), read the final line, reap the child; the
     line (None when it died without one) and whether it had to be SIGKILLed, silent or
@@ -238,14 +225,8 @@ def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[dict[str, An
     assert proc.stdin is not None and proc.stdout is not None
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.close()
-    message = _read_message(proc, timeout_s) if proc.poll() is None else None
-    killed = False
-    try:
-        proc.wait(timeout_s if message is not None else 0.5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        killed = True
+    message = read_message(proc, timeout_s) if proc.poll() is None else None
+    killed = stop_process(proc, timeout_s if message is not None else 0.5, terminate=False)
     proc.stdout.close()
     return message, killed
 
@@ -266,11 +247,6 @@ def _decode_exposition(data: dict[str, Any] | None) -> Exposition | None:
 
 
 # -- the child -------------------------------------------------------------------------
-def _say(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
 def _on_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     """End of stdin (the parent closed it, or died) is the stop message."""
     if not os.read(sys.stdin.fileno(), 4096):
@@ -304,10 +280,10 @@ async def _sample(request: dict[str, Any]) -> None:
     scraper = probes.get(SERVER_METRICS_TABLE)
     first = scraper.first if isinstance(scraper, MetricsScraper) else None
     statuses = {name: probe.status for name, probe in probes.items()}
-    _say({"t_s": clock.now(), "statuses": _dicts(statuses), "first": _encode_exposition(first)})
+    say({"t_s": clock.now(), "statuses": _dicts(statuses), "first": _encode_exposition(first)})
     await stop.wait()
     await asyncio.gather(*(probe.stop() for probe in probes.values()))
-    _say({"t_s": clock.now(), "statuses": _dicts(statuses)})
+    say({"t_s": clock.now(), "statuses": _dicts(statuses)})
 
 
 def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
@@ -315,8 +291,7 @@ def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
+    become_child()
     asyncio.run(_sample(json.loads(sys.stdin.buffer.readline())))
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import selectors
 import signal
 import subprocess
 import sys
 from typing import Any
 
-from runtime.lifetime import die_with_parent
+from runtime.child import become_child, read_message, say, stop_process
 from simengine.config import EngineConfig
 from simengine.embedded import Running, latency_gc, start_server
 from simengine.server import ServerOptions
@@ -81,13 +80,7 @@ class EngineProcess(Running):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, _STOP_GRACE_S)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
@@ -95,12 +88,9 @@ class EngineProcess(Running):
 
 def _read_ready(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """The child's one ready line; what it said on stderr when it died or stayed silent."""
-    assert proc.stdout is not None and proc.stderr is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        line = proc.stdout.readline() if sel.select(_STARTUP_TIMEOUT_S) else ""
-    if line:
-        ready = json.loads(line)
+    assert proc.stderr is not None
+    ready = read_message(proc, _STARTUP_TIMEOUT_S)
+    if ready is not None:
         if "input_error" in ready:  # bad configuration the child found: the user's to fix
             raise InputError(**ready["input_error"])
         return ready
@@ -119,21 +109,19 @@ async def _serve(request: dict[str, Any]) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
         with latency_gc():
-            print(json.dumps({"url": url, "num_gpu_blocks": server.core.pool.num_blocks}))
-            sys.stdout.flush()
+            say({"url": url, "num_gpu_blocks": server.core.pool.num_blocks})
             await stop.wait()
     finally:
         await runner.cleanup()
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
+    become_child()
     try:
         asyncio.run(_serve(json.loads(sys.stdin.read())))
     except InputError as exc:
         fields = {"field": exc.field, "problem": exc.problem, "fix": exc.fix}
-        print(json.dumps({"input_error": fields}), flush=True)
+        say({"input_error": fields})
         sys.exit(2)
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 from aiohttp import web
 
+from runtime.child import stop_process
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -137,12 +139,7 @@ class PrometheusServer:
 
     def __exit__(self, *exc_info: object) -> None:
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            stop_process(self._process, 10)
 
 
 async def stream_completion(
