@@ -12,6 +12,14 @@ Evidence, strongest first:
 
 else ``openai``. An endpoint that cannot be reached is bad input (``InputError``, one
 line), not a traceback.
+
+What the server says about its model is read at the same time, so that a run needs no
+flag the server can answer: the longest sequence it takes (``max_model_len`` of
+``/v1/models`` — vLLM, SGLang, the embedded engine —, SGLang's ``/get_model_info``
+``context_length``, llama.cpp's per-slot ``n_ctx``) and the vocabulary size (llama.cpp's
+``n_vocab``; else, where the server detokenizes, the first token id ``/detokenize``
+refuses, found by bisection in a few dozen small requests). ``Target.discovered`` says
+where each fact came from.
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.target import DEFAULT_API, FLAVOURS, Target
+from loadgen.target import DEFAULT_API, FLAVOURS, Target, server_root
 from workloads.errors import InputError
+
+#: Largest vocabulary the bisection over ``/detokenize`` looks for (2^22 ids).
+MAX_VOCAB_PROBE = 1 << 22
 
 _METRIC_PREFIXES = (
     ("prefillscope_engine_", "embedded"),
@@ -44,8 +55,15 @@ class _Probe:
         self.headers = headers
 
     async def get(self, path: str) -> tuple[int | None, Any]:
+        return await self._call("GET", path, None)
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int | None, Any]:
+        return await self._call("POST", path, body)
+
+    async def _call(self, method: str, path: str, body: Any) -> tuple[int | None, Any]:
+        url = self.base_url + path
         try:
-            async with self.session.get(self.base_url + path, headers=self.headers) as resp:
+            async with self.session.request(method, url, json=body, headers=self.headers) as resp:
                 text = await resp.text(errors="replace")
                 if resp.content_type == "application/json" or text[:1] in "{[":
                     try:
@@ -83,10 +101,12 @@ async def detect_target(
 ) -> Target:
     """Probe ``base_url`` and return the :class:`Target` to drive.
 
+    ``base_url`` may be written as a user would (``host:8000``, ``http://host:8000/v1``);
     ``backend`` other than ``auto`` skips detection; ``api`` overrides the flavour's
-    default API; ``model`` overrides the first model the server lists.
+    default API; ``model`` overrides the first model the server lists; ``vocab_size``
+    the vocabulary the server would be asked for.
     """
-    base_url = base_url.rstrip("/")
+    base_url = server_root(base_url)
     if backend != "auto" and backend not in FLAVOURS:
         raise InputError(
             "--backend", f"unknown backend {backend!r}", "use auto or one of " + ", ".join(FLAVOURS)
@@ -99,21 +119,83 @@ async def detect_target(
         owner, listed, meta = _first_model(models)
         flavour = backend if backend != "auto" else await _detect(probe, owner)
         info = await _server_info(probe, flavour)
+        name = model or listed
+        if not name:
+            raise InputError("--model", f"{base_url}/v1/models lists no model", "pass --model NAME")
+        facts = ModelFacts.from_listing(meta, info)
+        if vocab_size:
+            facts.vocab_size, facts.sources["vocab_size"] = vocab_size, "--vocab-size"
+        elif facts.vocab_size is None and flavour in ("vllm", "embedded", "sglang"):
+            await facts.bisect_vocab(probe, name)
     info.update({"owned_by": owner, "models": meta.get("models", [])})
-    vocab = vocab_size or meta.get("n_vocab")
-    name = model or listed
-    if not name:
-        raise InputError("--model", f"{base_url}/v1/models lists no model", "pass --model NAME")
     return Target(
         base_url=base_url,
         flavour=flavour,
         api=api or DEFAULT_API[flavour],
         model=name,
         api_key=api_key,
-        vocab_size=vocab,
+        vocab_size=facts.vocab_size,
         count_tokens=count_tokens,
         server_info=info,
+        max_model_len=facts.max_model_len,
+        discovered=facts.sources,
     )
+
+
+class ModelFacts:
+    """Vocabulary size and context length of the served model, and where each was read."""
+
+    def __init__(self) -> None:
+        self.vocab_size: int | None = None
+        self.max_model_len: int | None = None
+        self.sources: dict[str, str] = {}
+
+    def _set(self, name: str, value: Any, source: str) -> None:
+        if getattr(self, name) is None and isinstance(value, int) and value > 0:
+            setattr(self, name, value)
+            self.sources[name] = source
+
+    @classmethod
+    def from_listing(cls, meta: dict[str, Any], info: dict[str, Any]) -> ModelFacts:
+        """What ``/v1/models`` (``meta``) and the flavour's own endpoint (``info``) said."""
+        facts = cls()
+        facts._set("max_model_len", meta.get("max_model_len"), "/v1/models max_model_len")
+        facts._set("max_model_len", info.get("context_length"), "/get_model_info context_length")
+        facts._set("max_model_len", info.get("n_ctx"), "/props n_ctx (per slot)")
+        facts._set("max_model_len", meta.get("n_ctx"), "/v1/models meta.n_ctx")
+        facts._set("vocab_size", meta.get("n_vocab"), "/v1/models meta.n_vocab")
+        return facts
+
+    async def bisect_vocab(self, probe: _Probe, model: str) -> None:
+        """The vocabulary size: the first token id ``/detokenize`` refuses (bisection).
+
+        Nothing is set when the server has no ``/detokenize`` or accepts every id."""
+
+        async def known(token_id: int) -> bool | None:
+            status, _ = await probe.post("/detokenize", {"model": model, "tokens": [token_id]})
+            if status is None or status in (404, 405):
+                return None
+            return status == 200
+
+        if await known(0) is not True:
+            return
+        good, bad = 0, 1024
+        while True:
+            answer = await known(bad)
+            if answer is None:
+                return
+            if not answer:
+                break
+            if bad >= MAX_VOCAB_PROBE:
+                return
+            good, bad = bad, bad * 2
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            answer = await known(middle)
+            if answer is None:
+                return
+            good, bad = (middle, bad) if answer else (good, middle)
+        self._set("vocab_size", bad, "/detokenize (first id refused)")
 
 
 async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
@@ -154,6 +236,8 @@ def _first_model(models: Any) -> tuple[str | None, str | None, dict[str, Any]]:
         meta["n_vocab"] = extra["n_vocab"]
     if isinstance(first.get("max_model_len"), int):
         meta["max_model_len"] = first["max_model_len"]
+    if isinstance(extra, dict) and isinstance(extra.get("n_ctx"), int):
+        meta["n_ctx"] = extra["n_ctx"]
     return first.get("owned_by"), first.get("id"), meta
 
 
@@ -189,8 +273,13 @@ async def _server_info(probe: _Probe, flavour: str) -> dict[str, Any]:
         if status == 200 and isinstance(body, dict):
             info["version"] = body.get("build_info")
             info["total_slots"] = body.get("total_slots")
+            settings = body.get("default_generation_settings")
+            if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+                info["n_ctx"] = settings["n_ctx"]
     elif flavour == "sglang":
         status, body = await probe.get("/get_model_info")
         if status == 200 and isinstance(body, dict):
             info["model_path"] = body.get("model_path")
+            if isinstance(body.get("context_length"), int):
+                info["context_length"] = body["context_length"]
     return info

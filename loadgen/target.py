@@ -14,11 +14,30 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from workloads.errors import InputError
 
 FLAVOURS = ("vllm", "sglang", "llamacpp", "openai", "embedded")
 APIS = ("completions", "chat", "sglang", "llamacpp")
+
+#: The path each API sends its requests to.
+REQUEST_PATHS = {
+    "completions": "/v1/completions",
+    "chat": "/v1/chat/completions",
+    "sglang": "/generate",
+    "llamacpp": "/completion",
+}
+#: What a user may have typed after the server's root: an OpenAI SDK base URL ends in
+#: ``/v1``; a copied request URL ends in the endpoint itself. Longest first.
+_ROOT_SUFFIXES = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1",
+    "/generate",
+    "/completion",
+)
 
 #: Environment variables an API key is read from, first one set wins.
 API_KEY_ENV = ("PREFILLSCOPE_API_KEY", "OPENAI_API_KEY")
@@ -55,6 +74,36 @@ DEFAULT_API = {
 }
 
 
+def server_root(url: str) -> str:
+    """The server's root URL from what a user types for ``--endpoint``.
+
+    ``http://host:8000/v1`` (the OpenAI SDK's base URL), ``host:8000`` (no scheme: http),
+    ``https://host/v1/chat/completions`` (a request URL) all give the root the server's
+    paths hang from (``http://host:8000``); a path in front of ``/v1`` (a proxy's prefix)
+    is kept. Anything that is not an http(s) address is bad input.
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError as exc:
+        raise InputError("--endpoint", f"{url!r} is not a URL: {exc}", _EXAMPLE) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError("--endpoint", f"{url!r} is not an http(s) URL", _EXAMPLE)
+    del port
+    path = parts.path.rstrip("/")
+    for suffix in _ROOT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path.removesuffix(suffix)
+            break
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+_EXAMPLE = "e.g. http://127.0.0.1:8000 (or …:8000/v1)"
+
+
 def api_key_from_env() -> str | None:
     """The API key from the environment (``PREFILLSCOPE_API_KEY``, then ``OPENAI_API_KEY``)."""
     for name in API_KEY_ENV:
@@ -68,9 +117,11 @@ def api_key_from_env() -> str | None:
 class Target:
     """One server under test.
 
-    ``vocab_size`` bounds the token ids of token prompts; ``count_tokens`` (text → token
-    count, e.g. a ``tokenizers`` tokenizer's) counts the tokens of a text delta when the
-    stream says nothing better.
+    ``vocab_size`` bounds the token ids of token prompts; ``max_model_len`` is the
+    longest prompt plus output the server takes (``None``: it does not say);
+    ``discovered`` says where each of these facts came from. ``count_tokens`` (text →
+    token count, e.g. a ``tokenizers`` tokenizer's) counts the tokens of a text delta
+    when the stream says nothing better.
     """
 
     base_url: str
@@ -81,9 +132,11 @@ class Target:
     vocab_size: int | None = None
     count_tokens: Callable[[str], int] | None = field(default=None, repr=False)
     server_info: dict[str, Any] = field(default_factory=dict)
+    max_model_len: int | None = None
+    discovered: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.base_url = self.base_url.rstrip("/")
+        self.base_url = server_root(self.base_url)
         if self.flavour not in FLAVOURS:
             raise InputError("--backend", f"unknown backend {self.flavour!r}", _one_of(FLAVOURS))
         if self.api not in APIS:
@@ -101,6 +154,15 @@ class Target:
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    def paths(self) -> dict[str, str]:
+        """The server paths a run uses, by what they are for (``run.json`` says them)."""
+        used = {"models": "/v1/models", "requests": REQUEST_PATHS[self.api], "metrics": "/metrics"}
+        if self.flavour in ("vllm", "embedded"):
+            used["tokenize"] = "/tokenize"
+        if self.capabilities.reset_path:
+            used["reset"] = self.capabilities.reset_path
+        return used
+
     def headers(self) -> dict[str, str]:
         """Request headers, with the API key as a bearer token when there is one."""
         headers = {"Content-Type": "application/json"}
@@ -112,10 +174,13 @@ class Target:
         """What ``run.json`` records about the target. Never the API key."""
         return {
             "url": self.base_url,
+            "paths": self.paths(),
             "flavour": self.flavour,
             "api": self.api,
             "model": self.model,
             "vocab_size": self.vocab_size,
+            "max_model_len": self.max_model_len,
+            "discovered": self.discovered,
             "authenticated": bool(self.api_key),
             "server_info": self.server_info,
         }
