@@ -106,6 +106,12 @@ class BenchFlags:
     tokenizer: Annotated[
         str | None, typer.Option(help="tokenizer.json or server URL for text prompts.")
     ] = None
+    allow_overlong: Annotated[
+        bool,
+        typer.Option(
+            "--allow-overlong", help="Send prompts longer than the server's context anyway."
+        ),
+    ] = False
 
     def overrides(self) -> dict[str, object]:
         """``load_spec`` overrides from ``--set`` and the common flags (flags win).
@@ -169,6 +175,7 @@ class BenchFlags:
             gpu=self.gpu,
             block_size=self.block_size,
             num_gpu_blocks=self.num_gpu_blocks,
+            allow_overlong=self.allow_overlong,
             command=command,
         )
 

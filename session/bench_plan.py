@@ -16,6 +16,7 @@ from loadgen.target import Target
 from workloads.build import build_plan
 from workloads.errors import InputError
 from workloads.family import arrival_name
+from workloads.fit import refuse_overlong
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key
 from workloads.spec import WorkloadSpec, load_spec
@@ -112,9 +113,11 @@ def build_bench_plan(
     warmup: int = 0,
     tokenizer: str | None = None,
     api_key: str | None = None,
+    allow_overlong: bool = False,
 ) -> Plan:
     """The plan ``spec`` makes for ``target``, led by ``warmup`` warm-up requests;
-    refused (``InputError``) when ``target`` cannot take it."""
+    refused (``InputError``) when ``target`` cannot take it: token ids without a known
+    vocabulary, or (unless ``allow_overlong``) requests longer than its context."""
     if warmup < 0:
         raise InputError("--warmup", f"must be >= 0, got {warmup}")
     text_tokenizer = (
@@ -129,7 +132,10 @@ def build_bench_plan(
         raise InputError(
             "--vocab-size",
             f"{target.base_url} does not say its vocabulary size, which token-id prompts need",
-            "pass --vocab-size N, or --set prompt_format=text with --tokenizer",
+            "pass --vocab-size N or --tokenizer (a model folder, tokenizer.json or HF name)",
         )
+    if target.max_model_len and not allow_overlong:
+        source = target.discovered.get("max_model_len", "the server")
+        refuse_overlong(plan, target.max_model_len, source)
     plan.requests[:0] = warmup_requests(plan, warmup)
     return plan

@@ -35,9 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters import RequestParams
 from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
+from loadgen.smoke import smoke_test
 from loadgen.target import Target
 from prefillscope.dashboard import Display
 from prefillscope.engine_flags import EngineSettings
@@ -107,6 +109,10 @@ class BenchOptions:
     #: The oracle's block and pool size when the server's metrics do not say (or to override).
     block_size: int | None = None
     num_gpu_blocks: int | None = None
+    #: Send requests longer than the server's max_model_len instead of refusing the run.
+    allow_overlong: bool = False
+    #: Send one small request first and fail at once, with the server's message, if it fails.
+    smoke_test: bool = True
     #: Keep every request's output token ids and their logprobs (``diagnose ab
     #: --check-outputs`` compares what the model said across configurations).
     record_outputs: bool = False
@@ -247,7 +253,15 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             warmup=options.warmup,
             tokenizer=options.tokenizer,
             api_key=options.api_key,
+            allow_overlong=options.allow_overlong,
         )
+        if options.smoke_test:
+            await smoke_test(
+                target,
+                token_ids=any(r.text is None for r in plan),
+                params=RequestParams(logprobs=options.record_outputs),
+                timeout_s=options.timeout_s,
+            )
         run = make_run_dir(options.out or default_out(spec.name))
         clock = RunClock()
         info = run_info(options, spec, plan, target, clock, deadline_s, engine)

@@ -122,3 +122,33 @@ def test_llamacpp_context_from_props() -> None:
     target = asyncio.run(go())
     assert (target.flavour, target.max_model_len, target.vocab_size) == ("llamacpp", 2048, 8000)
     assert target.discovered["max_model_len"] == "/props n_ctx (per slot)"
+
+
+def test_overlong_prompts_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """doc-qa's documents against an engine with a 3000-token context: one line, exit 2."""
+    from bench_support import bench_cli
+
+    out = tmp_path / "run"
+    done = bench_cli(
+        "--workload", "doc-qa", "--num-requests", "6", "--engine", "max_model_len=3000",
+        "--gpu", "off", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and "--allow-overlong" in line
+    assert "max_model_len of 3,000 tokens" in line and " of 6 requests" in line
+    assert not out.exists()
+
+
+def test_the_smoke_test_fails_fast_with_the_servers_message(tmp_path: Path) -> None:
+    from bench_support import bench_cli
+
+    with EmbeddedServer(EngineConfig(fixed_step_s=0.001, vocab_size=4096)) as server:
+        out = tmp_path / "run"
+        done = bench_cli(
+            "--endpoint", server.url + "/v1", "--workload", "system-prompt", "--num-requests",
+            "3", "--model", "no-such-model", "--gpu", "off", "--out", str(out),
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "does not exist" in done.stderr and "test request" in done.stderr
+        assert not out.exists()
