@@ -32,7 +32,7 @@ import pstats
 import time
 from multiprocessing.connection import Connection
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import latency_gc, start_server
 from simengine.server import EngineServer, ServerOptions
 

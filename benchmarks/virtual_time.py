@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import VirtualDriver
 

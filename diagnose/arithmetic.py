@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simengine.chunking import chunk_schedule
-from simengine.costmodel import attended_pairs
-from simengine.models import dtype_bytes, kv_bytes_per_token
+from perfmodel.chunking import chunk_schedule
+from perfmodel.costmodel import attended_pairs
+from perfmodel.models import dtype_bytes, kv_bytes_per_token
 from workloads.errors import InputError
 
 
@@ -26,7 +26,7 @@ def _check_positive(field: str, value: float) -> None:
 def prefill_chunks(prompt_tokens: int, budget: int, decodes: int) -> list[int]:
     """How a prompt is chunked while ``decodes`` sequences keep decoding.
 
-    Raises ``simengine.chunking.PrefillBlocked`` when the decodes take the whole budget.
+    Raises ``perfmodel.chunking.PrefillBlocked`` when the decodes take the whole budget.
     """
     _check_positive("--prompt", prompt_tokens)
     _check_positive("--budget", budget)

@@ -29,9 +29,9 @@ from diagnose.context import Context
 from diagnose.evidence import Evidence, Finding, Status
 from diagnose.next_steps import ab_command
 from diagnose.stats import Comparison
+from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.quantiles import finite
-from simengine.costmodel import StepShape, attended_pairs
 
 TITLE = "Prefill chunks starving decodes"
 STEP_METRIC = "prefillscope_engine_step_seconds"

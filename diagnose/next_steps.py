@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from diagnose.inputs import RunView
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from workloads.errors import InputError
 from workloads.spec import load_spec
 

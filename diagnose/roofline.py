@@ -2,7 +2,7 @@
 
 H2 (host overhead) and H3 (KV bandwidth) both ask "how long *should* a decode step
 take for this batch?" and answer it with the embedded engine's cost model
-(``simengine.costmodel.CostModel``), evaluated for the model and GPU the user names
+(``perfmodel.costmodel.CostModel``), evaluated for the model and GPU the user names
 (``--model``, ``--gpu``, ``--tensor-parallel-size``) or, for a run against the embedded
 engine, the configuration ``run.json`` records. Two adjustments make it a *GPU* model:
 
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from simengine.config import EngineConfig
-from simengine.costmodel import CostModel
-from simengine.models import resolve_gpu, resolve_model
+from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel
+from perfmodel.models import resolve_gpu, resolve_model
 
 #: Relative resolution of contexts when costing steps (log scale).
 CONTEXT_RESOLUTION = 0.02

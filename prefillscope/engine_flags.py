@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from workloads.errors import InputError
 
 FLAG = "--engine"

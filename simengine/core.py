@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simengine.config import EngineConfig
-from simengine.costmodel import CostModel
+from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel
 from simengine.sampler import EOS_ID, Sampler
 from simengine.scheduler import Scheduler, Sequence
 from workloads.prefix import BlockPool, CacheScope

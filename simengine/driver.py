@@ -24,8 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
+from perfmodel.config import EngineConfig
 from runtime.timing import sleep_until
-from simengine.config import EngineConfig
 from simengine.core import (
     EngineCore,
     EngineRequest,

@@ -20,8 +20,8 @@ from typing import Self
 
 from aiohttp import web
 
+from perfmodel.config import EngineConfig
 from simengine.arrivals import StampingSite
-from simengine.config import EngineConfig
 from simengine.server import EngineServer, ServerOptions
 
 _STARTUP_TIMEOUT_S = 30.0

@@ -25,8 +25,8 @@ import subprocess
 import sys
 from typing import Any
 
+from perfmodel.config import EngineConfig
 from runtime.child import become_child, read_message, say, stop_process
-from simengine.config import EngineConfig
 from simengine.embedded import Running, latency_gc, start_server
 from simengine.server import ServerOptions
 from workloads.errors import InputError

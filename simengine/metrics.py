@@ -35,7 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from simengine.config import EngineConfig
+    from perfmodel.config import EngineConfig
     from simengine.core import EngineCore, StepResult
 
 ENGINE_LABEL = "0"

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simengine.chunking import prefill_allowance
-from simengine.costmodel import StepShape, attended_pairs
+from perfmodel.chunking import prefill_allowance
+from perfmodel.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
 from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes
 

@@ -27,8 +27,8 @@ from typing import Any
 from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from perfmodel.config import EngineConfig
 from simengine.arrivals import ARRIVAL, RequestArrivals
-from simengine.config import EngineConfig
 from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
 from simengine.driver import RealTimeDriver
 from simengine.metrics import RequestLatency, ServerMetrics

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.sse import SSEParser
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 DONE = b"[DONE]"

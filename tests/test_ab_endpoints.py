@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ab_support import TIMING_TOLERANCES, ab_json, diagnose_ab
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ import pytest
 from bench_support import bench, bench_cli, read_json, requests_table
 from probe_servers import ReplayServer
 
+from perfmodel.config import EngineConfig
 from prefillscope.cli import main
-from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 FAST = ("--engine", "fixed_step_s=0.002", "--gpu", "off")

@@ -15,7 +15,7 @@ from bench_support import bench, bench_cli, read_json
 from probe_servers import PrometheusServer, free_port
 
 from loadgen.rundir import RunDir
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 SMALL = {"num_requests": 12, "rate": 20}

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from simengine.config import EngineConfig
-from simengine.costmodel import CostModel, StepShape, attended_pairs
-from simengine.models import GIB, GPUS, MODELS, resolve_gpu, resolve_model
+from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel, StepShape, attended_pairs
+from perfmodel.models import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from workloads.errors import InputError
 
 

@@ -13,8 +13,8 @@ from diagnose.evidence import Status
 from diagnose.roofline import resolve_roofline
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.records import Status as RequestStatus
+from perfmodel.config import EngineConfig
 from probes.latency import parse_slo
-from simengine.config import EngineConfig
 
 
 def _info(**engine) -> dict:

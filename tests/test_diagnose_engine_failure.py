@@ -14,7 +14,7 @@ from diagnose_bench import INTERFERENCE, bench
 from diagnose.checklist import run_checklist, write_diagnosis
 from diagnose.context import DiagnoseOptions
 from loadgen.rundir import RunDir
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 

@@ -11,8 +11,8 @@ from diagnose_runs import metric_row
 
 from diagnose.raw_metrics import RawMetrics
 from diagnose.roofline import resolve_roofline
-from simengine.config import EngineConfig
-from simengine.costmodel import CostModel
+from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel
 from workloads.errors import InputError
 
 

@@ -7,7 +7,7 @@ import statistics
 import pytest
 from engine_util import drain, prompt, run_all
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest, RequestRejected
 from simengine.sampler import EOS_ID, FIRST_WORD_ID
 from workloads.prefix import BlockPool, CacheScope, SequenceBlocks

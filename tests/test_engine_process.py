@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 

@@ -11,7 +11,7 @@ from aiohttp import web
 from loadgen_servers import Server, routes, run_against, specs
 
 from loadgen.detect import detect_target
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from workloads.errors import InputError
 

@@ -26,9 +26,9 @@ from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver, LoadOptions, LoadRun
 from loadgen.rundir import RunDir
 from loadgen.target import Target
+from perfmodel.config import EngineConfig
 from probes.latency import token_gaps
 from runtime.clock import RunClock
-from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from workloads.plan import Plan
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from engine_util import run_all
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest
 from workloads.build import build_plan
 from workloads.oracle import PrefixOracle, PromptHasher, annotate

@@ -13,12 +13,12 @@ import httpx
 from probe_servers import stream_completion
 
 from loadgen.rundir import RunDir
+from perfmodel.config import EngineConfig
 from probes.canonical import Provenance
 from probes.normalise import ServerSeries
 from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
 from probes.server_summary import server_summary
 from runtime.clock import RunClock
-from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 PREFIX = list(range(100, 100 + 512))

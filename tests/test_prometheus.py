@@ -20,11 +20,11 @@ import pytest
 from probe_servers import PrometheusServer, free_port, stream_completion
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from perfmodel.config import EngineConfig
 from probes.canonical import Provenance
 from probes.mapping import builtin_mapping
 from probes.prometheus_source import PrometheusSource
 from runtime.clock import RunClock
-from simengine.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.prometheus

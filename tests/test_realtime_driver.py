@@ -8,7 +8,7 @@ import time
 import pytest
 from engine_util import prompt
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest, RequestRejected, RequestUpdate
 from simengine.driver import RealTimeDriver
 

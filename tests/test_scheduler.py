@@ -7,8 +7,8 @@ import random
 import pytest
 from engine_util import Run, drain, prompt, run_all
 
-from simengine.chunking import PrefillBlocked, chunk_schedule
-from simengine.config import EngineConfig
+from perfmodel.chunking import PrefillBlocked, chunk_schedule
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest, RequestRejected
 from simengine.driver import VirtualDriver
 

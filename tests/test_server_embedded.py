@@ -10,7 +10,7 @@ import httpx
 import pytest
 from server_support import fast_config, metric, served, stream_events, wait_for
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from simengine.openai_responses import ResponseShaper
 from workloads.errors import InputError

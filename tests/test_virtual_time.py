@@ -7,7 +7,7 @@ import itertools
 import pytest
 from engine_util import prompt
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import VirtualDriver, simulate
 

@@ -54,7 +54,7 @@ def chunks(
 ) -> None:
     """How a prompt is sliced into prefill chunks next to running decodes."""
     from diagnose.arithmetic import prefill_chunks
-    from simengine.chunking import PrefillBlocked
+    from perfmodel.chunking import PrefillBlocked
 
     try:
         sizes = prefill_chunks(prompt, budget, decodes)
@@ -120,7 +120,7 @@ def kv(
 ) -> None:
     """KV bytes per token and in total, and the ideal time to ship them between workers."""
     from diagnose.arithmetic import kv_transfer
-    from simengine.models import resolve_model
+    from perfmodel.models import resolve_model
 
     if model is not None:
         spec = resolve_model(model)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from workloads.errors import InputError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simengine.models import resolve_gpu, resolve_model
+from perfmodel.models import resolve_gpu, resolve_model
 from workloads.errors import InputError
 
 #: The sampler's token layout needs the special and byte ids below word tokens.

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simengine.config import EngineConfig
-from simengine.models import GpuSpec, ModelSpec, resolve_gpu, resolve_model
+from perfmodel.config import EngineConfig
+from perfmodel.models import GpuSpec, ModelSpec, resolve_gpu, resolve_model
 from workloads.errors import InputError
 
 
