@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from diagnose.stats import CONFIDENCE, _resample_sums
+from diagnose.metrics import CONFIDENCE
+from diagnose.resample import resample_sums
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def fit_trend(
     columns = [np.ones_like(x), x, y, x * x, x * y]
     per_unit = np.stack([np.bincount(codes, weights=c, minlength=units) for c in columns], axis=1)
     slope = float(_slope(per_unit.sum(axis=0, keepdims=True))[0])
-    replicates = _slope(_resample_sums(sparse.csr_matrix(per_unit), resamples, seed))
+    replicates = _slope(resample_sums(sparse.csr_matrix(per_unit), resamples, seed))
     alpha = 1.0 - confidence
     low, high = np.nanquantile(replicates, [alpha / 2, 1 - alpha / 2])
     return Trend(slope, float(low), float(high), units)

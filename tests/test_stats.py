@@ -1,4 +1,4 @@
-"""Bootstrap intervals, rank tests and trial pooling: coverage, power and exact agreement."""
+"""Bootstrap intervals, the one decision rule, inconclusive data and trial pooling."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from diagnose.resample import resampled_statistics
 from diagnose.stats import (
+    MIN_TAIL,
+    MIN_UNITS,
     Comparison,
     Sample,
     compare_stats,
     compare_trials,
-    resampled_statistics,
+    percentile_interval,
+    shortfall,
     trial_interval,
 )
 
@@ -103,18 +107,6 @@ def test_exact_order_statistic_replicates_match_explicit_resampling() -> None:
             assert np.percentile(fast[stat], q) == pytest.approx(np.percentile(slow, q), rel=0.02)
 
 
-def test_per_unit_statistics_are_numpys_within_each_cluster() -> None:
-    rng = np.random.default_rng(3)
-    clusters = np.repeat(["x", "y", "z"], [1, 7, 30])
-    values = rng.normal(size=clusters.size)
-    per_unit = Sample.of(values, clusters).per_unit(["mean", "p50", "p99"])
-    for i, name in enumerate(("x", "y", "z")):
-        own = values[clusters == name]
-        assert per_unit["mean"][i] == pytest.approx(own.mean())
-        assert per_unit["p50"][i] == pytest.approx(np.percentile(own, 50))
-        assert per_unit["p99"][i] == pytest.approx(np.percentile(own, 99))
-
-
 def test_results_are_seeded_and_unknown_values_are_dropped() -> None:
     rng = np.random.default_rng(0)
     a, b = rng.exponential(size=200), rng.exponential(size=200)
@@ -134,6 +126,7 @@ def test_too_small_samples_give_no_interval_and_no_verdict() -> None:
     assert c.ratio == 2.5
     assert c.to_dict()["ci_low"] is None
     assert c.significant is False
+    assert c.inconclusive == "BASE: 1 units (fewer than 10); NEW: 2 units (fewer than 10)"
 
 
 def test_trial_interval_is_welch_t_on_logs() -> None:
@@ -183,4 +176,88 @@ def test_pooled_trials_keep_their_requests_apart() -> None:
     pooled = Sample.concat([first, second, Sample.of([6.0])])
     assert pooled.clusters is not None
     assert pooled.clusters.tolist() == [0, 0, 1, 2, 3, 4]
-    assert pooled.per_unit(["mean"])["mean"].tolist() == [1.5, 3.0, 4.0, 5.0, 6.0]
+    assert pooled.n_units == 5
+
+
+def test_interval_p_value_and_significance_agree_on_randomised_inputs() -> None:
+    # One rule: significant ⇔ decided and the interval excludes 1 ⇔ decided and p < α.
+    rng = np.random.default_rng(31)
+    seen = {True: 0, False: 0}
+    for trial in range(60):
+        units = int(rng.integers(12, 120))
+        per_unit = int(rng.integers(1, 60))
+        shift = float(rng.choice([1.0, 1.0, 1.05, 1.2, 2.0]))
+        confidence = float(rng.choice([0.8, 0.9, 0.95, 0.99]))
+        arms = []
+        for scale in (1.0, shift):
+            level = np.repeat(rng.lognormal(0.0, 0.3, units), per_unit)
+            values = scale * level * rng.lognormal(0.0, 0.4, level.size)
+            clusters = np.repeat(np.arange(units), per_unit) if per_unit > 1 else None
+            arms.append(Sample.of(values, clusters))
+        stats = {"mean": "mean", "p50": "p50", "p95": "p95", "p99": "p99"}
+        for c in compare_stats(*arms, stats, resamples=300, confidence=confidence, seed=trial):
+            excludes = c.ci_low > 1.0 or c.ci_high < 1.0
+            assert c.significant == (excludes and c.inconclusive is None), c
+            assert (c.p_value < 1.0 - confidence) == excludes, c
+            assert (c.side(1.0) != 0) == excludes
+            seen[c.significant] += 1
+    assert min(seen.values()) > 20  # both outcomes were exercised
+
+
+def test_percentile_interval_excludes_one_exactly_when_p_is_below_alpha() -> None:
+    rng = np.random.default_rng(32)
+    for _ in range(2000):
+        size = int(rng.integers(1, 60))
+        # Coarse values so that replicates tie with 1 and with each other.
+        replicates = rng.integers(0, 5, size) / 2.0 + rng.choice([0.0, np.nan], size, p=[0.9, 0.1])
+        confidence = float(rng.choice([0.5, 0.8, 0.9, 0.95]))
+        low, high, p_value = percentile_interval(replicates, confidence)
+        if np.isnan(p_value):
+            assert np.isnan(replicates).all()
+            continue
+        assert low <= high
+        assert (p_value < 1.0 - confidence) == (low > 1.0 or high < 1.0)
+
+
+def test_a_quantile_resting_on_too_few_values_is_inconclusive_with_the_size_that_would_do() -> None:
+    rng = np.random.default_rng(33)
+    # 30 requests × 10 gaps: a p99 of 300 gaps rests on 3 of them.
+    small = Sample.of(rng.lognormal(0, 0.3, 300), np.repeat(np.arange(30), 10))
+    reason, needed = shortfall(small, "p99", ("requests", "gaps"))
+    assert reason == f"p99 of 300 gaps rests on 3 beyond it (fewer than {MIN_TAIL})"
+    assert needed == 100  # 1000 gaps at 10 per request
+    assert shortfall(small, "p50") is None and shortfall(small, "mean") is None
+    few = Sample.of(rng.lognormal(0, 0.3, 40), np.repeat(np.arange(4), 10))
+    assert shortfall(few, "mean", ("requests", "gaps")) == (
+        f"4 requests (fewer than {MIN_UNITS})",
+        MIN_UNITS,
+    )
+    big = Sample.of(rng.lognormal(0, 0.3, 3000), np.repeat(np.arange(100), 30))
+    (c,) = compare_stats(small, big, {"p99": "p99"})
+    assert c.inconclusive is not None and c.inconclusive.startswith("BASE: p99 of 300")
+    assert not c.significant and c.needed_units == 100
+    # A planted 3× change is no more decidable on 3 tail values than no change is.
+    (tripled,) = compare_stats(small, Sample.of(3 * big.values, big.clusters), {"p99": "p99"})
+    assert tripled.ci_low > 1.0 and not tripled.significant and tripled.inconclusive
+
+
+def test_units_to_separate_scales_the_interval_as_one_over_root_n() -> None:
+    c = Comparison.judge(
+        "x", 1.2, (1.2 / 1.1, 1.2 * 1.1), 0.3, (1.0, 1.2), "bootstrap", 0.95, units=(50, 40)
+    )
+    # Half-width log(1.1) must shrink below log(1.2 / 1.1): (log 1.1 / log(1.2/1.1))² × 50.
+    expected = int(np.ceil(50 * (np.log(1.1) / np.log(1.2 / 1.1)) ** 2))
+    assert c.units_to_separate(1.1) == expected == 60
+    assert c.units_to_separate(1.2) is None  # the ratio is the limit: no size separates it
+    # Against a limit above the ratio the upper side of the interval counts.
+    assert c.units_to_separate(1.5) == max(
+        MIN_UNITS, int(np.ceil(50 * (np.log(1.1) / np.log(1.25)) ** 2))
+    )
+    # And it is what a real bootstrap does: 4× the units, about half the width.
+    rng = np.random.default_rng(34)
+    widths = []
+    for units in (100, 400):
+        arms = [Sample.of(rng.lognormal(0, 0.5, units)) for _ in range(2)]
+        (m,) = compare_stats(*arms, {"m": "mean"}, seed=1)
+        widths.append(np.log(m.ci_high / m.ci_low))
+    assert widths[1] / widths[0] == pytest.approx(0.5, abs=0.12)
