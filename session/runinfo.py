@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from simengine.server import package_version
+from runtime.version import package_version
 
 REDACTED = "REDACTED"
 #: Flags whose value is a secret, in ``--flag VALUE`` or ``--flag=VALUE`` form.

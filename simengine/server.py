@@ -21,13 +21,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from perfmodel.config import EngineConfig
+from runtime.version import package_version
 from simengine.arrivals import ARRIVAL, RequestArrivals
 from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
 from simengine.driver import RealTimeDriver
@@ -47,14 +47,6 @@ from simengine.sse_stream import SseStream
 from simengine.tokenizer import Tokenizer
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
-
-
-def package_version() -> str:
-    """The installed prefillscope version (``/version``, the system fingerprint)."""
-    try:
-        return version("prefillscope")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 @dataclass(frozen=True)
