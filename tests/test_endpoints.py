@@ -11,7 +11,7 @@ from loadgen_servers import Server, routes
 
 from loadgen.detect import detect_target
 from loadgen.target import server_root
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from workloads.errors import InputError
 
