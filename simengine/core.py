@@ -79,6 +79,8 @@ class StepResult:
     updates: list[RequestUpdate]
     preempted: list[str]
     first_token_ids: list[str]
+    #: ``(request id, prompt tokens computed so far)`` of each prompt chunk this step ran.
+    prefill_progress: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -135,7 +137,7 @@ class EngineCore:
     def add_request(self, req: EngineRequest) -> None:
         """Queue a request, or raise RequestRejected if it could never be served."""
         try:
-            self._check(req)
+            self.check_request(req)
         except RequestRejected:
             self.stats.rejected_requests += 1
             raise
@@ -153,7 +155,8 @@ class EngineCore:
         self.scheduler.add(seq, prompt)
         self.stats.num_waiting = self.scheduler.num_waiting
 
-    def _check(self, req: EngineRequest) -> None:
+    def check_request(self, req: EngineRequest) -> None:
+        """Raise RequestRejected if this engine could never serve ``req``."""
         cfg = self.config
         n = len(req.prompt_token_ids)
         if req.request_id in self._seqs:
@@ -229,6 +232,7 @@ class EngineCore:
             updates=updates,
             preempted=[s.request.request_id for s in sched.preempted],
             first_token_ids=first,
+            prefill_progress=[(s.request.request_id, s.num_computed) for s, _ in sched.prefills],
         )
 
     def _decode(self, seqs: list[Sequence]) -> list[Sequence]:

@@ -189,6 +189,19 @@ class StepRecord:
     num_waiting: int
     num_preempted: int
 
+    @classmethod
+    def of(cls, result: StepResult, start_s: float) -> StepRecord:
+        return cls(
+            start_s,
+            result.duration_s,
+            result.kind,
+            result.prefill_tokens,
+            result.decode_tokens,
+            result.num_running,
+            result.num_waiting,
+            len(result.preempted),
+        )
+
 
 @dataclass
 class SimResult:
@@ -256,18 +269,7 @@ class VirtualDriver:
                 continue
             end = self.now + result.duration_s
             if record_steps:
-                steps.append(
-                    StepRecord(
-                        self.now,
-                        result.duration_s,
-                        result.kind,
-                        result.prefill_tokens,
-                        result.decode_tokens,
-                        result.num_running,
-                        result.num_waiting,
-                        len(result.preempted),
-                    )
-                )
+                steps.append(StepRecord.of(result, self.now))
             for update in result.updates:
                 timing = timings[update.request_id]
                 if update.new_tokens:  # the core emits one token per request per step

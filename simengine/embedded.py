@@ -22,6 +22,7 @@ from aiohttp import web
 
 from perfmodel.config import EngineConfig
 from simengine.arrivals import StampingSite
+from simengine.disagg_config import DisaggConfig
 from simengine.server import EngineServer, ServerOptions
 
 _STARTUP_TIMEOUT_S = 30.0
@@ -75,7 +76,11 @@ async def start_server(
     wait for streams in flight to finish (they may run for minutes): after a short grace
     period their handlers are cancelled and their requests aborted.
     """
-    server = EngineServer(config, options)
+    if options.disagg is not None:
+        from simengine.disagg_server import DisaggEngineServer as server_class
+    else:
+        server_class = EngineServer
+    server = server_class(config, options)
     runner = web.AppRunner(
         server.app,
         handler_cancellation=True,
@@ -119,9 +124,11 @@ class Running(ABC):
         stream_interval: int = 1,
         host: str = "127.0.0.1",
         port: int = 0,
+        disagg: DisaggConfig | None = None,
     ) -> None:
         self.config = config or EngineConfig()
         self.stream_interval = stream_interval
+        self.disagg = disagg
         self.host = host
         self.port = port
         self.url = ""
@@ -189,7 +196,10 @@ class EmbeddedServer(Running):
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         self.server, runner, self.url = await start_server(
-            self.config, ServerOptions(stream_interval=self.stream_interval), self.host, self.port
+            self.config,
+            ServerOptions(stream_interval=self.stream_interval, disagg=self.disagg),
+            self.host,
+            self.port,
         )
         try:
             with latency_gc():

@@ -27,7 +27,7 @@ visible in ``prefillscope_engine_kv_blocks{state="reclaimable"}``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -60,110 +60,119 @@ STEP_SECONDS_BUCKETS = (
 )
 
 
+def _state_series() -> list[tuple[type, str, str, Callable[[EngineCore], float]]]:
+    """(family type, name, help, reading) of each series read from an engine at scrape."""
+    g, c = GaugeMetricFamily, CounterMetricFamily
+    return [
+        (g, "vllm:num_requests_running", "Number of requests in model execution batches.",
+         lambda e: e.stats.num_running),
+        (g, "vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+         lambda e: e.stats.num_waiting),
+        (g, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+         lambda e: e.pool.counts().active / e.pool.num_blocks),
+        (c, "vllm:prefix_cache_queries",
+         "Prefix cache queries, in terms of number of queried tokens.",
+         lambda e: e.stats.prefix_query_tokens),
+        (c, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+         lambda e: e.stats.prefix_hit_tokens),
+        (c, "vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+         lambda e: e.stats.preemptions),
+        (c, "vllm:prompt_tokens", "Number of prefill tokens processed.",
+         lambda e: e.stats.prompt_tokens),
+        (c, "vllm:generation_tokens", "Number of generation tokens processed.",
+         lambda e: e.stats.generation_tokens),
+    ]  # fmt: skip
+
+
 class _EngineStateCollector(Collector):
-    """Gauges and cumulative counters read from the engine each time /metrics is scraped."""
+    """Gauges and cumulative counters read from the engines each time /metrics is scraped:
+    one sample per ``(labels, core)`` in ``workers``."""
 
-    def __init__(self, core: EngineCore, config: EngineConfig) -> None:
-        self.core = core
-        self.config = config
-        self.labels = {"model_name": config.model_name, "engine": ENGINE_LABEL}
-
-    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
-        family = GaugeMetricFamily(name, doc, labels=list(self.labels))
-        family.add_metric(list(self.labels.values()), value)
-        return family
-
-    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
-        family = CounterMetricFamily(name, doc, labels=list(self.labels))
-        family.add_metric(list(self.labels.values()), value)
-        return family
+    def __init__(self, workers: list[tuple[dict[str, str], EngineCore]]) -> None:
+        self.workers = workers
+        self.names = list(workers[0][0])
 
     def collect(self) -> Iterator[Metric]:
-        stats = self.core.stats
-        pool = self.core.pool
-        counts = pool.counts()
-        yield self._gauge(
-            "vllm:num_requests_running",
-            "Number of requests in model execution batches.",
-            stats.num_running,
-        )
-        yield self._gauge(
-            "vllm:num_requests_waiting",
-            "Number of requests waiting to be processed.",
-            stats.num_waiting,
-        )
-        yield self._gauge(
-            "vllm:kv_cache_usage_perc",
-            "KV-cache usage. 1 means 100 percent usage.",
-            counts.active / pool.num_blocks,
-        )
-        yield self._counter(
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            stats.prefix_query_tokens,
-        )
-        yield self._counter(
-            "vllm:prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            stats.prefix_hit_tokens,
-        )
-        yield self._counter(
-            "vllm:num_preemptions",
-            "Cumulative number of preemption from the engine.",
-            stats.preemptions,
-        )
-        yield self._counter(
-            "vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens
-        )
-        yield self._counter(
-            "vllm:generation_tokens",
-            "Number of generation tokens processed.",
-            stats.generation_tokens,
-        )
-        yield self._cache_config_info(pool.num_blocks)
+        for family_type, name, doc, read in _state_series():
+            family = family_type(name, doc, labels=self.names)
+            for labels, core in self.workers:
+                family.add_metric(list(labels.values()), read(core))
+            yield family
+        yield self._cache_config_info()
         blocks = GaugeMetricFamily(
             "prefillscope_engine_kv_blocks",
             "KV blocks by bucket: active (pinned by running requests), reclaimable "
             "(unpinned, still a prefix-cache hit), free (no valid data).",
-            labels=[*self.labels, "state"],
+            labels=[*self.names, "state"],
         )
-        for state in ("active", "reclaimable", "free"):
-            blocks.add_metric([*self.labels.values(), state], getattr(counts, state))
-        yield blocks
-        yield self._counter(
+        evictions = CounterMetricFamily(
             "prefillscope_engine_prefix_evictions",
             "Cached blocks whose KV was overwritten to make room (prefix-cache evictions).",
-            stats.evictions,
+            labels=self.names,
         )
+        for labels, core in self.workers:
+            counts = core.pool.counts()
+            for state in ("active", "reclaimable", "free"):
+                blocks.add_metric([*labels.values(), state], getattr(counts, state))
+            evictions.add_metric(list(labels.values()), core.stats.evictions)
+        yield blocks
+        yield evictions
 
-    def _cache_config_info(self, num_blocks: int) -> GaugeMetricFamily:
-        cfg = self.config
-        info = {
-            "block_size": str(cfg.block_size),
-            "cache_dtype": "auto",
-            "enable_prefix_caching": str(cfg.enable_prefix_caching),
-            "engine": ENGINE_LABEL,
-            "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
-            "num_cpu_blocks": "None",
-            "num_gpu_blocks": str(num_blocks),
-            "num_gpu_blocks_override": str(cfg.num_gpu_blocks),
-        }
-        family = GaugeMetricFamily(
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
-            labels=list(info),
-        )
-        family.add_metric(list(info.values()), 1.0)
+    def _cache_config_info(self) -> GaugeMetricFamily:
+        family: GaugeMetricFamily | None = None
+        for labels, core in self.workers:
+            cfg = core.config
+            info = {
+                "block_size": str(cfg.block_size),
+                "cache_dtype": "auto",
+                "enable_prefix_caching": str(cfg.enable_prefix_caching),
+                "engine": labels["engine"],
+                "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
+                "num_cpu_blocks": "None",
+                "num_gpu_blocks": str(core.pool.num_blocks),
+                "num_gpu_blocks_override": str(cfg.num_gpu_blocks),
+            }
+            if "role" in labels:
+                info["role"] = labels["role"]
+            if family is None:
+                family = GaugeMetricFamily(
+                    "vllm:cache_config_info",
+                    "Information of the LLMEngine CacheConfig",
+                    labels=list(info),
+                )
+            family.add_metric(list(info.values()), 1.0)
+        assert family is not None
         return family
 
 
 class ServerMetrics:
-    """One server's metrics: the registry, the scrape-time collector and the histograms."""
+    """One server's metrics: the registry, the scrape-time collector and the histograms.
 
-    def __init__(self, core: EngineCore, config: EngineConfig) -> None:
+    A disaggregated server passes ``workers``, one ``(labels, core)`` per engine core
+    (labels ``engine`` and ``role``): each gets its own state series and step histograms,
+    and the client-facing request histograms carry ``client_labels``.
+    """
+
+    def __init__(
+        self,
+        core: EngineCore | None,
+        config: EngineConfig,
+        *,
+        workers: list[tuple[dict[str, str], EngineCore]] | None = None,
+        client_labels: dict[str, str] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_EngineStateCollector(core, config))
-        labels = {"model_name": config.model_name, "engine": ENGINE_LABEL}
+        base = {"model_name": config.model_name, "engine": ENGINE_LABEL}
+        if workers is None:
+            assert core is not None
+            workers = [({}, core)]
+        worker_labels = [base | extra for extra, _ in workers]
+        self.registry.register(
+            _EngineStateCollector(
+                [(labels, w) for labels, (_, w) in zip(worker_labels, workers, strict=True)]
+            )
+        )
+        labels = base | (client_labels or {})
 
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(
@@ -206,11 +215,12 @@ class ServerMetrics:
             TOKEN_BUCKETS,
         )
 
-        def by_kind(name: str, doc: str, buckets: tuple[float, ...]) -> dict[str, Histogram]:
-            family = Histogram(
-                name, doc, [*labels, "kind"], buckets=buckets, registry=self.registry
-            )
-            return {kind: family.labels(**labels, kind=kind) for kind in STEP_KINDS}
+        def by_kind(name: str, doc: str, buckets: tuple[float, ...]) -> list[dict[str, Histogram]]:
+            names = [*worker_labels[0], "kind"]
+            family = Histogram(name, doc, names, buckets=buckets, registry=self.registry)
+            return [
+                {kind: family.labels(**w, kind=kind) for kind in STEP_KINDS} for w in worker_labels
+            ]
 
         self._step_seconds = by_kind(
             "prefillscope_engine_step_seconds",
@@ -223,14 +233,15 @@ class ServerMetrics:
             TOKEN_BUCKETS,
         )
 
-    def on_step(self, result: StepResult, t_start: float, t_end: float) -> None:
-        """Record one finished engine step (the driver's hook); idle steps are not steps."""
-        if result.kind not in self._step_seconds:
+    def on_step(self, result: StepResult, t_start: float, t_end: float, worker: int = 0) -> None:
+        """Record one finished engine step (the driver's hook); idle steps are not steps.
+        ``worker`` is the index into ``workers`` of the core that ran it."""
+        if result.kind not in STEP_KINDS:
             return
         tokens = result.prefill_tokens + result.decode_tokens
         self.iteration_tokens.observe(tokens)
-        self._step_seconds[result.kind].observe(t_end - t_start)
-        self._step_tokens[result.kind].observe(tokens)
+        self._step_seconds[worker][result.kind].observe(t_end - t_start)
+        self._step_tokens[worker][result.kind].observe(tokens)
 
     def request_finished(self, *, e2e: float, queue: float, prefill: float, decode: float) -> None:
         """Record a request's phases once it is done (measured at token emission)."""

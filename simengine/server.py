@@ -30,6 +30,7 @@ from perfmodel.config import EngineConfig
 from runtime.version import package_version
 from simengine.arrivals import ARRIVAL, RequestArrivals
 from simengine.core import EngineCore, RequestRejected, RequestUpdate, StepResult, TokenOut
+from simengine.disagg_config import DisaggConfig
 from simengine.driver import RealTimeDriver
 from simengine.metrics import RequestLatency, ServerMetrics
 from simengine.openai_api import (
@@ -54,6 +55,8 @@ class ServerOptions:
     """Server behaviour that is not the engine's: how tokens are grouped into events."""
 
     stream_interval: int = 1
+    #: Prefill/decode disaggregation (``simengine.disagg_server``); None: one engine.
+    disagg: DisaggConfig | None = None
 
 
 class EngineServer:
@@ -64,21 +67,25 @@ class EngineServer:
         self.options = options or ServerOptions()
         if self.options.stream_interval < 1:
             raise ValueError("stream_interval must be >= 1")
-        self.core = EngineCore(config)
         self.tokenizer = Tokenizer(config.vocab_size)
         self.served = ServedModel(
             config.model_name, config.max_model_len, self.tokenizer, scope_model=config.model
         )
-        self.metrics = ServerMetrics(self.core, config)
         #: Request arrival stamps, filled by connections served through a ``StampingSite``.
         self.arrivals = RequestArrivals()
-        self.driver = RealTimeDriver(self.core, on_step=self._on_step)
+        self._build_engine()
         self.version = package_version()
         self.fingerprint = f"prefillscope-{self.version}"
         self.created = int(time.time())
         self._unscheduled: dict[str, RequestLatency] = {}
         self._driver_task: asyncio.Task[None] | None = None
         self.app = self._build_app()
+
+    def _build_engine(self) -> None:
+        """The engine core, its metrics and its real-time driver (a P/D server overrides)."""
+        self.core = EngineCore(self.config)
+        self.metrics = ServerMetrics(self.core, self.config)
+        self.driver = RealTimeDriver(self.core, on_step=self._on_step)
 
     # -- application ---------------------------------------------------------------------
     def _build_app(self) -> web.Application:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfmodel.config import EngineConfig
+from simengine.disagg_config import DisaggConfig, parse_ratio
+from simengine.kv_link import LinkSpec
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -36,6 +38,9 @@ def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
     info["served_model_name"] = server.served.name
     info["num_gpu_blocks"] = server.core.pool.num_blocks
     info["stream_interval"] = server.options.stream_interval
+    disagg = server.options.disagg
+    if disagg is not None:
+        info["disaggregate"] = {**dataclasses.asdict(disagg), "ratio": disagg.label}
     return info
 
 
@@ -45,6 +50,26 @@ def _ms(value: float | None, flag: str) -> float | None:
     if value < 0:
         raise InputError(flag, f"must be >= 0, got {value}")
     return value / 1e3
+
+
+def disagg_config(
+    ratio: str,
+    gbps: float,
+    latency_us: float,
+    overhead_us: float,
+    efficiency: float,
+    sharing: str,
+    transfer: str,
+) -> DisaggConfig:
+    """The validated P/D configuration of the ``--disaggregate``/``--kv-*`` flags."""
+    p, d = parse_ratio(ratio)
+    if latency_us < 0 or overhead_us < 0:
+        flag = "--kv-link-latency-us" if latency_us < 0 else "--kv-transfer-overhead-us"
+        raise InputError(flag, "must be >= 0")
+    link = LinkSpec(gbps, latency_us / 1e6, overhead_us / 1e6, efficiency, sharing)
+    config = DisaggConfig(p, d, link, transfer)
+    config.validate()
+    return config
 
 
 def serve(
@@ -91,8 +116,30 @@ def serve(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the resolved config as JSON once listening.")
     ] = False,
+    disaggregate: Annotated[
+        str | None,
+        typer.Option(help="P:D prefill and decode workers (e.g. 1:1, 2:1); default: one engine."),
+    ] = None,
+    kv_link_gbps: Annotated[float, typer.Option(help="P→D link speed, Gb/s.")] = 100.0,
+    kv_link_latency_us: Annotated[float, typer.Option(help="Fixed latency per transfer.")] = 0.0,
+    kv_transfer_overhead_us: Annotated[
+        float, typer.Option(help="Setup cost per transfer (registration, posting).")
+    ] = 0.0,
+    kv_link_efficiency: Annotated[
+        float, typer.Option(help="Protocol efficiency: the share of the line rate KV gets.")
+    ] = 1.0,
+    kv_link_sharing: Annotated[
+        str, typer.Option(help="fair: concurrent transfers share the link; fifo: queue.")
+    ] = "fair",
+    kv_transfer: Annotated[
+        str, typer.Option(help="after-prefill: whole cache at the end; overlap: per chunk.")
+    ] = "after-prefill",
 ) -> None:
-    """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C."""
+    """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C.
+
+    With ``--disaggregate P:D`` it serves P prefill and D decode workers joined by a
+    modelled KV link (simengine.disagg) behind the same endpoint.
+    """
     import asyncio
 
     from simengine.embedded import serve as serve_forever
@@ -122,6 +169,17 @@ def serve(
         served_model_name=served_model_name,
     )
     config.validate()
+    disagg = None
+    if disaggregate is not None:
+        disagg = disagg_config(
+            disaggregate,
+            kv_link_gbps,
+            kv_link_latency_us,
+            kv_transfer_overhead_us,
+            kv_link_efficiency,
+            kv_link_sharing,
+            kv_transfer,
+        )
 
     def announce(server: EngineServer, url: str) -> None:
         info = resolved_config(server, url)
@@ -135,7 +193,7 @@ def serve(
             )
         sys.stdout.flush()
 
-    options = ServerOptions(stream_interval=stream_interval)
+    options = ServerOptions(stream_interval=stream_interval, disagg=disagg)
     try:
         asyncio.run(serve_forever(config, options, host, port, announce))
     except KeyboardInterrupt:
