@@ -14,9 +14,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from loadgen.timing import sleep_until
-
 from perfmodel.config import EngineConfig
+from runtime.timing import sleep_until
 from simengine.core import EngineRequest, EngineStats, RequestRejected, RequestUpdate, StepResult
 from simengine.disagg import DisaggCluster, KvJob, OnStep, OnTransfer, Worker
 from simengine.disagg_config import DisaggConfig

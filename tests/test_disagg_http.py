@@ -55,18 +55,23 @@ def test_serve_disaggregated_bench_and_metrics_per_role(tmp_path: Path) -> None:
     running = _series(text, "vllm:prompt_tokens_total")
     roles = {re.search(r'role="(\w+)"', k).group(1) for k in running}
     assert roles == {"prefill", "decode"} and len(running) == 3  # 2 prefill + 1 decode
+    # server-side truth (bench also sends a one-request smoke test before the clock starts)
+    served = sum(_series(text, "vllm:time_to_first_token_seconds_count").values())
+    assert served >= 10 and 'role="decode"' in next(
+        iter(_series(text, "vllm:e2e_request_latency_seconds_count"))
+    )
     prompt_tokens = sum(v for k, v in running.items() if 'role="prefill"' in k)
-    assert prompt_tokens == requests["prompt_tokens"].sum()
+    assert prompt_tokens >= requests["prompt_tokens"].sum()
+    queried = sum(_series(text, "vllm:external_prefix_cache_queries_total").values())
+    assert queried == prompt_tokens  # every prompt prefilled on P was received on D
     sent = sum(_series(text, "prefillscope_engine_kv_transfer_bytes_total").values())
     hits = sum(_series(text, "vllm:external_prefix_cache_hits_total").values())
     assert sent == hits * 131_072 and sent > 0  # llama-3.1-8b: 131,072 B per token
     waits = _series(text, "prefillscope_engine_kv_transfer_seconds_count")
-    assert sum(waits.values()) == 10
+    assert sum(waits.values()) == served
     wait_sum = sum(_series(text, "prefillscope_engine_kv_transfer_seconds_sum").values())
-    assert wait_sum >= 10 * 200e-6  # every request waited at least the link's latency
-    assert sum(_series(text, "vllm:nixl_xfer_time_seconds_count").values()) >= 10
-    ttft = _series(text, "vllm:time_to_first_token_seconds_count")
-    assert list(ttft.values()) == [10.0] and 'role="decode"' in next(iter(ttft))
+    assert wait_sum >= served * 200e-6  # every request waited at least the link's latency
+    assert sum(_series(text, "vllm:nixl_xfer_time_seconds_count").values()) >= served
 
 
 @pytest.mark.parametrize(
