@@ -157,3 +157,19 @@ class KvLink:
                 self._wire.remove(t)
                 self._tail.append(t)
         self._now = max(self._now, now)
+
+
+def pipelined_exposed_s(
+    chunk_bytes: list[int], chunk_prefill_s: float, bytes_per_s: float, fixed_s: float = 0.0
+) -> float:
+    """Transfer time left after the prefill when each chunk is sent as its step ends.
+
+    Chunk ``i`` (1-based) finishes computing at ``i · chunk_prefill_s`` and queues on the
+    link behind the chunks before it: ``done_i = max(done_{i-1}, i · p) + bytes_i / rate``.
+    What the decode worker still waits after the last chunk is ``done_n − n · p`` plus the
+    fixed costs: the last chunk's transfer when the link keeps up, more when it does not.
+    """
+    done = 0.0
+    for i, nbytes in enumerate(chunk_bytes, start=1):
+        done = max(done, i * chunk_prefill_s) + nbytes / bytes_per_s
+    return done - len(chunk_bytes) * chunk_prefill_s + fixed_s

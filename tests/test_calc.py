@@ -93,6 +93,26 @@ def test_kv(
     assert out["transfer_seconds"] == pytest.approx(seconds, rel=1e-4)
 
 
+def test_kv_protocol_efficiency_and_pipelined_transfer_leave_the_ideal_figures() -> None:
+    out = _json(
+        "kv --model llama-3.1-8b --dtype bf16 --tokens 2048 --link-gbps 100 "
+        "--efficiency 0.8 --chunk 512 --chunk-ms 20"
+    )
+    assert (out["bytes_per_token"], out["total_bytes"]) == (131_072, 268_435_456)
+    assert out["transfer_seconds"] == pytest.approx(0.021475, rel=1e-4)
+    assert out["effective_transfer_seconds"] == pytest.approx(0.021474836 / 0.8, rel=1e-6)
+    # the link (6.7 ms a chunk at 80 %) keeps up with 20 ms chunks: the last chunk is left
+    assert out["pipelined_exposed_seconds"] == pytest.approx(0.021474836 / 4 / 0.8, rel=1e-6)
+    slow_link = _json(
+        "kv --model llama-3.1-8b --dtype bf16 --tokens 2048 --link-gbps 10 "
+        "--chunk 512 --chunk-ms 20"
+    )
+    # 53.7 ms a chunk behind 20 ms chunks: the link's backlog is exposed, 4 × 53.7 − 3 × 20
+    assert slow_link["pipelined_exposed_seconds"] == pytest.approx(
+        4 * 0.053687091 - 3 * 0.020, rel=1e-6
+    )
+
+
 def test_kv_from_a_model_preset_matches_explicit_shape() -> None:
     preset = _json("kv --model llama-3.1-8b --dtype bf16 --tokens 2048")
     assert preset["bytes_per_token"] == 131_072
@@ -124,6 +144,8 @@ def test_bad_flag_exits_2_with_one_line_naming_the_field(monkeypatch, capsys) ->
         ("kv --tokens 10", "--layers"),
         ("kv --tokens 10 --model gpt-5", "--model"),
         ("kv --tokens 10 --model llama-3.1-8b --link-gbps 0", "--link-gbps"),
+        ("kv --tokens 10 --model llama-3.1-8b --link-gbps 1 --efficiency 0", "--efficiency"),
+        ("kv --tokens 10 --model llama-3.1-8b --link-gbps 1 --chunk 4", "--chunk-ms"),
     ],
 )
 def test_bad_flags_raise_input_error_naming_the_field(args: str, field: str) -> None:

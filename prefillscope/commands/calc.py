@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from diagnose.arithmetic import KvTransfer
 
 calc_app = typer.Typer(
     help="The lesson's arithmetic: chunk slicing, prefix-cache savings, KV transfer size.",
@@ -116,9 +119,24 @@ def kv(
     link_gbps: Annotated[
         float | None, typer.Option(help="Link speed in Gb/s, for the ideal transfer time.")
     ] = None,
+    efficiency: Annotated[
+        float, typer.Option(help="Protocol efficiency: the share of the line rate KV gets.")
+    ] = 1.0,
+    chunk: Annotated[
+        int | None,
+        typer.Option(help="Prefill chunk (tokens): each chunk's KV is sent as it is computed."),
+    ] = None,
+    chunk_ms: Annotated[
+        float | None, typer.Option(help="Prefill time of one chunk (with --chunk).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """KV bytes per token and in total, and the ideal time to ship them between workers."""
+    """KV bytes per token and in total, and the time to ship them between workers.
+
+    The ideal time is bytes over the line rate; ``--efficiency`` gives the effective
+    time, and ``--chunk`` the time still exposed after the prefill when each chunk's KV
+    is sent as soon as it is computed (``--chunk-ms`` apart) over the effective rate.
+    """
     from diagnose.arithmetic import kv_transfer
     from perfmodel.models import resolve_model
 
@@ -132,14 +150,66 @@ def kv(
         if value is None:
             raise InputError(flag, "missing", f"give {flag} or --model")
     r = kv_transfer(layers, kv_heads, head_dim, dtype, tokens, link_gbps)
+    data = {**asdict(r), **_pipelined(r, tokens, link_gbps, efficiency, chunk, chunk_ms)}
     rows = [
         ("bytes per token", f"{r.bytes_per_token:,} ({r.bytes_per_token / 1024:g} KiB)"),
         ("total bytes", f"{r.total_bytes:,} ({r.total_bytes / 2**20:,.1f} MiB)"),
     ]
     if r.transfer_seconds is not None:
         rows.append((f"ideal transfer at {link_gbps:g} Gb/s", f"{r.transfer_seconds * 1e3:.4f} ms"))
+    if data["effective_transfer_seconds"] is not None and efficiency != 1.0:
+        rows.append(
+            (
+                f"at {efficiency:.0%} efficiency",
+                f"{data['effective_transfer_seconds'] * 1e3:.4f} ms",
+            )
+        )
+    if data["pipelined_exposed_seconds"] is not None:
+        rows.append(
+            (
+                f"exposed after prefill, {chunk:,}-token chunks",
+                f"{data['pipelined_exposed_seconds'] * 1e3:.4f} ms",
+            )
+        )
     title = f"KV of {tokens:,} tokens: {layers} layers × {kv_heads} heads × {head_dim}, {dtype}"
-    _emit(as_json, title, asdict(r), rows)
+    _emit(as_json, title, data, rows)
+
+
+def _pipelined(
+    r: KvTransfer,
+    tokens: int,
+    gbps: float | None,
+    efficiency: float,
+    chunk: int | None,
+    chunk_ms: float,
+) -> dict[str, float | int | None]:
+    """The effective (protocol-efficiency) and pipelined (per-chunk) transfer figures."""
+    from simengine.kv_link import LinkSpec, pipelined_exposed_s
+
+    if not 0 < efficiency <= 1:
+        raise InputError("--efficiency", f"must be in (0, 1], got {efficiency}")
+    if chunk is not None and chunk <= 0:
+        raise InputError("--chunk", f"must be a positive number of tokens, got {chunk}")
+    if chunk is not None and (chunk_ms is None or chunk_ms < 0):
+        raise InputError("--chunk-ms", "give the prefill time of one chunk (>= 0) with --chunk")
+    out: dict[str, float | int | None] = {
+        "efficiency": efficiency,
+        "effective_transfer_seconds": None,
+        "chunk_tokens": chunk,
+        "pipelined_exposed_seconds": None,
+    }
+    if gbps is None:
+        return out
+    rate = LinkSpec(gbps, efficiency=efficiency).bytes_per_s
+    per_token = r.bytes_per_token
+    out["effective_transfer_seconds"] = tokens * per_token / rate
+    if chunk is not None:
+        full, rest = divmod(tokens, chunk)
+        sizes = [chunk] * full + ([rest] if rest else [])
+        out["pipelined_exposed_seconds"] = pipelined_exposed_s(
+            [n * per_token for n in sizes], (chunk_ms or 0.0) / 1e3, rate
+        )
+    return out
 
 
 def register(app: typer.Typer) -> None:
