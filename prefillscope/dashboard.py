@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -26,14 +26,6 @@ from session.live_stats import LiveSnapshot, LiveStats, Quantiles
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0
-
-
-class Display(Protocol):
-    """Shows a run's progress until cancelled; ``close`` after the run."""
-
-    async def run(self, stats: LiveStats) -> None: ...
-
-    def close(self, stats: LiveStats) -> None: ...
 
 
 # -- formatting ------------------------------------------------------------------------------

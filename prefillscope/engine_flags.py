@@ -13,10 +13,10 @@ import dataclasses
 import types
 import typing
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.config import EngineConfig
+from simengine.settings import EngineSettings
 from workloads.errors import InputError
 
 FLAG = "--engine"
@@ -25,22 +25,6 @@ SERVER_KEYS = ("stream_interval",)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _NONE = ("none", "null", "auto")
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What ``--engine`` asked for: the engine's config and the server's stream interval."""
-
-    config: EngineConfig
-    stream_interval: int = 1
-
-    @classmethod
-    def default(cls) -> EngineSettings:
-        return cls(EngineConfig())
-
-    def describe(self) -> dict[str, Any]:
-        """For ``run.json``: every config field, and the stream interval."""
-        return {**dataclasses.asdict(self.config), "stream_interval": self.stream_interval}
 
 
 def _field_types() -> dict[str, Any]:

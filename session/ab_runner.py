@@ -33,11 +33,11 @@ from typing import Any
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from loadgen.rundir import RUN_JSON
-from prefillscope.engine_flags import EngineSettings
 from runtime.version import package_version
 from session.bench_plan import resolve_workload
 from session.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
 from session.runinfo import redact_command
+from simengine.settings import EngineSettings
 from workloads.build import build_plan
 from workloads.errors import InputError
 

@@ -41,8 +41,6 @@ from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from loadgen.smoke import smoke_test
 from loadgen.target import Target
-from prefillscope.dashboard import Display
-from prefillscope.engine_flags import EngineSettings
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.latency import Slo, summarize
@@ -61,9 +59,10 @@ from session.bench_oracle import (
     metrics_mapping,
 )
 from session.bench_plan import build_bench_plan, resolve_workload, target_rate
-from session.live_stats import LiveStats
+from session.live_stats import Display, LiveStats
 from session.runinfo import RunInfo, redact_command
 from simengine.engine_process import EngineProcess
+from simengine.settings import EngineSettings
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -252,3 +253,11 @@ def _limits(lag: Quantiles, cpu: float | None, elapsed_s: float) -> list[str]:
     if cpu is not None and elapsed_s >= CPU_SUSTAIN_S and cpu >= CPU_SATURATION_SHARE:
         reasons.append(f"client CPU at {cpu:.0%} of a core")
     return reasons
+
+
+class Display(Protocol):
+    """Shows a run's progress until cancelled; ``close`` after the run."""
+
+    async def run(self, stats: LiveStats) -> None: ...
+
+    def close(self, stats: LiveStats) -> None: ...

@@ -30,8 +30,8 @@ from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from prefillscope.dashboard import Display
     from session.bench_runner import BenchOptions, BenchOutcome
+    from session.live_stats import Display
 
 
 def dry_run(

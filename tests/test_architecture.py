@@ -1,0 +1,55 @@
+"""The import direction (``benchmarks/import_graph.py``, ``docs/ARCHITECTURE.md``): no package
+imports one above it, the leaves import nothing above them, diagnose/ not the simulator."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _import_graph() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", ROOT / "benchmarks/import_graph.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+graph = _import_graph()
+
+
+def test_no_package_imports_one_above_it() -> None:
+    assert graph.violations(graph.package_edges()) == []
+
+
+def test_diagnose_does_not_import_the_simulator() -> None:
+    assert ("diagnose", "simengine") not in graph.package_edges()
+
+
+def test_every_installed_package_has_a_place_in_the_direction() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    include = re.search(r"include = \[(.*?)\]", pyproject)
+    assert include is not None
+    installed = {name.strip(' "*') for name in include.group(1).split(",")}
+    assert installed == set(graph.ALLOWED)
+
+
+def test_a_wrong_way_import_is_caught(tmp_path: Path) -> None:
+    """A lazy import inside a function counts: a leaf importing the CLI is reported."""
+    for package in graph.ALLOWED:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "runtime" / "clock.py").write_text(
+        "def now():\n    from prefillscope.cli import main\n    return main\n"
+    )
+    (tmp_path / "session" / "bench.py").write_text("from loadgen.run import LoadRun\n")
+    edges = graph.package_edges(tmp_path)
+    assert graph.violations(edges) == ["runtime/clock.py: runtime must not import prefillscope"]
