@@ -9,12 +9,11 @@ cache protocol). The trials of an arm are its independent units.
 ``analyse_ab`` reads the trials' run directories and
 
 1. checks that the arms got the same load (``ab_conditions``);
-2. compares each arm with the reference arm on p50/p95/p99 ITL and TTFT and on output
-   throughput — a ratio with a bootstrap interval and a rank test per metric
-   (``stats.compare_trials``, pooling trials unless they differ more than sampling
-   explains);
-3. decides (``ab_verdict``) and, with ``--check-outputs``, compares what the model said
-   in each arm (``outputs_check``).
+2. compares each arm with the reference arm on p50/p95/p99 ITL and TTFT, the worst ITL
+   gap, output throughput and, when the plan mixes request kinds, TTFT per kind — a ratio
+   with an interval and a test per metric (``ab_metrics``);
+3. decides (``ab_verdict``), lists what the winner gave up (``ab_tradeoffs``) and, with
+   ``--check-outputs``, compares what the model said in each arm (``outputs_check``).
 
 The orchestration — starting servers, running the trials — is the CLI's
 (``session.ab_runner``); this module only reads run directories.
@@ -24,31 +23,32 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
-from diagnose.ab_verdict import Decision, Verdict, decide, violated
-from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
-from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
-from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison, Sample, compare_trials
-from probes.latency import Slo
-from probes.quantiles import statistic
-from workloads.errors import InputError
-
-#: What every arm is compared on (ratios arm / reference).
-METRICS = (
-    "itl_p50",
-    "itl_p95",
-    "itl_p99",
-    "ttft_p50",
-    "ttft_p95",
-    "ttft_p99",
-    "output_tokens_per_s",
+from diagnose.ab_metrics import (
+    METRICS,
+    Comparer,
+    TrialSamples,
+    arm_intervals,
+    arm_statistics,
+    by_kind,
+    kind_metric,
+    prefill_kind,
+    reported_metrics,
+    request_kinds,
+    split_metric,
 )
+from diagnose.ab_tradeoffs import with_tradeoffs
+from diagnose.ab_verdict import Decision, Verdict, decide, violated
+from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
+from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison
+from probes.latency import Slo
+
+__all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
 
 
 @dataclass(frozen=True)
@@ -123,52 +123,6 @@ class AbSettings:
         }
 
 
-def _load(trial: Trial) -> RunSamples | None:
-    """The trial's samples; ``None`` when it has nothing to compare (no completed request)."""
-    try:
-        return load_run(trial.run_dir, f"trial {trial.round} of arm {trial.arm}")
-    except InputError:
-        return None
-
-
-class Comparer:
-    """Arm-against-arm comparisons on ``METRICS``, computed once per pair."""
-
-    def __init__(self, samples: Sequence[Sequence[RunSamples]], settings: AbSettings) -> None:
-        self.samples = samples
-        self.settings = settings
-        self.specs = [metric_spec(m) for m in METRICS]
-        self.compare = cache(self._compare)
-
-    def _compare(self, base: int, new: int) -> Mapping[str, Comparison]:
-        by_source: dict[str, list[MetricSpec]] = {}
-        for spec in self.specs:
-            by_source.setdefault(spec.source, []).append(spec)
-        out: dict[str, Comparison] = {}
-        for group in by_source.values():
-            found = compare_trials(
-                [s.sample(group[0]) for s in self.samples[base]],
-                [s.sample(group[0]) for s in self.samples[new]],
-                {spec.name: spec.stat for spec in group},
-                resamples=self.settings.resamples,
-                confidence=self.settings.confidence,
-                seed=self.settings.seed,
-            )
-            out |= {c.metric: c for c in found}
-        return out
-
-
-def arm_statistics(samples: Sequence[RunSamples]) -> dict[str, float]:
-    """Each metric over the arm's trials pooled (``itl_p99_s`` …, ``output_tokens_per_s``)."""
-    out: dict[str, float] = {}
-    for name in (*METRICS, "requests_per_s"):
-        spec = metric_spec(name)
-        pooled = Sample.concat([s.sample(spec) for s in samples])
-        key = name if spec.higher_is_better else f"{name}_s"
-        out[key] = statistic(pooled.values, spec.stat) if samples else float("nan")
-    return out
-
-
 def _known(value: float) -> float | None:
     """JSON has no NaN: an unknown statistic is ``null``."""
     return value if math.isfinite(value) else None
@@ -186,9 +140,27 @@ class AbAnalysis:
     comparisons: list[tuple[Arm, Comparison]]
     verdict: Verdict
     outputs: dict[str, Any] | None = None
+    #: Request kinds, longest prompts first (empty: one kind).
+    kinds: list[str] = field(default_factory=list)
+    #: Per arm: its ITL intervals (``ab_metrics.arm_intervals``) and its per-kind block.
+    intervals: list[dict[str, Any]] = field(default_factory=list)
+    kind_blocks: list[dict[str, Any]] = field(default_factory=list)
+
+    def _arm(self, arm: Arm) -> dict[str, Any]:
+        stats = self.stats[arm.index]
+        return (
+            arm.to_dict()
+            | {k: _known(v) for k, v in stats.items() if split_metric(k)[1] is None}
+            | {
+                "intervals": self.intervals[arm.index] if self.intervals else {},
+                "by_kind": self.kind_blocks[arm.index] if self.kind_blocks else {},
+                "trials": [t.to_dict() for t in self.trials if t.arm == arm.index],
+            }
+        )
 
     def tradeoff(self) -> list[dict[str, Any]]:
-        """ITL p99 against TTFT p50 per arm, by chunk size, with the SLOs met."""
+        """ITL p99 (and max) against TTFT p50 (of all requests and per kind) per arm, by
+        chunk size, with the SLOs met."""
         rows = []
         for arm in sorted(self.arms, key=lambda a: a.chunk):
             stats = self.stats[arm.index]
@@ -197,8 +169,12 @@ class AbAnalysis:
                     "chunk": arm.chunk,
                     "arm": arm.label,
                     "itl_p99_s": _known(stats["itl_p99_s"]),
+                    "itl_max_s": _known(stats["itl_max_s"]),
                     "ttft_p50_s": _known(stats["ttft_p50_s"]),
                     "ttft_p99_s": _known(stats["ttft_p99_s"]),
+                    "ttft_p50_by_kind_s": {
+                        k: _known(stats[f"{kind_metric('ttft_p50', k)}_s"]) for k in self.kinds
+                    },
                     "meets_slo": (
                         not violated(stats, self.settings.slo) if self.settings.slo else None
                     ),
@@ -210,15 +186,17 @@ class AbAnalysis:
         reference = self.arms[self.settings.reference]
         return {
             "verdict": self.verdict.to_dict(),
-            "arms": [
-                arm.to_dict()
-                | {k: _known(v) for k, v in self.stats[arm.index].items()}
-                | {"trials": [t.to_dict() for t in self.trials if t.arm == arm.index]}
-                for arm in self.arms
-            ],
+            "arms": [self._arm(arm) for arm in self.arms],
             "reference": {"arm": reference.label, "chunk": reference.chunk},
+            "kinds": self.kinds,
             "comparisons": [
-                c.to_dict() | {"arm": arm.label, "chunk": arm.chunk, "reference": reference.label}
+                c.to_dict()
+                | {
+                    "arm": arm.label,
+                    "chunk": arm.chunk,
+                    "reference": reference.label,
+                    "kind": split_metric(c.metric)[1],
+                }
                 for arm, c in self.comparisons
             ],
             "conditions": self.conditions.to_dict(),
@@ -266,18 +244,28 @@ def analyse_ab(
     conditions = check_conditions(
         facts, [a.label for a in arms], settings.trials, settings.tolerances
     )
-    loaded = [[_load(t) for t in trials if t.arm == arm.index] for arm in arms]
+    loaded = [[TrialSamples.load(t) for t in trials if t.arm == arm.index] for arm in arms]
     samples = [[s for s in arm if s is not None] for arm in loaded]
-    stats = [arm_statistics(s) for s in samples]
+    kinds = request_kinds(samples)
+    stats = [arm_statistics(s, kinds) for s in samples]
     comparisons: list[tuple[Arm, Comparison]] = []
     if all(len(s) >= 2 for s in samples):
-        comparer = Comparer(samples, settings)
+        comparer = Comparer(samples, settings, kinds)
+        metrics = reported_metrics(kinds)
         for arm in arms:
             if arm.index != settings.reference:
                 found = comparer.compare(settings.reference, arm.index)
-                comparisons += [(arm, found[m]) for m in METRICS]
-        decision = Decision(arms, stats, comparer.compare, settings.reference, settings.slo)
-        verdict = decide(decision, conditions)
+                comparisons += [(arm, found[m]) for m in metrics]
+        kind = prefill_kind(kinds)
+        decision = Decision(
+            arms,
+            stats,
+            comparer.compare,
+            settings.reference,
+            settings.slo,
+            kind_metric("ttft_p50", kind),
+        )
+        verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
     else:
         reason = "fewer than two trials with completed requests in an arm"
         verdict = Verdict(None, None, f"no verdict: {reason}", [], True)
@@ -290,4 +278,7 @@ def analyse_ab(
         comparisons,
         verdict,
         _outputs(arms, trials, settings),
+        kinds,
+        [arm_intervals(s, settings) if s else {} for s in samples],
+        [by_kind(stats[i], s, kinds) for i, s in enumerate(samples)],
     )

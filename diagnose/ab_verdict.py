@@ -12,6 +12,11 @@ The rule (stated in ``ab.json`` as ``verdict.rule``):
    For each metric, the arms significantly worse than the best one drop out; a single
    arm left is the winner. Several left after both metrics: no significant difference.
 
+The p50 TTFT weighed is that of the prefill-heavy request kind when the traffic mixes
+kinds (``ab_metrics.prefill_kind``: the long prompts of ``interference``), not the pooled
+one, which falls between the kinds. ``rule_text`` states the rule as applied, in words
+(``verdict.rule``); what the winner gives up is ``ab_tradeoffs``'.
+
 "Significantly better" is ``Comparison.significant`` (interval excludes 1 and the rank
 test agrees) with the ratio on the better side, from ``compare_trials`` over the trials
 of the two arms. Every winner is thus backed by a significant pairwise comparison.
@@ -20,7 +25,7 @@ of the two arms. Every winner is thus backed by a significant pairwise compariso
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from diagnose.ab_conditions import Conditions
@@ -57,6 +62,10 @@ class Verdict:
     decided_by: list[str]
     refused: bool
     rule: str = RULE
+    #: What the winner made significantly worse (``ab_tradeoffs.Tradeoff.to_dict``).
+    tradeoffs: list[dict[str, Any]] = field(default_factory=list)
+    #: The trade-offs in words (also the end of ``sentence``); ``None`` when there are none.
+    tradeoff_sentence: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +122,14 @@ class Decision:
     compare: Compare
     reference: int
     slo: Slo | None
+    #: The TTFT metric weighed: ``ttft_p50``, or ``ttft_p50[KIND]`` of the prefill-heavy kind.
+    ttft: str = "ttft_p50"
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """The metrics the decision is made on and how they read in a sentence."""
+        _, _, kind = self.ttft.partition("[")
+        return {"itl_p99": "p99 ITL", self.ttft: f"p50 TTFT ({kind[:-1]})" if kind else "p50 TTFT"}
 
     def value(self, arm: ArmLike, metric: str) -> float:
         return self.stats[arm.index][f"{metric}_s"]
@@ -128,11 +145,11 @@ class Decision:
         if len(self.arms) == 2:
             other = self.arms[1 - self.reference]
             c = self.compare(ref.index, other.index)
-            shown = ", ".join(f"{name} {change(c[m])}" for m, name in KEY_METRICS.items())
+            shown = ", ".join(f"{name} {change(c[m])}" for m, name in self.keys.items())
             return f"{other.label} vs {ref.label}: {shown}"
         ordered = sorted(self.arms, key=lambda a: a.chunk)
         ranges = []
-        for metric, name in KEY_METRICS.items():
+        for metric, name in self.keys.items():
             values = [self.value(a, metric) for a in ordered]
             ranges.append(f"{name} {seconds(values[0])} \u2192 {seconds(values[-1])}")
         chunks = ", ".join(a.label for a in ordered)
@@ -153,29 +170,50 @@ def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdic
     return Verdict(winner.chunk, winner.label, sentence, ["slo"], False)
 
 
-def _priority(slo: Slo | None) -> list[str]:
-    return (
-        ["ttft_p50", "itl_p99"] if slo is not None and slo.itl_s is not None else list(KEY_METRICS)
+def _priority(d: Decision) -> list[str]:
+    itl_slo = d.slo is not None and d.slo.itl_s is not None
+    return [d.ttft, "itl_p99"] if itl_slo else ["itl_p99", d.ttft]
+
+
+def rule_text(d: Decision) -> str:
+    """The rule as it applies to this A/B, in words: SLO first when there is one."""
+    first, second = (d.keys[m] for m in _priority(d))
+    slo = slo_text(d.slo)
+    pick = (
+        f"the arm significantly best on {first} wins; where {first} does not separate "
+        f"them, {second} decides; otherwise no significant difference"
     )
+    if slo:
+        return (
+            f"SLO first: only arms meeting {slo} are candidates (a lone candidate wins when "
+            f"significantly better than each other arm on what that arm misses); among "
+            f"several, {pick} (the arms' conditions must match, else no verdict)"
+        )
+    return f"no SLO given: {pick} (the arms' conditions must match, else no verdict)"
 
 
 def _reason(d: Decision, winner: ArmLike, separated: list[str], slo: str) -> str:
+    ttft = d.keys[d.ttft]
     if slo:
         return f"with {slo}, choose {winner.label}"
-    if separated == ["ttft_p50"]:
-        return f"p99 ITL does not differ significantly: choose {winner.label} for p50 TTFT"
+    if separated == [d.ttft]:
+        return f"p99 ITL does not differ significantly: choose {winner.label} for {ttft}"
     if len(separated) > 1:
-        return f"no SLO given, p99 ITL first, then p50 TTFT: choose {winner.label}"
-    fastest = min(d.arms, key=lambda a: d.value(a, "ttft_p50"))
+        return f"no SLO given, p99 ITL first, then {ttft}: choose {winner.label}"
+    fastest = min(d.arms, key=lambda a: d.value(a, d.ttft))
     cost = ""
     if len(d.arms) > 2 and fastest is not winner:
-        c = d.compare(fastest.index, winner.index)["ttft_p50"]
-        cost = f" (p50 TTFT {change(c)} vs {fastest.label})"
+        c = d.compare(fastest.index, winner.index)[d.ttft]
+        cost = f" ({ttft} {change(c)} vs {fastest.label})"
     return f"no SLO given, p99 ITL first: choose {winner.label}{cost}"
 
 
 def decide(d: Decision, conditions: Conditions) -> Verdict:
-    """Apply the rule of the module docstring."""
+    """Apply the rule of the module docstring; ``verdict.rule`` states it for this A/B."""
+    return replace(_decide(d, conditions), rule=rule_text(d))
+
+
+def _decide(d: Decision, conditions: Conditions) -> Verdict:
     if not conditions.matched:
         sentence = (
             "no verdict: the arms' conditions did not match (" + "; ".join(conditions.reasons) + ")"
@@ -191,7 +229,7 @@ def decide(d: Decision, conditions: Conditions) -> Verdict:
     if len(candidates) == 1 and len(d.arms) > 1:
         return _only_candidate(d, candidates[0], head, slo)
     separated: list[str] = []
-    for metric in _priority(d.slo):
+    for metric in _priority(d):
         best = min(candidates, key=lambda a: d.value(a, metric))
         kept = [a for a in candidates if a is best or not d.better(best, a, metric)]
         if len(kept) < len(candidates):

@@ -33,11 +33,26 @@ def test_the_small_budget_wins_on_p99_itl_and_the_ttft_cost_is_stated(oversized)
     itl = comparison(doc, "itl_p99")
     assert itl["significant"] and itl["ci_high"] < 1.0  # the change's interval excludes 0
     assert itl["ratio"] < 0.5 and itl["arm"] == "512" and itl["reference"] == "4096"
-    ttft = comparison(doc, "ttft_p50")
+    # TTFT is weighed on the long prompts, not pooled with the decode streams' own
+    ttft = comparison(doc, "ttft_p50[long-prompt]")
     sentence = verdict["sentence"]
     assert sentence.startswith("512 vs 4096: p99 ITL " + percent(itl["ratio"]))
-    assert f"p50 TTFT {percent(ttft['ratio'])} [{percent(ttft['ci_low'], False)}" in sentence
-    assert sentence.endswith("choose 512")
+    head = f"p50 TTFT (long-prompt) {percent(ttft['ratio'])} [{percent(ttft['ci_low'], False)}"
+    assert head in sentence
+    decision, _, tradeoff = sentence.partition(". Trade-off: ")
+    assert decision.endswith("no SLO given, p99 ITL first: choose 512")
+    # whatever 512 made significantly worse is listed and said, and nothing else is
+    higher = {"output_tokens_per_s"}
+    worse = [
+        c for c in doc["comparisons"]
+        if c["significant"] and (c["ratio"] < 1 if c["metric"] in higher else c["ratio"] > 1)
+    ]  # fmt: skip
+    assert [t["metric"] for t in verdict["tradeoffs"]] == [c["metric"] for c in worse]
+    assert bool(tradeoff) == bool(worse) and verdict["rule"].startswith("no SLO given")
+    assert doc["kinds"] == ["long-prompt", "decode"]
+    for arm in doc["arms"]:
+        assert arm["by_kind"]["long-prompt"]["requests"] == 3 * 3  # 3 long prompts a trial
+        assert arm["by_kind"]["decode"]["ttft_p50_s"] < arm["by_kind"]["long-prompt"]["ttft_p50_s"]
     small, large = doc["arms"]
     assert (small["chunk"], large["chunk"]) == (512, 4096)
     assert small["itl_p99_s"] < large["itl_p99_s"] / 2

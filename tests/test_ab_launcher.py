@@ -133,7 +133,8 @@ def test_a_launched_a_b_over_three_chunk_sizes(tmp_path: Path):
     assert doc["mode"] == "launch" and doc["launch"] == shlex.split(launch)
     verdict = doc["verdict"]
     assert (verdict["winner"], verdict["decided_by"]) == (512, ["slo"])
-    assert verdict["sentence"].endswith("with ITL p99 \u2264 60 ms, choose 512")
+    decision = verdict["sentence"].split(". Trade-off: ")[0]  # then what 512 gave up, if any
+    assert decision.endswith("with ITL p99 \u2264 60 ms, choose 512")
     assert [(r["chunk"], r["meets_slo"]) for r in doc["tradeoff"]] == [
         (512, True),
         (2048, False),

@@ -1,0 +1,264 @@
+"""What an A/B measures in each arm and compares between arms, by request kind.
+
+Mixed traffic pools requests that a chunk size treats in opposite ways: in
+``interference`` the decode streams (kind ``decode``) wait behind long prefills while the
+long prompts (kind ``long-prompt``) are the prefills. A pooled TTFT p50 falls between the
+two populations and flips with a trial's mix, so when a plan labels more than one kind
+(the ``kind`` column of ``requests``, set by the workload for every request) TTFT is also
+measured and compared per kind, named ``ttft_p50[decode]`` and so on. The kinds are
+ordered by their median prompt length, longest first: the first one is the prefill-heavy
+kind whose TTFT the chunk size trades against ITL (``prefill_kind``).
+
+Every arm is compared with another on:
+
+* ``METRICS`` — ITL p50/p95/p99, TTFT p50/p95/p99 of all requests, output tokens/s
+  (``stats.compare_trials``: a ratio, its interval, a test, trials pooled unless they
+  differ more than sampling explains);
+* ``itl_max`` — the worst inter-token gap (the longest stall). A maximum has no useful
+  bootstrap (a resample never exceeds the sample's maximum), so the trials are the units:
+  the ratio of the geometric means of each trial's maximum with a Welch t interval on
+  the logs (``stats.trial_interval``, ``method="trials (per-trial max)"``), significant
+  when that interval excludes 1 — the t test's p-value agrees with it by construction;
+* per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests.
+
+Each arm's own ITL quantiles come with a cluster-bootstrap interval over its pooled trials
+(requests as clusters), and its maximum with the range of its trials' maxima.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
+from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
+from loadgen.rundir import RunDir
+from probes.quantiles import statistic
+from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from diagnose.ab import AbSettings, Trial
+
+#: What every arm is compared on (ratios arm / reference), over all requests.
+METRICS = (
+    "itl_p50",
+    "itl_p95",
+    "itl_p99",
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_p99",
+    "output_tokens_per_s",
+)
+#: The worst inter-token gap of a trial.
+ITL_MAX = "itl_max"
+#: ITL statistics reported per arm with an interval.
+ITL_QUANTILES = ("itl_p50", "itl_p95", "itl_p99")
+#: TTFT statistics compared per request kind.
+KIND_TTFT = ("ttft_p50", "ttft_p95", "ttft_p99")
+
+
+def kind_metric(metric: str, kind: str | None) -> str:
+    """``ttft_p50`` of kind ``decode`` → ``ttft_p50[decode]``; no kind: the metric itself."""
+    return metric if kind is None else f"{metric}[{kind}]"
+
+
+def split_metric(name: str) -> tuple[str, str | None]:
+    """``ttft_p50[decode]`` → ``("ttft_p50", "decode")``; ``itl_p99`` → ``("itl_p99", None)``."""
+    base, sep, rest = name.partition("[")
+    return (base, rest[:-1]) if sep and rest.endswith("]") else (name, None)
+
+
+def higher_is_better(name: str) -> bool:
+    base, _ = split_metric(name)
+    return base != ITL_MAX and metric_spec(base).higher_is_better
+
+
+@dataclass(frozen=True)
+class TrialSamples:
+    """One trial's samples and the kind and prompt length of each completed request."""
+
+    run: RunSamples
+    kinds: np.ndarray
+    prompt_tokens: np.ndarray
+
+    @classmethod
+    def load(cls, trial: Trial) -> TrialSamples | None:
+        """The trial's samples; ``None`` when it has nothing to compare (no completed request)."""
+        try:
+            run = load_run(trial.run_dir, f"trial {trial.round} of arm {trial.arm}")
+        except InputError:
+            return None
+        requests = RunDir(trial.run_dir).read_table("requests")
+        requests = requests.drop_duplicates("id", keep="last").set_index("id")
+        ids = run.latencies["id"]
+
+        def column(name: str) -> pd.Series:
+            if name in requests.columns:
+                return ids.map(requests[name])
+            return pd.Series(None, index=ids.index, dtype=object)
+
+        kinds = column("kind").fillna("request").astype(str).to_numpy()
+        prompts = pd.to_numeric(column("prompt_tokens"), errors="coerce").to_numpy(dtype=float)
+        return cls(run, kinds, prompts)
+
+    def sample(self, spec: MetricSpec, kind: str | None = None) -> Sample:
+        """The values of ``spec``'s source, of one request kind's requests when given."""
+        if kind is None:
+            return self.run.sample(spec)
+        values = self.run.latencies[spec.source].to_numpy(dtype=float)
+        return Sample.of(values[self.kinds == kind])
+
+    @property
+    def itl_max(self) -> float:
+        gaps = self.run.gaps.gap_s
+        return float(np.max(gaps)) if len(gaps) else float("nan")
+
+
+def request_kinds(arms: Sequence[Sequence[TrialSamples]]) -> list[str]:
+    """The request kinds of every arm's completed requests, longest median prompt first;
+    empty when the traffic has a single kind (pooled TTFT is then per kind already)."""
+    trials = [t for arm in arms for t in arm]
+    kinds = sorted({k for t in trials for k in t.kinds})
+    if len(kinds) < 2:
+        return []
+
+    def median_prompt(kind: str) -> float:
+        values = np.concatenate([t.prompt_tokens[t.kinds == kind] for t in trials])
+        values = values[np.isfinite(values)]
+        return float(np.median(values)) if len(values) else 0.0
+
+    return sorted(kinds, key=lambda k: (-median_prompt(k), k))
+
+
+def prefill_kind(kinds: Sequence[str]) -> str | None:
+    """The kind whose TTFT the decision weighs: the longest prompts (``None``: one kind)."""
+    return kinds[0] if kinds else None
+
+
+def reported_metrics(kinds: Sequence[str]) -> list[str]:
+    """Every metric an A/B compares, in the order it reports them."""
+    return [
+        *METRICS,
+        ITL_MAX,
+        *(kind_metric(m, kind) for kind in kinds for m in KIND_TTFT),
+    ]
+
+
+def _max_comparison(
+    base: Sequence[TrialSamples], new: Sequence[TrialSamples], confidence: float
+) -> Comparison:
+    per_base = [t.itl_max for t in base]
+    per_new = [t.itl_max for t in new]
+    known = all(np.isfinite(v) and v > 0 for v in [*per_base, *per_new])
+    if not known:
+        nan = float("nan")
+        return Comparison(ITL_MAX, nan, nan, nan, nan, False, nan, nan, "trials (per-trial max)")
+    ratio, low, high, p_value = trial_interval(per_base, per_new, confidence)
+    means = (
+        float(np.exp(np.mean(np.log(per_base)))),
+        float(np.exp(np.mean(np.log(per_new)))),
+    )
+    return Comparison.judge(
+        ITL_MAX, ratio, (low, high), p_value, means, "trials (per-trial max)", confidence
+    )
+
+
+class Comparer:
+    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair."""
+
+    def __init__(
+        self, samples: Sequence[Sequence[TrialSamples]], settings: AbSettings, kinds: Sequence[str]
+    ) -> None:
+        self.samples = samples
+        self.settings = settings
+        self.kinds = list(kinds)
+        self.compare = cache(self._compare)
+
+    def _trials(
+        self, base: int, new: int, metrics: Mapping[str, str], spec: MetricSpec, kind: str | None
+    ) -> list[Comparison]:
+        return compare_trials(
+            [s.sample(spec, kind) for s in self.samples[base]],
+            [s.sample(spec, kind) for s in self.samples[new]],
+            metrics,
+            resamples=self.settings.resamples,
+            confidence=self.settings.confidence,
+            seed=self.settings.seed,
+        )
+
+    def _compare(self, base: int, new: int) -> Mapping[str, Comparison]:
+        by_source: dict[str, list[MetricSpec]] = {}
+        for spec in (metric_spec(m) for m in METRICS):
+            by_source.setdefault(spec.source, []).append(spec)
+        out: dict[str, Comparison] = {}
+        for group in by_source.values():
+            metrics = {spec.name: spec.stat for spec in group}
+            out |= {c.metric: c for c in self._trials(base, new, metrics, group[0], None)}
+        out[ITL_MAX] = _max_comparison(
+            self.samples[base], self.samples[new], self.settings.confidence
+        )
+        ttft = metric_spec("ttft_p50")
+        for kind in self.kinds:
+            metrics = {kind_metric(m, kind): metric_spec(m).stat for m in KIND_TTFT}
+            out |= {c.metric: c for c in self._trials(base, new, metrics, ttft, kind)}
+        return out
+
+
+def arm_statistics(samples: Sequence[TrialSamples], kinds: Sequence[str]) -> dict[str, float]:
+    """Each metric over the arm's trials pooled: ``itl_p99_s`` …, ``itl_max_s``,
+    ``output_tokens_per_s``, ``requests_per_s`` and per kind ``ttft_p50[decode]_s`` …."""
+    out: dict[str, float] = {}
+    for name in (*METRICS, "requests_per_s"):
+        spec = metric_spec(name)
+        pooled = Sample.concat([s.sample(spec) for s in samples])
+        key = name if spec.higher_is_better else f"{name}_s"
+        out[key] = statistic(pooled.values, spec.stat) if samples else float("nan")
+    maxima = [s.itl_max for s in samples if np.isfinite(s.itl_max)]
+    out[f"{ITL_MAX}_s"] = max(maxima) if maxima else float("nan")
+    for kind in kinds:
+        for name in KIND_TTFT:
+            spec = metric_spec(name)
+            pooled = Sample.concat([s.sample(spec, kind) for s in samples])
+            out[f"{kind_metric(name, kind)}_s"] = statistic(pooled.values, spec.stat)
+    return out
+
+
+def _known(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def arm_intervals(samples: Sequence[TrialSamples], settings: AbSettings) -> dict[str, Any]:
+    """The arm's ITL quantiles' intervals (cluster bootstrap of its pooled trials) and the
+    range of its trials' maxima."""
+    out: dict[str, Any] = {}
+    gaps = Sample.concat([s.sample(metric_spec("itl_p50")) for s in samples])
+    stats = [metric_spec(m).stat for m in ITL_QUANTILES]
+    if gaps.n_units >= 2:
+        replicates = resampled_statistics(gaps, stats, settings.resamples, settings.seed)
+        alpha = 1.0 - settings.confidence
+        for name, stat in zip(ITL_QUANTILES, stats, strict=True):
+            low, high = np.nanquantile(replicates[stat], [alpha / 2.0, 1.0 - alpha / 2.0])
+            out[f"{name}_s"] = [_known(low), _known(high)]
+    maxima = [s.itl_max for s in samples if np.isfinite(s.itl_max)]
+    out[f"{ITL_MAX}_per_trial_s"] = maxima
+    return out
+
+
+def by_kind(
+    stats: Mapping[str, float], samples: Sequence[TrialSamples], kinds: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """``ab.json``'s per-kind block of an arm: requests, median prompt, TTFT quantiles."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        prompts = np.concatenate([s.prompt_tokens[s.kinds == kind] for s in samples] or [[]])
+        prompts = prompts[np.isfinite(prompts)]
+        out[kind] = {
+            "requests": int(sum(np.sum(s.kinds == kind) for s in samples)),
+            "prompt_tokens_p50": float(np.median(prompts)) if len(prompts) else None,
+        } | {f"{m}_s": _known(stats[f"{kind_metric(m, kind)}_s"]) for m in KIND_TTFT}
+    return out

@@ -1,0 +1,150 @@
+"""What the A/B's winner gives up: every reported metric it made significantly worse.
+
+A chunk size that wins on p99 ITL can lose elsewhere — a small budget spreads each
+prefill over more steps, so typical gaps (ITL p50/p95) grow while the tail shrinks; a
+large one keeps the p99 low when stalls are rarer than 1 % of gaps, but each stall is
+longer (ITL max). The verdict must say so. After the decision, the winner is compared
+with every other arm on every metric the A/B reports (``ab_metrics.reported_metrics``);
+a metric counts as a trade-off when the comparison is significant (``Comparison
+.significant``, the same rule that picked the winner) and on the worse side — higher for
+latencies, lower for throughput. ``verdict.tradeoffs`` lists them; the verdict's
+sentence ends with them in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from diagnose.ab_metrics import ITL_MAX, higher_is_better, split_metric
+from diagnose.ab_verdict import ArmLike, Decision, Verdict, percent
+from diagnose.stats import Comparison
+
+#: How metric names read in a sentence (a kind is appended in brackets).
+_LABELS = {
+    "itl_p50": "ITL p50",
+    "itl_p95": "ITL p95",
+    "itl_p99": "ITL p99",
+    "ttft_p50": "TTFT p50",
+    "ttft_p95": "TTFT p95",
+    "ttft_p99": "TTFT p99",
+    "output_tokens_per_s": "output tokens/s",
+    ITL_MAX: "worst ITL gap",
+}
+
+
+def metric_label(name: str) -> str:
+    """``ttft_p50[decode]`` → ``TTFT p50 (decode)``."""
+    base, kind = split_metric(name)
+    label = _LABELS.get(base, base)
+    return f"{label} ({kind})" if kind else label
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    """One metric the winner made significantly worse than arm ``against``.
+
+    ``change`` is the relative change winner/against − 1 (+0.57: 57 % higher) and
+    ``interval`` the same for the comparison's interval.
+    """
+
+    metric: str
+    kind: str | None
+    against: str
+    ratio: float
+    change: float
+    interval: tuple[float, float]
+    significant: bool
+    method: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"interval": list(self.interval)}
+
+
+def _times(value: float) -> str:
+    return f"{value:.2g}\u00d7"
+
+
+def _text(name: str, c: Comparison) -> str:
+    """``ITL p50 +57 % [+40, +75]``; a maximum as ``worst ITL gap 3.2× [2.1×, 4.8×]``."""
+    if split_metric(name)[0] == ITL_MAX:
+        return f"{metric_label(name)} {_times(c.ratio)} [{_times(c.ci_low)}, {_times(c.ci_high)}]"
+    low, high = percent(c.ci_low, False), percent(c.ci_high, False)
+    return f"{metric_label(name)} {percent(c.ratio)} [{low}, {high}]"
+
+
+def _worse(name: str, c: Comparison) -> bool:
+    if not (c.significant and np.isfinite(c.ratio)):
+        return False
+    return c.ratio < 1.0 if higher_is_better(name) else c.ratio > 1.0
+
+
+def find_tradeoffs(d: Decision, winner: ArmLike, metrics: Sequence[str]) -> list[Tradeoff]:
+    """Every metric of ``metrics`` on which ``winner`` is significantly worse than another arm."""
+    found = []
+    for other in d.arms:
+        if other.index == winner.index:
+            continue
+        comparisons = d.compare(other.index, winner.index)  # ratios winner / other
+        for name in metrics:
+            c = comparisons.get(name)
+            if c is None or not _worse(name, c):
+                continue
+            found.append(
+                Tradeoff(
+                    metric=name,
+                    kind=split_metric(name)[1],
+                    against=other.label,
+                    ratio=c.ratio,
+                    change=c.ratio - 1.0,
+                    interval=(c.ci_low - 1.0, c.ci_high - 1.0),
+                    significant=c.significant,
+                    method=c.method,
+                    text=_text(name, c),
+                )
+            )
+    return found
+
+
+def _and(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def tradeoff_sentence(winner: str, tradeoffs: Sequence[Tradeoff]) -> str | None:
+    """``trade-off: 256 made ITL p50 +57 % […] and ITL p95 +153 % […] worse than 8192; its
+    worst ITL gap is 3.2× longer than 8192's [2.1×, 4.8×]``; ``None`` when there is none."""
+    clauses = []
+    for other in dict.fromkeys(t.against for t in tradeoffs):
+        mine = [t for t in tradeoffs if t.against == other]
+        worse = [t.text for t in mine if t.metric != ITL_MAX]
+        if worse:
+            clauses.append(f"{winner} made {_and(worse)} worse than {other}")
+        for t in mine:
+            if t.metric == ITL_MAX:
+                low, high = (_times(v + 1.0) for v in t.interval)
+                clauses.append(
+                    f"{winner}'s worst stall (ITL max) is {_times(t.ratio)} {other}'s "
+                    f"[{low}, {high}]"
+                )
+    return f"trade-off: {'; '.join(clauses)}" if clauses else None
+
+
+def with_tradeoffs(verdict: Verdict, d: Decision, metrics: Sequence[str]) -> Verdict:
+    """The verdict with its winner's trade-offs listed and appended to its sentence."""
+    if verdict.arm is None:
+        return verdict
+    winner = next(a for a in d.arms if a.label == verdict.arm)
+    found = find_tradeoffs(d, winner, metrics)
+    sentence = tradeoff_sentence(winner.label, found)
+    if sentence is None:
+        return verdict
+    return replace(
+        verdict,
+        sentence=f"{verdict.sentence}. {sentence[0].upper()}{sentence[1:]}",
+        tradeoffs=[t.to_dict() for t in found],
+        tradeoff_sentence=sentence,
+    )
