@@ -80,14 +80,19 @@ def percent(ratio: float, unit: bool = True) -> str:
     return f"{sign}{text}{' %' if unit else ''}"
 
 
-def change_text(ratio: float, low: float, high: float, significant: bool) -> str:
-    """``−38 % [−45, −30]``, marked ``n.s.`` when not significant."""
+def change_text(
+    ratio: float, low: float, high: float, significant: bool, inconclusive: bool = False
+) -> str:
+    """``−38 % [−45, −30]``, marked ``n.s.`` when not significant, ``inconclusive`` when
+    the data cannot decide (too few requests or values beyond the quantile)."""
     text = f"{percent(ratio)} [{percent(low, False)}, {percent(high, False)}]"
+    if inconclusive:
+        return f"{text} inconclusive"
     return text if significant else f"{text} n.s."
 
 
 def change(c: Comparison) -> str:
-    return change_text(c.ratio, c.ci_low, c.ci_high, c.significant)
+    return change_text(c.ratio, c.ci_low, c.ci_high, c.significant, c.inconclusive is not None)
 
 
 def seconds(value: float) -> str:

@@ -110,7 +110,7 @@ def _comparisons_table(doc: dict[str, Any], confidence: float) -> Table:
         table.add_column(name, justify="right" if name == "p" else "left")
     for row in doc["comparisons"]:
         bounds = [nan if row[k] is None else row[k] for k in ("ratio", "ci_low", "ci_high")]
-        text = change_text(*bounds, row["significant"])
+        text = change_text(*bounds, row["significant"], row.get("inconclusive") is not None)
         style = "bold" if row["significant"] else "dim"
         p = "–" if row["p_value"] is None else f"{row['p_value']:.3g}"
         table.add_row(

@@ -29,7 +29,7 @@ from probes.latency import Slo
 from session.ab_runner import AbOutcome
 
 TRIALS = 3
-DECODES, LONGS, TOKENS = 8, 4, 200
+DECODES, LONGS, TOKENS = 8, 10, 200
 
 
 @dataclass(frozen=True)
