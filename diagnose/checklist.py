@@ -1,20 +1,24 @@
-"""The hypothesis checklist over one run, and the decision rule (DESIGN.md §1).
+"""The hypothesis checklist over one run, its ranking, and the decision rule (DESIGN.md §1).
 
-``run_checklist(run_dir, options)`` judges the four competing explanations of a bad ITL
-— H1 prefill chunks (``h1_prefill``), H2 host overhead (``h2_host``), H3 KV bandwidth
-(``h3_bandwidth``), H4 pool exhaustion (``h4_memory``) — and the prefix cache's health
+``run_checklist(run_dir, options)`` judges the competing explanations of a bad latency —
+H1 prefill chunks (``h1_prefill``), H2 host overhead (``h2_host``), H3 KV bandwidth
+(``h3_bandwidth``), H4 pool exhaustion (``h4_memory``), overload (``overload``), a
+client that could not keep up (``client_limited``) — and the prefix cache's health
 (``prefix_health``), each with its evidence, what it lacked and the measurement that
-would settle it. Then it decides what to do now:
+would settle it. ``diagnose.ranking`` names one primary finding with a confidence and
+links the findings one explains. Then it decides what to do now, following the primary:
 
 * a **hard failure** — the engine died (the run was interrupted by the server, not by
   Ctrl-C; a ``failed`` run is the tool's own stop), connections were refused or dropped
   mid-stream, the server answered 5xx or aborted streams, or an absolute SLO
   (``--slo``, else the one the run was benched with) is breached at p99 — justifies
-  immediate, bounded containment: a smaller chunk budget when ITL suffers or H1 is
-  supported, lower concurrency when the server fell over, queued or ran out of memory,
-  each with its numbers, reversible, to be confirmed by the A/B afterwards;
+  immediate, bounded containment: a smaller chunk budget (never the one the server
+  has) when H1 is primary or an ITL SLO broke with no cause named, shed load when the
+  server was overloaded, lower concurrency otherwise, each with its numbers,
+  reversible, to be confirmed by the primary's measurement afterwards;
 * anything else — a relative regression, a "memory at 98 %" — does not: measure first
-  (the A/B), and leave the cache policy alone until a measurement says otherwise.
+  (the primary finding's measurement), and leave the cache policy alone until a
+  measurement says otherwise.
 """
 
 from __future__ import annotations
@@ -24,11 +28,20 @@ from pathlib import Path
 
 import numpy as np
 
-from diagnose import h1_prefill, h2_host, h3_bandwidth, h4_memory, prefix_health
+from diagnose import (
+    client_limited,
+    h1_prefill,
+    h2_host,
+    h3_bandwidth,
+    h4_memory,
+    overload,
+    prefix_health,
+)
 from diagnose.context import Context, DiagnoseOptions, build_context
-from diagnose.evidence import Decision, Diagnosis, Finding, Status
+from diagnose.evidence import Decision, Diagnosis, Finding
 from diagnose.inputs import load_run_view
-from diagnose.next_steps import ab_command
+from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
+from diagnose.ranking import NONE, Primary, ranked
 from loadgen.records import ErrorKind
 from loadgen.rundir import RunDir
 from probes.latency import error_counts, request_latencies, token_gaps
@@ -112,63 +125,115 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     return reasons, calls
 
 
-def _containment(ctx: Context, calls: set[str], findings: dict[str, Finding]) -> str:
-    steps = []
-    supported = {hid for hid, f in findings.items() if f.status == Status.SUPPORTED}
-    if ("chunk" in calls and "H4" not in supported) or "H1" in supported:
+#: What to measure next, by primary finding: a lead-in before the finding's own command.
+MEASURE_FIRST = {
+    "H2": "Profile the server before changing its configuration",
+    "H3": "Measure a smaller decode batch before changing the chunk size or cache policy",
+    "H4": "Measure at a lower load before changing cache policy",
+    "OL": "Measure the capacity before tuning the server",
+    "PC": "Fix the prefix cache first, then measure again",
+    "CL": "Rerun from a client that keeps up before trusting any latency finding",
+}
+NO_CAUSE = (
+    "No cause stands out: measure before changing cache policy or chunk size, and keep "
+    "this run as the baseline for `prefillscope compare`."
+)
+
+
+def next_measurement(ctx: Context, primary: Primary, findings: dict[str, Finding]) -> str:
+    """The measurement that would confirm or refute the primary finding."""
+    if primary.finding == "H1":
         budget, _ = ctx.budget
-        if budget and budget > h1_prefill.SMALL_CHUNK:
-            smaller = max(h1_prefill.SMALL_CHUNK, budget // 4)
-            steps.append(
-                f"lower max_num_batched_tokens from {budget} to {smaller} (each step then "
-                f"carries at most {smaller} prompt tokens beside the decodes)"
-            )
-        elif budget:
-            steps.append(f"halve max_num_batched_tokens from {budget} to {max(64, budget // 2)}")
-        else:
-            steps.append(f"set max_num_batched_tokens to {h1_prefill.SMALL_CHUNK}")
-    if "concurrency" in calls or "H4" in supported or not steps:
-        peak = peak_in_flight(ctx)
-        cap = max(1, int(CONTAIN_SHARE * peak))
-        steps.append(
-            f"cap concurrency at {cap} (--max-num-seqs or the client's limit; "
-            f"{CONTAIN_SHARE:.0%} of the {peak} requests in flight at the peak)"
+        return (
+            "A/B the chunk size before changing cache policy: "
+            f"{ab_command(ctx.view, chunk_pair(budget))}"
         )
+    lead = MEASURE_FIRST.get(primary.finding)
+    if lead is None:
+        return NO_CAUSE
+    return f"{lead}: {findings[primary.finding].next}"
+
+
+def _chunk_step(ctx: Context) -> str:
     budget, _ = ctx.budget
-    ab = ab_command(ctx.view, (h1_prefill.SMALL_CHUNK, budget or 4 * h1_prefill.SMALL_CHUNK))
+    if budget is None:
+        return (
+            "lower max_num_batched_tokens below the server's current value (not recorded: "
+            "give --max-num-batched-tokens to get a figure), e.g. to half of it"
+        )
+    smaller = smaller_budget(budget)
+    if smaller >= budget:
+        return f"keep max_num_batched_tokens at {budget} (already the smallest sensible)"
     return (
-        f"Hard failure: contain now — {'; and '.join(steps)}. This is bounded and reversible; "
-        f"confirm the cause before making it permanent: {ab}"
+        f"lower max_num_batched_tokens from {budget} to {smaller} (each step then carries at "
+        f"most {smaller} prompt tokens beside the decodes)"
     )
 
 
-def decide(ctx: Context, findings: dict[str, Finding]) -> Decision:
+def _concurrency_step(ctx: Context) -> str:
+    peak = peak_in_flight(ctx)
+    cap = max(1, int(CONTAIN_SHARE * peak))
+    return (
+        f"cap concurrency at {cap} (--max-num-seqs or the client's limit; "
+        f"{CONTAIN_SHARE:.0%} of the {peak} requests in flight at the peak)"
+    )
+
+
+def _shed_step(ctx: Context, findings: dict[str, Finding]) -> str:
+    served = next(
+        (e.value for e in findings["OL"].evidence if e.name.startswith("served rate")), None
+    )
+    rate = f" or the offered rate at the {served:.3g} req/s it served" if served else ""
+    return f"shed load: {_concurrency_step(ctx)}{rate}"
+
+
+def _containment(
+    ctx: Context, calls: set[str], primary: Primary, findings: dict[str, Finding]
+) -> str:
+    steps = []
+    cause = primary.finding
+    if cause == "H1" or (cause == NONE and "chunk" in calls):
+        steps.append(_chunk_step(ctx))
+    if cause == "OL":
+        steps.append(_shed_step(ctx, findings))
+    elif "concurrency" in calls or cause not in ("H1", NONE) or not steps:
+        steps.append(_concurrency_step(ctx))
+    return (
+        f"Hard failure: contain now — {'; and '.join(steps)}. This is bounded and reversible; "
+        f"confirm the cause before making it permanent. {next_measurement(ctx, primary, findings)}"
+    )
+
+
+def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Decision:
     reasons, calls = _hard_failures(ctx)
     if reasons:
-        return Decision(True, reasons, _containment(ctx, calls, findings))
-    budget, _ = ctx.budget
-    ab = ab_command(ctx.view, (h1_prefill.SMALL_CHUNK, budget or 4 * h1_prefill.SMALL_CHUNK))
+        return Decision(True, reasons, _containment(ctx, calls, primary, findings))
     return Decision(
         False,
         [
             "no hard failure: no engine death, no dropped connections or server errors"
             + (", no SLO breach" if ctx.slo else ", no SLO given (--slo)")
         ],
-        "Measure before changing cache policy or chunk size: the findings are "
-        f"correlations. Run the controlled A/B first: {ab}",
+        next_measurement(ctx, primary, findings),
     )
+
+
+#: The checks, in the order they are shown; each has ``assess(ctx) -> Finding``.
+HYPOTHESES = [h1_prefill, h2_host, h3_bandwidth, h4_memory, overload, client_limited]
 
 
 def run_checklist(
     run_dir: RunDir | str | Path, options: DiagnoseOptions | None = None
 ) -> Diagnosis:
-    """Judge every hypothesis and the prefix cache for one run, and decide."""
+    """Judge every hypothesis and the prefix cache for one run, rank them, and decide."""
     path = run_dir.path if isinstance(run_dir, RunDir) else run_dir
     ctx = build_context(load_run_view(path), options or DiagnoseOptions())
-    hypotheses = [m.assess(ctx) for m in (h1_prefill, h2_host, h3_bandwidth, h4_memory)]
+    hypotheses = [m.assess(ctx) for m in HYPOTHESES]
     cache = prefix_health.assess(ctx)
-    decision = decide(ctx, {h.id: h for h in hypotheses})
-    return Diagnosis(str(ctx.view.path), decision, hypotheses, cache)
+    findings = {f.id: f for f in [*hypotheses, cache]}
+    primary = ranked(findings, ctx.client)
+    decision = decide(ctx, findings, primary)
+    return Diagnosis(str(ctx.view.path), decision, hypotheses, cache, primary)
 
 
 def write_diagnosis(run_dir: str | Path, diagnosis: Diagnosis) -> Path:

@@ -1,4 +1,4 @@
-"""Everything the checks share: the run, the user's options, the roofline, the decode gaps.
+"""Everything the checks share: the run, the options, the roofline, the decode gaps, the client.
 
 Built once per diagnosis (``build_context``) so that the per-token work — splitting the
 stream into gaps, sweeping the decode load, marking the gaps that overlapped a prefill —
@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
+from diagnose.client_limited import ClientHealth, read_client_health
 from diagnose.evidence import Evidence, Finding, Status
 from diagnose.inputs import RunView
 from diagnose.roofline import Roofline, resolve_roofline
@@ -44,6 +45,8 @@ class Context:
     #: gap when too few did.
     clear: DecodeGaps
     clear_is_pure: bool
+    #: The load generator's health and its share of the latencies.
+    client: ClientHealth
 
     def lacks_roofline(
         self, head: tuple[str, str, str], evidence: list[Evidence], missing: list[str]
@@ -93,4 +96,5 @@ def build_context(view: RunView, options: DiagnoseOptions) -> Context:
         gaps=gaps,
         clear=gaps.subset(~busy) if pure else gaps,
         clear_is_pure=pure,
+        client=read_client_health(view),
     )

@@ -26,7 +26,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnose.ranking import Primary
 
 
 class Status(StrEnum):
@@ -101,6 +104,12 @@ class Finding:
     evidence: list[Evidence] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     next: str = ""
+    #: The deciding figure over its threshold (≥ 1 when supported); None when unscored.
+    strength: float | None = None
+    #: Where the deciding figure came from: ``server``, ``client`` or ``model``.
+    basis: str = ""
+    #: Ids of findings this one explains (``PC`` thrashing → more prefill → ``H1``).
+    explains: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +120,9 @@ class Finding:
             "evidence": [e.to_dict() for e in self.evidence],
             "missing": list(self.missing),
             "next": self.next,
+            "strength": clean_number(self.strength),
+            "basis": self.basis or None,
+            "explains": list(self.explains),
         }
 
 
@@ -136,9 +148,12 @@ class Diagnosis:
     decision: Decision
     hypotheses: list[Finding]
     prefix_cache: Finding
+    #: The primary finding (``diagnose.ranking.Primary``): ``finding``, ``confidence``,
+    #: ``why``, ``secondary``.
+    primary: Primary | None = None
 
     def hypothesis(self, hid: str) -> Finding:
-        return next(h for h in self.hypotheses if h.id == hid)
+        return next(h for h in [*self.hypotheses, self.prefix_cache] if h.id == hid)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``diagnosis.json`` document (``notes/DIAGNOSIS_JSON.md``)."""
@@ -147,4 +162,5 @@ class Diagnosis:
             "decision": self.decision.to_dict(),
             "hypotheses": [h.to_dict() for h in self.hypotheses],
             "prefix_cache": self.prefix_cache.to_dict(),
+            "primary": self.primary.to_dict() if self.primary is not None else None,
         }

@@ -27,7 +27,7 @@ import numpy as np
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
 from diagnose.evidence import Evidence, Finding, Status
-from diagnose.next_steps import ab_command
+from diagnose.next_steps import ab_command, chunk_pair
 from diagnose.stats import Comparison
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
@@ -37,8 +37,6 @@ TITLE = "Prefill chunks starving decodes"
 STEP_METRIC = "prefillscope_engine_step_seconds"
 #: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
 STARVE_RATIO = 4.0
-#: The small chunk an A/B compares the run's budget with.
-SMALL_CHUNK = 512
 
 
 def ratio_text(c: Comparison) -> str:
@@ -223,9 +221,20 @@ def assess(ctx: Context) -> Finding:
         missing += ctx.roofline_missing
     status, summary = _status(step_ratio, a)
     budget, _ = ctx.budget
-    big = budget if budget and budget > SMALL_CHUNK else 4 * SMALL_CHUNK
     next_step = (
-        f"{ab_command(ctx.view, (SMALL_CHUNK, big))}  — the same arrivals and lengths at "
+        f"{ab_command(ctx.view, chunk_pair(budget))}  — the same arrivals and lengths at "
         f"both chunk sizes; only this A/B confirms or refutes H1"
     )
-    return Finding("H1", TITLE, status, summary, evidence, missing, next_step)
+    by_client = a.mean.ratio if a.enough and a.mean is not None else None
+    deciding = step_ratio if step_ratio is not None else by_client
+    return Finding(
+        "H1",
+        TITLE,
+        status,
+        summary,
+        evidence,
+        missing,
+        next_step,
+        strength=None if deciding is None else deciding / STARVE_RATIO,
+        basis="server" if step_ratio is not None else "client",
+    )

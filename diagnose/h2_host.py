@@ -2,37 +2,50 @@
 
 A decode step's GPU time is set by the weights and KV it reads (``diagnose.roofline``).
 Time on top of that — Python scheduling, detokenisation, lock contention, a CPU-starved
-process — shows up in two ways the client can see:
+process — is what H2 looks for. Three readings, best first:
 
-* **the ITL floor** sits above the roofline: the low end of the pure-decode gaps (p25:
-  client jitter makes the very lowest gaps short) against the same quantile of the
-  roofline step costed at each gap's own batch size and context;
-* **the excess grows with concurrency**: per-sequence host work makes (gap − roofline)
-  rise with the number of running requests, even at short contexts where the GPU's step
-  barely grows (a slope with a cluster-bootstrap interval, ``diagnose.trend``).
+1. **The server's own step time.** The embedded engine's
+   ``prefillscope_engine_step_seconds{kind="decode"}`` (mean pure-decode step, with the
+   batch it carried from ``prefillscope_engine_step_tokens{kind="decode"}``), else the
+   server's per-token latency histogram (vLLM's ``inter_token_latency_seconds``: one
+   observation per step that produced a token; its median, so the few mixed steps do
+   not count), against the roofline step at that batch. The server's clock is not
+   disturbed by a busy client, so when it exists this reading decides.
+2. **The client's ITL floor**: the *median* of the pure-decode gaps against the median
+   roofline step costed at each gap's own batch size and context. On a busy client a
+   late token makes the next gap short, so a low percentile understates the step; the
+   median is where a late and an early read cancel. It decides only when the server
+   shows no step time, and then not on a client-limited run (the client's own delays
+   would pose as host overhead).
+3. **The excess grows with concurrency**: per-sequence host work makes (gap − roofline)
+   rise with the number of running requests, even where the GPU's step barely grows (a
+   slope with a cluster-bootstrap interval, ``diagnose.trend``).
 
-When the server exposes its own step time (the embedded engine's
-``prefillscope_engine_step_seconds{kind="decode"}``), its mean decode step against the
-roofline is the host-side reading of the same thing. A floor ``FLOOR_RATIO`` above the
-roofline supports H2 — as a correlation with a model, which a profile of the server
-(or an A/B with the suspected overhead removed) would confirm.
+Supported from ``SERVER_RATIO`` (server reading) or ``FLOOR_RATIO`` (client floor: it
+also carries the network and the client's reads) — a correlation with a model, which a
+profile of the server (or a rerun with the suspected overhead removed) would confirm.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from diagnose.context import Context
 from diagnose.evidence import Evidence, Finding, Status
 from diagnose.h1_prefill import STEP_METRIC
+from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
 
 TITLE = "Host/scheduler overhead"
-#: Observed ITL floor over the roofline floor from which the host adds a step's worth.
+STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"
+#: Server decode step over the roofline step from which the host adds a real share.
+SERVER_RATIO = 1.25
+#: Client ITL floor (median pure-decode gap) over the roofline from which H2 holds.
 FLOOR_RATIO = 1.5
-#: Quantile of the gaps taken as the floor: p25, not p5, because a token that arrives
-#: late makes the next gap short, so the very lowest gaps understate the step.
-FLOOR_PERCENTILE = 25.0
+#: Below this share of its threshold a reading is "not supported", between it is weakened.
+PARTIAL_SHARE = 0.9
 #: Fewest gaps a floor is read from.
 MIN_FLOOR_GAPS = 50
 #: Growth of the excess across the observed batch sizes, as a share of the roofline step,
@@ -41,30 +54,60 @@ RISE_SHARE = 0.5
 CLIENT = "client: chunks (pure-decode gaps)"
 
 
+@dataclass(frozen=True)
+class StepReading:
+    """One reading of the decode step against the roofline at the batch it carried."""
+
+    step_s: float
+    expected_s: float
+    source: str
+
+    @property
+    def ratio(self) -> float:
+        return self.step_s / self.expected_s
+
+
 def _next(ctx: Context) -> str:
+    spec = ctx.view.info.get("workload") or {}
+    users = spec.get("concurrency")
+    rerun = (
+        bench_command(ctx.view, load={"concurrency": max(1, int(users) // 2)})
+        if users and not spec.get("rate")
+        else bench_command(ctx.view)
+    )
     where = "the server process" if ctx.view.engine is None else "the engine"
     return (
-        f"Profile {where} during a rerun (e.g. py-spy top --pid PID) at two concurrencies "
-        "with short prompts: host overhead shows as CPU time outside the GPU kernels and an "
-        "ITL that rises with concurrency while the roofline step does not."
+        f"Profile {where} during a rerun (e.g. py-spy top --pid PID): host overhead shows "
+        f"as CPU time outside the GPU kernels; rerun at another concurrency to see whether "
+        f"it is per step or per sequence: {rerun}"
     )
 
 
-def _server_step(ctx: Context, expected_median: float) -> list[Evidence]:
-    hist = ctx.view.raw.histogram_increase(STEP_METRIC, {"kind": "decode"})
-    if hist is None or not hist.mean:
-        return []
-    source = f'server: {STEP_METRIC}{{kind="decode"}}'
-    return [
-        Evidence("server mean decode step", hist.mean, "s", source),
-        Evidence(
-            "server decode step / roofline step",
-            hist.mean / expected_median,
-            "x",
-            source,
-            "the roofline at the median batch and context of the client's decode gaps",
-        ),
-    ]
+def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
+    """The server's decode step and the roofline at the batch it carried, if exposed."""
+    roofline = ctx.roofline
+    if roofline is None:
+        return None
+    raw = ctx.view.raw
+    steps = raw.histogram_increase(STEP_METRIC, {"kind": "decode"})
+    if steps is not None and steps.mean:
+        tokens = raw.histogram_increase(STEP_TOKENS_METRIC, {"kind": "decode"})
+        batch = tokens.mean if tokens is not None and tokens.mean else None
+        if batch is None:
+            batch = float(np.median(ctx.clear.running)) if len(ctx.clear) else 1.0
+        expected = float(roofline.decode_step_s(np.array([round(batch)]), [context_tokens])[0])
+        source = f'server: {STEP_METRIC}{{kind="decode"}} (batch from {STEP_TOKENS_METRIC})'
+        return StepReading(steps.mean, expected, source)
+    series = ctx.view.server
+    itl = series.histogram_increase("itl") if series is not None else None
+    median = itl.quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
+    if not median or series is None:
+        return None
+    running = series.level("running")["p50"]
+    if not running:
+        return None
+    expected = float(roofline.decode_step_s(np.array([round(running)]), [context_tokens])[0])
+    return StepReading(median, expected, f"server: {series.sources.get('itl') or 'itl'} (p50)")
 
 
 def _trend_evidence(trend: Trend | None, roofline_label: str) -> list[Evidence]:
@@ -82,6 +125,22 @@ def _trend_evidence(trend: Trend | None, roofline_label: str) -> list[Evidence]:
     ]
 
 
+def _server_evidence(reading: StepReading, label: str) -> list[Evidence]:
+    return [
+        Evidence("server decode step", reading.step_s, "s", reading.source),
+        Evidence(
+            "roofline step at the server's batch", reading.expected_s, "s", label, "no host work"
+        ),
+        Evidence(
+            "server decode step / roofline step", reading.ratio, "x", f"{reading.source} ÷ {label}"
+        ),
+    ]
+
+
+def _inconclusive(ctx: Context, summary: str, evidence, missing) -> Finding:
+    return Finding("H2", TITLE, Status.INCONCLUSIVE, summary, evidence, missing, _next(ctx))
+
+
 def assess(ctx: Context) -> Finding:
     gaps = ctx.clear
     evidence: list[Evidence] = []
@@ -90,83 +149,107 @@ def assess(ctx: Context) -> Finding:
         missing.append("enough pure-decode gaps (every gap is used, prefills included)")
     if len(gaps) < MIN_FLOOR_GAPS:
         missing.append(f"at least {MIN_FLOOR_GAPS} decode gaps (have {len(gaps)})")
-        return Finding(
-            "H2",
-            TITLE,
-            Status.INCONCLUSIVE,
-            "Too few decode gaps to read a floor.",
-            evidence,
-            missing,
-            _next(ctx),
-        )
-    floor = float(np.percentile(gaps.gap_s, FLOOR_PERCENTILE))
-    evidence.append(Evidence(f"ITL floor (p{FLOOR_PERCENTILE:g})", floor, "s", CLIENT))
-    evidence.append(
-        Evidence("median decode batch", float(np.median(gaps.running)), "requests", CLIENT)
-    )
     if ctx.roofline is None:
         return ctx.lacks_roofline(("H2", TITLE, _next(ctx)), evidence, missing)
     label = ctx.roofline.label
-    expected = ctx.roofline.decode_step_s(gaps.running, gaps.context)
-    expected_floor = float(np.percentile(expected, FLOOR_PERCENTILE))
-    ratio = floor / expected_floor
-    evidence += [
-        Evidence(
-            f"roofline decode step (p{FLOOR_PERCENTILE:g})",
-            expected_floor,
-            "s",
-            label,
-            "for each gap's batch size and mean context",
-        ),
-        Evidence("ITL floor / roofline floor", ratio, "x", f"{CLIENT} ÷ {label}"),
-    ]
-    evidence += _server_step(ctx, float(np.median(expected)))
-    trend = fit_trend(
-        gaps.running,
-        gaps.gap_s - expected,
-        gaps.request,
-        resamples=ctx.options.resamples,
-        seed=ctx.options.seed,
-    )
-    evidence += _trend_evidence(trend, label)
-    if trend is None:
-        missing.append("a range of batch sizes (the number of running requests did not vary)")
-    spread = float(np.percentile(gaps.running, 95) - np.percentile(gaps.running, 5))
-    rises = (
-        trend is not None
-        and trend.rising
-        and trend.slope * spread >= RISE_SHARE * float(np.median(expected))
-    )
-    excess_ms = (floor - expected_floor) * 1e3
-    if ratio >= FLOOR_RATIO:
-        growth = (
-            f"; the excess grows by {trend.slope * 1e3:.2g} ms per running request"
-            if rises and trend is not None
-            else ""
-        )
-        status, summary = (
-            Status.SUPPORTED,
-            (
-                f"Correlation with a model, not proof: the ITL floor ({floor * 1e3:.3g} ms) is "
-                f"{ratio:.2g}× the roofline decode step ({expected_floor * 1e3:.3g} ms), "
-                f"{excess_ms:.2g} ms per step the GPU's work does not explain{growth}."
-            ),
-        )
-    elif rises and trend is not None:
-        status, summary = (
-            Status.WEAKENED,
-            (
-                f"The ITL floor matches the roofline ({ratio:.2g}×), but the excess rises by "
-                f"{trend.slope * 1e3:.2g} ms per running request: per-sequence host work is "
-                "possible at higher concurrency."
-            ),
-        )
+    context = float(np.nanmedian(gaps.context)) if len(gaps) else 0.0
+    reading = server_step(ctx, context)
+    if reading is not None:
+        evidence += _server_evidence(reading, label)
     else:
-        status, summary = (
-            Status.NOT_SUPPORTED,
-            (
-                f"The ITL floor ({floor * 1e3:.3g} ms) is {ratio:.2g}× the roofline decode step: "
-                "the GPU's work explains it."
-            ),
+        missing.append(
+            f"the server's own step time ({STEP_METRIC} or a per-token latency histogram)"
         )
-    return Finding("H2", TITLE, status, summary, evidence, missing, _next(ctx))
+    floor_ratio = None
+    trend = None
+    if len(gaps) >= MIN_FLOOR_GAPS:
+        floor = float(np.median(gaps.gap_s))
+        expected = ctx.roofline.decode_step_s(gaps.running, gaps.context)
+        floor_ratio = floor / float(np.median(expected))
+        evidence += [
+            Evidence("ITL floor (median pure-decode gap)", floor, "s", CLIENT),
+            Evidence("median decode batch", float(np.median(gaps.running)), "requests", CLIENT),
+            Evidence(
+                "roofline decode step (median)",
+                float(np.median(expected)),
+                "s",
+                label,
+                "for each gap's batch size and mean context",
+            ),
+            Evidence("ITL floor / roofline step", floor_ratio, "x", f"{CLIENT} ÷ {label}"),
+        ]
+        trend = fit_trend(
+            gaps.running,
+            gaps.gap_s - expected,
+            gaps.request,
+            resamples=ctx.options.resamples,
+            seed=ctx.options.seed,
+        )
+        evidence += _trend_evidence(trend, label)
+        spread = float(np.percentile(gaps.running, 95) - np.percentile(gaps.running, 5))
+        if trend is not None and not (
+            trend.rising and trend.slope * spread >= RISE_SHARE * float(np.median(expected))
+        ):
+            trend = None
+    status, summary, strength, basis = _judge(ctx, reading, floor_ratio, trend)
+    if status is None:
+        return _inconclusive(ctx, summary, evidence, missing)
+    finding = Finding("H2", TITLE, status, summary, evidence, missing, _next(ctx))
+    finding.strength, finding.basis = strength, basis
+    return finding
+
+
+def _judge(
+    ctx: Context, reading: StepReading | None, floor_ratio: float | None, rising: Trend | None
+) -> tuple[Status | None, str, float | None, str]:
+    """Status (None: inconclusive), summary, strength (reading ÷ threshold) and basis."""
+    growth = (
+        f"; the excess grows by {rising.slope * 1e3:.2g} ms per running request"
+        if rising is not None
+        else ""
+    )
+    if reading is not None:
+        ratio, threshold, basis = reading.ratio, SERVER_RATIO, "server"
+        what = (
+            f"the server's decode step ({reading.step_s * 1e3:.3g} ms) is {ratio:.2g}× the "
+            f"roofline step at its batch ({reading.expected_s * 1e3:.3g} ms), "
+            f"{(reading.step_s - reading.expected_s) * 1e3:.2g} ms per step the GPU's work "
+            "does not explain"
+        )
+    elif floor_ratio is not None:
+        if ctx.client.limited:
+            return (
+                None,
+                f"The client's ITL floor is {floor_ratio:.2g}× the roofline, but the client "
+                f"limited this run ({ctx.client.reason}) and the server shows no step time: "
+                "the client's own delays cannot be told from host overhead.",
+                None,
+                "client",
+            )
+        ratio, threshold, basis = floor_ratio, FLOOR_RATIO, "client"
+        what = f"the median pure-decode gap is {ratio:.2g}× the roofline decode step"
+    else:
+        return None, "Too few decode gaps and no server step time to read a step from.", None, ""
+    strength = ratio / threshold
+    if ratio >= threshold:
+        return (
+            Status.SUPPORTED,
+            f"Correlation with a model, not proof: {what}{growth}.",
+            strength,
+            basis,
+        )
+    if rising is not None or ratio >= PARTIAL_SHARE * threshold:
+        return (
+            Status.WEAKENED,
+            f"The decode step is {ratio:.2g}× the roofline (H2 needs {threshold:g}×)"
+            + (growth or ": close, not clear")
+            + ".",
+            strength,
+            basis,
+        )
+    return (
+        Status.NOT_SUPPORTED,
+        f"The decode step ({basis}) is {ratio:.2g}× the roofline step: the GPU's work explains it.",
+        strength,
+        basis,
+    )

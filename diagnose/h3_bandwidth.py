@@ -151,4 +151,14 @@ def assess(ctx: Context) -> Finding:
                 f"({np.median(kv_bytes) / 1e9:.3g} GB per step)."
             ),
         )
-    return Finding("H3", TITLE, status, summary, evidence, missing, _next(ctx))
+    return Finding(
+        "H3",
+        TITLE,
+        status,
+        summary,
+        evidence,
+        missing,
+        _next(ctx),
+        strength=share / KV_SHARE,
+        basis="model",
+    )

@@ -32,6 +32,8 @@ TITLE = "KV pool exhaustion (vs reservation)"
 FULL_SHARE = 0.95
 #: Waiting requests that make a queue (one is a request caught between arrival and step).
 QUEUE = 2
+#: The strength a preemption count carries (a counter that moved, not a ratio).
+PREEMPTED_STRENGTH = 2.0
 
 
 def _source(level: dict[str, Any]) -> str:
@@ -151,7 +153,23 @@ def assess(ctx: Context) -> Finding:
         status, summary = Status.INCONCLUSIVE, "Neither preemptions nor pool usage are exposed."
     else:
         status, summary = Status.NOT_SUPPORTED, _reservation(shares, active_peak, waiting)
-    return Finding("H4", TITLE, status, summary, evidence, missing, next_step)
+    # Preemptions are a counter, not a threshold: any is exhaustion, read on the server.
+    strength = (
+        PREEMPTED_STRENGTH
+        if preempt.value
+        else (active_peak / FULL_SHARE if active_peak is not None else None)
+    )
+    return Finding(
+        "H4",
+        TITLE,
+        status,
+        summary,
+        evidence,
+        missing,
+        next_step,
+        strength=strength,
+        basis="server",
+    )
 
 
 def _reservation(

@@ -8,7 +8,7 @@ an empty frame, a missing series ``None``, and the checks say what they lacked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,9 @@ from probes.scraper import SERVER_METRICS_TABLE
 from probes.timeline import server_series
 from workloads.errors import InputError
 
+#: The client-health table bench writes (``loadgen.health``).
+CLIENT_TABLE = "client"
+
 
 @dataclass
 class RunView:
@@ -39,6 +42,8 @@ class RunView:
     server: ServerSeries | None
     raw: RawMetrics
     gpu: pd.DataFrame
+    #: The load generator's own health samples (event-loop lag, CPU share); may be empty.
+    client: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -104,4 +109,5 @@ def load_run_view(path: str | Path) -> RunView:
         server=server_series(run),
         raw=RawMetrics(run.read_table(SERVER_METRICS_TABLE)),
         gpu=run.read_table(GPU_TABLE),
+        client=run.read_table(CLIENT_TABLE),
     )

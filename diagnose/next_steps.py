@@ -27,6 +27,10 @@ LOAD_FLAGS = (
     ("arrival", "--arrival"),
     ("concurrency", "--concurrency"),
 )
+#: The small chunk budget an A/B compares a larger one with (an H100-class default).
+SMALL_CHUNK = 512
+#: The smallest budget a containment proposes.
+MIN_CHUNK = 64
 #: How a launcher template sets the chunk budget, per server flavour.
 LAUNCHERS = {
     "vllm": "vllm serve {model} --max-num-batched-tokens {{chunk}} --port {{port}}",
@@ -118,6 +122,24 @@ def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
             return ["--a", "URL_A", "--b", "URL_B"]
         return ["--launch", template.format(model=target.get("model") or "MODEL")]
     return ["--endpoint", str(target.get("url") or "URL")]
+
+
+def smaller_budget(budget: int) -> int:
+    """A budget that bounds each step's prompt chunk, always below ``budget``: a quarter
+    of a large one (at least ``SMALL_CHUNK``), half of a small one (at least
+    ``MIN_CHUNK``). ``budget`` itself when nothing smaller is sensible."""
+    if budget > SMALL_CHUNK:
+        return max(SMALL_CHUNK, budget // 4)
+    return max(MIN_CHUNK, budget // 2) if budget > MIN_CHUNK else budget
+
+
+def chunk_pair(budget: int | None) -> tuple[int, int]:
+    """Two distinct chunk sizes for the A/B: the server's budget and a smaller one (or,
+    when its budget is unknown, ``SMALL_CHUNK`` against four times it)."""
+    if budget is None:
+        return SMALL_CHUNK, 4 * SMALL_CHUNK
+    smaller = SMALL_CHUNK if budget > SMALL_CHUNK else smaller_budget(budget)
+    return (smaller, budget) if smaller < budget else (budget, 4 * budget)
 
 
 def ab_command(view: RunView, chunks: Iterable[int]) -> str:

@@ -38,6 +38,8 @@ TITLE = "Prefix-cache health"
 EVICTIONS = "prefillscope_engine_prefix_evictions_total"
 #: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
 TOLERANCE = 0.1
+#: Share of prompt tokens a cache problem must lose to be a cause worth its own action.
+LOST_SHARE = 2 * TOLERANCE
 #: Share of requests with their own tenant/adapter that makes a scope per-request.
 PER_REQUEST_SHARE = 0.5
 CLIENT = "client: requests"
@@ -193,7 +195,38 @@ def assess(ctx: Context) -> Finding:
             "the observed hit rate: no cached_tokens per request (vLLM: "
             "--enable-prompt-tokens-details) and no prefix counters"
         )
-    return Finding("PC", TITLE, status, summary, evidence, missing, next_step)
+    return Finding(
+        "PC",
+        TITLE,
+        status,
+        summary,
+        evidence,
+        missing,
+        next_step,
+        strength=_lost_reuse(status, observed, expected, replay),
+        basis="server",
+    )
+
+
+def _lost_reuse(
+    status: CacheHealth, observed: float | None, expected: float | None, replay: Replay | None
+) -> float | None:
+    """How much reuse a cache problem lost, over ``LOST_SHARE`` (None when healthy)."""
+    if status not in (
+        CacheHealth.THRASHING,
+        CacheHealth.IDENTITY_MISMATCH,
+        CacheHealth.CACHING_OFF,
+    ):
+        return None
+    allowed = [expected]
+    if replay is not None:
+        allowed.append(replay.unbounded_rate)
+        if status == CacheHealth.IDENTITY_MISMATCH:
+            allowed.append(replay.unscoped_rate)
+    known = [a for a in allowed if a is not None]
+    if not known:
+        return None
+    return (max(known) - (observed or 0.0)) / LOST_SHARE
 
 
 def _verdict(

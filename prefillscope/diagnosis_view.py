@@ -1,4 +1,4 @@
-"""The terminal view of a diagnosis: one row per hypothesis and the prefix cache, a decision.
+"""The terminal view of a diagnosis: a row per finding, the primary finding, the decision.
 
 Rendered from ``diagnose.evidence.Diagnosis`` (what ``diagnosis.json`` holds). Imported by
 ``prefillscope diagnose`` when it runs (rich is not needed to start the CLI).
@@ -36,6 +36,22 @@ def _finding_cell(f: Finding) -> Group:
     return Group(*parts)
 
 
+def _primary_lines(diagnosis: Diagnosis) -> list[str]:
+    primary = diagnosis.primary
+    if primary is None:
+        return []
+    titles = {f.id: f.title for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]}
+    name = titles.get(primary.finding, "no cause found")
+    lines = [
+        f"[bold]Primary finding: {escape(primary.finding)}[/] ({escape(name)}) — "
+        f"confidence [bold]{escape(primary.confidence)}[/]",
+        f"[dim]{escape(primary.why)}[/]",
+    ]
+    if primary.secondary:
+        lines.append(f"secondary: {escape(', '.join(primary.secondary))}")
+    return [*lines, ""]
+
+
 def render(diagnosis: Diagnosis, console: Console) -> None:
     """One row per hypothesis and the prefix cache, then the decision."""
     table = Table(
@@ -55,6 +71,11 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     style = "red" if decision.hard_failure else "green"
     title = "HARD FAILURE — contain now" if decision.hard_failure else "no hard failure"
     body = "\n".join(
-        [*(f"• {escape(r)}" for r in decision.reasons), "", escape(decision.recommendation)]
+        [
+            *_primary_lines(diagnosis),
+            *(f"• {escape(r)}" for r in decision.reasons),
+            "",
+            escape(decision.recommendation),
+        ]
     )
     console.print(Panel(body, title=title, border_style=style, title_align="left"))

@@ -64,7 +64,7 @@ def test_h2_compares_the_itl_floor_with_the_roofline(tmp_path, step_s, status):
     run = write_run(tmp_path / "r", records, chunks, _info())
     h2 = run_checklist(run).hypothesis("H2")
     assert h2.status == status, h2.summary
-    ratio = next(e.value for e in h2.evidence if e.name == "ITL floor / roofline floor")
+    ratio = next(e.value for e in h2.evidence if e.name == "ITL floor / roofline step")
     assert ratio == pytest.approx(step_s / 0.00707, rel=0.05)  # 4 × 100-token decodes on an H100
     if status == Status.SUPPORTED:
         assert h2.summary.startswith("Correlation with a model, not proof")
@@ -147,12 +147,27 @@ def _failed(rid: str, kind: ErrorKind, t: float) -> RequestRecord:
     )
 
 
-def test_no_hard_failure_means_measure_first(tmp_path):
+def test_no_hard_failure_and_no_cause_means_measure_first_without_a_chunk_ab(tmp_path):
     records, chunks = steady_streams(4, 100, 0.007)
-    decision = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).decision
+    diagnosis = run_checklist(write_run(tmp_path / "r", records, chunks, _info()))
+    decision = diagnosis.decision
     assert not decision.hard_failure
-    assert decision.recommendation.startswith("Measure before changing cache policy")
-    assert "prefillscope diagnose ab --chunks 512,2048" in decision.recommendation
+    assert diagnosis.primary.finding == "none"
+    assert decision.recommendation.startswith("No cause stands out: measure before changing")
+    assert "diagnose ab" not in decision.recommendation
+
+
+def test_the_decision_follows_the_primary_finding(tmp_path):
+    """20 ms gaps where the roofline explains 7 ms: H2 is primary, and the decision box
+    asks for its measurement (a profile and a rerun), not a chunk-size A/B."""
+    records, chunks = steady_streams(4, 200, 0.02)
+    diagnosis = run_checklist(write_run(tmp_path / "r", records, chunks, _info()))
+    assert diagnosis.primary.finding == "H2"
+    assert diagnosis.primary.confidence == "moderate"  # the client's clock, no server step
+    assert "no other finding is supported" in diagnosis.primary.why
+    recommendation = diagnosis.decision.recommendation
+    assert recommendation.startswith("Profile the server before changing its configuration")
+    assert "diagnose ab" not in recommendation and "prefillscope bench" in recommendation
 
 
 def test_engine_death_and_dropped_connections_call_for_lower_concurrency(tmp_path):
@@ -199,13 +214,16 @@ def test_the_slo_the_run_was_benched_with_applies_by_default(tmp_path):
 def test_the_document_has_the_contract_shape(tmp_path):
     records, chunks = steady_streams(4, 100, 0.007)
     doc = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).to_dict()
-    assert set(doc) == {"run", "decision", "hypotheses", "prefix_cache"}
+    assert set(doc) == {"run", "decision", "hypotheses", "prefix_cache", "primary"}
     assert set(doc["decision"]) == {"hard_failure", "reasons", "recommendation"}
-    assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4"]
+    assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4", "OL", "CL"]
     assert doc["prefix_cache"]["id"] == "PC"
+    assert set(doc["primary"]) == {"finding", "confidence", "why", "secondary"}
+    assert doc["primary"]["confidence"] in {"strong", "moderate", "weak"}
     statuses = {"supported", "weakened", "not supported", "inconclusive", "not applicable"}
+    keys = {"id", "title", "status", "summary", "evidence", "missing", "next"}
     for finding in doc["hypotheses"]:
-        assert set(finding) == {"id", "title", "status", "summary", "evidence", "missing", "next"}
+        assert set(finding) == keys | {"strength", "basis", "explains"}
         assert finding["status"] in statuses and finding["next"]
         for e in finding["evidence"]:
             assert set(e) == {"name", "value", "unit", "source", "detail"} and e["source"]

@@ -40,6 +40,8 @@ def test_a_server_killed_mid_run_gets_a_bounded_containment(tmp_path):
     assert decision.reasons[0].startswith("the run was interrupted: server at")
     assert decision.recommendation.startswith("Hard failure: contain now")
     assert "cap concurrency at" in decision.recommendation
-    assert "prefillscope diagnose ab --chunks" in decision.recommendation
+    assert "confirm the cause before making it permanent" in decision.recommendation
+    # No finding blamed the chunk budget: containment leaves it alone.
+    assert "max_num_batched_tokens" not in decision.recommendation
     write_diagnosis(run_dir, diagnosis)
     assert RunDir(run_dir).read_json("diagnosis.json")["decision"]["hard_failure"] is True

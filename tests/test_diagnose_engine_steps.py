@@ -31,7 +31,8 @@ def value(finding: Finding, name: str) -> float:
 
 
 def statuses(diagnosis: Diagnosis) -> dict[str, str]:
-    return {h.id: str(h.status) for h in diagnosis.hypotheses}
+    """H1–H4's statuses (overload and the client are judged on their own)."""
+    return {h.id: str(h.status) for h in diagnosis.hypotheses if h.id.startswith("H")}
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +99,12 @@ def test_an_oversized_budget_supports_h1(runs):
         "H3": "not supported",
         "H4": "not supported",
     }
+    assert diagnosis.primary.finding == "H1"
+    assert diagnosis.primary.confidence == "strong"  # > 10× on the server's own step clock
+    assert diagnosis.decision.recommendation.startswith(
+        "A/B the chunk size before changing cache policy: prefillscope diagnose ab "
+        "--chunks 512,8192"
+    )
 
 
 def test_the_healthy_control_supports_nothing_and_asks_to_measure(runs):
@@ -108,7 +115,9 @@ def test_the_healthy_control_supports_nothing_and_asks_to_measure(runs):
     assert value(h1, "mixed/decode step time ratio") < 4
     assert diagnosis.prefix_cache.status == "as expected"
     assert not diagnosis.decision.hard_failure
-    assert "Measure before changing cache policy" in diagnosis.decision.recommendation
+    primary = diagnosis.primary
+    assert primary.finding == "none" or primary.confidence == "weak", primary
+    assert "diagnose ab" not in diagnosis.decision.recommendation
 
 
 def test_an_absolute_slo_breach_gets_bounded_containment(runs):
@@ -124,7 +133,7 @@ def test_host_overhead_supports_h2_not_h1(runs):
     diagnosis = run_checklist(runs["host"], OPTIONS)
     h2 = diagnosis.hypothesis("H2")
     assert h2.status == Status.SUPPORTED, h2.summary
-    assert value(h2, "ITL floor / roofline floor") > 2
+    assert value(h2, "ITL floor / roofline step") > 2
     assert value(h2, "server decode step / roofline step") > 2
     slope = value(h2, "ITL excess over roofline per running request")
     assert slope == pytest.approx(0.001, rel=0.3)  # the planted 1 ms per sequence

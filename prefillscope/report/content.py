@@ -383,14 +383,28 @@ def _evidence(entry: dict[str, Any]) -> str:
 
 
 def decision(diagnosis: dict[str, Any] | None) -> tuple[bool | None, list[str], str]:
-    """(hard failure?, reasons, recommendation) from the diagnosis' decision block."""
+    """(hard failure?, reasons, recommendation) from the diagnosis' decision block; the
+    recommendation opens with the primary finding when the diagnosis names one."""
     block = (diagnosis or {}).get("decision") or {}
     hard = block.get("hard_failure")
+    recommendation = str(block.get("recommendation") or "")
+    primary = primary_line(diagnosis)
     return (
         hard if isinstance(hard, bool) else None,
         [str(r) for r in block.get("reasons") or []],
-        str(block.get("recommendation") or ""),
+        f"{primary} {recommendation}".strip() if primary else recommendation,
     )
+
+
+def primary_line(diagnosis: dict[str, Any] | None) -> str | None:
+    """``Primary finding: H1 (strong confidence) — why.`` from ``diagnosis.primary``."""
+    primary = (diagnosis or {}).get("primary")
+    if not isinstance(primary, dict) or not primary.get("finding"):
+        return None
+    return (
+        f"Primary finding: {primary['finding']} ({primary.get('confidence') or UNKNOWN} "
+        f"confidence) — {primary.get('why') or ''}"
+    ).strip()
 
 
 def diagnose_hint(data: ReportData) -> str:

@@ -1,0 +1,252 @@
+"""Overload: the server was offered more than it served, and the difference queued.
+
+An open-loop load (``--rate``) keeps sending whatever the server does; when the arrival
+rate exceeds what the server completes, requests wait, the queue grows for as long as
+the load lasts and TTFT becomes mostly waiting. No chunk size or cache policy removes
+that: the load, or the capacity, has to change. Three readings:
+
+* **offered vs served**: the planned arrival rate (``run.json``) against the rate at
+  which requests completed while arrivals continued (from the first completion to the
+  last send), so a run's start-up and its tail do not count as slowness;
+* **a growing queue**: the server's waiting requests (else the client's requests in
+  flight) over the last third of the sending against the first third;
+* **TTFT dominated by queueing**: the server's queue time (vLLM's
+  ``request_queue_time_seconds``) over its TTFT; without it, the TTFT of the last third
+  of arrivals over the first third's (waiting grows with every arrival).
+
+Supported when served falls below ``SERVED_SHARE`` of offered and either the queue grows
+or queueing dominates TTFT; weakened when only one of the readings points there. A
+closed loop (``--concurrency``) sends only when answered, so it cannot be overloaded in
+this sense: not applicable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from diagnose.context import Context
+from diagnose.evidence import Evidence, Finding, Status
+from diagnose.next_steps import bench_command
+
+TITLE = "Overload (offered above served)"
+#: Served rate below this share of the offered rate counts as falling behind.
+SERVED_SHARE = 0.9
+#: Queue growth (requests, last third minus first third of the sending) that counts.
+QUEUE_GROWTH = 2.0
+#: Share of TTFT spent queued from which queueing dominates it.
+QUEUE_SHARE = 0.5
+#: Growth of TTFT over the sending (last third ÷ first third) that marks queueing.
+TTFT_GROWTH = 2.0
+#: Fewest completions during the sending to read a served rate from.
+MIN_COMPLETIONS = 5
+QUEUE_METRIC = "vllm:request_queue_time_seconds"
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+CLIENT = "client: requests"
+
+
+@dataclass(frozen=True)
+class Rates:
+    offered: float
+    served: float | None
+
+    @property
+    def shortfall(self) -> float | None:
+        """Offered ÷ served (> 1: falling behind)."""
+        return self.offered / self.served if self.served else None
+
+
+def offered_rate(ctx: Context) -> float | None:
+    plan = ctx.view.info.get("plan") or {}
+    spec = ctx.view.info.get("workload") or {}
+    rate = plan.get("offered_rate_per_s") or spec.get("rate")
+    return float(rate) if rate else None
+
+
+def _served_rate(ctx: Context) -> float | None:
+    """Completions per second from the first completion to the last send."""
+    view = ctx.view
+    intended, end = view.column("intended_s"), view.column("end_s")
+    ends = np.sort(end[np.isfinite(end)])
+    sends = intended[np.isfinite(intended)]
+    if not ends.size or not sends.size:
+        return None
+    start, stop = ends[0], float(sends.max())
+    done = int(((ends > start) & (ends <= stop)).sum())
+    if stop <= start or done < MIN_COMPLETIONS:
+        return None
+    return done / (stop - start)
+
+
+def _thirds(ctx: Context) -> tuple[float, float] | None:
+    """The first and last third of the sending."""
+    sends = ctx.view.column("intended_s")
+    sends = sends[np.isfinite(sends)]
+    if sends.size < 3:
+        return None
+    lo, hi = float(sends.min()), float(sends.max())
+    return lo + (hi - lo) / 3, hi - (hi - lo) / 3
+
+
+def _queue_growth(ctx: Context) -> tuple[float | None, str]:
+    """Mean queue over the last third of the sending minus the first third's."""
+    thirds = _thirds(ctx)
+    if thirds is None:
+        return None, ""
+    first, last = thirds
+    sends = ctx.view.column("intended_s")
+    lo, hi = float(np.nanmin(sends)), float(np.nanmax(sends))
+    series = ctx.view.server
+    if series is not None:
+        early, late = series.level("waiting", lo, first), series.level("waiting", last, hi)
+        if early["mean"] is not None and late["mean"] is not None:
+            return late["mean"] - early["mean"], f"server: {early['source']}"
+    sent, end = ctx.view.column("sent_s"), ctx.view.column("end_s")
+    end = np.where(np.isfinite(end), end, np.inf)
+
+    def in_flight(t: float) -> float:
+        return float(((sent <= t) & (end > t)).sum())
+
+    early_t, late_t = np.linspace(lo, first, 8), np.linspace(last, hi, 8)
+    growth = np.mean([in_flight(t) for t in late_t]) - np.mean([in_flight(t) for t in early_t])
+    return float(growth), f"{CLIENT} (requests in flight)"
+
+
+def _queue_share(ctx: Context) -> tuple[float | None, str]:
+    raw = ctx.view.raw
+    queue, ttft = raw.histogram_increase(QUEUE_METRIC), raw.histogram_increase(TTFT_METRIC)
+    if queue is not None and ttft is not None and queue.mean is not None and ttft.mean:
+        return queue.mean / ttft.mean, f"server: {QUEUE_METRIC} ÷ {TTFT_METRIC} (means)"
+    return None, ""
+
+
+def _ttft_growth(ctx: Context) -> float | None:
+    thirds = _thirds(ctx)
+    done = ctx.view.completed
+    if thirds is None or len(done) < 6:
+        return None
+    intended = ctx.view.column("intended_s", done)
+    ttft = ctx.view.column("first_token_s", done) - intended
+    early = ttft[intended <= thirds[0]]
+    late = ttft[intended >= thirds[1]]
+    early, late = early[np.isfinite(early)], late[np.isfinite(late)]
+    if not early.size or not late.size or np.median(early) <= 0:
+        return None
+    return float(np.median(late) / np.median(early))
+
+
+def _next(ctx: Context, rates: Rates | None) -> str:
+    if rates is None or not rates.served:
+        return "Rerun with a lower --rate and compare: the queue must stay flat."
+    rate = round(SERVED_SHARE * rates.served, 2)
+    rerun = bench_command(ctx.view, load={"rate": rate})
+    return (
+        f"Measure the capacity: rerun at {rate:g} req/s (below the {rates.served:.3g} served) "
+        f"and check that the waiting queue stays flat: {rerun}"
+    )
+
+
+def assess(ctx: Context) -> Finding:
+    offered = offered_rate(ctx)
+    if offered is None:
+        return Finding(
+            "OL",
+            TITLE,
+            Status.NOT_APPLICABLE,
+            "A closed loop sends only when answered: it cannot offer more than is served.",
+            next=_next(ctx, None),
+        )
+    rates = Rates(offered, _served_rate(ctx))
+    evidence = [Evidence("offered rate", offered, "req/s", "run.json (plan)")]
+    missing: list[str] = []
+    if rates.served is not None:
+        evidence.append(
+            Evidence(
+                "served rate while arrivals continued",
+                rates.served,
+                "req/s",
+                CLIENT,
+                "completions from the first completion to the last send",
+            )
+        )
+    else:
+        missing.append(f"{MIN_COMPLETIONS} completions while arrivals continued")
+    growth, growth_source = _queue_growth(ctx)
+    if growth is not None:
+        evidence.append(
+            Evidence(
+                "queue growth over the sending",
+                growth,
+                "requests",
+                growth_source,
+                "mean of the last third minus the first third",
+            )
+        )
+    share, share_source = _queue_share(ctx)
+    if share is not None:
+        evidence.append(Evidence("share of TTFT spent queued", 100 * share, "%", share_source))
+    ttft_growth = _ttft_growth(ctx)
+    if ttft_growth is not None:
+        evidence.append(
+            Evidence(
+                "TTFT growth over the sending",
+                ttft_growth,
+                "x",
+                CLIENT,
+                "median TTFT of the last third of arrivals ÷ the first third's",
+            )
+        )
+    behind = rates.shortfall is not None and rates.shortfall >= 1 / SERVED_SHARE
+    grows = growth is not None and growth >= QUEUE_GROWTH
+    queued = (share is not None and share >= QUEUE_SHARE) or (
+        share is None and ttft_growth is not None and ttft_growth >= TTFT_GROWTH
+    )
+    strength = rates.shortfall * SERVED_SHARE if rates.shortfall else None
+    basis = "server" if growth_source.startswith("server") or share is not None else "client"
+    if behind and (grows or queued):
+        status = Status.SUPPORTED
+        summary = (
+            f"Offered {offered:.3g} req/s, served {rates.served:.3g}: "
+            + ", ".join(
+                part
+                for part, present in (
+                    (f"the queue grew by {growth:.0f} requests", grows),
+                    ("TTFT was mostly waiting", queued),
+                )
+                if present
+            )
+            + ". Every latency figure includes this queueing; no chunk size or cache "
+            "policy removes it."
+        )
+    elif behind or grows or queued:
+        status = Status.WEAKENED
+        summary = (
+            "Signs of queueing ("
+            + ", ".join(
+                p
+                for p, present in (
+                    (f"served {rates.served:.3g} of {offered:.3g} req/s", behind),
+                    ("a growing queue", grows),
+                    ("TTFT mostly waiting", queued),
+                )
+                if present
+            )
+            + "), but not all readings agree."
+        )
+    elif rates.served is None and growth is None:
+        status, summary = Status.INCONCLUSIVE, "Too few completions to compare with the offer."
+    else:
+        status = Status.NOT_SUPPORTED
+        summary = f"The server kept up with the {offered:.3g} req/s offered; no growing queue."
+    return Finding(
+        "OL",
+        TITLE,
+        status,
+        summary,
+        evidence,
+        missing,
+        _next(ctx, rates),
+        strength=strength,
+        basis=basis,
+    )

@@ -1,0 +1,196 @@
+"""One primary finding, its confidence, why it outranks the others, and what it explains.
+
+The checklist judges each finding on its own; a reader needs one answer. The ranking:
+
+1. **The client's share.** When the client limited the run, a latency finding read from
+   client timing (``basis == "client"``) is capped at inconclusive if the client's share
+   of that latency reaches ``client_limited.CAP_SHARE``; otherwise its summary says how
+   much of the latency is the client's. A finding read on the server's clock stands.
+2. **Links.** A finding that produces another's symptom explains it, and the explained
+   one becomes secondary: thrashing, a lost prefix (identity mismatch) or caching off
+   re-create prefills that H1 blames; preemptions (H4) recompute sequences as prefills;
+   overload (OL) is what fills H4's queue; a client whose delays dominate (CL) explains
+   every latency finding.
+3. **Candidates** are the supported findings no other supported finding explains; the
+   primary is the one with the largest strength (its deciding figure over its threshold),
+   ties broken by ``PRECEDENCE`` (root causes before symptoms). With none supported, the
+   strongest weakened hypothesis is the primary at weak confidence; with none at all,
+   ``none``.
+4. **Confidence**: ``strong`` when the deciding figure is read on the server or from the
+   server's counters, at least ``STRONG_MARGIN`` past its threshold, with no unexplained
+   rival; ``moderate`` when supported but nearer the threshold, read on the client, or
+   beside a rival; ``weak`` for a weakened primary or a run where nothing points anywhere
+   but the evidence was incomplete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.client_limited import CAP_SHARE, PRIMARY_SHARE, ClientHealth
+from diagnose.evidence import CacheHealth, Finding, Status
+
+#: Root causes before the symptoms they produce (ties in strength only).
+PRECEDENCE = ("CL", "OL", "H4", "PC", "H1", "H3", "H2")
+#: Findings that may lead as a weakened primary (a client that barely limited is a note).
+LEADS = ("OL", "H4", "H1", "H3", "H2")
+#: Findings that read latency (capped or annotated on a client-limited run).
+LATENCY_FINDINGS = ("OL", "H1", "H2", "H3")
+#: How far past its threshold a server-side reading must be to count as strong.
+STRONG_MARGIN = 1.5
+#: A rival within this factor of the primary's strength makes it moderate at best.
+RIVAL_SHARE = 0.67
+#: Cache verdicts that are findings (a problem), not health.
+CACHE_PROBLEMS = (CacheHealth.THRASHING, CacheHealth.IDENTITY_MISMATCH, CacheHealth.CACHING_OFF)
+NONE = "none"
+
+
+class Confidence:
+    STRONG = "strong"
+    MODERATE = "moderate"
+    WEAK = "weak"
+
+
+@dataclass(frozen=True)
+class Primary:
+    finding: str
+    confidence: str
+    why: str
+    secondary: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "finding": self.finding,
+            "confidence": self.confidence,
+            "why": self.why,
+            "secondary": list(self.secondary),
+        }
+
+
+#: (cause, effect) → how the cause produces the effect's symptom.
+LINKS = {
+    ("PC", "H1"): "prefixes that are not reused are computed again: more of the prefill H1 blames",
+    ("H4", "H1"): "preempted sequences are recomputed as prefills",
+    ("OL", "H4"): "the queue the overload builds is what H4 sees waiting",
+}
+CLIENT_LINK = "the client's own delays are a large part of what it measured"
+
+
+def is_problem(f: Finding) -> bool:
+    """A finding that points at a cause: supported, or a cache verdict that is a problem
+    (and matters: a cache that could not have hit much is no cause)."""
+    if f.status == Status.SUPPORTED:
+        return True
+    return f.status in CACHE_PROBLEMS and (f.strength is None or f.strength >= 1)
+
+
+def apply_client_caps(findings: dict[str, Finding], client: ClientHealth) -> None:
+    """Cap or annotate the latency findings of a client-limited run (in place)."""
+    if not client.limited:
+        return
+    for hid in LATENCY_FINDINGS:
+        f = findings.get(hid)
+        if f is None or f.status not in (Status.SUPPORTED, Status.WEAKENED):
+            continue
+        if f.basis == "client" and client.share >= CAP_SHARE:
+            f.summary = f"Capped at inconclusive (was {f.status}): {client.note()} {f.summary}"
+            f.status = Status.INCONCLUSIVE
+        else:
+            f.summary = f"{f.summary} {client.note()}"
+
+
+def link(findings: dict[str, Finding], client: ClientHealth) -> None:
+    """Fill each finding's ``explains`` with the problems it produces (in place)."""
+    problems = {hid for hid, f in findings.items() if is_problem(f)}
+    pairs = [(cause, effect, words) for (cause, effect), words in LINKS.items()]
+    if client.share >= PRIMARY_SHARE:
+        pairs += [("CL", effect, CLIENT_LINK) for effect in (*LATENCY_FINDINGS, "H4", "PC")]
+    for cause, effect, words in pairs:
+        if cause in problems and effect in problems and effect not in findings[cause].explains:
+            findings[cause].explains.append(effect)
+            findings[cause].summary += f" This explains {effect}: {words}."
+            findings[effect].summary += f" Explained by {cause}: {words}."
+
+
+def _strength(f: Finding) -> float:
+    return f.strength if f.strength is not None else 1.0
+
+
+def _order(ids: list[str], findings: dict[str, Finding]) -> list[str]:
+    return sorted(ids, key=lambda h: (-_strength(findings[h]), PRECEDENCE.index(h)))
+
+
+def _why(top: Finding, rivals: list[Finding], explained: list[Finding]) -> str:
+    parts = [f"{top.id} ({top.title.lower()}) is {top.status}"]
+    if top.strength is not None:
+        parts[0] += f" at {top.strength:.2g}× its threshold ({top.basis or 'model'} reading)"
+    if explained:
+        names = ", ".join(f"{f.id} ({f.status})" for f in explained)
+        parts.append(f"it explains {names}, which follow from it")
+    if rivals:
+        names = ", ".join(f"{f.id} at {_strength(f):.2g}×" for f in rivals)
+        parts.append(f"it outranks {names} on strength; those stay open")
+    elif not explained:
+        parts.append("no other finding is supported")
+    return "; ".join(parts) + "."
+
+
+def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> str:
+    if not is_problem(top):
+        return Confidence.WEAK
+    close = [r for r in rivals if _strength(r) >= RIVAL_SHARE * _strength(top)]
+    server_read = top.basis in ("server", "model") and not (
+        client.limited and client.share >= CAP_SHARE and top.basis != "server"
+    )
+    if server_read and _strength(top) >= STRONG_MARGIN and not close:
+        return Confidence.STRONG
+    if top.id == "CL" or close:
+        return Confidence.WEAK if close else Confidence.MODERATE
+    return Confidence.MODERATE
+
+
+def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
+    """The primary finding of a diagnosis (``findings`` by id: H1–H4, OL, CL, PC)."""
+    explained = {e for f in findings.values() for e in f.explains}
+    problems = [hid for hid, f in findings.items() if is_problem(f) and hid in PRECEDENCE]
+    candidates = _order([h for h in problems if h not in explained], findings)
+    if candidates:
+        top = findings[candidates[0]]
+        rivals = [findings[h] for h in candidates[1:]]
+        linked = [findings[e] for e in top.explains]
+        secondary = [f.id for f in linked] + [f.id for f in rivals]
+        return Primary(
+            top.id, _confidence(top, rivals, client), _why(top, rivals, linked), secondary
+        )
+    weakened = _order(
+        [h for h, f in findings.items() if f.status == Status.WEAKENED and h in LEADS],
+        findings,
+    )
+    if weakened:
+        top = findings[weakened[0]]
+        return Primary(
+            top.id,
+            Confidence.WEAK,
+            f"Nothing is supported; {top.id} ({top.title.lower()}) is the strongest lead, "
+            "weakened: its readings point there only in part.",
+            weakened[1:],
+        )
+    complete = not client.limited and all(
+        f.status in (Status.NOT_SUPPORTED, Status.NOT_APPLICABLE, CacheHealth.AS_EXPECTED)
+        for f in findings.values()
+    )
+    open_ = [h for h, f in findings.items() if f.status == Status.INCONCLUSIVE]
+    why = "No finding is supported" + (
+        ": every hypothesis had its evidence and it pointed away."
+        if complete
+        else f"; {', '.join(open_) or 'the client'} could not be judged, so this is a weak reading."
+    )
+    return Primary(NONE, Confidence.MODERATE if complete else Confidence.WEAK, why)
+
+
+def ranked(findings: dict[str, Finding], client: ClientHealth) -> Primary:
+    """Cap, link and rank (the findings are updated in place)."""
+    apply_client_caps(findings, client)
+    link(findings, client)
+    return rank(findings, client)
