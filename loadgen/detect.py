@@ -167,19 +167,21 @@ class ModelFacts:
         return facts
 
     async def bisect_vocab(self, probe: _Probe, model: str) -> None:
-        """The vocabulary size: the first token id ``/detokenize`` refuses (bisection).
-
-        Nothing is set when the server has no ``/detokenize`` or accepts every id."""
+        """The vocabulary size: the first token id ``/detokenize`` refuses or decodes to
+        nothing (vLLM answers ``""`` for an unknown id), found by bisection, then
+        confirmed by ``/v1/completions`` refusing a prompt of that id (refused before any
+        generation). Nothing is set when the server has no ``/detokenize``, knows every
+        id, or does not confirm."""
 
         async def known(token_id: int) -> bool | None:
-            status, _ = await probe.post("/detokenize", {"model": model, "tokens": [token_id]})
-            if status is None or status in (404, 405):
+            status, body = await probe.post("/detokenize", {"model": model, "tokens": [token_id]})
+            if status is None or status in (404, 405) or status >= 500:
                 return None
-            return status == 200
+            return status == 200 and isinstance(body, dict) and bool(body.get("prompt"))
 
-        if await known(0) is not True:
+        if await known(0) is not True and await known(1) is not True:
             return
-        good, bad = 0, 1024
+        good, bad = 1, 1024
         while True:
             answer = await known(bad)
             if answer is None:
@@ -195,7 +197,10 @@ class ModelFacts:
             if answer is None:
                 return
             good, bad = (middle, bad) if answer else (good, middle)
-        self._set("vocab_size", bad, "/detokenize (first id refused)")
+        body = {"model": model, "prompt": [bad], "max_tokens": 1}
+        status, _ = await probe.post("/v1/completions", body)
+        if status is not None and 400 <= status < 500:
+            self._set("vocab_size", bad, "/detokenize, confirmed by /v1/completions")
 
 
 async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:

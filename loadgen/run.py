@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -93,6 +93,10 @@ class LoadOptions:
     #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
     #: later session turns, which the plan cannot know in advance.
     oracle: PrefixOracle | None = None
+    #: The server's token ids of a composed text prompt (a later turn's history, chat
+    #: template applied for the chat API), so the oracle sees what the server sees;
+    #: called off the event loop, once per later turn, during its think time.
+    text_tokens: Callable[[str], list[int]] | None = None
     #: After the server is found gone, how long in-flight requests may take to fail on
     #: their own (keeping their real error class) before they are cancelled.
     drain_s: float = 2.0
@@ -196,7 +200,9 @@ class LoadRun:
                 logprobs=self.options.logprobs,
             ),
         )
-        self.sessions = SessionBook(plan, target.model, self.options.oracle)
+        self.sessions = SessionBook(
+            plan, target.model, self.options.oracle, self.options.text_tokens
+        )
         self.result = LoadResult(planned=len(plan))
         self._on_send = _overridden(observer, "on_send")
         self._on_finish = _overridden(observer, "on_finish")
@@ -351,9 +357,13 @@ class LoadRun:
 
     async def _later_turn(self, spec: RequestSpec, previous: RequestRecord) -> None:
         due = (previous.end_s or self.clock.now()) + spec.think_time_s
+        prepared = self._prepare(spec)
+        tokens = await self.sessions.settle(spec)  # a text history's ids, in the think time
+        if tokens is not None:
+            prepared.prompt_tokens = tokens
         await self._waker.until(due)
         if not self._stop.is_set() and not self._expired():
-            await self._request(spec, due, self._prepare(spec))
+            await self._request(spec, due, prepared)
 
     def _expired(self) -> bool:
         """Whether the measured phase has run for ``options.duration_s`` (never in warm-up)."""

@@ -10,9 +10,19 @@ the plan's offline expectations come from): when the run has later turns and an 
 every request's full prompt is ``expect``-ed when it is sent and ``record``-ed, with
 its returned tokens, when it ends, in the order that really happened. Requests other
 than later turns keep the plan's precomputed value.
+
+A text history (the chat API, text completions) is made of what the server said, so
+the token ids the server sees for it are only known by tokenizing it the server's way:
+``text_tokens`` (the server's ``/tokenize``, the chat template applied for chat) does
+that in the turn's think time, off the event loop (``settle``). The plan's token ids of
+a text request are then taken as the server's (the runner made them so); without
+``text_tokens`` a text later turn's expectation is unknown, never a guess.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 from workloads.multi_turn import next_prompt
 from workloads.oracle import PrefixOracle
@@ -22,8 +32,16 @@ FullPrompt = Prompt | str
 
 
 class SessionBook:
-    def __init__(self, plan: Plan, model: str, oracle: PrefixOracle | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        model: str,
+        oracle: PrefixOracle | None = None,
+        text_tokens: Callable[[str], list[int]] | None = None,
+    ) -> None:
         self.model = model
+        self.text_tokens = text_tokens
+        self._ids: dict[str, Prompt] = {}  # request id -> a text prompt's server token ids
         self._turns: dict[tuple[int, int], RequestSpec] = {
             (spec.session, spec.turn): spec
             for spec in plan
@@ -61,12 +79,30 @@ class SessionBook:
         self._full[spec.id] = full
         return full
 
+    async def settle(self, spec: RequestSpec) -> int | None:
+        """Tokenize a later turn's composed text the server's way (``text_tokens``, in a
+        thread); returns its token count, ``None`` when there is nothing to do."""
+        full = self._full.get(spec.id)
+        if not isinstance(full, str) or self.text_tokens is None or self.oracle is None:
+            return None
+        ids = await asyncio.to_thread(self.text_tokens, full)
+        self._ids[spec.id] = Prompt.of_tokens(ids)
+        return len(ids)
+
+    def _token_prompt(self, spec: RequestSpec, full: FullPrompt | None) -> Prompt | None:
+        """The token ids the server sees for ``spec``'s full prompt, when known."""
+        if isinstance(full, Prompt):
+            return full
+        if self.text_tokens is None:
+            return None
+        return self._ids.get(spec.id) if self.is_later_turn(spec) else spec.prompt
+
     def expected_cached(self, spec: RequestSpec) -> int | None:
         """The online oracle's expectation for a later turn; the plan's for the rest."""
-        full = self._full.get(spec.id)
-        if self.oracle is None or not isinstance(full, Prompt) or not self.is_later_turn(spec):
+        if self.oracle is None or not self.is_later_turn(spec):
             return spec.expected_cached_tokens
-        return self.oracle.expect(full, spec.scope(self.model))
+        tokens = self._token_prompt(spec, self._full.get(spec.id))
+        return None if tokens is None else self.oracle.expect(tokens, spec.scope(self.model))
 
     def ended(
         self,
@@ -81,13 +117,15 @@ class SessionBook:
         if full is None:
             return
         ids = list(returned_ids or [])
-        if self.oracle is not None and isinstance(full, Prompt):
+        tokens = self._token_prompt(spec, full)
+        self._ids.pop(spec.id, None)
+        if self.oracle is not None and tokens is not None:
             kept = ids[:-1]  # the last output token never enters the KV cache
             unknown = 0 if ids else max(0, (output_tokens or 0) - 1)
             self.oracle.record(
-                full.extended(Segment(len(kept), tokens=tuple(kept))),
+                tokens.extended(Segment(len(kept), tokens=tuple(kept))),
                 spec.scope(self.model),
-                prompt_len=len(full),
+                prompt_len=len(tokens),
                 extra_tokens=unknown,
             )
         if spec.session is None or not self.has_next(spec):

@@ -11,6 +11,7 @@ tokenizer when no ``--tokenizer`` is given.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from loadgen.target import Target
 from workloads.build import build_plan
@@ -20,7 +21,14 @@ from workloads.fit import refuse_overlong
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key
 from workloads.spec import WorkloadSpec, load_spec
-from workloads.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
+from workloads.tokenizer import (
+    ChatTokenizer,
+    LocalTokenizer,
+    ServerTokenizer,
+    Tokenizer,
+    chat_messages,
+    load_tokenizer,
+)
 
 #: Requests per user per second a duration-bounded closed loop is sized for.
 CLOSED_LOOP_RATE_BOUND = 50.0
@@ -106,28 +114,54 @@ def plan_tokenizer(
     return None
 
 
+def exact_chat_prompts(plan: Plan, tokenizer: ChatTokenizer) -> None:
+    """Give every chat request whose text is known before the run (all but later turns)
+    the token ids its messages become through the model's chat template: what the
+    server's prefix cache will see, so the oracle's expectation is exact."""
+    for r in plan.requests:
+        if r.text is not None and not (r.session is not None and r.turn):
+            r.prompt = Prompt.of_tokens(tokenizer.encode_chat(chat_messages(r.text)))
+
+
+def full_text_tokens(api: str, tokenizer: Tokenizer | None) -> Callable[[str], list[int]] | None:
+    """How a composed text prompt (a later turn's history) becomes the server's token ids:
+    through the chat template for the chat API, with the special tokens otherwise."""
+    if tokenizer is None:
+        return None
+    if api == "chat":
+        if not hasattr(tokenizer, "encode_chat"):
+            return None
+        chat = tokenizer.encode_chat
+        return lambda text: chat(chat_messages(text))
+    return lambda text: tokenizer.encode(text, special=True)
+
+
+def vocab_from_tokenizer(target: Target, source: str | None) -> None:
+    """The vocabulary of ``--tokenizer`` (a local model's) when the server does not say it."""
+    if target.vocab_size or not source or source.startswith(("http://", "https://")):
+        return
+    target.vocab_size = LocalTokenizer(source).vocab_size
+    target.discovered["vocab_size"] = "--tokenizer"
+
+
 def build_bench_plan(
     spec: WorkloadSpec,
     target: Target,
     *,
     warmup: int = 0,
-    tokenizer: str | None = None,
-    api_key: str | None = None,
+    text_tokenizer: Tokenizer | None = None,
     allow_overlong: bool = False,
 ) -> Plan:
-    """The plan ``spec`` makes for ``target``, led by ``warmup`` warm-up requests;
-    refused (``InputError``) when ``target`` cannot take it: token ids without a known
-    vocabulary, or (unless ``allow_overlong``) requests longer than its context."""
+    """The plan ``spec`` makes for ``target``, led by ``warmup`` warm-up requests; text
+    prompts rendered with ``text_tokenizer`` (chat prompts then tokenized through the
+    chat template when it can). Refused (``InputError``) when ``target`` cannot take it:
+    token ids without a known vocabulary, or (unless ``allow_overlong``) requests longer
+    than its context."""
     if warmup < 0:
         raise InputError("--warmup", f"must be >= 0, got {warmup}")
-    text_tokenizer = (
-        plan_tokenizer(target, tokenizer, api_key) if spec.prompt_format == "text" else None
-    )
-    try:
-        plan = build_workload_plan(spec, text_tokenizer)
-    finally:
-        if isinstance(text_tokenizer, ServerTokenizer):
-            text_tokenizer.close()
+    plan = build_workload_plan(spec, text_tokenizer if spec.prompt_format == "text" else None)
+    if target.api == "chat" and hasattr(text_tokenizer, "encode_chat"):
+        exact_chat_prompts(plan, text_tokenizer)  # type: ignore[arg-type]
     if not target.vocab_size and any(r.text is None for r in plan):
         raise InputError(
             "--vocab-size",

@@ -29,7 +29,7 @@ import contextlib
 import gc
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,7 +58,14 @@ from session.bench_oracle import (
     geometry,
     metrics_mapping,
 )
-from session.bench_plan import build_bench_plan, resolve_workload, target_rate
+from session.bench_plan import (
+    build_bench_plan,
+    full_text_tokens,
+    plan_tokenizer,
+    resolve_workload,
+    target_rate,
+    vocab_from_tokenizer,
+)
 from session.live_stats import Display, LiveStats
 from session.runinfo import RunInfo, redact_command
 from simengine.engine_process import EngineProcess
@@ -67,6 +74,7 @@ from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
 from workloads.spec import WorkloadSpec
+from workloads.tokenizer import ServerTokenizer
 
 #: Connections opened before the first request (at most; fewer for fewer users).
 PRECONNECT = 32
@@ -246,12 +254,19 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
     prometheus = PrometheusSource(options.prometheus) if options.prometheus else None
     async with contextlib.AsyncExitStack() as stack:
         target, engine = await open_target(options, stack)
+        vocab_from_tokenizer(target, options.tokenizer)
+        text_tokenizer = (
+            plan_tokenizer(target, options.tokenizer, options.api_key)
+            if spec.prompt_format == "text"
+            else None
+        )
+        if isinstance(text_tokenizer, ServerTokenizer):
+            stack.callback(text_tokenizer.close)
         plan = build_bench_plan(
             spec,
             target,
             warmup=options.warmup,
-            tokenizer=options.tokenizer,
-            api_key=options.api_key,
+            text_tokenizer=text_tokenizer,
             allow_overlong=options.allow_overlong,
         )
         if options.smoke_test:
@@ -266,6 +281,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
         info = run_info(options, spec, plan, target, clock, deadline_s, engine)
         run.write_json(RUN_JSON, info.to_json("running"))
         bench = _Bench(options, plan, target, engine, run, clock, info, deadline_s, prometheus)
+        bench.text_tokens = full_text_tokens(target.api, text_tokenizer)
         return await bench.measure(display)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -321,6 +337,8 @@ class _Bench:
     info: RunInfo
     deadline_s: float | None
     prometheus: PrometheusSource | None
+    #: The server's token ids of a composed text prompt (a later turn's history).
+    text_tokens: Callable[[str], list[int]] | None = None
 
     async def measure(self, display: Display | None) -> BenchOutcome:
         """Probes, oracle, load, files — whichever way the load ends."""
@@ -402,6 +420,7 @@ class _Bench:
             keep_token_ids=self.options.record_outputs,
             duration_s=self.deadline_s,
             preconnect=min(users, PRECONNECT),
+            text_tokens=self.text_tokens,
             oracle=PrefixOracle(
                 shape.block_size,
                 shape.num_blocks,

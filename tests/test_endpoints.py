@@ -68,29 +68,60 @@ async def _not_found(request: web.Request) -> web.StreamResponse:
     return web.json_response({"detail": "Not Found"}, status=404)
 
 
-def test_vocabulary_found_by_bisecting_detokenize() -> None:
-    """A vLLM-like server that lists no vocabulary but refuses ids past its last one."""
+@pytest.mark.parametrize("unknown", ["refused", "empty"])
+def test_vocabulary_found_by_bisecting_detokenize(unknown: str) -> None:
+    """A vLLM-like server that lists no vocabulary: ``/detokenize`` refuses an unknown id
+    (the embedded engine) or decodes it to "" (vLLM 0.32); ``/v1/completions`` refuses it."""
     vocab = 50_257
     seen: list[int] = []
 
     async def detokenize(request: web.Request) -> web.StreamResponse:
         (token,) = (await request.json())["tokens"]
         seen.append(token)
+        if token < vocab:
+            return web.json_response({"prompt": " word"})
+        if unknown == "empty":
+            return web.json_response({"prompt": ""})
+        return web.json_response({"error": {"message": "out of vocabulary"}}, status=400)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        (token,) = (await request.json())["prompt"]
         if token >= vocab:
-            return web.json_response({"error": {"message": "out of vocabulary"}}, status=400)
-        return web.json_response({"prompt": "x"})
+            message = f"Token id {token} is out of vocabulary"
+            return web.json_response({"error": {"message": message}}, status=400)
+        return web.json_response({"choices": [{"text": "x"}]})
 
     models = {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 2048}]}
 
     async def go():
-        paths = {"/v1/models": _json(models), "/detokenize": detokenize}
+        paths = {
+            "/v1/models": _json(models),
+            "/detokenize": detokenize,
+            "/v1/completions": completions,
+        }
         async with Server(routes(paths, _not_found)) as url:
             return await detect_target(url + "/v1")
 
     target = asyncio.run(go())
     assert target.vocab_size == vocab and target.max_model_len == 2048
-    assert target.discovered["vocab_size"] == "/detokenize (first id refused)"
+    assert target.discovered["vocab_size"] == "/detokenize, confirmed by /v1/completions"
     assert len(seen) < 40
+
+
+def test_a_vocabulary_the_completions_api_does_not_confirm_stays_unknown() -> None:
+    async def detokenize(request: web.Request) -> web.StreamResponse:
+        (token,) = (await request.json())["tokens"]
+        return web.json_response({"prompt": " w" if token < 3000 else ""})
+
+    models = {"data": [{"id": "m", "owned_by": "vllm"}]}
+
+    async def go():
+        paths = {"/v1/models": _json(models), "/detokenize": detokenize}
+        paths["/v1/completions"] = _json({"choices": [{"text": "x"}]})  # takes every id
+        async with Server(routes(paths, _not_found)) as url:
+            return await detect_target(url)
+
+    assert asyncio.run(go()).vocab_size is None
 
 
 def test_a_server_without_detokenize_leaves_the_vocabulary_unknown() -> None:

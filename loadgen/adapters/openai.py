@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.adapters.base import Adapter, EventStream, Outgoing
+from workloads.tokenizer import chat_messages
 
 
 class OpenAIStream(EventStream):
@@ -92,7 +93,7 @@ class OpenAIAdapter(Adapter):
         caps, params = self.caps, self.params
         body: dict[str, Any] = {"model": spec.lora or self.target.model}
         if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = chat_messages(str(prompt))
         else:
             body["prompt"] = prompt
         body["max_tokens"] = spec.max_tokens
