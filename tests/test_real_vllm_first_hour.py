@@ -65,3 +65,20 @@ def test_multi_turn_chat_expected_equals_vllms_cached_tokens(vllm_url: str, tmp_
     matches = int((requests["cached_tokens"] == requests["expected_cached_tokens"]).sum())
     print(f"\nchat oracle vs vLLM cached_tokens: {matches}/{len(requests)}")
     assert matches == len(requests), requests[["id", "cached_tokens", "expected_cached_tokens"]]
+
+
+def test_the_local_chat_template_gives_the_servers_ids(vllm_url: str) -> None:
+    """--tokenizer MODEL_DIR renders the model's chat template exactly as vLLM does."""
+    import os
+
+    from workloads.tokenizer import LocalTokenizer
+
+    root = os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")
+    local = LocalTokenizer(Path(root).expanduser() / "vllm" / "models" / MODEL)
+    server = ServerTokenizer(vllm_url, model=MODEL)
+    try:
+        for text in ("hello", " the cache block of a prefix,  x", "two\nlines"):
+            assert local.encode_chat(chat_messages(text)) == server.encode_chat(chat_messages(text))
+    finally:
+        server.close()
+    assert local.vocab_size == VOCAB_SIZE
