@@ -10,7 +10,7 @@ import pytest
 from bench_support import bench_cli, requests_table
 from workloads_util import train_tokenizer
 
-from simengine.config import EngineConfig
+from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from workloads.errors import InputError
 from workloads.tokenizer import LocalTokenizer, ServerTokenizer, chat_messages
