@@ -45,6 +45,7 @@ from diagnose.ranking import NONE, Primary, ranked
 from loadgen.records import ErrorKind
 from loadgen.rundir import RunDir
 from probes.latency import error_counts, request_latencies, token_gaps
+from runtime.signals import STOP_REASON_PREFIX
 
 DIAGNOSIS_JSON = "diagnosis.json"
 #: Errors that mean the server failed (not the client, not a bad request), and how to say it.
@@ -56,7 +57,6 @@ HARD_ERRORS = {
 }
 #: Share of the peak concurrency that containment keeps.
 CONTAIN_SHARE = 0.75
-CTRL_C = "Ctrl-C"
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,9 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     reasons: list[str] = []
     calls: set[str] = set()
     why = str(view.info.get("reason") or "")
-    # "interrupted" is how bench records a server that stopped answering (or Ctrl-C);
+    # "interrupted" is how bench records a server that stopped answering (or Ctrl-C, SIGTERM);
     # "failed" is the tool's own stop (bad input found on the way), not the server's.
-    if view.status == "interrupted" and CTRL_C not in why:
+    if view.status == "interrupted" and not why.startswith(STOP_REASON_PREFIX):
         reasons.append(f"the run was {view.status}: {why or 'no reason recorded'}")
         calls.add("concurrency")
     counts = error_counts(view.requests) if not view.requests.empty else {}

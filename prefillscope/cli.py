@@ -3,7 +3,8 @@
 Every command takes ``--json``. Bad input surfaces as one line on stderr and exit
 status 2 (``InputError``), never as a traceback. The app is imported inside ``main``, so
 a Ctrl-C pressed while the CLI loads is the same one line and exit status 130 as one
-pressed later.
+pressed later. SIGTERM and SIGHUP stop a command as Ctrl-C does (``runtime.signals``),
+with exit status 143 and 129.
 """
 
 from __future__ import annotations
@@ -22,11 +23,23 @@ def _fail(message: str, status: int) -> NoReturn:
 
 def main() -> None:
     """Console-script entry point."""
+    from runtime import signals
+
+    signals.install()
     try:
         from prefillscope.app import app
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
     _run(app)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
+    """One line and 130 for Ctrl-C; 128 + the signal's number for SIGTERM and SIGHUP."""
+    from runtime.signals import Stopped
+
+    if isinstance(exc, Stopped) and exc.name != "Ctrl-C":
+        _fail(f"interrupted ({exc.name})", exc.exit_code)
+    _fail("interrupted", 130)
 
 
 def _run(app: typer.Typer) -> NoReturn:
@@ -54,8 +67,24 @@ def _run(app: typer.Typer) -> NoReturn:
     except click_exceptions.UsageError as exc:
         where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
         _fail(exc.format_message().replace("\n", " ") + where, 2)
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
+    except typer.Abort:
         _fail("interrupted", 130)
     except click_exceptions.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
+    if status == 130:  # typer's status for a KeyboardInterrupt (a Stopped too) in a command
+        _signalled()
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _signalled() -> None:
+    """Typer turns a ``KeyboardInterrupt`` raised in a command into status 130 and drops
+    it; a SIGTERM or SIGHUP that ended the command gets its own line and status."""
+    import signal
+
+    from runtime.signals import Stopped, received
+
+    sig = received()
+    if sig is not None and sig != signal.SIGINT:
+        _interrupted(Stopped(sig))

@@ -1,3 +1,4 @@
 """Process-level helpers shared by the load generator, the probes and the simulator: the run
-clock, precise sleeps, child processes that die with their parent and are stopped gracefully.
+clock, precise sleeps, child processes that die with their parent and are stopped gracefully,
+how a command stops on a signal, what never reaches an output.
 A leaf package: it imports nothing else of the project."""

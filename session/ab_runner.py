@@ -16,7 +16,10 @@ serves each arm:
 Trials go to ``OUT/trials/NN-ARM-rR`` and server logs to ``OUT/servers``; ``ab.json``
 holds the settings, every trial, the analysis (``diagnose.ab``) and the verdict. A
 server that dies mid-A/B fails that arm's remaining trials (recorded, not lost), and the
-verdict is refused; Ctrl-C stops after the running trial, with ``ab.json`` written.
+verdict is refused. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the running trial as it
+ends a bench run; every launched server is stopped (its whole process group: SIGTERM, then
+SIGKILL after ``--stop-grace``) whichever way the A/B ends, and ``ab.json`` is written with
+``status: interrupted`` (``failed`` after an unexpected error) and the trials done.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from loadgen.rundir import RUN_JSON
+from runtime import signals
 from runtime.version import package_version
 from session.bench_plan import resolve_workload
 from session.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
@@ -42,8 +46,9 @@ from workloads.build import build_plan
 from workloads.errors import InputError
 
 AB_JSON = "ab.json"
-#: Exit statuses: a verdict (or no significant difference), a refused verdict, Ctrl-C.
-EXIT_VERDICT, EXIT_REFUSED, EXIT_CTRL_C = 0, 1, 130
+#: Exit statuses: a verdict (or no significant difference), a refused verdict; a stopped
+#: A/B exits with ``runtime.signals.stop_exit_code()`` (130 Ctrl-C, 143 SIGTERM).
+EXIT_VERDICT, EXIT_REFUSED = 0, 1
 
 Progress = Callable[[str], None]
 
@@ -83,7 +88,7 @@ class AbOutcome:
     @property
     def exit_code(self) -> int:
         if self.status != "complete":
-            return EXIT_CTRL_C
+            return signals.stop_exit_code()
         return EXIT_REFUSED if self.analysis.verdict.refused else EXIT_VERDICT
 
 
@@ -149,16 +154,19 @@ class ArmServers:
         return f"{server.name} exited with status {status}; log tail: {log_tail(server.log_path)}"
 
     async def stop(self, indices: Sequence[int]) -> None:
-        """Stop the arms' servers (SIGTERM, then SIGKILL after the grace period)."""
-        servers = [self.live.pop(i) for i in indices if i in self.live]
-        stopped = await asyncio.gather(*(s.stop(self.grace_s) for s in servers))
-        for server, how in zip(servers, stopped, strict=True):
+        """Stop the arms' servers (SIGTERM, then SIGKILL after the grace period). A server
+        leaves ``live`` only once stopped, so a stop that was itself cancelled can be redone."""
+        present = [i for i in indices if i in self.live]
+        stopped = await asyncio.gather(*(self.live[i].stop(self.grace_s) for i in present))
+        for index, how in zip(present, stopped, strict=True):
+            server = self.live.pop(index)
             self.records.append(
                 {
                     "name": server.name,
                     "command": server.argv,
                     "url": server.url,
                     "log": str(server.log_path),
+                    "pid": server.process.pid if server.process is not None else None,
                     "ready_s": server.ready_s,
                     "stopped": how.to_dict(),
                 }
@@ -202,6 +210,7 @@ class _AbRun:
         )
         self.trials: list[Trial] = []
         self.status = "complete"
+        self.reason: str | None = None
         self.position = 0
         trials, warmups = options.settings.trials, options.warmup_trials
         restarts = options.restart_per_trial and self.servers is not None
@@ -266,7 +275,7 @@ class _AbRun:
             return True
         self.progress(_trial_line(where, trial, outcome))
         if outcome.cancelled:
-            self.status = "interrupted"
+            self.status, self.reason = "interrupted", signals.stop_reason()
         return not outcome.cancelled
 
     async def _run_trials(self) -> None:
@@ -299,26 +308,48 @@ class _AbRun:
         if (self.out / AB_JSON).exists() or (self.out / RUN_JSON).exists():
             raise InputError("--out", f"{self.out} already holds a run", "pick a new folder")
         self.out.mkdir(parents=True, exist_ok=True)
+        error: Exception | None = None
         try:
-            if self.servers is not None and not options.restart_per_trial:
-                self.progress(
-                    f"starting {len(self.arms)} servers: {' '.join(options.launch.words)}"
-                )
-                await self.servers.start(range(len(self.arms)), options.startup_timeout_s)
-                ready = ", ".join(
-                    f"{s.name} on :{s.port} in {s.ready_s:.0f} s"
-                    for s in self.servers.live.values()
-                )
-                self.progress(f"ready: {ready}")
-            await self._run_trials()
-        finally:
-            if self.servers is not None:
-                await self.servers.stop(list(self.servers.live))
+            await self._serve_trials()
+        except asyncio.CancelledError:  # a stop signal outside a trial's load
+            signals.absorb_cancellation()
+            self.status, self.reason = "interrupted", signals.stop_reason()
+        except InputError:  # a server that would not start: one line, no ab.json
+            await self._stop_servers()
+            raise
+        except Exception as exc:  # recorded in ab.json, raised after it
+            self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
+            error = exc
+        await self._stop_servers()
         measured = [t for t in self.trials if not t.warmup]
         analysis = analyse_ab(self.arms, measured, options.settings, ids)
         document = self._document(analysis)
         (self.out / AB_JSON).write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        if error is not None:
+            raise error
         return AbOutcome(self.out, self.status, analysis, document)
+
+    async def _serve_trials(self) -> None:
+        """Start the servers (unless one per trial), then run every trial."""
+        options = self.options
+        if self.servers is not None and not options.restart_per_trial:
+            assert options.launch is not None
+            self.progress(f"starting {len(self.arms)} servers: {self._targets()[0]}")
+            await self.servers.start(range(len(self.arms)), options.startup_timeout_s)
+            ready = ", ".join(
+                f"{s.name} on :{s.port} in {s.ready_s:.0f} s" for s in self.servers.live.values()
+            )
+            self.progress(f"ready: {ready}")
+        await self._run_trials()
+
+    async def _stop_servers(self) -> None:
+        """Stop every launched server still running, even if a stop signal interrupts."""
+        while self.servers is not None and self.servers.live:
+            try:
+                await self.servers.stop(list(self.servers.live))
+            except asyncio.CancelledError:
+                signals.absorb_cancellation()
+                self.status, self.reason = "interrupted", signals.stop_reason()
 
     def _document(self, analysis: AbAnalysis) -> dict[str, Any]:
         options = self.options
@@ -326,6 +357,7 @@ class _AbRun:
         launch = options.launch
         return analysis.to_dict() | {
             "status": self.status,
+            "reason": self.reason,
             "out": str(self.out),
             "mode": options.mode,
             "chunks": options.chunks,

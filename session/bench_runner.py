@@ -18,8 +18,9 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
    ``run.json``; stop the embedded engine.
 
 A server that dies mid-run leaves an ``interrupted`` run with every finished request
-kept; a cancellation (Ctrl-C) likewise, the cancellation being absorbed so the files
-are still written. Bad input is an ``InputError`` before anything is sent.
+kept; a cancellation (Ctrl-C, SIGTERM, SIGHUP: ``runtime.signals``) likewise, the
+in-flight requests recorded ``cancelled`` and the cancellation absorbed so the files are
+still written. Bad input is an ``InputError`` before anything is sent.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from probes.sampling import ProbeStatus
 from probes.scraper import SERVER_METRICS_TABLE
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runtime import signals
 from runtime.clock import RunClock
 from session.bench_oracle import (
     Geometry,
@@ -81,7 +83,8 @@ PRECONNECT = 32
 #: Resolution of the series read back from a Prometheus server.
 PROMETHEUS_STEP_S = 1.0
 #: Exit statuses of the command for each way a run ends.
-EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_CTRL_C = 0, 1, 3, 130
+#: A stopped run exits with ``runtime.signals.stop_exit_code()`` (130 Ctrl-C, 143 SIGTERM).
+EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 3
 
 
 @dataclass
@@ -141,7 +144,7 @@ class BenchOutcome:
     @property
     def exit_code(self) -> int:
         if self.cancelled:
-            return EXIT_CTRL_C
+            return signals.stop_exit_code()
         return {"complete": EXIT_COMPLETE, "interrupted": EXIT_INTERRUPTED}.get(
             self.status, EXIT_FAILED
         )
@@ -390,9 +393,11 @@ class _Bench:
                 await load.run()
         except asyncio.CancelledError:
             cancelled = True
-            _uncancel()
-            if result.status == "running":
-                result.status, result.reason = "interrupted", "cancelled (Ctrl-C)"
+            signals.absorb_cancellation()
+            if result.status == "running" or (result.reason or "").startswith(
+                signals.STOP_REASON_PREFIX
+            ):  # the load generator does not know which signal it was
+                result.status, result.reason = "interrupted", signals.stop_reason()
         except Exception as exc:  # recorded in the files, raised after them
             error = exc
             if result.status == "running":
@@ -481,10 +486,3 @@ def frozen_heap() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _uncancel() -> None:
-    """Absorb a cancellation (Ctrl-C) so that the run's files can still be written."""
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()

@@ -1,4 +1,5 @@
-"""A run that does not finish: the server killed under it, or the user's Ctrl-C.
+"""A run that does not finish: the server killed under it, or a stop signal (Ctrl-C,
+SIGTERM, SIGHUP).
 
 Both leave a run directory holding every request that finished (complete, with all its
 tokens), the ones in flight recorded with their error class, ``run.json`` saying
@@ -86,12 +87,21 @@ def test_server_killed_mid_run(tmp_path: Path, server: Served) -> None:
     assert {"connect", "stream_truncated"} & set(failed["error_kind"])
 
 
-def test_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "status", "name"),
+    [
+        (signal.SIGINT, 130, "Ctrl-C"),
+        (signal.SIGTERM, 143, "SIGTERM"),
+        (signal.SIGHUP, 129, "SIGHUP"),
+    ],
+)
+def test_stop_signal(tmp_path: Path, sig: signal.Signals, status: int, name: str) -> None:
+    """Ctrl-C, a CI's SIGTERM and a closed terminal's SIGHUP all end a run the same way."""
     run = tmp_path / "run"
-    status, stderr = _interrupted(
-        run, lambda bench: bench.send_signal(signal.SIGINT), "--engine", "fixed_step_s=0.005"
+    code, stderr = _interrupted(
+        run, lambda bench: bench.send_signal(sig), "--engine", "fixed_step_s=0.005"
     )
-    assert status == 130
-    _check_interrupted(run, stderr, "Ctrl-C")
+    assert code == status
+    _check_interrupted(run, stderr, name)
     failed = requests_table(run).query("status != 'ok'")
     assert set(failed["error_kind"]) == {"cancelled"}

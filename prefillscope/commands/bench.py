@@ -10,7 +10,8 @@ prints its statistics â€” requests, token totals, the expected prefix hit rate â
 sending anything.
 
 Exit status: 0 complete; 3 interrupted (the server went away; every finished request is
-kept); 130 Ctrl-C (likewise); 1 failed; 2 bad input, one line, before anything is sent.
+kept); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (likewise, in-flight requests ``cancelled``);
+1 failed; 2 bad input, one line, before anything is sent.
 
 The runner, the planner, the dashboard and rich are imported when the command runs (a dry
 run imports only the planner), so the CLI starts without them.
@@ -121,7 +122,7 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
         )
     if outcome.status != "complete":
         result = outcome.result
-        why = "cancelled (Ctrl-C)" if outcome.cancelled else outcome.reason
+        why = outcome.reason
         print(
             f"prefillscope: run {outcome.status}: {why}; {result.ok} completed and "
             f"{result.finished - result.ok} failed requests kept in {outcome.run_dir}",
@@ -156,15 +157,15 @@ def bench(
 
 def _run(options: BenchOptions, as_json: bool) -> None:
     """Send the workload, report the run and exit with its status."""
-    import asyncio
-
+    from runtime import signals
     from session.bench_runner import run_bench
 
     try:
-        outcome = asyncio.run(run_bench(options, make_display(as_json, _title(options))))
-    except KeyboardInterrupt:
-        print("prefillscope: bench cancelled (Ctrl-C) before the run started", file=sys.stderr)
-        raise typer.Exit(130) from None
+        outcome = signals.run(run_bench(options, make_display(as_json, _title(options))))
+    except KeyboardInterrupt:  # a stop signal before the run directory existed
+        name, status = signals.stop_name(), signals.stop_exit_code()
+        print(f"prefillscope: bench cancelled ({name}) before the run started", file=sys.stderr)
+        raise typer.Exit(status) from None
     _report(outcome, as_json)
     raise typer.Exit(outcome.exit_code)
 

@@ -8,7 +8,8 @@ states the verdict with its uncertainty (``session.ab_runner``, ``diagnose.ab``)
 Registered on the ``diagnose`` group as its ``ab`` sub-command.
 
 Exit status: 0 a verdict or no significant difference; 1 the verdict was refused (the
-conditions did not match); 2 bad input; 130 Ctrl-C. ``--json`` prints ``ab.json``.
+conditions did not match); 2 bad input; 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (the
+launched servers stopped, ``ab.json`` written ``interrupted``). ``--json`` prints ``ab.json``.
 
 The runner, the statistics and the view (``prefillscope.ab_view``) are imported when the
 command runs, so the CLI starts without them.
@@ -135,14 +136,13 @@ def ab(
     as_json: Annotated[bool, typer.Option("--json", help="Print ab.json only.")] = False,
 ) -> None:
     """A/B of max_num_batched_tokens under matched load: a verdict with its uncertainty."""
-    import asyncio
-
     from rich.console import Console
 
     from diagnose.ab import AbSettings
     from diagnose.ab_conditions import Tolerances
     from diagnose.launcher import LaunchTemplate
     from prefillscope.ab_view import render
+    from runtime import signals
     from session.ab_runner import AbOptions, run_ab
 
     sizes = parse_chunks(chunks)
@@ -186,7 +186,18 @@ def ab(
     def progress(line: str) -> None:
         print(line, file=stream, flush=True)
 
-    outcome = asyncio.run(run_ab(options, progress))
+    try:
+        outcome = signals.run(run_ab(options, progress))
+    except KeyboardInterrupt:  # a second stop signal: no ab.json
+        print(f"prefillscope: diagnose ab stopped ({signals.stop_name()})", file=sys.stderr)
+        raise typer.Exit(signals.stop_exit_code()) from None
+    if outcome.status != "complete":
+        done = len(outcome.analysis.trials)
+        print(
+            f"prefillscope: diagnose ab {outcome.status}: {outcome.document['reason']}; "
+            f"{done} measured trials kept, every launched server stopped; {outcome.out}",
+            file=sys.stderr,
+        )
     if as_json:
         typer.echo(json.dumps(outcome.document, ensure_ascii=False))
     else:
