@@ -12,9 +12,45 @@ from dataclasses import dataclass
 
 from perfmodel.models import resolve_gpu, resolve_model
 from workloads.errors import InputError
+from workloads.limits import (
+    MAX_BLOCK_SIZE,
+    MAX_CONCURRENCY,
+    MAX_POOL_BLOCKS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    MAX_VOCAB_SIZE,
+    Bound,
+)
 
 #: The sampler's token layout needs the special and byte ids below word tokens.
 MIN_VOCAB_SIZE = 512
+
+
+#: Every numeric field's bounds (NaN never passes; a cap says why it is there).
+_BOUNDS: dict[str, Bound] = {
+    "tensor_parallel_size": Bound(1, 4096, whole=True),
+    "block_size": Bound(1, MAX_BLOCK_SIZE, whole=True),
+    "num_gpu_blocks": Bound(1, MAX_POOL_BLOCKS, whole=True, why="the pool keeps a table per block"),
+    "max_num_seqs": Bound(1, MAX_CONCURRENCY, whole=True),
+    "time_scale": Bound(0, 1e6, above=True),
+    "seed": Bound(0, 2**63 - 1, whole=True),
+    "vocab_size": Bound(MIN_VOCAB_SIZE, MAX_VOCAB_SIZE, whole=True, why="token ids are 32-bit"),
+    **dict.fromkeys(("max_num_batched_tokens", "max_model_len"), Bound(1, MAX_TOKENS, whole=True)),
+    **dict.fromkeys(
+        ("gpu_memory_utilization", "prefill_mfu", "decode_mfu", "bandwidth_efficiency"),
+        Bound(0, 1, above=True),
+    ),
+    **dict.fromkeys(
+        (
+            "fixed_step_s",
+            "host_overhead_step_s",
+            "host_overhead_per_seq_s",
+            "step_overhead_s",
+            "layer_overhead_s",
+        ),
+        Bound(0, MAX_SECONDS),
+    ),
+}
 
 
 @dataclass
@@ -52,6 +88,8 @@ class EngineConfig:
 
     def validate(self) -> None:
         """Raise InputError naming the first bad field (as its command-line flag) and the fix."""
+        for name, bound in _BOUNDS.items():
+            bound.check("--" + name.replace("_", "-"), getattr(self, name))
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
         _positive("--tensor-parallel-size", self.tensor_parallel_size)

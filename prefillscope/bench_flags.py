@@ -27,12 +27,44 @@ import typer
 from loadgen.target import api_key_from_env
 from prefillscope.engine_flags import parse_engine_flags
 from workloads.errors import InputError
+from workloads.limits import (
+    MAX_BLOCK_SIZE,
+    MAX_CONCURRENCY,
+    MAX_PLAN_REQUESTS,
+    MAX_POOL_BLOCKS,
+    MAX_SECONDS,
+    MAX_VOCAB_SIZE,
+    PLAN_REASON,
+    Bound,
+)
 from workloads.registry import known_workloads
 
 if TYPE_CHECKING:
     from session.bench_runner import BenchOptions
 
 R = TypeVar("R")
+
+_IN_FLIGHT = "each request in flight is a task and a connection"
+#: Every numeric flag's bounds, checked before anything is written (``BenchFlags.validate``).
+FLAG_BOUNDS: dict[str, Bound] = {
+    "num_requests": Bound(1, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
+    "duration": Bound(0, MAX_SECONDS, above=True, why="a run is at most a week"),
+    "rate": Bound(0, above=True, inf=True),  # inf: every request at t=0, as vLLM's
+    "burstiness": Bound(0, 1e6, above=True),
+    "max_concurrency": Bound(1, MAX_CONCURRENCY, whole=True, why=_IN_FLIGHT),
+    "concurrency": Bound(
+        1, MAX_CONCURRENCY, whole=True, why="each user is a task and a connection"
+    ),
+    "seed": Bound(0, 2**63 - 1, whole=True),
+    "block_size": Bound(1, MAX_BLOCK_SIZE, whole=True),
+    "num_gpu_blocks": Bound(
+        1, MAX_POOL_BLOCKS, whole=True, why="the pool model keeps a table entry per block"
+    ),
+    "timeout": Bound(0, MAX_SECONDS, above=True, why="a request is given at most a week"),
+    "warmup": Bound(0, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
+    "metrics_interval": Bound(0, 3600, above=True, why="a scrape at least every hour"),
+    "vocab_size": Bound(2, MAX_VOCAB_SIZE, whole=True, why="token ids are 32-bit"),
+}
 
 
 @dataclass
@@ -113,6 +145,12 @@ class BenchFlags:
         ),
     ] = False
 
+    def validate(self) -> None:
+        """Every numeric flag within its bounds (``FLAG_BOUNDS``): one ``InputError`` naming
+        the flag and the cap, before anything is planned, written or allocated."""
+        for name, bound in FLAG_BOUNDS.items():
+            bound.check("--" + name.replace("_", "-"), getattr(self, name))
+
     def overrides(self) -> dict[str, object]:
         """``load_spec`` overrides from ``--set`` and the common flags (flags win).
 
@@ -143,12 +181,9 @@ class BenchFlags:
         from probes.latency import parse_slo
         from session.bench_runner import BenchOptions
 
+        self.validate()
         if self.gpu not in ("auto", "off"):
             raise InputError("--gpu", f"unknown mode {self.gpu!r}", "use auto or off")
-        if self.metrics_interval <= 0:
-            raise InputError(
-                "--metrics-interval", f"must be positive, got {self.metrics_interval:g}"
-            )
         if self.engine and endpoint:
             raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
         return BenchOptions(

@@ -114,7 +114,8 @@ def test_make_arrival_builds_each_process() -> None:
     [
         ("poisson", {"rate": 0}, "rate"),
         ("poisson", {"rate": -1}, "rate"),
-        ("poisson", {"rate": float("inf")}, "rate"),
+        ("poisson", {"rate": float("nan")}, "rate"),
+        ("ramp", {"rate": float("inf")}, "rate"),  # a ramp to infinity has no shape
         ("gamma", {"rate": 1, "cv": 0}, "cv"),
         ("ramp", {"rate": 1, "start_rate": -1}, "start_rate"),
         ("closed", {"concurrency": 0}, "concurrency"),
@@ -126,3 +127,10 @@ def test_bad_arrival_settings_are_input_errors(name: str, kwargs: dict, field: s
     with pytest.raises(InputError) as info:
         make_arrival(name, **kwargs)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("name", ["poisson", "gamma", "constant"])
+def test_an_infinite_rate_sends_everything_at_once(name: str) -> None:
+    """``--rate inf`` as in ``vllm bench serve``: every request is due at t=0."""
+    times = make_arrival(name, rate=float("inf")).times(np.random.default_rng(0), 50, None)
+    assert len(times) == 50 and not times.any()

@@ -39,6 +39,10 @@ class _Renewal:
 
     rate: float
 
+    @property
+    def peak_rate(self) -> float:
+        return self.rate
+
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         raise NotImplementedError
 
@@ -113,6 +117,10 @@ class Ramp:
     start_rate: float
     rate: float
 
+    @property
+    def peak_rate(self) -> float:
+        return max(self.start_rate, self.rate)
+
     def span(self, count: int | None, duration: float | None) -> float:
         if duration is not None:
             return duration
@@ -143,6 +151,7 @@ class TraceTimes:
 
     offsets_s: tuple[float, ...]
     time_scale: float = 1.0
+    peak_rate: ClassVar[None] = None  # the trace's own length bounds the plan
 
     def times(
         self, rng: np.random.Generator, count: int | None, duration: float | None
@@ -157,6 +166,7 @@ class ClosedLoop:
     name: ClassVar[str] = "closed"
 
     concurrency: int
+    peak_rate: ClassVar[None] = None
 
     def times(self, rng: np.random.Generator, count: int | None, duration: float | None) -> None:
         return None
@@ -165,11 +175,13 @@ class ClosedLoop:
 Arrival = Poisson | Gamma | ConstantRate | Ramp | TraceTimes | ClosedLoop
 
 
-def positive(field: str, value: float | None, what: str = "a positive number") -> float:
-    """``value`` if it is a finite number above zero, else an ``InputError`` for ``field``."""
+def positive(
+    field: str, value: float | None, what: str = "a positive number", *, inf: bool = False
+) -> float:
+    """``value`` if it is a number above zero (finite unless ``inf``), else an ``InputError``."""
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(field, f"must be {what}, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
+    if not (math.isfinite(value) or (inf and value == math.inf)) or value <= 0:
         raise InputError(field, f"must be {what}, got {value:g}")
     return float(value)
 
@@ -195,7 +207,8 @@ def make_arrival(
         return TraceTimes(trace_offsets_s, positive("time_scale", time_scale))
     if name not in ARRIVALS:
         raise InputError("arrival", f"unknown arrival {name!r}", f"known: {', '.join(ARRIVALS)}")
-    rate = positive("rate", rate, "a positive request rate (requests/s)")
+    # inf: every request at t=0 ("all at once", as in vllm bench serve); a ramp needs an end
+    rate = positive("rate", rate, "a positive request rate (requests/s)", inf=name != "ramp")
     if name == "poisson":
         return Poisson(rate)
     if name == "constant":

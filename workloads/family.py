@@ -18,6 +18,7 @@ import numpy as np
 from workloads.arrivals import Arrival, ClosedLoop, make_arrival
 from workloads.distributions import Distribution
 from workloads.errors import InputError
+from workloads.limits import check_plan_size
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
 
@@ -105,6 +106,12 @@ def schedule(
     count = None if load.num_requests is None else math.ceil(load.num_requests / unit_size)
     if count is None and load.duration_s is None:
         count = default_count
+    if count is not None:
+        check_plan_size(count * unit_size, "the workload")
+    elif load.duration_s is not None and arrival.peak_rate is not None:
+        check_plan_size(
+            arrival.peak_rate * load.duration_s * unit_size, "--duration × --rate", "duration"
+        )
     times = arrival.times(rng(spec.seed, "arrivals"), count, load.duration_s)
     if times is not None:
         return Schedule(len(times), times, arrival)

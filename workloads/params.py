@@ -18,6 +18,7 @@ from typing import Any
 
 from workloads.distributions import Distribution, at_least, parse_distribution
 from workloads.errors import InputError
+from workloads.limits import MAX_PLAN_REQUESTS, PLAN_REASON
 
 #: A list of names (tenants as ``cache_salt`` values, LoRA adapters). Given as a count
 #: (``3`` → ``tenant-0 … tenant-2``), a comma-separated string or a list.
@@ -77,9 +78,14 @@ def _number(key: str, value: object, kind: type, meta: Mapping[str, Any]) -> flo
     if kind is int and isinstance(value, float) and value != parsed:
         raise InputError(key, f"expected a whole number, got {value!r}")
     minimum = meta.get("min", -math.inf)
+    if parsed == math.inf and meta.get("inf"):
+        return parsed
     if not math.isfinite(parsed) or parsed < minimum or (meta.get("above") and parsed == minimum):
         bound = f"> {minimum:g}" if meta.get("above") else f">= {minimum:g}"
         raise InputError(key, f"must be {bound}, got {value!r}")
+    cap = meta.get("max", MAX_PLAN_REQUESTS if kind is int else None)
+    if cap is not None and parsed > cap:  # an int knob is a count: of requests, groups, turns
+        raise InputError(key, f"{parsed:,} is above the cap of {cap:,}", PLAN_REASON)
     return parsed
 
 

@@ -33,6 +33,7 @@ from workloads import registry
 from workloads.arrivals import ARRIVALS
 from workloads.errors import InputError
 from workloads.family import Family
+from workloads.limits import MAX_CONCURRENCY
 from workloads.params import convert, known_keys, make_params, params_dict
 
 PROMPT_FORMATS = ("tokens", "text")
@@ -40,15 +41,15 @@ SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
 
 #: The load keys every family takes: (type, constraints).
 _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
-    "seed": (int, {"min": 0}),
+    "seed": (int, {"min": 0, "max": 2**63 - 1}),
     "num_requests": (int, {"min": 1}),
     "duration": (float, {"min": 0, "above": True}),
     "arrival": (str, {"choices": ARRIVALS}),
-    "rate": (float, {"min": 0, "above": True}),
+    "rate": (float, {"min": 0, "above": True, "inf": True}),  # inf: all at t=0, as vLLM
     "cv": (float, {"min": 0, "above": True}),
     "burstiness": (float, {"min": 0, "above": True}),
     "start_rate": (float, {"min": 0}),
-    "concurrency": (int, {"min": 1}),
+    "concurrency": (int, {"min": 1, "max": MAX_CONCURRENCY}),
     "prompt_format": (str, {"choices": PROMPT_FORMATS}),
 }
 

@@ -147,6 +147,7 @@ def bench(
     ] = False,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
+    flags.validate()
     if dry_run_:
         overrides = flags.overrides()
         dry_run(flags.workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)

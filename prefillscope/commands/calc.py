@@ -20,6 +20,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from workloads.errors import InputError
+from workloads.limits import MAX_CONCURRENCY, MAX_TOKENS, Bound
+
+#: Chunks one ``calc chunks`` answer may list (more is a typo in --prompt or --budget).
+MAX_CHUNKS = 10**6
+_TOKENS = Bound(0, MAX_TOKENS, whole=True)
+_SIZE = Bound(1, 1_000_000, whole=True)
+
+
+def _check(**flags: tuple[float | int | None, Bound]) -> None:
+    """Each ``name=(value, bound)`` checked under its flag ``--name``."""
+    for name, (value, bound) in flags.items():
+        bound.check("--" + name.replace("_", "-"), value)
+
 
 if TYPE_CHECKING:
     from diagnose.arithmetic import KvTransfer
@@ -59,6 +72,16 @@ def chunks(
     from diagnose.arithmetic import prefill_chunks
     from perfmodel.chunking import PrefillBlocked
 
+    _check(
+        budget=(budget, Bound(1, MAX_TOKENS, whole=True)),
+        prompt=(prompt, _TOKENS),
+        decodes=(decodes, Bound(0, MAX_CONCURRENCY, whole=True)),
+    )
+    if budget > decodes and prompt / (budget - decodes) > MAX_CHUNKS:
+        raise InputError(
+            "--prompt", f"slices into more than {MAX_CHUNKS:,} chunks", "raise --budget"
+        )
+
     try:
         sizes = prefill_chunks(prompt, budget, decodes)
     except PrefillBlocked as exc:
@@ -87,6 +110,13 @@ def prefix(
 ) -> None:
     """What a cached prefix saves: reused blocks, fresh tokens, attention pairs skipped."""
     from diagnose.arithmetic import prefix_reuse
+
+    _check(
+        prompt=(prompt, _TOKENS),
+        cached_prefix=(cached_prefix, _TOKENS),
+        block_size=(block_size, _SIZE),
+        params=(params, Bound(0, 1e15, above=True)),
+    )
 
     r = prefix_reuse(prompt, cached_prefix, block_size, params)
     rows = [
@@ -139,6 +169,14 @@ def kv(
     """
     from diagnose.arithmetic import kv_transfer
     from perfmodel.models import resolve_model
+
+    _check(
+        tokens=(tokens, _TOKENS),
+        layers=(layers, _SIZE),
+        kv_heads=(kv_heads, _SIZE),
+        head_dim=(head_dim, _SIZE),
+        link_gbps=(link_gbps, Bound(0, 1e9, above=True)),
+    )
 
     if model is not None:
         spec = resolve_model(model)

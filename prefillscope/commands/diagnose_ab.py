@@ -28,6 +28,7 @@ from diagnose.metrics import CONFIDENCE, RESAMPLES
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.commands.diagnose import diagnose_app
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS, Bound
 
 MIN_TRIALS = 3
 
@@ -155,8 +156,15 @@ def ab(
         raise InputError("--resamples", f"{resamples} is too few", "use at least 100")
     if not 0.5 <= confidence < 1:
         raise InputError("--confidence", f"{confidence:g} is not in [0.5, 1)", "e.g. 0.95")
-    if logprob_tolerance < 0 or startup_timeout <= 0 or stop_grace < 0:
-        raise InputError("--logprob-tolerance", "tolerances and timeouts must be positive")
+    for flag, value, bound in (
+        ("--trials", trials, Bound(MIN_TRIALS, 1000, why="an A/B is run trial by trial")),
+        ("--warmup-trials", warmup_trials, Bound(0, 100)),
+        ("--resamples", resamples, Bound(100, 10**6, why="each resample is a pass over the data")),
+        ("--logprob-tolerance", logprob_tolerance, Bound(0, 1e6)),
+        ("--startup-timeout", startup_timeout, Bound(0, MAX_SECONDS, above=True)),
+        ("--stop-grace", stop_grace, Bound(0, 3600)),
+    ):
+        bound.check(flag, value)
     command = ["prefillscope", *sys.argv[1:]]
     bench = flags.options(endpoint=None, out=None, command=command)
     settings = AbSettings(

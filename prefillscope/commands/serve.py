@@ -25,6 +25,7 @@ from perfmodel.config import EngineConfig
 from simengine.disagg_config import DisaggConfig, parse_ratio
 from simengine.kv_link import LinkSpec
 from workloads.errors import InputError
+from workloads.limits import Bound
 
 if TYPE_CHECKING:
     from simengine.server import EngineServer
@@ -44,12 +45,12 @@ def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
     return info
 
 
-def _ms(value: float | None, flag: str) -> float | None:
+def _ms(value: float | None, flag: str, per: float = 1e3) -> float | None:
+    """A planted time in ms (µs with ``per=1e6``) as seconds, checked under its own flag."""
     if value is None:
         return None
-    if value < 0:
-        raise InputError(flag, f"must be >= 0, got {value}")
-    return value / 1e3
+    Bound(0, 3600 * per, why="an hour").check(flag, value)
+    return value / per
 
 
 def disagg_config(
@@ -164,7 +165,8 @@ def serve(
         time_scale=time_scale,
         fixed_step_s=_ms(fixed_step_ms, "--fixed-step-ms"),
         host_overhead_step_s=_ms(host_overhead_ms, "--host-overhead-ms") or 0.0,
-        host_overhead_per_seq_s=host_overhead_per_seq_us / 1e6,
+        host_overhead_per_seq_s=_ms(host_overhead_per_seq_us, "--host-overhead-per-seq-us", 1e6)
+        or 0.0,
         seed=seed,
         served_model_name=served_model_name,
     )
