@@ -5,15 +5,20 @@ Metrics are named ``<latency>_<statistic>`` — latency one of ``ttft``, ``ttft_
 ``p95``, ``p99``, ``p999`` (``itl_p99``, ``ttft_p50``) — or ``requests_per_s`` /
 ``output_tokens_per_s``. Lower is better for latencies, higher for throughput.
 
-Each metric is a ratio NEW/BASE with a bootstrap interval and a rank test
-(``diagnose.stats``): per-request values for TTFT/TPOT/E2E, per-token ITL gaps
-resampled by request (the gaps of one request are not independent), and throughput in
-equal time slices of each run's measured window (one run has one throughput, but its
-slices vary).
+Each metric is a ratio NEW/BASE with a bootstrap interval (``diagnose.stats``, whose
+docstring states the test and its assumptions): per-request values for TTFT/TPOT/E2E,
+per-token ITL gaps resampled by request (the gaps of one request are not independent;
+the pooled p99 of the resampled requests' gaps is recomputed), and throughput in equal
+time slices of each run's measured window (one run has one throughput, but its slices
+vary).
 
-A gate ``METRIC:+X%`` fails when NEW is worse than BASE by more than X (the point
-estimate) *and* the difference is significant (``Comparison.significant``): a noisy
-run must not fail a build, and a real but tolerated change must not either.
+A gate ``METRIC:+X%`` reads that interval against its limit: pass, fail or inconclusive
+(``diagnose.gate``).
+
+A run that cannot be compared at all — no run directory, no ``run.json``, no requests,
+a BASE with no completed request, another workload without ``force`` — is an
+``InputError`` (one line, exit 2). A NEW whose requests all failed is a result: its
+latency rows are missing and its gates cannot pass.
 
 Two runs are comparable when their workload specs (``run.json`` ``workload``) are equal
 except for the seed and the run length (``num_requests``, ``duration``): another sample
@@ -23,14 +28,15 @@ concurrency, prompt format or parameter is another experiment.
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from diagnose.gate import FAIL, INCONCLUSIVE, CompareResult, Gate, MetricResult
 from diagnose.metrics import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -57,35 +63,6 @@ SAME_WORKLOAD_ANYWAY = ("seed", "num_requests", "duration")
 
 
 @dataclass(frozen=True)
-class Gate:
-    """Fail when ``metric`` gets worse by more than ``max_worsening`` (0.10 = 10 %)."""
-
-    metric: MetricSpec
-    max_worsening: float
-
-    @property
-    def text(self) -> str:
-        return f"{self.metric.name}:+{self.max_worsening * 100:g}%"
-
-
-_GATE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*\+?\s*(\d+(?:\.\d+)?)\s*%\s*$")
-_GATE_FIX = "write --gate METRIC:+X%, e.g. --gate itl_p99:+10% (NEW may be up to 10 % worse)"
-
-
-def parse_gate(text: str) -> Gate:
-    """Parse ``METRIC:+X%`` (``itl_p99:+10%``, ``output_tokens_per_s:+5%``)."""
-    match = _GATE.match(text.lower())
-    if match is None:
-        raise InputError("--gate", f"{text!r} is not METRIC:+X%", _GATE_FIX)
-    return Gate(metric_spec(match[1], flag="--gate"), float(match[2]) / 100.0)
-
-
-def worsening(spec: MetricSpec, ratio: float) -> float:
-    """How much worse NEW is than BASE as a fraction (negative: better)."""
-    return ratio - 1.0 if spec.is_latency else 1.0 - ratio
-
-
-@dataclass(frozen=True)
 class RunSamples:
     """What a comparison resamples from one run directory."""
 
@@ -94,6 +71,7 @@ class RunSamples:
     latencies: pd.DataFrame
     gaps: TokenGaps
     throughput: pd.DataFrame
+    requests: int = 0
 
     def sample(self, spec: MetricSpec) -> Sample:
         if spec.source == "itl_s":
@@ -102,14 +80,50 @@ class RunSamples:
             return Sample.of(self.throughput[spec.source])
         return Sample.of(self.latencies[spec.source])
 
+    @property
+    def completed(self) -> int:
+        return len(self.latencies)
+
+    def lacks(self, spec: MetricSpec) -> str | None:
+        """What this run lacks for ``spec`` (``"no ITL gaps"``), or ``None``."""
+        if spec.source in THROUGHPUTS:
+            return None if len(self.throughput) else "no measured window"
+        if self.completed == 0:
+            return f"no completed request (of {self.requests})"
+        if len(self.sample(spec).values):
+            return None
+        if spec.source == "itl_s":
+            return "no ITL gaps (no request streamed two tokens)"
+        return f"no {spec.source.removesuffix('_s')} values"
+
+    def requests_for(self, spec: MetricSpec, units: int, now: int) -> int:
+        """Requests that would give ``units`` units of ``spec``, this run giving ``now``:
+        ten completions per throughput slice, else this run's requests per unit."""
+        if spec.source in THROUGHPUTS:
+            per_unit = COMPLETIONS_PER_SLICE * self.requests / max(self.completed, 1)
+        else:
+            per_unit = self.requests / max(now, 1)
+        return math.ceil(units * per_unit)
+
+
+#: Least and most time slices a run's throughput is cut into.
+THROUGHPUT_SLICES = (5, 30)
+#: Completions per throughput slice, about.
+COMPLETIONS_PER_SLICE = 10
+
 
 def throughput_slices(completed: int) -> int:
     """Time slices for throughput: about ten completions each, between 5 and 30."""
-    return max(5, min(30, completed // 10))
+    low, high = THROUGHPUT_SLICES
+    return max(low, min(high, completed // COMPLETIONS_PER_SLICE))
 
 
-def load_run(path: str | Path, argument: str) -> RunSamples:
-    """Read what ``compare`` needs from a run directory; ``argument`` names it in errors."""
+def load_run(path: str | Path, argument: str, *, need_completed: bool = True) -> RunSamples:
+    """Read what ``compare`` needs from a run directory; ``argument`` names it in errors.
+
+    A run with no request is unusable; one with no completed request too, unless
+    ``need_completed`` is False (a NEW run that failed is a result to report).
+    """
     try:
         run = RunDir(path)
     except FileNotFoundError:
@@ -119,9 +133,15 @@ def load_run(path: str | Path, argument: str) -> RunSamples:
     if not run.has(RUN_JSON):
         raise InputError(argument, f"{path} has no {RUN_JSON}", "pass a bench --out folder")
     requests = measured(run.read_table("requests"))
+    if requests.empty:
+        raise InputError(argument, f"{path} has no measured requests", "compare finished runs")
     ok = completed_mask(requests)
-    if not ok.any():
-        raise InputError(argument, f"{path} has no completed requests", "compare finished runs")
+    if need_completed and not ok.any():
+        raise InputError(
+            argument,
+            f"{path} has no completed requests ({len(requests)} failed)",
+            "compare against a run whose requests completed",
+        )
     latencies = request_latencies(requests)[ok]
     window = measured_window(requests)
     return RunSamples(
@@ -130,6 +150,7 @@ def load_run(path: str | Path, argument: str) -> RunSamples:
         latencies=latencies,
         gaps=token_gaps(run.read_table("chunks"), latencies["id"]),
         throughput=throughput_bins(requests, window, throughput_slices(int(ok.sum()))),
+        requests=len(requests),
     )
 
 
@@ -146,70 +167,37 @@ def workload_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]
     ]
 
 
-@dataclass(frozen=True)
-class MetricResult:
-    """One row of the comparison: the metric, its comparison and the gate on it, if any."""
-
-    spec: MetricSpec
-    comparison: Comparison
-    gate: Gate | None = None
-
-    @property
-    def worsening(self) -> float:
-        return worsening(self.spec, self.comparison.ratio)
-
-    @property
-    def gate_failed(self) -> bool:
-        return (
-            self.gate is not None
-            and self.worsening > self.gate.max_worsening
-            and self.comparison.significant
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out = self.comparison.to_dict() | {
-            "higher_is_better": self.spec.higher_is_better,
-            "worse_by": self.worsening,
-        }
-        if self.gate is not None:
-            out["gate"] = {
-                "max_worse_by": self.gate.max_worsening,
-                "failed": self.gate_failed,
-                "text": self.gate.text,
-            }
-        return out
-
-
-@dataclass(frozen=True)
-class CompareResult:
-    base: Path
-    new: Path
-    rows: list[MetricResult]
-    differences: list[str] = field(default_factory=list)
-    confidence: float = CONFIDENCE
-
-    @property
-    def failed_gates(self) -> list[MetricResult]:
-        return [row for row in self.rows if row.gate_failed]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed_gates
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base": str(self.base),
-            "new": str(self.new),
-            "passed": self.passed,
-            "confidence": self.confidence,
-            "workload_differences": self.differences,
-            "comparisons": [row.to_dict() for row in self.rows],
-        }
-
-
 def _ordered_metrics(metrics: Sequence[str], gates: Sequence[Gate]) -> list[MetricSpec]:
     names = list(dict.fromkeys([*metrics, *(g.metric.name for g in gates)]))
     return [metric_spec(name) for name in names]
+
+
+#: How ``shortfall`` words a unit and a value of each metric source.
+_WORDS = {"itl_s": ("requests", "gaps")} | dict.fromkeys(THROUGHPUTS, ("time slices", "slices"))
+
+
+def _row(
+    spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
+) -> MetricResult:
+    """A row: what is missing, and the run size that would decide it."""
+    lacking = [f"{who} has {what}" for who, run in zip(("BASE", "NEW"), runs, strict=True)
+               if (what := run.lacks(spec))]  # fmt: skip
+    if lacking:
+        return MetricResult(spec, c, gate, "; ".join(lacking))
+    if c.needed_units is not None:  # a run too small for the minimums
+        needed = max(
+            run.requests_for(spec, c.needed_units, now)
+            for run, now in zip(runs, c.units, strict=True)
+        )
+        return MetricResult(spec, c, gate, None, needed)
+    row = MetricResult(spec, c, gate)
+    if row.limit is None or row.gate_verdict != INCONCLUSIVE:
+        return row
+    units = c.units_to_separate(row.limit)  # the width shrinks as 1/sqrt(run size)
+    if units is None:
+        return row
+    needed = math.ceil(max(run.requests for run in runs) * units / max(c.units))
+    return MetricResult(spec, c, gate, None, needed)
 
 
 def compare_runs(
@@ -222,12 +210,15 @@ def compare_runs(
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    inconclusive: str = FAIL,
 ) -> CompareResult:
     """Compare two run directories on ``metrics`` (and every gated metric).
 
     Refuses (``InputError``) runs of different workloads unless ``force``.
+    ``inconclusive`` is ``"fail"`` or ``"pass"``: what an undecided gate counts as.
     """
-    base, new = load_run(base_dir, "BASE_RUN"), load_run(new_dir, "NEW_RUN")
+    base = load_run(base_dir, "BASE_RUN")
+    new = load_run(new_dir, "NEW_RUN", need_completed=False)
     differences = workload_differences(base.run_json, new.run_json)
     if differences and not force:
         raise InputError(
@@ -241,7 +232,7 @@ def compare_runs(
     for spec in specs:
         by_source.setdefault(spec.source, []).append(spec)
     comparisons: dict[str, Comparison] = {}
-    for group in by_source.values():
+    for source, group in by_source.items():
         found = compare_stats(
             base.sample(group[0]),
             new.sample(group[0]),
@@ -249,7 +240,8 @@ def compare_runs(
             resamples=resamples,
             confidence=confidence,
             seed=seed,
+            names=_WORDS.get(source, ("requests", "requests")),
         )
         comparisons |= {c.metric: c for c in found}
-    rows = [MetricResult(s, comparisons[s.name], gate_of.get(s.name)) for s in specs]
-    return CompareResult(base.path, new.path, rows, differences, confidence)
+    rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]
+    return CompareResult(base.path, new.path, rows, differences, confidence, inconclusive)

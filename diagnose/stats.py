@@ -170,10 +170,8 @@ def shortfall(
     if units < MIN_UNITS:
         reasons.append(f"{units} {unit_word} (fewer than {MIN_UNITS})")
     if stat != "mean" and count * beyond < MIN_TAIL:
-        reasons.append(
-            f"{stat} of {count} {value_word} rests on {count * beyond:.3g} beyond it "
-            f"(fewer than {MIN_TAIL})"
-        )
+        least = math.ceil(MIN_TAIL / beyond - 1e-9)
+        reasons.append(f"{count} {value_word}: a {stat} needs {least} for {MIN_TAIL} beyond it")
     return ("; ".join(reasons), needed) if reasons else None
 
 
@@ -203,6 +201,8 @@ def _undecided(
     short = [(name, f) for name, f in found if f is not None]
     if not short:
         return None, None
+    if len(short) == 2 and short[0][1][0] == short[1][1][0]:
+        short = [("BASE and NEW", short[0][1])]
     reason = "; ".join(f"{name}: {f[0]}" for name, f in short)
     return reason, max(f[1] for _, f in short)
 

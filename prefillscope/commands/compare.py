@@ -1,10 +1,14 @@
 """``prefillscope compare BASE_RUN NEW_RUN [--gate METRIC:+X%]…``: the CI gate.
 
-Side by side, per metric: BASE, NEW, the change, its confidence interval, the rank
-test's p-value and whether the difference is significant (``diagnose.compare``). Exit
-status 1 when a gate fails, 0 otherwise; 2 for bad input (unknown metric, bad gate,
-not a run directory, runs of different workloads without ``--force``). Output as a rich
-table, markdown, JSON or JUnit XML; with ``$GITHUB_STEP_SUMMARY`` set, the markdown is
+Side by side, per metric: BASE, NEW, the change, its bootstrap interval, the p-value read
+from the same replicates, and its status — significant, not significant, inconclusive
+(the data cannot decide; the row says why and the run size that would) or missing (a
+run lacks the metric) — and each gate's verdict: pass, fail or inconclusive
+(``diagnose.compare``). Exit status 0 when the gates pass, 1 when one fails or is
+inconclusive (``--inconclusive pass`` lets an undecided gate through), 2 for unusable
+input (unknown metric, bad gate, not a run directory, a BASE without a completed
+request, runs of different workloads without ``--force``). Output as a rich table,
+markdown, JSON or JUnit XML; with ``$GITHUB_STEP_SUMMARY`` set, the markdown is
 appended there too, whatever the format.
 
 The comparison (scipy, pandas), its formatting and rich are imported when the command
@@ -15,6 +19,7 @@ none of them, so the CLI starts without them.
 from __future__ import annotations
 
 import json
+import math
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -27,7 +32,7 @@ from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMP
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
-    from diagnose.compare import CompareResult, MetricResult
+    from diagnose.gate import CompareResult, MetricResult
 
 
 class Format(StrEnum):
@@ -35,6 +40,11 @@ class Format(StrEnum):
     MARKDOWN = "markdown"
     JSON = "json"
     JUNIT = "junit"
+
+
+class Undecided(StrEnum):
+    FAIL = "fail"
+    PASS = "pass"
 
 
 def _value(row: MetricResult, value: float) -> str:
@@ -45,26 +55,35 @@ def _value(row: MetricResult, value: float) -> str:
 
 
 def _percent(ratio: float | None) -> str:
-    return "n/a" if ratio is None else f"{(ratio - 1.0) * 100:+.1f}%"
+    """NEW/BASE − 1 in percent; ``+∞%`` when BASE was zero, ``n/a`` when unknown."""
+    if ratio is None or math.isnan(ratio):
+        return "n/a"
+    return "+∞%" if math.isinf(ratio) else f"{(ratio - 1.0) * 100:+.1f}%"
+
+
+_STATUS = {"significant": "yes", "not significant": "no"}
+#: The table's status column at its narrowest: a note under the table says why.
+_SHORT_STATUS = {"inconclusive": "?", "missing": "—"}
 
 
 def _cells(row: MetricResult) -> list[str]:
-    """metric, base, new, change, interval, p, significant, gate — as display strings."""
+    """metric, base, new, change, interval, p, status, gate — as display strings."""
     c = row.comparison.to_dict()
-    low, high = c["ci_low"], c["ci_high"]
-    interval = "n/a" if low is None else f"{(low - 1) * 100:+.1f}…{(high - 1) * 100:+.1f}"
+    low, high = row.comparison.ci_low, row.comparison.ci_high
+    interval = "n/a" if math.isnan(low) or math.isnan(high) else f"{_percent(low)}…{_percent(high)}"
     gate = ""
     if row.gate is not None:
         limit = f"{row.gate.max_worsening * 100:g}%"
-        gate = f"FAIL >{limit}" if row.gate_failed else f"ok ≤{limit}"
+        verdict = row.gate_verdict
+        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}"}.get(verdict, f"? {limit}")
     return [
         row.spec.name,
         _value(row, row.comparison.base),
         _value(row, row.comparison.new),
-        _percent(c["ratio"]),
-        interval,
+        _percent(row.comparison.ratio),
+        interval.replace("%", ""),
         "n/a" if c["p_value"] is None else f"{c['p_value']:.2g}",
-        "yes" if row.comparison.significant else "no",
+        _STATUS.get(row.status, row.status),
         gate,
     ]
 
@@ -76,38 +95,58 @@ def _columns(result: CompareResult) -> list[str]:
 
 def _verdict(result: CompareResult) -> str:
     gated = sum(row.gate is not None for row in result.rows)
-    if not result.passed:
+    if result.failed_gates:
         names = ", ".join(
             f"{row.spec.name} {_percent(row.comparison.ratio)}" for row in result.failed_gates
         )
-        return f"FAIL: significant regression beyond its gate: {names}"
+        return f"FAIL: regression beyond its gate (the whole interval): {names}"
+    if result.undecided_gates:
+        names = ", ".join(row.spec.name for row in result.undecided_gates)
+        counts = "a failure" if not result.passed else "a pass (--inconclusive pass)"
+        return f"INCONCLUSIVE, counted as {counts}: the data cannot decide {names}"
     return f"PASS: {gated} gate(s) held" if gated else "no gates given"
 
 
+def _notes(result: CompareResult) -> list[str]:
+    """One line per row that does not decide: why, and the run size that would."""
+    return [
+        f"{row.spec.name}: {'gate ' if row.gate_verdict else ''}"
+        f"{row.gate_verdict or row.status}: {row.reason}"
+        for row in result.rows
+        if row.reason
+    ]
+
+
 def to_markdown(result: CompareResult) -> str:
-    """A GitHub-flavoured markdown summary: verdict, runs, one table."""
+    """A GitHub-flavoured markdown summary: verdict, runs, one table, the undecided rows."""
     lines = [
         f"### prefillscope compare — {_verdict(result)}",
         "",
-        f"BASE `{result.base}` → NEW `{result.new}`. Change = NEW/BASE − 1; significant = "
-        "the interval excludes 0 and the Mann–Whitney p < "
-        f"{1 - result.confidence:.2g}.",
+        f"BASE `{result.base}` → NEW `{result.new}`. Change = NEW/BASE − 1, with its "
+        "bootstrap interval; significant = the interval excludes 0; a gate fails when the "
+        "whole interval is beyond its limit, passes when it is all within, else is "
+        "inconclusive.",
     ]
     if result.differences:
         lines += ["", f"Compared with --force despite: {'; '.join(result.differences)}."]
     lines += ["", "| " + " | ".join(_columns(result)) + " |"]
     lines.append("|" + "|".join(["---", "---:", "---:", "---:", "---", "---:", "---", "---"]) + "|")
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in result.rows]
+    notes = _notes(result)
+    if notes:
+        lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
 def to_junit(result: CompareResult) -> str:
-    """JUnit XML: one test case per metric, a failure for each failed gate."""
+    """JUnit XML: one test case per metric; a failure for each gate that does not pass
+    (an inconclusive one too, unless ``--inconclusive pass``, which makes it skipped)."""
+    failing = [row for row in result.rows if _junit_fails(result, row)]
     suite = ET.Element(
         "testsuite",
         name="prefillscope compare",
         tests=str(len(result.rows)),
-        failures=str(len(result.failed_gates)),
+        failures=str(len(failing)),
         errors="0",
     )
     columns = _columns(result)
@@ -115,12 +154,17 @@ def to_junit(result: CompareResult) -> str:
         case = ET.SubElement(
             suite, "testcase", classname="prefillscope.compare", name=row.spec.name
         )
-        text = ", ".join(
-            f"{k}: {v}" for k, v in zip(columns[1:], _cells(row)[1:], strict=True) if v
-        )
-        if row.gate_failed:
-            failure = ET.SubElement(case, "failure", message=f"{row.spec.name} {_verdict(result)}")
-            failure.text = text
+        cells = zip(columns[1:], _cells(row)[1:], strict=True)
+        text = ", ".join(f"{k}: {v}" for k, v in cells if v)
+        if row.reason:
+            text += f"; {row.status}: {row.reason}"
+        if row in failing:
+            message = (
+                f"{row.spec.name}: gate {row.gate_verdict} ({row.gate.text if row.gate else ''})"
+            )
+            ET.SubElement(case, "failure", message=message).text = text
+        elif row.gate_verdict == "inconclusive":
+            ET.SubElement(case, "skipped", message=f"{row.spec.name}: inconclusive").text = text
         else:
             ET.SubElement(case, "system-out").text = text
     root = ET.Element("testsuites")
@@ -128,9 +172,14 @@ def to_junit(result: CompareResult) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def _junit_fails(result: CompareResult, row: MetricResult) -> bool:
+    return row.gate_failed or (row.gate_verdict == "inconclusive" and not result.passed)
+
+
 def _print_table(result: CompareResult) -> None:
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -143,20 +192,31 @@ def _print_table(result: CompareResult) -> None:
     # On a narrow terminal the p-value goes (JSON and markdown keep it); nothing wraps.
     keep = [i for i in range(8) if not (i == 5 and console.width < 90)]
     columns = _columns(result)
+    rows = [_cells(row) for row in result.rows]
     for i in keep:
-        table.add_column(columns[i], justify="right" if 0 < i < 6 else "left", no_wrap=True)
-    for row in result.rows:
-        cells = _cells(row)
+        # The metric, its change, its status and its gate never shrink; the rest may.
+        widest = max([len(columns[i]), *(len(cells[i]) for cells in rows)]) if i != 6 else 4
+        table.add_column(
+            columns[i],
+            justify="right" if 0 < i < 6 else "left",
+            no_wrap=True,
+            min_width=widest if i in (0, 3, 7) else None,
+        )
+    for row, plain in zip(result.rows, rows, strict=True):
+        cells = [escape(cell) for cell in plain]
+        cells[6] = _SHORT_STATUS.get(row.status, cells[6])  # the notes below spell it out
         if row.comparison.significant:
             tone = "red" if row.worsening > 0 else "green"
             cells[3] = f"[{tone}]{cells[3]}[/{tone}]"
-        if row.gate_failed:
+        if row.gate_verdict in ("fail", "inconclusive"):
             cells[7] = f"[bold red]{cells[7]}[/bold red]"
         table.add_row(*(cells[i] for i in keep))
     console.print(table)
+    for note in _notes(result):
+        console.print(escape(note), soft_wrap=True)
     for difference in result.differences:
-        console.print(f"[yellow]compared with --force despite {difference}[/yellow]")
-    console.print(("[bold red]" if not result.passed else "[bold]") + _verdict(result))
+        console.print(f"[yellow]compared with --force despite {escape(difference)}[/yellow]")
+    console.print(("[bold red]" if not result.passed else "[bold]") + escape(_verdict(result)))
 
 
 def compare(
@@ -166,8 +226,8 @@ def compare(
         list[str] | None,
         typer.Option(
             "--gate",
-            help="METRIC:+X% — fail (exit 1) when NEW is significantly worse by more than X %. "
-            "Repeatable.",
+            help="METRIC:+X% — fail (exit 1) when the whole interval is worse than X %; "
+            "pass when it is all within. Repeatable.",
         ),
     ] = None,
     metric: Annotated[
@@ -187,10 +247,19 @@ def compare(
     confidence: Annotated[float, typer.Option(help="Confidence level of intervals.")] = CONFIDENCE,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = RESAMPLES,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    undecided: Annotated[
+        Undecided,
+        typer.Option(
+            "--inconclusive",
+            help="What a gate the data cannot decide counts as: fail (default: a gate that "
+            "cannot see must not pass) or pass.",
+        ),
+    ] = Undecided.FAIL,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
-    """Compare two runs metric by metric; exit 1 when a gate fails."""
-    from diagnose.compare import compare_runs, parse_gate
+    """Compare two runs metric by metric; exit 1 when a gate fails or cannot decide."""
+    from diagnose.compare import compare_runs
+    from diagnose.gate import parse_gate
 
     if not 0.5 <= confidence < 1.0:
         raise InputError("--confidence", f"{confidence} is not in [0.5, 1)", "e.g. 0.95")
@@ -206,6 +275,7 @@ def compare(
         resamples=resamples,
         confidence=confidence,
         seed=seed,
+        inconclusive=undecided.value,
     )
     chosen = Format.JSON if as_json else output_format
     if chosen is Format.JSON:

@@ -1,0 +1,202 @@
+"""A gate's verdict on one metric, and the verdict of a whole comparison.
+
+A gate ``METRIC:+X%`` reads the metric's bootstrap interval (``diagnose.stats``) against
+its limit — 1 + X for a latency, 1 − X for a throughput — one rule for every verdict:
+
+* **fail** — the whole interval is worse than the limit: NEW is worse by more than X;
+* **pass** — the whole interval is better than the limit: NEW is worse by less than X;
+* **inconclusive** — the interval holds the limit, a run is too small to decide
+  (``stats.shortfall``), or the metric is missing from a run (no ITL gaps, no completed
+  request). The row says why and the run size that would decide it. What an
+  inconclusive gate counts as is the caller's choice (``CompareResult.inconclusive``,
+  ``"fail"`` by default: a gate that cannot see must not pass).
+
+A row without a gate is ``significant`` (the interval excludes 1), ``not significant``,
+``inconclusive`` or ``missing``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.metrics import CONFIDENCE, MetricSpec, metric_spec
+from diagnose.stats import Comparison
+from workloads.errors import InputError
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Fail when ``metric`` gets worse by more than ``max_worsening`` (0.10 = 10 %)."""
+
+    metric: MetricSpec
+    max_worsening: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric.name}:+{self.max_worsening * 100:g}%"
+
+
+_GATE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*\+?\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_GATE_FIX = "write --gate METRIC:+X%, e.g. --gate itl_p99:+10% (NEW may be up to 10 % worse)"
+
+
+def parse_gate(text: str) -> Gate:
+    """Parse ``METRIC:+X%`` (``itl_p99:+10%``, ``output_tokens_per_s:+5%``)."""
+    match = _GATE.match(text.lower())
+    if match is None:
+        raise InputError("--gate", f"{text!r} is not METRIC:+X%", _GATE_FIX)
+    return Gate(metric_spec(match[1], flag="--gate"), float(match[2]) / 100.0)
+
+
+def worsening(spec: MetricSpec, ratio: float) -> float:
+    """How much worse NEW is than BASE as a fraction (negative: better)."""
+    return ratio - 1.0 if spec.is_latency else 1.0 - ratio
+
+
+#: A row's status without a gate, and a gate's verdicts.
+SIGNIFICANT, NOT_SIGNIFICANT, INCONCLUSIVE, MISSING = (
+    "significant", "not significant", "inconclusive", "missing",
+)  # fmt: skip
+PASS, FAIL = "pass", "fail"
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One row of the comparison: the metric, its comparison and the gate on it, if any.
+
+    ``missing`` says what a run lacks for the metric (then the comparison has no
+    interval); ``needed_requests`` is the run size per run that would decide the gate
+    (or the metric, without a gate) when it is inconclusive.
+    """
+
+    spec: MetricSpec
+    comparison: Comparison
+    gate: Gate | None = None
+    missing: str | None = None
+    needed_requests: int | None = None
+
+    @property
+    def worsening(self) -> float:
+        return worsening(self.spec, self.comparison.ratio)
+
+    @property
+    def status(self) -> str:
+        """significant, not significant, inconclusive or missing (the interval vs 1)."""
+        if self.missing:
+            return MISSING
+        if self.comparison.inconclusive:
+            return INCONCLUSIVE
+        return SIGNIFICANT if self.comparison.significant else NOT_SIGNIFICANT
+
+    @property
+    def limit(self) -> float | None:
+        """The ratio NEW/BASE the gate allows at most (latency) or at least (throughput)."""
+        if self.gate is None:
+            return None
+        x = self.gate.max_worsening
+        return 1.0 - x if self.spec.higher_is_better else 1.0 + x
+
+    @property
+    def gate_verdict(self) -> str | None:
+        """pass, fail or inconclusive: the interval against the gate's limit."""
+        if self.gate is None or self.limit is None:
+            return None
+        if self.missing or self.comparison.inconclusive:
+            return INCONCLUSIVE
+        worse_side = -1 if self.spec.higher_is_better else 1
+        side = self.comparison.side(self.limit)
+        if side == 0:
+            return INCONCLUSIVE
+        return FAIL if side == worse_side else PASS
+
+    @property
+    def gate_failed(self) -> bool:
+        return self.gate_verdict == FAIL
+
+    @property
+    def reason(self) -> str | None:
+        """Why this row does not decide, in one line; ``None`` when it does."""
+        c = self.comparison
+        if self.missing:
+            return f"missing: {self.missing}"
+        if c.inconclusive:
+            more = f"at least {self.needed_requests} requests per run needed"
+            return f"{c.inconclusive}; {more}"
+        if self.gate_verdict != INCONCLUSIVE or self.limit is None:
+            return None
+        held = f"the interval {_pct(c.ci_low)}…{_pct(c.ci_high)} holds the {_pct(self.limit)} limit"
+        if self.needed_requests is None:
+            return f"{held}; the change is at the limit, no run size separates them"
+        return (
+            f"{held}; about {self.needed_requests} requests per run would separate the "
+            f"observed {_pct(c.ratio)} from it"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.comparison.to_dict() | {
+            "higher_is_better": self.spec.higher_is_better,
+            "worse_by": self.worsening if math.isfinite(self.worsening) else None,
+            "status": self.status,
+            "missing": self.missing,
+            "reason": self.reason,
+            "needed_requests": self.needed_requests,
+        }
+        if self.gate is not None:
+            out["gate"] = {
+                "max_worse_by": self.gate.max_worsening,
+                "failed": self.gate_failed,
+                "verdict": self.gate_verdict,
+                "text": self.gate.text,
+            }
+        return out
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1.0) * 100:+.1f}%"
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    base: Path
+    new: Path
+    rows: list[MetricResult]
+    differences: list[str] = field(default_factory=list)
+    confidence: float = CONFIDENCE
+    inconclusive: str = FAIL
+
+    @property
+    def failed_gates(self) -> list[MetricResult]:
+        return [row for row in self.rows if row.gate_verdict == FAIL]
+
+    @property
+    def undecided_gates(self) -> list[MetricResult]:
+        return [row for row in self.rows if row.gate_verdict == INCONCLUSIVE]
+
+    @property
+    def verdict(self) -> str:
+        """fail, inconclusive or pass (gates), or "no gates"."""
+        if self.failed_gates:
+            return FAIL
+        if self.undecided_gates:
+            return INCONCLUSIVE
+        return PASS if any(row.gate for row in self.rows) else "no gates"
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_gates and (self.inconclusive == PASS or not self.undecided_gates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": str(self.base),
+            "new": str(self.new),
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "inconclusive_counts_as": self.inconclusive,
+            "confidence": self.confidence,
+            "workload_differences": self.differences,
+            "comparisons": [row.to_dict() for row in self.rows],
+        }
