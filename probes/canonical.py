@@ -112,10 +112,14 @@ class Histogram:
     def mean(self) -> float | None:
         return self.sum / self.count if self.count > 0 else None
 
-    def quantile(self, q: float) -> float | None:
-        """The q-quantile by linear interpolation inside the bucket that holds it — the
-        estimate PromQL's ``histogram_quantile`` makes. Falls in +Inf → the last finite
-        bound (a floor, not a value). None when the histogram is empty."""
+    def bucket(self, q: float) -> tuple[float, float] | None:
+        """``(lower, upper)`` bounds of the bucket holding the q-quantile (upper ``inf`` past
+        the last finite bound); None when the histogram is empty."""
+        found = self._locate(q)
+        return None if found is None else (found[0], found[1])
+
+    def _locate(self, q: float) -> tuple[float, float, float, float, float] | None:
+        """The q-quantile's bucket: its bounds, the counts below and up to it, the rank."""
         total = self.cumulative[-1] if self.cumulative else 0.0
         if total <= 0:
             return None
@@ -123,12 +127,20 @@ class Histogram:
         lower_bound, lower_count = 0.0, 0.0
         for bound, cum in zip(self.bounds, self.cumulative, strict=True):
             if cum >= rank:
-                if math.isinf(bound):
-                    return lower_bound
-                if cum == lower_count:
-                    return bound
-                return lower_bound + (bound - lower_bound) * (rank - lower_count) / (
-                    cum - lower_count
-                )
+                return lower_bound, bound, lower_count, cum, rank
             lower_bound, lower_count = bound, cum
-        return lower_bound
+        return lower_bound, math.inf, lower_count, lower_count, rank
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile by linear interpolation inside the bucket that holds it — the
+        estimate PromQL's ``histogram_quantile`` makes. Falls in +Inf → the last finite
+        bound (a floor, not a value). None when the histogram is empty."""
+        found = self._locate(q)
+        if found is None:
+            return None
+        lower_bound, bound, lower_count, cum, rank = found
+        if math.isinf(bound):
+            return lower_bound
+        if cum == lower_count:
+            return bound
+        return lower_bound + (bound - lower_bound) * (rank - lower_count) / (cum - lower_count)

@@ -6,6 +6,19 @@ the oracle's expectation for the requests sent, preemptions, the waiting queue, 
 and the pool's buckets — every value with its provenance (``measured``, ``derived``,
 ``unknown``) and source, so a report never presents a guess as a reading.
 
+**Quantiles from buckets.** A histogram knows only how many observations fell in each
+bucket; a quantile inside a bucket is a linear interpolation (PromQL's
+``histogram_quantile``), which can land anywhere in a wide bucket — e.g. 7.3 s in a
+5–10 s bucket when the client's slowest request took 5.8 s. So each quantile keeps its
+numeric value for old readers and says how it was made, in ``quantiles.<q>``:
+``method`` (``interpolated``; ``floor`` past the last finite bucket; ``clamped`` when the
+interpolation exceeded the client's maximum), the ``bucket`` it lies in and the
+``bounds`` the true value lies within (the bucket, its upper end cut at the client's
+maximum). The client's maximum of the same span (``client_max_s``) bounds the server's:
+the server sees a request between its arrival and its last byte, inside the client's
+send → receive (TTFT and E2E from the actual send; ITL as the longest gap between two
+chunks of one request). A value above it is clamped to it, and the method says so.
+
 Counters are taken over the whole scraped span (the scraper starts before the first
 request and takes a last scrape after the last), so warm-up requests are in the server's
 counts; the oracle's expectation is therefore over every request sent, warm-up included.
@@ -14,13 +27,16 @@ Anything else hitting the server during the run is in its counters too.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from probes.canonical import Provenance, Value
-from probes.latency import prefix_hit_rates
+from probes.canonical import Histogram, Provenance, Value
+from probes.latency import completed_mask, prefix_hit_rates, request_latencies, token_chunks
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
+from probes.quantiles import QUANTILES
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
 
@@ -39,12 +55,68 @@ def _ratio(numerator: Value, denominator: Value) -> Value:
     )
 
 
-def _histogram(series: ServerSeries, name: str) -> dict[str, Any]:
+def _finite_max(values: Any) -> float | None:
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.max()) if arr.size else None
+
+
+def client_maxima(requests: pd.DataFrame, chunks: pd.DataFrame | None) -> dict[str, float | None]:
+    """The client's longest TTFT, E2E (both from the actual send) and chunk gap over every
+    request it sent (warm-up included, as the server's counters are): what a server
+    histogram of the same span cannot exceed. ``None`` where not measured."""
+    out: dict[str, float | None] = {"ttft_s": None, "e2e_s": None, "itl_s": None}
+    if not requests.empty:
+        latencies = request_latencies(requests)[completed_mask(requests)]
+        out["ttft_s"] = _finite_max(latencies["ttft_sent_s"])
+        out["e2e_s"] = _finite_max(latencies["e2e_sent_s"])
+    if chunks is not None and not chunks.empty:
+        tokens = token_chunks(chunks)
+        gaps = tokens.sort_values("t_s").groupby("request_id")["t_s"].diff()
+        out["itl_s"] = _finite_max(gaps)
+    return out
+
+
+def _quantile_detail(
+    hist: Histogram, q: float, value: float, client_max: float | None
+) -> dict[str, Any]:
+    """How one quantile was made (see the module docstring)."""
+    lower, upper = hist.bucket(q) or (math.nan, math.nan)
+    method = "floor" if math.isinf(upper) else "interpolated"
+    high, note = upper, None
+    if client_max is not None:
+        if value > client_max:
+            value, method = client_max, "clamped"
+        if lower <= client_max < high:
+            high = client_max
+        elif client_max < lower:
+            note = "the bucket lies above the client's maximum: the server counted more"
+    out = {
+        "value": value,
+        "method": method,
+        "bucket": [lower, None if math.isinf(upper) else upper],
+        "bounds": [lower, None if math.isinf(high) else high],
+    }
+    return out | ({"note": note} if note else {})
+
+
+def _histogram(series: ServerSeries, name: str, client_max: float | None) -> dict[str, Any]:
     hist = series.histogram_increase(name)
     out = histogram_summary(hist)
     out["source"] = series.sources.get(name)
     # Quantiles are interpolated inside buckets: an estimate; count and mean are exact.
     out["provenance"] = str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN)
+    out["client_max_s"] = client_max
+    if hist is None:
+        return out
+    details = {
+        q: _quantile_detail(hist, pct / 100.0, out[q], client_max)
+        for q, pct in QUANTILES.items()
+        if out[q] is not None
+    }
+    out |= {q: d["value"] for q, d in details.items()}
+    out["quantile_method"] = "interpolated inside histogram buckets (histogram_quantile)"
+    out["quantiles"] = details
     return out
 
 
@@ -62,9 +134,11 @@ def server_summary(
     *,
     probe: dict[str, Any] | None = None,
     source: str = "scrape",
+    chunks: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The ``server`` section; with no series every value is unknown and ``probe`` says
-    why (the probe's status dict)."""
+    why (the probe's status dict). ``chunks`` (the run's chunk events) give the client's
+    longest gap, which bounds the server's ITL quantiles."""
     expected = expected_hit_rate(requests)
     out: dict[str, Any] = {"source": source, "probe": probe}
     if series is None or series.frame.empty:
@@ -79,6 +153,7 @@ def server_summary(
         }
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     observed = _ratio(hits, queries)
+    client = client_maxima(requests, chunks)
     out |= {
         "available": True,
         "flavour": series.flavour,
@@ -87,9 +162,9 @@ def server_summary(
             "end_s": float(series.t_s.max()),
             "scrapes": len(series.frame),
         },
-        "ttft_s": _histogram(series, "ttft"),
-        "itl_s": _histogram(series, "itl") | {"per": series.itl_per},
-        "e2e_s": _histogram(series, "e2e"),
+        "ttft_s": _histogram(series, "ttft", client["ttft_s"]),
+        "itl_s": _histogram(series, "itl", client["itl_s"]) | {"per": series.itl_per},
+        "e2e_s": _histogram(series, "e2e", client["e2e_s"]),
         "prefix": {
             "queries": queries.to_dict(),
             "hits": hits.to_dict(),

@@ -448,9 +448,10 @@ class _Bench:
         probe = info.probes["server_metrics"]["status"]
         # off, or failed (nothing scraped, or the user's mapping file unusable): no series
         series = server_series(run) if probe["state"] not in ("off", "failed") else None
-        summary["server"] = server_summary(series, requests, probe=probe)
+        chunks = run.read_table("chunks")  # the client's longest gap bounds the server's ITL
+        summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
         if self.prometheus is not None:
-            section = await self._from_prometheus(result, requests)
+            section = await self._from_prometheus(result, requests, chunks)
             info.probes["prometheus"]["status"] = self.prometheus.status.to_dict()
             key = "server_prometheus" if summary["server"].get("available") else "server"
             summary[key] = section
@@ -458,7 +459,9 @@ class _Bench:
         run.write_json(SUMMARY_JSON, summary)
         return summary
 
-    async def _from_prometheus(self, result: LoadResult, requests: Any) -> dict[str, Any]:
+    async def _from_prometheus(
+        self, result: LoadResult, requests: Any, chunks: Any
+    ) -> dict[str, Any]:
         """The ``server`` section from the Prometheus server over the run's window."""
         assert self.prometheus is not None
         start = result.started_s or 0.0
@@ -466,9 +469,8 @@ class _Bench:
         series = await asyncio.to_thread(
             self.prometheus.server_series, self.clock, start, end, PROMETHEUS_STEP_S
         )
-        return server_summary(
-            series, requests, probe=self.prometheus.status.to_dict(), source="prometheus"
-        )
+        probe = self.prometheus.status.to_dict()
+        return server_summary(series, requests, probe=probe, source="prometheus", chunks=chunks)
 
 
 @contextlib.contextmanager

@@ -74,7 +74,7 @@ def test_pool_and_server_figures_are_measured(report: ReportData) -> None:
     page = render_html(report)
     row = re.search(r"<tr><td>running requests</td>(.*?)</tr>", page).group(1)
     assert "mean " in row and "<td>measured</td>" in row
-    assert "server ITL (histogram), per" in page
+    assert "server ITL (histogram buckets), per" in page
     assert "workload</dt><dd>interference</dd>" in page
     assert "flavour</dt><dd>embedded</dd>" in page
     assert "max_num_batched_tokens=8192" in page  # the planted cause is in the header

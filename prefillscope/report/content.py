@@ -187,10 +187,29 @@ def latency_table(summary: dict[str, Any] | None, *, short: bool = False) -> lis
                 continue
             if key == "itl_s" and stats.get("per"):
                 label += f", per {stats['per']}"
-            row = [short_label if short else label]
-            row += [fmt_duration(stats.get(col)) for col, _ in QUANTILE_COLUMNS]
-            rows.append([*row, fmt_count(stats.get("count"))])
+            cells = [histogram_cell(stats, col, short) for col, _ in QUANTILE_COLUMNS]
+            if isinstance(stats.get("quantiles"), dict):
+                cut = any(cell.endswith("*") for cell in cells)
+                label = label.replace("(histogram", "(histogram buckets")
+                label += "; * \u2264 client max" if cut else ""
+            rows.append([short_label if short else label, *cells, fmt_count(stats.get("count"))])
     return rows
+
+
+def histogram_cell(stats: dict[str, Any], column: str, short: bool = False) -> str:
+    """A statistic; a server histogram's quantile as the bounds it lies within (``2.5 s–5 s``,
+    or only ``≤ 5 s`` when ``short``; ``> 10 s`` past the last bucket), ``*`` when the upper
+    end is the client's maximum, not a bucket's."""
+    detail = (stats.get("quantiles") or {}).get(column)
+    if not isinstance(detail, dict):
+        return fmt_duration(stats.get(column))
+    low, high = detail.get("bounds") or (None, None)
+    cut = "*" if high is not None and high != (detail.get("bucket") or [None, None])[1] else ""
+    if high is None:
+        return f"> {fmt_duration(low)}"
+    if short or not low:
+        return f"\u2264 {fmt_duration(high)}{cut}"
+    return f"{fmt_duration(low)}\u2013{fmt_duration(high)}{cut}"
 
 
 def latency_columns() -> list[str]:
