@@ -18,7 +18,10 @@ Every arm is compared with another on:
   bootstrap (a resample never exceeds the sample's maximum), so the trials are the units:
   the ratio of the geometric means of each trial's maximum with a Welch t interval on
   the logs (``stats.trial_interval``, ``method="trials (per-trial max)"``), significant
-  when that interval excludes 1 — the t test's p-value agrees with it by construction;
+  when that interval excludes 1 — the t test's p-value agrees with it by construction.
+  It assumes the trials' maxima are log-normal around the arm's typical worst stall; with
+  three trials per arm only a large difference (several-fold, as between chunk sizes
+  whose longest prefill step differs) is called;
 * per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests.
 
 Each arm's own ITL quantiles come with a cluster-bootstrap interval over its pooled trials
@@ -154,17 +157,21 @@ def _max_comparison(
 ) -> Comparison:
     per_base = [t.itl_max for t in base]
     per_new = [t.itl_max for t in new]
-    known = all(np.isfinite(v) and v > 0 for v in [*per_base, *per_new])
-    if not known:
+    units = (len(per_base), len(per_new))
+    method = "trials (per-trial max)"
+    if not all(np.isfinite(v) and v > 0 for v in [*per_base, *per_new]):
         nan = float("nan")
-        return Comparison(ITL_MAX, nan, nan, nan, nan, False, nan, nan, "trials (per-trial max)")
+        return Comparison.judge(
+            ITL_MAX, nan, (nan, nan), nan, (nan, nan), method, confidence,
+            inconclusive="a trial has no ITL gaps", units=units,
+        )  # fmt: skip
     ratio, low, high, p_value = trial_interval(per_base, per_new, confidence)
     means = (
         float(np.exp(np.mean(np.log(per_base)))),
         float(np.exp(np.mean(np.log(per_new)))),
     )
     return Comparison.judge(
-        ITL_MAX, ratio, (low, high), p_value, means, "trials (per-trial max)", confidence
+        ITL_MAX, ratio, (low, high), p_value, means, method, confidence, units=units
     )
 
 
