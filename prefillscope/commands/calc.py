@@ -176,7 +176,12 @@ def kv(
         kv_heads=(kv_heads, _SIZE),
         head_dim=(head_dim, _SIZE),
         link_gbps=(link_gbps, Bound(0, 1e9, above=True)),
+        efficiency=(efficiency, Bound(0, 1, above=True)),
+        chunk=(chunk, Bound(1, MAX_TOKENS, whole=True)),
+        chunk_ms=(chunk_ms, Bound(0, 3.6e6, why="an hour")),
     )
+    if chunk is not None and tokens / chunk > MAX_CHUNKS:
+        raise InputError("--chunk", f"slices into more than {MAX_CHUNKS:,} chunks", "raise it")
 
     if model is not None:
         spec = resolve_model(model)

@@ -150,6 +150,13 @@ def serve(
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
     if stream_interval < 1:
         raise InputError("--stream-interval", f"must be >= 1, got {stream_interval}")
+    for flag, value, bound in (  # checked with or without --disaggregate: a typo is a typo
+        ("--kv-link-gbps", kv_link_gbps, Bound(0, 1e9, above=True)),
+        ("--kv-link-latency-us", kv_link_latency_us, Bound(0, 3.6e9, why="an hour")),
+        ("--kv-transfer-overhead-us", kv_transfer_overhead_us, Bound(0, 3.6e9, why="an hour")),
+        ("--kv-link-efficiency", kv_link_efficiency, Bound(0, 1, above=True)),
+    ):
+        bound.check(flag, value)
     config = EngineConfig(
         model=model,
         gpu=gpu,
