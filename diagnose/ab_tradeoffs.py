@@ -9,6 +9,12 @@ a metric counts as a trade-off when the comparison is significant (``Comparison
 .significant``, the same rule that picked the winner) and on the worse side — higher for
 latencies, lower for throughput. ``verdict.tradeoffs`` lists them; the verdict's
 sentence ends with them in words.
+
+Each metric is judged on its own at the A/B's confidence, exactly as the comparisons
+table marks it, with no correction for the ~15 metrics looked at: were the arms alike,
+each would still be called worse with probability (1 − confidence)/2, so a trade-off
+whose interval barely clears no change is a reason to rerun with more trials, not a
+finding. Without a winner nothing is listed (the comparisons table shows every metric).
 """
 
 from __future__ import annotations
