@@ -20,21 +20,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Each package and the packages it may import. Bottom up: the leaves (workloads, runtime,
-#: perfmodel) first, the command line (prefillscope) last.
+#: perfmodel, runfmt) first, the command line (prefillscope) last.
 ALLOWED: dict[str, frozenset[str]] = {
     "workloads": frozenset(),
     "runtime": frozenset(),
     "perfmodel": frozenset({"workloads"}),
-    "loadgen": frozenset({"workloads", "runtime"}),
-    "probes": frozenset({"workloads", "runtime", "loadgen"}),
+    "runfmt": frozenset({"workloads"}),
+    "loadgen": frozenset({"workloads", "runtime", "runfmt"}),
+    "probes": frozenset({"workloads", "runtime", "runfmt", "loadgen"}),
     "simengine": frozenset({"workloads", "runtime", "perfmodel"}),
-    "diagnose": frozenset({"workloads", "runtime", "perfmodel", "loadgen", "probes"}),
+    "diagnose": frozenset({"workloads", "runtime", "perfmodel", "runfmt", "loadgen", "probes"}),
     "session": frozenset(
-        {"workloads", "runtime", "perfmodel", "loadgen", "probes", "simengine", "diagnose"}
+        {"workloads", "runtime", "perfmodel", "runfmt", "loadgen", "probes", "simengine",
+         "diagnose"}
     ),
     "prefillscope": frozenset(
-        {"workloads", "runtime", "perfmodel", "loadgen", "probes", "simengine", "diagnose",
-         "session"}
+        {"workloads", "runtime", "perfmodel", "runfmt", "loadgen", "probes", "simengine",
+         "diagnose", "session"}
     ),
 }  # fmt: skip
 

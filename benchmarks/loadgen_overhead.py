@@ -52,8 +52,8 @@ import numpy as np
 import pandas as pd
 
 from loadgen.run import LoadOptions, run_load
-from loadgen.rundir import RunDir
 from loadgen.target import Target
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from workloads.plan import Plan, Prompt, RequestSpec
 
@@ -251,7 +251,7 @@ import asyncio, sys, tempfile
 from runtime.clock import RunClock
 from loadgen.detect import detect_target
 from loadgen.run import run_load
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 from workloads.plan import Plan, Prompt, RequestSpec
 
 async def main():

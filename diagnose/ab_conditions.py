@@ -39,13 +39,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from probes.latency import (
     CPU_SATURATION_SHARE,
     DISPATCH_LAG_LIMIT_S,
     completed_mask,
     measured,
 )
+from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -114,7 +115,7 @@ class TrialFacts:
         run = RunDir(run_dir)
         status = run.read_json(RUN_JSON).get("status", "unknown")
         summary = run.read_json(SUMMARY_JSON) if run.has(SUMMARY_JSON) else {}
-        requests = measured(run.read_table("requests"))
+        requests = measured(run.read_table(REQUESTS_TABLE))
         done = requests[completed_mask(requests)]
         counts = summary.get("requests", {})
         client = summary.get("client", {})

@@ -43,11 +43,11 @@ from diagnose.inputs import load_run_view
 from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
 from diagnose.ranking import NONE, Primary, ranked
 from loadgen.records import ErrorKind
-from loadgen.rundir import RunDir
 from probes.latency import error_counts, request_latencies, token_gaps
+from runfmt.names import DIAGNOSIS_JSON
+from runfmt.rundir import RunDir
 from runtime.signals import STOP_REASON_PREFIX
 
-DIAGNOSIS_JSON = "diagnosis.json"
 #: Errors that mean the server failed (not the client, not a bad request), and how to say it.
 HARD_ERRORS = {
     ErrorKind.CONNECT: "connections refused or failed",

@@ -46,7 +46,6 @@ from diagnose.metrics import (
     metric_spec,
 )
 from diagnose.stats import Comparison, Sample, compare_stats
-from loadgen.rundir import RUN_JSON, RunDir
 from probes.latency import (
     TokenGaps,
     completed_mask,
@@ -56,6 +55,8 @@ from probes.latency import (
     throughput_bins,
     token_gaps,
 )
+from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 #: Workload spec keys that may differ between comparable runs.
@@ -132,7 +133,7 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
         ) from None
     if not run.has(RUN_JSON):
         raise InputError(argument, f"{path} has no {RUN_JSON}", "pass a bench --out folder")
-    requests = measured(run.read_table("requests"))
+    requests = measured(run.read_table(REQUESTS_TABLE))
     if requests.empty:
         raise InputError(argument, f"{path} has no measured requests", "compare finished runs")
     ok = completed_mask(requests)
@@ -148,7 +149,7 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
         path=Path(path),
         run_json=run.read_json(RUN_JSON),
         latencies=latencies,
-        gaps=token_gaps(run.read_table("chunks"), latencies["id"]),
+        gaps=token_gaps(run.read_table(CHUNKS_TABLE), latencies["id"]),
         throughput=throughput_bins(requests, window, throughput_slices(int(ok.sum()))),
         requests=len(requests),
     )

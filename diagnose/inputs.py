@@ -17,16 +17,19 @@ import pandas as pd
 
 from diagnose.raw_metrics import RawMetrics
 from loadgen.records import ChunkEvent, RequestRecord
-from loadgen.rundir import RUN_JSON, RunDir
-from probes.gpu import GPU_TABLE
 from probes.latency import completed_mask, measured
 from probes.normalise import ServerSeries
-from probes.scraper import SERVER_METRICS_TABLE
 from probes.timeline import server_series
+from runfmt.names import (
+    CHUNKS_TABLE,
+    CLIENT_TABLE,
+    GPU_TABLE,
+    REQUESTS_TABLE,
+    RUN_JSON,
+    SERVER_METRICS_TABLE,
+)
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
-
-#: The client-health table bench writes (``loadgen.health``).
-CLIENT_TABLE = "client"
 
 
 @dataclass
@@ -99,13 +102,13 @@ def load_run_view(path: str | Path) -> RunView:
             "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
         )
     info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
-    requests = _with_columns(run.read_table("requests"), RequestRecord.columns())
+    requests = _with_columns(run.read_table(REQUESTS_TABLE), RequestRecord.columns())
     return RunView(
         path=run.path,
         info=info,
         requests=measured(requests).reset_index(drop=True),
         every_request=requests,
-        chunks=_with_columns(run.read_table("chunks"), [f.name for f in fields(ChunkEvent)]),
+        chunks=_with_columns(run.read_table(CHUNKS_TABLE), [f.name for f in fields(ChunkEvent)]),
         server=server_series(run),
         raw=RawMetrics(run.read_table(SERVER_METRICS_TABLE)),
         gpu=run.read_table(GPU_TABLE),

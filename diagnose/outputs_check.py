@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.rundir import RunDir
 from probes.latency import completed_mask, measured
 from probes.quantiles import describe
+from runfmt.names import REQUESTS_TABLE
+from runfmt.rundir import RunDir
 
 #: The statuses under which the chunk size did not change what the model says.
 CONSISTENT = ("identical", "within tolerance")
@@ -64,7 +65,7 @@ def read_outputs(run_dir: Path) -> dict[str, Output]:
     """Completed measured requests that returned their token ids, by request id."""
     if not run_dir.exists():
         return {}
-    requests = measured(RunDir(run_dir).read_table("requests"))
+    requests = measured(RunDir(run_dir).read_table(REQUESTS_TABLE))
     if "output_token_ids" not in requests.columns:
         return {}
     requests = requests[completed_mask(requests)]

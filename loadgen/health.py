@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from loadgen.rundir import TableWriter
+from runfmt.rundir import TableWriter
 from runtime.clock import RunClock
 
 DEFAULT_INTERVAL_S = 0.2

@@ -52,9 +52,10 @@ from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
 from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
 from loadgen.records import ErrorKind, RequestRecord
-from loadgen.rundir import RunDir
 from loadgen.sessions import SessionBook
 from loadgen.target import Target
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from runtime.timing import DEFAULT_SPIN_S, Waker, sleep_until
 from workloads.errors import InputError
@@ -207,8 +208,8 @@ class LoadRun:
         self._on_send = _overridden(observer, "on_send")
         self._on_finish = _overridden(observer, "on_finish")
         self._observer = observer
-        self._requests = run_dir.table("requests")
-        self._chunks = run_dir.table("chunks")
+        self._requests = run_dir.table(REQUESTS_TABLE)
+        self._chunks = run_dir.table(CHUNKS_TABLE)
         self._cap = (
             asyncio.Semaphore(self.options.max_concurrency)
             if self.options.max_concurrency
@@ -248,7 +249,7 @@ class LoadRun:
                 waker=self._waker,
             )
             monitor = ClientMonitor(
-                self.clock, self.run_dir.table("client"), self.options.health_interval_s
+                self.clock, self.run_dir.table(CLIENT_TABLE), self.options.health_interval_s
             )
             monitor_task = asyncio.create_task(monitor.run())
             try:

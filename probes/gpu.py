@@ -16,11 +16,11 @@ from typing import Any
 
 import pynvml
 
-from loadgen.rundir import RunDir
 from probes.sampling import PeriodicProbe, ProbeStatus
+from runfmt.names import GPU_TABLE
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 
-GPU_TABLE = "gpu"
 GPU_COLUMNS = (
     "t_s",
     "gpu",

@@ -41,8 +41,9 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
-from loadgen.rundir import RunDir
 from probes.quantiles import describe, finite
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 #: Dispatch lag p99 above which the client, not the server, shaped the run.
@@ -452,5 +453,8 @@ def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str,
     """The summary of a run directory (what ``summary.json`` holds)."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     return summarize_frames(
-        run.read_table("requests"), run.read_table("chunks"), run.read_table("client"), slo
+        run.read_table(REQUESTS_TABLE),
+        run.read_table(CHUNKS_TABLE),
+        run.read_table(CLIENT_TABLE),
+        slo,
     )

@@ -38,11 +38,12 @@ import sys
 import tempfile
 from typing import IO, TYPE_CHECKING, Any
 
-from loadgen.rundir import RunDir
 from probes.exposition import Exposition, Sample
-from probes.gpu import GPU_TABLE, GpuSampler
-from probes.sampling import EVENTS_TABLE, PeriodicProbe, ProbeStatus
-from probes.scraper import DEFAULT_INTERVAL_S, SERVER_METRICS_TABLE, MetricsScraper
+from probes.gpu import GpuSampler
+from probes.sampling import PeriodicProbe, ProbeStatus
+from probes.scraper import DEFAULT_INTERVAL_S, MetricsScraper
+from runfmt.names import EVENTS_TABLE, GPU_TABLE, SERVER_METRICS_TABLE
+from runfmt.rundir import RunDir
 from runtime.child import become_child, read_message, say, stop_process
 from runtime.clock import RunClock
 

@@ -14,11 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.rundir import RunDir, TableWriter
+from runfmt.names import EVENTS_TABLE
+from runfmt.rundir import RunDir, TableWriter
 from runtime.clock import RunClock
-
-#: The journal of probe failures in a run directory.
-EVENTS_TABLE = "probe_events"
 
 
 @dataclass

@@ -22,13 +22,13 @@ import json
 
 import httpx
 
-from loadgen.rundir import RunDir
 from probes.exposition import Exposition, fetch_text, metrics_url, parse_exposition_cooperatively
 from probes.sampling import PeriodicProbe, ProbeStatus
+from runfmt.names import SERVER_METRICS_TABLE
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from workloads.errors import InputError
 
-SERVER_METRICS_TABLE = "server_metrics"
 DEFAULT_INTERVAL_S = 0.5
 
 

@@ -16,11 +16,10 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
-from loadgen.rundir import RUN_JSON, RunDir
-from probes.gpu import GPU_TABLE
 from probes.mapping import Mapping, builtin_mapping, load_mapping
 from probes.normalise import ServerSeries
-from probes.scraper import SERVER_METRICS_TABLE
+from runfmt.names import CHUNKS_TABLE, GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
@@ -107,7 +106,7 @@ class Timeline:
     def from_run(cls, run: RunDir | str, mapping: Mapping | None = None) -> Timeline:
         run = run if isinstance(run, RunDir) else RunDir(run)
         return cls(
-            client_events(run.read_table("requests"), run.read_table("chunks")),
+            client_events(run.read_table(REQUESTS_TABLE), run.read_table(CHUNKS_TABLE)),
             server_series(run, mapping),
             run.read_table(GPU_TABLE),
         )

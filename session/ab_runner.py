@@ -35,7 +35,7 @@ from typing import Any
 
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
-from loadgen.rundir import RUN_JSON
+from runfmt.names import AB_JSON, RUN_JSON
 from runtime import signals
 from runtime.version import package_version
 from session.bench_plan import resolve_workload
@@ -45,7 +45,6 @@ from simengine.settings import EngineSettings
 from workloads.build import build_plan
 from workloads.errors import InputError
 
-AB_JSON = "ab.json"
 #: Exit statuses: a verdict (or no significant difference), a refused verdict; a stopped
 #: A/B exits with ``runtime.signals.stop_exit_code()`` (130 Ctrl-C, 143 SIGTERM).
 EXIT_VERDICT, EXIT_REFUSED = 0, 1

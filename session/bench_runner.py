@@ -39,18 +39,17 @@ from typing import Any
 from loadgen.adapters import RequestParams
 from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
-from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from loadgen.smoke import smoke_test
 from loadgen.target import Target
 from probes.exposition import metrics_url
-from probes.gpu import GPU_TABLE
 from probes.latency import Slo, summarize
 from probes.probe_process import ProbeProcess
 from probes.prometheus_source import PrometheusSource
 from probes.sampling import ProbeStatus
-from probes.scraper import SERVER_METRICS_TABLE
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
+from runfmt.rundir import RunDir
 from runtime import signals
 from runtime.clock import RunClock
 from session.bench_oracle import (
@@ -444,7 +443,7 @@ class _Bench:
         run.close()
         run.write_json(RUN_JSON, info.to_json(result.status, result.reason, ended_wall=ended))
         summary = summarize(run, self.options.slo)
-        requests = run.read_table("requests")
+        requests = run.read_table(REQUESTS_TABLE)
         probe = info.probes["server_metrics"]["status"]
         # off, or failed (nothing scraped, or the user's mapping file unusable): no series
         series = server_series(run) if probe["state"] not in ("off", "failed") else None

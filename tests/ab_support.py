@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from loadgen.rundir import RunDir
 from prefillscope.cli import main
+from runfmt.rundir import RunDir
 
 #: Condition tolerances for schedules of a second or two on a shared 2-core machine,
 #: where other tests' servers compete for the CPU: one send held up by a starved server

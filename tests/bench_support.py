@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from loadgen.rundir import RunDir
 from prefillscope.engine_flags import parse_engine_flags
+from runfmt.rundir import RunDir
 from session.bench_runner import BenchOptions, BenchOutcome, run_bench
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from loadgen.records import ChunkEvent, RequestRecord
-from loadgen.rundir import RunDir
 from probes.exposition import parse_exposition
 from probes.scraper import sample_rows
+from runfmt.rundir import RunDir
 from workloads.build import build_plan
 from workloads.oracle import annotate
 from workloads.spec import load_spec

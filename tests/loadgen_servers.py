@@ -21,8 +21,8 @@ import pandas as pd
 from aiohttp import web
 
 from loadgen.run import LoadOptions, LoadResult, run_load
-from loadgen.rundir import RunDir
 from loadgen.target import Target
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from workloads.plan import Plan, Prompt, RequestSpec
 

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from loadgen.rundir import RunDir
 from probes.latency import summarize_frames
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runfmt.rundir import RunDir
 
 HOSTILE = "<script>alert(1)</script>"
 

@@ -14,7 +14,7 @@ import numpy as np
 from diagnose_runs import write_run
 
 from loadgen.records import ChunkEvent, RequestRecord
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 WORKLOAD = {"name": "system-prompt", "groups": 4, "prefix_tokens": 1024}
 

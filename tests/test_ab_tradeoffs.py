@@ -23,9 +23,9 @@ from rich.console import Console
 from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.ab_metrics import kind_metric
 from loadgen.records import ChunkEvent, RequestRecord
-from loadgen.rundir import RunDir
 from prefillscope.ab_view import render
 from probes.latency import Slo
+from runfmt.rundir import RunDir
 from session.ab_runner import AbOutcome
 
 TRIALS = 3

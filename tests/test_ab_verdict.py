@@ -11,9 +11,9 @@ from diagnose.launcher import LaunchTemplate
 from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
-from loadgen.rundir import RunDir
 from prefillscope.commands.diagnose_ab import parse_chunks
 from probes.latency import Slo
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 MATCHED = check_conditions([], [], 0, Tolerances())

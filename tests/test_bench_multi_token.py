@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from bench_support import bench, histogram_delta
 
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 STEP_S = 0.01
 

@@ -14,8 +14,8 @@ import pytest
 from bench_support import bench, bench_cli, read_json
 from probe_servers import PrometheusServer, free_port
 
-from loadgen.rundir import RunDir
 from perfmodel.config import EngineConfig
+from runfmt.rundir import RunDir
 from simengine.embedded import EmbeddedServer
 
 SMALL = {"num_requests": 12, "rate": 20}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from bench_support import bench_cli
 
-from loadgen.rundir import RunDir
 from prefillscope.cli import main
+from runfmt.rundir import RunDir
 
 REQUESTS = 24
 
@@ -73,7 +73,7 @@ def test_a_damaged_parquet_gives_way_to_its_journal_in_every_reader(
         "compare": ("compare", run, run),
     }
     for name, args in commands.items():
-        monkeypatch.setattr("loadgen.rundir._WARNED", set())
+        monkeypatch.setattr("runfmt.rundir._WARNED", set())
         code, err = cli(monkeypatch, capsys, *args)
         assert code == 0, (name, err)
         assert "Traceback" not in err

@@ -13,8 +13,8 @@ from diagnose_bench import INTERFERENCE, bench
 
 from diagnose.checklist import run_checklist, write_diagnosis
 from diagnose.context import DiagnoseOptions
-from loadgen.rundir import RunDir
 from perfmodel.config import EngineConfig
+from runfmt.rundir import RunDir
 from simengine.embedded import EmbeddedServer
 
 

@@ -10,7 +10,7 @@ from diagnose.evidence import CacheHealth
 from diagnose.inputs import load_run_view
 from diagnose.oracle_replay import replay_oracle
 from diagnose.prefix_health import assess
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 SHARED = {"num_requests": 40, "groups": 4, "prefix_len": 512, "suffix_len": 32, "output_len": 4}
 

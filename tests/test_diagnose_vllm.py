@@ -15,7 +15,7 @@ from report_runs import RunShape, build_run
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
 from diagnose.evidence import Diagnosis, Status
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 
 @pytest.fixture(scope="module")

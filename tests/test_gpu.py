@@ -8,9 +8,9 @@ import asyncio
 import pynvml
 import pytest
 
-from loadgen.rundir import RunDir
 from probes.gpu import GPU_COLUMNS, GPU_TABLE, GpuSampler
 from probes.sampling import EVENTS_TABLE
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 
 

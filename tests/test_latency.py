@@ -11,7 +11,6 @@ import pytest
 from synthetic_runs import synth_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from loadgen.rundir import RunDir
 from probes.latency import (
     Slo,
     parse_slo,
@@ -20,6 +19,7 @@ from probes.latency import (
     token_gaps,
 )
 from probes.quantiles import describe
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 EMPTY = pd.DataFrame()

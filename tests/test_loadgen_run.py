@@ -24,10 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver, LoadOptions, LoadRun
-from loadgen.rundir import RunDir
 from loadgen.target import Target
 from perfmodel.config import EngineConfig
 from probes.latency import token_gaps
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from simengine.embedded import EmbeddedServer
 from workloads.plan import Plan

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 
 def _write(run: RunDir) -> None:

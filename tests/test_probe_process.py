@@ -19,13 +19,13 @@ from typing import Any, TypeVar
 
 from probe_servers import ReplayServer
 
-from loadgen.rundir import RunDir
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.normalise import ServerSeries
 from probes.probe_process import CHILD_TABLES, ProbeProcess
 from probes.sampling import EVENTS_TABLE
 from probes.scraper import SERVER_METRICS_TABLE
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 
 T = TypeVar("T")
@@ -212,7 +212,7 @@ def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import asyncio, sys\n"
         "from runtime.clock import RunClock\n"
-        "from loadgen.rundir import RunDir\n"
+        "from runfmt.rundir import RunDir\n"
         "from probes.probe_process import ProbeProcess\n"
         "async def main():\n"
         "    probes = ProbeProcess(RunDir(sys.argv[1]), RunClock(), gpu_mode='auto')\n"

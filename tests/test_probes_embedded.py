@@ -12,12 +12,12 @@ import asyncio
 import httpx
 from probe_servers import stream_completion
 
-from loadgen.rundir import RunDir
 from perfmodel.config import EngineConfig
 from probes.canonical import Provenance
 from probes.normalise import ServerSeries
 from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
 from probes.server_summary import server_summary
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from simengine.embedded import EmbeddedServer
 

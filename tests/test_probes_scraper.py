@@ -8,10 +8,10 @@ from pathlib import Path
 
 from probe_servers import ReplayServer, free_port
 
-from loadgen.rundir import RunDir
 from probes.normalise import ServerSeries
 from probes.sampling import EVENTS_TABLE
 from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
+from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from loadgen.rundir import RUN_JSON, RunDir
 from probes.exposition import parse_exposition
 from probes.gpu import GPU_TABLE
 from probes.normalise import ServerSeries
 from probes.scraper import SERVER_METRICS_TABLE, sample_rows
 from probes.server_summary import server_summary
 from probes.timeline import Timeline, client_events, server_series
+from runfmt.names import RUN_JSON
+from runfmt.rundir import RunDir
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from report_runs import HOSTILE, RunShape, build_large_run, build_run
 
-from loadgen.rundir import RunDir
 from prefillscope.report.data import UNSPLIT_LAYER, load_report_data
 from prefillscope.report.html import render_html
 from prefillscope.report.svg import MAX_POINTS
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 SVG_NS = "{http://www.w3.org/2000/svg}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from loadgen.rundir import RunDir
+from runfmt.rundir import RunDir
 
 
 def test_rows_survive_without_close_and_compact_on_close(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ from bench_support import bench, read_json
 from diagnose_runs import scrape_rows, write_run
 
 from loadgen.records import ChunkEvent, RequestRecord
-from loadgen.rundir import RunDir
 from prefillscope.report.content import latency_table
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runfmt.rundir import RunDir
 
 BOUNDS = ("1.0", "2.5", "5.0", "10.0", "20.0", "+Inf")
 

@@ -15,14 +15,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from probes.canonical import POOL_BUCKETS, Provenance
 from probes.latency import TokenGaps, completed_mask, measured, summarize_frames, token_gaps
-from probes.scraper import SERVER_METRICS_TABLE
 from probes.timeline import server_series
+from runfmt.names import (
+    CHUNKS_TABLE,
+    CLIENT_TABLE,
+    DIAGNOSIS_JSON,
+    REQUESTS_TABLE,
+    RUN_JSON,
+    SERVER_METRICS_TABLE,
+    SUMMARY_JSON,
+)
+from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
-DIAGNOSIS_JSON = "diagnosis.json"
 FIX_RUN_DIR = "pass the folder a `prefillscope bench --out DIR` run wrote"
 
 #: A prompt this many times the run's median length counts as a long-prompt arrival.
@@ -96,10 +103,10 @@ def load_report_data(path: str | Path) -> ReportData:
         raise InputError("RUN_DIR", f"{path} holds no run.json or requests table", FIX_RUN_DIR)
     notes: list[str] = []
     run = _read_json(run_dir, RUN_JSON, notes)
-    raw_requests, chunks = run_dir.read_table("requests"), run_dir.read_table("chunks")
+    raw_requests, chunks = run_dir.read_table(REQUESTS_TABLE), run_dir.read_table(CHUNKS_TABLE)
     summary = _read_json(run_dir, SUMMARY_JSON, notes)
     if summary is None and not raw_requests.empty:
-        summary = summarize_frames(raw_requests, chunks, run_dir.read_table("client"))
+        summary = summarize_frames(raw_requests, chunks, run_dir.read_table(CLIENT_TABLE))
         notes.append("summary.json is absent: the summary was recomputed from the tables")
     requests = report_requests(raw_requests)
     done = requests.loc[requests["ok"], "id"] if len(requests) else pd.Series([], dtype=object)

@@ -31,9 +31,6 @@ from workloads.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-RUN_JSON = "run.json"
-SUMMARY_JSON = "summary.json"
-
 
 def _clean(value: Any) -> Any:
     """JSON has no NaN/inf: write them as null so every journal line parses."""
