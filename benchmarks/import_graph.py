@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "workloads": frozenset(),
     "runtime": frozenset(),
     "perfmodel": frozenset({"workloads"}),
-    "runfmt": frozenset({"workloads"}),
+    "runfmt": frozenset({"workloads", "runtime"}),
     "loadgen": frozenset({"workloads", "runtime", "runfmt"}),
     "probes": frozenset({"workloads", "runtime", "runfmt", "loadgen"}),
     "simengine": frozenset({"workloads", "runtime", "perfmodel"}),

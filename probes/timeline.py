@@ -20,6 +20,7 @@ from probes.mapping import Mapping, builtin_mapping, load_mapping
 from probes.normalise import ServerSeries
 from runfmt.names import CHUNKS_TABLE, GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir
+from runfmt.runinfo import read_run_info
 from workloads.errors import InputError
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
@@ -77,7 +78,7 @@ def run_mapping(run: RunDir) -> Mapping | None:
     (``probes.server_metrics.mapping_file`` or ``.flavour``); None → detect from data."""
     if not run.has(RUN_JSON):
         return None
-    settings = run.read_json(RUN_JSON).get("probes", {}).get("server_metrics", {}) or {}
+    settings = read_run_info(run).probes.get("server_metrics") or {}
     if settings.get("mapping_file"):
         return load_mapping(settings["mapping_file"])
     flavour = settings.get("flavour")

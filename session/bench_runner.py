@@ -50,6 +50,7 @@ from probes.server_summary import server_summary
 from probes.timeline import server_series
 from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
 from runfmt.rundir import RunDir
+from runfmt.runinfo import RunInfo
 from runtime import signals
 from runtime.clock import RunClock
 from session.bench_oracle import (
@@ -68,7 +69,7 @@ from session.bench_plan import (
     vocab_from_tokenizer,
 )
 from session.live_stats import Display, LiveStats
-from session.runinfo import RunInfo, redact_command
+from session.runinfo import redact_command
 from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -281,7 +282,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
         run = make_run_dir(options.out or default_out(spec.name))
         clock = RunClock()
         info = run_info(options, spec, plan, target, clock, deadline_s, engine)
-        run.write_json(RUN_JSON, info.to_json("running"))
+        run.write_json(RUN_JSON, info.to_json())
         bench = _Bench(options, plan, target, engine, run, clock, info, deadline_s, prometheus)
         bench.text_tokens = full_text_tokens(target.api, text_tokenizer)
         return await bench.measure(display)
@@ -375,7 +376,7 @@ class _Bench:
             )
             self.info.oracle = shape.to_dict()
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
-            run.write_json(RUN_JSON, self.info.to_json("running"))
+            run.write_json(RUN_JSON, self.info.to_json())
             observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
             load = LoadRun(
                 self.plan,
@@ -441,7 +442,7 @@ class _Bench:
         info.result = result.to_json()
         ended = time.time()
         run.close()
-        run.write_json(RUN_JSON, info.to_json(result.status, result.reason, ended_wall=ended))
+        run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         summary = summarize(run, self.options.slo)
         requests = run.read_table(REQUESTS_TABLE)
         probe = info.probes["server_metrics"]["status"]
@@ -454,7 +455,7 @@ class _Bench:
             info.probes["prometheus"]["status"] = self.prometheus.status.to_dict()
             key = "server_prometheus" if summary["server"].get("available") else "server"
             summary[key] = section
-            run.write_json(RUN_JSON, info.to_json(result.status, result.reason, ended_wall=ended))
+            run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         run.write_json(SUMMARY_JSON, summary)
         return summary
 

@@ -1,0 +1,139 @@
+"""``run.json``: what a bench run was, typed, with its format version.
+
+Written first with ``status: running`` before anything is sent, so that a run killed
+outright still says what it was; rewritten at the end with its status (``complete``,
+``interrupted``, ``failed``), the reason and the load generator's account. ``compare``
+requires ``workload`` (the spec, seed included) and ``probes.server_metrics`` tells the
+timeline which mapping read the scrapes.
+
+Format versions: 1 is every ``run.json`` written before the key ``format_version``
+existed; 2 adds that key and nothing else. ``RunInfo.from_json`` reads both, and refuses
+a version newer than this one with one line saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from runfmt.names import RUN_JSON
+from runfmt.rundir import RunDir
+from runtime.version import package_version
+from workloads.errors import InputError
+
+#: The ``format_version`` this version writes.
+RUN_FORMAT_VERSION = 2
+#: The version of a ``run.json`` without the key.
+FIRST_FORMAT_VERSION = 1
+TOOL = "prefillscope"
+
+
+def iso(wall: float) -> str:
+    """A Unix time as UTC ISO 8601 to the millisecond."""
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class RunInfo:
+    """The pieces of ``run.json``, filled in as the run goes."""
+
+    command: list[str]
+    #: Unix time of the run clock's zero (None only in a partial ``run.json`` read back).
+    wall_t0: float | None
+    target: dict[str, Any]
+    workload: dict[str, Any]
+    plan: dict[str, Any]
+    load: dict[str, Any]
+    oracle: dict[str, Any]
+    slo: dict[str, Any] | None = None
+    probes: dict[str, Any] = field(default_factory=dict)
+    cache_protocol: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    status: str = "running"
+    reason: str | None = None
+    #: Once the run is over: when it ended (ISO) and how long it took from ``wall_t0``.
+    ended_at: str | None = None
+    duration_s: float | None = None
+    tool_version: str = field(default_factory=package_version)
+    format_version: int = RUN_FORMAT_VERSION
+
+    def finished(self, status: str, reason: str | None, ended_wall: float) -> RunInfo:
+        """This run, over at ``ended_wall`` (Unix time) with ``status`` and ``reason``."""
+        started = ended_wall if self.wall_t0 is None else self.wall_t0
+        return replace(
+            self,
+            status=status,
+            reason=reason,
+            ended_at=iso(ended_wall),
+            duration_s=ended_wall - started,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``run.json`` document."""
+        clock: dict[str, Any] = {}
+        if self.wall_t0 is not None:
+            clock = {"wall_t0": self.wall_t0, "started_at": iso(self.wall_t0)}
+        doc: dict[str, Any] = {
+            "format_version": self.format_version,
+            "tool": TOOL,
+            "tool_version": self.tool_version,
+            "command": self.command,
+            "status": self.status,
+            "reason": self.reason,
+            "clock": clock,
+            "target": self.target,
+            "workload": self.workload,
+            "seed": self.workload.get("seed"),
+            "plan": self.plan,
+            "load": self.load,
+            "oracle": self.oracle,
+            "slo": self.slo,
+            "probes": self.probes,
+            "cache_protocol": self.cache_protocol,
+            "result": self.result,
+        }
+        if self.ended_at is not None:
+            clock["ended_at"] = self.ended_at
+            doc["duration_s"] = self.duration_s
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], source: str = RUN_JSON) -> RunInfo:
+        """A ``run.json`` document of any version this one reads; ``InputError`` naming
+        ``source`` for a newer version. A partial document (a run killed before its first
+        write was complete, a hand-made one) reads with what it has."""
+        version = doc.get("format_version", FIRST_FORMAT_VERSION)
+        if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
+            raise InputError(
+                source,
+                f"has format_version {version!r}; this prefillscope reads up to "
+                f"{RUN_FORMAT_VERSION}",
+                "read it with the prefillscope version that wrote it, or upgrade",
+            )
+        clock = doc.get("clock") if isinstance(doc.get("clock"), dict) else {}
+        wall_t0 = clock.get("wall_t0")
+        return cls(
+            command=list(doc.get("command") or []),
+            wall_t0=None if wall_t0 is None else float(wall_t0),
+            target=doc.get("target") or {},
+            workload=doc.get("workload") or {},
+            plan=doc.get("plan") or {},
+            load=doc.get("load") or {},
+            oracle=doc.get("oracle") or {},
+            slo=doc.get("slo"),
+            probes=doc.get("probes") or {},
+            cache_protocol=doc.get("cache_protocol") or {},
+            result=doc.get("result"),
+            status=str(doc.get("status") or "unknown"),
+            reason=doc.get("reason"),
+            ended_at=clock.get("ended_at"),
+            duration_s=doc.get("duration_s"),
+            tool_version=str(doc.get("tool_version") or "unknown"),
+            format_version=RUN_FORMAT_VERSION,  # read as, and written again as, this version
+        )
+
+
+def read_run_info(run: RunDir) -> RunInfo:
+    """The run's ``run.json``, typed (``InputError`` when it is missing or unreadable)."""
+    return RunInfo.from_json(run.read_json(RUN_JSON), str(run.path / RUN_JSON))

@@ -1,0 +1,89 @@
+"""The run format (``runfmt``) against a run directory written before it existed.
+
+``tests/fixtures/golden_v1`` holds a bench run (``bench --workload system-prompt
+--num-requests 24 --rate 8 --gpu off``, then ``diagnose``) and the ``ab.json`` of a small
+``diagnose ab``, both written by the version before ``format_version`` existed: version 1.
+The big journals that have a parquet twin were left out to keep the fixture small.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.latency import summarize
+from probes.timeline import run_mapping
+from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.rundir import RunDir
+from runfmt.runinfo import RUN_FORMAT_VERSION, RunInfo, read_run_info
+from workloads.errors import InputError
+
+CLI = Path(sys.executable).with_name("prefillscope")
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden_v1"
+
+
+@pytest.fixture
+def golden_run(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(GOLDEN / "run", tmp_path / "run"))
+
+
+def test_a_version_1_run_json_reads_and_writes_back_the_same_with_its_version() -> None:
+    doc = json.loads((GOLDEN / "run" / RUN_JSON).read_text())
+    assert "format_version" not in doc
+    info = RunInfo.from_json(doc)
+    assert info.status == "complete" and info.workload["workload"] == "system-prompt"
+    assert info.probes["server_metrics"]["flavour"] == "embedded"
+    assert info.to_json() == {**doc, "format_version": RUN_FORMAT_VERSION}
+
+
+def test_a_written_run_json_reads_back_equal() -> None:
+    info = RunInfo(
+        command=["prefillscope", "bench"],
+        wall_t0=1_700_000_000.25,
+        target={"url": "http://127.0.0.1:1"},
+        workload={"workload": "chat", "seed": 7},
+        plan={"requests": 3},
+        load={},
+        oracle={},
+    )
+    for state in (info, info.finished("interrupted", "SIGINT", 1_700_000_012.5)):
+        doc = json.loads(json.dumps(state.to_json()))
+        assert doc["format_version"] == RUN_FORMAT_VERSION and doc["seed"] == 7
+        assert RunInfo.from_json(doc) == state
+    assert info.finished("complete", None, 1_700_000_012.5).to_json()["duration_s"] == 12.25
+
+
+def test_a_newer_format_is_refused_naming_the_file(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, create=True)
+    run.write_json(RUN_JSON, {"format_version": RUN_FORMAT_VERSION + 1, "status": "complete"})
+    with pytest.raises(InputError) as caught:
+        read_run_info(run)
+    assert caught.value.field.endswith(RUN_JSON)
+    assert f"format_version {RUN_FORMAT_VERSION + 1}" in caught.value.problem
+
+
+def test_the_golden_tables_read_to_the_summary_it_was_written_with(golden_run: Path) -> None:
+    run = RunDir(golden_run)
+    written = run.read_json(SUMMARY_JSON)
+    assert len(run.read_table(REQUESTS_TABLE)) == written["requests"]["total"] == 24
+    assert not run.read_table(CHUNKS_TABLE).empty  # its parquet only: the journal left out
+    again = summarize(run, None)
+    for key in ("requests", "ttft_s", "itl_s", "e2e_s", "throughput"):
+        assert again[key] == written[key], key
+    assert run_mapping(run) is not None  # the flavour run.json recorded
+
+
+def test_the_golden_run_diagnoses_and_reports(golden_run: Path) -> None:
+    kept = json.loads((golden_run / "diagnosis.json").read_text())
+    (golden_run / "diagnosis.json").unlink()
+    for command in ("diagnose", "report"):
+        done = subprocess.run([CLI, command, str(golden_run)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    again = json.loads((golden_run / "diagnosis.json").read_text())
+    ids = [h["id"] for h in again["hypotheses"]]
+    assert ids[: len(kept["hypotheses"])] == [h["id"] for h in kept["hypotheses"]]
