@@ -33,6 +33,7 @@ from workloads.limits import (
     MAX_PLAN_REQUESTS,
     MAX_POOL_BLOCKS,
     MAX_SECONDS,
+    MAX_TOKENS,
     MAX_VOCAB_SIZE,
     PLAN_REASON,
     Bound,
@@ -64,6 +65,9 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "warmup": Bound(0, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
     "metrics_interval": Bound(0, 3600, above=True, why="a scrape at least every hour"),
     "vocab_size": Bound(2, MAX_VOCAB_SIZE, whole=True, why="token ids are 32-bit"),
+    "random_input_len": Bound(1, MAX_TOKENS, whole=True),
+    "random_output_len": Bound(1, MAX_TOKENS, whole=True),
+    "random_range_ratio": Bound(0, 1),
 }
 
 
@@ -72,8 +76,31 @@ class BenchFlags:
     """What a user says about the traffic, the target's API and the probes of one run."""
 
     workload: Annotated[
-        str, typer.Option(help=f"Workload: {known_workloads()}.", show_default=False)
-    ]
+        str | None,
+        typer.Option(
+            help=f"What to send: {known_workloads()} (or use --dataset).", show_default=False
+        ),
+    ] = None
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="Prompts from a dataset: random, sharegpt:FILE or jsonl:FILE."),
+    ] = None
+    dataset_name: Annotated[
+        str | None, typer.Option(help="vLLM's form of --dataset: random, sharegpt or jsonl.")
+    ] = None
+    dataset_path: Annotated[
+        str | None, typer.Option(help="The file of --dataset-name (as vLLM).")
+    ] = None
+    random_input_len: Annotated[
+        int | None, typer.Option(help="Random dataset: prompt tokens (as vLLM).")
+    ] = None
+    random_output_len: Annotated[
+        int | None, typer.Option(help="Random dataset: output tokens (as vLLM).")
+    ] = None
+    random_range_ratio: Annotated[
+        float | None,
+        typer.Option(help="Random dataset: lengths vary ± this share (as vLLM)."),
+    ] = None
     backend: Annotated[str, typer.Option(help="auto, vllm, sglang, llamacpp or openai.")] = "auto"
     api: Annotated[str | None, typer.Option(help="completions, chat, sglang or llamacpp.")] = None
     model: Annotated[str | None, typer.Option(help="Model name (default: the server's).")] = None
@@ -84,9 +111,14 @@ class BenchFlags:
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
     ] = None
-    num_requests: Annotated[int | None, typer.Option(help="Requests to send.")] = None
+    num_requests: Annotated[
+        int | None, typer.Option("--num-requests", "--num-prompts", help="Requests to send.")
+    ] = None
     duration: Annotated[float | None, typer.Option(help="Seconds to send for.")] = None
-    rate: Annotated[float | None, typer.Option(help="Open-loop request rate (req/s).")] = None
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", "--request-rate", help="Requests per second (inf: all at once)."),
+    ] = None
     arrival: Annotated[
         str | None, typer.Option(help="poisson, gamma, constant, ramp or trace.")
     ] = None
@@ -100,9 +132,21 @@ class BenchFlags:
         int | None, typer.Option(help="Closed loop: N users, each sending when answered.")
     ] = None
     seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None
-    slo: Annotated[str | None, typer.Option(help="SLOs for goodput, e.g. ttft=0.5,itl=50ms.")] = (
-        None
-    )
+    slo: Annotated[
+        str | None,
+        typer.Option(help="Latency targets for goodput, e.g. ttft=500,itl=50 (ms unless 0.5s)."),
+    ] = None
+    goodput: Annotated[
+        list[str] | None,
+        typer.Option(help="vLLM's form of --slo: ttft:500 tpot:50 (ms; repeatable)."),
+    ] = None
+    percentile_metrics: Annotated[
+        str | None,
+        typer.Option(help="Latencies in the summary, e.g. ttft,tpot,itl,e2el (as vLLM)."),
+    ] = None
+    metric_percentiles: Annotated[
+        str | None, typer.Option(help="Percentiles in the summary, e.g. 50,90,99 (as vLLM).")
+    ] = None
     block_size: Annotated[
         int | None, typer.Option(help="Oracle block size (default: the server's).")
     ] = None
@@ -127,7 +171,13 @@ class BenchFlags:
     prometheus: Annotated[
         str | None, typer.Option(help="Read the server's series from this Prometheus too.")
     ] = None
-    gpu: Annotated[str, typer.Option(help="auto (NVML when present) or off.")] = "auto"
+    gpu_telemetry: Annotated[
+        str, typer.Option(help="Sample the GPUs with NVML: auto (when present) or off.")
+    ] = "auto"
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="GPU preset the embedded engine models (as serve --gpu)."),
+    ] = None
     engine: Annotated[
         list[str] | None,
         typer.Option(help="Embedded engine KEY=VALUE, e.g. max_num_batched_tokens=4096."),
@@ -151,12 +201,20 @@ class BenchFlags:
         for name, bound in FLAG_BOUNDS.items():
             bound.check("--" + name.replace("_", "-"), getattr(self, name))
 
+    def workload_name(self) -> str:
+        """The workload to build: ``--workload``; else what ``--dataset`` (or vLLM's
+        ``--dataset-name``/``--dataset-path``) names; else vLLM's random lengths."""
+        from prefillscope.bench_vocab import workload_name
+
+        return workload_name(self)
+
     def overrides(self) -> dict[str, object]:
         """``load_spec`` overrides from ``--set`` and the common flags (flags win).
 
         ``--burstiness`` is vLLM's gamma shape (1: Poisson, below 1: burstier); given alone
         it implies ``--arrival gamma``, as in ``vllm bench serve``.
         """
+        from prefillscope.bench_vocab import dataset_overrides
         from workloads.spec import parse_assignments
 
         overrides: dict[str, object] = dict(parse_assignments(self.set_ or []))
@@ -170,6 +228,7 @@ class BenchFlags:
             "seed": self.seed,
         }
         overrides.update({k: v for k, v in given.items() if v is not None})
+        overrides.update(dataset_overrides(self))
         if self.burstiness is not None and self.arrival is None and "arrival" not in overrides:
             overrides["arrival"] = "gamma"
         return overrides
@@ -178,16 +237,16 @@ class BenchFlags:
         self, *, endpoint: str | None, out: Path | None, command: list[str]
     ) -> BenchOptions:
         """The validated ``BenchOptions`` of one run against ``endpoint`` (embedded if None)."""
-        from probes.latency import parse_slo
+        from prefillscope.bench_vocab import engine_flags, gpu_telemetry, run_slo
         from session.bench_runner import BenchOptions
 
         self.validate()
-        if self.gpu not in ("auto", "off"):
-            raise InputError("--gpu", f"unknown mode {self.gpu!r}", "use auto or off")
-        if self.engine and endpoint:
+        telemetry = gpu_telemetry(self)
+        engine = engine_flags(self, endpoint)
+        if engine and endpoint:
             raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
         return BenchOptions(
-            workload=self.workload,
+            workload=self.workload_name(),
             overrides=self.overrides(),
             endpoint=endpoint,
             backend=self.backend,
@@ -196,9 +255,9 @@ class BenchFlags:
             api_key=self.api_key or api_key_from_env(),
             vocab_size=self.vocab_size,
             tokenizer=self.tokenizer,
-            engine=parse_engine_flags(self.engine) if self.engine else None,
+            engine=parse_engine_flags(engine) if engine else None,
             out=out,
-            slo=parse_slo(self.slo) if self.slo else None,
+            slo=run_slo(self),
             max_concurrency=self.max_concurrency,
             timeout_s=self.timeout,
             cache_protocol=self.cache_protocol,
@@ -207,7 +266,7 @@ class BenchFlags:
             server_metrics=not self.no_server_metrics,
             mapping_file=self.mapping,
             prometheus=self.prometheus,
-            gpu=self.gpu,
+            gpu=telemetry,
             block_size=self.block_size,
             num_gpu_blocks=self.num_gpu_blocks,
             allow_overlong=self.allow_overlong,

@@ -62,7 +62,7 @@ class GpuSampler(PeriodicProbe):
     def available(self) -> bool:
         """Initialise NVML and find the GPUs; False (status says why) when it cannot."""
         if self.mode == "off":
-            self.status.off("--gpu off")
+            self.status.off("--gpu-telemetry off")
             return False
         try:
             pynvml.nvmlInit()

@@ -260,16 +260,16 @@ class Slo:
 
 
 _SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
-_SLO_FIX = "write e.g. --slo ttft=0.5,itl=50ms,e2e=10 (seconds, or a number with ms/s)"
+_SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s)"
 
 
 def _parse_seconds(key: str, text: str) -> float:
     raw = text.strip().lower()
-    scale = 1.0
+    scale = 1e-3  # a bare number is milliseconds, as in vLLM's --goodput
     if raw.endswith("ms"):
-        raw, scale = raw[:-2], 1e-3
+        raw = raw[:-2]
     elif raw.endswith("s"):
-        raw = raw[:-1]
+        raw, scale = raw[:-1], 1.0
     try:
         value = float(raw) * scale
     except ValueError:
@@ -280,15 +280,19 @@ def _parse_seconds(key: str, text: str) -> float:
 
 
 def parse_slo(text: str) -> Slo:
-    """Parse ``ttft=0.5,itl=0.05,tpot=…,e2e=…`` (seconds, or ``50ms``) into an ``Slo``."""
+    """Parse ``ttft=500,itl=50,tpot=…,e2e=…`` into an ``Slo``.
+
+    A bare number is milliseconds, as in vLLM's ``--goodput``; ``0.5s`` or ``500ms`` say
+    their unit. vLLM's own form, ``ttft:500 tpot:50`` (space-separated, ``:``), is read
+    the same way."""
     values: dict[str, float] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
+    for part in text.replace(",", " ").split():
+        key, sep, value = part.partition("=") if "=" in part else part.partition(":")
         key = key.strip().lower()
         if not sep or key not in _SLO_KEYS:
             raise InputError(
                 "--slo",
-                f"{part.strip()!r} is not KEY=SECONDS with KEY one of {', '.join(_SLO_KEYS)}",
+                f"{part.strip()!r} is not KEY=MILLISECONDS with KEY one of {', '.join(_SLO_KEYS)}",
                 _SLO_FIX,
             )
         if _SLO_KEYS[key] in values:

@@ -239,7 +239,7 @@ def probe_settings(
         "gpu": {
             "mode": options.gpu,
             "interval_s": options.metrics_interval_s,
-            "status": probe_status(probes, GPU_TABLE, "--gpu off"),
+            "status": probe_status(probes, GPU_TABLE, "--gpu-telemetry off"),
         },
         "prometheus": (
             {"url": prometheus.url, "status": prometheus.status.to_dict()}

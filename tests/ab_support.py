@@ -35,7 +35,7 @@ TIMING_TOLERANCES = [
 INTERFERENCE = [
     "--workload", "interference", "--num-requests", "3", "--rate", "2", "--seed", "3",
     "--set", "concurrency=4", "--set", "stream_requests=1", "--set", "stream_output_len=200",
-    "--set", "long_prompt_len=8192", "--gpu", "off", "--metrics-interval", "0.1",
+    "--set", "long_prompt_len=8192", "--gpu-telemetry", "off", "--metrics-interval", "0.1",
     "--resamples", "1000", *TIMING_TOLERANCES,
 ]  # fmt: skip
 #: The prefillscope executable of this environment (for launch templates).

@@ -162,7 +162,7 @@ def test_restart_per_trial_gives_every_trial_a_fresh_server(tmp_path: Path):
     workload = [
         "--workload", "shared-prefix", "--num-requests", "6", "--rate", "20", "--seed", "1",
         "--set", "output_len=4", "--set", "prefix_len=64", "--set", "suffix_len=32",
-        "--vocab-size", "32000", "--gpu", "off", "--resamples", "200", *TIMING_TOLERANCES,
+        "--vocab-size", "32000", "--gpu-telemetry", "off", "--resamples", "200", *TIMING_TOLERANCES,
     ]  # fmt: skip
     code, doc = ab_json(
         "--chunks", "512,1024", "--launch", launch, *workload, "--restart-per-trial",

@@ -28,7 +28,7 @@ LAUNCH = f"env PORT={{port}} MAX_BATCHED={{chunk}} EAGER=1 bash {TARGETS / 'vllm
 WORKLOAD = [
     "--workload", "interference", "--num-requests", "6", "--rate", "2", "--seed", "3",
     "--set", "concurrency=4", "--set", "stream_requests=1", "--set", "stream_output_len=300",
-    "--set", "long_prompt_len=3000", "--vocab-size", "8192", "--gpu", "off",
+    "--set", "long_prompt_len=3000", "--vocab-size", "8192", "--gpu-telemetry", "off",
     "--metrics-interval", "0.25",
 ]  # fmt: skip
 

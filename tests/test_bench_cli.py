@@ -21,7 +21,7 @@ from perfmodel.config import EngineConfig
 from prefillscope.cli import main
 from simengine.embedded import EmbeddedServer
 
-FAST = ("--engine", "fixed_step_s=0.002", "--gpu", "off")
+FAST = ("--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off")
 SECRET = "sk-test-0123456789-SECRET"
 
 
@@ -129,7 +129,7 @@ def test_the_api_key_never_reaches_the_run_or_the_screen(
     env = {**os.environ, "PREFILLSCOPE_API_KEY": SECRET} if how == "env" else None
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "6", "--rate", "20",
-        "--endpoint", engine.url, "--vocab-size", "32000", *key, "--gpu", "off",
+        "--endpoint", engine.url, "--vocab-size", "32000", *key, "--gpu-telemetry", "off",
         "--out", str(run), env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -145,7 +145,7 @@ def test_the_api_key_never_reaches_the_run_or_the_screen(
 def test_the_run_directory(tmp_path: Path) -> None:
     done = bench_cli(
         "--workload", "few-shot", "--num-requests", "12", "--rate", "20", "--seed", "7",
-        "--slo", "ttft=0.5,itl=50ms", *FAST, cwd=tmp_path,
+        "--slo", "ttft=500,itl=50ms", *FAST, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (run,) = (tmp_path / "runs").iterdir()  # runs/<UTC timestamp>-<workload>

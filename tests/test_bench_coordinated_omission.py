@@ -25,7 +25,7 @@ def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
         "--num-requests", "40", "--rate", "40", "--arrival", "constant",
         "--max-concurrency", "1",
         "--engine", "fixed_step_s=0.005",
-        "--gpu", "off", "--out", str(run),
+        "--gpu-telemetry", "off", "--out", str(run),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     requests = requests_table(run).sort_values("intended_s")

@@ -66,7 +66,9 @@ def _check_interrupted(run: Path, stderr: str, why: str) -> None:
 
 def _interrupted(run: Path, stop: Callable[[subprocess.Popen[str]], None], *args: str):
     """Start a long bench, ``stop`` it once ten requests finished; (exit status, stderr)."""
-    bench = bench_process(*WORKLOAD, "--rate", "25", "--gpu", "off", "--out", str(run), *args)
+    bench = bench_process(
+        *WORKLOAD, "--rate", "25", "--gpu-telemetry", "off", "--out", str(run), *args
+    )
     wait_for_rows(run / "requests.jsonl", 10)
     stop(bench)
     _, stderr = bench.communicate(timeout=60)

@@ -83,7 +83,7 @@ def test_server_section_from_prometheus(tmp_path: Path, engine: EmbeddedServer) 
         done = bench_cli(
             "--workload", "system-prompt", "--num-requests", "40", "--rate", "10",
             "--endpoint", engine.url, "--vocab-size", "32000", "--no-server-metrics",
-            "--prometheus", prom.url, "--gpu", "off", "--json", "--out", str(run),
+            "--prometheus", prom.url, "--gpu-telemetry", "off", "--json", "--out", str(run),
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     info = read_json(run, "run.json")
@@ -123,7 +123,7 @@ def test_a_user_mapping_file_reads_the_server(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "12", "--rate", "20",
-        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--mapping", str(own),
+        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--mapping", str(own),
         "--out", str(run), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -146,7 +146,7 @@ def test_a_mapping_file_with_an_unknown_key_fails_the_probe_not_the_run(tmp_path
     run = tmp_path / "run"
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "12", "--rate", "20",
-        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--mapping", str(bad),
+        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--mapping", str(bad),
         "--out", str(run),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -86,7 +86,7 @@ def test_multi_turn_chat_expected_equals_reported_for_every_request(tmp_path: Pa
         done = bench_cli(
             "--endpoint", server.url.removeprefix("http://") + "/v1", "--workload",
             "multi-turn", "--api", "chat", "--num-requests", "16", "--set", "think_time=0.05",
-            "--set", "turns=4", "--gpu", "off", "--out", str(out), "--json",
+            "--set", "turns=4", "--gpu-telemetry", "off", "--out", str(out), "--json",
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     requests = requests_table(out)

@@ -24,7 +24,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pristine") / "run"
     done = bench_cli(
         "--workload", "shared-prefix", "--set", "groups=2", "--num-requests", str(REQUESTS),
-        "--gpu", "off", "--no-server-metrics", "--out", str(out),
+        "--gpu-telemetry", "off", "--no-server-metrics", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return out

@@ -40,7 +40,7 @@ LINE_STARTS = (
 )
 RUN = (
     "--workload", "system-prompt", "--num-requests", "150", "--rate", "10",
-    "--engine", "max_model_len=1800", "--gpu", "off",
+    "--engine", "max_model_len=1800", "--gpu-telemetry", "off",
 )  # fmt: skip
 
 
@@ -93,7 +93,7 @@ def test_dashboard_in_a_terminal(tmp_path: Path, width: int) -> None:
 def test_plain_progress_lines_without_a_terminal(tmp_path: Path) -> None:
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "60", "--rate", "10",
-        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--out", str(tmp_path / "run"),
+        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--out", str(tmp_path / "run"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     progress = [line for line in done.stdout.splitlines() if line.startswith("bench: ")]
@@ -106,7 +106,7 @@ def test_plain_progress_lines_without_a_terminal(tmp_path: Path) -> None:
 def test_json_keeps_stdout_for_the_summary(tmp_path: Path) -> None:
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "20", "--rate", "20",
-        "--engine", "fixed_step_s=0.002", "--gpu", "off", "--json", "--out", str(tmp_path / "r"),
+        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--json", "--out", str(tmp_path / "r"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)

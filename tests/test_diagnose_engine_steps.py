@@ -121,7 +121,7 @@ def test_the_healthy_control_supports_nothing_and_asks_to_measure(runs):
 
 
 def test_an_absolute_slo_breach_gets_bounded_containment(runs):
-    diagnosis = run_checklist(runs["oversized"], DiagnoseOptions(slo=parse_slo("itl=0.001")))
+    diagnosis = run_checklist(runs["oversized"], DiagnoseOptions(slo=parse_slo("itl=1ms")))
     decision = diagnosis.decision
     assert decision.hard_failure
     assert any(r.startswith("ITL p99") and "itl<=0.001 s" in r for r in decision.reasons)

@@ -39,7 +39,7 @@ def test_serve_disaggregated_bench_and_metrics_per_role(tmp_path: Path) -> None:
         assert info["disaggregate"]["transfer"] == "overlap"
         done = bench_cli(
             "--workload", "few-shot", "--num-requests", "10", "--rate", "20", "--seed", "3",
-            "--endpoint", info["url"], "--gpu", "off", "--out", str(tmp_path / "run"),
+            "--endpoint", info["url"], "--gpu-telemetry", "off", "--out", str(tmp_path / "run"),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         requests = requests_table(tmp_path / "run")

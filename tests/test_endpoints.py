@@ -162,7 +162,7 @@ def test_overlong_prompts_are_refused_before_anything_is_written(tmp_path: Path)
     out = tmp_path / "run"
     done = bench_cli(
         "--workload", "doc-qa", "--num-requests", "6", "--engine", "max_model_len=3000",
-        "--gpu", "off", "--out", str(out),
+        "--gpu-telemetry", "off", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip()
@@ -178,7 +178,7 @@ def test_the_smoke_test_fails_fast_with_the_servers_message(tmp_path: Path) -> N
         out = tmp_path / "run"
         done = bench_cli(
             "--endpoint", server.url + "/v1", "--workload", "system-prompt", "--num-requests",
-            "3", "--model", "no-such-model", "--gpu", "off", "--out", str(out),
+            "3", "--model", "no-such-model", "--gpu-telemetry", "off", "--out", str(out),
         )  # fmt: skip
         assert done.returncode == 2, done.stderr
         assert "does not exist" in done.stderr and "test request" in done.stderr

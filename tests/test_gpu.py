@@ -68,5 +68,10 @@ def test_gpu_samples_per_device(tmp_path):
 
 def test_gpu_off_is_not_attempted(tmp_path):
     sampler, run = sampled(tmp_path, 0.05, mode="off")
-    assert sampler.status.to_dict() == {"state": "off", "reason": "--gpu off", "ok": 0, "failed": 0}
+    assert sampler.status.to_dict() == {
+        "state": "off",
+        "reason": "--gpu-telemetry off",
+        "ok": 0,
+        "failed": 0,
+    }
     assert run.read_table(GPU_TABLE).empty

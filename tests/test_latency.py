@@ -215,4 +215,9 @@ def test_bad_slo_is_an_input_error_naming_the_flag(text: str) -> None:
 
 
 def test_slo_units() -> None:
-    assert parse_slo("TTFT=500ms, tpot=0.02s,e2e=3") == Slo(ttft_s=0.5, tpot_s=0.02, e2e_s=3.0)
+    assert parse_slo("TTFT=500ms, tpot=0.02s,e2e=3s") == Slo(ttft_s=0.5, tpot_s=0.02, e2e_s=3.0)
+
+
+def test_a_bare_slo_number_is_milliseconds_as_in_vllm() -> None:
+    assert parse_slo("ttft=500,tpot=50") == Slo(ttft_s=0.5, tpot_s=0.05)
+    assert parse_slo("ttft:500 tpot:50") == Slo(ttft_s=0.5, tpot_s=0.05)  # vLLM's --goodput

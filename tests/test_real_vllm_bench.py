@@ -38,7 +38,7 @@ def bench_vllm(url: str, out: Path, workload: list[str]) -> tuple[dict[str, Any]
     """``prefillscope bench --endpoint URL … --json`` as a command: (summary, requests)."""
     done = bench_cli(
         "--endpoint", url, *workload, "--vocab-size", str(VOCAB_SIZE),
-        "--cache-protocol", "reset", "--metrics-interval", "0.1", "--gpu", "off",
+        "--cache-protocol", "reset", "--metrics-interval", "0.1", "--gpu-telemetry", "off",
         "--out", str(out), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

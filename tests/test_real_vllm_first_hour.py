@@ -42,7 +42,7 @@ def test_doc_qa_longer_than_the_context_is_refused_before_sending(
     out = tmp_path / "run"
     done = bench_cli(
         "--endpoint", vllm_url + "/v1", "--workload", "doc-qa", "--num-requests", "20",
-        "--gpu", "off", "--out", str(out),
+        "--gpu-telemetry", "off", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert f"max_model_len of {MAX_MODEL_LEN:,} tokens" in done.stderr
@@ -54,7 +54,7 @@ def test_multi_turn_chat_expected_equals_vllms_cached_tokens(vllm_url: str, tmp_
     done = bench_cli(
         "--endpoint", vllm_url + "/v1", "--workload", "multi-turn", "--api", "chat",
         "--num-requests", "24", "--set", "think_time=0.2", "--set", "output_len=16",
-        "--gpu", "off", "--out", str(out), "--json",
+        "--gpu-telemetry", "off", "--out", str(out), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["requests"]["completed"] == 24

@@ -36,7 +36,7 @@ def report(tmp_path_factory) -> ReportData:
         "--rate", "2", "--concurrency", "4", "--seed", "3",
         "--set", "stream_requests=1", "--set", "stream_output_len=200",
         "--set", "long_prompt_len=8192", "--engine", "max_num_batched_tokens=8192",
-        "--metrics-interval", "0.1", "--gpu", "off", "--out", str(out), "--json",
+        "--metrics-interval", "0.1", "--gpu-telemetry", "off", "--out", str(out), "--json",
     ]  # fmt: skip
     done = subprocess.run(bench, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -146,11 +146,20 @@ def bench(
         bool, typer.Option("--json", help="Print summary.json (or the dry run) only.")
     ] = False,
 ) -> None:
-    """Replay a workload against a server (default: the embedded engine); measure it."""
+    """Replay a workload against a server (default: the embedded engine); measure it.
+
+    Examples:
+
+    \b
+      prefillscope bench --workload multi-turn --num-requests 60
+      prefillscope bench --endpoint localhost:8000/v1 --workload doc-qa --rate 4 --slo ttft=500
+      prefillscope bench --endpoint http://host:8000 --dataset sharegpt:sg.json --request-rate inf
+    """
     flags.validate()
     if dry_run_:
         overrides = flags.overrides()
-        dry_run(flags.workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
+        workload = flags.workload_name()
+        dry_run(workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
         return
     options = flags.options(endpoint=endpoint, out=out, command=["prefillscope", *sys.argv[1:]])
     _run(options, as_json)
