@@ -79,9 +79,8 @@ def dataset_overrides(flags: BenchFlags) -> dict[str, Any]:
     """``load_spec`` overrides vLLM's ``--random-*`` flags stand for."""
     lengths = _random_lengths(flags)
     if lengths and (flags.workload or "random") != "random":
-        raise InputError(
-            "--random-input-len", "sets the random dataset's lengths", "drop --workload"
-        )
+        flag = "--random-" + next(iter(lengths)).replace("_", "-")
+        raise InputError(flag, "sets the random dataset's lengths", "drop --workload")
     return lengths
 
 

@@ -46,7 +46,8 @@ def resolve_workload(
     load generator stops releasing at the deadline. The chat API takes text, so prompts
     become text of exact token counts unless ``prompt_format`` says otherwise.
     """
-    if api == "chat" and "prompt_format" not in overrides:
+    file_dataset = workload.partition(":")[0] in ("sharegpt", "jsonl")
+    if (api == "chat" or file_dataset) and "prompt_format" not in overrides:
         overrides = {**overrides, "prompt_format": "text"}
     spec = load_spec(workload, overrides)
     load = spec.load

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 SHARED_PREFIX = [
     "--workload", "shared-prefix", "--num-requests", "16", "--rate", "10", "--seed", "5",
     "--set", "groups=2", "--set", "prefix_len=256", "--set", "suffix_len=uniform:16-400",
-    "--set", "output_len=8", "--gpu-telemetry", "off", "--metrics-interval", "0.1", "--vocab-size", "32000",
+    "--set", "output_len=8", "--gpu-telemetry", "off", "--metrics-interval", "0.1",
+    "--vocab-size", "32000",
     "--resamples", "400", *TIMING_TOLERANCES,
 ]  # fmt: skip
 

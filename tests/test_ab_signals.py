@@ -26,7 +26,7 @@ CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "diagn
 #: Long trials (400 requests at 25/s): the signal lands mid-trial.
 WORKLOAD = [
     "--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400",
-    "--rate", "25", "--vocab-size", "32000", "--gpu", "off", *TIMING_TOLERANCES,
+    "--rate", "25", "--vocab-size", "32000", "--gpu-telemetry", "off", *TIMING_TOLERANCES,
 ]  # fmt: skip
 
 

@@ -106,7 +106,8 @@ def test_plain_progress_lines_without_a_terminal(tmp_path: Path) -> None:
 def test_json_keeps_stdout_for_the_summary(tmp_path: Path) -> None:
     done = bench_cli(
         "--workload", "system-prompt", "--num-requests", "20", "--rate", "20",
-        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--json", "--out", str(tmp_path / "r"),
+        "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--json",
+        "--out", str(tmp_path / "r"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)

@@ -31,11 +31,14 @@ CLOSED = "http://127.0.0.1:1"
 
 #: Each command under test and the arguments that make the rest of its line valid.
 BASE: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("bench",): ("--workload", "shared-prefix", "--num-requests", "4", "--gpu", "off", "--dry-run"),
+    ("bench",): (
+        *("--workload", "shared-prefix", "--num-requests", "4", "--gpu-telemetry", "off"),
+        "--dry-run",
+    ),
     ("serve",): ("--port", "0", "--json"),
     ("diagnose", "ab"): (
         *("--workload", "shared-prefix", "--num-requests", "4", "--chunks", "512,2048"),
-        *("--a", CLOSED, "--b", CLOSED, "--gpu", "off"),
+        *("--a", CLOSED, "--b", CLOSED, "--gpu-telemetry", "off"),
     ),
     ("calc", "chunks"): ("--budget", "2048", "--prompt", "8192"),
     ("calc", "prefix"): ("--prompt", "4096", "--cached-prefix", "2048"),
@@ -137,7 +140,7 @@ def test_the_issue_cases_state_their_cap(monkeypatch, capsys, tmp_path: Path) ->
     }
     for extra, message in cases.items():
         out = tmp_path / "run"
-        argv = ["prefillscope", "bench", "--workload", "shared-prefix", "--gpu", "off"]
+        argv = ["prefillscope", "bench", "--workload", "shared-prefix", "--gpu-telemetry", "off"]
         monkeypatch.setattr(sys, "argv", [*argv, *extra, "--out", str(out)])
         with pytest.raises(SystemExit) as exit_info:
             main()

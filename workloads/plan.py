@@ -119,6 +119,8 @@ class RequestSpec:
     warmup: bool = False
     expected_cached_tokens: int | None = None
     text: str | None = None
+    #: A chat conversation sent as it is (a dataset's); ``prompt`` holds its template ids.
+    messages: tuple[dict, ...] | None = None
 
     @property
     def prompt_len(self) -> int:

@@ -14,7 +14,20 @@ if TYPE_CHECKING:
     from workloads.family import Family
 
 #: Family names, each the ``FAMILY`` of module ``workloads.<name, "-" written "_">``.
-FAMILY_NAMES = ("shared-prefix", "multi-turn", "long-prompt", "interference", "trace")
+FAMILY_NAMES = (
+    "shared-prefix",
+    "multi-turn",
+    "long-prompt",
+    "interference",
+    "trace",
+    "random",
+    "sharegpt",
+    "jsonl",
+)
+#: Families kept together in one module (``FAMILY_BY_NAME``), by name.
+_SHARED_MODULES = {"random": "datasets", "sharegpt": "datasets", "jsonl": "datasets"}
+#: Families whose workload name carries a file: ``trace:FILE``, ``sharegpt:FILE`` …
+FILE_FAMILIES = ("trace", "sharegpt", "jsonl")
 
 #: Preset name → the family whose ``presets`` hold its values.
 PRESET_FAMILIES = {
@@ -26,6 +39,9 @@ PRESET_FAMILIES = {
 
 def family(name: str) -> Family:
     """The family called ``name`` (one of ``FAMILY_NAMES``), its module imported now."""
+    if name in _SHARED_MODULES:
+        module = importlib.import_module(f"workloads.{_SHARED_MODULES[name]}")
+        return module.FAMILY_BY_NAME[name]
     return importlib.import_module(f"workloads.{name.replace('-', '_')}").FAMILY
 
 
@@ -37,5 +53,6 @@ def preset(name: str) -> tuple[Family, dict[str, object]]:
 
 def known_workloads() -> str:
     """The names ``--workload`` accepts, for error messages and ``--help``."""
-    names = [n for n in FAMILY_NAMES if n != "trace"] + list(PRESET_FAMILIES)
-    return ", ".join([*names, "trace:FILE", "or a .yaml/.toml spec file"])
+    names = [n for n in FAMILY_NAMES if n not in FILE_FAMILIES] + list(PRESET_FAMILIES)
+    files = [f"{n}:FILE" for n in FILE_FAMILIES]
+    return ", ".join([*names, *files, "or a .yaml/.toml spec file"])

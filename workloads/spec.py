@@ -120,8 +120,9 @@ def _read_spec_file(path: Path) -> dict[str, object]:
 
 def _resolve_name(name: str) -> tuple[Family, str | None, dict[str, object]]:
     """The family, preset and preset values that ``name`` stands for."""
-    if name.startswith("trace:"):
-        return registry.family("trace"), None, {"path": name.removeprefix("trace:")}
+    kind, colon, path = name.partition(":")
+    if colon and kind in registry.FILE_FAMILIES:
+        return registry.family(kind), None, {"path": path}
     if name in registry.FAMILY_NAMES:
         return registry.family(name), None, {}
     if name in registry.PRESET_FAMILIES:

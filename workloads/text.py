@@ -155,6 +155,6 @@ def render_text(plan: Plan, tokenizer: Tokenizer) -> Plan:
     """Give every request of ``plan`` without text a text prompt of its exact token count."""
     renderer = TextRenderer(tokenizer)
     for r in plan.requests:
-        if r.text is None:
+        if r.text is None and r.messages is None:
             r.text, r.prompt = renderer.render(r)
     return plan

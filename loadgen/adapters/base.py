@@ -305,7 +305,7 @@ class Adapter:
 
     def check(self, spec: RequestSpec) -> str | None:
         """Why this API cannot send ``spec`` (checked for the whole plan before a run)."""
-        if spec.text is None and not self.takes_token_ids:
+        if spec.text is None and spec.messages is None and not self.takes_token_ids:
             return f"the {self.target.api} API takes text prompts; the plan holds token ids"
         return None
 

@@ -93,7 +93,7 @@ class OpenAIAdapter(Adapter):
         caps, params = self.caps, self.params
         body: dict[str, Any] = {"model": spec.lora or self.target.model}
         if self.chat:
-            body["messages"] = chat_messages(str(prompt))
+            body["messages"] = list(spec.messages or chat_messages(str(prompt)))
         else:
             body["prompt"] = prompt
         body["max_tokens"] = spec.max_tokens

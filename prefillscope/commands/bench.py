@@ -157,6 +157,9 @@ def bench(
     """
     flags.validate()
     if dry_run_:
+        from prefillscope.bench_vocab import run_slo
+
+        run_slo(flags)  # checked as a run would, though a dry run measures nothing
         overrides = flags.overrides()
         workload = flags.workload_name()
         dry_run(workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
