@@ -7,7 +7,8 @@ that: the load, or the capacity, has to change. Three readings:
 
 * **offered vs served**: the planned arrival rate (``run.json``) against the rate at
   which requests completed while arrivals continued (from the first completion to the
-  last send), so a run's start-up and its tail do not count as slowness;
+  last send), so a run's start-up and its tail do not count as slowness — or, when the
+  arrivals were over before enough completed, over the whole run;
 * **a growing queue**: the server's waiting requests (else the client's requests in
   flight) over the last third of the sending against the first third;
 * **TTFT dominated by queueing**: the server's queue time (vLLM's
@@ -64,19 +65,23 @@ def offered_rate(ctx: Context) -> float | None:
     return float(rate) if rate else None
 
 
-def _served_rate(ctx: Context) -> float | None:
-    """Completions per second from the first completion to the last send."""
+def _served_rate(ctx: Context) -> tuple[float | None, str]:
+    """Completions per second from the first completion to the last send; when arrivals
+    ended before enough completions, over the whole run (first send to last end)."""
     view = ctx.view
     intended, end = view.column("intended_s"), view.column("end_s")
     ends = np.sort(end[np.isfinite(end)])
     sends = intended[np.isfinite(intended)]
     if not ends.size or not sends.size:
-        return None
+        return None, ""
     start, stop = ends[0], float(sends.max())
     done = int(((ends > start) & (ends <= stop)).sum())
-    if stop <= start or done < MIN_COMPLETIONS:
-        return None
-    return done / (stop - start)
+    if stop > start and done >= MIN_COMPLETIONS:
+        return done / (stop - start), "completions from the first completion to the last send"
+    span = float(ends[-1] - sends.min())
+    if ends.size < MIN_COMPLETIONS or span <= 0:
+        return None, ""
+    return ends.size / span, "arrivals ended before the first completions: over the whole run"
 
 
 def _thirds(ctx: Context) -> tuple[float, float] | None:
@@ -116,7 +121,8 @@ def _queue_growth(ctx: Context) -> tuple[float | None, str]:
 def _queue_share(ctx: Context) -> tuple[float | None, str]:
     raw = ctx.view.raw
     queue, ttft = raw.histogram_increase(QUEUE_METRIC), raw.histogram_increase(TTFT_METRIC)
-    if queue is not None and ttft is not None and queue.mean is not None and ttft.mean:
+    known = queue is not None and ttft is not None and min(queue.count, ttft.count) >= 5
+    if known and queue.mean is not None and ttft.mean:
         return queue.mean / ttft.mean, f"server: {QUEUE_METRIC} ÷ {TTFT_METRIC} (means)"
     return None, ""
 
@@ -157,7 +163,8 @@ def assess(ctx: Context) -> Finding:
             "A closed loop sends only when answered: it cannot offer more than is served.",
             next=_next(ctx, None),
         )
-    rates = Rates(offered, _served_rate(ctx))
+    served, how = _served_rate(ctx)
+    rates = Rates(offered, served)
     evidence = [Evidence("offered rate", offered, "req/s", "run.json (plan)")]
     missing: list[str] = []
     if rates.served is not None:
@@ -167,7 +174,7 @@ def assess(ctx: Context) -> Finding:
                 rates.served,
                 "req/s",
                 CLIENT,
-                "completions from the first completion to the last send",
+                how,
             )
         )
     else:
@@ -204,36 +211,24 @@ def assess(ctx: Context) -> Finding:
     )
     strength = rates.shortfall * SERVED_SHARE if rates.shortfall else None
     basis = "server" if growth_source.startswith("server") or share is not None else "client"
+    signs = [
+        text
+        for text, present in (
+            (f"served {rates.served or 0:.3g} of {offered:.3g} req/s", behind),
+            (f"the queue grew by {growth or 0:.0f} requests", grows),
+            ("TTFT was mostly waiting", queued),
+        )
+        if present
+    ]
     if behind and (grows or queued):
         status = Status.SUPPORTED
         summary = (
-            f"Offered {offered:.3g} req/s, served {rates.served:.3g}: "
-            + ", ".join(
-                part
-                for part, present in (
-                    (f"the queue grew by {growth:.0f} requests", grows),
-                    ("TTFT was mostly waiting", queued),
-                )
-                if present
-            )
-            + ". Every latency figure includes this queueing; no chunk size or cache "
-            "policy removes it."
+            f"Overloaded: {', '.join(signs)}. Every latency figure includes this queueing; "
+            "no chunk size or cache policy removes it."
         )
-    elif behind or grows or queued:
+    elif signs:
         status = Status.WEAKENED
-        summary = (
-            "Signs of queueing ("
-            + ", ".join(
-                p
-                for p, present in (
-                    (f"served {rates.served:.3g} of {offered:.3g} req/s", behind),
-                    ("a growing queue", grows),
-                    ("TTFT mostly waiting", queued),
-                )
-                if present
-            )
-            + "), but not all readings agree."
-        )
+        summary = f"Signs of queueing ({', '.join(signs)}), but not all readings agree."
     elif rates.served is None and growth is None:
         status, summary = Status.INCONCLUSIVE, "Too few completions to compare with the offer."
     else:

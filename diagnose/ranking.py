@@ -10,7 +10,7 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
    one becomes secondary: thrashing, a lost prefix (identity mismatch) or caching off
    re-create prefills that H1 blames; preemptions (H4) recompute sequences as prefills;
    overload (OL) is what fills H4's queue; a client whose delays dominate (CL) explains
-   every latency finding.
+   every latency finding read on the client's clock (never a server-side reading).
 3. **Candidates** are the supported findings no other supported finding explains; the
    primary is the one with the largest strength (its deciding figure over its threshold),
    ties broken by ``PRECEDENCE`` (root causes before symptoms). With none supported, the
@@ -105,7 +105,13 @@ def link(findings: dict[str, Finding], client: ClientHealth) -> None:
     problems = {hid for hid, f in findings.items() if is_problem(f)}
     pairs = [(cause, effect, words) for (cause, effect), words in LINKS.items()]
     if client.share >= PRIMARY_SHARE:
-        pairs += [("CL", effect, CLIENT_LINK) for effect in (*LATENCY_FINDINGS, "H4", "PC")]
+        # Only what was read on the client's clock: the server's own readings and its
+        # counters (steps, preemptions, cache hits) are not the client's delays.
+        pairs += [
+            ("CL", effect, CLIENT_LINK)
+            for effect in LATENCY_FINDINGS
+            if effect in findings and findings[effect].basis == "client"
+        ]
     for cause, effect, words in pairs:
         if cause in problems and effect in problems and effect not in findings[cause].explains:
             findings[cause].explains.append(effect)
@@ -139,6 +145,8 @@ def _why(top: Finding, rivals: list[Finding], explained: list[Finding]) -> str:
 def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> str:
     if not is_problem(top):
         return Confidence.WEAK
+    if top.basis != "client":  # a slow client cannot have produced a server-side reading
+        rivals = [r for r in rivals if r.id != "CL"]
     close = [r for r in rivals if _strength(r) >= RIVAL_SHARE * _strength(top)]
     server_read = top.basis in ("server", "model") and not (
         client.limited and client.share >= CAP_SHARE and top.basis != "server"
@@ -153,7 +161,11 @@ def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> st
 def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
     """The primary finding of a diagnosis (``findings`` by id: H1–H4, OL, CL, PC)."""
     explained = {e for f in findings.values() for e in f.explains}
-    problems = [hid for hid, f in findings.items() if is_problem(f) and hid in PRECEDENCE]
+    problems = [
+        hid
+        for hid, f in findings.items()
+        if is_problem(f) and hid in PRECEDENCE and (hid != "CL" or _strength(f) >= 1)
+    ]
     candidates = _order([h for h in problems if h not in explained], findings)
     if candidates:
         top = findings[candidates[0]]

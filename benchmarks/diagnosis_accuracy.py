@@ -1,0 +1,347 @@
+"""How often the diagnosis names a planted cause as its primary finding, and how confidently.
+
+Each scenario plants one cause in the embedded engine (``--engine`` settings) under a
+workload that shows it, with its parameters drawn at random — GPU and model presets,
+chunk budgets, pool sizes, rates, overheads — and healthy controls plant nothing:
+
+=========  ===================================================================  ========
+scenario   planted                                                              expected
+=========  ===================================================================  ========
+h1         a large chunk budget under long prompts dropped into decode streams  H1
+h2         host overhead per step (or per running sequence), short prompts      H2
+h3         a large decode batch at long contexts on a low-bandwidth GPU         H3
+h4         a KV pool smaller than the running requests need (preemptions)       H4
+overload   open-loop arrivals well above what max_num_seqs can serve            OL
+thrash     a pool smaller than the prefixes' working set                        PC:thrashing
+salt       a per-request cache salt over shared prefixes                        PC:identity mismatch
+cache-off  prefix caching disabled under shared prefixes                        PC:caching off
+control    nothing (a budget sized to the GPU, roomy pool, moderate load)      none
+=========  ===================================================================  ========
+
+Runs are short (2–8 s each). Printed: one line per run, the confusion matrix of primary
+findings (rows: planted, columns: named), the share named correctly, and the
+confident-wrong count — a wrong primary stated with ``strong`` or ``moderate``
+confidence — with the machine's load while it ran. Every run also has its printed
+commands checked by ``tests/test_diagnosis_accuracy.py``.
+
+    .venv/bin/python benchmarks/diagnosis_accuracy.py [--repeats 2] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.checklist import run_checklist
+from diagnose.context import DiagnoseOptions
+from diagnose.evidence import Diagnosis
+from prefillscope.engine_flags import parse_engine_flags
+from session.bench_runner import BenchOptions, run_bench
+
+MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b")
+FAST_GPUS = ("h100-sxm", "h200", "a100-80gb")
+OPTIONS = DiagnoseOptions(resamples=300)
+#: A budget whose largest chunk keeps a step under 4 decode steps on each GPU (an A100
+#: takes ~6× a decode step for a 512-token chunk of an 8B model: that *is* H1).
+CONTROL_BUDGET = {"h100-sxm": 512, "h200": 512, "a100-80gb": 256}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    expected: str
+    workload: str
+    overrides: dict[str, Any]
+    engine: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        engine = " ".join(e for e in self.engine if not e.startswith("model="))
+        return f"{self.workload} {engine}"
+
+
+def _h1(rng: random.Random) -> Scenario:
+    overrides = {
+        "num_requests": 3,
+        "rate": 2,
+        "seed": rng.randrange(100),
+        "concurrency": rng.choice((3, 4, 6)),
+        "stream_requests": 1,
+        "stream_output_len": 200,
+        "long_prompt_len": rng.randrange(6000, 12001, 500),
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        f"model={rng.choice(MODELS)}",
+        f"max_num_batched_tokens={rng.choice((4096, 8192, 16384))}",
+    ]
+    return Scenario("h1", "H1", "interference", overrides, engine)
+
+
+def _h2(rng: random.Random) -> Scenario:
+    users = rng.randrange(6, 13)
+    overrides = {
+        "num_requests": 3 * users,
+        "concurrency": users,
+        "seed": rng.randrange(100),
+        "groups": 2,
+        "prefix_len": 128,
+        "suffix_len": 64,
+        "output_len": rng.randrange(80, 121, 10),
+    }
+    host = (
+        f"host_overhead_step_s={rng.choice((0.003, 0.004, 0.006))}"
+        if rng.random() < 0.6
+        else f"host_overhead_per_seq_s={rng.choice((0.0005, 0.001))}"
+    )
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        f"model={rng.choice(MODELS)}",
+        f"max_num_batched_tokens={rng.choice((512, 1024))}",
+        host,
+    ]
+    return Scenario("h2", "H2", "shared-prefix", overrides, engine)
+
+
+def _h3(rng: random.Random) -> Scenario:
+    users = rng.choice((48, 64))
+    overrides = {
+        "num_requests": users,
+        "concurrency": users,
+        "seed": rng.randrange(100),
+        "groups": 1,
+        "prefix_len": rng.randrange(5000, 8001, 500),
+        "suffix_len": 16,
+        "output_len": 40,
+    }
+    engine = ["gpu=l40s", f"model={rng.choice(MODELS)}", "time_scale=0.5"]
+    return Scenario("h3", "H3", "shared-prefix", overrides, engine)
+
+
+def _h4(rng: random.Random) -> Scenario:
+    users = rng.choice((6, 8))
+    prompt = rng.choice((384, 512))
+    output = 200
+    need = users * (prompt + 64 + output) // 16  # blocks the running requests would hold
+    overrides = {
+        "num_requests": 2 * users,
+        "concurrency": users,
+        "seed": rng.randrange(100),
+        "groups": 2 * users,  # no sharing: the pool holds running requests only
+        "prefix_len": prompt,
+        "suffix_len": 64,
+        "output_len": output,
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        "model=llama-3.1-8b",
+        "max_num_batched_tokens=512",
+        f"num_gpu_blocks={int(need * rng.uniform(0.45, 0.6))}",
+    ]
+    return Scenario("h4", "H4", "shared-prefix", overrides, engine)
+
+
+def _overload(rng: random.Random) -> Scenario:
+    seqs = rng.choice((2, 3, 4))
+    output = rng.choice((40, 60))
+    overrides = {
+        "num_requests": 30,
+        "rate": rng.choice((15, 20, 25)),
+        "seed": rng.randrange(100),
+        "groups": 4,
+        "prefix_len": 256,
+        "suffix_len": 64,
+        "output_len": output,
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        f"model={rng.choice(MODELS)}",
+        "max_num_batched_tokens=512",
+        f"max_num_seqs={seqs}",
+    ]
+    return Scenario("overload", "OL", "shared-prefix", overrides, engine)
+
+
+def _thrash(rng: random.Random) -> Scenario:
+    overrides = {
+        "num_requests": 48,
+        "concurrency": 2,
+        "seed": rng.randrange(100),
+        "groups": rng.choice((6, 8, 10)),
+        "prefix_len": 1024,
+        "suffix_len": 64,
+        "output_len": 8,
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        "max_num_batched_tokens=512",
+        f"num_gpu_blocks={rng.randrange(160, 241, 20)}",
+    ]
+    return Scenario("thrash", "PC:thrashing", "shared-prefix", overrides, engine)
+
+
+def _salt(rng: random.Random) -> Scenario:
+    overrides = {
+        "num_requests": 40,
+        "rate": rng.choice((10, 20)),
+        "seed": rng.randrange(100),
+        "groups": 2,
+        "prefix_len": rng.choice((768, 1024)),
+        "suffix_len": 64,
+        "output_len": 8,
+        "tenants": 1000,
+        "tenant_per": "request",
+    }
+    engine = [f"gpu={rng.choice(FAST_GPUS)}", "max_num_batched_tokens=512"]
+    return Scenario("salt", "PC:identity mismatch", "shared-prefix", overrides, engine)
+
+
+def _cache_off(rng: random.Random) -> Scenario:
+    overrides = {
+        "num_requests": 32,
+        "concurrency": rng.choice((2, 4)),
+        "seed": rng.randrange(100),
+        "groups": 2,
+        "prefix_len": rng.choice((768, 1024)),
+        "suffix_len": 64,
+        "output_len": 8,
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        "max_num_batched_tokens=512",
+        "enable_prefix_caching=false",
+    ]
+    return Scenario("cache-off", "PC:caching off", "shared-prefix", overrides, engine)
+
+
+def _control(rng: random.Random) -> Scenario:
+    if rng.random() < 0.5:
+        users = rng.randrange(4, 9)
+        overrides = {
+            "num_requests": 3 * users,
+            "concurrency": users,
+            "seed": rng.randrange(100),
+            "output_len": rng.randrange(60, 121, 20),
+        }
+        workload = "shared-prefix"
+    else:
+        overrides = {
+            "num_requests": 3,
+            "rate": 2,
+            "seed": rng.randrange(100),
+            "concurrency": 4,
+            "stream_requests": 1,
+            "stream_output_len": 200,
+            "long_prompt_len": rng.randrange(6000, 10001, 500),
+        }
+        workload = "interference"
+    gpu = rng.choice(FAST_GPUS)
+    engine = [
+        f"gpu={gpu}",
+        f"model={rng.choice(MODELS)}",
+        f"max_num_batched_tokens={CONTROL_BUDGET[gpu]}",
+    ]
+    return Scenario("control", "none", workload, overrides, engine)
+
+
+SCENARIOS: dict[str, Callable[[random.Random], Scenario]] = {
+    "h1": _h1,
+    "h2": _h2,
+    "h3": _h3,
+    "h4": _h4,
+    "overload": _overload,
+    "thrash": _thrash,
+    "salt": _salt,
+    "cache-off": _cache_off,
+    "control": _control,
+}
+
+
+def draw(seed: int, repeats: int, controls: int | None = None) -> list[Scenario]:
+    """``repeats`` draws of every planted scenario and ``controls`` (default ``repeats``)
+    healthy controls, from one seed."""
+    rng = random.Random(seed)
+    planted = [make(rng) for _ in range(repeats) for n, make in SCENARIOS.items() if n != "control"]
+    return planted + [_control(rng) for _ in range(repeats if controls is None else controls)]
+
+
+def run(scenario: Scenario, out: Path) -> Path:
+    """``prefillscope bench`` of one scenario against the embedded engine; its run folder."""
+    options = BenchOptions(
+        scenario.workload,
+        dict(scenario.overrides),
+        engine=parse_engine_flags(scenario.engine),
+        out=out,
+        gpu="off",
+        metrics_interval_s=0.1,
+    )
+    return asyncio.run(run_bench(options)).run_dir
+
+
+def named(diagnosis: Diagnosis) -> str:
+    """The primary finding as the scenarios name causes (``PC:<verdict>`` for the cache)."""
+    primary = diagnosis.primary
+    if primary.finding == "PC":
+        return f"PC:{diagnosis.prefix_cache.status}"
+    return primary.finding
+
+
+def confusion(rows: list[tuple[str, str, str]]) -> str:
+    """The matrix of planted (rows) against named (columns) primary findings."""
+    planted = sorted({r[0] for r in rows})
+    seen = sorted({r[1] for r in rows} | set(planted))
+    counts = Counter((r[0], r[1]) for r in rows)
+    width = max(len(s) for s in [*seen, "planted \\ named"]) + 1
+    lines = ["planted \\ named".ljust(width) + "".join(s[:12].rjust(13) for s in seen)]
+    for p in planted:
+        lines.append(p.ljust(width) + "".join(str(counts[(p, s)] or ".").rjust(13) for s in seen))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2, help="draws of each planted cause")
+    parser.add_argument("--controls", type=int, default=None, help="healthy controls")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    scenarios = draw(args.seed, args.repeats, args.controls)
+    root = Path(tempfile.mkdtemp(prefix="diagnosis-accuracy-"))
+    rows = []
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    for index, scenario in enumerate(scenarios):
+        diagnosis = run_checklist(run(scenario, root / f"{index:02d}-{scenario.name}"), OPTIONS)
+        got = named(diagnosis)
+        confidence = diagnosis.primary.confidence
+        rows.append((scenario.expected, got, confidence))
+        mark = "ok " if got == scenario.expected else "BAD"
+        print(
+            f"{mark} {scenario.name:9s} expected {scenario.expected:22s} named {got:22s} "
+            f"({confidence}) — {scenario.describe()}",
+            flush=True,
+        )
+    correct = sum(r[0] == r[1] for r in rows)
+    confident_wrong = sum(r[0] != r[1] and r[2] in ("strong", "moderate") for r in rows)
+    print()
+    print(confusion(rows))
+    print()
+    print(
+        f"correct primary findings: {correct}/{len(rows)} ({100 * correct / len(rows):.0f} %); "
+        f"confident-wrong (strong/moderate and wrong): {confident_wrong}"
+    )
+    print(
+        f"conditions: {os.cpu_count()} CPUs, load average {load_before:.2f} before and "
+        f"{os.getloadavg()[0]:.2f} after, {time.monotonic() - started:.0f} s, seed {args.seed}"
+    )
+
+
+if __name__ == "__main__":
+    main()
