@@ -170,16 +170,16 @@ def _overload(rng: random.Random) -> Scenario:
     return Scenario("overload", "OL", "shared-prefix", overrides, engine)
 
 
+def _cached_prefixes(rng: random.Random, load: dict[str, Any], **params: Any) -> dict[str, Any]:
+    """Short answers behind shared prefixes: the prefix cache is all that matters."""
+    base = {"seed": rng.randrange(100), "groups": 2, "prefix_len": rng.choice((768, 1024))}
+    return base | {"suffix_len": 64, "output_len": 8} | load | params
+
+
 def _thrash(rng: random.Random) -> Scenario:
-    overrides = {
-        "num_requests": 48,
-        "concurrency": 2,
-        "seed": rng.randrange(100),
-        "groups": rng.choice((6, 8, 10)),
-        "prefix_len": 1024,
-        "suffix_len": 64,
-        "output_len": 8,
-    }
+    overrides = _cached_prefixes(
+        rng, {"num_requests": 48, "concurrency": 2}, groups=rng.choice((6, 8, 10)), prefix_len=1024
+    )
     engine = [
         f"gpu={rng.choice(FAST_GPUS)}",
         "max_num_batched_tokens=512",
@@ -189,31 +189,14 @@ def _thrash(rng: random.Random) -> Scenario:
 
 
 def _salt(rng: random.Random) -> Scenario:
-    overrides = {
-        "num_requests": 40,
-        "rate": rng.choice((10, 20)),
-        "seed": rng.randrange(100),
-        "groups": 2,
-        "prefix_len": rng.choice((768, 1024)),
-        "suffix_len": 64,
-        "output_len": 8,
-        "tenants": 1000,
-        "tenant_per": "request",
-    }
+    load = {"num_requests": 40, "rate": rng.choice((10, 20))}
+    overrides = _cached_prefixes(rng, load, tenants=1000, tenant_per="request")
     engine = [f"gpu={rng.choice(FAST_GPUS)}", "max_num_batched_tokens=512"]
     return Scenario("salt", "PC:identity mismatch", "shared-prefix", overrides, engine)
 
 
 def _cache_off(rng: random.Random) -> Scenario:
-    overrides = {
-        "num_requests": 32,
-        "concurrency": rng.choice((2, 4)),
-        "seed": rng.randrange(100),
-        "groups": 2,
-        "prefix_len": rng.choice((768, 1024)),
-        "suffix_len": 64,
-        "output_len": 8,
-    }
+    overrides = _cached_prefixes(rng, {"num_requests": 32, "concurrency": rng.choice((2, 4))})
     engine = [
         f"gpu={rng.choice(FAST_GPUS)}",
         "max_num_batched_tokens=512",

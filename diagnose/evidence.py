@@ -108,6 +108,8 @@ class Finding:
     strength: float | None = None
     #: Where the deciding figure came from: ``server``, ``client`` or ``model``.
     basis: str = ""
+    #: Share of the decode time the cause accounts for (0–1), when it can be said.
+    impact: float | None = None
     #: Ids of findings this one explains (``PC`` thrashing → more prefill → ``H1``).
     explains: list[str] = field(default_factory=list)
 
@@ -121,6 +123,7 @@ class Finding:
             "missing": list(self.missing),
             "next": self.next,
             "strength": clean_number(self.strength),
+            "impact": clean_number(self.impact),
             "basis": self.basis or None,
             "explains": list(self.explains),
         }

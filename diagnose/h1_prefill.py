@@ -233,6 +233,11 @@ def assess(ctx: Context) -> Finding:
     )
     by_client = a.mean.ratio if a.enough and a.mean is not None else None
     deciding = step_ratio if step_ratio is not None else by_client
+    impact = None
+    if mixed is not None and decode is not None and decode.mean and mixed.count:
+        # The mixed steps' time beyond a decode step, as a share of all decode-bearing time.
+        total = mixed.sum + decode.sum
+        impact = max(0.0, mixed.count * (mixed.mean - decode.mean) / total) if total else None
     return Finding(
         "H1",
         TITLE,
@@ -243,4 +248,5 @@ def assess(ctx: Context) -> Finding:
         next_step,
         strength=None if deciding is None else deciding / STARVE_RATIO,
         basis="server" if step_ratio is not None else "client",
+        impact=impact,
     )

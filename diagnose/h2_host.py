@@ -61,6 +61,8 @@ class StepReading:
     step_s: float
     expected_s: float
     source: str
+    batch: int
+    context: float
 
     @property
     def ratio(self) -> float:
@@ -97,7 +99,7 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
             batch = float(np.median(ctx.clear.running)) if len(ctx.clear) else 1.0
         expected = float(roofline.decode_step_s(np.array([round(batch)]), [context_tokens])[0])
         source = f'server: {STEP_METRIC}{{kind="decode"}} (batch from {STEP_TOKENS_METRIC})'
-        return StepReading(steps.mean, expected, source)
+        return StepReading(steps.mean, expected, source, round(batch), context_tokens)
     series = ctx.view.server
     itl = series.histogram_increase("itl") if series is not None else None
     median = itl.quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
@@ -107,7 +109,8 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
     if not running:
         return None
     expected = float(roofline.decode_step_s(np.array([round(running)]), [context_tokens])[0])
-    return StepReading(median, expected, f"server: {series.sources.get('itl') or 'itl'} (p50)")
+    source = f"server: {series.sources.get('itl') or 'itl'} (p50)"
+    return StepReading(median, expected, source, round(running), context_tokens)
 
 
 def _trend_evidence(trend: Trend | None, roofline_label: str) -> list[Evidence]:
@@ -196,6 +199,9 @@ def assess(ctx: Context) -> Finding:
         return _inconclusive(ctx, summary, evidence, missing)
     finding = Finding("H2", TITLE, status, summary, evidence, missing, _next(ctx))
     finding.strength, finding.basis = strength, basis
+    # Share of a decode step the host adds: (step − roofline) / step.
+    ratio = reading.ratio if reading is not None else floor_ratio
+    finding.impact = max(0.0, 1 - 1 / ratio) if ratio else None
     return finding
 
 

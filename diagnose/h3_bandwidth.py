@@ -3,10 +3,12 @@
 Every decode step reads the weights once and every running sequence's KV cache:
 ``running × (context + 1) × bytes per token`` (``CostModel.kv_bytes_per_step``). At
 that traffic and the GPU's bandwidth the KV reads alone take a computable time; the
-share of each observed decode gap they account for says whether KV traffic is what
-sets ITL. The evidence is the median of that share over the pure-decode gaps (each gap
-costed at its own batch size and mean context), and, with caution, how ITL tracks KV
-bytes across time windows (a rank correlation: the load also moves other things).
+share of each decode step they account for says whether KV traffic is what sets ITL.
+When the server exposes its own decode step (``h2_host.server_step``) that share is of
+the server's step at the batch it carried — a slow client cannot stretch it; otherwise
+it is the median over the pure-decode gaps the client saw (each gap costed at its own
+batch size and mean context). With caution, how ITL tracks KV bytes across time
+windows is shown too (a rank correlation: the load also moves other things).
 
 Supported from ``KV_SHARE`` up; ``KV_SHARE_PARTIAL`` up it is weakened (a sizeable
 share, not the bulk). A modelled share is a correlation with a model: an A/B at a
@@ -22,6 +24,7 @@ from scipy import stats as sps
 from diagnose.attribution import DecodeGaps
 from diagnose.context import Context
 from diagnose.evidence import Evidence, Finding, Status, percent
+from diagnose.h2_host import server_step
 from diagnose.next_steps import bench_command
 
 TITLE = "HBM-bandwidth-bound decode (KV reads)"
@@ -87,9 +90,16 @@ def assess(ctx: Context) -> Finding:
     roofline = ctx.roofline
     kv_bytes = roofline.kv_bytes(gaps.running, gaps.context)
     kv_s = roofline.kv_read_s(gaps.running, gaps.context)
-    share = float(np.median(kv_s / gaps.gap_s))
+    client_share = float(np.median(kv_s / gaps.gap_s))
     modelled = float(np.median(kv_s / roofline.decode_step_s(gaps.running, gaps.context)))
     label = roofline.label
+    reading = server_step(ctx, float(np.nanmedian(gaps.context)))
+    if reading is not None:
+        # The server's step clock is not stretched by a slow client: it decides.
+        server_kv = float(roofline.kv_read_s(np.array([reading.batch]), [reading.context])[0])
+        share, basis = server_kv / reading.step_s, "server"
+    else:
+        share, basis = client_share, "model"
     evidence += [
         Evidence("median decode batch", float(np.median(gaps.running)), "requests", CLIENT),
         Evidence("median context", float(np.nanmedian(gaps.context)), "tokens", CLIENT),
@@ -109,12 +119,22 @@ def assess(ctx: Context) -> Finding:
         ),
         Evidence(
             "share of each decode gap spent reading KV (median)",
-            100 * share,
+            100 * client_share,
             "%",
             f"{label} ÷ {CLIENT}",
         ),
         Evidence("share of the roofline decode step that is KV reads", 100 * modelled, "%", label),
     ]
+    if reading is not None:
+        evidence.append(
+            Evidence(
+                "share of the server's decode step spent reading KV",
+                100 * share,
+                "%",
+                f"{label} ÷ {reading.source}",
+                f"{reading.batch} sequences at context {reading.context:.0f}",
+            )
+        )
     tracked = window_correlation(gaps, kv_bytes)
     if tracked is None:
         missing.append("KV traffic that varied over the run (to see ITL track it)")
@@ -135,19 +155,22 @@ def assess(ctx: Context) -> Finding:
             (
                 f"Correlation with a model, not proof: reading the batch's KV cache "
                 f"({np.median(kv_bytes) / 1e9:.3g} GB per step) takes {percent(share)} of each "
-                "decode gap at this GPU's bandwidth."
+                f"decode step ({basis} reading) at this GPU's bandwidth."
             ),
         )
     elif share >= KV_SHARE_PARTIAL:
         status, summary = (
             Status.WEAKENED,
-            (f"KV reads take {percent(share)} of each decode gap: a sizeable share, not the bulk."),
+            (
+                f"KV reads take {percent(share)} of each decode step: a sizeable share, "
+                "not the bulk."
+            ),
         )
     else:
         status, summary = (
             Status.NOT_SUPPORTED,
             (
-                f"KV reads take only {percent(share)} of each decode gap "
+                f"KV reads take only {percent(share)} of each decode step "
                 f"({np.median(kv_bytes) / 1e9:.3g} GB per step)."
             ),
         )
@@ -160,5 +183,6 @@ def assess(ctx: Context) -> Finding:
         missing,
         _next(ctx),
         strength=share / KV_SHARE,
-        basis="model",
+        basis=basis,
+        impact=share,
     )

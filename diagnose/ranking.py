@@ -11,11 +11,15 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
    re-create prefills that H1 blames; preemptions (H4) recompute sequences as prefills;
    overload (OL) is what fills H4's queue; a client whose delays dominate (CL) explains
    every latency finding read on the client's clock (never a server-side reading).
-3. **Candidates** are the supported findings no other supported finding explains; the
-   primary is the one with the largest strength (its deciding figure over its threshold),
-   ties broken by ``PRECEDENCE`` (root causes before symptoms). With none supported, the
-   strongest weakened hypothesis is the primary at weak confidence; with none at all,
-   ``none``.
+3. **Candidates** are the supported findings no other supported finding explains. Root
+   causes (overload, memory, the prefix cache) come first, in ``PRECEDENCE``; the
+   step-level hypotheses (H1–H3) follow, ordered by the share of the decode time each
+   accounts for (``Finding.impact``: the mixed steps' excess for H1, the host's share
+   of a step for H2, the KV reads' share for H3), else by strength (the deciding figure
+   over its threshold). A client that dominated comes last: what it explains is no
+   longer a candidate, and a server-side reading it cannot explain outranks it. With
+   none supported, the strongest weakened hypothesis is the primary at weak
+   confidence; with none at all, ``none``.
 4. **Confidence**: ``strong`` when the deciding figure is read on the server or from the
    server's counters, at least ``STRONG_MARGIN`` past its threshold, with no unexplained
    rival; ``moderate`` when supported but nearer the threshold, read on the client, or
@@ -29,10 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.client_limited import CAP_SHARE, PRIMARY_SHARE, ClientHealth
-from diagnose.evidence import CacheHealth, Finding, Status
+from diagnose.evidence import CacheHealth, Finding, Status, percent
 
-#: Root causes before the symptoms they produce (ties in strength only).
-PRECEDENCE = ("CL", "OL", "H4", "PC", "H1", "H3", "H2")
+#: Root causes before the symptoms they produce (the client is ranked last: ``_order``).
+PRECEDENCE = ("OL", "H4", "PC", "H1", "H3", "H2", "CL")
+#: Hypotheses about the decode step itself, ranked by the share of decode time they explain.
+STEP_LEVEL = ("H1", "H2", "H3")
 #: Findings that may lead as a weakened primary (a client that barely limited is a note).
 LEADS = ("OL", "H4", "H1", "H3", "H2")
 #: Findings that read latency (capped or annotated on a client-limited run).
@@ -123,8 +129,25 @@ def _strength(f: Finding) -> float:
     return f.strength if f.strength is not None else 1.0
 
 
+def _weight(f: Finding) -> float:
+    """What a step-level finding is ranked by: the share of decode time it accounts for
+    when it says, else its strength."""
+    return f.impact if f.impact is not None else _strength(f)
+
+
 def _order(ids: list[str], findings: dict[str, Finding]) -> list[str]:
-    return sorted(ids, key=lambda h: (-_strength(findings[h]), PRECEDENCE.index(h)))
+    """Root causes (overload, memory, cache) first, in ``PRECEDENCE``; then the step-level
+    hypotheses by the share of decode time each accounts for; a client that dominated
+    last (what it explains is no longer a candidate, what it cannot explain outranks it)."""
+
+    def key(h: str) -> tuple[int, float, int]:
+        if h == "CL":  # the client explains client-clock findings; a server reading stands
+            return (2, 0.0, 0)
+        if h not in STEP_LEVEL:
+            return (0, 0.0, PRECEDENCE.index(h))
+        return (1, -_weight(findings[h]), PRECEDENCE.index(h))
+
+    return sorted(ids, key=key)
 
 
 def _why(top: Finding, rivals: list[Finding], explained: list[Finding]) -> str:
@@ -133,13 +156,33 @@ def _why(top: Finding, rivals: list[Finding], explained: list[Finding]) -> str:
         parts[0] += f" at {top.strength:.2g}× its threshold ({top.basis or 'model'} reading)"
     if explained:
         names = ", ".join(f"{f.id} ({f.status})" for f in explained)
-        parts.append(f"it explains {names}, which follow from it")
+        follow = "follows" if len(explained) == 1 else "follow"
+        parts.append(f"it explains {names}, which {follow} from it")
+    if top.impact is not None:
+        parts.append(f"it accounts for about {percent(top.impact)} of the decode time")
     if rivals:
-        names = ", ".join(f"{f.id} at {_strength(f):.2g}×" for f in rivals)
-        parts.append(f"it outranks {names} on strength; those stay open")
+        names = ", ".join(
+            f"{f.id} ({percent(f.impact)} of decode time)"
+            if f.impact is not None and top.impact is not None
+            else f"{f.id} at {_strength(f):.2g}×"
+            for f in rivals
+        )
+        lead = (
+            "root causes come before step-level findings"
+            if top.id not in STEP_LEVEL
+            else "it explains more of the decode time"
+        )
+        parts.append(f"it outranks {names} ({lead}); those stay open")
     elif not explained:
         parts.append("no other finding is supported")
     return "; ".join(parts) + "."
+
+
+def _rivals(rival: Finding, top: Finding) -> bool:
+    """Whether ``rival`` comes close to ``top`` (on impact when both have one)."""
+    if rival.impact is not None and top.impact is not None:
+        return rival.impact >= RIVAL_SHARE * top.impact
+    return _strength(rival) >= RIVAL_SHARE * _strength(top)
 
 
 def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> str:
@@ -147,7 +190,7 @@ def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> st
         return Confidence.WEAK
     if top.basis != "client":  # a slow client cannot have produced a server-side reading
         rivals = [r for r in rivals if r.id != "CL"]
-    close = [r for r in rivals if _strength(r) >= RIVAL_SHARE * _strength(top)]
+    close = [r for r in rivals if _rivals(r, top)]
     server_read = top.basis in ("server", "model") and not (
         client.limited and client.share >= CAP_SHARE and top.basis != "server"
     )
@@ -196,7 +239,9 @@ def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
     why = "No finding is supported" + (
         ": every hypothesis had its evidence and it pointed away."
         if complete
-        else f"; {', '.join(open_) or 'the client'} could not be judged, so this is a weak reading."
+        else "; "
+        + (f"{', '.join(open_)} could not be judged" if open_ else "the client limited the run")
+        + ", so this is a weak reading."
     )
     return Primary(NONE, Confidence.MODERATE if complete else Confidence.WEAK, why)
 

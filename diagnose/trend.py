@@ -61,6 +61,8 @@ def fit_trend(
     per_unit = np.stack([np.bincount(codes, weights=c, minlength=units) for c in columns], axis=1)
     slope = float(_slope(per_unit.sum(axis=0, keepdims=True))[0])
     replicates = _slope(resample_sums(sparse.csr_matrix(per_unit), resamples, seed))
+    # A resample whose requests all ran at one batch size has no slope (0/0, x/0).
+    replicates = np.where(np.isfinite(replicates), replicates, np.nan)
     alpha = 1.0 - confidence
     low, high = np.nanquantile(replicates, [alpha / 2, 1 - alpha / 2])
     return Trend(slope, float(low), float(high), units)
