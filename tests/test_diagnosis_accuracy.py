@@ -32,6 +32,7 @@ SPEC = importlib.util.spec_from_file_location(
     "diagnosis_accuracy", ROOT / "benchmarks/diagnosis_accuracy.py"
 )
 accuracy = importlib.util.module_from_spec(SPEC)
+sys.modules[SPEC.name] = accuracy  # its dataclasses look their module up by name
 SPEC.loader.exec_module(accuracy)
 COMMAND = re.compile(r"(?<!`)prefillscope (?:bench|diagnose ab) ")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
