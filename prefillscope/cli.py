@@ -23,14 +23,19 @@ def _fail(message: str, status: int) -> NoReturn:
 
 def main() -> None:
     """Console-script entry point."""
-    from runtime import signals
+    from runtime import redact, signals
 
     signals.install()
-    try:
-        from prefillscope.app import app
-    except KeyboardInterrupt as exc:
-        _interrupted(exc)
-    _run(app)
+    # Every secret of the command line and the environment is replaced in whatever the
+    # command prints (and, by the writers, in whatever it writes).
+    redact.register_argv(sys.argv)
+    redact.register_environment()
+    with redact.guarded_streams():
+        try:
+            from prefillscope.app import app
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
+        _run(app)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> NoReturn:

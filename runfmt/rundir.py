@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
+from runtime import redact
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -33,9 +34,12 @@ if TYPE_CHECKING:
 
 
 def _clean(value: Any) -> Any:
-    """JSON has no NaN/inf: write them as null so every journal line parses."""
+    """JSON has no NaN/inf: write them as null so every journal line parses; no secret
+    (a key a server echoed in an error body) is written (``runtime.redact``)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return redact.text(value)
     return value
 
 
@@ -191,7 +195,8 @@ class RunDir:
         """Write a JSON document atomically (write to a temp file, then rename)."""
         target = self.path / name
         tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+        clean = redact.document(json.loads(json.dumps(obj, default=str)))
+        tmp.write_text(json.dumps(clean, indent=2, sort_keys=False) + "\n")
         tmp.replace(target)
 
     def compact(self, name: str) -> None:

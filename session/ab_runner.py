@@ -36,11 +36,10 @@ from typing import Any
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from runfmt.names import AB_JSON, RUN_JSON
-from runtime import signals
+from runtime import redact, signals
 from runtime.version import package_version
 from session.bench_plan import resolve_workload
 from session.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
-from session.runinfo import redact_command
 from simengine.settings import EngineSettings
 from workloads.build import build_plan
 from workloads.errors import InputError
@@ -193,6 +192,8 @@ class _AbRun:
     def __init__(self, options: AbOptions, progress: Progress) -> None:
         self.options = options
         self.progress = progress
+        redact.register_argv(options.launch.words if options.launch is not None else [])
+        redact.register_urls(*(options.endpoints or []))
         self.out = options.out or default_out("ab")
         targets = self._targets()
         self.arms = make_arms(options.chunks, targets)
@@ -220,7 +221,7 @@ class _AbRun:
         if options.endpoints:
             return list(options.endpoints)
         if options.launch is not None:
-            command = redact_command(options.launch.words, [options.bench.api_key])
+            command = redact.argv(options.launch.words, [options.bench.api_key])
             return [" ".join(command)] * len(options.chunks)
         return ["embedded engine"] * len(options.chunks)
 
@@ -323,7 +324,8 @@ class _AbRun:
         measured = [t for t in self.trials if not t.warmup]
         analysis = analyse_ab(self.arms, measured, options.settings, ids)
         document = self._document(analysis)
-        (self.out / AB_JSON).write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
+        (self.out / AB_JSON).write_text(text)
         if error is not None:
             raise error
         return AbOutcome(self.out, self.status, analysis, document)
@@ -360,16 +362,16 @@ class _AbRun:
             "out": str(self.out),
             "mode": options.mode,
             "chunks": options.chunks,
-            "launch": redact_command(launch.words, secrets) if launch is not None else None,
+            "launch": redact.argv(launch.words, secrets) if launch is not None else None,
             "restart_per_trial": options.restart_per_trial,
             "warmup_trials": [t.to_dict() for t in self.trials if t.warmup],
             "servers": [
-                record | {"command": redact_command(record["command"], secrets)}
+                record | {"command": redact.argv(record["command"], secrets)}
                 for record in (self.servers.records if self.servers is not None else [])
             ],
             "workload": {"name": options.bench.workload, "overrides": options.bench.overrides},
             "cache_protocol": options.bench.cache_protocol,
-            "command": redact_command(options.command, secrets),
+            "command": redact.argv(options.command, secrets),
             "tool_version": package_version(),
         }
 

@@ -51,7 +51,7 @@ from probes.timeline import server_series
 from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
-from runtime import signals
+from runtime import redact, signals
 from runtime.clock import RunClock
 from session.bench_oracle import (
     Geometry,
@@ -69,7 +69,6 @@ from session.bench_plan import (
     vocab_from_tokenizer,
 )
 from session.live_stats import Display, LiveStats
-from session.runinfo import redact_command
 from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -253,6 +252,10 @@ def probe_settings(
 async def run_bench(options: BenchOptions, display: Display | None = None) -> BenchOutcome:
     """Run one benchmark end to end (see the module docstring). ``display`` shows
     progress while the load runs. Raises ``InputError`` for bad input, before sending."""
+    # Secrets known from here on are replaced wherever they would be written or printed.
+    redact.register(options.api_key)
+    redact.register_urls(options.endpoint, options.prometheus)
+    redact.register_argv(options.command)
     spec, deadline_s = resolve_workload(options.workload, options.overrides, options.api)
     prometheus = PrometheusSource(options.prometheus) if options.prometheus else None
     async with contextlib.AsyncExitStack() as stack:
@@ -305,7 +308,7 @@ def run_info(
         described["engine"] = (options.engine or EngineSettings.default()).describe()
         described["engine"]["kv_pool_blocks"] = engine.num_gpu_blocks
     return RunInfo(
-        command=redact_command(options.command, [options.api_key]),
+        command=redact.argv(options.command, [options.api_key]),
         wall_t0=clock.wall_t0,
         target=described,
         workload=spec.to_dict(),

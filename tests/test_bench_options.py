@@ -1,4 +1,4 @@
-"""The pieces of ``bench`` that need no server: engine flags, redaction, naming, sizing."""
+"""The pieces of ``bench`` that need no server: engine flags, naming, sizing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from session.bench_plan import (
     warmup_requests,
 )
 from session.bench_runner import default_out
-from session.runinfo import REDACTED, redact_command
 from workloads.build import build_plan
 from workloads.errors import InputError
 
@@ -54,18 +53,6 @@ def test_bad_engine_flags_name_the_setting(item: str, says: str) -> None:
         parse_engine_flags([item])
     assert info.value.field == "--engine" and says in str(info.value)
     assert "\n" not in str(info.value)
-
-
-def test_secrets_are_redacted_from_the_command_line() -> None:
-    argv = [
-        "prefillscope", "bench", "--api-key", "sk-1", "--api-key=sk-2",
-        "--endpoint", "https://user:hunter2@host:8000/v1", "--model", "m-sk-3",
-    ]  # fmt: skip
-    out = redact_command(argv, ["sk-3"])
-    assert out[3] == REDACTED and out[4] == f"--api-key={REDACTED}"
-    assert out[6] == f"https://user:{REDACTED}@host:8000/v1"
-    assert out[8] == f"m-{REDACTED}"
-    assert not any(s in " ".join(out) for s in ("sk-1", "sk-2", "sk-3", "hunter2"))
 
 
 def test_default_run_directories_are_named_for_time_and_workload() -> None:

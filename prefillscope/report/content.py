@@ -121,7 +121,7 @@ ALWAYS = ("target", "flavour", "model", "workload", "seed", "duration")
 
 def header(data: ReportData) -> Header:
     """Who was measured, with what, and whether the run finished (``run.json`` as
-    ``session.runinfo`` writes it)."""
+    ``runfmt.runinfo`` writes it)."""
     workload = data.field("workload.workload")
     workload_text = workload if isinstance(workload, str) else UNKNOWN
     wall = _finite(data.field("clock.wall_t0"))
