@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.config import EngineConfig
+from perfmodel.config import EngineConfig, flag_error
 from perfmodel.costmodel import CostModel
 from perfmodel.models import resolve_gpu, resolve_model
+from workloads.errors import InputError
 
 #: Relative resolution of contexts when costing steps (log scale).
 CONTEXT_RESOLUTION = 0.02
@@ -97,6 +98,18 @@ def resolve_roofline(
     server); the flags override it. A bad ``--model``/``--gpu`` raises ``InputError``
     (``EngineConfig.validate``).
     """
+    try:
+        return _resolve(engine, model, gpu, tensor_parallel_size)
+    except InputError as exc:  # named as diagnose's flags (``--model``, ``--gpu`` …)
+        raise flag_error(exc, {}) from None
+
+
+def _resolve(
+    engine: dict[str, Any] | None,
+    model: str | None,
+    gpu: str | None,
+    tensor_parallel_size: int | None,
+) -> tuple[Roofline | None, list[str]]:
     if model is not None:
         resolve_model(model)  # a bad flag is an error even when the roofline cannot be built
     if gpu is not None:

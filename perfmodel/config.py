@@ -1,13 +1,15 @@
 """The embedded engine's configuration, named after vLLM's flags.
 
 One dataclass carries everything the core, the cost model and the drivers need, so the
-server, the virtual-time simulator and the tests build engines the same way. Fields
-that users set from the command line are validated here, once, with the flag's name
-in the error.
+server, the virtual-time simulator and the tests build engines the same way. Every field
+is validated here, once; an error names the field (``max_num_seqs``), and each command
+line names it as its own flag (``flag_error``): ``serve --max-num-seqs``, ``bench --engine
+max_num_seqs=…``, the planted ``serve --host-overhead-ms`` for ``host_overhead_step_s``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from perfmodel.models import resolve_gpu, resolve_model
@@ -87,48 +89,28 @@ class EngineConfig:
         return self.served_model_name or self.model
 
     def validate(self) -> None:
-        """Raise InputError naming the first bad field (as its command-line flag) and the fix."""
+        """Raise InputError naming the first bad field and the fix."""
         for name, bound in _BOUNDS.items():
-            bound.check("--" + name.replace("_", "-"), getattr(self, name))
+            bound.check(name, getattr(self, name))
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
-        _positive("--tensor-parallel-size", self.tensor_parallel_size)
         if model.q_heads % self.tensor_parallel_size:
             raise InputError(
-                "--tensor-parallel-size",
+                "tensor_parallel_size",
                 f"{self.tensor_parallel_size} does not divide {model.name}'s "
                 f"{model.q_heads} attention heads",
                 "use a divisor of the head count",
             )
-        _positive("--block-size", self.block_size)
-        if self.num_gpu_blocks is not None:
-            _positive("--num-gpu-blocks", self.num_gpu_blocks)
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise InputError("--gpu-memory-utilization", "must be in (0, 1]")
-        _positive("--max-num-batched-tokens", self.max_num_batched_tokens)
-        _positive("--max-num-seqs", self.max_num_seqs)
-        _positive("--max-model-len", self.max_model_len)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise InputError(
-                "--max-num-batched-tokens",
-                f"{self.max_num_batched_tokens} is below --max-num-seqs {self.max_num_seqs}",
+                "max_num_batched_tokens",
+                f"{self.max_num_batched_tokens} is below max_num_seqs {self.max_num_seqs}",
                 "every running sequence needs one token per step; raise the budget",
             )
-        if self.time_scale <= 0:
-            raise InputError("--time-scale", "must be > 0")
-        if self.fixed_step_s is not None and self.fixed_step_s < 0:
-            raise InputError("--fixed-step", "must be >= 0")
-        if self.host_overhead_step_s < 0 or self.host_overhead_per_seq_s < 0:
-            raise InputError("--host-overhead", "must be >= 0")
-        if self.vocab_size < MIN_VOCAB_SIZE:
-            raise InputError("--vocab-size", f"must be at least {MIN_VOCAB_SIZE}")
-        for name in ("prefill_mfu", "decode_mfu", "bandwidth_efficiency"):
-            if not 0 < getattr(self, name) <= 1:
-                raise InputError(name, "must be in (0, 1]")
-        if self.step_overhead_s < 0 or self.layer_overhead_s < 0:
-            raise InputError("step_overhead_s", "overheads must be >= 0")
 
 
-def _positive(field: str, value: int) -> None:
-    if value <= 0:
-        raise InputError(field, f"must be a positive integer, got {value}")
+def flag_error(exc: InputError, flags: Mapping[str, str]) -> InputError:
+    """``exc`` (from ``EngineConfig.validate``, naming a field) as one command line's error:
+    the field's flag from ``flags``, else ``--`` and the field in dashes (vLLM's names)."""
+    flag = flags.get(exc.field, "--" + exc.field.replace("_", "-"))
+    return InputError(flag, exc.problem, exc.fix)

@@ -102,10 +102,10 @@ class CostModel:
         blocks = int(free // (self.kv_bytes_per_token * block_size))
         if blocks <= 0:
             raise InputError(
-                "--model",
+                "model",
                 f"{self.model.name} weights ({self.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU) "
                 f"leave no KV cache room on {self.gpu.name}",
-                "raise --tensor-parallel-size, pick a larger --gpu or give --num-gpu-blocks",
+                "raise tensor_parallel_size, pick a larger gpu or give num_gpu_blocks",
             )
         return blocks
 

@@ -123,9 +123,7 @@ def resolve_gpu(name: str) -> GpuSpec:
     try:
         return GPUS[name.lower()]
     except KeyError:
-        raise InputError(
-            "--gpu", f"unknown GPU {name!r}", f"use one of {', '.join(GPUS)}"
-        ) from None
+        raise InputError("gpu", f"unknown GPU {name!r}", f"use one of {', '.join(GPUS)}") from None
 
 
 def resolve_model(name: str) -> ModelSpec:
@@ -138,7 +136,7 @@ def resolve_model(name: str) -> ModelSpec:
     path = Path(name)
     if path.suffix in (".json", ".toml") and path.is_file():
         return _custom_model(name, _load_spec_file(path))
-    raise InputError("--model", f"unknown model {name!r}", _CUSTOM_HELP.format(", ".join(MODELS)))
+    raise InputError("model", f"unknown model {name!r}", _CUSTOM_HELP.format(", ".join(MODELS)))
 
 
 def _parse_inline(body: str) -> dict[str, str]:
@@ -146,7 +144,7 @@ def _parse_inline(body: str) -> dict[str, str]:
     for item in filter(None, body.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError("--model", f"custom spec item {item!r} is not key=value")
+            raise InputError("model", f"custom spec item {item!r} is not key=value")
         spec[key.strip()] = value.strip()
     return spec
 
@@ -156,27 +154,27 @@ def _load_spec_file(path: Path) -> dict:
         text = path.read_text()
         return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (OSError, ValueError) as exc:
-        raise InputError("--model", f"cannot read model file {path}: {exc}") from None
+        raise InputError("model", f"cannot read model file {path}: {exc}") from None
 
 
 def _custom_model(name: str, spec: dict) -> ModelSpec:
     missing = [k for k in ("params", *_CUSTOM_INT_KEYS) if k not in spec]
     if missing:
         raise InputError(
-            "--model", f"custom model lacks {', '.join(missing)}", _CUSTOM_HELP.format("…")
+            "model", f"custom model lacks {', '.join(missing)}", _CUSTOM_HELP.format("…")
         )
     try:
         ints = {k: int(float(spec[k])) for k in _CUSTOM_INT_KEYS}
         params = float(spec["params"])
         hidden = int(float(spec.get("hidden", ints["q_heads"] * ints["head_dim"])))
     except (TypeError, ValueError):
-        raise InputError("--model", f"custom model {name!r} has a non-numeric figure") from None
+        raise InputError("model", f"custom model {name!r} has a non-numeric figure") from None
     if params <= 0 or hidden <= 0 or min(ints.values()) <= 0:
-        raise InputError("--model", f"custom model {name!r} has a figure <= 0")
+        raise InputError("model", f"custom model {name!r} has a figure <= 0")
     if ints["q_heads"] % ints["kv_heads"]:
-        raise InputError("--model", "q_heads must be a multiple of kv_heads")
+        raise InputError("model", "q_heads must be a multiple of kv_heads")
     dtype = str(spec.get("dtype", "bf16")).lower()
-    dtype_bytes(dtype, "--model")
+    dtype_bytes(dtype, "model")
     return ModelSpec(
         name=str(spec.get("name", name)),
         params=params,

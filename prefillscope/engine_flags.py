@@ -80,7 +80,5 @@ def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
         config.validate()
     except InputError as exc:
         fix = f" ({exc.fix})" if exc.fix else ""
-        raise InputError(
-            FLAG, f"{exc.field.lstrip('-').replace('-', '_')}: {exc.problem}{fix}"
-        ) from None
+        raise InputError(FLAG, f"{exc.field}: {exc.problem}{fix}") from None
     return EngineSettings(config, stream_interval)

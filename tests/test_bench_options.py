@@ -45,7 +45,8 @@ def test_engine_flags_are_typed_by_the_config() -> None:
         ("enable_prefix_caching=maybe", "not true or false"),
         ("stream_interval=0", "must be >= 1"),
         ("gpu=tpu-v9", "unknown GPU"),
-        ("max_num_batched_tokens=64", "below --max-num-seqs"),
+        ("max_num_batched_tokens=64", "max_num_batched_tokens: 64 is below max_num_seqs"),
+        ("fixed_step_s=-1", "fixed_step_s: -1 is too small"),
     ],
 )
 def test_bad_engine_flags_name_the_setting(item: str, says: str) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from perfmodel.config import EngineConfig
+from perfmodel.config import EngineConfig, flag_error
 from perfmodel.costmodel import CostModel, StepShape, attended_pairs
 from perfmodel.models import GIB, GPUS, MODELS, resolve_gpu, resolve_model
 from workloads.errors import InputError
@@ -46,13 +47,13 @@ def test_model_presets_are_the_public_architectures() -> None:
 
 @pytest.mark.parametrize(
     ("resolve", "name", "field"),
-    [(resolve_model, "gpt-9", "--model"), (resolve_gpu, "tpu-v9", "--gpu")],
+    [(resolve_model, "gpt-9", "model"), (resolve_gpu, "tpu-v9", "gpu")],
 )
 def test_unknown_names_list_the_valid_ones(resolve, name: str, field: str) -> None:
     with pytest.raises(InputError) as err:
         resolve(name)
     assert err.value.field == field
-    valid = MODELS if field == "--model" else GPUS
+    valid = MODELS if field == "model" else GPUS
     assert all(v in str(err.value) for v in valid)
 
 
@@ -91,7 +92,7 @@ def test_kv_pool_is_memory_times_utilisation_minus_weights() -> None:
 def test_a_model_that_does_not_fit_is_an_input_error() -> None:
     with pytest.raises(InputError) as err:
         _cost(model="llama-3.1-70b").kv_pool_blocks(16)
-    assert "--tensor-parallel-size" in str(err.value)
+    assert err.value.field == "model" and "tensor_parallel_size" in str(err.value)
 
 
 def test_single_decode_is_weight_bandwidth_bound() -> None:
@@ -182,15 +183,29 @@ def test_faster_gpu_is_faster() -> None:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"max_num_batched_tokens": 128, "max_num_seqs": 256}, "--max-num-batched-tokens"),
-        ({"model": "qwen2.5-7b", "tensor_parallel_size": 8}, "--tensor-parallel-size"),
-        ({"block_size": 0}, "--block-size"),
-        ({"gpu_memory_utilization": 1.5}, "--gpu-memory-utilization"),
-        ({"time_scale": 0}, "--time-scale"),
-        ({"gpu": "b300"}, "--gpu"),
+        ({"max_num_batched_tokens": 128, "max_num_seqs": 256}, "max_num_batched_tokens"),
+        ({"model": "qwen2.5-7b", "tensor_parallel_size": 8}, "tensor_parallel_size"),
+        ({"block_size": 0}, "block_size"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"time_scale": 0}, "time_scale"),
+        ({"gpu": "b300"}, "gpu"),
+        ({"fixed_step_s": -1.0}, "fixed_step_s"),
+        ({"host_overhead_per_seq_s": -1e-6}, "host_overhead_per_seq_s"),
+        ({"step_overhead_s": -1.0}, "step_overhead_s"),
     ],
 )
-def test_config_validation_names_the_flag(overrides: dict, field: str) -> None:
+def test_config_validation_names_the_field(overrides: dict, field: str) -> None:
+    """The error names the config field (every field is one), never a command's flag."""
     with pytest.raises(InputError) as err:
         EngineConfig(**overrides).validate()
     assert err.value.field == field
+    assert err.value.field in {f.name for f in dataclasses.fields(EngineConfig)}
+
+
+def test_each_command_line_names_the_field_as_its_own_flag() -> None:
+    with pytest.raises(InputError) as err:
+        EngineConfig(host_overhead_per_seq_s=-1e-6).validate()
+    serve = {"host_overhead_per_seq_s": "--host-overhead-per-seq-us"}
+    assert flag_error(err.value, serve).field == "--host-overhead-per-seq-us"
+    assert flag_error(err.value, {}).field == "--host-overhead-per-seq-s"
+    assert flag_error(err.value, serve).problem == err.value.problem

@@ -52,6 +52,8 @@ def test_serve_listens_prints_its_config_and_stops_on_ctrl_c() -> None:
         (["--model", "gpt-9"], "--model"),
         (["--fixed-step-ms", "-1"], "--fixed-step-ms"),
         (["--max-num-batched-tokens", "8", "--max-num-seqs", "16"], "--max-num-batched-tokens"),
+        (["--host-overhead-per-seq-us", "-1"], "--host-overhead-per-seq-us"),
+        (["--tensor-parallel-size", "3"], "--tensor-parallel-size"),
     ],
 )
 def test_bad_flags_are_one_line_errors(

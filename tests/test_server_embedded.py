@@ -27,7 +27,7 @@ def test_two_servers_are_independent() -> None:
 
 
 def test_a_bad_config_fails_start_with_the_input_error() -> None:
-    with pytest.raises(InputError, match="--block-size"):
+    with pytest.raises(InputError, match=r"^block_size: "):
         EmbeddedServer(EngineConfig(block_size=0)).start()
 
 

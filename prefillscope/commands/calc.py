@@ -168,6 +168,7 @@ def kv(
     is sent as soon as it is computed (``--chunk-ms`` apart) over the effective rate.
     """
     from diagnose.arithmetic import kv_transfer
+    from perfmodel.config import flag_error
     from perfmodel.models import resolve_model
 
     _check(
@@ -184,7 +185,10 @@ def kv(
         raise InputError("--chunk", f"slices into more than {MAX_CHUNKS:,} chunks", "raise it")
 
     if model is not None:
-        spec = resolve_model(model)
+        try:
+            spec = resolve_model(model)
+        except InputError as exc:
+            raise flag_error(exc, {}) from None
         layers = spec.layers if layers is None else layers
         kv_heads = spec.kv_heads if kv_heads is None else kv_heads
         head_dim = spec.head_dim if head_dim is None else head_dim

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfmodel.config import EngineConfig
+from perfmodel.config import EngineConfig, flag_error
 from simengine.disagg_config import DisaggConfig, parse_ratio
 from simengine.kv_link import LinkSpec
 from workloads.errors import InputError
@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from simengine.server import EngineServer
 
 _D = EngineConfig()
+#: The config fields ``serve`` sets through flags of other names (the planted times, in
+#: ms and µs); every other field is its vLLM flag, ``--`` and the field in dashes.
+SERVE_FLAGS = {
+    "fixed_step_s": "--fixed-step-ms",
+    "host_overhead_step_s": "--host-overhead-ms",
+    "host_overhead_per_seq_s": "--host-overhead-per-seq-us",
+}
 
 
 def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
@@ -177,7 +184,10 @@ def serve(
         seed=seed,
         served_model_name=served_model_name,
     )
-    config.validate()
+    try:
+        config.validate()
+    except InputError as exc:
+        raise flag_error(exc, SERVE_FLAGS) from None
     disagg = None
     if disaggregate is not None:
         disagg = disagg_config(
