@@ -9,6 +9,8 @@ runs the app.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from prefillscope.commands import register_all
@@ -20,4 +22,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from runtime.version import package_version
+
+        typer.echo(f"prefillscope {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version; exit."
+        ),
+    ] = False,
+) -> None:
+    """Benchmark and diagnose LLM servers: honest TTFT/ITL, prefix-cache oracles, verdicts."""
+
+
 register_all(app)

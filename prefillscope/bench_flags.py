@@ -237,7 +237,12 @@ class BenchFlags:
         self, *, endpoint: str | None, out: Path | None, command: list[str]
     ) -> BenchOptions:
         """The validated ``BenchOptions`` of one run against ``endpoint`` (embedded if None)."""
-        from prefillscope.bench_vocab import engine_flags, gpu_telemetry, run_slo
+        from prefillscope.bench_vocab import (
+            engine_flags,
+            gpu_telemetry,
+            picked_percentiles,
+            run_slo,
+        )
         from session.bench_runner import BenchOptions
 
         self.validate()
@@ -270,6 +275,7 @@ class BenchFlags:
             block_size=self.block_size,
             num_gpu_blocks=self.num_gpu_blocks,
             allow_overlong=self.allow_overlong,
+            percentiles=picked_percentiles(self),
             command=command,
         )
 

@@ -112,6 +112,19 @@ def engine_flags(flags: BenchFlags, endpoint: str | None) -> list[str]:
     return engine
 
 
+def picked_percentiles(flags: BenchFlags) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
+    """vLLM's ``--percentile-metrics`` (default ttft,tpot,itl) and ``--metric-percentiles``
+    (default 99), when either is given."""
+    from probes.percentiles import parse_metrics, parse_percentiles
+
+    if flags.percentile_metrics is None and flags.metric_percentiles is None:
+        return None
+    return (
+        parse_metrics(flags.percentile_metrics or "ttft,tpot,itl"),
+        parse_percentiles(flags.metric_percentiles or "99"),
+    )
+
+
 def run_slo(flags: BenchFlags) -> Slo | None:
     """``--slo`` or vLLM's ``--goodput`` (one of them), parsed."""
     from probes.latency import parse_slo

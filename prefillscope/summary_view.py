@@ -69,6 +69,20 @@ def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
     return _table(columns[:keep], [row[:keep] for row in rows])
 
 
+def _picked(summary: dict[str, Any]) -> Table | None:
+    """The percentiles asked for with ``--metric-percentiles``/``--percentile-metrics``."""
+    picked = summary.get("percentiles")
+    if not isinstance(picked, dict) or not picked:
+        return None
+    labels = list(next(iter(picked.values())))
+    names = {key: label for key, label, _ in content.LATENCY_METRICS}
+    rows = [
+        [names.get(metric, metric), *(content.fmt_duration(v) for v in values.values())]
+        for metric, values in picked.items()
+    ]
+    return _table(["percentiles asked for", *labels], rows)
+
+
 def summary_renderable(
     summary: dict[str, Any], run_dir: Path, status: str, reason: str | None, width: int
 ) -> RenderableType:
@@ -88,6 +102,9 @@ def summary_renderable(
         parts.append(side)
     else:
         parts += [outcome] + ([server] if server is not None else [])
+    picked = _picked(summary)
+    if picked is not None:
+        parts.append(picked)
     parts.append(Text(f"run directory: {run_dir}", style="dim"))
     parts.append(Text(f"next: prefillscope report {run_dir}", style="dim"))
     return Group(*parts)

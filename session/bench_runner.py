@@ -43,6 +43,7 @@ from loadgen.smoke import smoke_test
 from loadgen.target import Target
 from probes.exposition import metrics_url
 from probes.latency import Slo, summarize
+from probes.percentiles import picked_percentiles
 from probes.probe_process import ProbeProcess
 from probes.prometheus_source import PrometheusSource
 from probes.sampling import ProbeStatus
@@ -120,6 +121,9 @@ class BenchOptions:
     num_gpu_blocks: int | None = None
     #: Send requests longer than the server's max_model_len instead of refusing the run.
     allow_overlong: bool = False
+    #: vLLM's --percentile-metrics and --metric-percentiles: extra percentiles in the
+    #: summary (``summary["percentiles"]``).
+    percentiles: tuple[tuple[str, ...], tuple[float, ...]] | None = None
     #: Send one small request first and fail at once, with the server's message, if it fails.
     smoke_test: bool = True
     #: Keep every request's output token ids and their logprobs (``diagnose ab
@@ -448,6 +452,10 @@ class _Bench:
         run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         summary = summarize(run, self.options.slo)
         requests = run.read_table(REQUESTS_TABLE)
+        if self.options.percentiles is not None:
+            metrics, percentiles = self.options.percentiles
+            chunks = run.read_table("chunks")
+            summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
         probe = info.probes["server_metrics"]["status"]
         # off, or failed (nothing scraped, or the user's mapping file unusable): no series
         series = server_series(run) if probe["state"] not in ("off", "failed") else None

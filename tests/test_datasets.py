@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bench_support import bench_cli, read_json, requests_table
 from workloads_util import train_tokenizer
@@ -105,6 +106,7 @@ def test_vllm_flags_against_the_engine(tmp_path: Path) -> None:
     done = bench_cli(
         "--random-input-len", "200", "--random-output-len", "8", "--num-prompts", "12",
         "--request-rate", "inf", "--goodput", "ttft:60000", "--goodput", "tpot:60000",
+        "--percentile-metrics", "ttft,e2el,itl", "--metric-percentiles", "50,99.9",
         "--engine", "fixed_step_s=0.002", *FAST, "--out", str(out), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -114,6 +116,13 @@ def test_vllm_flags_against_the_engine(tmp_path: Path) -> None:
     assert summary["goodput"]["share"] == 1.0
     requests = requests_table(out)
     assert requests["intended_s"].nunique() == 1  # all due at the schedule's start
+    picked = summary["percentiles"]
+    assert set(picked) == {"ttft_s", "e2e_s", "itl_s"} and set(picked["ttft_s"]) == {"p50", "p99.9"}
+    ttft = requests["first_token_s"] - requests["intended_s"]
+    assert picked["ttft_s"]["p50"] == pytest.approx(float(np.percentile(ttft, 50)))
+    assert picked["e2e_s"]["p99.9"] == pytest.approx(
+        float(np.percentile(requests["end_s"] - requests["intended_s"], 99.9))
+    )
     assert read_json(out, "run.json")["workload"]["workload"] == "random"
 
 

@@ -20,5 +20,8 @@ COMMAND_MODULES = (
 
 
 def register_all(app: typer.Typer) -> None:
+    from prefillscope.examples import add_examples
+
     for name in COMMAND_MODULES:
         importlib.import_module(f"prefillscope.commands.{name}").register(app)
+    add_examples(app)

@@ -146,15 +146,7 @@ def bench(
         bool, typer.Option("--json", help="Print summary.json (or the dry run) only.")
     ] = False,
 ) -> None:
-    """Replay a workload against a server (default: the embedded engine); measure it.
-
-    Examples:
-
-    \b
-      prefillscope bench --workload multi-turn --num-requests 60
-      prefillscope bench --endpoint localhost:8000/v1 --workload doc-qa --rate 4 --slo ttft=500
-      prefillscope bench --endpoint http://host:8000 --dataset sharegpt:sg.json --request-rate inf
-    """
+    """Replay a workload against a server (default: the embedded engine); measure it."""
     flags.validate()
     if dry_run_:
         from prefillscope.bench_vocab import run_slo

@@ -1,4 +1,4 @@
-"""``prefillscope calc chunks|prefix|kv``: the lesson's arithmetic, from the engine's own rules.
+"""``prefillscope calc chunks|prefix|kv``: back-of-envelope numbers, from the engine's own rules.
 
 Each sub-command prints a small table, or with ``--json`` one JSON object whose keys are
 the contract (chunks → ``chunks``; prefix → ``reused_blocks`` … ``linear_flops``; kv →
@@ -38,7 +38,10 @@ if TYPE_CHECKING:
     from diagnose.arithmetic import KvTransfer
 
 calc_app = typer.Typer(
-    help="The lesson's arithmetic: chunk slicing, prefix-cache savings, KV transfer size.",
+    help=(
+        "Back-of-envelope numbers: how a prompt is chunked, what a cached prefix saves, "
+        "KV bytes to move."
+    ),
     no_args_is_help=True,
 )
 

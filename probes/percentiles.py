@@ -1,0 +1,71 @@
+"""Percentiles a user picks, as ``vllm bench serve``'s ``--percentile-metrics`` and
+``--metric-percentiles`` pick them: any of ``ttft``, ``tpot``, ``itl``, ``e2el`` at any
+percentiles, over the run's completed measured requests (ITL per token, as everywhere).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.quantiles import finite
+from workloads.errors import InputError
+
+#: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
+METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "itl_s", "e2el": "e2e_s"}
+
+
+def parse_metrics(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip().lower() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in METRICS]
+    if bad or not names:
+        raise InputError(
+            "--percentile-metrics",
+            f"unknown metric {bad[0] if bad else text!r}",
+            "e.g. ttft,tpot,itl,e2el",
+        )
+    return names
+
+
+def parse_percentiles(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(
+            "--metric-percentiles", f"{text!r} is not numbers", "e.g. 50,90,99"
+        ) from None
+    if not values or any(not 0 < v <= 100 for v in values):
+        raise InputError(
+            "--metric-percentiles", f"{text!r}: each must be in (0, 100]", "e.g. 50,90,99"
+        )
+    return values
+
+
+def label(percentile: float) -> str:
+    """``p99``, ``p99.9``: the summary key of a percentile."""
+    return f"p{percentile:g}"
+
+
+def picked_percentiles(
+    requests: Any, chunks: Any, metrics: tuple[str, ...], percentiles: tuple[float, ...]
+) -> dict[str, dict[str, float | None]]:
+    """``{metric column: {"p99": seconds, …}}`` for the completed measured requests."""
+    import numpy as np
+
+    from probes.latency import completed_mask, measured, request_latencies, token_chunks, token_gaps
+
+    runs = measured(requests)
+    ok = completed_mask(runs)
+    latencies = request_latencies(runs)
+    out: dict[str, dict[str, float | None]] = {}
+    for name in metrics:
+        column = METRICS[name]
+        if column == "itl_s":
+            done = runs.loc[ok, "id"] if "id" in runs.columns else None
+            values = finite(token_gaps(token_chunks(chunks, done)).gap_s)
+        else:
+            values = finite(latencies.loc[ok, column])
+        out[column] = {
+            label(p): (float(np.percentile(values, p)) if values.size else None)
+            for p in percentiles
+        }
+    return out
