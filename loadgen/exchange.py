@@ -22,7 +22,16 @@ Error classes (``ErrorKind``), by what the server did:
 * ``stream_malformed``: an event whose payload is not a JSON object (or no SSE at all);
 * ``stream_truncated``: the connection ended before the stream's end-of-stream event,
   between events or mid-event;
+* ``stream_oversize``: one event outgrew ``--max-event-bytes`` (the SSE parser's cap);
 * ``cancelled``: the run was cancelled (Ctrl-C) while the request was in flight.
+
+What the stream said wins over how it ended: an error event followed by a dropped
+connection is ``stream_error_event`` with the server's message, not a truncation.
+
+A request whose pooled connection the server closed (its keep-alive ran out) before a
+byte of the request was written never reached the server: it is sent again, once, on a
+fresh connection, and its row says ``retried``. Open-loop requests take their connection
+ahead of their send time, which is what opens that window.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import asyncio
 import json
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -40,6 +49,7 @@ from aiohttp.payload import BytesPayload
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
 from loadgen.arrivals import Arrivals, ArrivalStamps
 from loadgen.records import ErrorKind, RequestRecord, Status
+from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
 from runtime.clock import RunClock
 from runtime.timing import Waker
 
@@ -102,11 +112,14 @@ class _StampedBody(BytesPayload):
         self._clock = clock
         self._not_before = not_before
         self._waker = waker
+        #: The request's bytes (headers ride with the body's) went to the socket.
+        self.written = False
 
     async def _stamp(self) -> None:
         if self._not_before is not None:
             await self._waker.until(self._not_before)
         self._record.sent_s = self._clock.now()
+        self.written = True
 
     async def write(self, writer: Any) -> None:
         await self._stamp()
@@ -136,8 +149,10 @@ class Exchanger:
         on_first_token: RecordHook | None = None,
         on_chunk: ChunkHook | None = None,
         waker: Waker | None = None,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         self.session = session
+        self.max_event_bytes = max_event_bytes
         self.waker = waker or Waker(clock.now)
         self.adapter = adapter
         self.clock = clock
@@ -160,14 +175,17 @@ class Exchanger:
         ``CancelledError`` propagates, so the caller can still write it.
         """
         stream = self.adapter.new_stream(prepared.want_ids, prepared.want_text)
+        stream.sse.max_event_bytes = self.max_event_bytes
         state = _Progress()
         record.sent_s = self.clock.now()
         if self.on_send is not None:
             self.on_send(record)
         try:
             async with asyncio.timeout(self.timeout_s):
-                await self._exchange(prepared, record, stream, chunks, state)
+                await self._exchange_or_retry(prepared, record, stream, chunks, state)
             failure = _stream_failure(stream)
+        except EventTooLarge as exc:
+            failure = Failure(ErrorKind.STREAM_OVERSIZE, f"{exc} (raise --max-event-bytes)")
         except TimeoutError:
             failure = Failure(ErrorKind.TIMEOUT, _timeout_message(self.timeout_s, state, stream))
         except asyncio.CancelledError:
@@ -177,7 +195,7 @@ class Exchanger:
         except Failure as exc:
             failure = exc
         except (aiohttp.ClientError, OSError) as exc:
-            if stream.done:  # broken after the end-of-stream event: nothing was lost
+            if stream.done or stream.error or stream.malformed:  # what the stream said wins
                 failure = _stream_failure(stream)
             elif state.streaming:
                 failure = _truncated(stream, _reason(exc))
@@ -188,7 +206,7 @@ class Exchanger:
             fail_record(record, failure)
         return stream
 
-    async def _exchange(
+    async def _exchange_or_retry(
         self,
         prepared: Prepared,
         record: RequestRecord,
@@ -196,8 +214,39 @@ class Exchanger:
         chunks: ChunkTimes,
         state: _Progress,
     ) -> None:
+        """The exchange; once more on a fresh connection when the pooled one was closed
+        before any byte of the request reached the server."""
+        try:
+            await self._exchange(prepared, record, stream, chunks, state, self.session)
+        except aiohttp.ClientConnectorError:
+            raise  # a new connection that could not be opened: nothing to retry on
+        except (aiohttp.ClientError, OSError):
+            if state.streaming or state.body is None or state.body.written:
+                raise
+            record.retried = True
+            if prepared.not_before is not None:  # connect when due: an idle one may go too
+                await self.waker.until(prepared.not_before)
+                prepared = replace(prepared, not_before=None)
+            connector = aiohttp.TCPConnector(force_close=True)
+            async with aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None),
+                auto_decompress=False,
+            ) as fresh:
+                await self._exchange(prepared, record, stream, chunks, state, fresh)
+
+    async def _exchange(
+        self,
+        prepared: Prepared,
+        record: RequestRecord,
+        stream: EventStream,
+        chunks: ChunkTimes,
+        state: _Progress,
+        session: aiohttp.ClientSession,
+    ) -> None:
         body = _StampedBody(prepared.body, record, self.clock, prepared.not_before, self.waker)
-        async with self.session.post(self.url, data=body, headers=self.headers) as resp:
+        state.body = body
+        async with session.post(self.url, data=body, headers=self.headers) as resp:
             record.http_status = resp.status
             if resp.status >= 400:
                 raise await _http_failure(resp)
@@ -242,11 +291,12 @@ class Exchanger:
 class _Progress:
     """How far a request got: whether its stream started, when data last arrived."""
 
-    __slots__ = ("last_s", "streaming")
+    __slots__ = ("body", "last_s", "streaming")
 
     def __init__(self) -> None:
         self.streaming = False
         self.last_s: float | None = None
+        self.body: _StampedBody | None = None
 
 
 async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:

@@ -23,6 +23,7 @@ class ErrorKind(StrEnum):
     STREAM_ERROR_EVENT = "stream_error_event"
     STREAM_MALFORMED = "stream_malformed"
     STREAM_TRUNCATED = "stream_truncated"
+    STREAM_OVERSIZE = "stream_oversize"
     CANCELLED = "cancelled"
 
     @classmethod
@@ -75,6 +76,9 @@ class RequestRecord:
     error_kind: str | None = None
     http_status: int | None = None
     error_message: str | None = None
+    #: Sent a second time, on a fresh connection: the first try's pooled connection was
+    #: closed by the server before any byte of the request reached it.
+    retried: bool = False
     output_token_ids: list[int] | None = field(default=None, repr=False)
     output_logprobs: list[float] | None = field(default=None, repr=False)
 

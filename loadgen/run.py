@@ -53,6 +53,7 @@ from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_reco
 from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.sessions import SessionBook
+from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
@@ -79,6 +80,8 @@ class LoadOptions:
     concurrency: int | None = None
     #: Per-request limit from send to the end of the stream; ``None``: no limit.
     request_timeout_s: float | None = 600.0
+    #: Largest single stream event (``--max-event-bytes``); a longer one fails the request.
+    max_event_bytes: int = MAX_EVENT_BYTES
     cache_protocol: str = "warm"
     ignore_eos: bool = True
     temperature: float | None = 0.0
@@ -247,6 +250,7 @@ class LoadRun:
                 on_first_token=_overridden(self._observer, "on_first_token"),
                 on_chunk=_overridden(self._observer, "on_chunk"),
                 waker=self._waker,
+                max_event_bytes=self.options.max_event_bytes,
             )
             monitor = ClientMonitor(
                 self.clock, self.run_dir.table(CLIENT_TABLE), self.options.health_interval_s

@@ -16,6 +16,12 @@ bytes of it); an event with an ``event:`` name other than ``message`` comes back
 At the end of a stream, :meth:`SSEParser.pending_bytes` tells whether the connection
 closed in the middle of an event (data received but its blank line never came), which
 the caller reports as a truncated stream.
+
+One event arriving in many reads costs time linear in its size: the unfinished event is
+kept in a ``bytearray`` that reads are appended to, and only the new bytes are searched
+for its end. An event longer than ``max_event_bytes`` (``--max-event-bytes``) raises
+:class:`EventTooLarge` as soon as it is known to be: a server that streams one endless
+event cannot make the client hold it all.
 """
 
 from __future__ import annotations
@@ -34,27 +40,46 @@ class NamedEvent(bytes):
         return obj
 
 
+#: Default cap on one event's size (``--max-event-bytes``): far above any token event.
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class EventTooLarge(Exception):
+    """An event outgrew ``max_event_bytes`` before its end arrived."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"an event of more than {limit:,} bytes ({size:,} received)")
+        self.size = size
+        self.limit = limit
+
+
 class SSEParser:
     """Feed it the bytes of one stream in any pieces; it returns the complete events."""
 
-    __slots__ = ("_buf", "_cr", "_started", "idle")
+    __slots__ = ("_buf", "_cr", "_scanned", "_started", "idle", "max_event_bytes")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf already searched for an event's end
         self._cr = False  # the last piece ended in CR: a following LF belongs to it
         self._started = False
+        self.max_event_bytes = max_event_bytes
         #: Past the stream's first bytes and at an event boundary with nothing held back:
         #: a read that is exactly one ``data: …\n\n`` event is that event, as it is.
         self.idle = False
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Consume ``data``; return the payloads of the events it completed, in order."""
+        """Consume ``data``; return the payloads of the events it completed, in order.
+
+        Raises :class:`EventTooLarge` when an event outgrows ``max_event_bytes``.
+        """
         if (
             self.idle
             and data.startswith(b"data: ")
             and data.find(b"\n") == len(data) - 2
             and data[-1] == 0x0A
             and b"\r" not in data
+            and len(data) <= self.max_event_bytes
         ):
             return [data[6:-2]]
         events = self._feed_general(data)
@@ -76,7 +101,7 @@ class SSEParser:
         Call after :meth:`close`. Complete comment lines are not an event, so a stream
         that ends after a keep-alive ping has nothing pending.
         """
-        rest = self._buf.lstrip(b"\n")
+        rest = bytes(self._buf).lstrip(b"\n")
         lines = rest.split(b"\n")
         if lines[-1] == b"" and all(line[:1] == b":" for line in lines[:-1]):
             return 0
@@ -87,22 +112,31 @@ class SSEParser:
         if not self._started:
             if not data:
                 return []
-            joined = self._buf + data
+            joined = bytes(self._buf) + data
             if len(joined) < len(_BOM) and _BOM.startswith(joined):
-                self._buf = joined  # wait: this may still be a byte-order mark
+                self._buf = bytearray(joined)  # wait: this may still be a byte-order mark
                 return []
-            self._buf = b""
+            self._buf = bytearray()
             data = joined[len(_BOM) :] if joined.startswith(_BOM) else joined
             self._started = True
-        data = self._normalise_newlines(data)
-        buf = self._buf + data if self._buf else data
-        if b"\n\n" not in buf:
-            self._buf = buf
+        buf = self._buf
+        buf += self._normalise_newlines(data)
+        # Only the new bytes (and the one before them) can hold the end of an event.
+        end = buf.rfind(b"\n\n", max(0, self._scanned - 1))
+        if end < 0:
+            self._scanned = len(buf)
+            if len(buf) > self.max_event_bytes:
+                raise EventTooLarge(len(buf), self.max_event_bytes)
             return []
-        blocks = buf.split(b"\n\n")
-        self._buf = blocks.pop()
+        blocks = bytes(buf[:end]).split(b"\n\n")
+        del buf[: end + 2]
+        self._scanned = len(buf)
+        if len(buf) > self.max_event_bytes:
+            raise EventTooLarge(len(buf), self.max_event_bytes)
         events: list[bytes] = []
         for block in blocks:
+            if len(block) > self.max_event_bytes:
+                raise EventTooLarge(len(block), self.max_event_bytes)
             event = self._parse_block(block)
             if event is not None:
                 events.append(event)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import api_key_from_env
 from prefillscope.engine_flags import parse_engine_flags
 from workloads.errors import InputError
@@ -61,6 +62,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "num_gpu_blocks": Bound(
         1, MAX_POOL_BLOCKS, whole=True, why="the pool model keeps a table entry per block"
     ),
+    "max_event_bytes": Bound(1024, 2**30, whole=True, why="an event is held whole in memory"),
     "timeout": Bound(0, MAX_SECONDS, above=True, why="a request is given at most a week"),
     "warmup": Bound(0, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
     "metrics_interval": Bound(0, 3600, above=True, why="a scrape at least every hour"),
@@ -157,6 +159,9 @@ class BenchFlags:
         str, typer.Option(help="reset (flush the server's cache), salt (per-run salt), warm.")
     ] = "salt"
     timeout: Annotated[float, typer.Option(help="Per-request timeout (s).")] = 600.0
+    max_event_bytes: Annotated[
+        int, typer.Option(help="Largest stream event; a longer one fails as stream_oversize.")
+    ] = MAX_EVENT_BYTES
     warmup: Annotated[int, typer.Option(help="Unmeasured warm-up requests first.")] = 0
     metrics_interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 0.5
     no_server_metrics: Annotated[
@@ -265,6 +270,7 @@ class BenchFlags:
             slo=run_slo(self),
             max_concurrency=self.max_concurrency,
             timeout_s=self.timeout,
+            max_event_bytes=self.max_event_bytes,
             cache_protocol=self.cache_protocol,
             warmup=self.warmup,
             metrics_interval_s=self.metrics_interval,

@@ -40,6 +40,7 @@ from loadgen.adapters import RequestParams
 from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.smoke import smoke_test
+from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from probes.exposition import metrics_url
 from probes.latency import Slo, summarize
@@ -108,6 +109,7 @@ class BenchOptions:
     slo: Slo | None = None
     max_concurrency: int | None = None
     timeout_s: float | None = 600.0
+    max_event_bytes: int = MAX_EVENT_BYTES
     cache_protocol: str = "salt"
     warmup: int = 0
     metrics_interval_s: float = 0.5
@@ -427,6 +429,7 @@ class _Bench:
         return LoadOptions(
             max_concurrency=self.options.max_concurrency,
             request_timeout_s=self.options.timeout_s,
+            max_event_bytes=self.options.max_event_bytes,
             cache_protocol=self.options.cache_protocol,
             logprobs=self.options.record_outputs,
             keep_token_ids=self.options.record_outputs,

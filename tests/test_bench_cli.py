@@ -54,7 +54,7 @@ def _one_line_error(done, field: str) -> str:
     [
         (("--workload", "no-such-workload"), "workload", "known:"),
         (("--workload", "shared-prefix", "--set", "prefix_len=uniform:500-100"), "prefix_len", ""),
-        (("--workload", "system-prompt", "--rate", "0"), "rate", "must be"),
+        (("--workload", "system-prompt", "--rate", "0"), "--rate", "must be > 0"),
         (("--workload", "system-prompt", "--concurrency", "4", "--rate", "2"), "--concurrency", ""),
         (("--workload", "system-prompt", "--engine", "gpus=2"), "--engine", "unknown engine"),
         (("--workload", "system-prompt", "--engine", "time_scale=fast"), "--engine", "number"),

@@ -146,6 +146,7 @@ class EventStream:
             and data.endswith(b"}\n\n")
             and data.find(b"\n") == len(data) - 2
             and b"\r" not in data
+            and len(data) <= self.sse.max_event_bytes
         ):
             n = self._ordinary(data)
             if n is not None:
