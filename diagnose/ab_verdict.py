@@ -17,8 +17,8 @@ kinds (``ab_metrics.prefill_kind``: the long prompts of ``interference``), not t
 one, which falls between the kinds. ``rule_text`` states the rule as applied, in words
 (``verdict.rule``); what the winner gives up is ``ab_tradeoffs``'.
 
-"Significantly better" is ``Comparison.significant`` (interval excludes 1 and the rank
-test agrees) with the ratio on the better side, from ``compare_trials`` over the trials
+"Significantly better" is ``Comparison.significant`` (decided, and the interval excludes
+1) with the ratio on the better side, from ``compare_trials`` over the trials
 of the two arms. Every winner is thus backed by a significant pairwise comparison.
 """
 

@@ -7,10 +7,10 @@ Metrics are named ``<latency>_<statistic>`` — latency one of ``ttft``, ``ttft_
 
 Each metric is a ratio NEW/BASE with a bootstrap interval (``diagnose.stats``, whose
 docstring states the test and its assumptions): per-request values for TTFT/TPOT/E2E,
-per-token ITL gaps resampled by request (the gaps of one request are not independent;
-the pooled p99 of the resampled requests' gaps is recomputed), and throughput in equal
-time slices of each run's measured window (one run has one throughput, but its slices
-vary).
+per-token ITL gaps resampled in time blocks (``time_blocks``: gaps at one time share
+the server's steps; the pooled p99 of the resampled blocks' gaps is recomputed), and
+throughput in equal time slices of each run's measured window (one run has one
+throughput, but its slices vary).
 
 A gate ``METRIC:+X%`` reads that interval against its limit: pass, fail or inconclusive
 (``diagnose.gate``).

@@ -15,7 +15,7 @@ from workloads.errors import InputError
 
 #: Default number of bootstrap resamples.
 RESAMPLES = 2000
-#: Default confidence level of intervals (and 1 - the rank test's alpha).
+#: Default confidence level of intervals (significant: the interval excludes 1).
 CONFIDENCE = 0.95
 #: Latency metric prefixes and the per-request column (or ``itl_s``) each comes from.
 LATENCIES = {

@@ -7,9 +7,10 @@ resampled independently:
 
 * independent values (per-request TTFT, TPOT, E2E; throughput time slices): the values
   are resampled and the statistic recomputed;
-* clustered values (the ITL gaps of one request share its stalls and its neighbours):
-  the clusters are resampled and the *pooled* statistic of their values recomputed (a
-  cluster bootstrap of the pooled p99, not a test of per-request summaries).
+* clustered values (ITL gaps are not independent: one engine step stalls every running
+  request at once, so ``diagnose.compare`` groups them in time blocks): the clusters
+  are resampled and the *pooled* statistic of their values recomputed (a cluster
+  bootstrap of the pooled p99, not a test of per-request summaries).
 
 With R finite replicates of the ratio, sorted, the interval at ``confidence`` = 1 − α is
 ``[r(m+1), r(R−m)]``, m = ⌈R·α/2⌉ − 1 replicates trimmed at each end.

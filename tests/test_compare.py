@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import numpy as np
 import pytest
 from synthetic_runs import WORKLOAD, synth_run
 
-from diagnose.compare import metric_spec, workload_differences
+from diagnose.compare import metric_spec, time_blocks, workload_differences
 from diagnose.gate import parse_gate, worsening
+from diagnose.stats import MIN_UNITS, Sample, compare_stats
 from prefillscope.cli import main
+from probes.latency import TokenGaps
 from workloads.errors import InputError
 
 
@@ -216,3 +219,47 @@ def test_seed_and_run_length_do_not_make_another_workload() -> None:
         "workload.rate: 10.0 vs 20.0"
     ]
     assert workload_differences({}, {"workload": spec})  # unknown cannot be shown to match
+
+
+def _gaps(request: np.ndarray, t_s: np.ndarray, gap_s: np.ndarray) -> TokenGaps:
+    ids = np.asarray([f"r{i}" for i in range(int(request.max()) + 1)], dtype=object)
+    return TokenGaps(gap_s=gap_s, request=request, t_s=t_s, request_ids=ids)
+
+
+def test_itl_gaps_are_resampled_in_blocks_of_a_request_lifetime() -> None:
+    # 100 requests of 2 s each over 100 s: blocks of 2 s.
+    request = np.repeat(np.arange(100), 200)
+    t = np.repeat(np.arange(100) * 1.0, 200) + np.tile(np.linspace(0.0, 2.0, 200), 100)
+    blocks = time_blocks(_gaps(request, t, np.full(t.size, 0.01)))
+    assert blocks.max() + 1 == 51 and (blocks == np.floor(t / 2.0)).all()
+    # Six streams spanning a 10 s run: one lifetime is the whole run, so 2 × MIN_UNITS
+    # blocks of 0.5 s (narrower than the truth, as the docstring says).
+    request = np.repeat(np.arange(6), 1000)
+    t = np.tile(np.linspace(0.0, 10.0, 1000), 6)
+    blocks = time_blocks(_gaps(request, t, np.full(t.size, 0.01)))
+    assert blocks.max() + 1 == 2 * MIN_UNITS + 1 and (blocks == np.floor(t / 0.5)).all()
+
+
+def test_stalls_shared_by_all_running_requests_need_time_blocks() -> None:
+    # A prefill stalls every running request at once. Resampling requests treats the
+    # stalls of 40 requests as 40 independent draws and calls A/A pairs different;
+    # resampling time blocks keeps each stall event whole.
+    rng = np.random.default_rng(41)
+    misses = {"requests": 0, "time blocks": 0}
+    pairs = 30
+    for pair in range(pairs):
+        arms = []
+        for _ in range(2):
+            stalls = np.sort(rng.uniform(0, 60, rng.poisson(60)))
+            size = 0.1 * rng.lognormal(0.0, 0.5, stalls.size)  # each prefill its own length
+            request = np.repeat(np.arange(40), 500)
+            t = np.repeat(rng.uniform(0, 50, 40), 500) + np.tile(np.arange(500) * 0.02, 40)
+            event = np.searchsorted(stalls, t, side="right") - 1  # the last stall before t
+            hit = (event >= 0) & (t - stalls[np.maximum(event, 0)] < 0.02)
+            gap = np.where(hit, size[np.maximum(event, 0)], 0.02 * rng.lognormal(0, 0.1, t.size))
+            arms.append(_gaps(request, t, gap))
+        for name, units in (("requests", lambda g: g.request), ("time blocks", time_blocks)):
+            samples = [Sample.of(g.gap_s, units(g)) for g in arms]
+            (c,) = compare_stats(*samples, {"p99": "p99"}, resamples=500, seed=pair)
+            misses[name] += c.side(1.0) != 0
+    assert misses["time blocks"] <= 0.1 * pairs < 0.3 * pairs <= misses["requests"], misses
