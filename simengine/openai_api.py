@@ -18,6 +18,7 @@ parts (joined with newlines).
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -89,10 +90,33 @@ class GenerationRequest:
 
 
 # -- bodies and fields ------------------------------------------------------------------
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    raise _NonFinite(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"{text} is out of range for a number")
+    return value
+
+
 def parse_json_body(raw: bytes) -> dict[str, Any]:
-    """The request's JSON object, or a 400 saying why it is not one."""
+    """The request's JSON object, or a 400 saying why it is not one.
+
+    NaN, Infinity and numbers beyond a double (Python's json reads them) are refused;
+    so is nesting too deep to decode, as a 400 rather than an internal error.
+    """
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except _NonFinite as exc:
+        raise ApiError(400, f"Invalid JSON in request body: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "Invalid JSON in request body: nested too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ApiError(400, f"Invalid JSON in request body: {exc}") from None
     if not isinstance(body, dict):
@@ -124,7 +148,7 @@ def _temperature(body: dict[str, Any]) -> float:
     value = body.get("temperature")
     if value is None:
         return 1.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise _invalid("temperature", "temperature must be a non-negative number", value)
     return float(value)
 
