@@ -1,8 +1,8 @@
 """How often the ``compare`` gate is wrong: A/A false positives and planted-regression detection.
 
-Data: virtual-time runs of the embedded engine (``simengine.VirtualDriver``: the engine's
+Data: virtual-time runs of the embedded engine (``simengine.driver.VirtualDriver``: the engine's
 scheduler and cost model on a simulated clock, no client, no wall time) serving a real
-workload plan (``workloads.build_plan``), one seed per run, ``--pairs`` × 2 runs per run
+workload plan (``workloads.build.build_plan``), one seed per run, ``--pairs`` × 2 runs per run
 size. An A/A pair is two seeds of one configuration. A planted regression multiplies
 NEW's ITL gaps above its own p95 by f, which multiplies its pooled p99 by exactly f (the
 order above p95 is kept) and leaves everything below alone: +30 % and +100 % are planted

@@ -1,4 +1,4 @@
-"""The hypothesis checklist over one run, its ranking, and the decision rule (DESIGN.md §1).
+"""The hypothesis checklist over one run, its ranking, and the decision rule.
 
 ``run_checklist(run_dir, options)`` judges the competing explanations of a bad latency —
 H1 prefill chunks (``h1_prefill``), H2 host overhead (``h2_host``), H3 KV bandwidth

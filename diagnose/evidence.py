@@ -17,8 +17,8 @@ that would settle it:
 * ``inconclusive``: the evidence it needs is missing or too thin;
 * ``not applicable``: the run could not have shown it (e.g. no prefill ran while decodes did).
 
-The serialised shape is the contract in ``notes/DIAGNOSIS_JSON.md``: the HTML report
-renders it.
+The serialised shape is the ``diagnosis.json`` contract (``docs/ARCHITECTURE.md``): the
+HTML report renders it.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class Diagnosis:
         return next(h for h in [*self.hypotheses, self.prefix_cache] if h.id == hid)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``diagnosis.json`` document (``notes/DIAGNOSIS_JSON.md``)."""
+        """The ``diagnosis.json`` document (``docs/ARCHITECTURE.md``)."""
         return {
             "run": self.run,
             "decision": self.decision.to_dict(),

@@ -1,4 +1,4 @@
-"""How requests are sent and timed (DESIGN.md §2, §4.1, §4.2).
+"""How requests are sent and timed (``docs/ARCHITECTURE.md``).
 
 Entry points (import them from their modules; this package imports nothing itself, so
 that readers of run files do not pay for the HTTP client):

@@ -1,6 +1,7 @@
 """What the load generator observed: one record per request, one event per stream chunk.
 
-These are the rows of ``requests.parquet`` and ``chunks.parquet`` (DESIGN.md §4.1).
+These are the rows of ``requests.parquet`` and ``chunks.parquet`` (the run format:
+``docs/ARCHITECTURE.md``).
 Times are seconds from the run's t=0 on the monotonic clock. Unknown values are
 ``None`` (null in parquet), never 0: a server that does not report ``cached_tokens``
 is not a server that reported zero.

@@ -1,4 +1,4 @@
-"""The canonical server series every flavour is normalised to (DESIGN.md §4.5).
+"""The canonical server series every flavour is normalised to.
 
 Engines name the same facts differently (vLLM's ``num_requests_running``, SGLang's
 ``num_running_reqs``, llama.cpp's ``requests_processing``). The diagnosis and the reports
@@ -48,7 +48,7 @@ SERIES: dict[str, Kind] = {
 #: Latency histograms, in seconds.
 HISTOGRAMS: tuple[str, ...] = ("ttft", "itl", "e2e")
 
-#: Block-pool buckets an engine may expose directly (DESIGN.md §1: disjoint buckets).
+#: Block-pool buckets an engine may expose directly (disjoint buckets).
 POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")
 
 

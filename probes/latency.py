@@ -1,6 +1,6 @@
 """Latency statistics of one run: per-request metrics, per-token gaps and ``summary.json``.
 
-Conventions (DESIGN.md §4.2), stated once here because every report inherits them:
+Conventions, stated once here because every report inherits them:
 
 * **Which requests count.** Warm-up requests are excluded from everything. Latencies,
   per-token gaps, token throughput and prefix hit rates are over *completed* requests

@@ -1,4 +1,4 @@
-"""Scraping a server's /metrics during a run into ``server_metrics`` (DESIGN.md §4.1).
+"""Scraping a server's /metrics during a run into the ``server_metrics`` table.
 
 Every ``interval_s`` (0.5 s by default) one GET, parsed, and every sample appended in
 long format — ``t_s, metric, labels (JSON), value`` — so nothing the server said is lost

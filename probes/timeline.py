@@ -3,7 +3,7 @@
 The diagnosis asks questions such as "what was the server's queue while these requests
 waited for their first token?" or "did ITL rise in the windows where a long prompt was
 being prefilled?". Those need every source on one axis, sliceable by time. All
-timestamps already share the run's ``RunClock`` (DESIGN.md §4.1), so this module only
+timestamps already share the run's ``RunClock``, so this module only
 gathers them: request lifecycles and chunks as events, the canonical server series
 (``probes.normalise``) and GPU rows — and answers window queries over them.
 """

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md §4.1): journaled tables that survive a crash.
+"""The run directory (``docs/ARCHITECTURE.md``): journaled tables that survive a crash.
 
 A parquet file is only readable once its footer is written, so a run that dies
 mid-way would lose everything written to a parquet stream. Instead each table is first

@@ -53,3 +53,21 @@ def test_a_wrong_way_import_is_caught(tmp_path: Path) -> None:
     (tmp_path / "session" / "bench.py").write_text("from loadgen.run import LoadRun\n")
     edges = graph.package_edges(tmp_path)
     assert graph.violations(edges) == ["runtime/clock.py: runtime must not import prefillscope"]
+
+
+def test_every_path_a_docstring_or_document_names_exists() -> None:
+    """``probes/latency.py``, ``docs/ARCHITECTURE.md`` …: a path into the repository in any
+    source or markdown file is a file or folder the repository holds."""
+    tops = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+    alternatives = "|".join(map(re.escape, tops))
+    reference = re.compile(rf"(?<![\w/.-])((?:{alternatives})/[\w./-]*\w)")
+    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    for top in [*graph.ALLOWED, "tests", "benchmarks"]:
+        sources += [p for p in (ROOT / top).rglob("*.py") if "fixtures" not in p.parts]
+    missing = [
+        f"{path.relative_to(ROOT)}: {ref}"
+        for path in sources
+        for ref in reference.findall(path.read_text(encoding="utf-8"))
+        if not (ROOT / ref).exists()
+    ]
+    assert missing == []

@@ -1,4 +1,5 @@
-"""Latency statistics of a run: hand-computed expectations for every rule of DESIGN.md §4.2."""
+"""Latency statistics of a run: hand-computed expectations for every convention that
+``probes/latency.py`` states."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``prefillscope probe URL | --file FILE``: what can this server's /metrics tell us?
 
-One snapshot, normalised to the canonical series (DESIGN.md §4.5) with each value's
+One snapshot, normalised to the canonical series (``probes/canonical.py``) with each value's
 provenance — ``measured``, ``derived`` or ``unknown`` — the latency histograms it keeps,
 and the KV pool's buckets. ``--json`` keys: ``flavour``, ``source``, ``series`` (name →
 ``{value, provenance, source}``), ``histograms``, ``itl_per``, ``pool`` (``active_blocks``,

@@ -1,6 +1,6 @@
 """What a report needs from a run directory, loaded once and shaped for plotting.
 
-The report is read-only over the run directory (DESIGN.md §4.1) and must cope with any
+The report is read-only over the run directory (``docs/ARCHITECTURE.md``) and must cope with any
 run: an interrupted one (journals, no summary), one against a server that exposed no KV
 pool, one that was never diagnosed. Whatever is absent is recorded in ``notes`` so the
 page says so instead of drawing a misleading empty or zero plot.
