@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
+from compare_support import run_cli
 from synthetic_runs import WORKLOAD, synth_run
 
 from diagnose.compare import metric_spec, time_blocks, workload_differences
@@ -32,17 +33,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "other": synth_run(root / "other", seed=6, workload=WORKLOAD | {"groups": 16}),
     }
     return {name: run.path for name, run in made.items()}
-
-
-def run_cli(monkeypatch, capsys, *args: str | Path) -> tuple[int, str, str]:
-    """The real entry point in-process: exit status, stdout, stderr."""
-    argv = ["prefillscope", "compare", "--resamples", "1000", *map(str, args)]
-    monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
 
 
 def test_two_runs_of_one_configuration_pass_their_gates(monkeypatch, capsys, runs) -> None:

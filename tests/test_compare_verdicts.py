@@ -5,31 +5,19 @@ data cannot decide — through the real entry point, in every output format."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import numpy as np
 import pytest
+from compare_support import run_cli
 from diagnose_runs import write_run
 from synthetic_runs import WORKLOAD, synth_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from prefillscope.cli import main
 
 INTERFERENCE = {"name": "interference", "concurrency": 6, "long_prompt_len": 12000}
 FORMATS = ("table", "markdown", "junit", "json")
-
-
-def run_cli(monkeypatch, capsys, *args: str | Path) -> tuple[int, str, str]:
-    """The real entry point in-process: exit status, stdout, stderr."""
-    argv = ["prefillscope", "compare", "--resamples", "1000", *map(str, args)]
-    monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
 
 
 def interference_run(
