@@ -44,6 +44,7 @@ from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
 from diagnose.ranking import NONE, Primary, ranked
 from loadgen.records import ErrorKind
 from probes.latency import error_counts, request_latencies, token_gaps
+from probes.quantiles import quantile
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.signals import STOP_REASON_PREFIX
@@ -88,7 +89,7 @@ def slo_breaches(ctx: Context) -> list[Breach]:
     out = []
     for metric, bound in slo.to_dict().items():
         finite = values[metric][np.isfinite(values[metric])]
-        if finite.size and (p99 := float(np.percentile(finite, 99))) > bound:
+        if finite.size and (p99 := quantile(finite, 0.99)) > bound:
             out.append(Breach(metric, p99, bound))
     return out
 

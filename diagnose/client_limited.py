@@ -29,6 +29,7 @@ from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.inputs import RunView
 from diagnose.next_steps import bench_command
 from probes.latency import client_health, measured_window, request_latencies, token_gaps
+from probes.quantiles import quantile
 
 if TYPE_CHECKING:
     from diagnose.context import Context
@@ -95,7 +96,7 @@ def read_client_health(view: RunView) -> ClientHealth:
     loop = (health.get("loop_lag_s") or {}).get("p99")
     ids = view.completed["id"] if "id" in view.completed.columns else []
     gaps = token_gaps(view.chunks, ids).gap_s
-    itl_p99 = float(np.percentile(gaps, 99)) if gaps.size else None
+    itl_p99 = quantile(gaps, 0.99) if gaps.size else None
     return ClientHealth(
         limited=bool(health["limited"]),
         reasons=tuple(health["reasons"]),

@@ -37,6 +37,7 @@ from diagnose.evidence import Evidence, Finding, Status
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
+from probes.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
 STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"
@@ -189,7 +190,8 @@ def assess(ctx: Context) -> Finding:
             seed=ctx.options.seed,
         )
         evidence += _trend_evidence(trend, label)
-        spread = float(np.percentile(gaps.running, 95) - np.percentile(gaps.running, 5))
+        low, high = quantiles(gaps.running, (0.05, 0.95))
+        spread = high - low
         if trend is not None and not (
             trend.rising and trend.slope * spread >= RISE_SHARE * float(np.median(expected))
         ):

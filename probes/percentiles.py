@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.quantiles import finite
+from probes.quantiles import finite, quantile
 from workloads.errors import InputError
 
 #: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
@@ -49,7 +49,6 @@ def picked_percentiles(
     requests: Any, chunks: Any, metrics: tuple[str, ...], percentiles: tuple[float, ...]
 ) -> dict[str, dict[str, float | None]]:
     """``{metric column: {"p99": seconds, …}}`` for the completed measured requests."""
-    import numpy as np
 
     from probes.latency import completed_mask, measured, request_latencies, token_chunks, token_gaps
 
@@ -65,7 +64,6 @@ def picked_percentiles(
         else:
             values = finite(latencies.loc[ok, column])
         out[column] = {
-            label(p): (float(np.percentile(values, p)) if values.size else None)
-            for p in percentiles
+            label(p): (quantile(values, p / 100) if values.size else None) for p in percentiles
         }
     return out

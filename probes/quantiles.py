@@ -32,6 +32,25 @@ def finite(values: Iterable[float] | np.ndarray) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
+def quantile(values: Iterable[float] | np.ndarray, q: float) -> float:
+    """The ``q`` quantile (0 to 1) of the finite values, numpy's linear interpolation; NaN
+    for no samples. Every quantile a report, a view or a check shows is this one."""
+    import numpy as np
+
+    arr = finite(values)
+    return float(np.quantile(arr, q)) if arr.size else float("nan")
+
+
+def quantiles(values: Iterable[float] | np.ndarray, qs: Iterable[float]) -> list[float]:
+    """``quantile`` at each of ``qs``, sorting the values once."""
+    import numpy as np
+
+    arr, levels = finite(values), list(qs)
+    if arr.size == 0:
+        return [float("nan")] * len(levels)
+    return [float(v) for v in np.quantile(arr, levels)]
+
+
 def statistic(values: Iterable[float] | np.ndarray, name: str) -> float:
     """One named statistic (``mean`` or a key of ``QUANTILES``); NaN for no samples."""
     import numpy as np

@@ -25,6 +25,7 @@ import numpy as np
 from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver
 from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+from probes.quantiles import quantiles
 from runtime.clock import RunClock
 
 WINDOW_S = 10.0
@@ -69,8 +70,8 @@ class Rolling:
         if not self._parts:
             return Quantiles()
         values = np.concatenate([v for _, _, v in self._parts])
-        p50, p90, p99 = np.quantile(values, QUANTILES)
-        return Quantiles(float(p50), float(p90), float(p99), sum(n for _, n, _ in self._parts))
+        p50, p90, p99 = quantiles(values, QUANTILES)
+        return Quantiles(p50, p90, p99, sum(n for _, n, _ in self._parts))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import numpy as np
 from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
 from prefillscope.report.scale import fmt_seconds
+from probes.quantiles import quantiles
 
 UNKNOWN = "unknown"
 
@@ -301,7 +302,7 @@ def itl_stats_by_kind(data: ReportData) -> list[dict[str, Any]]:
     stats = []
     for name in dict.fromkeys(kinds.tolist()):
         values = gaps.gap_s[kinds == name]
-        p50, p99 = np.quantile(values, [0.5, 0.99])
+        p50, p99 = quantiles(values, (0.5, 0.99))
         stats.append(
             {
                 "kind": str(name),

@@ -15,6 +15,7 @@ from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain, fmt_seconds
 from prefillscope.report.svg import PALETTE, Chart
 from probes.latency import TokenGaps
+from probes.quantiles import quantile
 
 MAX_KINDS = 5
 CDF_POINTS = 1500
@@ -105,7 +106,7 @@ def itl_cdf_chart(gaps: TokenGaps, kinds: np.ndarray) -> Chart:
     if gaps.gap_s.size:
         # The tail is a sliver at the top of a CDF: name where p99 and p99.9 fall.
         for q, dash in ((0.99, "6 3"), (0.999, "2 3")):
-            value = float(np.quantile(gaps.gap_s, q))
+            value = quantile(gaps.gap_s, q)
             chart.vlines(f"p{q * 100:g} {fmt_seconds(value)}", [value], color="#555555", dash=dash)
     return chart
 
