@@ -249,7 +249,7 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
 STARTUP = """
 import asyncio, sys, tempfile
 from runtime.clock import RunClock
-from loadgen.detect import detect_target
+from probes.detect import detect_target
 from loadgen.run import run_load
 from runfmt.rundir import RunDir
 from workloads.plan import Plan, Prompt, RequestSpec

@@ -3,14 +3,14 @@
 Entry points (import them from their modules; this package imports nothing itself, so
 that readers of run files do not pay for the HTTP client):
 
-* ``loadgen.detect.detect_target(url, …) -> Target``: which server, API and model;
 * ``loadgen.run.run_load(plan, target, run_dir, clock, options, observer) -> LoadResult``
   (or ``LoadRun(...).run()`` to keep the partial result when cancelled);
 * ``loadgen.target.api_key_from_env()``.
 
 Modules: ``sse`` (incremental SSE parser), ``adapters`` (one per API: request bodies and
 stream readers), ``exchange`` (one request over the wire, error classes), ``arrivals``
-(read timestamps), ``timing`` (the open-loop timer), ``sessions`` (multi-turn
-histories), ``cache`` (cache protocol), ``health`` (client monitor), ``records``,
-``clock``, ``rundir``, ``lifetime`` (helper processes that die with the run).
+(read timestamps), ``sessions`` (multi-turn histories), ``cache`` (cache protocol),
+``health`` (client monitor), ``records``. Which server is behind an endpoint is the
+probes' question (``probes.detect``); the clock and the open-loop timer are
+``runtime``'s, the run directory ``runfmt``'s.
 """

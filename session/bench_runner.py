@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.adapters import RequestParams
-from loadgen.detect import detect_target
 from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.smoke import smoke_test
 from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
+from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.latency import Slo, summarize
 from probes.percentiles import picked_percentiles

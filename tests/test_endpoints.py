@@ -9,9 +9,9 @@ import pytest
 from aiohttp import web
 from loadgen_servers import Server, routes
 
-from loadgen.detect import detect_target
 from loadgen.target import server_root
 from perfmodel.config import EngineConfig
+from probes.detect import detect_target
 from simengine.embedded import EmbeddedServer
 from workloads.errors import InputError
 

@@ -10,8 +10,10 @@ import pytest
 from aiohttp import web
 from loadgen_servers import Server, routes, run_against, specs
 
-from loadgen.detect import detect_target
 from perfmodel.config import EngineConfig
+from probes.detect import detect_target
+from probes.exposition import parse_exposition
+from probes.mapping import detect_flavour
 from simengine.embedded import EmbeddedServer
 from workloads.errors import InputError
 
@@ -165,3 +167,25 @@ def test_a_run_against_the_embedded_engine(tmp_path: Path) -> None:
     assert set(requests["token_count_method"]) == {"usage"}
     assert requests["cached_tokens"].notna().all()
     assert requests.sort_values("intended_s")["cached_tokens"].iloc[-1] > 0
+
+
+@pytest.mark.parametrize(
+    ("page", "flavour"),
+    [
+        ("# TYPE vllm_num_requests_running gauge\nvllm_num_requests_running 0\n", "vllm"),
+        ("# TYPE llamacpp_requests_processing gauge\nllamacpp_requests_processing 1\n", "llamacpp"),
+        ("# TYPE sglang_num_running_reqs gauge\nsglang_num_running_reqs 2\n", "sglang"),
+    ],
+)
+def test_metric_names_as_a_prometheus_server_spells_them(page: str, flavour: str) -> None:
+    """``vllm_``/``llamacpp_`` (':' escaped) are recognised as the mapping files say, so the
+    target and the probe's mapping agree on the flavour."""
+    owned = {"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}
+    target = _detect({"/v1/models": _json(owned), "/metrics": _body(page, "text/plain")})
+    assert target.flavour == flavour
+    assert detect_flavour(parse_exposition(page)) == flavour
+
+
+def test_a_page_that_does_not_parse_falls_back_to_the_other_evidence() -> None:
+    target = _detect({"/v1/models": _json(VLLM_MODELS), "/metrics": _body("{oops", "text/plain")})
+    assert target.flavour == "vllm"  # from owned_by

@@ -12,7 +12,7 @@ import pytest
 from bench_support import bench_cli, requests_table
 from real_vllm import MAX_MODEL_LEN, MODEL, VOCAB_SIZE
 
-from loadgen.detect import detect_target
+from probes.detect import detect_target
 from workloads.tokenizer import ServerTokenizer, chat_messages
 
 pytestmark = pytest.mark.real_vllm

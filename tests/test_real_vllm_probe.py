@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from real_vllm import BLOCK_SIZE, MODEL, VOCAB_SIZE
 
-from loadgen.detect import detect_target
+from probes.detect import detect_target
 from probes.exposition import fetch_exposition_sync
 from probes.mapping import detect_flavour
 

@@ -3,9 +3,9 @@ another OpenAI-compatible one.
 
 Evidence, strongest first:
 
-1. metric-name prefixes on ``/metrics``: ``prefillscope_engine_`` (the embedded engine,
-   which also exports vLLM's names, so it is checked first), ``vllm:``, ``sglang:`` or
-   ``sglang_``, ``llamacpp:``;
+1. metric names on ``/metrics``: the ``detect`` prefixes of the flavour mappings
+   (``probes/mappings/*.toml``, one detector: ``probes.mapping.detect_flavour``), the
+   embedded engine first since it also exports vLLM's names;
 2. ``owned_by`` of ``/v1/models`` (``vllm``, ``sglang``, ``llamacpp``, ``prefillscope``);
 3. endpoints only one server has: ``/props`` (llama.cpp), ``/get_model_info``
    (SGLang), ``/version`` answering ``{"version": …}`` (vLLM);
@@ -31,18 +31,13 @@ from typing import Any
 import aiohttp
 
 from loadgen.target import DEFAULT_API, FLAVOURS, Target, server_root
+from probes.exposition import parse_exposition
+from probes.mapping import detect_flavour
 from workloads.errors import InputError
 
 #: Largest vocabulary the bisection over ``/detokenize`` looks for (2^22 ids).
 MAX_VOCAB_PROBE = 1 << 22
 
-_METRIC_PREFIXES = (
-    ("prefillscope_engine_", "embedded"),
-    ("vllm:", "vllm"),
-    ("sglang:", "sglang"),
-    ("sglang_", "sglang"),
-    ("llamacpp:", "llamacpp"),
-)
 _OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp", "prefillscope": "embedded"}
 
 
@@ -76,16 +71,13 @@ class _Probe:
 
 
 def flavour_from_metrics(text: str) -> str | None:
-    """The flavour whose metric names appear in a ``/metrics`` exposition."""
-    names = {
-        line.split(" ", 3)[2] if line.startswith("# TYPE ") else line
-        for line in text.splitlines()
-        if line and (not line.startswith("#") or line.startswith("# TYPE "))
-    }
-    for prefix, flavour in _METRIC_PREFIXES:
-        if any(name.startswith(prefix) for name in names):
-            return flavour
-    return None
+    """The built-in flavour whose metric names appear in a ``/metrics`` exposition; None
+    when none does or the page does not parse."""
+    try:
+        exposition = parse_exposition(text)
+    except InputError:
+        return None
+    return detect_flavour(exposition)
 
 
 async def detect_target(
