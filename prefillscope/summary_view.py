@@ -54,6 +54,18 @@ def _outcome(summary: dict[str, Any]) -> Table:
     return _table(["figure", "value"], rows)
 
 
+def _error_messages(summary: dict[str, Any]) -> Table | None:
+    """The server's own words for the failures, most frequent first."""
+    rows = content.error_message_rows(summary)
+    if not rows:
+        return None
+    table = _table(["top error messages", "class", "count"], [])
+    table.columns[0].overflow = "fold"  # the message is what the user acts on: all of it
+    for message, kind, count in rows:
+        table.add_row(Text(message), Text(kind), Text(count))
+    return table
+
+
 def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
     """The server's figures; when there are none, why (in full, at any width: the reason
     is what the user has to act on)."""
@@ -105,6 +117,9 @@ def summary_renderable(
     picked = _picked(summary)
     if picked is not None:
         parts.append(picked)
+    messages = _error_messages(summary)
+    if messages is not None:
+        parts.append(messages)
     parts.append(Text(f"run directory: {run_dir}", style="dim"))
     parts.append(Text(f"next: prefillscope report {run_dir}", style="dim"))
     return Group(*parts)

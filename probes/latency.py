@@ -392,6 +392,26 @@ def error_counts(requests: pd.DataFrame) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items()}
 
 
+#: How many distinct error messages ``summary.json`` keeps (most frequent first).
+TOP_ERROR_MESSAGES = 5
+
+
+def error_messages(requests: pd.DataFrame, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
+    """The most frequent error messages of failed requests — the server's own words —
+    with their class and count, most frequent first."""
+    failed = requests[~completed_mask(requests)]
+    if failed.empty:
+        return []
+    frame = pd.DataFrame(
+        {
+            "kind": failed.get("error_kind", pd.Series(index=failed.index, dtype=object)),
+            "message": failed.get("error_message", pd.Series(index=failed.index, dtype=object)),
+        }
+    ).fillna({"kind": "unknown", "message": "(no message)"})
+    counts = frame.astype(str).value_counts(sort=True).head(top)
+    return [{"message": m, "kind": k, "count": int(n)} for (k, m), n in counts.items()]
+
+
 def _hit_rate(cached: np.ndarray, prompt: np.ndarray) -> tuple[float | None, int]:
     known = np.isfinite(cached) & np.isfinite(prompt)
     total = prompt[known].sum()
@@ -439,6 +459,7 @@ def summarize_frames(
             "warmup_excluded": int(len(requests) - len(runs)),
         },
         "errors": error_counts(runs),
+        "error_messages": error_messages(runs),
     }
     for metric in LATENCY_METRICS:
         values = gaps.gap_s if metric == "itl_s" else latencies.loc[ok, metric]

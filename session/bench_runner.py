@@ -70,6 +70,7 @@ from session.bench_plan import (
     target_rate,
     vocab_from_tokenizer,
 )
+from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
 from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
@@ -84,8 +85,6 @@ PRECONNECT = 32
 #: Resolution of the series read back from a Prometheus server.
 PROMETHEUS_STEP_S = 1.0
 #: Exit statuses of the command for each way a run ends.
-#: A stopped run exits with ``runtime.signals.stop_exit_code()`` (130 Ctrl-C, 143 SIGTERM).
-EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 3
 
 
 @dataclass
@@ -131,28 +130,11 @@ class BenchOptions:
     #: Keep every request's output token ids and their logprobs (``diagnose ab
     #: --check-outputs`` compares what the model said across configurations).
     record_outputs: bool = False
+    #: A larger failed share of the measured requests makes the run exit 4
+    #: (``session.exit_status``); a run where none succeeded exits 4 regardless.
+    max_error_rate: float | None = None
     #: The command line as typed, for ``run.json`` (secrets are redacted there).
     command: list[str] = field(default_factory=list)
-
-
-@dataclass
-class BenchOutcome:
-    """How a run ended and where it is."""
-
-    run_dir: Path
-    status: str
-    reason: str | None
-    summary: dict[str, Any]
-    result: LoadResult
-    cancelled: bool = False
-
-    @property
-    def exit_code(self) -> int:
-        if self.cancelled:
-            return signals.stop_exit_code()
-        return {"complete": EXIT_COMPLETE, "interrupted": EXIT_INTERRUPTED}.get(
-            self.status, EXIT_FAILED
-        )
 
 
 # -- run directory ----------------------------------------------------------------------------
@@ -422,7 +404,15 @@ class _Bench:
         summary = await self._finish(result)
         if error is not None:
             raise error
-        return BenchOutcome(run.path, result.status, result.reason, summary, result, cancelled)
+        return BenchOutcome(
+            run.path,
+            result.status,
+            result.reason,
+            summary,
+            result,
+            cancelled,
+            options.max_error_rate,
+        )
 
     def _load_options(self, shape: Geometry) -> LoadOptions:
         users = self.options.max_concurrency or self.plan.concurrency or PRECONNECT

@@ -41,7 +41,7 @@ SECRETS = {
     "launch --hf-token=KEY": "hf-launch-8a4c1f5be5",
 }
 BENCH = ["--workload", "system-prompt", "--num-requests", "6", "--rate", "20"]
-BENCH += ["--vocab-size", "32000", "--gpu", "off"]
+BENCH += ["--vocab-size", "32000", "--gpu-telemetry", "off"]
 #: A launched server: ``prefillscope serve`` behind a wrapper that records what it was
 #: given (argv and $HF_TOKEN, to a file outside the A/B folder) and drops the auth flags.
 WRAPPER = """
@@ -183,7 +183,8 @@ def test_planted_secrets_reach_no_output(tmp_path: Path, proxy: EchoingProxy) ->
         *PREFILLSCOPE, "diagnose", "ab", "--chunks", "512,1024", "--launch", launch,
         "--workload", "shared-prefix", "--num-requests", "6", "--rate", "20", "--seed", "1",
         "--set", "output_len=4", "--set", "prefix_len=64", "--set", "suffix_len=32",
-        "--vocab-size", "32000", "--gpu", "off", "--resamples", "200", "--warmup-trials", "0",
+        "--vocab-size", "32000", "--gpu-telemetry", "off", "--resamples", "200",
+        "--warmup-trials", "0",
         "--tolerance", "rate=100", "--tolerance", "client=1", "--tolerance", "loop_lag=1",
         "--out", ab_out,
     )  # fmt: skip

@@ -9,9 +9,11 @@ and nothing else on stdout (progress goes to stderr). ``--dry-run`` builds the p
 prints its statistics — requests, token totals, the expected prefix hit rate — without
 sending anything.
 
-Exit status: 0 complete; 3 interrupted (the server went away; every finished request is
-kept); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (likewise, in-flight requests ``cancelled``);
-1 failed; 2 bad input, one line, before anything is sent.
+Exit status (``session.exit_status``): 0 complete; 4 no request succeeded, or more failed
+than ``--max-error-rate`` (one line with the server's most common message); 3 interrupted
+(the server went away; every finished request is kept); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+(likewise, in-flight requests ``cancelled``); 1 failed; 2 bad input, one line, before
+anything is sent.
 
 The runner, the planner, the dashboard and rich are imported when the command runs (a dry
 run imports only the planner), so the CLI starts without them.
@@ -120,6 +122,9 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
                 outcome.summary, outcome.run_dir, outcome.status, outcome.reason, console.width
             )
         )
+    failing = outcome.requests_failure
+    if failing is not None:
+        print(f"prefillscope: requests failed: {failing}; {outcome.run_dir}", file=sys.stderr)
     if outcome.status != "complete":
         result = outcome.result
         why = outcome.reason
@@ -145,9 +150,16 @@ def bench(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print summary.json (or the dry run) only.")
     ] = False,
+    max_error_rate: Annotated[
+        float | None,
+        typer.Option(help="Exit 4 when a larger share of requests fails (0–1, e.g. 0.01)."),
+    ] = None,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
+    from session.exit_status import check_max_error_rate
+
     flags.validate()
+    check_max_error_rate(max_error_rate)
     if dry_run_:
         from prefillscope.bench_vocab import run_slo
 
@@ -157,6 +169,7 @@ def bench(
         dry_run(workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
         return
     options = flags.options(endpoint=endpoint, out=out, command=["prefillscope", *sys.argv[1:]])
+    options.max_error_rate = max_error_rate
     _run(options, as_json)
 
 

@@ -245,6 +245,18 @@ def client_warning(summary: dict[str, Any] | None) -> str | None:
     )
 
 
+def error_message_rows(summary: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """(message, class, count) of the most frequent error messages (``summary.json``)."""
+    messages = (summary or {}).get("error_messages")
+    if not isinstance(messages, list):
+        return []
+    return [
+        (" ".join(str(m.get("message", "")).split()), str(m.get("kind")), fmt_count(m.get("count")))
+        for m in messages
+        if isinstance(m, dict)
+    ]
+
+
 def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
     errors = (summary or {}).get("errors")
     if not isinstance(errors, dict):

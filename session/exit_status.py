@@ -1,0 +1,109 @@
+"""How a bench run's end maps onto the command's exit status (README: "Exit status").
+
+========  ==============================================================================
+0         complete, and the requests went well enough
+1         failed: the tool's own stop (an unexpected error, recorded in ``run.json``)
+2         bad input: one line naming the flag, nothing sent (``workloads.errors.InputError``)
+3         interrupted: the server stopped answering mid-run (every finished request kept)
+4         requests failed: none succeeded, or a larger share failed than ``--max-error-rate``
+130/143   stopped by Ctrl-C / SIGTERM (129 for SIGHUP): ``runtime.signals``
+========  ==============================================================================
+
+A run can be ``complete`` — every request sent and answered — and still be useless: a
+server that answers every request with HTTP 5xx, a malformed stream or "prompt too
+long". Exit 4 is for CI: the run's files are written as usual, and one line on stderr
+gives the failed share and the server's most common message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.run import LoadResult
+from runtime import signals
+from workloads.errors import InputError
+
+EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED = 0, 1, 3, 4
+#: Characters of a server's error message quoted on the one line.
+MESSAGE_CHARS = 300
+
+
+def check_max_error_rate(value: float | None) -> float | None:
+    """``--max-error-rate``: a fraction of the measured requests, 0 to 1."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+        raise InputError(
+            "--max-error-rate", f"{value:g} is not a fraction in [0, 1]", "e.g. 0.01 for 1 %"
+        )
+    return value
+
+
+def top_message(summary: dict[str, Any]) -> str:
+    """``"<count>× <class>: <message>"`` for the most common error message, or ``""``."""
+    messages = summary.get("error_messages") or []
+    if not messages:
+        return ""
+    top = messages[0]
+    text = " ".join(str(top.get("message", "")).split())
+    if len(text) > MESSAGE_CHARS:
+        text = text[: MESSAGE_CHARS - 1] + "…"
+    return f"{top.get('count')}× {top.get('kind')}: {text}"
+
+
+def requests_failure(summary: dict[str, Any], max_error_rate: float | None) -> str | None:
+    """Why the run's requests make it exit 4 (one line), else ``None``."""
+    counts = summary.get("requests") or {}
+    total, ok = int(counts.get("total") or 0), int(counts.get("completed") or 0)
+    failed = total - ok
+    if total == 0:
+        return None
+    if ok == 0:
+        problem = f"no request succeeded ({failed} of {total} failed)"
+    elif max_error_rate is not None and failed / total > max_error_rate:
+        problem = (
+            f"{failed} of {total} requests failed ({failed / total:.1%}), "
+            f"more than --max-error-rate {max_error_rate:g}"
+        )
+    else:
+        return None
+    message = top_message(summary)
+    return f"{problem}; most common error: {message}" if message else problem
+
+
+def exit_status(status: str, summary: dict[str, Any], max_error_rate: float | None) -> int:
+    """The exit status of a run that was not stopped by a signal."""
+    if status == "interrupted":
+        return EXIT_INTERRUPTED
+    if status != "complete":
+        return EXIT_FAILED
+    failing = requests_failure(summary, max_error_rate)
+    return EXIT_REQUESTS_FAILED if failing else EXIT_COMPLETE
+
+
+@dataclass
+class BenchOutcome:
+    """How a run ended and where it is."""
+
+    run_dir: Path
+    status: str
+    reason: str | None
+    summary: dict[str, Any]
+    result: LoadResult
+    cancelled: bool = False
+    max_error_rate: float | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``session.exit_status``'s table; a run stopped by a signal exits 128 + signum."""
+        if self.cancelled:
+            return signals.stop_exit_code()
+        return exit_status(self.status, self.summary, self.max_error_rate)
+
+    @property
+    def requests_failure(self) -> str | None:
+        """Why the requests make the run exit 4 (one line), else ``None``."""
+        if self.cancelled or self.status != "complete":
+            return None
+        return requests_failure(self.summary, self.max_error_rate)
