@@ -243,3 +243,35 @@ def test_a_run_stopped_before_any_request_finished_is_still_diagnosed(tmp_path):
     h2 = diagnosis.hypothesis("H2")
     assert h2.status == Status.INCONCLUSIVE and "at least 50 decode gaps (have 0)" in h2.missing
     assert diagnosis.prefix_cache.status == "unknown"
+
+
+def _vllm_itl_rows(t: float, in_bucket: float, running: float) -> list[dict]:
+    """vLLM's per-token latency histogram (all observations in (5, 10] ms) and running."""
+    name = "vllm:inter_token_latency_seconds"
+    rows = [
+        metric_row(t, f"{name}_bucket", in_bucket if b >= 0.01 else 0.0, le=str(b))
+        for b in (0.005, 0.01, 0.025, float("inf"))
+    ]
+    rows += [
+        metric_row(t, f"{name}_count", in_bucket),
+        metric_row(t, f"{name}_sum", 0.0075 * in_bucket),
+        metric_row(t, "vllm:num_requests_running", running),
+    ]
+    return rows
+
+
+def test_h2_reads_vllms_per_token_histogram_before_the_clients_gaps(tmp_path):
+    """The client saw 20 ms gaps, the server's own per-token latency is ~7.5 ms: the
+    server's clock decides (the rest is network and client), so H2 is not supported."""
+    records, chunks = steady_streams(4, 200, 0.02)
+    samples = _vllm_itl_rows(0.0, 0.0, 4.0) + _vllm_itl_rows(5.0, 796.0, 4.0)
+    info = {"target": {"flavour": "vllm"}, "probes": {"server_metrics": {"flavour": "vllm"}}}
+    run = write_run(tmp_path / "r", records, chunks, info, samples)
+    h2 = run_checklist(run, DiagnoseOptions(model="llama-3.1-8b", gpu="h100-sxm")).hypothesis("H2")
+    assert h2.status == Status.NOT_SUPPORTED, h2.summary
+    assert h2.basis == "server"
+    step = next(e for e in h2.evidence if e.name == "server decode step")
+    assert step.value == pytest.approx(0.0075, rel=0.01)  # the histogram's median
+    assert "vllm:inter_token_latency_seconds" in step.source
+    floor = next(e.value for e in h2.evidence if e.name == "ITL floor / roofline step")
+    assert floor > 2  # what the client alone would have called host overhead
