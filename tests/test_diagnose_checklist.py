@@ -275,3 +275,18 @@ def test_h2_reads_vllms_per_token_histogram_before_the_clients_gaps(tmp_path):
     assert "vllm:inter_token_latency_seconds" in step.source
     floor = next(e.value for e in h2.evidence if e.name == "ITL floor / roofline step")
     assert floor > 2  # what the client alone would have called host overhead
+
+
+def test_a_client_that_sent_late_is_the_primary_finding_and_caps_client_readings(tmp_path):
+    """Every request went out 100 ms after its intended time (two thirds of its TTFT):
+    the client shaped this run. The 20 ms gaps (H2 on the client's clock alone) cannot
+    be told from the client's own delays, so H2 is capped and the client leads."""
+    records, chunks = steady_streams(4, 200, 0.02, start_s=0.1)
+    late = [dataclasses.replace(r, intended_s=0.0) for r in records]
+    diagnosis = run_checklist(write_run(tmp_path / "r", late, chunks, _info()))
+    client = diagnosis.hypothesis("CL")
+    assert client.status == Status.SUPPORTED, client.summary
+    assert "67 % of the median TTFT is the client's" in client.summary
+    assert diagnosis.hypothesis("H2").status == Status.INCONCLUSIVE
+    assert diagnosis.primary.finding == "CL"
+    assert diagnosis.decision.recommendation.startswith("Rerun from a client that keeps up")

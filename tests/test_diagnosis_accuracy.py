@@ -141,3 +141,13 @@ def test_the_decision_follows_the_primary_finding(diagnosed):
         assert plain.decision.recommendation.startswith(lead), (name, plain.primary)
         if plain.primary.finding != "H1":
             assert "diagnose ab" not in plain.decision.recommendation, name
+
+
+def test_a_wrong_primary_is_never_stated_with_confidence(diagnosed):
+    """The benchmark's confident-wrong count, on this draw: a primary finding that is not
+    the planted cause must say ``weak``."""
+    scenarios = {s.name: s for s in accuracy.draw(seed=11, repeats=1, controls=1)}
+    for name, plain, _ in diagnosed:
+        named = accuracy.named(plain)
+        if named != scenarios[name].expected:
+            assert plain.primary.confidence == "weak", (name, named, plain.primary)
