@@ -17,8 +17,14 @@ that would settle it:
 * ``inconclusive``: the evidence it needs is missing or too thin;
 * ``not applicable``: the run could not have shown it (e.g. no prefill ran while decodes did).
 
-The serialised shape is the ``diagnosis.json`` contract (``docs/ARCHITECTURE.md``): the
-HTML report renders it.
+The serialised shape (``diagnosis.json``, ``diagnose --json``; ``docs/ARCHITECTURE.md``)
+is a contract the HTML report renders: ``run``; ``decision`` (``hard_failure``,
+``reasons``, ``recommendation``); ``hypotheses`` (H1–H4, then OL overload and CL the
+client) and ``prefix_cache``, each
+with ``id``, ``title``, ``status``, ``summary``, ``evidence`` (``name``, ``value``,
+``unit``, ``source``, ``detail``), ``missing``, ``next``, and the ranking's ``strength``,
+``basis``, ``impact``, ``explains``; and ``primary`` (``finding``, ``confidence``,
+``why``, ``secondary``: ``diagnose.ranking``). Keys are only ever added.
 """
 
 from __future__ import annotations

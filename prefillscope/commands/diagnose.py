@@ -47,9 +47,10 @@ diagnose_app = typer.Typer(
     name="diagnose",
     help=(
         "Diagnose a run: `prefillscope diagnose RUN_DIR [OPTIONS]` judges each hypothesis "
-        "for a bad ITL (prefill chunks, host overhead, KV bandwidth, pool exhaustion) and "
-        "the prefix cache, and decides: contain now or measure first. Its options "
-        "(--slo, --model, --gpu, --json …): `prefillscope diagnose run --help`."
+        "for a bad latency (prefill chunks, host overhead, KV bandwidth, pool exhaustion, "
+        "overload, a client that could not keep up) and the prefix cache, names the primary "
+        "finding with its confidence, and decides: contain now or measure first. Its "
+        "options (--slo, --model, --gpu, --json …): `prefillscope diagnose run --help`."
     ),
     no_args_is_help=True,
     subcommand_metavar="RUN_DIR [OPTIONS] | COMMAND [ARGS]...",
@@ -80,7 +81,7 @@ def diagnose_run(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print diagnosis.json instead.")] = False,
 ) -> None:
-    """Judge H1-H4 and the prefix cache for one run; write RUN_DIR/diagnosis.json."""
+    """Judge H1-H4, overload, the client and the prefix cache; name the primary finding."""
     from rich.console import Console
 
     from diagnose.checklist import run_checklist, write_diagnosis
