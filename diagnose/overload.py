@@ -40,6 +40,8 @@ QUEUE_GROWTH = 2.0
 QUEUE_SHARE = 0.5
 #: Growth of TTFT over the sending (last third ÷ first third) that marks queueing.
 TTFT_GROWTH = 2.0
+#: Fewest requests a rate is measured from.
+MIN_ARRIVALS = 10
 #: Fewest completions during the sending to read a served rate from.
 MIN_COMPLETIONS = 5
 QUEUE_METRIC = "vllm:request_queue_time_seconds"
@@ -59,10 +61,19 @@ class Rates:
 
 
 def offered_rate(ctx: Context) -> float | None:
+    """The configured arrival rate (the plan's realised rate when none was configured:
+    a few Poisson arrivals can land close together, so it is the second choice)."""
     plan = ctx.view.info.get("plan") or {}
     spec = ctx.view.info.get("workload") or {}
-    rate = plan.get("offered_rate_per_s") or spec.get("rate")
+    rate = spec.get("rate") or plan.get("offered_rate_per_s")
     return float(rate) if rate else None
+
+
+def open_loop_only(ctx: Context) -> bool:
+    """Whether every measured request arrived open-loop (no closed-loop streams beside
+    the arrivals, whose completions would pose as served arrivals)."""
+    spec = ctx.view.info.get("workload") or {}
+    return not spec.get("concurrency")
 
 
 def _served_rate(ctx: Context) -> tuple[float | None, str]:
@@ -163,10 +174,27 @@ def assess(ctx: Context) -> Finding:
             "A closed loop sends only when answered: it cannot offer more than is served.",
             next=_next(ctx, None),
         )
-    served, how = _served_rate(ctx)
+    arrivals = len(ctx.view.requests)
+    if arrivals < MIN_ARRIVALS:
+        return Finding(
+            "OL",
+            TITLE,
+            Status.INCONCLUSIVE,
+            f"Too few arrivals ({arrivals}) to measure a rate against the offer.",
+            [Evidence("offered rate", offered, "req/s", "run.json (workload)")],
+            [f"at least {MIN_ARRIVALS} requests"],
+            _next(ctx, None),
+        )
+    mixed = not open_loop_only(ctx)
+    served, how = (None, "") if mixed else _served_rate(ctx)
     rates = Rates(offered, served)
-    evidence = [Evidence("offered rate", offered, "req/s", "run.json (plan)")]
+    evidence = [Evidence("offered rate", offered, "req/s", "run.json (workload)")]
     missing: list[str] = []
+    if mixed:
+        missing.append(
+            "a served rate: closed-loop streams ran beside the arrivals, so completions "
+            "do not count arrivals served (the server's queue still shows overload)"
+        )
     if rates.served is not None:
         evidence.append(
             Evidence(

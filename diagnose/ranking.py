@@ -8,9 +8,11 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
    much of the latency is the client's. A finding read on the server's clock stands.
 2. **Links.** A finding that produces another's symptom explains it, and the explained
    one becomes secondary: thrashing, a lost prefix (identity mismatch) or caching off
-   re-create prefills that H1 blames; preemptions (H4) recompute sequences as prefills;
-   overload (OL) is what fills H4's queue; a client whose delays dominate (CL) explains
-   every latency finding read on the client's clock (never a server-side reading).
+   re-create prefills that H1 blames, and overload too when the reuse the workload
+   allowed would have brought the offered work within what was served; preemptions
+   (H4) recompute sequences as prefills; overload (OL) is what fills H4's queue; a
+   client whose delays dominate (CL) explains every latency finding read on the
+   client's clock (never a server-side reading).
 3. **Candidates** are the supported findings no other supported finding explains. Root
    causes (overload, memory, the prefix cache) come first, in ``PRECEDENCE``; the
    step-level hypotheses (H1–H3) follow, ordered by the share of the decode time each
@@ -34,6 +36,7 @@ from typing import Any
 
 from diagnose.client_limited import CAP_SHARE, PRIMARY_SHARE, ClientHealth
 from diagnose.evidence import CacheHealth, Finding, Status, percent
+from diagnose.prefix_health import LOST_SHARE
 
 #: Root causes before the symptoms they produce (the client is ranked last: ``_order``).
 PRECEDENCE = ("OL", "H4", "PC", "H1", "H3", "H2", "CL")
@@ -81,6 +84,9 @@ LINKS = {
     ("OL", "H4"): "the queue the overload builds is what H4 sees waiting",
 }
 CLIENT_LINK = "the client's own delays are a large part of what it measured"
+PC_OVERLOAD_LINK = (
+    "with the reuse the workload allowed, the prompt work offered would fit in what was served"
+)
 
 
 def is_problem(f: Finding) -> bool:
@@ -106,10 +112,35 @@ def apply_client_caps(findings: dict[str, Finding], client: ClientHealth) -> Non
             f.summary = f"{f.summary} {client.note()}"
 
 
+def _value(f: Finding, prefix: str) -> float | None:
+    found = next((e.value for e in f.evidence if e.name.startswith(prefix)), None)
+    return float(found) if isinstance(found, int | float) else None
+
+
+def lost_reuse_overloads(findings: dict[str, Finding]) -> bool:
+    """Whether the reuse the cache lost is what overloaded the server: with the hit rate
+    the workload allowed, the prompt work offered would fit in what was served
+    (offered × (1 − allowed) ≤ served × (1 − observed), prompt tokens per request
+    taken as equal)."""
+    cache, load = findings.get("PC"), findings.get("OL")
+    if cache is None or load is None or cache.strength is None:
+        return False
+    observed = _value(cache, "observed hit rate")
+    if observed is None:
+        observed = _value(cache, "server-counted hit rate")
+    offered, served = _value(load, "offered rate"), _value(load, "served rate")
+    if observed is None or offered is None or not served:
+        return False
+    allowed = observed / 100 + cache.strength * LOST_SHARE
+    return offered * (1 - min(allowed, 1.0)) <= served * (1 - observed / 100)
+
+
 def link(findings: dict[str, Finding], client: ClientHealth) -> None:
     """Fill each finding's ``explains`` with the problems it produces (in place)."""
     problems = {hid for hid, f in findings.items() if is_problem(f)}
     pairs = [(cause, effect, words) for (cause, effect), words in LINKS.items()]
+    if lost_reuse_overloads(findings):
+        pairs.insert(0, ("PC", "OL", PC_OVERLOAD_LINK))
     if client.share >= PRIMARY_SHARE:
         # Only what was read on the client's clock: the server's own readings and its
         # counters (steps, preemptions, cache hits) are not the client's delays.
