@@ -83,16 +83,23 @@ async def every(
 ) -> None:
     """Call ``tick`` on a fixed grid of the run clock until ``stop`` is set, then once more
     so the last sample closes the run's window. A tick that overruns skips the grid
-    points it missed instead of bursting to catch up."""
+    points it missed instead of bursting to catch up.
+
+    The last sample always *starts* after ``stop`` was set: a sample in progress when the
+    run ended may have read the server before its last responses, so it does not count
+    as the last (a server-side hit rate from it would miss the final requests)."""
     if interval_s <= 0:
         raise ValueError("interval must be positive")
     due = clock.now()
     while True:
+        stopping = stop.is_set()
         result = tick()
         if inspect.isawaitable(result):
             await result
-        if stop.is_set():
+        if stopping:
             return
+        if stop.is_set():
+            continue  # stopped mid-sample: take one more, begun after the stop
         due += interval_s
         now = clock.now()
         if due < now:

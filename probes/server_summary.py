@@ -128,6 +128,14 @@ def expected_hit_rate(requests: pd.DataFrame) -> Value:
     return Value(rate, Provenance.DERIVED, "Σ expected_cached_tokens / Σ prompt_tokens (oracle)")
 
 
+def _last_response_s(requests: pd.DataFrame) -> float:
+    """When the run's last response ended (run clock); -inf when none did."""
+    if requests.empty or "end_s" not in requests:
+        return float("-inf")
+    ends = pd.to_numeric(requests["end_s"], errors="coerce").dropna()
+    return float(ends.max()) if len(ends) else float("-inf")
+
+
 def server_summary(
     series: ServerSeries | None,
     requests: pd.DataFrame,
@@ -161,6 +169,9 @@ def server_summary(
             "start_s": float(series.t_s.min()),
             "end_s": float(series.t_s.max()),
             "scrapes": len(series.frame),
+            # The last scrape predates the last response: the server's figures miss the
+            # final requests (the last scrape failed, or the run was cut short).
+            "stale": bool(float(series.t_s.max()) < _last_response_s(requests)),
         },
         "ttft_s": _histogram(series, "ttft", client["ttft_s"]),
         "itl_s": _histogram(series, "itl", client["itl_s"]) | {"per": series.itl_per},

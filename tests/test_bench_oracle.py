@@ -55,6 +55,7 @@ def test_oracle_equals_cached_tokens_with_a_large_pool(large) -> None:
     assert (requests["cached_tokens"] == 512).sum() == 44
     prefix = summary["prefix"]
     assert prefix["observed_hit_rate"] == prefix["expected_hit_rate"]
+    assert summary["server"]["window"]["stale"] is False  # the last scrape saw every response
     assert summary["server"]["prefix"]["observed_hit_rate"]["value"] == prefix["expected_hit_rate"]
 
 
