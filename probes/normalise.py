@@ -23,7 +23,8 @@ import pandas as pd
 
 from probes.canonical import HISTOGRAMS, SERIES, Histogram, Kind, Provenance, Value
 from probes.exposition import Exposition, Sample, exposition_from_rows
-from probes.mapping import Mapping, Snapshot, choose_mapping
+from probes.mapping import choose_mapping
+from probes.mapping_model import Mapping, Snapshot
 from probes.pool import pool_breakdown
 from probes.quantiles import QUANTILES
 

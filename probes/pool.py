@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.canonical import Provenance, Value
-from probes.mapping import Snapshot
+from probes.mapping_model import Snapshot
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from probes.exposition import Exposition, Sample
-from probes.mapping import BUILTIN_FLAVOURS, Mapping, Source, builtin_mapping, choose_mapping
+from probes.mapping import BUILTIN_FLAVOURS, builtin_mapping, choose_mapping
+from probes.mapping_model import Mapping, Source
 from probes.normalise import ServerSeries
 from probes.sampling import ProbeStatus
 from runtime.clock import RunClock

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
-from probes.mapping import Mapping, builtin_mapping, load_mapping
+from probes.mapping import builtin_mapping, load_mapping
+from probes.mapping_model import Mapping
 from probes.normalise import ServerSeries
 from runfmt.names import CHUNKS_TABLE, GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir

@@ -19,7 +19,8 @@ from loadgen.records import RequestRecord
 from loadgen.run import LoadObserver
 from loadgen.target import Target
 from probes.exposition import Exposition
-from probes.mapping import BUILTIN_FLAVOURS, Mapping, choose_mapping, load_mapping
+from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
+from probes.mapping_model import Mapping
 from session.live_stats import LiveStats
 from simengine.engine_process import EngineProcess
 from workloads.errors import InputError

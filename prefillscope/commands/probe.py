@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from probes.canonical import HISTOGRAMS, SERIES
-from probes.mapping import BUILTIN_FLAVOURS, Snapshot, choose_mapping
+from probes.mapping import BUILTIN_FLAVOURS, choose_mapping
+from probes.mapping_model import Snapshot
 from probes.pool import PoolBreakdown, pool_breakdown
 from workloads.errors import InputError
 
