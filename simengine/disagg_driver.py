@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -19,7 +18,16 @@ from runtime.timing import sleep_until
 from simengine.core import EngineRequest, EngineStats, RequestRejected, RequestUpdate, StepResult
 from simengine.disagg import DisaggCluster, KvJob, OnStep, OnTransfer, Worker
 from simengine.disagg_config import DisaggConfig
-from simengine.driver import SPIN_S, RequestTiming, SimResult, StepRecord, UpdateSink
+from simengine.driver import (
+    SPIN_S,
+    ArrivalQueue,
+    Release,
+    RequestTiming,
+    SimResult,
+    StepRecord,
+    UpdateSink,
+    end_request,
+)
 
 
 @dataclass
@@ -59,6 +67,7 @@ def simulate_disagg(
     arrivals: Iterable[tuple[float, EngineRequest]],
     *,
     record_steps: bool = True,
+    release: Release | None = None,
 ) -> DisaggSimResult:
     """A what-if P/D run: fresh workers serving ``arrivals`` on a virtual clock."""
     steps: list[StepRecord] = []
@@ -72,26 +81,42 @@ def simulate_disagg(
     cluster = DisaggCluster(
         config, disagg, on_step=on_step if record_steps else None, on_admit=jobs.append
     )
-    pending = deque(sorted(arrivals, key=lambda a: a[0]))
+    pending = ArrivalQueue(arrivals)
     timings: dict[str, RequestTiming] = {}
+
+    def record(updates: list[tuple[float, RequestUpdate]]) -> None:
+        for t, update in updates:
+            timing = timings[update.request_id]
+            if update.new_tokens:
+                timing.token_times.append(t)
+            if update.finished:
+                timing.num_cached_tokens = update.num_cached_tokens
+                timing.finish_reason = update.finish_reason
+                end_request(timing, t, release, pending)
+
     gc_was_enabled = gc.isenabled()
     gc.disable()
     now = 0.0
     try:
         while True:
             t_event = cluster.next_event_s()
-            if pending and (t_event is None or pending[0][0] < t_event):
-                now = max(now, pending[0][0])
-                _record(cluster.advance(now), timings)
-                while pending and pending[0][0] <= now:
-                    t, req = pending.popleft()
-                    _arrive(cluster, t, req, now, timings)
-                _record(cluster.advance(now), timings)
+            if pending and (t_event is None or pending.next_s() < t_event):
+                now = max(now, pending.next_s())
+                record(cluster.advance(now))
+                while pending and pending.next_s() <= now:
+                    t, req = pending.pop()
+                    timing = timings[req.request_id] = RequestTiming(req.request_id, t)
+                    try:
+                        cluster.submit(req, now)
+                    except RequestRejected as exc:
+                        timing.error = str(exc)
+                        end_request(timing, now, release, pending)
+                record(cluster.advance(now))
                 continue
             if t_event is None:
                 break
             now = t_event
-            _record(cluster.advance(now), timings)
+            record(cluster.advance(now))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -105,31 +130,6 @@ def simulate_disagg(
         link_bytes=cluster.link.bytes_sent,
         link_busy_s=cluster.link.busy_s,
     )
-
-
-def _arrive(
-    cluster: DisaggCluster,
-    t: float,
-    req: EngineRequest,
-    now: float,
-    timings: dict[str, RequestTiming],
-) -> None:
-    timing = RequestTiming(req.request_id, t)
-    timings[req.request_id] = timing
-    try:
-        cluster.submit(req, now)
-    except RequestRejected as exc:
-        timing.error = str(exc)
-
-
-def _record(updates: list[tuple[float, RequestUpdate]], timings: dict[str, RequestTiming]) -> None:
-    for t, update in updates:
-        timing = timings[update.request_id]
-        if update.new_tokens:
-            timing.token_times.append(t)
-        if update.finished:
-            timing.num_cached_tokens = update.num_cached_tokens
-            timing.finish_reason = update.finish_reason
 
 
 class RealTimeDisaggDriver:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -217,8 +218,46 @@ class SimResult:
         return sum(len(r.token_times) for r in self.requests.values())
 
 
+#: Called with a request's id and the time it ended (finished or was refused); returns
+#: the arrivals that ending releases (a closed-loop user's next request, a next turn).
+Release = Callable[[str, float], Iterable[tuple[float, "EngineRequest"]]]
+
+
+class ArrivalQueue:
+    """Arrivals by time (ties in the order given), open to arrivals released later."""
+
+    def __init__(self, arrivals: Iterable[tuple[float, EngineRequest]] = ()) -> None:
+        self._heap = [(t, i, req) for i, (t, req) in enumerate(arrivals)]
+        heapq.heapify(self._heap)
+        self._count = len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def next_s(self) -> float:
+        return self._heap[0][0]
+
+    def pop(self) -> tuple[float, EngineRequest]:
+        t, _, req = heapq.heappop(self._heap)
+        return t, req
+
+    def push(self, t: float, req: EngineRequest) -> None:
+        heapq.heappush(self._heap, (t, self._count, req))
+        self._count += 1
+
+
+def end_request(
+    timing: RequestTiming, now: float, release: Release | None, pending: ArrivalQueue
+) -> None:
+    """A request ended at ``now``: queue what that releases."""
+    if release is not None:
+        for t, req in release(timing.request_id, now):
+            pending.push(t, req)
+
+
 class VirtualDriver:
-    """Runs EngineCore against a simulated clock; arrivals come with their times."""
+    """Runs EngineCore against a simulated clock; arrivals come with their times, or are
+    released by earlier requests ending (``release``: closed-loop users, sessions)."""
 
     def __init__(self, core: EngineCore) -> None:
         self.core = core
@@ -230,6 +269,7 @@ class VirtualDriver:
         *,
         until_s: float | None = None,
         record_steps: bool = True,
+        release: Release | None = None,
     ) -> SimResult:
         """Admit each request at its arrival time and step until all finish (or ``until_s``).
 
@@ -240,31 +280,33 @@ class VirtualDriver:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(arrivals, until_s, record_steps)
+            return self._run(ArrivalQueue(arrivals), until_s, record_steps, release)
         finally:
             if gc_was_enabled:
                 gc.enable()
 
     def _run(
         self,
-        arrivals: Iterable[tuple[float, EngineRequest]],
+        pending: ArrivalQueue,
         until_s: float | None,
         record_steps: bool,
+        release: Release | None,
     ) -> SimResult:
-        pending = deque(sorted(arrivals, key=lambda a: a[0]))
         timings: dict[str, RequestTiming] = {}
         steps: list[StepRecord] = []
         core = self.core
         while pending or core.has_unfinished():
-            while pending and pending[0][0] <= self.now:
-                self._arrive(*pending.popleft(), timings)
+            while pending and pending.next_s() <= self.now:
+                timing = self._arrive(*pending.pop(), timings)
+                if timing.error is not None:
+                    end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:
                 break
             result = core.step() if core.has_unfinished() else None
             if result is None or result.kind == "idle":
                 if not pending:
                     break
-                wake = pending[0][0] if until_s is None else min(pending[0][0], until_s)
+                wake = pending.next_s() if until_s is None else min(pending.next_s(), until_s)
                 self.now = max(self.now, wake)
                 continue
             end = self.now + result.duration_s
@@ -277,16 +319,20 @@ class VirtualDriver:
                 if update.finished:
                     timing.num_cached_tokens = update.num_cached_tokens
                     timing.finish_reason = update.finish_reason
+                    end_request(timing, end, release, pending)
             self.now = end
         return SimResult(timings, steps, self.now, core.stats)
 
-    def _arrive(self, t: float, req: EngineRequest, timings: dict[str, RequestTiming]) -> None:
+    def _arrive(
+        self, t: float, req: EngineRequest, timings: dict[str, RequestTiming]
+    ) -> RequestTiming:
         timing = RequestTiming(req.request_id, t)
         timings[req.request_id] = timing
         try:
             self.core.add_request(req)
         except RequestRejected as exc:
             timing.error = str(exc)
+        return timing
 
 
 def simulate(

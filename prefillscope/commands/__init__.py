@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "compare",
     "diagnose",
     "diagnose_ab",
+    "simulate",
 )
 
 

@@ -22,8 +22,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfmodel.config import EngineConfig, flag_error
-from simengine.disagg_config import DisaggConfig, parse_ratio
-from simengine.kv_link import LinkSpec
+from prefillscope.kv_link_flags import (
+    KvLinkEfficiency,
+    KvLinkGbps,
+    KvLinkLatencyUs,
+    KvLinkSharing,
+    KvTransfer,
+    KvTransferOverheadUs,
+    disagg_config,
+)
 from workloads.errors import InputError
 from workloads.limits import Bound
 
@@ -58,26 +65,6 @@ def _ms(value: float | None, flag: str, per: float = 1e3) -> float | None:
         return None
     Bound(0, 3600 * per, why="an hour").check(flag, value)
     return value / per
-
-
-def disagg_config(
-    ratio: str,
-    gbps: float,
-    latency_us: float,
-    overhead_us: float,
-    efficiency: float,
-    sharing: str,
-    transfer: str,
-) -> DisaggConfig:
-    """The validated P/D configuration of the ``--disaggregate``/``--kv-*`` flags."""
-    p, d = parse_ratio(ratio)
-    if latency_us < 0 or overhead_us < 0:
-        flag = "--kv-link-latency-us" if latency_us < 0 else "--kv-transfer-overhead-us"
-        raise InputError(flag, "must be >= 0")
-    link = LinkSpec(gbps, latency_us / 1e6, overhead_us / 1e6, efficiency, sharing)
-    config = DisaggConfig(p, d, link, transfer)
-    config.validate()
-    return config
 
 
 def serve(
@@ -128,20 +115,12 @@ def serve(
         str | None,
         typer.Option(help="P:D prefill and decode workers (e.g. 1:1, 2:1); default: one engine."),
     ] = None,
-    kv_link_gbps: Annotated[float, typer.Option(help="P→D link speed, Gb/s.")] = 100.0,
-    kv_link_latency_us: Annotated[float, typer.Option(help="Fixed latency per transfer.")] = 0.0,
-    kv_transfer_overhead_us: Annotated[
-        float, typer.Option(help="Setup cost per transfer (registration, posting).")
-    ] = 0.0,
-    kv_link_efficiency: Annotated[
-        float, typer.Option(help="Protocol efficiency: the share of the line rate KV gets.")
-    ] = 1.0,
-    kv_link_sharing: Annotated[
-        str, typer.Option(help="fair: concurrent transfers share the link; fifo: queue.")
-    ] = "fair",
-    kv_transfer: Annotated[
-        str, typer.Option(help="after-prefill: whole cache at the end; overlap: per chunk.")
-    ] = "after-prefill",
+    kv_link_gbps: KvLinkGbps = 100.0,
+    kv_link_latency_us: KvLinkLatencyUs = 0.0,
+    kv_transfer_overhead_us: KvTransferOverheadUs = 0.0,
+    kv_link_efficiency: KvLinkEfficiency = 1.0,
+    kv_link_sharing: KvLinkSharing = "fair",
+    kv_transfer: KvTransfer = "after-prefill",
 ) -> None:
     """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C.
 

@@ -1,0 +1,169 @@
+"""``prefillscope simulate``: what-if runs of the embedded engine on a virtual clock.
+
+The command parses flags, calls :func:`session.simulate.simulate_grid` once and renders
+its result: a table per configuration (TTFT and ITL p50/p99/max, goodput, throughput,
+KV-transfer share of TTFT, the Pareto front and the break-even link speed), ``--json``
+(the same result as one object) and ``--html FILE`` (a TTFT p99 vs ITL p99 plot).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from prefillscope.kv_link_flags import (
+    KvLinkEfficiency,
+    KvLinkGbps,
+    KvLinkLatencyUs,
+    KvLinkSharing,
+    KvTransfer,
+    KvTransferOverheadUs,
+    disagg_config,
+)
+from workloads.errors import InputError
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(flag, f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) <= 0:
+        raise InputError(flag, f"{text!r} needs positive integers", "e.g. 256,512,1024")
+    return values
+
+
+def simulate(
+    workload: Annotated[
+        str, typer.Option(help="A workload, trace:FILE, spec file, or a bench run directory.")
+    ],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
+    ] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Requests to simulate.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Open-loop request rate (req/s).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
+    engine: Annotated[
+        list[str] | None,
+        typer.Option(help="Engine KEY=VALUE (model=…, gpu=…, tensor_parallel_size=…)."),
+    ] = None,
+    chunks: Annotated[
+        str | None, typer.Option(help="Chunk budgets to compare, e.g. 256,512,1024.")
+    ] = None,
+    disaggregate: Annotated[
+        str | None, typer.Option(help="P:D splits to compare, e.g. 1:1,2:1.")
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option(help="Give every configuration this many GPUs.")
+    ] = None,
+    no_monolithic: Annotated[
+        bool, typer.Option("--no-monolithic", help="Only the P/D configurations.")
+    ] = False,
+    kv_link_gbps: KvLinkGbps = 100.0,
+    kv_link_latency_us: KvLinkLatencyUs = 0.0,
+    kv_transfer_overhead_us: KvTransferOverheadUs = 0.0,
+    kv_link_efficiency: KvLinkEfficiency = 1.0,
+    kv_link_sharing: KvLinkSharing = "fair",
+    kv_transfer: KvTransfer = "after-prefill",
+    slo: Annotated[str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1,itl=50ms.")] = None,
+    no_break_even: Annotated[
+        bool, typer.Option("--no-break-even", help="Skip the break-even link search.")
+    ] = False,
+    html: Annotated[Path | None, typer.Option(help="Write a plot of the grid here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Predict TTFT, ITL and goodput per configuration without launching a server."""
+    from prefillscope.engine_flags import parse_engine_flags
+    from probes.latency import Slo, parse_slo
+    from session.sim_workload import load_workload
+    from session.simulate import SimulateSpec, simulate_grid
+    from simengine.disagg_config import parse_ratio
+
+    base = parse_engine_flags(engine or []).config
+    link = disagg_config(
+        "1:1",
+        kv_link_gbps,
+        kv_link_latency_us,
+        kv_transfer_overhead_us,
+        kv_link_efficiency,
+        kv_link_sharing,
+        kv_transfer,
+    )
+    ratios = [parse_ratio(r) for r in disaggregate.split(",")] if disaggregate else []
+    if no_monolithic and not ratios:
+        raise InputError("--no-monolithic", "leaves nothing to simulate", "add --disaggregate")
+    if gpus is not None and gpus <= 0:
+        raise InputError("--gpus", f"must be positive, got {gpus}")
+    spec = SimulateSpec(
+        base=base,
+        chunks=_ints(chunks, "--chunks") if chunks else [base.max_num_batched_tokens],
+        ratios=ratios,
+        gpus=gpus,
+        monolithic=not no_monolithic,
+        link=link.link,
+        transfer=link.transfer,
+        slo=parse_slo(slo) if slo else Slo(),
+        break_even=not no_break_even,
+    )
+    spec.points()  # an uneven --gpus split is refused before anything runs
+    if html is not None and not html.parent.is_dir():
+        raise InputError("--html", f"folder {html.parent} does not exist")
+    given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
+    load = load_workload(
+        workload, set_ or [], {k: v for k, v in given.items() if v is not None}, base
+    )
+    result = simulate_grid(spec, load)
+    if html is not None:
+        from prefillscope.report.simulate_page import render_page
+
+        html.write_text(render_page(result))
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    _print(result)
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value * 1e3:,.1f}"
+
+
+def _print(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result['requests']:,} requests · {result['model']} on {result['gpu']}")
+    for name in ("configuration", "GPUs", "TTFT p50/p99/max ms", "ITL p50/p99/max ms"):
+        table.add_column(name, justify="left" if name == "configuration" else "right")
+    for name in ("goodput", "tok/s", "KV share of TTFT", "Pareto", "break-even link"):
+        table.add_column(name, justify="right")
+    for row in result["configurations"]:
+        ttft, itl = row["ttft_s"], row["itl_s"]
+        be = row["break_even"]
+        table.add_row(
+            row["label"],
+            str(row["gpus"]),
+            "/".join(_ms(ttft[k]) for k in ("p50", "p99", "max")),
+            "/".join(_ms(itl[k]) for k in ("p50", "p99", "max")),
+            "–" if row["goodput"] is None else f"{row['goodput']:.1%}",
+            "–" if row["output_tokens_per_s"] is None else f"{row['output_tokens_per_s']:,.0f}",
+            f"{row['kv_transfer_share_of_ttft']:.1%}" if row["disaggregate"] else "–",
+            "★" if row["pareto"] else "",
+            "–" if be is None else (f"{be['gbps']:,.1f} Gb/s" if be["gbps"] else be["note"]),
+        )
+    Console().print(table)
+    speed = result["speed"]
+    typer.echo(
+        f"simulated {result['requests']:,} requests × {len(result['configurations'])} "
+        f"configurations in {speed['grid_wall_s']:.1f} s "
+        f"({speed['requests_per_s']:,.0f} requests/s, {speed['output_tokens_per_s']:,.0f} "
+        "output tokens/s of virtual clock); break-even: the link speed at which P/D's TTFT "
+        "p99 equals monolithic's at the same chunk budget"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)

@@ -1,0 +1,51 @@
+"""The KV-link flags ``serve --disaggregate`` and ``simulate`` share, defined once.
+
+Each is a typer-annotated type; :func:`disagg_config` turns their values (and a ``P:D``
+ratio) into a validated :class:`~simengine.disagg_config.DisaggConfig`. Importing this
+module pulls in neither numpy nor the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from simengine.disagg_config import DisaggConfig, parse_ratio
+from simengine.kv_link import LinkSpec
+from workloads.errors import InputError
+
+KvLinkGbps = Annotated[float, typer.Option(help="P→D link speed, Gb/s.")]
+KvLinkLatencyUs = Annotated[float, typer.Option(help="Fixed latency per transfer (µs).")]
+KvTransferOverheadUs = Annotated[
+    float, typer.Option(help="Setup cost per transfer (registration, posting), µs.")
+]
+KvLinkEfficiency = Annotated[
+    float, typer.Option(help="Protocol efficiency: the share of the line rate KV gets.")
+]
+KvLinkSharing = Annotated[
+    str, typer.Option(help="fair: concurrent transfers share the link; fifo: queue.")
+]
+KvTransfer = Annotated[
+    str, typer.Option(help="after-prefill: whole cache at the end; overlap: per chunk.")
+]
+
+
+def disagg_config(
+    ratio: str,
+    gbps: float,
+    latency_us: float,
+    overhead_us: float,
+    efficiency: float,
+    sharing: str,
+    transfer: str,
+) -> DisaggConfig:
+    """The validated P/D configuration of the ``--disaggregate``/``--kv-*`` flags."""
+    p, d = parse_ratio(ratio)
+    if latency_us < 0 or overhead_us < 0:
+        flag = "--kv-link-latency-us" if latency_us < 0 else "--kv-transfer-overhead-us"
+        raise InputError(flag, "must be >= 0")
+    link = LinkSpec(gbps, latency_us / 1e6, overhead_us / 1e6, efficiency, sharing)
+    config = DisaggConfig(p, d, link, transfer)
+    config.validate()
+    return config

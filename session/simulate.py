@@ -1,0 +1,263 @@
+"""``prefillscope simulate``: the engine core on a virtual clock, over a grid of configurations.
+
+Every configuration replays the same workload (:mod:`session.sim_workload`) through fresh
+engines: monolithic (``replicas`` engines, the workload dealt round-robin) or disaggregated
+(``P:D`` prefill and decode workers joined by the modelled KV link). With ``gpus`` set,
+every configuration gets that many GPUs: monolithic runs ``gpus / tp`` replicas and a
+``P:D`` ratio is scaled to ``k·P : k·D`` with ``k·(P+D)·tp = gpus``.
+
+Per configuration: TTFT and ITL p50/p99/max, goodput under the SLO (the share of requests
+meeting every bound: TTFT, worst gap, TPOT, E2E), output throughput over the makespan,
+and the KV transfer's share of TTFT (the summed post-prefill waits over the summed TTFTs).
+A configuration is on the Pareto front when no other has both a lower TTFT p99 and a
+lower ITL p99. For each P/D configuration, the break-even link bandwidth is the slowest
+link at which it does as well as the monolithic configuration with the same chunk budget
+(and GPUs): on goodput when an SLO is given, else on TTFT p99. It is found by bisection
+on a log scale within ``BREAK_EVEN_RANGE_GBPS``, each probe a full simulation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfmodel.config import EngineConfig
+from probes.latency import Slo
+from session.sim_workload import SimWorkload
+from simengine.core import EngineCore
+from simengine.disagg import transfer_wait_s
+from simengine.disagg_config import DisaggConfig
+from simengine.disagg_driver import simulate_disagg
+from simengine.driver import RequestTiming, VirtualDriver
+from simengine.kv_link import LinkSpec
+from workloads.errors import InputError
+
+BREAK_EVEN_RANGE_GBPS = (1.0, 10_000.0)
+BREAK_EVEN_PROBES = 6
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration: a chunk budget, and either replicas or a P:D split."""
+
+    budget: int
+    replicas: int = 1
+    ratio: tuple[int, int] | None = None
+
+    @property
+    def label(self) -> str:
+        what = f"P/D {self.ratio[0]}:{self.ratio[1]}" if self.ratio else f"mono ×{self.replicas}"
+        return f"{what}, chunk {self.budget}"
+
+
+@dataclass
+class SimulateSpec:
+    """What to simulate: the base engine, the grid axes, the link and the SLO."""
+
+    base: EngineConfig
+    chunks: list[int]
+    ratios: list[tuple[int, int]] = field(default_factory=list)
+    gpus: int | None = None
+    monolithic: bool = True
+    link: LinkSpec = field(default_factory=LinkSpec)
+    transfer: str = "after-prefill"
+    slo: Slo = field(default_factory=Slo)
+    break_even: bool = True
+
+    def points(self) -> list[GridPoint]:
+        tp = self.base.tensor_parallel_size
+        out: list[GridPoint] = []
+        for budget in self.chunks:
+            if self.monolithic:
+                out.append(GridPoint(budget, replicas=self._scale(1, tp, "monolithic")))
+            for p, d in self.ratios:
+                k = self._scale(p + d, tp, f"{p}:{d}")
+                out.append(GridPoint(budget, ratio=(k * p, k * d)))
+        return out
+
+    def _scale(self, engines: int, tp: int, what: str) -> int:
+        if self.gpus is None:
+            return 1
+        k, rest = divmod(self.gpus, engines * tp)
+        if rest or k == 0:
+            raise InputError(
+                "--gpus",
+                f"{self.gpus} GPUs cannot be split evenly for {what} "
+                f"({engines} engine(s) × tp {tp} each)",
+                f"use a multiple of {engines * tp}",
+            )
+        return k
+
+
+def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> dict[str, Any]:
+    """Simulate one configuration; its figures (see the module docstring)."""
+    config = dataclasses.replace(spec.base, max_num_batched_tokens=point.budget)
+    if config.max_num_seqs > point.budget:
+        config = dataclasses.replace(config, max_num_seqs=point.budget)
+    t0 = time.perf_counter()
+    waits: list[float] = []
+    timings: list[RequestTiming] = []
+    if point.ratio is None:
+        for part in workload.split(point.replicas):
+            arrivals, release = part.start()
+            result = VirtualDriver(EngineCore(config)).run(
+                arrivals, record_steps=False, release=release
+            )
+            timings.extend(result.requests.values())
+    else:
+        disagg = DisaggConfig(*point.ratio, spec.link, spec.transfer)
+        arrivals, release = workload.start()
+        result = simulate_disagg(config, disagg, arrivals, record_steps=False, release=release)
+        timings.extend(result.requests.values())
+        waits = [transfer_wait_s(job) for job in result.jobs]
+    wall = time.perf_counter() - t0
+    gpus = (sum(point.ratio) if point.ratio else point.replicas) * config.tensor_parallel_size
+    return {
+        "label": point.label,
+        "chunk": point.budget,
+        "disaggregate": f"{point.ratio[0]}:{point.ratio[1]}" if point.ratio else None,
+        "replicas": point.replicas if point.ratio is None else None,
+        "gpus": gpus,
+        **summarize(timings, waits, spec.slo),
+        "wall_s": wall,
+    }
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float | None]:
+    if values.size == 0:
+        return {"p50": None, "p99": None, "max": None}
+    p50, p99 = np.percentile(values, [50, 99])
+    return {"p50": float(p50), "p99": float(p99), "max": float(values.max())}
+
+
+def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> dict[str, Any]:
+    """TTFT/ITL quantiles, goodput, throughput and transfer share of a set of requests."""
+    done = [t for t in timings if t.finish_reason is not None and t.token_times]
+    ttft = np.array([t.ttft_s for t in done], dtype=float)
+    gaps = [t.itls_s for t in done]
+    itl = np.fromiter(itertools.chain.from_iterable(gaps), dtype=float)
+    tokens = sum(len(t.token_times) for t in done)
+    start = min((t.arrival_s for t in timings), default=0.0)
+    end = max((t.token_times[-1] for t in done), default=start)
+    good = [_meets(t, g, slo) for t, g in zip(done, gaps, strict=True)]
+    wait_sum = float(np.nansum([max(0.0, w) for w in waits])) if waits else 0.0
+    return {
+        "requests": len(timings),
+        "completed": len(done),
+        "rejected": sum(1 for t in timings if t.error is not None),
+        "ttft_s": _quantiles(ttft),
+        "itl_s": _quantiles(itl),
+        "goodput": sum(good) / len(timings) if slo and timings else None,
+        "output_tokens_per_s": tokens / (end - start) if end > start else None,
+        "kv_transfer_share_of_ttft": wait_sum / float(ttft.sum()) if ttft.sum() > 0 else 0.0,
+        "output_tokens": tokens,
+    }
+
+
+def _meets(timing: RequestTiming, gaps: list[float], slo: Slo) -> bool:
+    n = len(timing.token_times)
+    checks = (
+        (slo.ttft_s, timing.ttft_s),
+        (slo.itl_s, max(gaps) if gaps else None),
+        (slo.tpot_s, (timing.token_times[-1] - timing.token_times[0]) / (n - 1) if n > 1 else None),
+        (slo.e2e_s, timing.e2e_s),
+    )
+    return all(bound is None or value is None or value <= bound for bound, value in checks)
+
+
+def pareto(rows: list[dict[str, Any]]) -> None:
+    """Mark ``pareto`` on rows no other row beats on both TTFT p99 and ITL p99."""
+
+    def key(row: dict[str, Any]) -> tuple[float, float]:
+        ttft, itl = row["ttft_s"]["p99"], row["itl_s"]["p99"]
+        return (math.inf if ttft is None else ttft, math.inf if itl is None else itl)
+
+    for row in rows:
+        a = key(row)
+        row["pareto"] = not any(
+            (b := key(other))[0] <= a[0] and b[1] <= a[1] and b != a for other in rows
+        )
+
+
+def _score(row: dict[str, Any], slo: Slo) -> float:
+    """What break-even compares (higher is better): goodput under an SLO, else −TTFT p99."""
+    if slo:
+        return row["goodput"] or 0.0
+    ttft = row["ttft_s"]["p99"]
+    return -math.inf if ttft is None else -ttft
+
+
+def break_even_gbps(
+    spec: SimulateSpec, point: GridPoint, workload: SimWorkload, target: float
+) -> dict[str, Any]:
+    """The slowest link at which ``point`` scores at least ``target`` (see ``_score``)."""
+
+    def score_at(gbps: float) -> float:
+        probe = dataclasses.replace(spec, link=dataclasses.replace(spec.link, gbps=gbps))
+        return _score(run_point(probe, point, workload), spec.slo)
+
+    what = "goodput" if spec.slo else "TTFT p99"
+    lo, hi = BREAK_EVEN_RANGE_GBPS
+    if score_at(hi) < target:
+        return {
+            "gbps": None,
+            "bracket_gbps": None,
+            "note": f"{what} worse than monolithic even at {hi:,.0f} Gb/s",
+        }
+    if score_at(lo) >= target:
+        return {
+            "gbps": lo,
+            "bracket_gbps": None,
+            "note": f"{what} as good as monolithic at {lo:g} Gb/s already",
+        }
+    for _ in range(BREAK_EVEN_PROBES):
+        mid = math.sqrt(lo * hi)
+        if score_at(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return {
+        "gbps": hi,
+        "bracket_gbps": [lo, hi],
+        "note": f"{what} matches monolithic between {lo:.3g} and {hi:.3g} Gb/s",
+    }
+
+
+def simulate_grid(spec: SimulateSpec, workload: SimWorkload) -> dict[str, Any]:
+    """Every configuration of the grid over ``workload``: the rows, the front, break-evens."""
+    spec.base.validate()
+    spec.link.validate()
+    if not len(workload):
+        raise InputError("--workload", "the workload has no request to simulate")
+    points = spec.points()
+    t0 = time.perf_counter()
+    rows = [run_point(spec, point, workload) for point in points]
+    grid_wall = time.perf_counter() - t0
+    pareto(rows)
+    mono = {row["chunk"]: row for row in rows if row["disaggregate"] is None}
+    for point, row in zip(points, rows, strict=True):
+        row["break_even"] = None
+        base = mono.get(point.budget)
+        if spec.break_even and point.ratio and base is not None:
+            row["break_even"] = break_even_gbps(spec, point, workload, _score(base, spec.slo))
+    simulated_tokens = sum(row["output_tokens"] for row in rows)
+    return {
+        "model": spec.base.model,
+        "gpu": spec.base.gpu,
+        "link": dataclasses.asdict(spec.link),
+        "kv_transfer": spec.transfer,
+        "slo": spec.slo.to_dict(),
+        "requests": len(workload),
+        "configurations": rows,
+        "speed": {
+            "grid_wall_s": grid_wall,
+            "requests_per_s": len(workload) * len(rows) / grid_wall if grid_wall else None,
+            "output_tokens_per_s": simulated_tokens / grid_wall if grid_wall else None,
+        },
+    }
