@@ -137,7 +137,7 @@ def from_plan(plan: Plan, vocab_size: int, model: str) -> SimWorkload:
 
 def from_run(run_dir: Path, vocab_size: int, seed: int = 0) -> SimWorkload:
     """A run's measured requests: recorded send times and lengths, replayed open loop."""
-    from loadgen.rundir import RunDir
+    from runfmt.rundir import RunDir
 
     try:
         table = RunDir(run_dir).read_table("requests")
