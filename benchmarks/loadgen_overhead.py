@@ -51,7 +51,8 @@ import aiohttp
 import numpy as np
 import pandas as pd
 
-from loadgen.run import LoadOptions, run_load
+from loadgen.load_options import LoadOptions
+from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,17 +50,16 @@ from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
-from loadgen.health import DEFAULT_INTERVAL_S, ClientMonitor
+from loadgen.health import ClientMonitor
+from loadgen.load_options import LoadObserver, LoadOptions, LoadResult, new_record, observer_hook
+from loadgen.plan_check import check_load, split_plan
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.sessions import SessionBook
-from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
-from runtime.timing import DEFAULT_SPIN_S, Waker, sleep_until
-from workloads.errors import InputError
-from workloads.oracle import PrefixOracle
+from runtime.timing import Waker, sleep_until
 from workloads.plan import Plan, RequestSpec
 
 #: How long before its send time an open-loop request is built (a 32k-token prompt
@@ -68,115 +67,6 @@ from workloads.plan import Plan, RequestSpec
 #: connection is taken or opened (milliseconds on a busy VM) ahead too: it then waits in
 #: its body write until the send time (``exchange._StampedBody``).
 PREPARE_AHEAD_S = 0.03
-
-
-@dataclass
-class LoadOptions:
-    """How the plan is sent. Fields map to ``bench`` flags."""
-
-    #: Open loop: at most this many requests in flight; the rest wait in the client.
-    max_concurrency: int | None = None
-    #: Closed loop: number of users; overrides ``Plan.concurrency``.
-    concurrency: int | None = None
-    #: Per-request limit from send to the end of the stream; ``None``: no limit.
-    request_timeout_s: float | None = 600.0
-    #: Largest single stream event (``--max-event-bytes``); a longer one fails the request.
-    max_event_bytes: int = MAX_EVENT_BYTES
-    cache_protocol: str = "warm"
-    ignore_eos: bool = True
-    temperature: float | None = 0.0
-    logprobs: bool = False
-    #: Keep every request's returned token ids on its record (always kept for sessions).
-    keep_token_ids: bool = False
-    #: Users serving warm-up requests; default: the run's concurrency (or 8).
-    warmup_concurrency: int | None = None
-    #: The narrowest spin window of the send timer (``timing.Waker`` widens it to how
-    #: late this machine's wake-ups run).
-    spin_s: float = DEFAULT_SPIN_S
-    health_interval_s: float = DEFAULT_INTERVAL_S
-    #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
-    #: later session turns, which the plan cannot know in advance.
-    oracle: PrefixOracle | None = None
-    #: The server's token ids of a composed text prompt (a later turn's history, chat
-    #: template applied for the chat API), so the oracle sees what the server sees;
-    #: called off the event loop, once per later turn, during its think time.
-    text_tokens: Callable[[str], list[int]] | None = None
-    #: After the server is found gone, how long in-flight requests may take to fail on
-    #: their own (keeping their real error class) before they are cancelled.
-    drain_s: float = 2.0
-    #: Release nothing later than this many seconds into the measured phase.
-    duration_s: float | None = None
-    #: Connections opened before anything is sent (kept alive in the pool).
-    preconnect: int = 0
-
-
-class LoadObserver:
-    """Live callbacks (a dashboard). Override what you need; each call must be cheap.
-
-    Only overridden methods are called: ``on_chunk`` runs once per token-bearing read,
-    so leaving it out keeps it off the hot path.
-    """
-
-    def on_send(self, record: RequestRecord) -> None:
-        """A request was sent (``sent_s`` set)."""
-
-    def on_first_token(self, record: RequestRecord) -> None:
-        """Its first token arrived (``first_token_s`` set)."""
-
-    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
-        """A read carrying ``n_tokens`` tokens arrived at run time ``t_s``."""
-
-    def on_finish(self, record: RequestRecord) -> None:
-        """The request ended (ok or not) and its record was written."""
-
-
-@dataclass
-class LoadResult:
-    """How a load run went; the statistics come from the run directory's tables."""
-
-    status: str = "running"  # complete | interrupted | failed
-    reason: str | None = None
-    planned: int = 0
-    released: int = 0
-    sent: int = 0
-    finished: int = 0
-    ok: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    started_s: float | None = None
-    schedule_t0_s: float | None = None
-    ended_s: float | None = None
-    cache_protocol: dict[str, Any] = field(default_factory=dict)
-    client: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def not_sent(self) -> int:
-        return self.planned - self.sent
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "requests": {
-                "planned": self.planned,
-                "released": self.released,
-                "sent": self.sent,
-                "finished": self.finished,
-                "ok": self.ok,
-                "not_sent": self.not_sent,
-            },
-            "errors": dict(self.errors),
-            "started_s": self.started_s,
-            "schedule_t0_s": self.schedule_t0_s,
-            "ended_s": self.ended_s,
-            "cache_protocol": self.cache_protocol,
-            "client": self.client,
-        }
-
-
-def _overridden(observer: LoadObserver | None, name: str) -> Any:
-    if observer is None or getattr(type(observer), name) is getattr(LoadObserver, name):
-        return None
-    return getattr(observer, name)
 
 
 class LoadRun:
@@ -208,8 +98,8 @@ class LoadRun:
             plan, target.model, self.options.oracle, self.options.text_tokens
         )
         self.result = LoadResult(planned=len(plan))
-        self._on_send = _overridden(observer, "on_send")
-        self._on_finish = _overridden(observer, "on_finish")
+        self._on_send = observer_hook(observer, "on_send")
+        self._on_finish = observer_hook(observer, "on_finish")
         self._observer = observer
         self._requests = run_dir.table(REQUESTS_TABLE)
         self._chunks = run_dir.table(CHUNKS_TABLE)
@@ -232,8 +122,8 @@ class LoadRun:
     # -- entry point ----------------------------------------------------------------------
     async def run(self) -> LoadResult:
         """Send the plan; return how it went (``status`` complete or interrupted)."""
-        warmups, open_loop, closed_loop = self._split()
-        self._validate(closed_loop)
+        warmups, open_loop, closed_loop = split_plan(self.plan, self.sessions)
+        check_load(self.plan, closed_loop, self.options, self.target, self.adapter, self._users())
         self.result.started_s = self.clock.now()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
         async with aiohttp.ClientSession(
@@ -247,8 +137,8 @@ class LoadRun:
                 timeout_s=self.options.request_timeout_s,
                 stamps=stamps,
                 on_send=self._on_send,
-                on_first_token=_overridden(self._observer, "on_first_token"),
-                on_chunk=_overridden(self._observer, "on_chunk"),
+                on_first_token=observer_hook(self._observer, "on_first_token"),
+                on_chunk=observer_hook(self._observer, "on_chunk"),
                 waker=self._waker,
                 max_event_bytes=self.options.max_event_bytes,
             )
@@ -395,7 +285,7 @@ class LoadRun:
         return Prepared(encoded, prompt, prompt_tokens, want_ids, more and isinstance(full, str))
 
     async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:
-        record = _new_record(spec, intended_s)
+        record = new_record(spec, intended_s)
         chunks = ChunkTimes()
         self.result.released += 1
         try:
@@ -497,72 +387,14 @@ class LoadRun:
         self._stop.set()
 
     # -- set-up and wrap-up ---------------------------------------------------------------
-    def _split(self) -> tuple[list[RequestSpec], list[RequestSpec], list[RequestSpec]]:
-        warmups, open_loop, closed = [], [], []
-        for spec in self.plan:
-            if spec.warmup:
-                warmups.append(spec)
-            elif self.sessions.is_later_turn(spec):
-                continue
-            elif spec.intended_s is not None:
-                open_loop.append(spec)
-            else:
-                closed.append(spec)
-        open_loop.sort(key=lambda s: s.intended_s)
-        return warmups, open_loop, closed
-
     def _users(self) -> int | None:
         return self.options.concurrency or self.plan.concurrency
-
-    def _validate(self, closed: list[RequestSpec]) -> None:
-        """Refuse, before sending anything, options or a plan this target cannot take."""
-        options = self.options
-        for flag, value in (
-            ("--max-concurrency", options.max_concurrency),
-            ("--concurrency", options.concurrency),
-            ("--timeout", options.request_timeout_s),
-            ("--duration", options.duration_s),
-        ):
-            if value is not None and value <= 0:
-                raise InputError(flag, f"must be positive, got {value}")
-        if closed and not self._users():
-            raise InputError(
-                "--concurrency",
-                f"{len(closed)} requests have no send time and no concurrency serves them",
-                "give --concurrency N or an arrival rate",
-            )
-        for spec in self.plan:
-            problem = self.adapter.check(spec)
-            if problem:
-                raise InputError("--backend", f"request {spec.id}: {problem}")
-            if spec.text is None and not self.target.vocab_size:
-                raise InputError(
-                    "vocab_size",
-                    "token-id prompts need the target's vocabulary size",
-                    "pass the model's tokenizer or vocabulary size",
-                )
 
     def _conclude(self, monitor: ClientMonitor) -> None:
         if self.result.status == "running":
             self.result.status = "complete"
         self.result.ended_s = self.clock.now()
         self.result.client = monitor.summary() | {"timer": self._waker.summary()}
-
-
-def _new_record(spec: RequestSpec, intended_s: float) -> RequestRecord:
-    return RequestRecord(
-        id=spec.id,
-        kind=spec.kind,
-        group=spec.group,
-        tenant=spec.tenant,
-        lora=spec.lora,
-        session=spec.session,
-        turn=spec.turn,
-        warmup=spec.warmup,
-        intended_s=intended_s,
-        expected_cached_tokens=spec.expected_cached_tokens,
-        max_tokens=spec.max_tokens,
-    )
 
 
 async def run_load(

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.load_options import LoadObserver
 from loadgen.records import RequestRecord
-from loadgen.run import LoadObserver
 from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping

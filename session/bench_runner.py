@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.adapters import RequestParams
-from loadgen.run import LoadOptions, LoadResult, LoadRun
+from loadgen.load_options import LoadOptions, LoadResult
+from loadgen.run import LoadRun
 from loadgen.smoke import smoke_test
 from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target

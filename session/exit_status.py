@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.run import LoadResult
+from loadgen.load_options import LoadResult
 from runtime import signals
 from workloads.errors import InputError
 

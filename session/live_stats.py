@@ -22,8 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
+from loadgen.load_options import LoadObserver
 from loadgen.records import RequestRecord
-from loadgen.run import LoadObserver
 from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.quantiles import quantiles
 from runtime.clock import RunClock

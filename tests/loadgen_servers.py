@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 from aiohttp import web
 
-from loadgen.run import LoadOptions, LoadResult, run_load
+from loadgen.load_options import LoadOptions, LoadResult
+from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock

@@ -22,8 +22,9 @@ from loadgen_servers import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadgen.load_options import LoadObserver, LoadOptions
 from loadgen.records import RequestRecord
-from loadgen.run import LoadObserver, LoadOptions, LoadRun
+from loadgen.run import LoadRun
 from loadgen.target import Target
 from perfmodel.config import EngineConfig
 from probes.latency import token_gaps
