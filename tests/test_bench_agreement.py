@@ -19,6 +19,7 @@ from bench_support import bench, histogram_delta, requests_table
 pytestmark = pytest.mark.slow  # 200 requests at 12/s: ~20 s
 
 
+@pytest.mark.timing
 def test_client_ttft_and_itl_agree_with_the_engine(tmp_path: Path) -> None:
     run = tmp_path / "run"
     outcome = bench(

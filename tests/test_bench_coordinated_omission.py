@@ -14,9 +14,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from bench_support import bench_cli, requests_table
 
 
+@pytest.mark.timing
 def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = bench_cli(

@@ -44,6 +44,7 @@ def large(tmp_path_factory: pytest.TempPathFactory):
     return _run(tmp_path_factory.mktemp("large"))
 
 
+@pytest.mark.timing
 def test_oracle_equals_cached_tokens_with_a_large_pool(large) -> None:
     run, summary, requests = large
     oracle = read_json(run, "run.json")["oracle"]
@@ -59,6 +60,7 @@ def test_oracle_equals_cached_tokens_with_a_large_pool(large) -> None:
     assert summary["server"]["prefix"]["observed_hit_rate"]["value"] == prefix["expected_hit_rate"]
 
 
+@pytest.mark.timing
 def test_oracle_predicts_the_lower_hit_rate_of_a_small_pool(large, tmp_path: Path) -> None:
     run, small, requests = _run(tmp_path, "num_gpu_blocks=90")
     assert read_json(run, "run.json")["oracle"]["num_blocks"] == 90

@@ -6,6 +6,8 @@ import asyncio
 import socket
 import time
 
+import pytest
+
 from loadgen.arrivals import ArrivalStamps
 
 
@@ -17,6 +19,7 @@ class Reader(asyncio.Protocol):
         self.handled_at.append(time.perf_counter())
 
 
+@pytest.mark.timing
 def test_a_busy_loop_does_not_delay_the_stamp() -> None:
     async def go() -> tuple[float, float, float]:
         loop = asyncio.get_running_loop()

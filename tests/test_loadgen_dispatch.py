@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from loadgen_servers import Server, generator, run_against, specs
 from scipy.stats import theilslopes
 
@@ -37,6 +38,7 @@ def _max_in_flight(requests: pd.DataFrame) -> int:
     return peak
 
 
+@pytest.mark.timing
 def test_coordinated_omission_is_measured_not_hidden(tmp_path: Path) -> None:
     """Above capacity with a client-side cap of 1: the backlog shows in intended-time TTFT."""
     server = generator(ttft_s=0.04, itl_s=0.005, serial=True)  # ~55 ms a request: ~18/s
@@ -65,6 +67,7 @@ def test_coordinated_omission_is_measured_not_hidden(tmp_path: Path) -> None:
     assert _max_in_flight(requests) == 1
 
 
+@pytest.mark.timing
 def test_open_loop_sends_on_time_and_never_early(tmp_path: Path) -> None:
     plan = specs(60, max_tokens=1, gap_s=0.004)
 
@@ -78,6 +81,7 @@ def test_open_loop_sends_on_time_and_never_early(tmp_path: Path) -> None:
     assert np.median(lag) < 0.003, np.median(lag)
 
 
+@pytest.mark.timing
 def test_timer_is_finer_than_the_event_loop() -> None:
     """asyncio.sleep wakes on whole milliseconds; sleep_until must land well inside one."""
     clock = RunClock()
@@ -97,6 +101,7 @@ def test_timer_is_finer_than_the_event_loop() -> None:
     assert np.median(spun) < 2e-4
 
 
+@pytest.mark.timing
 def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     """A loop held up for 6 ms at each wake-up (as a VM's idle vCPU is) teaches the Waker
     to wake that much earlier, so that later deadlines are met by spinning, not missed."""
@@ -112,6 +117,7 @@ def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     assert np.median(late[2:]) < 1e-3, late  # later ones spin through the stall
 
 
+@pytest.mark.timing
 def test_the_waker_spins_no_wider_than_its_cpu_share_allows() -> None:
     """Deadlines every 5 ms: a 6 ms window would spin all the time, so it stays narrow."""
     waker = Waker(RunClock().now)
@@ -133,6 +139,7 @@ async def _stalled_wakeups(waker: Waker, gap_s: float, stall_s: float, n: int) -
     return late
 
 
+@pytest.mark.timing
 def test_bursts_are_sent_in_one_pass(tmp_path: Path) -> None:
     """20 bursts of 20 simultaneous requests: each burst leaves together.
 

@@ -257,6 +257,7 @@ async def _get_text(url: str) -> str:
         return await resp.text()
 
 
+@pytest.mark.timing
 def test_client_itl_equals_the_engines_own(tmp_path: Path) -> None:
     """Per-token gaps seen by the client average to the engine's own ITL (per emission)."""
     with EmbeddedServer(EngineConfig(fixed_step_s=0.004, vocab_size=4096)) as server:

@@ -32,6 +32,7 @@ async def _serve(config: EngineConfig, requests: list[EngineRequest], on_step=No
     return driver, results, elapsed
 
 
+@pytest.mark.timing
 def test_steps_take_their_modelled_time_scaled() -> None:
     steps: list[tuple[float, float, float]] = []
     config = EngineConfig(fixed_step_s=0.01, time_scale=2.0)
@@ -52,6 +53,7 @@ def test_steps_take_their_modelled_time_scaled() -> None:
     assert summary["p50"] < 0.01
 
 
+@pytest.mark.timing
 def test_time_scale_below_one_runs_faster_than_modelled() -> None:
     reqs = [EngineRequest("a", prompt(20, 1), 20, ignore_eos=True)]
     _, _, slow = asyncio.run(_serve(EngineConfig(fixed_step_s=0.01, time_scale=1.0), reqs))
@@ -60,6 +62,7 @@ def test_time_scale_below_one_runs_faster_than_modelled() -> None:
     assert fast < slow / 2
 
 
+@pytest.mark.timing
 def test_idle_driver_uses_no_cpu_and_wakes_on_submit() -> None:
     async def scenario() -> tuple[float, float, list[RequestUpdate]]:
         driver = RealTimeDriver(EngineCore(EngineConfig(fixed_step_s=0.005)))

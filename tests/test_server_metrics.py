@@ -131,6 +131,7 @@ def _mean(client: httpx.Client, histogram: str) -> tuple[float, float]:
     return pick(samples, f"{histogram}_sum") / count, count
 
 
+@pytest.mark.timing
 def test_itl_histogram_agrees_with_the_client() -> None:
     """Both sides time the same emissions, so per-token means agree closely (16 streams)."""
     with served(fast_config(fixed_step_s=0.01)) as c:
@@ -142,6 +143,7 @@ def test_itl_histogram_agrees_with_the_client() -> None:
     assert server_itl == pytest.approx(0.01, rel=0.1)
 
 
+@pytest.mark.timing
 def test_ttft_histogram_agrees_with_the_client() -> None:
     """Sequential requests: no client-side dispatch lag, so only the loopback differs.
     (The server and this client share one process and its GIL, hence the margin.)"""

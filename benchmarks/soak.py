@@ -1,0 +1,117 @@
+"""Soak: a long ``prefillscope bench`` against the embedded engine, watching memory and rows.
+
+Runs the real command (a subprocess) for ``--requests`` requests (default 10,000) of a
+short shared-prefix workload in a closed loop, and every ``--every`` seconds prints the
+resident memory (RSS, from ``/proc``) of the bench process and of its child processes
+(the embedded engine, the probe process) and the rows its requests journal holds. At the
+end it prints rows written vs requests sent (every request sent must have its row) and
+how RSS moved between the first quarter of the run and its end: a client or an engine
+that keeps something per request grows linearly; a flat line is what should be seen.
+
+    .venv/bin/python benchmarks/soak.py                      # 10,000 requests
+    .venv/bin/python benchmarks/soak.py --requests 3000      # shorter, same checks
+
+Linux only (``/proc``). Exit status 1 when rows are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process in MiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def journal_rows(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    args = parser.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="soak-")) / "run"
+    command = [
+        *CLI, "--workload", "shared-prefix", "--num-requests", str(args.requests),
+        "--concurrency", str(args.concurrency), "--set", "groups=16", "--set", "prefix_len=256",
+        "--set", "suffix_len=32", "--set", "output_len=16", "--engine", "fixed_step_s=0.002",
+        "--gpu", "off", "--json", "--out", str(out),
+    ]  # fmt: skip
+    start = time.monotonic()
+    log = out.parent / "stderr.txt"  # progress lines: a pipe nobody reads would fill up
+    with log.open("w") as err:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
+        return _watch(proc, out, log, args, start)
+
+
+def _watch(
+    proc: subprocess.Popen[str], out: Path, log: Path, args: argparse.Namespace, start: float
+) -> int:
+    samples: list[tuple[float, float, float, int]] = []
+    print(f"{'t (s)':>7} {'bench RSS (MiB)':>16} {'children RSS (MiB)':>19} {'rows written':>13}")
+    while proc.poll() is None:
+        time.sleep(args.every)
+        kids = sum(rss_mb(c) for c in children(proc.pid))
+        row = (
+            time.monotonic() - start,
+            rss_mb(proc.pid),
+            kids,
+            journal_rows(out / "requests.jsonl"),
+        )
+        if row[1]:
+            samples.append(row)
+            print(f"{row[0]:7.0f} {row[1]:16.1f} {row[2]:19.1f} {row[3]:13,}", flush=True)
+    stdout, _ = proc.communicate()
+    stderr = log.read_text()
+    wall = time.monotonic() - start
+    summary = json.loads(stdout) if stdout.strip().startswith("{") else {}
+    rows = journal_rows(out / "requests.jsonl")
+    counts = summary.get("requests", {})
+    print(f"\nbench exit {proc.returncode} after {wall:.0f} s; run directory {out}")
+    if stderr.strip():
+        print("stderr:", stderr.strip().splitlines()[-1])
+    print(f"requests sent {args.requests:,}; rows written {rows:,}; summary counts {counts}")
+    steady = [s for s in samples if s[3] >= args.requests // 4]
+    if len(steady) >= 2:
+        first, last = steady[0], steady[-1]
+        print(
+            f"RSS from a quarter of the rows to the end: bench {first[1]:.1f} → {last[1]:.1f} MiB, "
+            f"children {first[2]:.1f} → {last[2]:.1f} MiB over {last[3] - first[3]:,} rows"
+        )
+    return 0 if rows == args.requests and proc.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
