@@ -14,6 +14,19 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+def _stop_session(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"pytest got {signal.Signals(signum).name}")
+
+
+# A CI cancel (SIGTERM) or a closed terminal (SIGHUP) ends the session as Ctrl-C does:
+# pytest then tears its fixtures down, and the servers they started are stopped with it
+# (a SIGKILL, which runs no teardown, is covered by ``server_support.dying_with_tests``).
+# Handled even when inherited ignored (``nohup``), as SIGINT above, so that the processes
+# the signal tests start get the signals' defaults.
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, _stop_session)
+
 #: The session-wide vLLM target fixture (``vllm_server``, ``vllm_url``) for real_vllm tests.
 pytest_plugins = ["real_vllm"]
 
