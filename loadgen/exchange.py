@@ -96,7 +96,8 @@ class _StampedBody(BytesPayload):
     everything before it (connection from the pool, URL and header handling, the request
     task's start-up) happened ahead of time. Without the hold that set-up, about a
     millisecond of client CPU and any event-loop backlog, was dispatch lag in every
-    open-loop request.
+    open-loop request. ``on_stamp`` runs once the request is released (the observer's
+    ``on_send``), so what it sees is the real send time, never the preparation's.
     """
 
     def __init__(
@@ -106,6 +107,7 @@ class _StampedBody(BytesPayload):
         clock: RunClock,
         not_before: float | None,
         waker: Waker,
+        on_stamp: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(body, content_type="application/json")
         self._record = record
@@ -114,12 +116,15 @@ class _StampedBody(BytesPayload):
         self._waker = waker
         #: The request's bytes (headers ride with the body's) went to the socket.
         self.written = False
+        self._on_stamp = on_stamp
 
     async def _stamp(self) -> None:
         if self._not_before is not None:
             await self._waker.until(self._not_before)
         self._record.sent_s = self._clock.now()
         self.written = True
+        if self._on_stamp is not None:
+            self._on_stamp()
 
     async def write(self, writer: Any) -> None:
         await self._stamp()
@@ -177,9 +182,7 @@ class Exchanger:
         stream = self.adapter.new_stream(prepared.want_ids, prepared.want_text)
         stream.sse.max_event_bytes = self.max_event_bytes
         state = _Progress()
-        record.sent_s = self.clock.now()
-        if self.on_send is not None:
-            self.on_send(record)
+        record.sent_s = self.clock.now()  # until the body is released (or never is)
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._exchange_or_retry(prepared, record, stream, chunks, state)
@@ -201,6 +204,7 @@ class Exchanger:
                 failure = _truncated(stream, _reason(exc))
             else:
                 failure = Failure(ErrorKind.CONNECT, _reason(exc))
+        state.released()  # if never released (a refused connection): tried all the same
         _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
         if failure is not None:
             fail_record(record, failure)
@@ -244,7 +248,12 @@ class Exchanger:
         state: _Progress,
         session: aiohttp.ClientSession,
     ) -> None:
-        body = _StampedBody(prepared.body, record, self.clock, prepared.not_before, self.waker)
+        if self.on_send is not None:
+            on_send = self.on_send
+            state.announce = lambda: on_send(record)
+        body = _StampedBody(
+            prepared.body, record, self.clock, prepared.not_before, self.waker, state.released
+        )
         state.body = body
         async with session.post(self.url, data=body, headers=self.headers) as resp:
             record.http_status = resp.status
@@ -291,12 +300,24 @@ class Exchanger:
 class _Progress:
     """How far a request got: whether its stream started, when data last arrived."""
 
-    __slots__ = ("body", "last_s", "streaming")
+    __slots__ = ("announce", "announced", "body", "last_s", "streaming")
 
     def __init__(self) -> None:
         self.streaming = False
         self.last_s: float | None = None
         self.body: _StampedBody | None = None
+        self.announced = False
+        self.announce: Callable[[], None] = _nothing
+
+    def released(self) -> None:
+        """The request left: tell the observer (once, even if aiohttp writes twice)."""
+        if not self.announced:
+            self.announced = True
+            self.announce()
+
+
+def _nothing() -> None:
+    pass
 
 
 async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:

@@ -40,12 +40,12 @@ def _rate(value: float | None, unit: str) -> str:
 
 
 def progress_text(snap: LiveSnapshot) -> str:
-    """``123/200 requests · 12.3 s`` or, for a run bounded by time, ``12.3 s / 60 s``."""
+    """``150 sent · 123/200 done · 12.3 s`` or, bounded by time, ``12.3 s / 60 s · …``."""
     elapsed = f"{snap.elapsed_s:,.1f} s"
     if snap.duration_s:
-        return f"{elapsed} / {snap.duration_s:g} s · {snap.finished:,} done"
+        return f"{elapsed} / {snap.duration_s:g} s · {snap.sent:,} sent · {snap.finished:,} done"
     total = f"/{snap.total:,}" if snap.total else ""
-    return f"{snap.finished:,}{total} done · {elapsed}"
+    return f"{snap.sent:,} sent · {snap.finished:,}{total} done · {elapsed}"
 
 
 def errors_text(snap: LiveSnapshot) -> str:
@@ -55,7 +55,7 @@ def errors_text(snap: LiveSnapshot) -> str:
 
 
 def rate_text(snap: LiveSnapshot) -> str:
-    target = f" (target {_rate(snap.target_rate, 'req/s')})" if snap.target_rate else ""
+    target = f" (target {_rate(snap.target_rate, snap.target_unit)})" if snap.target_rate else ""
     return (
         f"{_rate(snap.send_rate, 'req/s')} sent{target} · {_rate(snap.tokens_per_s, 'tok/s')} out"
     )
@@ -87,10 +87,16 @@ def _line(label: str, value: str, style: str = "") -> Text:
     return text
 
 
-def _bar(progress: float, width: int) -> Text:
-    done = round(progress * width)
+def _bar(snap: LiveSnapshot, width: int) -> Text:
+    """Done requests bright, sent but unfinished ones dim, the rest dark (by time when
+    the run is bounded by a duration)."""
+    done = round(snap.progress * width)
+    sent = done
+    if not snap.duration_s and snap.total:
+        sent = max(done, min(width, round(snap.sent / snap.total * width)))
     bar = Text("━" * done, style="bold magenta", no_wrap=True)
-    bar.append("━" * (width - done), style="grey23")
+    bar.append("━" * (sent - done), style="magenta")
+    bar.append("━" * (width - sent), style="grey23")
     return bar
 
 
@@ -106,7 +112,7 @@ def render(snap: LiveSnapshot, title: str, window_s: float, width: int) -> Rende
     milliseconds a frame on the load generator's loop, these a fraction of one.
     """
     status = f" {snap.progress:4.0%} · " + progress_text(snap)
-    bar = _bar(snap.progress, max(10, width - len(status)))
+    bar = _bar(snap, max(10, width - len(status)))
     bar.append(status)
     header = f"{'last ' + format(window_s, 'g') + ' s':<{LABEL}}" + "".join(
         f"{name:>{NUMBER}}" for name in ("p50", "p90", "p99", "n")

@@ -44,6 +44,9 @@ def _latencies(summary: dict[str, Any], width: int) -> Table:
 
 def _outcome(summary: dict[str, Any]) -> Table:
     rows = [list(pair) for pair in content.headline(summary)]
+    by_kind = (summary.get("requests") or {}).get("by_kind") or {}
+    if len(by_kind) > 1:
+        rows += [[f"requests: {kind}", f"{n:,}"] for kind, n in by_kind.items()]
     chunks = summary.get("chunks") or {}
     rows.append(["multi-token chunks", content.fmt_share(chunks.get("multi_token_share"))])
     goodput = summary.get("goodput")

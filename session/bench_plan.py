@@ -83,6 +83,42 @@ def warmup_requests(plan: Plan, count: int) -> list[RequestSpec]:
     return out
 
 
+#: Families whose ``--rate`` is of units that hold several requests, by unit name.
+RATE_UNITS = {"multi-turn": "sessions/s"}
+
+
+def asked_rate(plan: Plan) -> tuple[float | None, str]:
+    """The rate the user asked for (``--rate``) and what it counts (``req/s``, or
+    ``sessions/s`` for multi-turn): what a display calls the target. ``None`` when none
+    was given (closed loop, a trace's own times, the family's default)."""
+    rate = plan.spec.get("rate")
+    unit = RATE_UNITS.get(str(plan.spec.get("family")), "req/s")
+    return (float(rate) if isinstance(rate, int | float) else None), unit
+
+
+def counts_by_kind(plan: Plan) -> dict[str, int]:
+    """Measured requests of each kind (``long-prompt``, ``decode``, ``turn`` …)."""
+    counts: dict[str, int] = {}
+    for r in plan.measured:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    return counts
+
+
+def added_requests_note(plan: Plan) -> str | None:
+    """What the workload sends beyond ``--num-requests``, said before sending: e.g.
+    interference's decode streams, which ride alongside the long prompts it counts."""
+    asked = plan.spec.get("num_requests")
+    measured = len(plan.measured)
+    if not isinstance(asked, int) or measured == asked:
+        return None
+    kinds = counts_by_kind(plan)
+    extra = ", ".join(f"{n:,} {kind}" for kind, n in kinds.items())
+    return (
+        f"{plan.workload} sends {measured:,} requests for --num-requests {asked:,}: {extra} "
+        f"(counted apart in the summary)"
+    )
+
+
 def target_rate(plan: Plan) -> float | None:
     """The offered open-loop rate (requests/s) of the plan's schedule."""
     times = sorted(r.intended_s for r in plan.measured if r.intended_s is not None)

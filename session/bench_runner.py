@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import gc
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -64,7 +65,10 @@ from session.bench_oracle import (
     metrics_mapping,
 )
 from session.bench_plan import (
+    added_requests_note,
+    asked_rate,
     build_bench_plan,
+    counts_by_kind,
     full_text_tokens,
     plan_tokenizer,
     resolve_workload,
@@ -264,6 +268,9 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             text_tokenizer=text_tokenizer,
             allow_overlong=options.allow_overlong,
         )
+        note = added_requests_note(plan)
+        if note is not None:
+            print(f"prefillscope: {note}", file=sys.stderr, flush=True)
         if options.smoke_test:
             await smoke_test(
                 target,
@@ -307,6 +314,9 @@ def run_info(
             "arrival": plan.arrival,
             "concurrency": plan.concurrency,
             "offered_rate_per_s": target_rate(plan),
+            "asked_rate": asked_rate(plan)[0],
+            "asked_rate_unit": asked_rate(plan)[1],
+            "by_kind": counts_by_kind(plan),
         },
         load={
             "max_concurrency": options.max_concurrency,
@@ -349,7 +359,8 @@ class _Bench:
             clock,
             total=len(self.plan),
             duration_s=self.deadline_s,
-            target_rate=target_rate(self.plan),
+            target_rate=asked_rate(self.plan)[0],
+            target_unit=asked_rate(self.plan)[1],
         )
         result = LoadResult(planned=len(self.plan))
         metrics = MetricsMapping(None)
@@ -445,6 +456,7 @@ class _Bench:
         run.close()
         run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         summary = summarize(run, self.options.slo)
+        summary["requests"]["by_kind"] = counts_by_kind(self.plan)
         requests = run.read_table(REQUESTS_TABLE)
         if self.options.percentiles is not None:
             metrics, percentiles = self.options.percentiles

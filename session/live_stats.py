@@ -90,6 +90,7 @@ class LiveSnapshot:
     dispatch_lag: Quantiles
     send_rate: float | None
     target_rate: float | None
+    target_unit: str
     tokens_per_s: float | None
     cpu_share: float | None
     limited: list[str] = field(default_factory=list)
@@ -120,12 +121,14 @@ class LiveStats(LoadObserver):
         total: int | None,
         duration_s: float | None = None,
         target_rate: float | None = None,
+        target_unit: str = "req/s",
         window_s: float = WINDOW_S,
     ) -> None:
         self.clock = clock
         self.total = total
         self.duration_s = duration_s
         self.target_rate = target_rate
+        self.target_unit = target_unit
         self.window_s = window_s
         self.sent = self.finished = self.ok = 0
         self.errors: Counter[str] = Counter()
@@ -189,6 +192,7 @@ class LiveStats(LoadObserver):
             dispatch_lag=lag,
             send_rate=sends / seen if seen > 0.5 else None,
             target_rate=self.target_rate,
+            target_unit=self.target_unit,
             tokens_per_s=tokens / seen if seen > 0.5 else None,
             cpu_share=cpu,
             limited=_limits(lag, cpu, elapsed),

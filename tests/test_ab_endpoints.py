@@ -77,7 +77,8 @@ def test_arms_whose_hit_rates_differ_get_no_verdict(engines, tmp_path: Path):
 
 
 def test_a_planted_error_rate_refuses_the_verdict(engines, tmp_path: Path):
-    code, doc = endpoints_ab(engines, "b_short", tmp_path / "ab")
+    # --allow-overlong: B's 512-token context would otherwise refuse the run up front
+    code, doc = endpoints_ab(engines, "b_short", tmp_path / "ab", "--allow-overlong")
     assert code == 1 and doc["verdict"]["refused"] and doc["verdict"]["winner"] is None
     errors = check(doc, "errors")
     assert errors["matched"] is False
