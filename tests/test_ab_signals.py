@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from ab_support import PREFILLSCOPE, TIMING_TOLERANCES
 from bench_support import wait_for_rows
-from test_ab_launcher import gone
+from test_ab_launcher import STUB, gone, pids
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "diagnose", "ab"]
 #: Long trials (400 requests at 25/s): the signal lands mid-trial.
@@ -88,3 +88,32 @@ def test_a_stop_signal_mid_trial_stops_every_launched_server(
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("prefillscope: diagnose ab interrupted:")
     assert "verdict" in stdout  # the A/B's view was printed
+
+
+def test_an_unexpected_error_mid_a_b_still_stops_the_servers_and_writes_ab_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exception path: a trial that raises (here, a planted ``RuntimeError``) leaves
+    no launched server running and an ``ab.json`` saying ``failed`` and why."""
+    from prefillscope.cli import main
+    from session import ab_runner
+
+    script = tmp_path / "stub.py"
+    script.write_text(STUB)
+    launch = f"{sys.executable} {script} {{port}} polite --chunk {{chunk}}"
+
+    async def broken_trial(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr(ab_runner, "run_bench", broken_trial)
+    out = tmp_path / "ab"
+    argv = ["prefillscope", "diagnose", "ab", "--chunks", "512,1024", "--launch", launch]
+    argv += ["--out", str(out), *WORKLOAD]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(RuntimeError, match="planted failure"):
+        main()
+    doc = json.loads((out / "ab.json").read_text())
+    assert doc["status"] == "failed" and doc["reason"] == "RuntimeError: planted failure"
+    assert len(doc["servers"]) == 2
+    for log in sorted((out / "servers").glob("*.log")):
+        assert all(gone(pid) for pid in pids(log)), log.read_text()
