@@ -45,7 +45,7 @@ _HEADER = re.compile(
 #: ``--flag=VALUE`` in free text (``--flag VALUE`` is left to the known secrets: "use
 #: --api-key or PREFILLSCOPE_API_KEY" is advice, not a key).
 #: Credentials written out with their scheme, wherever they stand ("key provided: Bearer …").
-_CREDENTIALS = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_CREDENTIALS = re.compile(r"\b([Bb]earer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _FLAG_IN_TEXT = re.compile(r"(--?[A-Za-z][\w-]*)(=)([^\s\"',;]+)")
 
 _known: set[str] = set()
@@ -147,13 +147,18 @@ def text(value: str, extra: Iterable[str | None] = ()) -> str:
     for secret in secrets:
         if secret in value:
             value = value.replace(secret, MASK)
+    # Each pattern only where its marker is: most strings written (metric names, ids,
+    # statuses) have none, and cost a few substring tests.
     if "://" in value:
         value = _URL_PASSWORD.sub(rf"\1:{MASK}@", value)
-    if "-" in value:
+    if "=" in value and "-" in value:
         value = _FLAG_IN_TEXT.sub(_flag_value, value)
-    if "earer" in value or "asic" in value:
+    lower = value.lower()
+    if "bearer" in lower or "basic" in lower:
         value = _CREDENTIALS.sub(rf"\1 {MASK}", value)
-    return _HEADER.sub(_header_value, value)
+    if "authorization" in lower or "api-key" in lower:
+        value = _HEADER.sub(_header_value, value)
+    return value
 
 
 def argv(words: Sequence[str], extra: Iterable[str | None] = ()) -> list[str]:
