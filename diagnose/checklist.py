@@ -34,6 +34,7 @@ from diagnose import (
     h2_host,
     h3_bandwidth,
     h4_memory,
+    h5_kv_transfer,
     overload,
     prefix_health,
 )
@@ -221,6 +222,7 @@ def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Deci
 
 #: The checks, in the order they are shown; each has ``assess(ctx) -> Finding``.
 HYPOTHESES = [h1_prefill, h2_host, h3_bandwidth, h4_memory, overload, client_limited]
+HYPOTHESES.append(h5_kv_transfer)  # P/D only: not applicable on a monolithic server
 
 
 def run_checklist(

@@ -216,7 +216,7 @@ def test_the_document_has_the_contract_shape(tmp_path):
     doc = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).to_dict()
     assert set(doc) == {"run", "decision", "hypotheses", "prefix_cache", "primary"}
     assert set(doc["decision"]) == {"hard_failure", "reasons", "recommendation"}
-    assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4", "OL", "CL"]
+    assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4", "OL", "CL", "H5"]
     assert doc["prefix_cache"]["id"] == "PC"
     assert set(doc["primary"]) == {"finding", "confidence", "why", "secondary"}
     assert doc["primary"]["confidence"] in {"strong", "moderate", "weak"}
