@@ -6,10 +6,11 @@ dashboard) and ``LoadResult`` (how the run went); ``loadgen.run.LoadRun`` runs w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.cache import CacheProtocol
 from loadgen.health import DEFAULT_INTERVAL_S
 from loadgen.records import RequestRecord
 from loadgen.sse import MAX_EVENT_BYTES
@@ -56,6 +57,12 @@ class LoadOptions:
     duration_s: float | None = None
     #: Connections opened before anything is sent (kept alive in the pool).
     preconnect: int = 0
+    #: The cache protocol already carried out (by a parent running several shards of one
+    #: plan: one reset, one salt); ``cache_protocol`` is then not applied again.
+    cache_preset: CacheProtocol | None = None
+    #: Awaited once everything before the measured phase is done; returns its start
+    #: (run time): how shards of one plan share one schedule. Default: at once.
+    start_at: Callable[[], Awaitable[float]] | None = None
 
 
 class LoadObserver:
@@ -95,6 +102,8 @@ class LoadResult:
     ended_s: float | None = None
     cache_protocol: dict[str, Any] = field(default_factory=dict)
     client: dict[str, Any] = field(default_factory=dict)
+    #: How each worker's shard went, when worker processes sent the plan.
+    shards: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def not_sent(self) -> int:
@@ -118,7 +127,7 @@ class LoadResult:
             "ended_s": self.ended_s,
             "cache_protocol": self.cache_protocol,
             "client": self.client,
-        }
+        } | ({"shards": self.shards} if self.shards else {})
 
 
 def observer_hook(observer: LoadObserver | None, name: str) -> Any:

@@ -147,7 +147,7 @@ class LoadRun:
             )
             monitor_task = asyncio.create_task(monitor.run())
             try:
-                self._cache = await apply_cache_protocol(
+                self._cache = self.options.cache_preset or await apply_cache_protocol(
                     session, self.target, self.options.cache_protocol
                 )
                 self.result.cache_protocol = self._cache.describe()
@@ -156,7 +156,10 @@ class LoadRun:
                     users = self.options.warmup_concurrency or self._users() or 8
                     await self._phase([], iter(warmups), users)
                 if not self._stop.is_set():
-                    self._t0 = self.result.schedule_t0_s = self.clock.now()
+                    start_at = self.options.start_at
+                    t0 = self.clock.now() if start_at is None else await start_at()
+                    await sleep_until(self.clock.now, t0, self.options.spin_s)
+                    self._t0 = self.result.schedule_t0_s = t0
                     await self._phase(open_loop, iter(closed_loop), self._users())
             except asyncio.CancelledError:
                 self._interrupt("cancelled (Ctrl-C)")
@@ -378,6 +381,10 @@ class LoadRun:
                 f"server at {self.target.base_url} stopped answering "
                 f"({type(exc).__name__}) at t={self.clock.now():.3f}s"
             )
+
+    def stop(self, reason: str) -> None:
+        """Stop sending (``interrupted`` for ``reason``): what is in flight may end."""
+        self._interrupt(reason)
 
     def _interrupt(self, reason: str, status: str = "interrupted") -> None:
         """Stop sending; the first reason given is the one recorded."""

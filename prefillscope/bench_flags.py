@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 _IN_FLIGHT = "each request in flight is a task and a connection"
+MAX_WORKERS = 256
 #: Every numeric flag's bounds, checked before anything is written (``BenchFlags.validate``).
 FLAG_BOUNDS: dict[str, Bound] = {
     "num_requests": Bound(1, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
@@ -70,6 +71,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "random_input_len": Bound(1, MAX_TOKENS, whole=True),
     "random_output_len": Bound(1, MAX_TOKENS, whole=True),
     "random_range_ratio": Bound(0, 1),
+    "workers": Bound(1, MAX_WORKERS, whole=True, why="a worker is a process"),
 }
 
 
@@ -199,6 +201,10 @@ class BenchFlags:
             "--allow-overlong", help="Send prompts longer than the server's context anyway."
         ),
     ] = False
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Client processes (default: as the planned token rate needs)."),
+    ] = None
 
     def validate(self) -> None:
         """Every numeric flag within its bounds (``FLAG_BOUNDS``): one ``InputError`` naming
@@ -283,6 +289,7 @@ class BenchFlags:
             allow_overlong=self.allow_overlong,
             percentiles=picked_percentiles(self),
             command=command,
+            workers=self.workers,
         )
 
 

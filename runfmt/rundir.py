@@ -165,13 +165,14 @@ class TableWriter:
         self._fh.flush()
         self.rows_written += rows
 
-    def close(self) -> None:
+    def close(self, *, compact: bool = True) -> None:
         """Compact the journal into parquet (the journal stays as the source of truth)."""
         if self._fh is None:
             return
         self._fh.close()
         self._fh = None
-        self.run_dir.compact(self.name)
+        if compact:
+            self.run_dir.compact(self.name)
 
 
 class RunDir:
@@ -204,10 +205,23 @@ class RunDir:
         if journal.exists():
             self._read_journal(journal).to_parquet(self.path / f"{name}.parquet", index=False)
 
-    def close(self) -> None:
+    def close(self, *, compact: bool = True) -> None:
+        """Close every table; ``compact=False`` leaves only the journals (a worker's part
+        of a run, which the parent absorbs)."""
         for writer in self._writers.values():
-            writer.close()
+            writer.close(compact=compact)
         self._writers.clear()
+
+    def absorb_journal(self, name: str, journal: Path) -> int:
+        """Append the complete lines of another journal of table ``name`` (a worker's) to
+        this run's; a torn last line is dropped. Returns the lines appended."""
+        data = journal.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if not complete:
+            return 0
+        writer = self.table(name)
+        writer._write(complete.decode("utf-8", errors="replace"), 0)
+        return complete.count(b"\n")
 
     # -- reading -------------------------------------------------------------------------
     def read_json(self, name: str) -> dict[str, Any]:

@@ -77,6 +77,8 @@ from session.bench_plan import (
 )
 from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
+from session.shards import split_plan, workers_needed
+from session.workers import WorkerPool, worker_pool
 from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -140,6 +142,9 @@ class BenchOptions:
     max_error_rate: float | None = None
     #: The command line as typed, for ``run.json`` (secrets are redacted there).
     command: list[str] = field(default_factory=list)
+    #: Worker processes sending the plan (``session.workers``); None: as many as the
+    #: planned token rate needs (``session.shards.workers_needed``).
+    workers: int | None = None
 
 
 # -- run directory ----------------------------------------------------------------------------
@@ -379,16 +384,29 @@ class _Bench:
             )
             self.info.oracle = shape.to_dict()
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
-            run.write_json(RUN_JSON, self.info.to_json())
-            observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
-            load = LoadRun(
-                self.plan,
-                self.target,
-                run,
-                clock,
-                self._load_options(shape),
-                observer,
+            shards = split_plan(
+                self.plan, options.workers or workers_needed(self.plan), options.max_concurrency
             )
+            self.info.load["workers"] = len(shards)
+            run.write_json(RUN_JSON, self.info.to_json())
+            # shards are annotated whole, before they go (no lazy annotation across processes)
+            ahead = self.deadline_s if len(shards) == 1 else None
+            observer = annotate_plan(self.plan, self.target, shape, stats, ahead)
+            load: LoadRun | WorkerPool
+            if len(shards) == 1:
+                load = LoadRun(
+                    self.plan, self.target, run, clock, self._load_options(shape), observer
+                )
+            else:
+                tokenizer = (options.tokenizer, options.api_key) if self.text_tokens else None
+                load = await worker_pool(
+                    shards,
+                    self.plan,
+                    self.target,
+                    (run, clock, stats),
+                    self._load_options(shape),
+                    tokenizer,
+                )
             result = load.result
             if display is not None:
                 shown = asyncio.create_task(display.run(stats))

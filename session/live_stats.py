@@ -141,6 +141,7 @@ class LiveStats(LoadObserver):
         self._lag = Rolling(window_s)
         self._ticks: deque[tuple[float, int, int]] = deque()  # (time, sends, tokens)
         self._cpu: deque[tuple[float, float]] = deque()
+        self._worker_cpu: dict[int, deque[tuple[float, float]]] = {}
         self._start_s: float | None = None
 
     # -- callbacks (hot path: one append each) ----------------------------------------------
@@ -161,6 +162,36 @@ class LiveStats(LoadObserver):
         else:
             self.errors[str(record.error_kind)] += 1
         self._reads.append((record.id, None, 0))  # its last read time can be forgotten
+
+    # -- worker processes ---------------------------------------------------------------
+    def take_pending(self) -> dict[str, object]:
+        """A worker's side: what its callbacks gathered since the last call (and its
+        event-loop thread's CPU clock), for the parent's ``absorb``; then forgotten."""
+        batch = {
+            "sends": self._sends,
+            "firsts": self._firsts,
+            "reads": self._reads,
+            "finished": self.finished,
+            "ok": self.ok,
+            "errors": dict(self.errors),
+            "cpu": (time.perf_counter(), time.thread_time()),
+        }
+        self._sends, self._firsts, self._reads = [], [], []
+        self.finished = self.ok = 0
+        self.errors = Counter()
+        return batch
+
+    def absorb(self, worker: int, batch: dict) -> None:
+        """The parent's side: one worker's ``take_pending``, folded in at the next refresh;
+        the CPU share shown is then the busiest worker's."""
+        self.sent += len(batch["sends"])
+        self._sends.extend(batch["sends"])
+        self._firsts.extend(batch["firsts"])
+        self._reads.extend(batch["reads"])
+        self.finished += batch["finished"]
+        self.ok += batch["ok"]
+        self.errors.update(batch["errors"])
+        self._worker_cpu.setdefault(worker, deque()).append(tuple(batch["cpu"]))
 
     # -- refresh ------------------------------------------------------------------------
     def snapshot(self) -> LiveSnapshot:
@@ -240,12 +271,22 @@ class LiveStats(LoadObserver):
         return tokens
 
     def _cpu_share(self) -> float | None:
-        """The event-loop thread's CPU over the last ``CPU_SUSTAIN_S`` seconds (1.0: a core)."""
+        """The event-loop thread's CPU over the last ``CPU_SUSTAIN_S`` seconds (1.0: a core);
+        with worker processes, the busiest worker's."""
+        if self._worker_cpu:
+            shares = [_share(samples) for samples in self._worker_cpu.values()]
+            known = [s for s in shares if s is not None]
+            return max(known) if known else None
         self._cpu.append((time.perf_counter(), time.thread_time()))
-        while len(self._cpu) > 2 and self._cpu[-1][0] - self._cpu[1][0] >= CPU_SUSTAIN_S:
-            self._cpu.popleft()
-        (w0, c0), (w1, c1) = self._cpu[0], self._cpu[-1]
-        return (c1 - c0) / (w1 - w0) if w1 - w0 > 0.5 else None
+        return _share(self._cpu)
+
+
+def _share(samples: deque[tuple[float, float]]) -> float | None:
+    """CPU over wall time of the (wall, cpu) samples of the last ``CPU_SUSTAIN_S`` seconds."""
+    while len(samples) > 2 and samples[-1][0] - samples[1][0] >= CPU_SUSTAIN_S:
+        samples.popleft()
+    (w0, c0), (w1, c1) = samples[0], samples[-1]
+    return (c1 - c0) / (w1 - w0) if w1 - w0 > 0.5 else None
 
 
 def _limits(lag: Quantiles, cpu: float | None, elapsed_s: float) -> list[str]:

@@ -1,0 +1,130 @@
+"""One plan, split across worker processes: which requests each sends, with how many users.
+
+A request goes where its *unit* goes: every turn of a session together (a later turn is
+built from the earlier turns' answers), every request of a prefix group together (so a
+group's prefix is filled and hit in the order the oracle replayed it), any other request
+on its own. Units are dealt, in plan order, to the shard with the fewest requests so far,
+so the split is deterministic for a plan and the union of the shards is the plan, each
+request once, with its own ``intended_s``: an open-loop schedule is the plan's exactly.
+
+Closed-loop users (``concurrency``) and an open loop's ``--max-concurrency`` are split
+exactly: the shards' shares sum to the number asked, in proportion to the requests each
+shard holds (largest remainder), and a shard with requests gets at least one user.
+
+How many workers a run *needs* (``workers_needed``): the tokens per second it plans to
+stream against what one core sustains (``TOKENS_PER_CORE_S``, measured with
+``benchmarks/loadgen_overhead.py``) at half load, so a worker keeps headroom for bursts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+
+from workloads.plan import Plan, RequestSpec
+
+#: Streamed tokens per second one worker core sustains before it is client-limited
+#: (46-49 µs of CPU per token measured against an SSE mock, about 20k/s).
+TOKENS_PER_CORE_S = 20_000.0
+#: Share of that a worker is planned to use (the rest is headroom for bursts).
+CORE_LOAD_SHARE = 0.5
+#: Tokens per second one closed-loop stream is assumed to receive (a fast decode).
+STREAM_TOKENS_PER_S = 100.0
+#: Fewer measured requests than this always run in one process (start-up would dominate).
+SMALL_RUN = 64
+
+
+@dataclass
+class Shard:
+    """The requests one worker sends, in plan order, and the users it runs them with."""
+
+    index: int
+    requests: list[RequestSpec]
+    concurrency: int | None
+    max_concurrency: int | None
+
+    def plan(self, whole: Plan) -> Plan:
+        """This shard's requests as a plan of their own (the whole plan's other fields)."""
+        return replace(whole, requests=self.requests, concurrency=self.concurrency)
+
+
+def unit_of(spec: RequestSpec) -> tuple[str, object]:
+    """What must stay in one worker with ``spec``: its session, else its group, else itself."""
+    if spec.session is not None:
+        return ("session", spec.session)
+    if spec.group is not None and not spec.warmup:
+        return ("group", spec.group)
+    return ("request", spec.id)
+
+
+def split_exactly(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainder), summing to
+    ``total``; every positive weight gets at least 1 when ``total`` allows it."""
+    positive = [i for i, w in enumerate(weights) if w > 0]
+    shares = [0] * len(weights)
+    if not positive or total <= 0:
+        return shares
+    floor = 1 if total >= len(positive) else 0
+    for i in positive:
+        shares[i] = floor
+    rest = total - floor * len(positive)
+    weight = sum(weights[i] for i in positive)
+    exact = {i: rest * weights[i] / weight for i in positive}
+    for i in positive:
+        shares[i] += math.floor(exact[i])
+    left = total - sum(shares)
+    for i in sorted(positive, key=lambda i: (math.floor(exact[i]) - exact[i], i))[:left]:
+        shares[i] += 1
+    return shares
+
+
+def split_plan(plan: Plan, workers: int, max_concurrency: int | None = None) -> list[Shard]:
+    """``plan`` as ``workers`` shards (fewer when it has fewer units or users than that)."""
+    units: dict[tuple[str, object], list[RequestSpec]] = {}
+    for spec in plan:
+        units.setdefault(unit_of(spec), []).append(spec)
+    n = max(1, min(workers, len(units), plan.concurrency or workers, max_concurrency or workers))
+    buckets: list[list[RequestSpec]] = [[] for _ in range(n)]
+    for members in units.values():
+        min(buckets, key=len).extend(members)
+    for bucket in buckets:  # plan order within each shard
+        order = {id(spec): i for i, spec in enumerate(plan.requests)}
+        bucket.sort(key=lambda spec: order[id(spec)])
+    closed = [sum(1 for r in b if r.intended_s is None and not r.warmup) for b in buckets]
+    users = split_exactly(plan.concurrency, closed) if plan.concurrency else [None] * n
+    sizes = [len(b) for b in buckets]
+    caps = split_exactly(max_concurrency, sizes) if max_concurrency else [None] * n
+    return [Shard(i, buckets[i], users[i] or None, caps[i] or None) for i in range(n) if buckets[i]]
+
+
+def planned_tokens_per_s(plan: Plan) -> float:
+    """Tokens per second the plan streams: an open loop's rate times its mean output,
+    a closed loop's users times ``STREAM_TOKENS_PER_S``."""
+    measured = plan.measured
+    if not measured:
+        return 0.0
+    times = sorted(r.intended_s for r in measured if r.intended_s is not None)
+    rate_tokens = 0.0
+    if len(times) > 1 and times[-1] > times[0]:
+        mean_out = sum(r.max_tokens for r in measured) / len(measured)
+        rate_tokens = (len(times) - 1) / (times[-1] - times[0]) * mean_out
+    return rate_tokens + (plan.concurrency or 0) * STREAM_TOKENS_PER_S
+
+
+def available_cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def workers_needed(plan: Plan, cores: int | None = None) -> int:
+    """The default ``--workers``: as many as the planned token rate needs at
+    ``CORE_LOAD_SHARE`` of ``TOKENS_PER_CORE_S`` each, up to the cores; 1 for a small run."""
+    if len(plan.measured) < SMALL_RUN:
+        return 1
+    per_worker = TOKENS_PER_CORE_S * CORE_LOAD_SHARE
+    needed = math.ceil(planned_tokens_per_s(plan) / per_worker)
+    return max(1, min(needed, cores or available_cores()))

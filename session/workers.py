@@ -1,0 +1,375 @@
+"""A plan's shards sent by worker processes, one event loop per core, on one run clock.
+
+Each worker (a ``spawn`` process: no fork of a running event loop) gets its shard
+(``session.shards``) and the run clock's origin: ``time.perf_counter`` is the system's
+monotonic clock on Linux, the same in every process, so each worker's timestamps are on
+the parent's time axis as they are. A worker runs ``loadgen.run.LoadRun`` on its shard,
+journals its rows in its own folder (``shards/<k>`` of the run directory) and feeds the
+parent's live statistics a few times a second. The measured phase starts at one
+instant for all: each worker, once its warm-up is done, says ``ready`` and waits for the
+parent's ``start`` time, so an open-loop request keeps its planned send time and the
+union of the shards' schedules is the plan's.
+
+The parent merges the workers' journals into the run directory's (the same tables, the
+same format as a one-process run) and their results into one ``LoadResult``, with a
+``shards`` list saying how each went. A worker that dies is a failed shard: its
+journaled rows are kept, the run is ``interrupted``. A stop (Ctrl-C, SIGTERM) is passed
+on: the workers record their in-flight requests ``cancelled`` and end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import multiprocessing
+import shutil
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from loadgen.cache import apply_cache_protocol
+from loadgen.run import LoadOptions, LoadResult, LoadRun
+from loadgen.target import Target
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
+from runfmt.rundir import RunDir
+from runtime.child import become_child
+from runtime.clock import RunClock
+from session.live_stats import LiveStats
+from session.shards import Shard
+from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
+from workloads.plan import Plan
+
+#: The worker's folder inside the run directory (removed once merged).
+SHARDS_DIR = "shards"
+#: How often a worker sends its live statistics.
+FEED_INTERVAL_S = 0.25
+#: Lead time of the common start: every worker must have read it before it is due.
+START_MARGIN_S = 0.1
+#: How long stopped workers get to record their in-flight requests and say ``done``.
+STOP_GRACE_S = 10.0
+TABLES = (REQUESTS_TABLE, CHUNKS_TABLE, CLIENT_TABLE)
+
+
+@dataclass
+class ShardJob:
+    """Everything a worker needs, picklable: its plan, the target, the clock, the options
+    (without callables), and how to rebuild the oracle and text tokenizer."""
+
+    index: int
+    plan: Plan
+    target: Target
+    clock: RunClock
+    folder: Path
+    options: LoadOptions
+    #: ``PrefixOracle`` arguments (block size, pool blocks, model, vocab size), or None.
+    oracle: tuple[int, int | None, str, int] | None = None
+    #: ``--tokenizer`` (and key) to rebuild the text-history tokenizer, when needed.
+    tokenizer: tuple[str | None, str | None] | None = None
+
+
+# -- the worker's side ----------------------------------------------------------------------
+def worker_main(job: ShardJob, conn: Any) -> None:
+    """A worker process: send the shard, journal it, report; the parent decides the end."""
+    become_child()
+    asyncio.run(_work(job, conn))
+
+
+def _text_tokens(job: ShardJob) -> Any:
+    if job.tokenizer is None:
+        return None
+    from session.bench_plan import full_text_tokens, plan_tokenizer
+
+    source, key = job.tokenizer
+    return full_text_tokens(job.target.api, plan_tokenizer(job.target, source, key))
+
+
+async def _work(job: ShardJob, conn: Any) -> None:
+    loop = asyncio.get_running_loop()
+    started: asyncio.Future[float] = loop.create_future()
+    send_lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with send_lock, contextlib.suppress(OSError):
+            conn.send(message)
+
+    async def start_at() -> float:
+        send(("ready", job.index))
+        return await started
+
+    feed = LiveStats(job.clock, total=len(job.plan))
+    options = replace(
+        job.options,
+        start_at=start_at,
+        oracle=PrefixOracle(*job.oracle[:3], vocab_size=job.oracle[3]) if job.oracle else None,
+        text_tokens=_text_tokens(job),
+    )
+    run_dir = RunDir(job.folder, create=True)
+    load = LoadRun(job.plan, job.target, run_dir, job.clock, options, feed)
+    task = asyncio.create_task(load.run())
+
+    def on_message(message: tuple[Any, ...]) -> None:
+        if message[0] == "start" and not started.done():
+            started.set_result(message[1])
+        elif message[0] == "stop":
+            task.cancel()
+
+    def listen() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = ("stop",)  # the parent is gone
+            loop.call_soon_threadsafe(on_message, message)
+            if message[0] == "stop":
+                return
+
+    threading.Thread(target=listen, daemon=True).start()
+
+    async def pump() -> None:
+        while True:
+            await asyncio.sleep(FEED_INTERVAL_S)
+            send(("live", job.index, feed.take_pending()))
+
+    pumping = asyncio.create_task(pump())
+    error: str | None = None
+    gc.freeze()  # the shard's plan stays out of every collection (see bench_runner)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # recorded in the result; the parent fails the shard
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        pumping.cancel()
+        run_dir.close(compact=False)
+    result = load.result.to_json()
+    if error is not None and result["status"] != "failed":
+        result["status"], result["reason"] = "failed", error
+    send(("live", job.index, feed.take_pending()))
+    send(("done", job.index, result))
+
+
+# -- the parent's side ----------------------------------------------------------------------
+@dataclass
+class _Worker:
+    job: ShardJob
+    process: Any
+    conn: Any
+    ready: bool = False
+    result: dict[str, Any] | None = None
+    gone: bool = False
+
+
+class WorkerPool:
+    """Runs ``jobs`` in worker processes, feeding ``stats``; ``run()`` returns the merged
+    result once every worker is done (or gone). Cancelling ``run()`` stops the workers."""
+
+    def __init__(self, jobs: list[ShardJob], run: RunDir, clock: RunClock, stats: LiveStats):
+        self.jobs = jobs
+        self.run_dir = run
+        self.clock = clock
+        self.stats = stats
+        self.result = LoadResult(planned=sum(len(job.plan) for job in jobs))
+        self._workers: list[_Worker] = []
+        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self) -> LoadResult:
+        self._loop = asyncio.get_running_loop()
+        try:
+            await asyncio.to_thread(self._start)
+            await self._until(lambda w: w.ready or w.gone)
+            t0 = self.clock.now() + START_MARGIN_S
+            for worker in self._workers:
+                self._tell(worker, ("start", t0))
+            await self._until(lambda w: w.gone)
+        except asyncio.CancelledError:
+            self._stop_all()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STOP_GRACE_S):
+                    await asyncio.shield(self._until(lambda w: w.gone))
+            self._conclude()
+            raise
+        finally:
+            await asyncio.to_thread(self._reap)
+        self._conclude()
+        return self.result
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        assert self._loop is not None
+        loop_call = self._loop.call_soon_threadsafe
+        for job in self.jobs:
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=worker_main, args=(job, theirs), name=f"prefillscope-worker-{job.index}"
+            )
+            process.daemon = True
+            process.start()
+            theirs.close()
+            worker = _Worker(job, process, ours)
+            self._workers.append(worker)
+            threading.Thread(target=self._listen, args=(worker, loop_call), daemon=True).start()
+
+    def _listen(self, worker: _Worker, call: Any) -> None:
+        while True:
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                call(self._on_gone, worker)
+                return
+            call(self._on_message, worker, message)
+
+    def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "live":
+            self.stats.absorb(message[1], message[2])
+        elif kind == "ready":
+            worker.ready = True
+        elif kind == "done":
+            worker.result = message[2]
+        self._changed.set()
+
+    def _on_gone(self, worker: _Worker) -> None:
+        worker.gone = True
+        self._changed.set()
+
+    async def _until(self, condition: Any) -> None:
+        while not all(condition(w) for w in self._workers):
+            self._changed.clear()
+            if any(w.gone and w.result is None for w in self._workers):
+                self._stop_all()  # a dead shard ends the run, as a dead server does
+            await self._changed.wait()
+
+    def _tell(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            worker.conn.send(message)
+
+    def _stop_all(self) -> None:
+        for worker in self._workers:
+            if not worker.gone:
+                self._tell(worker, ("stop",))
+
+    def _reap(self) -> None:
+        for worker in self._workers:
+            worker.process.join(STOP_GRACE_S)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+
+    def _conclude(self) -> None:
+        """Merge the journals and the results (a worker without one failed its shard)."""
+        shards = []
+        for worker in self._workers:
+            folder = worker.job.folder
+            rows = {
+                name: self.run_dir.absorb_journal(name, folder / f"{name}.jsonl")
+                for name in TABLES
+                if (folder / f"{name}.jsonl").exists()
+            }
+            result = worker.result
+            if result is None:
+                code = worker.process.exitcode
+                result = LoadResult(
+                    status="failed",
+                    reason=f"worker {worker.job.index} died (exit code {code})",
+                    planned=len(worker.job.plan),
+                    finished=rows.get(REQUESTS_TABLE, 0),
+                ).to_json()
+            shards.append({"index": worker.job.index, **result})
+        shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)
+        merge_results(self.result, shards)
+
+
+def merge_results(into: LoadResult, shards: list[dict[str, Any]]) -> None:
+    """One run's result from its shards' (``LoadResult.to_json`` each): counts and
+    errors summed, the earliest start and latest end, the first failed or interrupted
+    shard's status and reason, the client's figures (CPU summed, worst lag)."""
+    into.shards = [
+        {key: s.get(key) for key in ("index", "status", "reason", "requests", "client")}
+        for s in shards
+    ]
+    for shard in shards:
+        counts = shard["requests"]
+        into.released += counts.get("released", 0)
+        into.sent += counts.get("sent", 0)
+        into.finished += counts.get("finished", 0)
+        into.ok += counts.get("ok", 0)
+        for kind, n in shard.get("errors", {}).items():
+            into.errors[kind] = into.errors.get(kind, 0) + n
+    for shard in shards:
+        if shard["status"] != "complete" and into.status == "running":
+            status = "interrupted" if shard["status"] == "failed" else shard["status"]
+            into.status, into.reason = status, f"shard {shard['index']}: {shard['reason']}"
+    if into.status == "running":
+        into.status = "complete"
+    times = [(s.get("started_s"), s.get("schedule_t0_s"), s.get("ended_s")) for s in shards]
+    starts = [t[0] for t in times if t[0] is not None]
+    into.started_s = min(starts) if starts else None
+    into.schedule_t0_s = next((t[1] for t in times if t[1] is not None), None)
+    ends = [t[2] for t in times if t[2] is not None]
+    into.ended_s = max(ends) if ends else None
+    into.cache_protocol = next((s["cache_protocol"] for s in shards if s.get("cache_protocol")), {})
+    clients = [s.get("client") or {} for s in shards]
+    into.client = {
+        "workers": len(shards),
+        "samples": sum(c.get("samples", 0) for c in clients),
+        "loop_lag_max_s": max((c.get("loop_lag_max_s") or 0.0 for c in clients), default=0.0),
+        "cpu_s": sum(c.get("cpu_s") or 0.0 for c in clients),
+        "cpu_share": max((c.get("cpu_share") or 0.0 for c in clients), default=None),
+    }
+
+
+async def worker_pool(
+    shards: list[Shard],
+    plan: Plan,
+    target: Target,
+    where: tuple[RunDir, RunClock, LiveStats],
+    options: LoadOptions,
+    tokenizer: tuple[str | None, str | None] | None = None,
+) -> WorkerPool:
+    """The pool that sends ``shards`` of ``plan`` into the run directory on its clock,
+    feeding the live statistics (``where``), with ``options`` split per shard. The cache
+    protocol is carried out here, once: every shard sends with the same salt."""
+    run, clock, stats = where
+    async with aiohttp.ClientSession() as session:
+        cache = await apply_cache_protocol(session, target, options.cache_protocol)
+    oracle = options.oracle
+    rebuild = None
+    if oracle is not None:
+        rebuild = (
+            oracle.block_size,
+            oracle.num_blocks,
+            oracle.model,
+            target.vocab_size or DEFAULT_VOCAB_SIZE,
+        )
+    jobs = [
+        ShardJob(
+            index=shard.index,
+            plan=shard.plan(plan),
+            target=target,
+            clock=clock,
+            folder=run.path / SHARDS_DIR / str(shard.index),
+            options=replace(
+                options,
+                concurrency=shard.concurrency,
+                max_concurrency=shard.max_concurrency,
+                preconnect=min(
+                    options.preconnect,
+                    shard.concurrency or shard.max_concurrency or options.preconnect,
+                ),
+                cache_preset=cache,
+                oracle=None,
+                text_tokens=None,
+            ),
+            oracle=rebuild,
+            tokenizer=tokenizer,
+        )
+        for shard in shards
+    ]
+    return WorkerPool(jobs, run, clock, stats)
