@@ -36,6 +36,7 @@ from loadgen.run import LoadOptions, LoadResult, LoadRun
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
+from runtime import signals
 from runtime.child import become_child
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
@@ -115,6 +116,7 @@ async def _work(job: ShardJob, conn: Any) -> None:
         if message[0] == "start" and not started.done():
             started.set_result(message[1])
         elif message[0] == "stop":
+            load.stop(message[1])  # the reason recorded; in-flight requests: cancelled
             task.cancel()
 
     def listen() -> None:
@@ -122,7 +124,7 @@ async def _work(job: ShardJob, conn: Any) -> None:
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                message = ("stop",)  # the parent is gone
+                message = ("stop", "the parent process is gone")
             loop.call_soon_threadsafe(on_message, message)
             if message[0] == "stop":
                 return
@@ -188,7 +190,7 @@ class WorkerPool:
                 self._tell(worker, ("start", t0))
             await self._until(lambda w: w.gone)
         except asyncio.CancelledError:
-            self._stop_all()
+            self._stop_all(signals.stop_reason())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STOP_GRACE_S):
                     await asyncio.shield(self._until(lambda w: w.gone))
@@ -241,18 +243,19 @@ class WorkerPool:
     async def _until(self, condition: Any) -> None:
         while not all(condition(w) for w in self._workers):
             self._changed.clear()
-            if any(w.gone and w.result is None for w in self._workers):
-                self._stop_all()  # a dead shard ends the run, as a dead server does
+            dead = [w.job.index for w in self._workers if w.gone and w.result is None]
+            if dead:  # a dead shard ends the run, as a dead server does
+                self._stop_all(f"stopped: worker {dead[0]} died")
             await self._changed.wait()
 
     def _tell(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         with contextlib.suppress(OSError, ValueError):
             worker.conn.send(message)
 
-    def _stop_all(self) -> None:
+    def _stop_all(self, reason: str) -> None:
         for worker in self._workers:
             if not worker.gone:
-                self._tell(worker, ("stop",))
+                self._tell(worker, ("stop", reason))
 
     def _reap(self) -> None:
         for worker in self._workers:
@@ -302,11 +305,17 @@ def merge_results(into: LoadResult, shards: list[dict[str, Any]]) -> None:
         into.ok += counts.get("ok", 0)
         for kind, n in shard.get("errors", {}).items():
             into.errors[kind] = into.errors.get(kind, 0) + n
-    for shard in shards:
-        if shard["status"] != "complete" and into.status == "running":
-            status = "interrupted" if shard["status"] == "failed" else shard["status"]
-            into.status, into.reason = status, f"shard {shard['index']}: {shard['reason']}"
-    if into.status == "running":
+    ended = sorted(
+        (s for s in shards if s["status"] != "complete"), key=lambda s: s["status"] != "failed"
+    )  # a failed shard's reason first: it is why the others stopped
+    if ended:
+        first = ended[0]
+        reason = first["reason"] or ""
+        if not reason.startswith(signals.STOP_REASON_PREFIX):
+            reason = f"shard {first['index']}: {reason}"
+        failed = all(s["status"] == "failed" for s in shards)
+        into.status, into.reason = "failed" if failed else "interrupted", reason
+    else:
         into.status = "complete"
     times = [(s.get("started_s"), s.get("schedule_t0_s"), s.get("ended_s")) for s in shards]
     starts = [t[0] for t in times if t[0] is not None]

@@ -1,0 +1,163 @@
+"""``bench --workers``: one plan sent by worker processes, merged into one run directory.
+
+Against the embedded engine, the same plan and seed through one process and through two:
+the same request ids, every one ``ok``, the oracle's expectation equal to the engine's
+``cached_tokens`` request by request (prefix groups stay in one worker), counts and hit
+rates equal, and the per-request TPOT means within sampling error. The split itself is
+checked exactly (units kept whole, users and caps summing to what was asked, the union
+of the shards' schedules the plan's), and a worker killed mid-run is a failed shard whose
+journaled rows are in the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bench_support import read_json, requests_table
+
+from prefillscope.engine_flags import parse_engine_flags
+from session.bench_runner import BenchOptions, run_bench
+from session.live_stats import LiveStats
+from session.shards import split_exactly, split_plan, workers_needed
+from workloads.spec import load_spec
+
+WORKLOAD = {
+    "groups": 4,
+    "prefix_len": 256,
+    "suffix_len": 32,
+    "output_len": 8,
+    "num_requests": 48,
+    "arrival": "constant",
+    "rate": 24,
+    "seed": 7,
+}
+ENGINE = ("fixed_step_s=0.02",)  # a decode step of 20 ms: the engine, not the client, paces
+
+
+class _LastSnapshot:
+    """A display that keeps the dashboard's figures as the run closes."""
+
+    def __init__(self) -> None:
+        self.final = None
+
+    async def run(self, stats: LiveStats) -> None:
+        while True:
+            stats.snapshot()
+            await asyncio.sleep(0.2)
+
+    def close(self, stats: LiveStats) -> None:
+        self.final = stats.snapshot()
+
+
+def _bench(out: Path, workers: int):
+    options = BenchOptions(
+        workload="shared-prefix",
+        overrides=WORKLOAD,
+        out=out,
+        engine=parse_engine_flags(ENGINE),
+        gpu="off",
+        workers=workers,
+    )
+    display = _LastSnapshot()
+    outcome = asyncio.run(run_bench(options, display))
+    return outcome, display.final
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("workers")
+    return {n: (folder / f"w{n}", *_bench(folder / f"w{n}", n)) for n in (1, 2)}
+
+
+def _tpot(requests) -> np.ndarray:
+    decode = requests["end_s"] - requests["first_token_s"]
+    return (decode / (requests["output_tokens"] - 1)).to_numpy(dtype=float)
+
+
+def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
+    one, two = requests_table(runs[1][0]), requests_table(runs[2][0])
+    assert sorted(one["id"]) == sorted(two["id"]) and len(two) == 48
+    assert (two["status"] == "ok").all()
+    assert (two["cached_tokens"] == two["expected_cached_tokens"]).all()
+    run = read_json(runs[2][0], "run.json")
+    assert run["load"]["workers"] == 2 and run["status"] == "complete"
+    shards = run["result"]["shards"]
+    assert [s["status"] for s in shards] == ["complete", "complete"]
+    assert sum(s["requests"]["sent"] for s in shards) == run["result"]["requests"]["sent"] == 48
+    # every group's requests in one worker (the split is by prefix group)
+    assert two.groupby("group")["id"].count().sum() == 48
+    assert not (runs[2][0] / "shards").exists()  # merged, nothing left behind
+    # the dashboard saw both workers' requests
+    assert runs[2][2].finished == 48 and runs[2][2].ok == 48
+
+
+def test_two_workers_summary_agrees_with_one(runs) -> None:
+    s1, s2 = runs[1][1].summary, runs[2][1].summary
+    assert s1["requests"] == s2["requests"]
+    assert s1["throughput"]["output_tokens"] == s2["throughput"]["output_tokens"]
+    assert s1["prefix"] == s2["prefix"]
+    a, b = _tpot(requests_table(runs[1][0])), _tpot(requests_table(runs[2][0]))
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    assert abs(a.mean() - b.mean()) <= 4 * se, (a.mean(), b.mean(), se)
+    # both runs' TPOT is the engine's 20 ms step (within a factor 2), not the client's doing
+    assert 0.01 < np.median(a) < 0.04 and 0.01 < np.median(b) < 0.04
+
+
+def test_split_keeps_units_whole_and_splits_users_exactly() -> None:
+    closed = load_spec("shared-prefix", {"groups": 5, "num_requests": 60, "concurrency": 7})
+    from workloads.build import build_plan
+
+    plan = build_plan(closed)
+    for workers in (2, 3, 4):
+        shards = split_plan(plan, workers)
+        assert len(shards) == workers
+        assert sum(s.concurrency for s in shards) == 7
+        assert sorted(r.id for s in shards for r in s.requests) == sorted(r.id for r in plan)
+        owners = {r.group: s.index for s in shards for r in s.requests}
+        assert all(owners[r.group] == s.index for s in shards for r in s.requests)
+    assert len(split_plan(plan, 16)) == 5  # no more shards than groups
+    opened = build_plan(load_spec("shared-prefix", {**WORKLOAD, "num_requests": 40}))
+    shards = split_plan(opened, 3, max_concurrency=10)
+    assert sum(s.max_concurrency for s in shards) == 10
+    schedule = sorted((r.id, r.intended_s) for s in shards for r in s.requests)
+    assert schedule == sorted((r.id, r.intended_s) for r in opened)
+    assert split_exactly(7, [3, 0, 1]) == [5, 0, 2] and split_exactly(2, [1, 1, 1]) == [1, 1, 0]
+    assert workers_needed(opened, cores=8) == 1  # a small run stays in one process
+
+
+async def _kill_worker_mid_run(out: Path) -> object:
+    options = BenchOptions(
+        workload="shared-prefix",
+        overrides={**WORKLOAD, "num_requests": 200, "rate": 10},
+        out=out,
+        engine=parse_engine_flags(ENGINE),
+        gpu="off",
+        workers=2,
+    )
+    task = asyncio.create_task(run_bench(options))
+    journal = out / "shards" / "1" / "requests.jsonl"
+    while not (journal.exists() and journal.read_text().count("\n") >= 3):
+        await asyncio.sleep(0.1)
+    (victim,) = [p for p in multiprocessing.active_children() if p.name.endswith("-worker-1")]
+    victim.kill()
+    return await task
+
+
+def test_a_killed_worker_is_a_failed_shard_with_its_rows_kept(tmp_path: Path) -> None:
+    outcome = asyncio.run(_kill_worker_mid_run(tmp_path / "run"))
+    run = read_json(tmp_path / "run", "run.json")
+    assert outcome.status == run["status"] == "interrupted"
+    assert "worker 1 died" in run["reason"]
+    shards = {s["index"]: s for s in run["result"]["shards"]}
+    assert shards[1]["status"] == "failed"
+    kept = shards[1]["requests"]["finished"]
+    assert kept >= 3
+    requests = requests_table(tmp_path / "run")
+    # every row the dead worker journaled is in the run, beside the other shard's
+    assert len(requests) == kept + shards[0]["requests"]["finished"]
+    assert (requests["status"] == "ok").sum() >= kept
