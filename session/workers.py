@@ -32,7 +32,8 @@ from typing import Any
 import aiohttp
 
 from loadgen.cache import apply_cache_protocol
-from loadgen.run import LoadOptions, LoadResult, LoadRun
+from loadgen.load_options import LoadOptions, LoadResult
+from loadgen.run import LoadRun
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
