@@ -25,8 +25,9 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
 4. **Confidence**: ``strong`` when the deciding figure is read on the server or from the
    server's counters, at least ``STRONG_MARGIN`` past its threshold, with no unexplained
    rival; ``moderate`` when supported but nearer the threshold, read on the client, or
-   beside a rival; ``weak`` for a weakened primary or a run where nothing points anywhere
-   but the evidence was incomplete.
+   beside a rival; ``weak`` for a weakened primary, a reading within ``NEAR_THRESHOLD``
+   of its threshold, or a run where nothing points anywhere but the evidence was
+   incomplete.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ LEADS = ("OL", "H4", "H1", "H3", "H2")
 LATENCY_FINDINGS = ("OL", "H1", "H2", "H3")
 #: How far past its threshold a server-side reading must be to count as strong.
 STRONG_MARGIN = 1.5
+#: Strength under which a supported primary is only weak: within 10 % of its threshold.
+NEAR_THRESHOLD = 1.1
 #: A rival within this factor of the primary's strength makes it moderate at best.
 RIVAL_SHARE = 0.67
 #: Cache verdicts that are findings (a problem), not health.
@@ -219,6 +222,8 @@ def _rivals(rival: Finding, top: Finding) -> bool:
 def _confidence(top: Finding, rivals: list[Finding], client: ClientHealth) -> str:
     if not is_problem(top):
         return Confidence.WEAK
+    if top.strength is not None and top.strength < NEAR_THRESHOLD:
+        return Confidence.WEAK  # a reading this close to its threshold could fall either side
     if top.basis != "client":  # a slow client cannot have produced a server-side reading
         rivals = [r for r in rivals if r.id != "CL"]
     close = [r for r in rivals if _rivals(r, top)]
