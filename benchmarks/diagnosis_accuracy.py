@@ -43,8 +43,8 @@ from typing import Any
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Diagnosis
 from prefillscope.engine_flags import parse_engine_flags
+from runfmt.diagnosis import Diagnosis
 from session.bench_runner import BenchOptions, run_bench
 
 MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b")

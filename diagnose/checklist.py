@@ -39,13 +39,13 @@ from diagnose import (
     prefix_health,
 )
 from diagnose.context import Context, DiagnoseOptions, build_context
-from diagnose.evidence import Decision, Diagnosis, Finding
 from diagnose.inputs import load_run_view
 from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
-from diagnose.ranking import NONE, Primary, ranked
+from diagnose.ranking import NONE, ranked
 from loadgen.records import ErrorKind
 from probes.latency import error_counts, request_latencies, token_gaps
 from probes.quantiles import quantile
+from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.signals import STOP_REASON_PREFIX
@@ -242,5 +242,5 @@ def run_checklist(
 def write_diagnosis(run_dir: str | Path, diagnosis: Diagnosis) -> Path:
     """``RUN_DIR/diagnosis.json`` (atomically, like every run file)."""
     run = RunDir(run_dir)
-    run.write_json(DIAGNOSIS_JSON, diagnosis.to_dict())
+    run.write_json(DIAGNOSIS_JSON, diagnosis.to_json())
     return run.path / DIAGNOSIS_JSON

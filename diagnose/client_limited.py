@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.inputs import RunView
 from diagnose.next_steps import bench_command
+from diagnose.words import percent
 from probes.latency import client_health, measured_window, request_latencies, token_gaps
 from probes.quantiles import quantile
+from runfmt.diagnosis import Evidence, Finding, Status
 
 if TYPE_CHECKING:
     from diagnose.context import Context

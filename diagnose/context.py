@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
 from diagnose.client_limited import ClientHealth, read_client_health
-from diagnose.evidence import Evidence, Finding, Status
 from diagnose.inputs import RunView
 from diagnose.roofline import Roofline, resolve_roofline
 from probes.latency import Slo
+from runfmt.diagnosis import Evidence, Finding, Status
 
 #: Fewest pure-decode gaps worth a statistic; below it every gap is used instead.
 MIN_CLEAR_GAPS = 50

@@ -28,12 +28,12 @@ import numpy as np
 
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
 from diagnose.next_steps import ab_command, chunk_pair
 from diagnose.stats import Comparison
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.quantiles import finite
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "Prefill chunks starving decodes"
 STEP_METRIC = "prefillscope_engine_step_seconds"

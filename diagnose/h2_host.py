@@ -33,11 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
 from probes.quantiles import quantiles
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "Host/scheduler overhead"
 STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"

@@ -23,9 +23,10 @@ from scipy import stats as sps
 
 from diagnose.attribution import DecodeGaps
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.h2_host import server_step
 from diagnose.next_steps import bench_command
+from diagnose.words import percent
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "HBM-bandwidth-bound decode (KV reads)"
 #: Median share of a decode gap spent reading KV from which H3 is supported.

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status, percent
 from diagnose.next_steps import bench_command
+from diagnose.words import percent
 from probes.normalise import ServerSeries
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "KV pool exhaustion (vs reservation)"
 #: Active share of the pool from which a waiting queue counts as memory-bound.

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
 from diagnose.next_steps import bench_command
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "Overload (offered above served)"
 #: Served rate below this share of the offered rate counts as falling behind.

@@ -30,9 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.evidence import CacheHealth, Evidence, Finding, percent
 from diagnose.next_steps import bench_command
 from diagnose.oracle_replay import Replay, replay_oracle
+from diagnose.words import percent
+from runfmt.diagnosis import CacheHealth, Evidence, Finding
 
 TITLE = "Prefix-cache health"
 EVICTIONS = "prefillscope_engine_prefix_evictions_total"

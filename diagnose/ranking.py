@@ -32,12 +32,10 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from diagnose.client_limited import CAP_SHARE, PRIMARY_SHARE, ClientHealth
-from diagnose.evidence import CacheHealth, Finding, Status, percent
 from diagnose.prefix_health import LOST_SHARE
+from diagnose.words import percent
+from runfmt.diagnosis import CacheHealth, Finding, Primary, Status
 
 #: Root causes before the symptoms they produce (the client is ranked last: ``_order``).
 PRECEDENCE = ("OL", "H4", "PC", "H1", "H3", "H2", "CL")
@@ -62,22 +60,6 @@ class Confidence:
     STRONG = "strong"
     MODERATE = "moderate"
     WEAK = "weak"
-
-
-@dataclass(frozen=True)
-class Primary:
-    finding: str
-    confidence: str
-    why: str
-    secondary: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "finding": self.finding,
-            "confidence": self.confidence,
-            "why": self.why,
-            "secondary": list(self.secondary),
-        }
 
 
 #: (cause, effect) → how the cause produces the effect's symptom.

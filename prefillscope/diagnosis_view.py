@@ -1,6 +1,6 @@
 """The terminal view of a diagnosis: a row per finding, the primary finding, the decision.
 
-Rendered from ``diagnose.evidence.Diagnosis`` (what ``diagnosis.json`` holds). Imported by
+Rendered from ``runfmt.diagnosis.Diagnosis`` (what ``diagnosis.json`` holds). Imported by
 ``prefillscope diagnose`` when it runs (rich is not needed to start the CLI).
 """
 
@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from diagnose.evidence import Diagnosis, Evidence, Finding
 from prefillscope.report.content import STATUS_TONES, fmt_value
+from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}
 
@@ -40,7 +40,7 @@ def _primary_lines(diagnosis: Diagnosis) -> list[str]:
     primary = diagnosis.primary
     if primary is None:
         return []
-    titles = {f.id: f.title for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]}
+    titles = {f.id: f.title for f in diagnosis.findings()}
     name = titles.get(primary.finding, "no cause found")
     lines = [
         f"[bold]Primary finding: {escape(primary.finding)}[/] ({escape(name)}) — "
@@ -63,7 +63,7 @@ def render(diagnosis: Diagnosis, console: Console) -> None:
     table.add_column("", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("finding", ratio=1, overflow="fold")
-    for f in [*diagnosis.hypotheses, diagnosis.prefix_cache]:
+    for f in diagnosis.findings():
         tone = TONE_STYLES.get(STATUS_TONES.get(str(f.status), "muted"), "dim")
         table.add_row(f.id, f"[{tone}]{escape(str(f.status))}[/]", _finding_cell(f))
     console.print(table)

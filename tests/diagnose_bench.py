@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from diagnose.evidence import Diagnosis
 from prefillscope.cli import main
 from prefillscope.engine_flags import parse_engine_flags
+from runfmt.diagnosis import Diagnosis
 from session.bench_runner import BenchOptions, run_bench
 
 #: The interference pattern the chunk-size hypothesis is about, sized to run in ~2 s:

@@ -9,12 +9,12 @@ from diagnose_runs import metric_row, steady_streams, write_run
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Status
 from diagnose.roofline import resolve_roofline
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.records import Status as RequestStatus
 from perfmodel.config import EngineConfig
 from probes.latency import parse_slo
+from runfmt.diagnosis import Status
 
 
 def _info(**engine) -> dict:
@@ -213,7 +213,7 @@ def test_the_slo_the_run_was_benched_with_applies_by_default(tmp_path):
 
 def test_the_document_has_the_contract_shape(tmp_path):
     records, chunks = steady_streams(4, 100, 0.007)
-    doc = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).to_dict()
+    doc = run_checklist(write_run(tmp_path / "r", records, chunks, _info())).to_json()
     assert set(doc) == {"run", "decision", "hypotheses", "prefix_cache", "primary"}
     assert set(doc["decision"]) == {"hard_failure", "reasons", "recommendation"}
     assert [h["id"] for h in doc["hypotheses"]] == ["H1", "H2", "H3", "H4", "OL", "CL", "H5"]

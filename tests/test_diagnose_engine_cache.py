@@ -15,7 +15,7 @@ from diagnose_bench import bench, dry_run, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import CacheHealth, Finding, Status
+from runfmt.diagnosis import CacheHealth, Finding, Status
 
 OPTIONS = DiagnoseOptions(resamples=400)
 SHARED = {"seed": 1, "prefix_len": 1024, "suffix_len": 64, "output_len": 8}

@@ -16,7 +16,7 @@ from diagnose_bench import bench
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Finding, Status
+from runfmt.diagnosis import Finding, Status
 
 OPTIONS = DiagnoseOptions(resamples=200)
 EIGHT_USERS = {"num_requests": 24, "concurrency": 8, "seed": 0, "output_len": 100}

@@ -24,7 +24,7 @@ from diagnose_bench import bench
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Status
+from runfmt.diagnosis import Status
 
 CHAT = {
     "num_requests": 4,

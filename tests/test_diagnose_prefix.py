@@ -6,10 +6,10 @@ import pytest
 from diagnose_runs import metric_row, plan_run
 
 from diagnose.context import DiagnoseOptions, build_context
-from diagnose.evidence import CacheHealth
 from diagnose.inputs import load_run_view
 from diagnose.oracle_replay import replay_oracle
 from diagnose.prefix_health import assess
+from runfmt.diagnosis import CacheHealth
 from runfmt.rundir import RunDir
 
 SHARED = {"num_requests": 40, "groups": 4, "prefix_len": 512, "suffix_len": 32, "output_len": 4}

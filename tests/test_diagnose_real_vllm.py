@@ -15,7 +15,7 @@ from diagnose_bench import INTERFERENCE, bench
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Status
+from runfmt.diagnosis import Status
 
 pytestmark = pytest.mark.real_vllm
 TINY_LLAMA_VOCAB = 8192

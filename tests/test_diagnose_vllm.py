@@ -14,7 +14,7 @@ from report_runs import RunShape, build_run
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Diagnosis, Status
+from runfmt.diagnosis import Diagnosis, Status
 from runfmt.rundir import RunDir
 
 

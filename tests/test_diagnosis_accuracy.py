@@ -23,9 +23,9 @@ from diagnose_bench import dry_run
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.evidence import Diagnosis
 from prefillscope.cli import main
 from probes.latency import parse_slo
+from runfmt.diagnosis import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = importlib.util.spec_from_file_location(

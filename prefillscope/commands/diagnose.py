@@ -108,7 +108,7 @@ def diagnose_run(
     except OSError as exc:
         raise InputError("RUN_DIR", f"cannot write diagnosis.json there: {exc.strerror}") from None
     if json_out:
-        typer.echo(json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(diagnosis.to_json(), indent=2, ensure_ascii=False))
     else:
         render(diagnosis, Console())
 

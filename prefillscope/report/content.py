@@ -18,6 +18,7 @@ from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
 from prefillscope.report.scale import fmt_seconds
 from probes.quantiles import quantiles
+from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 UNKNOWN = "unknown"
 
@@ -367,75 +368,48 @@ def error_examples(data: ReportData, limit: int = 8) -> list[tuple[str, str]]:
 
 
 # -- diagnosis ---------------------------------------------------------------------------
-@dataclass
-class Finding:
-    id: str
-    title: str
-    status: str
-    tone: str
-    summary: str
-    evidence: list[str]
-    missing: list[str]
-    next: str
-
-
 def findings(diagnosis: dict[str, Any] | None) -> list[Finding]:
-    """The hypotheses and the prefix-cache verdict, in the shape of DIAGNOSIS_JSON."""
-    if not diagnosis:
-        return []
-    items = list(diagnosis.get("hypotheses") or [])
-    if isinstance(diagnosis.get("prefix_cache"), dict):
-        items.append(diagnosis["prefix_cache"])
-    return [_finding(item) for item in items if isinstance(item, dict)]
+    """The hypotheses and the prefix-cache verdict of a ``diagnosis.json`` document."""
+    return Diagnosis.from_json(diagnosis).findings() if diagnosis else []
 
 
-def _finding(item: dict[str, Any]) -> Finding:
-    status = str(item.get("status") or UNKNOWN)
-    return Finding(
-        id=str(item.get("id") or ""),
-        title=str(item.get("title") or ""),
-        status=status,
-        tone=STATUS_TONES.get(status, "muted"),
-        summary=str(item.get("summary") or ""),
-        evidence=[_evidence(e) for e in item.get("evidence") or [] if isinstance(e, dict)],
-        missing=[str(m) for m in item.get("missing") or []],
-        next=str(item.get("next") or ""),
-    )
+def tone(status: str) -> str:
+    """The colour a finding's status is shown in."""
+    return STATUS_TONES.get(status, "muted")
 
 
-def _evidence(entry: dict[str, Any]) -> str:
-    value = entry.get("value")
-    unit = entry.get("unit") or ""
-    text = f"{entry.get('name', '')}: {fmt_value(value)}{' ' + unit if unit else ''}"
-    if entry.get("source"):
-        text += f" — {entry['source']}"
-    if entry.get("detail"):
-        text += f" ({entry['detail']})"
+def evidence_line(evidence: Evidence) -> str:
+    """``name: value unit — source (detail)``."""
+    unit = evidence.unit
+    text = f"{evidence.name}: {fmt_value(evidence.value)}{' ' + unit if unit else ''}"
+    if evidence.source:
+        text += f" — {evidence.source}"
+    if evidence.detail:
+        text += f" ({evidence.detail})"
     return text
 
 
 def decision(diagnosis: dict[str, Any] | None) -> tuple[bool | None, list[str], str]:
     """(hard failure?, reasons, recommendation) from the diagnosis' decision block; the
     recommendation opens with the primary finding when the diagnosis names one."""
-    block = (diagnosis or {}).get("decision") or {}
-    hard = block.get("hard_failure")
-    recommendation = str(block.get("recommendation") or "")
+    read = Diagnosis.from_json(diagnosis or {})
+    recommendation = read.decision.recommendation
     primary = primary_line(diagnosis)
     return (
-        hard if isinstance(hard, bool) else None,
-        [str(r) for r in block.get("reasons") or []],
+        read.decision.hard_failure,
+        read.decision.reasons,
         f"{primary} {recommendation}".strip() if primary else recommendation,
     )
 
 
 def primary_line(diagnosis: dict[str, Any] | None) -> str | None:
     """``Primary finding: H1 (strong confidence) — why.`` from ``diagnosis.primary``."""
-    primary = (diagnosis or {}).get("primary")
-    if not isinstance(primary, dict) or not primary.get("finding"):
+    primary = Diagnosis.from_json(diagnosis or {}).primary
+    if primary is None or not primary.finding:
         return None
     return (
-        f"Primary finding: {primary['finding']} ({primary.get('confidence') or UNKNOWN} "
-        f"confidence) — {primary.get('why') or ''}"
+        f"Primary finding: {primary.finding} ({primary.confidence or UNKNOWN} "
+        f"confidence) — {primary.why}"
     ).strip()
 
 

@@ -254,9 +254,9 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el(
             "tr",
             el("td", el("strong", f.id), void("br"), f.title),
-            el("td", el("span", f.status, class_=f"badge tone-{f.tone}")),
+            el("td", el("span", f.status, class_=f"badge tone-{content.tone(f.status)}")),
             el("td", f.summary),
-            el("td", _list(f.evidence)),
+            el("td", _list([content.evidence_line(e) for e in f.evidence])),
             el("td", _list(f.missing)),
             el("td", f.next, class_="mono"),
         )

@@ -220,12 +220,12 @@ def _diagnosis(data: ReportData) -> RenderableType:
                 (f"{finding.id} ", "bold"),
                 finding.title,
                 "  ",
-                (f" {finding.status} ", f"reverse {_tone(finding.tone)}"),
+                (f" {finding.status} ", f"reverse {_tone(content.tone(finding.status))}"),
             )
         )
         if finding.summary:
             blocks.append(Text(f"  {finding.summary}"))
-        blocks += [Text(f"  + {e}", style="green") for e in finding.evidence]
+        blocks += [Text(f"  + {content.evidence_line(e)}", style="green") for e in finding.evidence]
         blocks += [Text(f"  ? {m}", style="yellow") for m in finding.missing]
         if finding.next:
             blocks.append(Text.assemble(("  next: ", "dim"), finding.next))

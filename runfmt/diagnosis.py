@@ -32,10 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from diagnose.ranking import Primary
+from typing import Any
 
 
 class Status(StrEnum):
@@ -73,12 +70,6 @@ def clean_number(value: Any) -> Any:
     return value
 
 
-def percent(share: float) -> str:
-    """A share as a reader wants it in a sentence: ``37 %``, ``0.34 %``, ``0 %``."""
-    value = 100 * share
-    return f"{value:.0f} %" if value >= 1 or value == 0 else f"{value:.2g} %"
-
-
 @dataclass(frozen=True)
 class Evidence:
     """One number and where it came from."""
@@ -97,6 +88,17 @@ class Evidence:
             "source": self.source,
             "detail": self.detail,
         }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Evidence:
+        value = doc.get("value")
+        return cls(
+            name=_text(doc.get("name")),
+            value=value if isinstance(value, int | float | str) else None,
+            unit=_text(doc.get("unit")),
+            source=_text(doc.get("source")),
+            detail=None if doc.get("detail") is None else _text(doc.get("detail")),
+        )
 
 
 @dataclass
@@ -134,12 +136,29 @@ class Finding:
             "explains": list(self.explains),
         }
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Finding:
+        return cls(
+            id=_text(doc.get("id")),
+            title=_text(doc.get("title")),
+            status=_text(doc.get("status")) or UNKNOWN,
+            summary=_text(doc.get("summary")),
+            evidence=[Evidence.from_dict(e) for e in _list(doc.get("evidence")) if _is_doc(e)],
+            missing=[_text(m) for m in _list(doc.get("missing"))],
+            next=_text(doc.get("next")),
+            strength=_number(doc.get("strength")),
+            basis=_text(doc.get("basis")),
+            impact=_number(doc.get("impact")),
+            explains=[_text(e) for e in _list(doc.get("explains"))],
+        )
+
 
 @dataclass(frozen=True)
 class Decision:
     """What to do now: contain (a hard failure) or measure first."""
 
-    hard_failure: bool
+    #: None only when read back from a document that does not say.
+    hard_failure: bool | None
     reasons: list[str]
     recommendation: str
 
@@ -150,26 +169,102 @@ class Decision:
             "recommendation": self.recommendation,
         }
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Decision:
+        hard = doc.get("hard_failure")
+        return cls(
+            hard_failure=hard if isinstance(hard, bool) else None,
+            reasons=[_text(r) for r in _list(doc.get("reasons"))],
+            recommendation=_text(doc.get("recommendation")),
+        )
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The finding a reader should start from, how sure the ranking is, and why."""
+
+    finding: str
+    confidence: str
+    why: str
+    secondary: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "finding": self.finding,
+            "confidence": self.confidence,
+            "why": self.why,
+            "secondary": list(self.secondary),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Primary:
+        return cls(
+            finding=_text(doc.get("finding")),
+            confidence=_text(doc.get("confidence")),
+            why=_text(doc.get("why")),
+            secondary=[_text(x) for x in _list(doc.get("secondary"))],
+        )
+
 
 @dataclass(frozen=True)
 class Diagnosis:
     run: str
     decision: Decision
     hypotheses: list[Finding]
-    prefix_cache: Finding
-    #: The primary finding (``diagnose.ranking.Primary``): ``finding``, ``confidence``,
-    #: ``why``, ``secondary``.
+    #: None only when read back from a document without one.
+    prefix_cache: Finding | None
+    #: The primary finding (``diagnose.ranking`` picks it).
     primary: Primary | None = None
 
     def hypothesis(self, hid: str) -> Finding:
-        return next(h for h in [*self.hypotheses, self.prefix_cache] if h.id == hid)
+        return next(h for h in self.findings() if h.id == hid)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The ``diagnosis.json`` document (``docs/ARCHITECTURE.md``)."""
         return {
             "run": self.run,
             "decision": self.decision.to_dict(),
             "hypotheses": [h.to_dict() for h in self.hypotheses],
-            "prefix_cache": self.prefix_cache.to_dict(),
+            "prefix_cache": self.prefix_cache.to_dict() if self.prefix_cache else None,
             "primary": self.primary.to_dict() if self.primary is not None else None,
         }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Diagnosis:
+        """A ``diagnosis.json`` document read back as far as it goes: a missing or mistyped
+        part reads as unknown or empty (a reader shows what is there)."""
+        cache = doc.get("prefix_cache")
+        primary = doc.get("primary")
+        return cls(
+            run=_text(doc.get("run")),
+            decision=Decision.from_dict(doc["decision"] if _is_doc(doc.get("decision")) else {}),
+            hypotheses=[Finding.from_dict(h) for h in _list(doc.get("hypotheses")) if _is_doc(h)],
+            prefix_cache=Finding.from_dict(cache) if _is_doc(cache) else None,
+            primary=Primary.from_dict(primary) if _is_doc(primary) else None,
+        )
+
+    def findings(self) -> list[Finding]:
+        """The hypotheses, then the prefix-cache verdict when there is one."""
+        return [*self.hypotheses, *([self.prefix_cache] if self.prefix_cache else [])]
+
+
+#: What a reader shows for a status or a value the document does not hold.
+UNKNOWN = "unknown"
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_doc(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
