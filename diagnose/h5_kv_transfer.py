@@ -22,8 +22,8 @@ applicable on a server without transfer metrics (a monolithic engine).
 from __future__ import annotations
 
 from diagnose.context import Context
-from diagnose.evidence import Evidence, Finding, Status
 from diagnose.next_steps import bench_command
+from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "KV transfer on the critical path"
 WAIT_METRIC = "prefillscope_engine_kv_transfer_seconds"

@@ -7,8 +7,8 @@ from pathlib import Path
 from bench_support import bench
 
 from diagnose.checklist import run_checklist
-from diagnose.evidence import Status
 from perfmodel.config import EngineConfig
+from runfmt.diagnosis import Status
 from simengine.disagg_config import DisaggConfig
 from simengine.embedded import EmbeddedServer
 from simengine.kv_link import LinkSpec
