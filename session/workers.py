@@ -24,6 +24,7 @@ import contextlib
 import gc
 import multiprocessing
 import shutil
+import signal
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -131,6 +132,9 @@ async def _work(job: ShardJob, conn: Any) -> None:
                 return
 
     threading.Thread(target=listen, daemon=True).start()
+    # SIGTERM to the whole process group (a CI's cancel): this shard stops as the run does
+    terminated = ("stop", f"{signals.STOP_REASON_PREFIX}{signals.describe(signal.SIGTERM)})")
+    loop.add_signal_handler(signal.SIGTERM, on_message, terminated)
 
     async def pump() -> None:
         while True:

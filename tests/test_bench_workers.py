@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
-from bench_support import read_json, requests_table
+from bench_support import bench_process, read_json, requests_table, wait_for_rows
 
 from prefillscope.engine_flags import parse_engine_flags
 from session.bench_runner import BenchOptions, run_bench
@@ -161,3 +163,32 @@ def test_a_killed_worker_is_a_failed_shard_with_its_rows_kept(tmp_path: Path) ->
     # every row the dead worker journaled is in the run, beside the other shard's
     assert len(requests) == kept + shards[0]["requests"]["finished"]
     assert (requests["status"] == "ok").sum() >= kept
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["parent", "process-group"])
+def test_sigterm_stops_every_worker_and_keeps_their_rows(tmp_path: Path, group: bool) -> None:
+    """SIGTERM to the command (or to its whole process group, as a CI cancels a job): the
+    workers record their in-flight requests ``cancelled``, the run is merged and the
+    command exits 143 with every row."""
+    run = tmp_path / "run"
+    bench = bench_process(
+        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
+        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
+        *("--gpu-telemetry", "off", "--out", str(run)),
+        start_new_session=True,
+    )
+    for shard in ("0", "1"):
+        wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
+    if group:
+        os.killpg(bench.pid, signal.SIGTERM)
+    else:
+        bench.send_signal(signal.SIGTERM)
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 143, stderr
+    info = read_json(run, "run.json")
+    assert info["status"] == "interrupted" and info["reason"] == "cancelled (SIGTERM)"
+    requests = requests_table(run)
+    assert len(requests) == info["result"]["requests"]["sent"] >= 10
+    assert set(requests.query("status != 'ok'")["error_kind"]) == {"cancelled"}
+    assert [s["status"] for s in info["result"]["shards"]] == ["interrupted"] * 2
+    assert not (run / "shards").exists()
