@@ -9,8 +9,9 @@ Three sources, one shape:
   arrives ``think_time_s`` after turn k-1 ended. A later turn's prompt is the plan's
   (the real run appends the tokens the server returned, which a simulation has not);
 * a run directory: its recorded send times and prompt/output lengths, replayed open
-  loop (the run's own feedback is in those times already). Prompts are fresh tokens of
-  the recorded lengths, so a prefix the recorded requests shared is not shared here.
+  loop (the run's own feedback is in those times already). Prompts are the run's own,
+  rebuilt from the workload its ``run.json`` records, where that plan has the recorded
+  ids and lengths; else fresh tokens of the recorded lengths (no shared prefix).
 
 ``split(n)`` deals the workload over n engine replicas (open-loop requests round-robin,
 users and sessions pinned to one replica each), so replicas simulate independently.
@@ -149,14 +150,39 @@ def from_run(run_dir: Path, vocab_size: int, seed: int = 0) -> SimWorkload:
         raise InputError("--workload", f"{run_dir} holds no measured request with a send time")
     rng = np.random.default_rng(seed)
     t0 = float(rows["sent_s"].iloc[0])
+    planned = _planned_prompts(run_dir, vocab_size)
     out = SimWorkload()
     for row in rows.itertuples():
         output = row.output_tokens if row.output_tokens and row.output_tokens > 0 else None
         max_tokens = int(output or row.max_tokens or 1)
-        tokens = rng.integers(FIRST_WORD_ID, vocab_size, size=int(row.prompt_tokens)).tolist()
+        tokens = planned.get(str(row.id))
+        if tokens is None or len(tokens) != row.prompt_tokens:
+            tokens = rng.integers(FIRST_WORD_ID, vocab_size, size=int(row.prompt_tokens)).tolist()
         req = EngineRequest(str(row.id), tokens, max_tokens, ignore_eos=True)
         out.timed.append((float(row.sent_s) - t0, req))
     return out
+
+
+def _planned_prompts(run_dir: Path, vocab_size: int) -> dict[str, list[int]]:
+    """The run's prompts rebuilt from the workload its run.json records (token-id plans
+    only), so the prefixes its requests shared are shared in the replay too; empty when
+    the plan cannot be rebuilt."""
+    import json
+
+    from workloads.build import build_plan
+    from workloads.spec import load_spec
+
+    try:
+        spec = json.loads((run_dir / "run.json").read_text())["workload"]
+        if spec.get("prompt_format") != "tokens":
+            return {}
+        load = ("seed", "num_requests", "rate", "arrival", "cv", "concurrency", "duration")
+        overrides = {k: spec[k] for k in load if spec.get(k) is not None}
+        overrides |= {k: v for k, v in (spec.get("params") or {}).items() if v not in ([], None)}
+        plan = build_plan(load_spec(spec["workload"], overrides))
+    except Exception:
+        return {}
+    return {r.id: r.prompt.token_ids(vocab_size).tolist() for r in plan.requests}
 
 
 def load_workload(

@@ -8,6 +8,7 @@ KV-transfer share of TTFT, the Pareto front and the break-even link speed), ``--
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,8 +39,13 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def simulate(
     workload: Annotated[
-        str, typer.Option(help="A workload, trace:FILE, spec file, or a bench run directory.")
-    ],
+        str | None,
+        typer.Option(help="A workload, trace:FILE, spec file, or a bench run directory."),
+    ] = None,
+    calibrate: Annotated[
+        Path | None,
+        typer.Option(help="Fit the cost model to this bench run first (and replay it)."),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
     ] = None,
@@ -69,7 +75,9 @@ def simulate(
     kv_link_efficiency: KvLinkEfficiency = 1.0,
     kv_link_sharing: KvLinkSharing = "fair",
     kv_transfer: KvTransfer = "after-prefill",
-    slo: Annotated[str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1,itl=50ms.")] = None,
+    slo: Annotated[
+        str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1s,itl=50ms.")
+    ] = None,
     no_break_even: Annotated[
         bool, typer.Option("--no-break-even", help="Skip the break-even link search.")
     ] = False,
@@ -112,11 +120,21 @@ def simulate(
     spec.points()  # an uneven --gpus split is refused before anything runs
     if html is not None and not html.parent.is_dir():
         raise InputError("--html", f"folder {html.parent} does not exist")
+    if workload is None and calibrate is None:
+        raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
+    calibration = None
+    if calibrate is not None:
+        from session.calibrate import calibrate as fit
+
+        if not calibrate.is_dir():
+            raise InputError("--calibrate", f"{calibrate} is not a run directory")
+        calibration = fit(calibrate, base)
+        spec.base = dataclasses.replace(base, **calibration["fitted"])
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
-    load = load_workload(
-        workload, set_ or [], {k: v for k, v in given.items() if v is not None}, base
-    )
+    overrides = {k: v for k, v in given.items() if v is not None}
+    load = load_workload(workload or str(calibrate), set_ or [], overrides, spec.base)
     result = simulate_grid(spec, load)
+    result["calibration"] = calibration
     if html is not None:
         from prefillscope.report.simulate_page import render_page
 
@@ -124,7 +142,21 @@ def simulate(
     if as_json:
         typer.echo(json.dumps(result))
         return
+    if calibration is not None:
+        _print_calibration(calibration)
     _print(result)
+
+
+def _print_calibration(cal: dict[str, Any]) -> None:
+    fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
+    typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
+    for key in ("ttft_p50", "itl_p50", "itl_p99"):
+        err = cal["relative_error"][key]
+        role = "fitted" if key in cal["fit_targets"] else "check"
+        typer.echo(
+            f"  {key:<9} measured {cal['measured'][key] * 1e3:9.2f} ms   replayed "
+            f"{cal['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%} ({role})"
+        )
 
 
 def _ms(value: float | None) -> str:

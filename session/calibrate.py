@@ -1,0 +1,173 @@
+"""``simulate --calibrate RUN_DIR``: fit the cost model to a measured run, then replay it.
+
+The run's recorded requests (send times, prompt and output lengths) are replayed on the
+virtual clock while three figures of the cost model are fitted, each by bisection on a
+quantity it moves monotonically:
+
+1. the **decode step** to what the server measured, best first: the embedded engine's
+   mean pure-decode step (``prefillscope_engine_step_seconds{kind="decode"}``), vLLM's
+   per-token latency histogram (its median), else the client's ITL p50 — by the per-step
+   host overhead (``host_overhead_step_s``, up from 0), or, when even none gives steps
+   longer than measured, the HBM ``bandwidth_efficiency`` (up to 1);
+2. the **prefill** to the client's TTFT p50: ``prefill_mfu`` within ``MFU_RANGE``.
+
+The client's ITL p50 and p99 are the checks, reported with the fitted figures as predicted
+vs measured and their relative error; the server's clock is the fit's target because the
+client's gaps also carry the network and the client's own delays. The fitted figures
+land within ``TOLERANCE`` unless a bound of their parameter is hit (the error says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfmodel.config import EngineConfig
+from probes.latency import request_latencies, token_gaps
+from runfmt.rundir import RunDir
+from session.sim_workload import SimWorkload, from_run
+from simengine.core import EngineCore
+from simengine.driver import VirtualDriver
+from workloads.errors import InputError
+
+TOLERANCE = 0.02
+BISECTIONS = 14
+MFU_RANGE = (0.01, 1.0)
+MAX_OVERHEAD_S = 1.0
+
+
+STEP_METRIC = "prefillscope_engine_step_seconds"
+ITL_METRIC = "vllm:inter_token_latency_seconds"
+
+
+@dataclass(frozen=True)
+class Measured:
+    ttft_p50: float
+    itl_p50: float
+    itl_p99: float
+    #: Mean pure-decode step (the server's own clock), when the server exposes it.
+    decode_step_mean: float | None = None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return dataclasses.asdict(self)
+
+
+def _decode_target(run: RunDir) -> tuple[str, float, str] | None:
+    """The decode figure the server itself measured: (key, value, source), best first."""
+    from diagnose.raw_metrics import RawMetrics
+
+    try:
+        raw = RawMetrics(run.read_table("server_metrics"))
+    except (OSError, ValueError, KeyError):
+        return None
+    steps = raw.histogram_increase(STEP_METRIC, {"kind": "decode"})
+    if steps is not None and steps.count:
+        return "decode_step_mean", steps.sum / steps.count, f'{STEP_METRIC}{{kind="decode"}}'
+    itl = raw.histogram_increase(ITL_METRIC)
+    median = itl.quantile(0.5) if itl is not None and itl.count else None
+    if median:
+        return "itl_p50", median, f"{ITL_METRIC} (p50)"
+    return None
+
+
+def measure_run(run_dir: Path) -> Measured:
+    """The run's client-side TTFT p50 and ITL p50/p99 over its measured, completed requests."""
+    run = RunDir(run_dir)
+    requests = run.read_table("requests")
+    measured = requests[~requests["warmup"].astype(bool)]
+    latencies = request_latencies(measured)
+    ok = latencies[latencies["ok"].astype(bool)]
+    ttft = ok["ttft_s"].dropna().to_numpy(dtype=float)
+    gaps = token_gaps(run.read_table("chunks"), ok["id"]).gap_s
+    if ttft.size == 0 or gaps.size == 0:
+        raise InputError("--calibrate", f"{run_dir} has no completed request with token gaps")
+    p50, p99 = np.percentile(gaps, [50, 99])
+    server = _decode_target(run)
+    step = server[1] if server is not None and server[0] == "decode_step_mean" else None
+    return Measured(float(np.median(ttft)), float(p50), float(p99), step)
+
+
+def replay(config: EngineConfig, workload: SimWorkload) -> Measured:
+    """The workload replayed on ``config``: its TTFT p50 and ITL p50/p99."""
+    arrivals, release = workload.start()
+    result = VirtualDriver(EngineCore(config)).run(arrivals, release=release)
+    done = [t for t in result.requests.values() if t.token_times]
+    ttft = np.array([t.ttft_s for t in done], dtype=float)
+    gaps = np.concatenate([np.diff(t.token_times) for t in done] or [np.array([])])
+    if gaps.size == 0:
+        raise InputError("--calibrate", "the replay produced no token gaps to fit")
+    p50, p99 = np.percentile(gaps, [50, 99])
+    decode = [s.duration_s for s in result.steps if s.kind == "decode"]
+    step = float(np.mean(decode)) if decode else None
+    return Measured(float(np.median(ttft)), float(p50), float(p99), step)
+
+
+def _bisect(lo: float, hi: float, too_low, rising: bool = True) -> float:
+    """The value in [lo, hi] where the figure crosses its target (``too_low(x)``: the
+    figure at x is below target), on a log scale when ``lo`` > 0."""
+    for _ in range(BISECTIONS):
+        mid = (lo * hi) ** 0.5 if lo > 0 else (lo + hi) / 2
+        if too_low(mid) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return (lo * hi) ** 0.5 if lo > 0 else (lo + hi) / 2
+
+
+def calibrate(run_dir: Path, base: EngineConfig) -> dict[str, Any]:
+    """Fit ``base`` to the run; the fitted config, its fit error, and the replay."""
+    measured = measure_run(run_dir)
+    workload = from_run(run_dir, base.vocab_size)
+    server = _decode_target(RunDir(run_dir))
+    key, target, source = server or ("itl_p50", measured.itl_p50, "client: token gaps (p50)")
+
+    def decode_at(cfg: EngineConfig) -> float:
+        value = getattr(replay(cfg, workload), key)
+        return float("inf") if value is None else value
+
+    def with_(**changes: float) -> EngineConfig:
+        return dataclasses.replace(config, **changes)
+
+    config = dataclasses.replace(base, host_overhead_step_s=0.0)
+    fitted: list[str] = []
+    if decode_at(config) < target:
+        overhead = _bisect(
+            0.0, MAX_OVERHEAD_S, lambda x: decode_at(with_(host_overhead_step_s=x)) < target
+        )
+        config = with_(host_overhead_step_s=overhead)
+        fitted.append("host_overhead_step_s")
+    else:
+        efficiency = _bisect(
+            config.bandwidth_efficiency,
+            1.0,
+            lambda x: decode_at(with_(bandwidth_efficiency=x)) > target,
+        )
+        config = with_(bandwidth_efficiency=efficiency)
+        fitted.append("bandwidth_efficiency")
+    mfu = _bisect(
+        *MFU_RANGE,
+        lambda x: replay(with_(prefill_mfu=x), workload).ttft_p50 > measured.ttft_p50,
+    )
+    config = with_(prefill_mfu=mfu)
+    fitted.append("prefill_mfu")
+    predicted = replay(config, workload)
+    error = {
+        k: (getattr(predicted, k) - v) / v if v and getattr(predicted, k) is not None else None
+        for k, v in measured.as_dict().items()
+    }
+    return {
+        "run": str(run_dir),
+        "requests": len(workload),
+        "fitted": {name: getattr(config, name) for name in fitted},
+        "config": dataclasses.asdict(config),
+        "measured": measured.as_dict(),
+        "predicted": predicted.as_dict(),
+        "relative_error": error,
+        "fit_targets": ["ttft_p50", key],
+        "decode_source": source,
+        "tolerance": TOLERANCE,
+    }
