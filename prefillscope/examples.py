@@ -31,7 +31,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "prefillscope diagnose ab --workload interference --chunks 512,2048 "
         "--launch 'vllm serve M --port {port} --max-num-batched-tokens {chunk}'",
     ),
-    "sweep": ("prefillscope sweep --workload system-prompt --rate 1,2,4,8,16",),
+    "simulate": ("prefillscope simulate --workload interference --chunks 512,2048 --rate 2",),
+    "sweep": ("prefillscope sweep --workload system-prompt --rates 1,2,4,8,16 --slo ttft=500",),
     "export": ("prefillscope export runs/20260101T120000Z-doc-qa --format csv",),
 }
 

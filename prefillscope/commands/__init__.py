@@ -17,6 +17,8 @@ COMMAND_MODULES = (
     "diagnose",
     "diagnose_ab",
     "simulate",
+    "export",
+    "sweep",
 )
 
 

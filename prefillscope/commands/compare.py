@@ -266,18 +266,24 @@ def compare(
     if resamples < 100:
         raise InputError("--resamples", f"{resamples} is too few", "use 1000 or more")
     gates = [parse_gate(text) for text in gate or []]
-    result = compare_runs(
-        base_run,
-        new_run,
-        gates,
-        metrics=metric or DEFAULT_METRICS,
-        force=force,
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-        inconclusive=undecided.value,
-    )
+
+    def one(base: Path, new: Path):
+        return compare_runs(
+            base,
+            new,
+            gates,
+            metrics=metric or DEFAULT_METRICS,
+            force=force,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+            inconclusive=undecided.value,
+        )
+
     chosen = Format.JSON if as_json else output_format
+    if _compared_sweeps(base_run, new_run, one, chosen):
+        return
+    result = one(base_run, new_run)
     if chosen is Format.JSON:
         typer.echo(json.dumps(result.to_dict()))
     elif chosen is Format.MARKDOWN:
@@ -292,6 +298,28 @@ def compare(
             fh.write(to_markdown(result) + "\n")
     if not result.passed:
         raise typer.Exit(1)
+
+
+def _compared_sweeps(base: Path, new: Path, one, chosen: Format) -> bool:
+    """Two sweep folders: each shared load compared (``prefillscope.sweep_compare``);
+    exit 1 when any point's gate fails. False when these are runs, not sweeps."""
+    from prefillscope.sweep_compare import compare_sweeps, knee_sentence
+
+    compared = compare_sweeps(base, new, one)
+    if compared is None:
+        return False
+    knees, results = compared
+    if chosen is Format.JSON:
+        points = {name: result.to_dict() for name, result in results}
+        typer.echo(json.dumps({"sweep": knees, "points": points}))
+    else:
+        for name, result in results:
+            typer.echo(f"— {name}")
+            _print_table(result)
+        typer.echo(knee_sentence(knees))
+    if not all(result.passed for _, result in results):
+        raise typer.Exit(1)
+    return True
 
 
 def register(app: typer.Typer) -> None:

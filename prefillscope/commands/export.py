@@ -1,0 +1,46 @@
+"""``prefillscope export RUN_DIR --format csv|vllm-json [--out FILE]``: a run's
+per-request results for other tools (``prefillscope.report.export`` says what each
+format holds). Written to FILE, or printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workloads.errors import InputError
+
+
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by bench.")],
+    format_: Annotated[
+        str, typer.Option("--format", help="csv (one row per request) or vllm-json.")
+    ] = "csv",
+    out: Annotated[Path | None, typer.Option(help="Write here (default: print).")] = None,
+) -> None:
+    """Export a run's per-request results as CSV or as vLLM's benchmark result JSON."""
+    from prefillscope.report.data import load_report_data
+    from prefillscope.report.export import FORMATS, to_csv, to_vllm_json
+    from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+    from runfmt.rundir import RunDir
+
+    if format_ not in FORMATS:
+        raise InputError("--format", f"unknown format {format_!r}", "use csv or vllm-json")
+    data = load_report_data(run_dir)  # refuses what is not a run, in one line
+    run = RunDir(run_dir)
+    requests = run.read_table(REQUESTS_TABLE)
+    if format_ == "csv":
+        text = to_csv(requests)
+    else:
+        text = to_vllm_json(data.run, requests, run.read_table(CHUNKS_TABLE))
+    if out is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    if not out.parent.is_dir():
+        raise InputError("--out", f"folder {out.parent} does not exist", "create it first")
+    out.write_text(text, encoding="utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)

@@ -1,0 +1,105 @@
+"""``prefillscope sweep``: bench runs at increasing load into one folder, until
+throughput (or goodput, with ``--slo``) stops rising; a table, ``sweep.json`` and an
+HTML latency–throughput curve with the knee marked (``session.sweep`` runs it).
+
+Every bench flag applies to each point; ``--rates 1,2,4,8`` (open loop) or
+``--concurrencies 1,8,64`` (closed loop) say the points.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prefillscope.bench_flags import BenchFlags, takes_bench_flags
+from workloads.errors import InputError
+
+
+@takes_bench_flags
+def sweep(
+    flags: BenchFlags,
+    rates: Annotated[
+        str | None, typer.Option(help="Open-loop request rates to run, e.g. 1,2,4,8,16.")
+    ] = None,
+    concurrencies: Annotated[
+        str | None, typer.Option(help="Closed-loop user counts to run, e.g. 1,8,64.")
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Server base URL (default: the embedded engine).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Sweep folder (default: runs/<time>-sweep-<workload>).")
+    ] = None,
+    every_point: Annotated[
+        bool,
+        typer.Option("--every-point", help="Run every point, even past saturation."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print sweep.json only.")] = False,
+) -> None:
+    """Run a workload at increasing load; find where throughput stops rising (the knee)."""
+    import asyncio
+
+    from rich.console import Console
+
+    from prefillscope.commands.bench import make_display
+    from prefillscope.commands.report import write_html
+    from prefillscope.report.sweep_view import render_sweep_html
+    from session.bench_runner import default_out
+    from session.sweep import parse_values, run_sweep
+
+    flags.validate()
+    if (rates is None) == (concurrencies is None):
+        raise InputError(
+            "--rates", "give the sweep's points", "--rates 1,2,4 or --concurrencies 1,8"
+        )
+    axis, text = ("rate", rates) if rates is not None else ("concurrency", concurrencies)
+    values = parse_values(str(text), axis)
+    base = flags.options(endpoint=endpoint, out=None, command=["prefillscope", *sys.argv[1:]])
+    folder = out or default_out("sweep-" + base.workload)
+
+    def display(name: str):
+        return make_display(True, f"sweep {name}") if not as_json else make_display(True, name)
+
+    try:
+        result = asyncio.run(
+            run_sweep(base, axis, values, folder, search=not every_point, display=display)
+        )
+    except KeyboardInterrupt:
+        print("prefillscope: sweep cancelled (Ctrl-C)", file=sys.stderr)
+        raise typer.Exit(130) from None
+    doc = result.to_dict()
+    write_html(
+        folder / "sweep.html", render_sweep_html(doc, f"prefillscope sweep — {base.workload}")
+    )
+    if as_json:
+        typer.echo(json.dumps(doc))
+    else:
+        _print(doc, folder, Console())
+    incomplete = [p for p in result.points if p.status != "complete"]
+    raise typer.Exit(3 if incomplete else 0)
+
+
+def _print(doc: dict, folder: Path, console) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from prefillscope.report.sweep_view import sweep_rows, sweep_summary
+
+    header, rows = sweep_rows(doc)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, name in enumerate(header):
+        table.add_column(name, justify="right" if 0 < i < len(header) - 1 else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    console.print(table)
+    console.print(Text(sweep_summary(doc)))
+    console.print(Text(f"sweep folder: {folder} (curve: {folder / 'sweep.html'})", style="dim"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

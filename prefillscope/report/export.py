@@ -1,0 +1,142 @@
+"""A run's per-request results in formats other tools read.
+
+* ``csv`` — one row per measured request: its id, kind, status, token counts, cached and
+  expected cached tokens, and its latencies in milliseconds (TTFT and E2E from the
+  intended and from the actual send, TPOT), plus the error class and message.
+* ``vllm-json`` — the result file ``vllm bench serve --save-result`` writes, with its
+  keys and units (milliseconds for the ``*_ms`` statistics, seconds in the per-request
+  lists), so scripts and dashboards made for vLLM's results read ours. vLLM times from
+  the moment a request is sent and its ITL is per streamed chunk, so these figures are
+  from the actual send and per chunk (our summary's ITL is per token, from the intended
+  send: see ``summary.json``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from probes.latency import completed_mask, measured, request_latencies
+
+FORMATS = ("csv", "vllm-json")
+#: CSV columns: (header, requests column or derived latency, scale).
+_MS = 1e3
+
+
+def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
+    runs = measured(requests).reset_index(drop=True)
+    lat = request_latencies(runs).reset_index(drop=True)
+    sent = pd.to_numeric(runs["sent_s"], errors="coerce")
+    first = pd.to_numeric(runs["first_token_s"], errors="coerce")
+    end = pd.to_numeric(runs["end_s"], errors="coerce")
+    return pd.DataFrame(
+        {
+            "id": runs["id"],
+            "kind": runs.get("kind"),
+            "status": runs["status"],
+            "prompt_tokens": runs.get("prompt_tokens"),
+            "output_tokens": runs.get("output_tokens"),
+            "cached_tokens": runs.get("cached_tokens"),
+            "expected_cached_tokens": runs.get("expected_cached_tokens"),
+            "intended_s": runs.get("intended_s"),
+            "sent_s": sent,
+            "ttft_ms": lat["ttft_s"] * _MS,
+            "ttft_from_send_ms": (first - sent) * _MS,
+            "tpot_ms": lat["tpot_s"] * _MS,
+            "e2e_ms": lat["e2e_s"] * _MS,
+            "e2e_from_send_ms": (end - sent) * _MS,
+            "error_kind": runs.get("error_kind"),
+            "error_message": runs.get("error_message"),
+        }
+    )
+
+
+def to_csv(requests: pd.DataFrame) -> str:
+    """The measured requests as CSV (latencies in ms; empty cells where unknown)."""
+    buffer = io.StringIO()
+    _latency_frame(requests).to_csv(buffer, index=False, quoting=csv.QUOTE_MINIMAL)
+    return buffer.getvalue()
+
+
+def _stats(values: np.ndarray, name: str) -> dict[str, float]:
+    values = values[np.isfinite(values)] * _MS
+    if not values.size:
+        return {f"{k}_{name}_ms": 0.0 for k in ("mean", "median", "std", "p99")}
+    return {
+        f"mean_{name}_ms": float(values.mean()),
+        f"median_{name}_ms": float(np.median(values)),
+        f"std_{name}_ms": float(values.std()),
+        f"p99_{name}_ms": float(np.percentile(values, 99)),
+    }
+
+
+def _chunk_gaps(chunks: pd.DataFrame, ids: pd.Series) -> dict[str, list[float]]:
+    """Seconds between consecutive streamed chunks of each request (vLLM's ITL)."""
+    if chunks.empty:
+        return {}
+    rows = chunks[chunks["request_id"].isin(set(ids))].sort_values(["request_id", "t_s"])
+    out: dict[str, list[float]] = {}
+    for rid, times in rows.groupby("request_id")["t_s"]:
+        out[str(rid)] = np.diff(times.to_numpy(dtype=float)).tolist()
+    return out
+
+
+def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFrame) -> str:
+    """``vllm bench serve``'s result JSON for this run."""
+    runs = measured(requests).reset_index(drop=True)
+    ok = completed_mask(runs)
+    done = runs[ok]
+    sent = pd.to_numeric(done["sent_s"], errors="coerce").to_numpy(dtype=float)
+    first = pd.to_numeric(done["first_token_s"], errors="coerce").to_numpy(dtype=float)
+    end = pd.to_numeric(done["end_s"], errors="coerce").to_numpy(dtype=float)
+    out_tokens = pd.to_numeric(done["output_tokens"], errors="coerce").fillna(0).to_numpy()
+    in_tokens = pd.to_numeric(done["prompt_tokens"], errors="coerce").fillna(0).to_numpy()
+    all_sent = pd.to_numeric(runs["sent_s"], errors="coerce").to_numpy(dtype=float)
+    all_end = pd.to_numeric(runs["end_s"], errors="coerce").to_numpy(dtype=float)
+    duration = float(np.nanmax(all_end) - np.nanmin(all_sent)) if len(runs) and ok.any() else 0.0
+    ttft = first - sent
+    tpot = np.where(out_tokens > 1, (end - first) / np.maximum(out_tokens - 1, 1), np.nan)
+    gaps = _chunk_gaps(chunks, done["id"])
+    itls = [gaps.get(str(rid), []) for rid in done["id"]]
+    flat = np.asarray([g for per in itls for g in per], dtype=float)
+    target, workload, plan = run.get("target", {}), run.get("workload", {}), run.get("plan", {})
+    load = run.get("load", {})
+    rate = workload.get("rate")
+    started = run.get("clock", {}).get("wall_t0")
+    doc: dict[str, Any] = {
+        "date": pd.Timestamp(started, unit="s").strftime("%Y%m%d-%H%M%S") if started else None,
+        "endpoint_type": target.get("api"),
+        "backend": target.get("flavour"),
+        "label": None,
+        "model_id": target.get("model"),
+        "tokenizer_id": None,
+        "num_prompts": len(runs),
+        "request_rate": "inf" if rate is None or rate == float("inf") else rate,
+        "burstiness": float((workload.get("cv") and 1 / workload["cv"] ** 2) or 1.0),
+        "max_concurrency": load.get("max_concurrency") or plan.get("concurrency"),
+        "duration": duration,
+        "completed": int(ok.sum()),
+        "failed": int((~ok).sum()),
+        "total_input_tokens": int(in_tokens.sum()),
+        "total_output_tokens": int(out_tokens.sum()),
+        "request_throughput": ok.sum() / duration if duration else 0.0,
+        "request_goodput": None,
+        "output_throughput": out_tokens.sum() / duration if duration else 0.0,
+        "total_token_throughput": (in_tokens.sum() + out_tokens.sum()) / duration
+        if duration
+        else 0.0,
+        "input_lens": in_tokens.astype(int).tolist(),
+        "output_lens": out_tokens.astype(int).tolist(),
+        "ttfts": ttft.tolist(),
+        "itls": itls,
+        "latencies": (end - sent).tolist(),
+        "errors": runs.loc[~ok, "error_message"].fillna("").astype(str).tolist(),
+    }
+    doc |= _stats(ttft, "ttft") | _stats(tpot, "tpot") | _stats(flat, "itl")
+    doc |= _stats(end - sent, "e2el")
+    return json.dumps(doc, default=float)

@@ -1,0 +1,142 @@
+"""A sweep for people: its table (terminal) and its page (HTML, the latency–throughput
+curve with the knee marked).
+
+The curve puts p50 and p99 TTFT and ITL (one time unit for the whole axis) against the
+achieved request rate of each point, so the knee — where more offered load stops buying
+throughput and buys only latency — is where the lines turn up; it is marked, and the
+point where the sweep saw saturation is named in the caption.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefillscope.report.content import fmt_duration
+from prefillscope.report.html import CSS
+from prefillscope.report.markup import Markup, el, join, void
+from prefillscope.report.scale import Axis, fmt_plain, fmt_seconds
+from prefillscope.report.svg import PALETTE, Chart
+
+#: Table columns: (header, figure key, formatter kind).
+COLUMNS = (
+    ("req/s", "achieved_rps", "rate"),
+    ("tok/s out", "output_tokens_per_s", "rate"),
+    ("goodput/s", "goodput_rps", "rate"),
+    ("TTFT p50", "ttft_p50_s", "time"),
+    ("TTFT p99", "ttft_p99_s", "time"),
+    ("ITL p50", "itl_p50_s", "time"),
+    ("ITL p99", "itl_p99_s", "time"),
+)
+CURVES = (
+    ("TTFT p50", "ttft_p50_s", None),
+    ("TTFT p99", "ttft_p99_s", "6 4"),
+    ("ITL p50", "itl_p50_s", None),
+    ("ITL p99", "itl_p99_s", "6 4"),
+)
+
+
+def _cell(value: Any, kind: str) -> str:
+    if not isinstance(value, int | float):
+        return "–"
+    return fmt_duration(value) if kind == "time" else f"{value:,.1f}"
+
+
+def load_label(axis: str, value: float) -> str:
+    return f"{value:g} req/s" if axis == "rate" else f"{value:g} users"
+
+
+def mark(sweep: dict[str, Any], value: float) -> str:
+    notes = []
+    if value == sweep.get("knee"):
+        notes.append("knee")
+    if value == sweep.get("saturated_at"):
+        notes.append("saturated")
+    return ", ".join(notes)
+
+
+def sweep_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The sweep table: offered load, the curve's figures, knee and saturation marks.
+
+    The goodput column is left out when no SLO was given (it would be all dashes)."""
+    columns = [c for c in COLUMNS if c[1] != "goodput_rps" or sweep["figure"] == "goodput_rps"]
+    header = ["load", *(name for name, _, _ in columns), "note"]
+    rows = []
+    for p in sweep["points"]:
+        status = "" if p["status"] == "complete" else p["status"]
+        note = ", ".join(x for x in (mark(sweep, p["value"]), status) if x)
+        cells = [_cell(p.get(key), kind) for _, key, kind in columns]
+        rows.append([load_label(sweep["axis"], p["value"]), *cells, note])
+    return header, rows
+
+
+def sweep_summary(sweep: dict[str, Any]) -> str:
+    """One sentence: the knee, and where throughput stopped rising."""
+    what = "goodput" if sweep["figure"] == "goodput_rps" else "throughput"
+    axis = sweep["axis"]
+    knee = sweep.get("knee")
+    parts = [f"knee at {load_label(axis, knee)}" if knee is not None else "no knee found"]
+    saturated = sweep.get("saturated_at")
+    if saturated is not None:
+        parts.append(f"{what} stopped rising at {load_label(axis, saturated)}")
+    else:
+        parts.append(f"{what} still rising at the last point: sweep higher")
+    return "; ".join(parts) + "."
+
+
+def curve_chart(sweep: dict[str, Any]) -> Chart:
+    """p50/p99 TTFT and ITL against the achieved request rate, the knee marked."""
+    chart = Chart(
+        "sweep-curve",
+        "Latency vs achieved throughput",
+        Axis("achieved throughput (requests/s)", fmt=fmt_plain, include_zero=True),
+        Axis("latency", fmt=fmt_seconds, include_zero=True),
+        empty_message="no point completed",
+    )
+    points = [p for p in sweep["points"] if isinstance(p.get("achieved_rps"), int | float)]
+    x = [p["achieved_rps"] for p in points]
+    for name, key, dash in CURVES:
+        y = [p.get(key) if isinstance(p.get(key), int | float) else float("nan") for p in points]
+        color = PALETTE[0] if key.startswith("ttft") else PALETTE[1]
+        chart.line(name, x, y, color=color, dash=dash)
+    knee = next((p for p in points if p["value"] == sweep.get("knee")), None)
+    if knee is not None:
+        chart.vlines(
+            f"knee ({load_label(sweep['axis'], knee['value'])})",
+            [knee["achieved_rps"]],
+            color=PALETTE[2],
+        )
+    return chart
+
+
+def render_sweep_html(sweep: dict[str, Any], title: str) -> str:
+    """The sweep as one self-contained page: sentence, curve, table."""
+    header, rows = sweep_rows(sweep)
+    head = el("tr", *(el("th", h, class_="num" if i else None) for i, h in enumerate(header)))
+    last = len(header) - 1
+    body = join(
+        el("tr", *(el("td", c, class_="num" if 0 < i < last else None) for i, c in enumerate(row)))
+        for row in rows
+    )
+    caption = (
+        "p50 (solid) and p99 (dashed) time to first token and inter-token latency of each "
+        "point against the request rate it achieved; the green line marks the knee. "
+        + sweep_summary(sweep)
+    )
+    page = el(
+        "html",
+        el(
+            "head",
+            void("meta", charset="utf-8"),
+            el("title", title),
+            el("style", Markup(CSS)),
+        ),
+        el(
+            "body",
+            el("h1", title),
+            el("p", sweep_summary(sweep)),
+            el("figure", curve_chart(sweep).render(), el("figcaption", caption)),
+            el("table", el("thead", head), el("tbody", body)),
+        ),
+        lang="en",
+    )
+    return "<!DOCTYPE html>\n" + page + "\n"

@@ -1,0 +1,192 @@
+"""A sweep: one bench run per request rate (or per closed-loop concurrency), into one
+folder, with a saturation search and the knee of the latency–throughput curve.
+
+Points are run in increasing order of load. Each is an ordinary run directory
+(``<out>/rate-4/``, ``<out>/concurrency-64/``) made by ``run_bench`` with everything else
+as given; ``sweep.json`` beside them holds the curve: per point the offered load, the
+achieved request and output-token rates, goodput (with an SLO), and p50/p99 TTFT and ITL.
+
+The figure that should rise with the load is goodput (requests/s meeting the SLO) when
+an SLO is given, else the achieved request rate. Saturation: a point whose figure is
+less than ``1 + min_gain`` times the best before it gained nothing from more load; the
+search stops there (unless told to run every point). The knee is the point with the best
+figure before saturation — the most the server delivers before more load buys only
+latency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from runfmt.rundir import RunDir
+from session.bench_runner import BenchOptions, run_bench
+from session.live_stats import Display
+from workloads.errors import InputError
+
+SWEEP_JSON = "sweep.json"
+AXES = ("rate", "concurrency")
+#: A point must beat the best before it by this share to count as still rising.
+MIN_GAIN = 0.05
+
+
+@dataclass
+class SweepPoint:
+    """One run of the sweep and the figures of its curve."""
+
+    value: float
+    run_dir: str
+    status: str
+    figures: dict[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "run_dir": self.run_dir, "status": self.status} | {
+            k: v for k, v in self.figures.items()
+        }
+
+
+@dataclass
+class Sweep:
+    """What a sweep found: its points, the figure it rose by, saturation and knee."""
+
+    axis: str
+    points: list[SweepPoint]
+    figure: str
+    saturated_at: float | None = None
+    knee: float | None = None
+    stopped_early: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "axis": self.axis,
+            "figure": self.figure,
+            "saturated_at": self.saturated_at,
+            "knee": self.knee,
+            "stopped_early": self.stopped_early,
+            "points": [p.to_dict() for p in self.points],
+        }
+
+
+def parse_values(text: str, axis: str) -> list[float]:
+    """``1,2,4,8`` → sorted distinct positive loads (``inf`` allowed for a rate)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise InputError(f"--{axis}", f"{part!r} is not a number", "e.g. 1,2,4,8") from None
+        finite_or_inf = math.isfinite(value) or (axis == "rate" and value == math.inf)
+        if not finite_or_inf or value <= 0 or (axis == "concurrency" and value != int(value)):
+            what = "positive whole numbers" if axis == "concurrency" else "positive numbers"
+            raise InputError(f"--{axis}", f"{part!r}: sweep points are {what}", "e.g. 1,2,4,8")
+        values.append(value)
+    if len(set(values)) < 2:
+        raise InputError(f"--{axis}", "a sweep needs two or more distinct points", "e.g. 1,2,4,8")
+    return sorted(set(values))
+
+
+def point_name(axis: str, value: float) -> str:
+    return f"{axis}-{value:g}"
+
+
+def figures(summary: dict[str, Any]) -> dict[str, float | None]:
+    """The curve's figures of one run's summary."""
+
+    def get(*path: str) -> float | None:
+        node: Any = summary
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return float(node) if isinstance(node, int | float) else None
+
+    return {
+        "achieved_rps": get("throughput", "requests_per_s"),
+        "output_tokens_per_s": get("throughput", "output_tokens_per_s"),
+        "goodput_rps": get("goodput", "requests_per_s"),
+        "goodput_share": get("goodput", "share"),
+        "ttft_p50_s": get("ttft_s", "p50"),
+        "ttft_p99_s": get("ttft_s", "p99"),
+        "itl_p50_s": get("itl_s", "p50"),
+        "itl_p99_s": get("itl_s", "p99"),
+        "completed": get("requests", "completed"),
+        "failed": get("requests", "failed"),
+    }
+
+
+def rising_figure(slo_given: bool) -> str:
+    return "goodput_rps" if slo_given else "achieved_rps"
+
+
+def saturation(points: list[SweepPoint], figure: str, min_gain: float = MIN_GAIN) -> int | None:
+    """Index of the first point that gained less than ``min_gain`` over the best before."""
+    best: float | None = None
+    for i, point in enumerate(points):
+        value = point.figures.get(figure) or 0.0
+        if best is not None and value < best * (1 + min_gain):
+            return i
+        best = value if best is None else max(best, value)
+    return None
+
+
+def knee(points: list[SweepPoint], figure: str, saturated: int | None) -> int | None:
+    """Index of the best point before saturation (the first of equals)."""
+    upto = points if saturated is None else points[:saturated]
+    if not upto:
+        return None
+    values = [p.figures.get(figure) or 0.0 for p in upto]
+    return values.index(max(values))
+
+
+async def run_sweep(
+    base: BenchOptions,
+    axis: str,
+    values: list[float],
+    out: Path,
+    *,
+    search: bool = True,
+    min_gain: float = MIN_GAIN,
+    display: Any = None,
+) -> Sweep:
+    """Run ``base`` at each load of ``values`` (increasing) into ``out``; stop at
+    saturation when ``search``. ``display(name) -> Display | None`` shows each run."""
+    if axis not in AXES:
+        raise InputError("--axis", f"unknown sweep axis {axis!r}", "rate or concurrency")
+    if (out / SWEEP_JSON).exists():
+        raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    figure = rising_figure(base.slo is not None)
+    sweep = Sweep(axis, [], figure)
+    other = "concurrency" if axis == "rate" else "rate"
+    for value in values:
+        name = point_name(axis, value)
+        overrides = {k: v for k, v in base.overrides.items() if k != other}
+        overrides[axis] = int(value) if axis == "concurrency" else value
+        options = replace(base, overrides=overrides, out=out / name)
+        shown: Display | None = display(name) if display is not None else None
+        outcome = await run_bench(options, shown)
+        sweep.points.append(SweepPoint(value, name, outcome.status, figures(outcome.summary)))
+        _write(out, sweep, min_gain)
+        if outcome.status != "complete":
+            sweep.stopped_early = True
+            break
+        if search and saturation(sweep.points, figure, min_gain) is not None:
+            sweep.stopped_early = value != values[-1]
+            break
+    _write(out, sweep, min_gain)
+    return sweep
+
+
+def _write(out: Path, sweep: Sweep, min_gain: float) -> None:
+    saturated = saturation(sweep.points, sweep.figure, min_gain)
+    best = knee(sweep.points, sweep.figure, saturated)
+    sweep.saturated_at = sweep.points[saturated].value if saturated is not None else None
+    sweep.knee = sweep.points[best].value if best is not None else None
+    RunDir(out, create=True).write_json(SWEEP_JSON, sweep.to_dict())
+
+
+def read_sweep(path: Path) -> dict[str, Any] | None:
+    """``sweep.json`` of a sweep folder, or ``None`` when ``path`` is not one."""
+    if not (path / SWEEP_JSON).is_file():
+        return None
+    return RunDir(path).read_json(SWEEP_JSON)
