@@ -123,9 +123,10 @@ class MetricResult:
         c = self.comparison
         if self.missing:
             return f"missing: {self.missing}"
+        if c.inconclusive and self.needed_requests is None:
+            return c.inconclusive
         if c.inconclusive:
-            more = f"at least {self.needed_requests} requests per run needed"
-            return f"{c.inconclusive}; {more}"
+            return f"{c.inconclusive}; at least {self.needed_requests} requests per run needed"
         if self.gate_verdict != INCONCLUSIVE or self.limit is None:
             return None
         held = f"the interval {_pct(c.ci_low)}…{_pct(c.ci_high)} holds the {_pct(self.limit)} limit"
