@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes import metric_registry as registry
 from probes.quantiles import STATISTICS
 from workloads.errors import InputError
 
@@ -18,16 +19,10 @@ RESAMPLES = 2000
 #: Default confidence level of intervals (significant: the interval excludes 1).
 CONFIDENCE = 0.95
 #: Latency metric prefixes and the per-request column (or ``itl_s``) each comes from.
-LATENCIES = {
-    "ttft": "ttft_s",
-    "ttft_sent": "ttft_sent_s",
-    "itl": "itl_s",
-    "tpot": "tpot_s",
-    "e2e": "e2e_s",
-    "e2e_sent": "e2e_sent_s",
-}
+LATENCIES = {metric.prefix: metric.key for metric in registry.LATENCIES}
+_BY_KEY = {metric.key: metric for metric in (*registry.LATENCIES, *registry.THROUGHPUTS)}
 #: Throughput metrics (higher is better), compared as the mean over time slices.
-THROUGHPUTS = ("requests_per_s", "output_tokens_per_s")
+THROUGHPUTS = tuple(metric.key for metric in registry.THROUGHPUTS)
 #: What ``compare`` shows when no metric is named.
 DEFAULT_METRICS = (
     "ttft_p50",
@@ -63,10 +58,12 @@ METRIC_GRAMMAR = f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.j
 def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
     """The spec of a metric name; ``InputError`` naming ``flag`` for an unknown one."""
     if name in THROUGHPUTS:
-        return MetricSpec(name, name, "mean", higher_is_better=True)
+        return MetricSpec(name, name, "mean", _BY_KEY[name].higher_is_better)
     prefix, _, stat = name.rpartition("_")
     if prefix in LATENCIES and stat in STATISTICS:
-        return MetricSpec(name, LATENCIES[prefix], stat, higher_is_better=False)
+        return MetricSpec(
+            name, LATENCIES[prefix], stat, _BY_KEY[LATENCIES[prefix]].higher_is_better
+        )
     raise InputError(
         flag,
         f"unknown metric {name!r}",

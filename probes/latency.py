@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
+from probes.metric_registry import LATENCIES
 from probes.quantiles import describe, finite
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
@@ -54,7 +55,7 @@ CPU_SATURATION_SHARE = 0.9
 CPU_SUSTAIN_S = 3.0
 
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
-LATENCY_METRICS = ("ttft_s", "ttft_sent_s", "itl_s", "tpot_s", "e2e_s", "e2e_sent_s")
+LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
 
 
 def _num(df: pd.DataFrame, column: str) -> np.ndarray:

@@ -17,19 +17,14 @@ import numpy as np
 from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
 from prefillscope.report.scale import fmt_seconds
+from probes.metric_registry import LATENCIES
 from probes.quantiles import quantiles
 from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 UNKNOWN = "unknown"
 
 #: (summary key, label, short label for narrow terminals)
-LATENCY_METRICS = (
-    ("ttft_s", "TTFT (from intended send)", "TTFT"),
-    ("ttft_sent_s", "TTFT (from actual send)", "TTFT (sent)"),
-    ("itl_s", "ITL (per token)", "ITL"),
-    ("tpot_s", "TPOT", "TPOT"),
-    ("e2e_s", "E2E (from intended send)", "E2E"),
-)
+LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
 QUANTILE_COLUMNS = (
     ("mean", "mean"),
     ("p50", "p50"),

@@ -1,0 +1,60 @@
+"""Every metric prefillscope reports, declared once: its key, its names, its unit, which
+way is better, the table it is computed from and how.
+
+``summary.json`` holds a ``describe()`` distribution under each latency's ``key``;
+``compare``, its gates and the A/B name a latency ``<prefix>_<statistic>`` (``itl_p99``)
+and a throughput by its key; the report and the summary view label them with ``label``
+(``short`` on a narrow terminal). A new metric is one entry here, computed in
+``probes/latency.py``. Nothing here needs numpy: the CLI's ``--help`` reads these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported metric."""
+
+    #: The ``summary.json`` key (and, for latencies, the per-request column).
+    key: str
+    #: The name ``compare --metric``/``--gate`` use: ``<prefix>_<statistic>`` for a latency.
+    prefix: str
+    label: str
+    short: str
+    unit: str
+    higher_is_better: bool
+    #: The run table it is computed from (``runfmt.names``).
+    table: str
+    #: How it is computed (the conventions are ``probes/latency.py``'s).
+    computed: str
+    #: Shown in the report's latency table.
+    reported: bool = True
+
+
+#: The latency distributions, in the order the summary and the report list them.
+LATENCIES: tuple[Metric, ...] = (
+    Metric("ttft_s", "ttft", "TTFT (from intended send)", "TTFT", "s", False, REQUESTS_TABLE,
+           "first token − intended send time (queueing in the client counts)"),
+    Metric("ttft_sent_s", "ttft_sent", "TTFT (from actual send)", "TTFT (sent)", "s", False,
+           REQUESTS_TABLE, "first token − actual send time"),
+    Metric("itl_s", "itl", "ITL (per token)", "ITL", "s", False, CHUNKS_TABLE,
+           "per-token gaps: a chunk of n tokens after a gap g gives n gaps of g/n"),
+    Metric("tpot_s", "tpot", "TPOT", "TPOT", "s", False, REQUESTS_TABLE,
+           "(E2E − TTFT) / (output tokens − 1), requests with two tokens or more"),
+    Metric("e2e_s", "e2e", "E2E (from intended send)", "E2E", "s", False, REQUESTS_TABLE,
+           "end of the stream − intended send time"),
+    Metric("e2e_sent_s", "e2e_sent", "E2E (from actual send)", "E2E (sent)", "s", False,
+           REQUESTS_TABLE, "end of the stream − actual send time", reported=False),
+)  # fmt: skip
+
+#: The throughputs: completed work over the measured window (higher is better).
+THROUGHPUTS: tuple[Metric, ...] = (
+    Metric("requests_per_s", "requests_per_s", "requests per second", "req/s", "req/s", True,
+           REQUESTS_TABLE, "completed requests / measured window"),
+    Metric("output_tokens_per_s", "output_tokens_per_s", "output tokens per second", "tok/s",
+           "tok/s", True, REQUESTS_TABLE, "output tokens of completed requests / window"),
+)  # fmt: skip
