@@ -26,6 +26,9 @@ from prefillscope.kv_link_flags import (
 )
 from workloads.errors import InputError
 
+#: Columns the grid table needs before rich starts wrapping its cells.
+TABLE_WIDTH = 150
+
 
 def _ints(text: str, flag: str) -> list[int]:
     try:
@@ -168,9 +171,9 @@ def _print(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{result['requests']:,} requests · {result['model']} on {result['gpu']}")
-    for name in ("configuration", "GPUs", "TTFT p50/p99/max ms", "ITL p50/p99/max ms"):
+    for name in ("configuration", "GPUs", "TTFT ms p50/p99/max", "ITL ms p50/p99/max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
-    for name in ("goodput", "tok/s", "KV share of TTFT", "Pareto", "break-even link"):
+    for name in ("goodput", "tok/s", "KV/TTFT", "front", "break-even link"):
         table.add_column(name, justify="right")
     for row in result["configurations"]:
         ttft, itl = row["ttft_s"], row["itl_s"]
@@ -184,16 +187,21 @@ def _print(result: dict[str, Any]) -> None:
             "–" if row["output_tokens_per_s"] is None else f"{row['output_tokens_per_s']:,.0f}",
             f"{row['kv_transfer_share_of_ttft']:.1%}" if row["disaggregate"] else "–",
             "★" if row["pareto"] else "",
-            "–" if be is None else (f"{be['gbps']:,.1f} Gb/s" if be["gbps"] else be["note"]),
+            "–"
+            if be is None
+            else (f"{be['gbps']:,.1f} Gb/s" if be["bracket_gbps"] else be["note"]),
         )
-    Console().print(table)
+    console = Console()
+    console.width = max(console.width, TABLE_WIDTH)
+    console.print(table)
     speed = result["speed"]
     typer.echo(
         f"simulated {result['requests']:,} requests × {len(result['configurations'])} "
         f"configurations in {speed['grid_wall_s']:.1f} s "
         f"({speed['requests_per_s']:,.0f} requests/s, {speed['output_tokens_per_s']:,.0f} "
-        "output tokens/s of virtual clock); break-even: the link speed at which P/D's TTFT "
-        "p99 equals monolithic's at the same chunk budget"
+        "output tokens/s of virtual clock). front: no other configuration has both a lower "
+        "TTFT p99 and a lower ITL p99; break-even: the slowest link at which P/D does as "
+        "well as monolithic at the same chunk budget (goodput under --slo, else TTFT p99)."
     )
 
 
