@@ -96,3 +96,17 @@ def test_export_csv_and_vllm_json(sweep_dir: Path, tmp_path: Path) -> None:
     assert len(doc["ttfts"]) == 40 and len(doc["itls"]) == 40
     bad = cli("export", str(run), "--format", "xml")
     assert bad.returncode == 2 and "--format" in bad.stderr
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_the_sweep_table_fits_without_cutting(sweep_dir: Path, width: int) -> None:
+    from rich.console import Console
+
+    from prefillscope.commands.sweep import _print
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    _print(json.loads((sweep_dir / "sweep.json").read_text()), sweep_dir, console)
+    text = console.export_text()
+    assert "…" not in text
+    assert all(len(line) <= width for line in text.splitlines())
+    assert "knee" in text and "TTFT p99" in text

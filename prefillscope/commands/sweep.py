@@ -84,14 +84,14 @@ def sweep(
 
 
 def _print(doc: dict, folder: Path, console) -> None:
-    from rich import box
     from rich.table import Table
     from rich.text import Text
 
     from prefillscope.report.sweep_view import sweep_rows, sweep_summary
 
     header, rows = sweep_rows(doc)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    # no box: its column separators would cost nine columns an 80-column terminal lacks
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold underline")
     for i, name in enumerate(header):
         table.add_column(name, justify="right" if 0 < i < len(header) - 1 else "left", no_wrap=True)
     for row in rows:

@@ -19,8 +19,8 @@ from prefillscope.report.svg import PALETTE, Chart
 
 #: Table columns: (header, figure key, formatter kind).
 COLUMNS = (
-    ("req/s", "achieved_rps", "rate"),
-    ("tok/s out", "output_tokens_per_s", "rate"),
+    ("done/s", "achieved_rps", "rate"),
+    ("tok/s", "output_tokens_per_s", "rate"),
     ("goodput/s", "goodput_rps", "rate"),
     ("TTFT p50", "ttft_p50_s", "time"),
     ("TTFT p99", "ttft_p99_s", "time"),
@@ -38,7 +38,9 @@ CURVES = (
 def _cell(value: Any, kind: str) -> str:
     if not isinstance(value, int | float):
         return "–"
-    return fmt_duration(value) if kind == "time" else f"{value:,.1f}"
+    if kind == "time":
+        return fmt_duration(value)
+    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
 
 
 def load_label(axis: str, value: float) -> str:
@@ -59,13 +61,14 @@ def sweep_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
     The goodput column is left out when no SLO was given (it would be all dashes)."""
     columns = [c for c in COLUMNS if c[1] != "goodput_rps" or sweep["figure"] == "goodput_rps"]
-    header = ["load", *(name for name, _, _ in columns), "note"]
+    load = "offered/s" if sweep["axis"] == "rate" else "users"
+    header = [load, *(name for name, _, _ in columns), "note"]
     rows = []
     for p in sweep["points"]:
         status = "" if p["status"] == "complete" else p["status"]
         note = ", ".join(x for x in (mark(sweep, p["value"]), status) if x)
         cells = [_cell(p.get(key), kind) for _, key, kind in columns]
-        rows.append([load_label(sweep["axis"], p["value"]), *cells, note])
+        rows.append([f"{p['value']:g}", *cells, note])
     return header, rows
 
 
