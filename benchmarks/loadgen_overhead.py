@@ -9,7 +9,9 @@ concurrent streams, two closed-loop clients stream the same requests:
   (events per read counted with ``bytes.count``) — the floor for a Python client;
 * **loadgen**: ``run_load`` with everything on: SSE parsing, token counts, error
   classification, records and chunk times written to a run directory, the client
-  monitor.
+  monitor;
+* **wN** (``--workers 2,4``): the same plan through ``bench --workers N``'s worker
+  processes (``session.workers``), journals merged, the live statistics fed.
 
 Figures per client: CPU microseconds per streamed token (process CPU / tokens), and the
 inter-token latency error: per-token gaps (a read of n tokens after g gives n gaps of
@@ -20,6 +22,13 @@ its CPU share while idle between two requests far apart.
 
 Targets: loadgen ≤ 1.2× bare CPU per token; ITL p99 error < 1 ms at 512 streams;
 start-up < 1 CPU-second; ~0 CPU while idle.
+
+A client is *limited* at a stream count when it is busy (its busiest process at
+``LIMITED_CPU_SHARE`` of a core or more) or late (its ``client err`` p99 above a quarter
+of the step); the table ends with the first stream count at which each client was. CPU
+of worker processes is their event loops' (``LoadResult.client``, start-up excluded) plus
+the parent's; their start-up is shown per worker. ``bench 16`` is the whole command's CPU
+for a 16-request run (imports, plan, probes, parquet, summary).
 
 Reading the figures: CPU time here is charged by the kernel per scheduler tick, so short
 runs are noisy (each client runs ``--rounds`` times and its quietest round is kept), and
@@ -56,11 +65,16 @@ from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
+from session.live_stats import LiveStats
+from session.shards import split_plan
+from session.workers import worker_pool
 from workloads.plan import Plan, Prompt, RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT_LEN = 16
 VOCAB = 32000
+#: A client process at this share of a core or more is CPU-bound.
+LIMITED_CPU_SHARE = 0.9
 
 
 def pin(core: int | None) -> None:
@@ -163,13 +177,21 @@ def bare_chunks(reads: list, max_tokens: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-async def loadgen(url: str, streams: int, per_stream: int, max_tokens: int, out: Path):
-    """The load generator's run; returns its result, run directory and CPU seconds.
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def loadgen(
+    url: str, streams: int, per_stream: int, max_tokens: int, out: Path, workers: int = 1
+):
+    """The load generator's run (in ``workers`` processes when more than 1); returns its
+    result, run directory, CPU seconds and the workers' start-up CPU seconds (each).
 
     The CPU is counted up to the end of the run: compacting the journals into parquet
     afterwards (``RunDir.close``) happens once the measurement is over.
     """
-    cpu0 = time.process_time()
+    cpu0, children0 = time.process_time(), children_cpu()
     specs = [
         RequestSpec(f"r{i}", Prompt.of_tokens(body(max_tokens, i)["prompt"]), max_tokens)
         for i in range(streams * per_stream)
@@ -177,10 +199,27 @@ async def loadgen(url: str, streams: int, per_stream: int, max_tokens: int, out:
     target = Target(url, "embedded", "completions", "llama-3.1-8b", vocab_size=VOCAB)
     run_dir = RunDir(out, create=True)
     plan = Plan("overhead", 0, specs, concurrency=streams)
-    result = await run_load(plan, target, run_dir, RunClock(), LoadOptions())
-    cpu = time.process_time() - cpu0
+    clock = RunClock()
+    startup = 0.0
+    if workers == 1:
+        result = await run_load(plan, target, run_dir, clock, LoadOptions())
+        cpu = time.process_time() - cpu0
+    else:
+        shards = split_plan(plan, workers)
+        stats = LiveStats(clock, total=len(plan))
+        pool = await worker_pool(shards, plan, target, (run_dir, clock, stats), LoadOptions())
+        result = await pool.run()
+        loops = sum(s["client"].get("cpu_s") or 0.0 for s in result.shards)
+        cpu = time.process_time() - cpu0 + loops
+        startup = (children_cpu() - children0 - loops) / len(shards)
     run_dir.close()
-    return result, run_dir, cpu
+    return result, run_dir, cpu, startup
+
+
+def busiest_share(result, cpu: float, wall: float) -> float:
+    """The busiest client process's share of a core over the run."""
+    shares = [(s["client"] or {}).get("cpu_share") or 0.0 for s in result.shards]
+    return max(shares) if shares else (result.client.get("cpu_share") or cpu / wall)
 
 
 def itl_figures(chunks: pd.DataFrame, step_s: float) -> dict:
@@ -216,28 +255,39 @@ def itl_figures(chunks: pd.DataFrame, step_s: float) -> dict:
     }
 
 
+def client_names(args: argparse.Namespace) -> list[str]:
+    workers = [f"w{n}" for n in (int(w) for w in args.workers.split(",") if w) if n > 1]
+    return ["bare", "loadgen", *workers]
+
+
 async def measure(url: str, streams: int, args: argparse.Namespace, step_s: float) -> dict:
     figures: dict[str, dict] = {}
-    for name in ("bare", "loadgen") * args.rounds:
+    for name in client_names(args) * args.rounds:
         itl_before = await engine_itl(url)
-        cpu0 = time.process_time()
+        cpu0, wall0, startup = time.process_time(), time.perf_counter(), 0.0
         if name == "bare":
             reads, tokens = await bare(url, streams, args.per_stream, args.tokens)
             cpu = time.process_time() - cpu0
+            share = cpu / (time.perf_counter() - wall0)
             chunks = bare_chunks(reads, args.tokens)
         else:
+            workers = 1 if name == "loadgen" else int(name[1:])
             with tempfile.TemporaryDirectory() as tmp:
-                result, run_dir, cpu = await loadgen(
-                    url, streams, args.per_stream, args.tokens, Path(tmp) / "run"
+                result, run_dir, cpu, startup = await loadgen(
+                    url, streams, args.per_stream, args.tokens, Path(tmp) / "run", workers
                 )
                 assert result.ok == streams * args.per_stream, result.to_json()
                 tokens = int(run_dir.read_table("requests")["output_tokens"].sum())
                 chunks = run_dir.read_table("chunks")
+            share = busiest_share(result, cpu, time.perf_counter() - wall0)
         itl_after = await engine_itl(url)
         engine_mean = (itl_after[0] - itl_before[0]) / max(1.0, itl_after[1] - itl_before[1])
-        row = {"cpu_us_per_token": cpu / tokens * 1e6, "tokens": tokens}
+        row = {"cpu_us_per_token": cpu / tokens * 1e6, "tokens": tokens, "cpu_share": share}
+        row["startup_cpu_s"] = startup
         row |= itl_figures(chunks, step_s)
         row["engine_mean_itl_ms"] = engine_mean * 1e3
+        late = row["client_err_p99_ms"] > step_s * 1e3 / 4
+        row["limited"] = bool(share >= LIMITED_CPU_SHARE or late)
         best = figures.get(name)
         if best is None or row["cpu_us_per_token"] < best["cpu_us_per_token"]:
             figures[name] = row  # the quietest round: machines are shared
@@ -277,6 +327,21 @@ def startup_cpu(url: str) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def bench_cpu(url: str, requests: int) -> float:
+    """CPU seconds of a whole ``prefillscope bench`` command (and the children it waits
+    for: the probes) sending ``requests`` small requests."""
+    before = children_cpu()
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "prefillscope"), "bench", "--endpoint", url,
+             "--workload", "random", "--num-requests", str(requests), "--rate", "inf",
+             "--random-input-len", "16", "--random-output-len", "8", "--vocab-size", str(VOCAB),
+             "--gpu-telemetry", "off", "--out", str(Path(tmp) / "run")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    return children_cpu() - before
+
+
 async def idle_share(url: str, gap_s: float) -> float:
     """Client CPU share between a request's end and the next one, ``gap_s`` later."""
     specs = [
@@ -298,25 +363,36 @@ async def idle_share(url: str, gap_s: float) -> float:
     return float(inside["cpu_share"].mean())
 
 
-def report(results: dict, step_ms: float, startup: float, idle: float) -> None:
+def report(results: dict, step_ms: float, startup: float, idle: float, bench16: float) -> None:
     print(f"{'streams':>7} {'client':>8} {'µs/token':>9} {'gaps':>7} {'mean ITL':>9} "
-          f"{'engine ITL':>10} {'err p50/p99 vs step':>20} {'client err p50/p99':>19}")  # fmt: skip
+          f"{'engine ITL':>10} {'err p50/p99 vs step':>20} {'client err p50/p99':>19} "
+          f"{'CPU share':>9} {'start-up':>8}")  # fmt: skip
+    limited_at: dict[str, int | None] = {}
     for streams, figures in results.items():
-        for name in ("bare", "loadgen"):
+        for name in (n for n in figures if n != "ratio"):
             f = figures[name]
+            mark = "  limited" if f["limited"] else ""
             print(
                 f"{streams:>7} {name:>8} {f['cpu_us_per_token']:>9.1f} {f['gaps']:>7} "
                 f"{f['mean_itl_ms']:>7.2f}ms {f['engine_mean_itl_ms']:>8.2f}ms "
                 f"{f['err_p50_ms']:>9.3f}/{f['err_p99_ms']:<7.3f}ms "
-                f"{f['client_err_p50_ms']:>9.3f}/{f['client_err_p99_ms']:<7.3f}ms"
+                f"{f['client_err_p50_ms']:>9.3f}/{f['client_err_p99_ms']:<7.3f}ms "
+                f"{f['cpu_share']:>9.2f} {f['startup_cpu_s']:>7.2f}s{mark}"
             )
+            limited_at.setdefault(name, None)
+            if f["limited"] and limited_at[name] is None:
+                limited_at[name] = streams
         print(f"{'':>7} {'ratio':>8} {figures['ratio']['cpu']:>9.2f}  (target ≤ 1.2)")
         lagging = figures["bare"]["engine_mean_itl_ms"] > 1.05 * step_ms
         if lagging:
             print(
                 f"{'':>7} the engine could not keep its {step_ms:g} ms step: use a longer --step-ms"
             )
+    for name, streams in limited_at.items():
+        print(f"{name}: client-limited from {streams} streams" if streams else
+              f"{name}: not client-limited up to {max(results)} streams")  # fmt: skip
     print(f"start-up: {startup:.2f} CPU-s (target < 1)")
+    print(f"bench 16: {bench16:.2f} CPU-s for a whole 16-request bench command (target < 1)")
     print(f"idle: {idle:.4f} of a core between two requests (target ~0)")
 
 
@@ -330,6 +406,7 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=2, help="rounds per client (best kept)")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle gap measured")
+    parser.add_argument("--workers", default="2,4", help="worker counts to add (besides 1)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     client_core, server_core = cores()
@@ -342,13 +419,15 @@ def main() -> None:
         for streams in (int(s) for s in args.streams.split(",")):
             results[streams] = asyncio.run(measure(url, streams, args, step_s))
         idle = asyncio.run(idle_share(url, args.idle_s))
+        bench16 = bench_cpu(url, 16)
     finally:
         proc.terminate()
         proc.wait()
     print(f"client core {client_core}, server core {server_core}, step {args.step_ms} ms")
-    report(results, args.step_ms, startup, idle)
+    report(results, args.step_ms, startup, idle, bench16)
     if args.json:
-        print(json.dumps({"streams": results, "startup_cpu_s": startup, "idle_share": idle}))
+        figures = {"streams": results, "startup_cpu_s": startup, "idle_share": idle}
+        print(json.dumps(figures | {"bench16_cpu_s": bench16}))
 
 
 if __name__ == "__main__":
