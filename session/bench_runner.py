@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadgen.adapters import RequestParams
 from loadgen.load_options import LoadOptions, LoadResult
@@ -48,7 +48,6 @@ from probes.exposition import metrics_url
 from probes.latency import Slo, summarize
 from probes.percentiles import picked_percentiles
 from probes.probe_process import ProbeProcess
-from probes.prometheus_source import PrometheusSource
 from probes.sampling import ProbeStatus
 from probes.server_summary import server_summary
 from probes.timeline import server_series
@@ -86,6 +85,9 @@ from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
 from workloads.spec import WorkloadSpec
 from workloads.tokenizer import ServerTokenizer
+
+if TYPE_CHECKING:
+    from probes.prometheus_source import PrometheusSource
 
 #: Connections opened before the first request (at most; fewer for fewer users).
 PRECONNECT = 32
@@ -255,7 +257,11 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
     redact.register_urls(options.endpoint, options.prometheus)
     redact.register_argv(options.command)
     spec, deadline_s = resolve_workload(options.workload, options.overrides, options.api)
-    prometheus = PrometheusSource(options.prometheus) if options.prometheus else None
+    prometheus = None
+    if options.prometheus:  # its client library imports requests and more: only when asked
+        from probes.prometheus_source import PrometheusSource
+
+        prometheus = PrometheusSource(options.prometheus)
     async with contextlib.AsyncExitStack() as stack:
         target, engine = await open_target(options, stack)
         vocab_from_tokenizer(target, options.tokenizer)
