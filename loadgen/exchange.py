@@ -118,20 +118,22 @@ class _StampedBody(BytesPayload):
         self.written = False
         self._on_stamp = on_stamp
 
-    async def _stamp(self) -> None:
+    async def _stamp(self, writer: Any) -> None:
         if self._not_before is not None:
             await self._waker.until(self._not_before)
         self._record.sent_s = self._clock.now()
-        self.written = True
+        # A transport the server already closed drops what is written to it.
+        transport = getattr(writer, "transport", None)
+        self.written = transport is not None and not transport.is_closing()
         if self._on_stamp is not None:
             self._on_stamp()
 
     async def write(self, writer: Any) -> None:
-        await self._stamp()
+        await self._stamp(writer)
         await super().write(writer)
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
-        await self._stamp()
+        await self._stamp(writer)
         await super().write_with_length(writer, content_length)
 
 

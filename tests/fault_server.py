@@ -2,8 +2,9 @@
 
 ``python tests/fault_server.py --fault NAME [--keepalive S]`` serves ``/v1/models`` and a
 vLLM-shaped ``/v1/completions`` stream (the generator of ``loadgen_servers``), and prints
-its URL. Every other completion request (the 2nd, 4th … by arrival) gets the fault;
-``all-5xx`` and ``slow-bytes`` apply to every request. A separate process, so a test can
+its URL. Every other completion request (the 2nd, 4th … by arrival; the first is the
+bench's own test request) gets the fault; ``all-5xx`` and ``slow-bytes`` apply to every
+request, ``all-5xx-after-first`` to every request after the first. A separate process, so a test can
 SIGKILL it mid-run and ``prefillscope bench --endpoint`` drives it as it would a server.
 """
 
@@ -57,7 +58,7 @@ async def _abort(request: web.Request, resp: web.StreamResponse) -> web.StreamRe
 async def _fault(name: str, request: web.Request, events: list[bytes]) -> web.StreamResponse:
     if name == "http-429-5xx":
         return _error(429 if request["index"] % 4 == 1 else 503)
-    if name == "all-5xx":
+    if name in ("all-5xx", "all-5xx-after-first"):
         return _error(500)
     if name == "no-headers":
         assert request.transport is not None
@@ -105,7 +106,8 @@ def app(fault: str) -> web.Application:
                 await asyncio.sleep(0.0002)
             await resp.write_eof()
             return resp
-        if fault != "none" and (fault == "all-5xx" or index % 2 == 1):
+        every = fault == "all-5xx" or (fault == "all-5xx-after-first" and index > 0)
+        if fault != "none" and (every or index % 2 == 1):
             return await _fault(fault, request, events)
         resp = await _start_stream(request)
         for event in events:

@@ -20,6 +20,7 @@ from bench_support import bench_cli, bench_process, wait_for_rows
 from fault_server import MESSAGES, MODEL
 
 from runfmt.rundir import RunDir
+from session.exit_status import EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED
 
 SERVER = Path(__file__).parent / "fault_server.py"
 REQUESTS = 8
@@ -40,7 +41,7 @@ def start_server(fault: str, keepalive: float = 75.0) -> tuple[subprocess.Popen[
 def bench_args(url: str, out: Path, *extra: str) -> list[str]:
     return [
         "--endpoint", url, "--backend", "vllm", "--model", MODEL, "--vocab-size", "32000",
-        "--no-server-metrics", "--gpu", "off", "--cache-protocol", "warm",
+        "--no-server-metrics", "--gpu-telemetry", "off", "--cache-protocol", "warm",
         "--workload", "shared-prefix", "--set", "groups=1", "--set", "prefix_len=16",
         "--set", "suffix_len=8", "--set", "output_len=4", "--out", str(out), *extra,
     ]  # fmt: skip
@@ -111,10 +112,7 @@ def test_429_and_5xx_keep_their_status_and_message(tmp_path: Path) -> None:
         assert set(hit["error_message"]) == {f"HTTP {status}: {MESSAGES[str(status)]}"}
 
 
-def test_a_server_that_fails_every_request_fails_the_run(tmp_path: Path) -> None:
-    exit_all_failed = pytest.importorskip("session.bench_runner").__dict__.get("EXIT_ALL_FAILED")
-    if exit_all_failed is None:
-        pytest.skip("the all-failed exit status lands with the exit-code work (issue 10 item 3)")
+def test_a_server_that_fails_every_request_is_refused_before_the_run(tmp_path: Path) -> None:
     proc, url = start_server("all-5xx")
     try:
         out = tmp_path / "run"
@@ -122,11 +120,41 @@ def test_a_server_that_fails_every_request_fails_the_run(tmp_path: Path) -> None
     finally:
         proc.kill()
         proc.wait()
+    print(f"FAULT all-5xx: exit {done.returncode}, rows kept 0 (refused at the test request)")
+    assert done.returncode == 2 and not out.exists()
+    assert MESSAGES["500"] in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_where_every_request_failed_exits_4_with_the_servers_message(
+    tmp_path: Path,
+) -> None:
+    proc, url = start_server("all-5xx-after-first")
+    try:
+        out = tmp_path / "run"
+        done = bench_cli(*bench_args(url, out, "--num-requests", "6", "--concurrency", "2"))
+    finally:
+        proc.kill()
+        proc.wait()
     requests = rows(out)
-    print(matrix_line("all-5xx", done.returncode, requests))
-    assert done.returncode == exit_all_failed and len(requests) == 6
+    print(matrix_line("all-5xx-after-first", done.returncode, requests))
+    assert done.returncode == EXIT_REQUESTS_FAILED and len(requests) == 6
     assert set(requests["error_kind"]) == {"http_5xx"}
     assert MESSAGES["500"] in done.stderr  # the server's own words, not only a class
+
+
+def test_more_failures_than_max_error_rate_fail_the_run(tmp_path: Path) -> None:
+    proc, url = start_server("http-429-5xx")
+    try:
+        out = tmp_path / "run"
+        done = bench_cli(*bench_args(url, out, "--num-requests", str(REQUESTS),
+                                     "--concurrency", "2", "--max-error-rate", "0.25"))  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    requests = rows(out)
+    print(matrix_line("http-429-5xx --max-error-rate 0.25", done.returncode, requests))
+    assert done.returncode == EXIT_REQUESTS_FAILED and len(requests) == REQUESTS
+    assert MESSAGES["429"] in done.stderr or MESSAGES["503"] in done.stderr
 
 
 def test_slow_byte_by_byte_streams_are_read_whole(tmp_path: Path) -> None:
@@ -183,5 +211,5 @@ def test_a_server_killed_mid_run_keeps_every_row(tmp_path: Path) -> None:
     assert len(ok) >= 6  # what finished before the kill is all there
     failed = requests[requests["status"] == "error"]
     assert set(failed["error_kind"]) <= {"connect", "stream_truncated", "cancelled"}
-    assert len(failed) >= 1 and bench.returncode != 0, err
+    assert len(failed) >= 1 and bench.returncode == EXIT_INTERRUPTED, err
     assert f"{len(ok)} completed" in err or str(len(ok)) in err
