@@ -12,6 +12,8 @@ with the tail of its log, on one line. Stopping sends SIGTERM to the whole group
 a grace period, then SIGKILLs whatever is left of the group: a server that ignores
 SIGTERM (vLLM with streams open may) cannot outlive the experiment, nor can the worker
 processes it started.
+Once stopped, its log is redacted in place (``runtime.redact``): a server may print its
+own flags at start (vLLM does), the secrets of the launch command among them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import IO
 
 import httpx
 
+from runtime import redact
 from workloads.errors import InputError
 
 FLAG = "--launch"
@@ -228,5 +231,6 @@ class LaunchedServer:
         self.process.wait()
         if self._log is not None:
             self._log.close()
+        redact.scrub_file(self.log_path)  # a server may print its own flags (vLLM does)
         self.stopped = Stopped(how, self.process.returncode, time.monotonic() - began)
         return self.stopped

@@ -196,6 +196,17 @@ def document(value: Any, extra: Iterable[str | None] = ()) -> Any:
     return value
 
 
+def scrub_file(path: str | os.PathLike[str]) -> None:
+    """Redact a text file in place (a launched server's log, which it wrote itself)."""
+    with contextlib.suppress(OSError):
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            content = fh.read()
+        clean = text(content)
+        if clean != content:
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write(clean)
+
+
 # -- printing ----------------------------------------------------------------------------------
 class RedactingStream:
     """A text stream that redacts what is written to it, and is otherwise the stream."""

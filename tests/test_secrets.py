@@ -43,12 +43,15 @@ SECRETS = {
 BENCH = ["--workload", "system-prompt", "--num-requests", "6", "--rate", "20"]
 BENCH += ["--vocab-size", "32000", "--gpu-telemetry", "off"]
 #: A launched server: ``prefillscope serve`` behind a wrapper that records what it was
-#: given (argv and $HF_TOKEN, to a file outside the A/B folder) and drops the auth flags.
+#: given (argv and $HF_TOKEN, to a file outside the A/B folder), prints them to its log as
+#: vLLM prints its arguments at start, and drops the auth flags.
 WRAPPER = """
 import json, os, sys
 seen, port, chunk = sys.argv[1:4]
+given = {"argv": sys.argv, "HF_TOKEN": os.environ.get("HF_TOKEN")}
 with open(seen + "-" + port, "w") as fh:
-    json.dump({"argv": sys.argv, "HF_TOKEN": os.environ.get("HF_TOKEN")}, fh)
+    json.dump(given, fh)
+print("non-default args:", given, flush=True)
 sys.argv = ["prefillscope", "serve", "--port", port, "--max-num-batched-tokens", chunk,
             "--fixed-step-ms", "2"]
 from prefillscope.cli import main
