@@ -38,6 +38,7 @@ from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tai
 from runfmt.names import AB_JSON, RUN_JSON
 from runtime import redact, signals
 from runtime.version import package_version
+from session.ab_prediction import confront, predict_arms
 from session.bench_plan import resolve_workload
 from session.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
 from simengine.settings import EngineSettings
@@ -68,6 +69,8 @@ class AbOptions:
     startup_timeout_s: float = 600.0
     stop_grace_s: float = 15.0
     command: list[str] = field(default_factory=list)
+    #: Simulate each arm first and put predicted vs measured in ab.json (``ab_prediction``).
+    predict: bool = False
 
     @property
     def mode(self) -> str:
@@ -309,6 +312,7 @@ class _AbRun:
             raise InputError("--out", f"{self.out} already holds a run", "pick a new folder")
         self.out.mkdir(parents=True, exist_ok=True)
         error: Exception | None = None
+        prediction = self._predict()
         try:
             await self._serve_trials()
         except asyncio.CancelledError:  # a stop signal outside a trial's load
@@ -324,6 +328,9 @@ class _AbRun:
         measured = [t for t in self.trials if not t.warmup]
         analysis = analyse_ab(self.arms, measured, options.settings, ids)
         document = self._document(analysis)
+        if prediction is not None:
+            reference = analysis.arms[options.settings.reference].chunk
+            document["prediction"] = confront(prediction, document["arms"], reference)
         text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
         (self.out / AB_JSON).write_text(text)
         if error is not None:
@@ -351,6 +358,14 @@ class _AbRun:
             except asyncio.CancelledError:
                 signals.absorb_cancellation()
                 self.status, self.reason = "interrupted", signals.stop_reason()
+
+    def _predict(self) -> dict[str, Any] | None:
+        options = self.options
+        if not options.predict:
+            return None
+        self.progress("predicting each arm on the virtual clock")
+        engine = (options.bench.engine or EngineSettings.default()).config
+        return predict_arms(options.bench.workload, options.bench.overrides, engine, options.chunks)
 
     def _document(self, analysis: AbAnalysis) -> dict[str, Any]:
         options = self.options

@@ -135,6 +135,12 @@ def ab(
     confidence: Annotated[float, typer.Option(help="Confidence level of intervals.")] = CONFIDENCE,
     out: Annotated[Path | None, typer.Option(help="A/B folder (default: runs/<time>-ab).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print ab.json only.")] = False,
+    predict: Annotated[
+        bool,
+        typer.Option(
+            "--predict", help="Simulate each arm first; predicted vs measured in ab.json."
+        ),
+    ] = False,
 ) -> None:
     """A/B of max_num_batched_tokens under matched load: a verdict with its uncertainty."""
     from rich.console import Console
@@ -188,6 +194,7 @@ def ab(
         startup_timeout_s=startup_timeout,
         stop_grace_s=stop_grace,
         command=command,
+        predict=predict,
     )
     stream = sys.stderr if as_json else sys.stdout
 
