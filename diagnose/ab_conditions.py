@@ -47,6 +47,8 @@ from probes.latency import (
 )
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
+from runfmt.runinfo import read_run_info
+from runfmt.summary import read_summary
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -113,12 +115,12 @@ class TrialFacts:
         if not (run_dir / RUN_JSON).exists():  # the trial never started (its server died)
             return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None, None)
         run = RunDir(run_dir)
-        status = run.read_json(RUN_JSON).get("status", "unknown")
-        summary = run.read_json(SUMMARY_JSON) if run.has(SUMMARY_JSON) else {}
+        status = read_run_info(run).status
+        summary = read_summary(run) if run.has(SUMMARY_JSON) else None
         requests = measured(run.read_table(REQUESTS_TABLE))
         done = requests[completed_mask(requests)]
-        counts = summary.get("requests", {})
-        client = summary.get("client", {})
+        counts = summary.requests if summary else {}
+        client = summary.client if summary else {}
         return cls(
             arm=arm,
             status=status if summary else "failed",
@@ -127,7 +129,7 @@ class TrialFacts:
             prompt_tokens=_total(done, "prompt_tokens"),
             output_tokens=_total(done, "output_tokens"),
             open_loop_rate=_send_rate(requests, open_loop_ids),
-            observed_hit_rate=_number(summary.get("prefix", {}).get("observed_hit_rate")),
+            observed_hit_rate=_number((summary.prefix if summary else {}).get("observed_hit_rate")),
             cpu_saturated=_saturated(client),
             loop_lag_p99_s=_number((client.get("loop_lag_s") or {}).get("p99")),
             dispatch_lag_p99_s=_number(client.get("dispatch_lag_p99_s")),

@@ -19,13 +19,11 @@ from typing import Any
 
 from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
+from runfmt.version import document_version
 from runtime.version import package_version
-from workloads.errors import InputError
 
 #: The ``format_version`` this version writes.
 RUN_FORMAT_VERSION = 2
-#: The version of a ``run.json`` without the key.
-FIRST_FORMAT_VERSION = 1
 TOOL = "prefillscope"
 
 
@@ -103,14 +101,7 @@ class RunInfo:
         """A ``run.json`` document of any version this one reads; ``InputError`` naming
         ``source`` for a newer version. A partial document (a run killed before its first
         write was complete, a hand-made one) reads with what it has."""
-        version = doc.get("format_version", FIRST_FORMAT_VERSION)
-        if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
-            raise InputError(
-                source,
-                f"has format_version {version!r}; this prefillscope reads up to "
-                f"{RUN_FORMAT_VERSION}",
-                "read it with the prefillscope version that wrote it, or upgrade",
-            )
+        document_version(doc, source, RUN_FORMAT_VERSION)  # every older one reads the same
         clock = doc.get("clock") if isinstance(doc.get("clock"), dict) else {}
         wall_t0 = clock.get("wall_t0")
         return cls(

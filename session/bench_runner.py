@@ -54,6 +54,7 @@ from probes.timeline import server_series
 from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
+from runfmt.summary import Summary
 from runtime import redact, signals
 from runtime.clock import RunClock
 from session.bench_oracle import (
@@ -497,7 +498,7 @@ class _Bench:
             key = "server_prometheus" if summary["server"].get("available") else "server"
             summary[key] = section
             run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
-        run.write_json(SUMMARY_JSON, summary)
+        run.write_json(SUMMARY_JSON, Summary.from_sections(summary).to_json())
         return summary
 
     async def _from_prometheus(

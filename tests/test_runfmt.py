@@ -21,6 +21,7 @@ from probes.timeline import run_mapping
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RUN_FORMAT_VERSION, RunInfo, read_run_info
+from runfmt.summary import SUMMARY_FORMAT_VERSION, Summary
 from workloads.errors import InputError
 
 CLI = Path(sys.executable).with_name("prefillscope")
@@ -87,3 +88,22 @@ def test_the_golden_run_diagnoses_and_reports(golden_run: Path) -> None:
     again = json.loads((golden_run / "diagnosis.json").read_text())
     ids = [h["id"] for h in again["hypotheses"]]
     assert ids[: len(kept["hypotheses"])] == [h["id"] for h in kept["hypotheses"]]
+
+
+def test_a_version_1_summary_reads_and_writes_back_the_same_with_its_version() -> None:
+    doc = json.loads((GOLDEN / "run" / SUMMARY_JSON).read_text())
+    summary = Summary.from_json(doc)
+    assert summary.requests["total"] == 24 and summary.itl_s["count"] > 0
+    assert summary.to_json() == {"format_version": SUMMARY_FORMAT_VERSION, **doc}
+    assert list(summary.to_json())[1:] == list(doc)  # the sections in their written order
+    newer = {**doc, "format_version": SUMMARY_FORMAT_VERSION + 1}
+    with pytest.raises(InputError, match="format_version"):
+        Summary.from_json(newer)
+
+
+def test_a_section_this_version_does_not_know_is_kept() -> None:
+    sections = {"requests": {"total": 1}, "new_section": {"x": 1}, "server": {}}
+    summary = Summary.from_sections(sections)
+    assert summary.extra == {"new_section": {"x": 1}}
+    assert list(summary.to_json()) == ["format_version", *sections]
+    assert Summary.from_json(summary.to_json()) == summary
