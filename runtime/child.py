@@ -4,8 +4,8 @@ The embedded engine (``simengine.engine_process``) and the probes
 (``probes.probe_process``) run as ``python -m`` children of a bench. Both speak the same
 handshake: the parent writes the configuration as JSON on the child's stdin, the child
 answers with one JSON line on stdout once it is ready (and the probes with one more when
-they stop). Both ignore SIGINT, since Ctrl-C reaches the whole process group and the
-parent decides how a run ends, and both die with their parent.
+they stop). Both ignore SIGINT and SIGHUP, since Ctrl-C and a closed terminal reach the
+whole process group and the parent decides how a run ends, and both die with their parent.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from runtime.lifetime import die_with_parent
 
 
 def become_child() -> None:
-    """Set up a helper child: SIGINT ignored (the parent decides how the run ends) and
-    SIGTERM from the kernel when the parent dies."""
+    """Set up a helper child: SIGINT and SIGHUP ignored (the parent decides how the run
+    ends) and SIGTERM from the kernel when the parent dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     die_with_parent()
 
 

@@ -10,6 +10,7 @@ the command exits non-zero with one line on stderr.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -66,10 +67,12 @@ def _check_interrupted(run: Path, stderr: str, why: str) -> None:
 
 
 def _interrupted(run: Path, stop: Callable[[subprocess.Popen[str]], None], *args: str):
-    """Start a long bench, ``stop`` it once ten requests finished; (exit status, stderr)."""
+    """Start a long bench (in a process group of its own, as a terminal's foreground job
+    is), ``stop`` it once ten requests finished; (exit status, stderr)."""
     bench = bench_process(
-        *WORKLOAD, "--rate", "25", "--gpu-telemetry", "off", "--out", str(run), *args
-    )
+        *WORKLOAD, "--rate", "25", "--gpu-telemetry", "off", "--out", str(run), *args,
+        process_group=0,
+    )  # fmt: skip
     wait_for_rows(run / "requests.jsonl", 10)
     stop(bench)
     _, stderr = bench.communicate(timeout=60)
@@ -90,21 +93,34 @@ def test_server_killed_mid_run(tmp_path: Path, server: Served) -> None:
     assert {"connect", "stream_truncated"} & set(failed["error_kind"])
 
 
+def _to_group(sig: signal.Signals) -> Callable[[subprocess.Popen[str]], None]:
+    """What a terminal does: the signal to the whole foreground process group (the bench
+    and its engine and probe children)."""
+    return lambda bench: os.killpg(bench.pid, sig)
+
+
+def _to_process(sig: signal.Signals) -> Callable[[subprocess.Popen[str]], None]:
+    """What a CI runner or ``kill`` does: the signal to the command alone."""
+    return lambda bench: bench.send_signal(sig)
+
+
 @pytest.mark.parametrize(
-    ("sig", "status", "name"),
+    ("sig", "deliver", "status", "name"),
     [
-        (signal.SIGINT, 130, "Ctrl-C"),
-        (signal.SIGTERM, 143, "SIGTERM"),
-        (signal.SIGHUP, 129, "SIGHUP"),
+        (signal.SIGINT, _to_group, 130, "Ctrl-C"),
+        (signal.SIGTERM, _to_process, 143, "SIGTERM"),
+        (signal.SIGTERM, _to_group, 143, "SIGTERM"),
+        (signal.SIGHUP, _to_group, 129, "SIGHUP"),
     ],
 )
-def test_stop_signal(tmp_path: Path, sig: signal.Signals, status: int, name: str) -> None:
+def test_stop_signal(tmp_path: Path, sig: signal.Signals, deliver, status: int, name: str) -> None:
     """Ctrl-C, a CI's SIGTERM and a closed terminal's SIGHUP all end a run the same way."""
     run = tmp_path / "run"
-    code, stderr = _interrupted(
-        run, lambda bench: bench.send_signal(sig), "--engine", "fixed_step_s=0.005"
-    )
+    code, stderr = _interrupted(run, deliver(sig), "--engine", "fixed_step_s=0.005")
     assert code == status
     _check_interrupted(run, stderr, name)
     failed = requests_table(run).query("status != 'ok'")
     assert set(failed["error_kind"]) == {"cancelled"}
+    # the engine and probe children leave the ending to the bench: none was killed by it
+    probes = read_json(run, "run.json")["probes"]
+    assert "killed by" not in json.dumps(probes), probes
