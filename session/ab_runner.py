@@ -35,6 +35,7 @@ from typing import Any
 
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
+from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
 from runtime import redact, signals
 from runtime.version import package_version
@@ -327,7 +328,7 @@ class _AbRun:
         await self._stop_servers()
         measured = [t for t in self.trials if not t.warmup]
         analysis = analyse_ab(self.arms, measured, options.settings, ids)
-        document = self._document(analysis)
+        document = ABResult.from_sections(self._document(analysis)).to_json()
         if prediction is not None:
             reference = analysis.arms[options.settings.reference].chunk
             document["prediction"] = confront(prediction, document["arms"], reference)

@@ -18,7 +18,8 @@ import pytest
 
 from probes.latency import summarize
 from probes.timeline import run_mapping
-from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.abresult import AB_FORMAT_VERSION, ABResult
+from runfmt.names import AB_JSON, CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RUN_FORMAT_VERSION, RunInfo, read_run_info
 from runfmt.summary import SUMMARY_FORMAT_VERSION, Summary
@@ -107,3 +108,13 @@ def test_a_section_this_version_does_not_know_is_kept() -> None:
     assert summary.extra == {"new_section": {"x": 1}}
     assert list(summary.to_json()) == ["format_version", *sections]
     assert Summary.from_json(summary.to_json()) == summary
+
+
+def test_a_version_1_ab_json_reads_and_writes_back_the_same_with_its_version() -> None:
+    doc = json.loads((GOLDEN / AB_JSON).read_text())
+    result = ABResult.from_json(doc)
+    assert result.format_version == 1 and result.status == "complete"
+    assert [arm["chunk"] for arm in result.arms] == result.chunks == [512, 2048]
+    assert result.verdict and result.comparisons and "servers" in result.extra
+    assert result.to_json() == {"format_version": AB_FORMAT_VERSION, **doc}
+    assert list(result.to_json())[1:] == list(doc)
