@@ -46,7 +46,7 @@ from diagnose.ab_tradeoffs import with_tradeoffs
 from diagnose.ab_verdict import Decision, Verdict, decide, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison
-from probes.latency import Slo
+from probes.slo import Slo
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
 

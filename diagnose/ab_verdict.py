@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from diagnose.ab_conditions import Conditions
 from diagnose.stats import Comparison
-from probes.latency import Slo
+from probes.slo import Slo
 
 #: The metrics the decision is made on, and how they read in a sentence.
 KEY_METRICS = {"itl_p99": "p99 ITL", "ttft_p50": "p50 TTFT"}

@@ -14,7 +14,7 @@ from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_w
 from diagnose.client_limited import ClientHealth, read_client_health
 from diagnose.inputs import RunView
 from diagnose.roofline import Roofline, resolve_roofline
-from probes.latency import Slo
+from probes.slo import Slo
 from runfmt.diagnosis import Evidence, Finding, Status
 
 #: Fewest pure-decode gaps worth a statistic; below it every gap is used instead.

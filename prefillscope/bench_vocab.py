@@ -18,7 +18,7 @@ from workloads.errors import InputError
 
 if TYPE_CHECKING:
     from prefillscope.bench_flags import BenchFlags
-    from probes.latency import Slo
+    from probes.slo import Slo
 
 #: What ``--gpu`` meant on ``bench`` before it named a GPU preset.
 OLD_TELEMETRY_VALUES = ("auto", "off")
@@ -127,7 +127,7 @@ def picked_percentiles(flags: BenchFlags) -> tuple[tuple[str, ...], tuple[float,
 
 def run_slo(flags: BenchFlags) -> Slo | None:
     """``--slo`` or vLLM's ``--goodput`` (one of them), parsed."""
-    from probes.latency import parse_slo
+    from probes.slo import parse_slo
 
     goodput = " ".join(flags.goodput or [])
     if flags.slo and goodput:

@@ -33,7 +33,7 @@ Conventions, stated once here because every report inherits them:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,9 @@ import pandas as pd
 from loadgen.records import Status
 from probes.metric_registry import LATENCIES
 from probes.quantiles import describe, finite
+from probes.slo import Slo
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
-from workloads.errors import InputError
 
 #: Dispatch lag p99 above which the client, not the server, shaped the run.
 DISPATCH_LAG_LIMIT_S = 0.005
@@ -242,64 +242,6 @@ def throughput_bins(requests: pd.DataFrame, window: Window, bins: int) -> pd.Dat
             "output_tokens_per_s": np.bincount(slot, weights=tokens, minlength=bins) / width,
         }
     )
-
-
-@dataclass(frozen=True)
-class Slo:
-    """Service-level objectives in seconds; ``None`` means not constrained."""
-
-    ttft_s: float | None = None
-    itl_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
-
-    def to_dict(self) -> dict[str, float]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def __bool__(self) -> bool:
-        return bool(self.to_dict())
-
-
-_SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
-_SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s)"
-
-
-def _parse_seconds(key: str, text: str) -> float:
-    raw = text.strip().lower()
-    scale = 1e-3  # a bare number is milliseconds, as in vLLM's --goodput
-    if raw.endswith("ms"):
-        raw = raw[:-2]
-    elif raw.endswith("s"):
-        raw, scale = raw[:-1], 1.0
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise InputError("--slo", f"{key}={text!r} is not a duration", _SLO_FIX) from None
-    if not (np.isfinite(value) and value > 0):
-        raise InputError("--slo", f"{key}={text!r} must be a positive duration", _SLO_FIX)
-    return value
-
-
-def parse_slo(text: str) -> Slo:
-    """Parse ``ttft=500,itl=50,tpot=…,e2e=…`` into an ``Slo``.
-
-    A bare number is milliseconds, as in vLLM's ``--goodput``; ``0.5s`` or ``500ms`` say
-    their unit. vLLM's own form, ``ttft:500 tpot:50`` (space-separated, ``:``), is read
-    the same way."""
-    values: dict[str, float] = {}
-    for part in text.replace(",", " ").split():
-        key, sep, value = part.partition("=") if "=" in part else part.partition(":")
-        key = key.strip().lower()
-        if not sep or key not in _SLO_KEYS:
-            raise InputError(
-                "--slo",
-                f"{part.strip()!r} is not KEY=MILLISECONDS with KEY one of {', '.join(_SLO_KEYS)}",
-                _SLO_FIX,
-            )
-        if _SLO_KEYS[key] in values:
-            raise InputError("--slo", f"{key} is given twice", _SLO_FIX)
-        values[_SLO_KEYS[key]] = _parse_seconds(key, value)
-    return Slo(**values)
 
 
 def meets_slo(latencies: pd.DataFrame, itl_max_s: pd.Series, slo: Slo) -> np.ndarray:

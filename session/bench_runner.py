@@ -45,11 +45,12 @@ from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
-from probes.latency import Slo, summarize
+from probes.latency import summarize
 from probes.percentiles import picked_percentiles
 from probes.probe_process import ProbeProcess
 from probes.sampling import ProbeStatus
 from probes.server_summary import server_summary
+from probes.slo import Slo
 from probes.timeline import server_series
 from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
 from runfmt.rundir import RunDir

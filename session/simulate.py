@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
-from probes.latency import Slo
+from probes.slo import Slo
 from session.sim_workload import SimWorkload
 from simengine.core import EngineCore
 from simengine.disagg import transfer_wait_s

@@ -24,7 +24,7 @@ from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.ab_metrics import kind_metric
 from loadgen.records import ChunkEvent, RequestRecord
 from prefillscope.ab_view import render
-from probes.latency import Slo
+from probes.slo import Slo
 from runfmt.rundir import RunDir
 from session.ab_runner import AbOutcome
 

@@ -12,7 +12,7 @@ from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
 from prefillscope.commands.diagnose_ab import parse_chunks
-from probes.latency import Slo
+from probes.slo import Slo
 from runfmt.rundir import RunDir
 from workloads.errors import InputError
 

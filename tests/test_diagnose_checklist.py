@@ -13,7 +13,7 @@ from diagnose.roofline import resolve_roofline
 from loadgen.records import ErrorKind, RequestRecord
 from loadgen.records import Status as RequestStatus
 from perfmodel.config import EngineConfig
-from probes.latency import parse_slo
+from probes.slo import parse_slo
 from runfmt.diagnosis import Status
 
 

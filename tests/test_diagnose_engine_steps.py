@@ -20,7 +20,7 @@ from diagnose_bench import INTERFERENCE, bench, dry_run, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from probes.latency import parse_slo
+from probes.slo import parse_slo
 from runfmt.diagnosis import Diagnosis, Finding, Status
 
 OPTIONS = DiagnoseOptions(resamples=400)

@@ -24,7 +24,7 @@ from diagnose_bench import dry_run
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
 from prefillscope.cli import main
-from probes.latency import parse_slo
+from probes.slo import parse_slo
 from runfmt.diagnosis import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,14 +12,9 @@ import pytest
 from synthetic_runs import synth_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from probes.latency import (
-    Slo,
-    parse_slo,
-    summarize,
-    summarize_frames,
-    token_gaps,
-)
+from probes.latency import summarize, summarize_frames, token_gaps
 from probes.quantiles import describe
+from probes.slo import Slo, parse_slo
 from runfmt.rundir import RunDir
 from workloads.errors import InputError
 

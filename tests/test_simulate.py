@@ -12,7 +12,7 @@ import pytest
 from engine_util import prompt
 
 from perfmodel.config import EngineConfig
-from probes.latency import Slo
+from probes.slo import Slo
 from session.sim_workload import SimWorkload, load_workload
 from session.simulate import GridPoint, SimulateSpec, _score, run_point, simulate_grid
 from simengine.core import EngineCore, EngineRequest

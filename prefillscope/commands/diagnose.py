@@ -87,7 +87,7 @@ def diagnose_run(
     from diagnose.checklist import run_checklist, write_diagnosis
     from diagnose.context import DiagnoseOptions
     from prefillscope.diagnosis_view import render
-    from probes.latency import parse_slo
+    from probes.slo import parse_slo
 
     for flag, value in (
         ("--tensor-parallel-size", tensor_parallel_size),
