@@ -2,44 +2,83 @@
 
 The figures and their labels come from ``prefillscope.report.content`` — the same rows
 ``prefillscope report`` shows — so the end of a run and its report never disagree. This
-module only lays them out for a terminal: numbers never wrap, and on a narrow terminal
-secondary columns (p95, sources) are left out rather than squeezed.
+module only lays them out for a terminal: nothing is cut and no label wraps. Each table
+has variants from the richest (full labels, every column) to the leanest (short labels,
+secondary columns left out); the first whose natural width fits the terminal is shown.
+Two tables go side by side only when both fit whole.
 """
 
 from __future__ import annotations
 
+import io
+import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from prefillscope.report import content
 
-#: Below this width the p95 column and the server's sources are left out.
-NARROW = 100
+#: Columns between two tables set side by side.
+SIDE_GAP = 4
 STATUS_STYLES = {"complete": "bold green", "interrupted": "bold yellow", "failed": "bold red"}
 
 
 def _table(columns: list[str], rows: list[list[str]], *, title: str | None = None) -> Table:
-    """Left-aligned first column, right-aligned unwrapped numbers after it."""
+    """Left-aligned first column, right-aligned numbers after it; no cell wraps (the
+    variant chosen by ``_fitting`` has room for every cell whole)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=title, title_justify="left")
     for i, name in enumerate(columns):
-        table.add_column(
-            name, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="ellipsis"
-        )
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     return table
 
 
+def natural_width(renderable: RenderableType) -> int:
+    """Columns ``renderable`` takes when nothing is wrapped or cut."""
+    console = Console(width=100_000, file=io.StringIO())
+    return Measurement.get(console, console.options, renderable).maximum
+
+
+def _fitting(variants: list[Callable[[], Table]], width: int) -> Table:
+    """The first variant whose natural width fits ``width`` (else the leanest)."""
+    for make in variants:
+        table = make()
+        if natural_width(table) <= width:
+            return table
+    return table
+
+
+#: Latency columns left out, in order, when a table does not fit.
+_DROPPED = (
+    (),
+    ("p95",),
+    ("p95", "p99.9"),
+    ("p95", "p99.9", "mean"),
+    ("p95", "p99.9", "mean", "p90"),
+)
+
+
 def _latencies(summary: dict[str, Any], width: int) -> Table:
     columns = content.latency_columns()
-    keep = [i for i, name in enumerate(columns) if width >= NARROW or name != "p95"]
-    rows = content.latency_table(summary, short=width < NARROW + 20)
-    return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
+
+    def variant(short: bool, dropped: tuple[str, ...]) -> Callable[[], Table]:
+        def make() -> Table:
+            keep = [i for i, name in enumerate(columns) if name not in dropped]
+            rows = content.latency_table(summary, short=short)
+            return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
+
+        return make
+
+    variants = [variant(False, ())] + [variant(True, d) for d in _DROPPED]
+    return _fitting(variants, width)
 
 
 def _outcome(summary: dict[str, Any]) -> Table:
@@ -80,8 +119,11 @@ def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
     if not rows:
         return None
     columns = ["server figure", "value", "provenance", "source"]
-    keep = 4 if width >= NARROW + 20 else 3
-    return _table(columns[:keep], [row[:keep] for row in rows])
+
+    def variant(keep: int) -> Callable[[], Table]:
+        return lambda: _table(columns[:keep], [row[:keep] for row in rows])
+
+    return _fitting([variant(4), variant(3), variant(2)], width)
 
 
 def _picked(summary: dict[str, Any]) -> Table | None:
@@ -98,6 +140,18 @@ def _picked(summary: dict[str, Any]) -> Table | None:
     return _table(["percentiles asked for", *labels], rows)
 
 
+def command_name() -> str:
+    """How to run prefillscope again from here: ``prefillscope`` when that is on PATH, else
+    the script as it was started (``.venv/bin/prefillscope``), else ``python -m``."""
+    started = sys.argv[0] if sys.argv else ""
+    found = shutil.which("prefillscope")
+    if found and (not started or Path(found).resolve() == Path(started).resolve()):
+        return "prefillscope"
+    if Path(started).name == "prefillscope" and Path(started).exists():
+        return started
+    return f"{sys.executable} -m prefillscope"
+
+
 def summary_renderable(
     summary: dict[str, Any], run_dir: Path, status: str, reason: str | None, width: int
 ) -> RenderableType:
@@ -109,11 +163,15 @@ def summary_renderable(
     warning = content.client_warning(summary)
     if warning:
         parts.append(Text("⚠ " + warning, style="bold yellow"))
-    side = Table.grid(padding=(0, 4))
     outcome = _outcome(summary)
     server = _server(summary, width)
-    if server is not None and width >= NARROW + 20:
-        side.add_row(outcome, server)
+    beside = _server(summary, width - natural_width(outcome) - SIDE_GAP)
+    if (
+        isinstance(beside, Table)
+        and natural_width(outcome) + SIDE_GAP + natural_width(beside) <= width
+    ):
+        side = Table.grid(padding=(0, SIDE_GAP, 0, 0))
+        side.add_row(outcome, beside)
         parts.append(side)
     else:
         parts += [outcome] + ([server] if server is not None else [])
@@ -124,5 +182,5 @@ def summary_renderable(
     if messages is not None:
         parts.append(messages)
     parts.append(Text(f"run directory: {run_dir}", style="dim"))
-    parts.append(Text(f"next: prefillscope report {run_dir}", style="dim"))
+    parts.append(Text(f"next: {command_name()} report {run_dir}", style="dim"))
     return Group(*parts)
