@@ -79,7 +79,7 @@ from session.bench_plan import (
 from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
 from session.shards import split_plan, workers_needed
-from session.workers import WorkerPool, worker_pool
+from session.workers import ShardOracle, WorkerPool, worker_pool
 from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -397,15 +397,13 @@ class _Bench:
             )
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
-            # shards are annotated whole, before they go (no lazy annotation across processes)
-            ahead = self.deadline_s if len(shards) == 1 else None
-            observer = annotate_plan(self.plan, self.target, shape, stats, ahead)
             load: LoadRun | WorkerPool
             if len(shards) == 1:
+                observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
                 load = LoadRun(
                     self.plan, self.target, run, clock, self._load_options(shape), observer
                 )
-            else:
+            else:  # each worker annotates its shard (see session.workers)
                 tokenizer = (options.tokenizer, options.api_key) if self.text_tokens else None
                 load = await worker_pool(
                     shards,
@@ -413,7 +411,7 @@ class _Bench:
                     self.target,
                     (run, clock, stats),
                     self._load_options(shape),
-                    tokenizer,
+                    ShardOracle(shape, self.deadline_s, tokenizer),
                 )
             result = load.result
             if display is not None:

@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.cache import apply_cache_protocol
-from loadgen.load_options import LoadOptions, LoadResult
+from loadgen.load_options import LoadObserver, LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
@@ -41,6 +41,8 @@ from runfmt.rundir import RunDir
 from runtime import signals
 from runtime.child import become_child
 from runtime.clock import RunClock
+from session.bench_oracle import Geometry, annotate_plan
+from session.bench_plan import full_text_tokens, plan_tokenizer
 from session.live_stats import LiveStats
 from session.shards import Shard
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
@@ -57,10 +59,21 @@ STOP_GRACE_S = 10.0
 TABLES = (REQUESTS_TABLE, CHUNKS_TABLE, CLIENT_TABLE)
 
 
+@dataclass(frozen=True)
+class ShardOracle:
+    """How a worker sets its shard's expected cached tokens: the KV cache shape, the run's
+    duration (a duration-bounded closed loop is annotated just ahead of its sends, as in
+    one process) and the ``--tokenizer`` (and key) of text histories, when there are any."""
+
+    shape: Geometry
+    deadline_s: float | None = None
+    tokenizer: tuple[str | None, str | None] | None = None
+
+
 @dataclass
 class ShardJob:
     """Everything a worker needs, picklable: its plan, the target, the clock, the options
-    (without callables), and how to rebuild the oracle and text tokenizer."""
+    (without callables), and how to annotate its plan and rebuild its oracles."""
 
     index: int
     plan: Plan
@@ -68,10 +81,7 @@ class ShardJob:
     clock: RunClock
     folder: Path
     options: LoadOptions
-    #: ``PrefixOracle`` arguments (block size, pool blocks, model, vocab size), or None.
-    oracle: tuple[int, int | None, str, int] | None = None
-    #: ``--tokenizer`` (and key) to rebuild the text-history tokenizer, when needed.
-    tokenizer: tuple[str | None, str | None] | None = None
+    oracle: ShardOracle | None = None
 
 
 # -- the worker's side ----------------------------------------------------------------------
@@ -81,13 +91,21 @@ def worker_main(job: ShardJob, conn: Any) -> None:
     asyncio.run(_work(job, conn))
 
 
-def _text_tokens(job: ShardJob) -> Any:
-    if job.tokenizer is None:
-        return None
-    from session.bench_plan import full_text_tokens, plan_tokenizer
-
-    source, key = job.tokenizer
-    return full_text_tokens(job.target.api, plan_tokenizer(job.target, source, key))
+def _oracles(job: ShardJob, feed: LiveStats) -> tuple[LoadObserver, LoadOptions]:
+    """The shard annotated (its prefix units are all here, so in the order the plan gives
+    them), the observer that goes with it, and the options with the online oracle and
+    the text tokenizer of later turns rebuilt in this process."""
+    if job.oracle is None:
+        return feed, job.options
+    shape, target = job.oracle.shape, job.target
+    observer = annotate_plan(job.plan, target, shape, feed, job.oracle.deadline_s)
+    vocab = target.vocab_size or DEFAULT_VOCAB_SIZE
+    oracle = PrefixOracle(shape.block_size, shape.num_blocks, target.model, vocab_size=vocab)
+    text_tokens = None
+    if job.oracle.tokenizer is not None:
+        source, key = job.oracle.tokenizer
+        text_tokens = full_text_tokens(target.api, plan_tokenizer(target, source, key))
+    return observer, replace(job.options, oracle=oracle, text_tokens=text_tokens)
 
 
 async def _work(job: ShardJob, conn: Any) -> None:
@@ -104,14 +122,10 @@ async def _work(job: ShardJob, conn: Any) -> None:
         return await started
 
     feed = LiveStats(job.clock, total=len(job.plan))
-    options = replace(
-        job.options,
-        start_at=start_at,
-        oracle=PrefixOracle(*job.oracle[:3], vocab_size=job.oracle[3]) if job.oracle else None,
-        text_tokens=_text_tokens(job),
-    )
+    observer, options = _oracles(job, feed)
     run_dir = RunDir(job.folder, create=True)
-    load = LoadRun(job.plan, job.target, run_dir, job.clock, options, feed)
+    options = replace(options, start_at=start_at)
+    load = LoadRun(job.plan, job.target, run_dir, job.clock, options, observer)
     task = asyncio.create_task(load.run())
 
     def on_message(message: tuple[Any, ...]) -> None:
@@ -345,23 +359,15 @@ async def worker_pool(
     target: Target,
     where: tuple[RunDir, RunClock, LiveStats],
     options: LoadOptions,
-    tokenizer: tuple[str | None, str | None] | None = None,
+    oracle: ShardOracle | None = None,
 ) -> WorkerPool:
     """The pool that sends ``shards`` of ``plan`` into the run directory on its clock,
-    feeding the live statistics (``where``), with ``options`` split per shard. The cache
-    protocol is carried out here, once: every shard sends with the same salt."""
+    feeding the live statistics (``where``), with ``options`` split per shard, each
+    shard annotated by its worker (``oracle``; none: the plan's values are kept). The
+    cache protocol is carried out here, once: every shard sends with the same salt."""
     run, clock, stats = where
     async with aiohttp.ClientSession() as session:
         cache = await apply_cache_protocol(session, target, options.cache_protocol)
-    oracle = options.oracle
-    rebuild = None
-    if oracle is not None:
-        rebuild = (
-            oracle.block_size,
-            oracle.num_blocks,
-            oracle.model,
-            target.vocab_size or DEFAULT_VOCAB_SIZE,
-        )
     jobs = [
         ShardJob(
             index=shard.index,
@@ -381,8 +387,7 @@ async def worker_pool(
                 oracle=None,
                 text_tokens=None,
             ),
-            oracle=rebuild,
-            tokenizer=tokenizer,
+            oracle=oracle,
         )
         for shard in shards
     ]

@@ -100,6 +100,7 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
     assert runs[2][2].finished == 48 and runs[2][2].ok == 48
 
 
+@pytest.mark.timing  # client-observed TPOT of two runs
 def test_two_workers_summary_agrees_with_one(runs) -> None:
     s1, s2 = runs[1][1].summary, runs[2][1].summary
     assert s1["requests"] == s2["requests"]
