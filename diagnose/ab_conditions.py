@@ -45,6 +45,7 @@ from probes.latency import (
     completed_mask,
     measured,
 )
+from probes.units import fmt_seconds
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import read_run_info
@@ -261,7 +262,7 @@ def _errors_check(facts: Sequence[TrialFacts], labels: Sequence[str], limit: flo
 
 
 def _ms(values: Sequence[float]) -> str:
-    return f"{np.median(values) * 1e3:.1f} ms" if values else "unknown"
+    return fmt_seconds(float(np.median(values))) if values else "unknown"
 
 
 def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], tol: Tolerances) -> Check:

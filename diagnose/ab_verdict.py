@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from diagnose.ab_conditions import Conditions
 from diagnose.stats import Comparison
 from probes.slo import Slo
+from probes.units import fmt_seconds
 
 #: The metrics the decision is made on, and how they read in a sentence.
 KEY_METRICS = {"itl_p99": "p99 ITL", "ttft_p50": "p50 TTFT"}
@@ -95,16 +96,12 @@ def change(c: Comparison) -> str:
     return change_text(c.ratio, c.ci_low, c.ci_high, c.significant, c.inconclusive is not None)
 
 
-def seconds(value: float) -> str:
-    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
-
-
 def slo_text(slo: Slo | None) -> str:
     parts = []
     if slo is not None and slo.itl_s is not None:
-        parts.append(f"ITL p99 \u2264 {seconds(slo.itl_s)}")
+        parts.append(f"ITL p99 \u2264 {fmt_seconds(slo.itl_s)}")
     if slo is not None and slo.ttft_s is not None:
-        parts.append(f"TTFT p99 \u2264 {seconds(slo.ttft_s)}")
+        parts.append(f"TTFT p99 \u2264 {fmt_seconds(slo.ttft_s)}")
     return " and ".join(parts)
 
 
@@ -156,7 +153,7 @@ class Decision:
         ranges = []
         for metric, name in self.keys.items():
             values = [self.value(a, metric) for a in ordered]
-            ranges.append(f"{name} {seconds(values[0])} \u2192 {seconds(values[-1])}")
+            ranges.append(f"{name} {fmt_seconds(values[0])} \u2192 {fmt_seconds(values[-1])}")
         chunks = ", ".join(a.label for a in ordered)
         return f"chunks {chunks}: {'; '.join(ranges)} (smallest \u2192 largest chunk)"
 
@@ -228,7 +225,7 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
     candidates = [a for a in d.arms if not violated(d.stats[a.index], d.slo)]
     if not candidates:
         best = min(d.arms, key=lambda a: d.value(a, "itl_p99"))
-        lowest = seconds(d.value(best, "itl_p99"))
+        lowest = fmt_seconds(d.value(best, "itl_p99"))
         sentence = f"{head}; no chunk size meets {slo} (lowest p99 ITL {lowest}, {best.label})"
         return Verdict(None, None, sentence, [], False)
     if len(candidates) == 1 and len(d.arms) > 1:

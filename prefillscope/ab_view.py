@@ -16,12 +16,13 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from diagnose.ab_verdict import change_text, seconds
+from diagnose.ab_verdict import change_text
+from probes.units import fmt_seconds
 from session.ab_runner import AbOutcome
 
 
 def _ms(value: float | None) -> str:
-    return "–" if value is None else seconds(value)
+    return "–" if value is None else fmt_seconds(value)
 
 
 def _arms_table(doc: dict[str, Any]) -> Table:

@@ -35,6 +35,7 @@ from typing import Any
 
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
 from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
+from probes.units import fmt_seconds
 from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
 from runtime import redact, signals
@@ -181,7 +182,7 @@ def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:
     counts = summary.get("requests", {})
 
     def ms(value: float | None) -> str:
-        return "–" if value is None else f"{value * 1e3:.1f} ms"
+        return "–" if value is None else fmt_seconds(value)
 
     return (
         f"trial {where}: {trial.status} · "

@@ -9,8 +9,9 @@ import numpy as np
 
 from prefillscope.report.figures import cdf_points, sample_keeping_extremes, thin_samples
 from prefillscope.report.markup import Markup, el, void
-from prefillscope.report.scale import Axis, Scale, fmt_seconds, linear_ticks, log_ticks
+from prefillscope.report.scale import Axis, Scale, linear_ticks, log_ticks
 from prefillscope.report.svg import MAX_POINTS, Chart
+from probes.units import fmt_seconds
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
-from prefillscope.report.scale import fmt_seconds
 from probes.metric_registry import LATENCIES
 from probes.quantiles import quantiles
+from probes.units import fmt_seconds
 from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 UNKNOWN = "unknown"

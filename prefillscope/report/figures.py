@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from prefillscope.report.data import PoolTimeline
-from prefillscope.report.scale import Axis, fmt_plain, fmt_seconds
+from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.latency import TokenGaps
 from probes.quantiles import quantile
+from probes.units import fmt_seconds
 
 MAX_KINDS = 5
 CDF_POINTS = 1500

@@ -65,20 +65,6 @@ def fmt_plain(value: float) -> str:
     return f"{value:.6g}"
 
 
-def fmt_seconds(value: float) -> str:
-    """Tick label for a duration: 50 µs, 20 ms, 1.5 s, 2 min."""
-    magnitude = abs(value)
-    if magnitude == 0:
-        return "0"
-    if magnitude >= 120:
-        return f"{value / 60:.3g} min"
-    if magnitude >= 1:
-        return f"{value:.3g} s"
-    if magnitude >= 1e-3:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value * 1e6:.3g} µs"
-
-
 @dataclass
 class Axis:
     """What an axis shows: its label, linear or log, tick formatter, optional fixed limits."""

@@ -14,8 +14,9 @@ from typing import Any
 from prefillscope.report.content import fmt_duration
 from prefillscope.report.html import CSS
 from prefillscope.report.markup import Markup, el, join, void
-from prefillscope.report.scale import Axis, fmt_plain, fmt_seconds
+from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
+from probes.units import fmt_seconds
 
 #: Table columns: (header, figure key, formatter kind).
 COLUMNS = (

@@ -1,0 +1,18 @@
+"""How a duration is written for a reader, once for every view of the tool."""
+
+from __future__ import annotations
+
+
+def fmt_seconds(value: float) -> str:
+    """A duration as a reader wants it: 50 µs, 20 ms, 1.5 s, 2 min (three significant
+    digits). The one time formatter: reports, views, verdicts and progress lines."""
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 120:
+        return f"{value / 60:.3g} min"
+    if magnitude >= 1:
+        return f"{value:.3g} s"
+    if magnitude >= 1e-3:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value * 1e6:.3g} µs"
