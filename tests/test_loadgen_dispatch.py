@@ -81,22 +81,42 @@ def test_open_loop_sends_on_time_and_never_early(tmp_path: Path) -> None:
     assert np.median(lag) < 0.003, np.median(lag)
 
 
+def _runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (the kernel's
+    schedstat): a wake-up during which it grew was late because the machine was busy,
+    which no timer can help."""
+    return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+
+
+#: Runqueue wait during one wake-up above which the sample judges the machine, not the timer.
+BUSY_S = 1e-4
+
+
 @pytest.mark.timing
 def test_timer_is_finer_than_the_event_loop() -> None:
-    """asyncio.sleep wakes on whole milliseconds; sleep_until must land well inside one."""
+    """asyncio.sleep wakes on whole milliseconds; sleep_until must land well inside one.
+    Judged on wake-ups the machine gave the CPU to on time (a busy machine's others are
+    set aside: 40 clean ones are collected, from at most 400)."""
     clock = RunClock()
 
     async def overshoot(spin_s: float) -> np.ndarray:
-        late = []
-        for i in range(1, 41):
+        late: list[float] = []
+        for i in range(1, 401):
             target = clock.now() + 0.003 + (i % 7) * 1e-4
+            waited = _runqueue_wait_s()
             await sleep_until(clock.now, target, spin_s)
-            late.append(clock.now() - target)
+            lateness = clock.now() - target
+            assert lateness >= 0
+            if _runqueue_wait_s() - waited < BUSY_S:
+                late.append(lateness)
+            if len(late) == 40:
+                break
+        if len(late) < 10:
+            pytest.skip(f"only {len(late)} of 400 wake-ups got the CPU on time: too busy to judge")
         return np.array(late)
 
     plain = asyncio.run(overshoot(0.0))
     spun = asyncio.run(overshoot(DEFAULT_SPIN_S))
-    assert (spun >= 0).all() and (plain >= 0).all()
     assert np.median(spun) < 0.5 * np.median(plain), (np.median(spun), np.median(plain))
     assert np.median(spun) < 2e-4
 
@@ -104,17 +124,21 @@ def test_timer_is_finer_than_the_event_loop() -> None:
 @pytest.mark.timing
 def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     """A loop held up for 6 ms at each wake-up (as a VM's idle vCPU is) teaches the Waker
-    to wake that much earlier, so that later deadlines are met by spinning, not missed."""
+    to wake that much earlier, so that later deadlines are met by spinning, not missed
+    (judged on the wake-ups the machine gave the CPU to on time)."""
     clock = RunClock()
     waker = Waker(clock.now)
     assert waker.spin_s == DEFAULT_SPIN_S  # nothing learnt yet
 
-    late = asyncio.run(_stalled_wakeups(waker, gap_s=0.1, stall_s=0.006, n=6))
+    late, busy = asyncio.run(_stalled_wakeups(waker, gap_s=0.1, stall_s=0.006, n=12))
     assert min(late) >= 0
     assert late[0] > 0.003  # the first deadline was missed: the window was too narrow
     assert waker.spin_s >= 0.006 + SPIN_MARGIN_S and waker.spin_s <= MAX_SPIN_S
-    assert waker.summary()["wakeups"] == 6
-    assert np.median(late[2:]) < 1e-3, late  # later ones spin through the stall
+    assert waker.summary()["wakeups"] == 12
+    clean = [t for t, b in zip(late[2:], busy[2:], strict=True) if b < BUSY_S]
+    if len(clean) < 3:
+        pytest.skip(f"only {len(clean)} of 10 wake-ups got the CPU on time: too busy to judge")
+    assert np.median(clean) < 1e-3, late  # later ones spin through the stall
 
 
 @pytest.mark.timing
@@ -126,17 +150,22 @@ def test_the_waker_spins_no_wider_than_its_cpu_share_allows() -> None:
     assert waker.spin_s <= max(DEFAULT_SPIN_S, SPIN_CPU_SHARE * 0.005 * 1.5)  # ... yet
 
 
-async def _stalled_wakeups(waker: Waker, gap_s: float, stall_s: float, n: int) -> list[float]:
+async def _stalled_wakeups(
+    waker: Waker, gap_s: float, stall_s: float, n: int
+) -> tuple[list[float], list[float]]:
     """Wait for ``n`` deadlines ``gap_s`` apart, the loop blocked for ``stall_s`` just
-    before each wake-up (as a VM delays an idle vCPU's); how late each wait returned."""
-    late = []
+    before each wake-up (as a VM delays an idle vCPU's); how late each wait returned, and
+    how long the thread waited for a CPU during it."""
+    late, busy = [], []
     loop = asyncio.get_running_loop()
     for _ in range(n):
         target = waker.now() + gap_s
         loop.call_at(loop.time() + gap_s - waker.spin_s - 1e-4, time.sleep, stall_s)
+        waited = _runqueue_wait_s()
         await waker.until(target)
         late.append(waker.now() - target)
-    return late
+        busy.append(_runqueue_wait_s() - waited)
+    return late, busy
 
 
 @pytest.mark.timing
