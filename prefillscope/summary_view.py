@@ -96,16 +96,17 @@ def _outcome(summary: dict[str, Any]) -> Table:
     return _table(["figure", "value"], rows)
 
 
-def _error_messages(summary: dict[str, Any]) -> Table | None:
-    """The server's own words for the failures, most frequent first."""
+def _error_messages(summary: dict[str, Any]) -> Text | None:
+    """The server's own words for the failures, most frequent first, each in full (wrapped,
+    never cut: the message is what the user acts on)."""
     rows = content.error_message_rows(summary)
     if not rows:
         return None
-    table = _table(["top error messages", "class", "count"], [])
-    table.columns[0].overflow = "fold"  # the message is what the user acts on: all of it
+    text = Text("top error messages", style="bold")
     for message, kind, count in rows:
-        table.add_row(Text(message), Text(kind), Text(count))
-    return table
+        text.append(f"\n  {count}× {kind}: ", style="dim")
+        text.append(message)
+    return text
 
 
 def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
