@@ -392,9 +392,9 @@ class _Bench:
             )
             self.info.oracle = shape.to_dict()
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
-            shards = split_plan(
-                self.plan, options.workers or workers_needed(self.plan), options.max_concurrency
-            )
+            cap = options.max_concurrency
+            workers = options.workers or workers_needed(self.plan, max_concurrency=cap)
+            shards = split_plan(self.plan, workers, cap)
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool

@@ -98,18 +98,23 @@ def split_plan(plan: Plan, workers: int, max_concurrency: int | None = None) -> 
     return [Shard(i, buckets[i], users[i] or None, caps[i] or None) for i in range(n) if buckets[i]]
 
 
-def planned_tokens_per_s(plan: Plan) -> float:
-    """Tokens per second the plan streams: an open loop's rate times its mean output,
-    a closed loop's users times ``STREAM_TOKENS_PER_S``."""
+def planned_tokens_per_s(plan: Plan, max_concurrency: int | None = None) -> float:
+    """Tokens per second the plan streams: an open loop's rate times its mean output
+    (requests all due at once: each a stream), a closed loop's users, each stream at
+    ``STREAM_TOKENS_PER_S``; no more streams than ``max_concurrency``."""
     measured = plan.measured
     if not measured:
         return 0.0
     times = sorted(r.intended_s for r in measured if r.intended_s is not None)
-    rate_tokens = 0.0
+    tokens = (plan.concurrency or 0) * STREAM_TOKENS_PER_S
     if len(times) > 1 and times[-1] > times[0]:
         mean_out = sum(r.max_tokens for r in measured) / len(measured)
-        rate_tokens = (len(times) - 1) / (times[-1] - times[0]) * mean_out
-    return rate_tokens + (plan.concurrency or 0) * STREAM_TOKENS_PER_S
+        tokens += (len(times) - 1) / (times[-1] - times[0]) * mean_out
+    else:
+        tokens += len(times) * STREAM_TOKENS_PER_S
+    if max_concurrency is not None:
+        tokens = min(tokens, max_concurrency * STREAM_TOKENS_PER_S)
+    return tokens
 
 
 def available_cores() -> int:
@@ -120,11 +125,11 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def workers_needed(plan: Plan, cores: int | None = None) -> int:
+def workers_needed(plan: Plan, cores: int | None = None, max_concurrency: int | None = None) -> int:
     """The default ``--workers``: as many as the planned token rate needs at
     ``CORE_LOAD_SHARE`` of ``TOKENS_PER_CORE_S`` each, up to the cores; 1 for a small run."""
     if len(plan.measured) < SMALL_RUN:
         return 1
     per_worker = TOKENS_PER_CORE_S * CORE_LOAD_SHARE
-    needed = math.ceil(planned_tokens_per_s(plan) / per_worker)
+    needed = math.ceil(planned_tokens_per_s(plan, max_concurrency) / per_worker)
     return max(1, min(needed, cores or available_cores()))

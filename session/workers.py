@@ -350,7 +350,19 @@ def merge_results(into: LoadResult, shards: list[dict[str, Any]]) -> None:
         "loop_lag_max_s": max((c.get("loop_lag_max_s") or 0.0 for c in clients), default=0.0),
         "cpu_s": sum(c.get("cpu_s") or 0.0 for c in clients),
         "cpu_share": max((c.get("cpu_share") or 0.0 for c in clients), default=None),
+        "timer": _merge_timers([c.get("timer") or {} for c in clients]),
     }
+
+
+def _merge_timers(timers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The send timers of every worker as one: wake-ups summed, the rest the worst."""
+    keys = {key for timer in timers for key in timer}
+    merged: dict[str, Any] = {}
+    for key in sorted(keys):
+        values = [t[key] for t in timers if isinstance(t.get(key), int | float)]
+        if values:
+            merged[key] = sum(values) if key == "wakeups" else max(values)
+    return merged
 
 
 async def worker_pool(

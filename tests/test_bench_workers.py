@@ -139,6 +139,12 @@ def test_split_keeps_units_whole_and_splits_users_exactly() -> None:
     assert schedule == sorted((r.id, r.intended_s) for r in opened)
     assert split_exactly(7, [3, 0, 1]) == [5, 0, 2] and split_exactly(2, [1, 1, 1]) == [1, 1, 0]
     assert workers_needed(opened, cores=8) == 1  # a small run stays in one process
+    big = build_plan(load_spec("shared-prefix", {"num_requests": 400, "concurrency": 256}))
+    assert workers_needed(big, cores=8) == 3  # 256 streams x 100 tokens/s over 10k per worker
+    assert workers_needed(big, cores=2) == 2  # never more than the cores
+    burst = build_plan(load_spec("shared-prefix", {"num_requests": 400, "rate": float("inf")}))
+    assert workers_needed(burst, cores=8) == 4  # all due at once: 400 streams
+    assert workers_needed(burst, cores=8, max_concurrency=50) == 1
 
 
 async def _kill_worker_mid_run(out: Path) -> object:
