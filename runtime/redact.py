@@ -34,6 +34,8 @@ MASK = "REDACTED"
 #: Shorter values are masked where they stand (after a secret flag) but not searched for
 #: everywhere: replacing every "1" of a run because someone's token was "1" would wreck it.
 MIN_SECRET_CHARS = 4
+#: The same for values taken from the environment, which the user did not name.
+MIN_ENV_SECRET_CHARS = 8
 
 _SECRET_NAME_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"})
 _ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -123,7 +125,11 @@ def register_argv(argv: Sequence[str]) -> None:
 def register_environment(environ: Mapping[str, str] | None = None) -> None:
     """Remember the values of the environment's secret variables (``secret_env_name``)."""
     environ = os.environ if environ is None else environ
-    register(*(value for name, value in environ.items() if secret_env_name(name)))
+    # Not the short values of a name that merely looks secret (HF_HUB_DISABLE_TOKEN=true):
+    # real keys are long, and "true" must not vanish from every output.
+    register(
+        *(v for k, v in environ.items() if secret_env_name(k) and len(v) >= MIN_ENV_SECRET_CHARS)
+    )
 
 
 # -- redacting ---------------------------------------------------------------------------------

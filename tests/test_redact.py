@@ -77,6 +77,13 @@ def test_a_registered_secret_is_replaced_everywhere_and_short_ones_are_not() -> 
     }
 
 
+def test_the_environment_gives_its_long_secret_values_only() -> None:
+    redact.register_environment(
+        {"MY_API_KEY": "env-key-24680", "HF_HUB_DISABLE_TOKEN": "true", "PATH": "/usr/bin:/b"}
+    )
+    assert redact.text("env-key-24680 true /usr/bin:/b") == f"{MASK} true /usr/bin:/b"
+
+
 def test_guarded_streams_redact_what_is_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
