@@ -48,16 +48,16 @@ from probes.exposition import metrics_url
 from probes.latency import summarize
 from probes.percentiles import picked_percentiles
 from probes.probe_process import ProbeProcess
-from probes.sampling import ProbeStatus
 from probes.server_summary import server_summary
 from probes.slo import Slo
 from probes.timeline import server_series
-from runfmt.names import GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE, SUMMARY_JSON
+from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
 from runtime import redact, signals
 from runtime.clock import RunClock
+from session.bench_info import probe_settings, run_info
 from session.bench_oracle import (
     Geometry,
     MetricsMapping,
@@ -73,7 +73,6 @@ from session.bench_plan import (
     full_text_tokens,
     plan_tokenizer,
     resolve_workload,
-    target_rate,
     vocab_from_tokenizer,
 )
 from session.exit_status import BenchOutcome
@@ -85,7 +84,6 @@ from simengine.settings import EngineSettings
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
-from workloads.spec import WorkloadSpec
 from workloads.tokenizer import ServerTokenizer
 
 if TYPE_CHECKING:
@@ -209,47 +207,6 @@ async def open_target(
     return target, None
 
 
-# -- probes ------------------------------------------------------------------------------------
-def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> dict[str, Any]:
-    """A probe's status dict; ``off`` with the flag that turned it off when not running."""
-    status = probes.statuses.get(name)
-    if status is None:
-        status = ProbeStatus(name)
-        status.off(off_reason)
-    return status.to_dict()
-
-
-def probe_settings(
-    options: BenchOptions,
-    probes: ProbeProcess,
-    metrics: MetricsMapping,
-    prometheus: PrometheusSource | None,
-) -> dict[str, Any]:
-    """``run.json["probes"]``: what each probe was set to and how it went."""
-    server = probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics")
-    if metrics.error is not None and server["state"] != "off":
-        server |= {"state": "failed", "reason": metrics.error}
-    return {
-        "server_metrics": {
-            "url": probes.metrics_url,
-            "interval_s": options.metrics_interval_s,
-            "flavour": metrics.mapping.flavour if metrics.mapping is not None else None,
-            "mapping_file": str(metrics.file) if metrics.file is not None else None,
-            "status": server,
-        },
-        "gpu": {
-            "mode": options.gpu,
-            "interval_s": options.metrics_interval_s,
-            "status": probe_status(probes, GPU_TABLE, "--gpu-telemetry off"),
-        },
-        "prometheus": (
-            {"url": prometheus.url, "status": prometheus.status.to_dict()}
-            if prometheus is not None
-            else None
-        ),
-    }
-
-
 # -- the run ----------------------------------------------------------------------------------
 async def run_bench(options: BenchOptions, display: Display | None = None) -> BenchOutcome:
     """Run one benchmark end to end (see the module docstring). ``display`` shows
@@ -299,47 +256,6 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
         bench.text_tokens = full_text_tokens(target.api, text_tokenizer)
         return await bench.measure(display)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def run_info(
-    options: BenchOptions,
-    spec: WorkloadSpec,
-    plan: Plan,
-    target: Target,
-    clock: RunClock,
-    deadline_s: float | None,
-    engine: EngineProcess | None = None,
-) -> RunInfo:
-    """``run.json`` as known before the probes start."""
-    described = target.describe()
-    described["embedded"] = engine is not None
-    if engine is not None:
-        described["engine"] = (options.engine or EngineSettings.default()).describe()
-        described["engine"]["kv_pool_blocks"] = engine.num_gpu_blocks
-    return RunInfo(
-        command=redact.argv(options.command, [options.api_key]),
-        wall_t0=clock.wall_t0,
-        target=described,
-        workload=spec.to_dict(),
-        plan={
-            "requests": len(plan),
-            "warmup_requests": len(plan) - len(plan.measured),
-            "arrival": plan.arrival,
-            "concurrency": plan.concurrency,
-            "offered_rate_per_s": target_rate(plan),
-            "asked_rate": asked_rate(plan)[0],
-            "asked_rate_unit": asked_rate(plan)[1],
-            "by_kind": counts_by_kind(plan),
-        },
-        load={
-            "max_concurrency": options.max_concurrency,
-            "timeout_s": options.timeout_s,
-            "duration_s": deadline_s,
-            "warmup": options.warmup,
-        },
-        oracle={},
-        slo=options.slo.to_dict() if options.slo else None,
-    )
 
 
 @dataclass

@@ -1,0 +1,106 @@
+"""What ``run.json`` records about a bench run: its target, plan, load and SLO before the
+probes start (``run_info``), and each probe's settings and how it went
+(``probe_settings``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from probes.probe_process import ProbeProcess
+from probes.sampling import ProbeStatus
+from runfmt.names import GPU_TABLE, SERVER_METRICS_TABLE
+from runfmt.runinfo import RunInfo
+from runtime import redact
+from runtime.clock import RunClock
+from session.bench_oracle import MetricsMapping
+from session.bench_plan import asked_rate, counts_by_kind, target_rate
+from simengine.engine_process import EngineProcess
+from simengine.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from loadgen.target import Target
+    from probes.prometheus_source import PrometheusSource
+    from session.bench_runner import BenchOptions
+    from workloads.plan import Plan
+    from workloads.spec import WorkloadSpec
+
+
+def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> dict[str, Any]:
+    """A probe's status dict; ``off`` with the flag that turned it off when not running."""
+    status = probes.statuses.get(name)
+    if status is None:
+        status = ProbeStatus(name)
+        status.off(off_reason)
+    return status.to_dict()
+
+
+def probe_settings(
+    options: BenchOptions,
+    probes: ProbeProcess,
+    metrics: MetricsMapping,
+    prometheus: PrometheusSource | None,
+) -> dict[str, Any]:
+    """``run.json["probes"]``: what each probe was set to and how it went."""
+    server = probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics")
+    if metrics.error is not None and server["state"] != "off":
+        server |= {"state": "failed", "reason": metrics.error}
+    return {
+        "server_metrics": {
+            "url": probes.metrics_url,
+            "interval_s": options.metrics_interval_s,
+            "flavour": metrics.mapping.flavour if metrics.mapping is not None else None,
+            "mapping_file": str(metrics.file) if metrics.file is not None else None,
+            "status": server,
+        },
+        "gpu": {
+            "mode": options.gpu,
+            "interval_s": options.metrics_interval_s,
+            "status": probe_status(probes, GPU_TABLE, "--gpu-telemetry off"),
+        },
+        "prometheus": (
+            {"url": prometheus.url, "status": prometheus.status.to_dict()}
+            if prometheus is not None
+            else None
+        ),
+    }
+
+
+def run_info(
+    options: BenchOptions,
+    spec: WorkloadSpec,
+    plan: Plan,
+    target: Target,
+    clock: RunClock,
+    deadline_s: float | None,
+    engine: EngineProcess | None = None,
+) -> RunInfo:
+    """``run.json`` as known before the probes start."""
+    described = target.describe()
+    described["embedded"] = engine is not None
+    if engine is not None:
+        described["engine"] = (options.engine or EngineSettings.default()).describe()
+        described["engine"]["kv_pool_blocks"] = engine.num_gpu_blocks
+    return RunInfo(
+        command=redact.argv(options.command, [options.api_key]),
+        wall_t0=clock.wall_t0,
+        target=described,
+        workload=spec.to_dict(),
+        plan={
+            "requests": len(plan),
+            "warmup_requests": len(plan) - len(plan.measured),
+            "arrival": plan.arrival,
+            "concurrency": plan.concurrency,
+            "offered_rate_per_s": target_rate(plan),
+            "asked_rate": asked_rate(plan)[0],
+            "asked_rate_unit": asked_rate(plan)[1],
+            "by_kind": counts_by_kind(plan),
+        },
+        load={
+            "max_concurrency": options.max_concurrency,
+            "timeout_s": options.timeout_s,
+            "duration_s": deadline_s,
+            "warmup": options.warmup,
+        },
+        oracle={},
+        slo=options.slo.to_dict() if options.slo else None,
+    )
