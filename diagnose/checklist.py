@@ -150,9 +150,9 @@ def next_measurement(ctx: Context, primary: Primary, findings: dict[str, Finding
             "A/B the chunk size before changing cache policy: "
             f"{ab_command(ctx.view, chunk_pair(budget))}"
         )
-    lead = MEASURE_FIRST.get(primary.finding)
-    if lead is None:
+    if primary.finding not in findings:
         return NO_CAUSE
+    lead = MEASURE_FIRST.get(primary.finding, "Confirm it before changing the configuration")
     return f"{lead}: {findings[primary.finding].next}"
 
 

@@ -151,6 +151,11 @@ def _weight(f: Finding) -> float:
     return f.impact if f.impact is not None else _strength(f)
 
 
+def _place(h: str) -> int:
+    """A finding's place in ``PRECEDENCE``; one registered later comes after the known."""
+    return PRECEDENCE.index(h) if h in PRECEDENCE else len(PRECEDENCE)
+
+
 def _order(ids: list[str], findings: dict[str, Finding]) -> list[str]:
     """Root causes (overload, memory, cache) first, in ``PRECEDENCE``; then the step-level
     hypotheses by the share of decode time each accounts for; a client that dominated
@@ -159,9 +164,10 @@ def _order(ids: list[str], findings: dict[str, Finding]) -> list[str]:
     def key(h: str) -> tuple[int, float, int]:
         if h == "CL":  # the client explains client-clock findings; a server reading stands
             return (2, 0.0, 0)
-        if h not in STEP_LEVEL:
+        if h in PRECEDENCE and h not in STEP_LEVEL:
             return (0, 0.0, PRECEDENCE.index(h))
-        return (1, -_weight(findings[h]), PRECEDENCE.index(h))
+        # Step-level, and any hypothesis registered later (e.g. KV transfer): by weight.
+        return (1, -_weight(findings[h]), _place(h))
 
     return sorted(ids, key=key)
 
@@ -223,9 +229,7 @@ def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
     """The primary finding of a diagnosis (``findings`` by id: H1–H4, OL, CL, PC)."""
     explained = {e for f in findings.values() for e in f.explains}
     problems = [
-        hid
-        for hid, f in findings.items()
-        if is_problem(f) and hid in PRECEDENCE and (hid != "CL" or _strength(f) >= 1)
+        hid for hid, f in findings.items() if is_problem(f) and (hid != "CL" or _strength(f) >= 1)
     ]
     candidates = _order([h for h in problems if h not in explained], findings)
     if candidates:
