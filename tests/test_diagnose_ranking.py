@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.client_limited import ClientHealth
 from diagnose.evidence import CacheHealth, Finding, Status
+
+from diagnose.client_limited import ClientHealth
 from diagnose.ranking import ranked
 
 QUIET = ClientHealth(limited=False)
