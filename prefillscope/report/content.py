@@ -19,7 +19,6 @@ from prefillscope.report.figures import group_kinds
 from probes.metric_registry import LATENCIES
 from probes.quantiles import quantiles
 from probes.units import fmt_seconds
-from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 UNKNOWN = "unknown"
 
@@ -360,52 +359,6 @@ def error_examples(data: ReportData, limit: int = 8) -> list[tuple[str, str]]:
     kinds = failed["error_kind"] if "error_kind" in failed else failed["status"]
     seen = failed.assign(k=kinds.fillna("error").astype(str)).drop_duplicates("error_message")
     return [(row.k, str(row.error_message)[:400]) for row in seen.head(limit).itertuples()]
-
-
-# -- diagnosis ---------------------------------------------------------------------------
-def findings(diagnosis: dict[str, Any] | None) -> list[Finding]:
-    """The hypotheses and the prefix-cache verdict of a ``diagnosis.json`` document."""
-    return Diagnosis.from_json(diagnosis).findings() if diagnosis else []
-
-
-def tone(status: str) -> str:
-    """The colour a finding's status is shown in."""
-    return STATUS_TONES.get(status, "muted")
-
-
-def evidence_line(evidence: Evidence) -> str:
-    """``name: value unit — source (detail)``."""
-    unit = evidence.unit
-    text = f"{evidence.name}: {fmt_value(evidence.value)}{' ' + unit if unit else ''}"
-    if evidence.source:
-        text += f" — {evidence.source}"
-    if evidence.detail:
-        text += f" ({evidence.detail})"
-    return text
-
-
-def decision(diagnosis: dict[str, Any] | None) -> tuple[bool | None, list[str], str]:
-    """(hard failure?, reasons, recommendation) from the diagnosis' decision block; the
-    recommendation opens with the primary finding when the diagnosis names one."""
-    read = Diagnosis.from_json(diagnosis or {})
-    recommendation = read.decision.recommendation
-    primary = primary_line(diagnosis)
-    return (
-        read.decision.hard_failure,
-        read.decision.reasons,
-        f"{primary} {recommendation}".strip() if primary else recommendation,
-    )
-
-
-def primary_line(diagnosis: dict[str, Any] | None) -> str | None:
-    """``Primary finding: H1 (strong confidence) — why.`` from ``diagnosis.primary``."""
-    primary = Diagnosis.from_json(diagnosis or {}).primary
-    if primary is None or not primary.finding:
-        return None
-    return (
-        f"Primary finding: {primary.finding} ({primary.confidence or UNKNOWN} "
-        f"confidence) — {primary.why}"
-    ).strip()
 
 
 def diagnose_hint(data: ReportData) -> str:

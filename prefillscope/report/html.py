@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from prefillscope.report import content
+from prefillscope.report import content, findings
 from prefillscope.report.data import ReportData, long_prompt_arrivals
 from prefillscope.report.figures import (
     itl_cdf_chart,
@@ -238,7 +238,7 @@ def _diagnosis_section(data: ReportData) -> Markup:
                 " and regenerate this report to see the hypothesis checklist.",
             ),
         )
-    hard, reasons, recommendation = content.decision(data.diagnosis)
+    hard, reasons, recommendation = findings.decision(data.diagnosis)
     verdict = {True: "hard failure", False: "no hard failure", None: "unknown"}[hard]
     tone = {True: "bad", False: "good", None: "muted"}[hard]
     decision = el(
@@ -254,13 +254,13 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el(
             "tr",
             el("td", el("strong", f.id), void("br"), f.title),
-            el("td", el("span", f.status, class_=f"badge tone-{content.tone(f.status)}")),
+            el("td", el("span", f.status, class_=f"badge tone-{findings.tone(f.status)}")),
             el("td", f.summary),
-            el("td", _list([content.evidence_line(e) for e in f.evidence])),
+            el("td", _list([findings.evidence_line(e) for e in f.evidence])),
             el("td", _list(f.missing)),
             el("td", f.next, class_="mono"),
         )
-        for f in content.findings(data.diagnosis)
+        for f in findings.findings(data.diagnosis)
     ]
     table = el(
         "table",

@@ -16,7 +16,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from prefillscope.report import content
+from prefillscope.report import content, findings
 from prefillscope.report.data import ReportData, long_prompt_arrivals
 from prefillscope.report.figures import windowed_percentiles
 
@@ -200,7 +200,7 @@ def _diagnosis(data: ReportData) -> RenderableType:
             (content.diagnose_hint(data), "bold"),
             (" and re-run the report.", "yellow"),
         )
-    hard, reasons, recommendation = content.decision(data.diagnosis)
+    hard, reasons, recommendation = findings.decision(data.diagnosis)
     verdict = {True: ("hard failure", "bad"), False: ("no hard failure", "good")}.get(
         hard, (content.UNKNOWN, "muted")
     )
@@ -213,19 +213,21 @@ def _diagnosis(data: ReportData) -> RenderableType:
         )
     ]
     blocks += [Text(f"  • {r}") for r in reasons]
-    for finding in content.findings(data.diagnosis):
+    for finding in findings.findings(data.diagnosis):
         blocks.append(Text())
         blocks.append(
             Text.assemble(
                 (f"{finding.id} ", "bold"),
                 finding.title,
                 "  ",
-                (f" {finding.status} ", f"reverse {_tone(content.tone(finding.status))}"),
+                (f" {finding.status} ", f"reverse {_tone(findings.tone(finding.status))}"),
             )
         )
         if finding.summary:
             blocks.append(Text(f"  {finding.summary}"))
-        blocks += [Text(f"  + {content.evidence_line(e)}", style="green") for e in finding.evidence]
+        blocks += [
+            Text(f"  + {findings.evidence_line(e)}", style="green") for e in finding.evidence
+        ]
         blocks += [Text(f"  ? {m}", style="yellow") for m in finding.missing]
         if finding.next:
             blocks.append(Text.assemble(("  next: ", "dim"), finding.next))
