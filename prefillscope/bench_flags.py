@@ -205,6 +205,10 @@ class BenchFlags:
         int | None,
         typer.Option(help="Client processes (default: as the planned token rate needs)."),
     ] = None
+    ray: Annotated[
+        str | None,
+        typer.Option(help="Send from Ray actors: auto, a cluster address, or local."),
+    ] = None
 
     def validate(self) -> None:
         """Every numeric flag within its bounds (``FLAG_BOUNDS``): one ``InputError`` naming
@@ -290,6 +294,7 @@ class BenchFlags:
             percentiles=picked_percentiles(self),
             command=command,
             workers=self.workers,
+            ray=self.ray,
         )
 
 

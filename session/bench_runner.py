@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import re
 import sys
@@ -77,6 +78,7 @@ from session.bench_plan import (
 )
 from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
+from session.ray_workers import RayPool, require_ray
 from session.shards import split_plan, workers_needed
 from session.workers import ShardOracle, WorkerPool, worker_pool
 from simengine.engine_process import EngineProcess
@@ -147,6 +149,9 @@ class BenchOptions:
     #: Worker processes sending the plan (``session.workers``); None: as many as the
     #: planned token rate needs (``session.shards.workers_needed``).
     workers: int | None = None
+    #: Send the shards from Ray actors: ``auto`` (the running cluster), an address, or
+    #: ``local`` (a cluster of this host started for the run); None: worker processes.
+    ray: str | None = None
 
 
 # -- run directory ----------------------------------------------------------------------------
@@ -216,6 +221,8 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
     redact.register_urls(options.endpoint, options.prometheus)
     redact.register_argv(options.command)
     spec, deadline_s = resolve_workload(options.workload, options.overrides, options.api)
+    if options.ray is not None:
+        require_ray()
     prometheus = None
     if options.prometheus:  # its client library imports requests and more: only when asked
         from probes.prometheus_source import PrometheusSource
@@ -314,7 +321,7 @@ class _Bench:
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
-            if len(shards) == 1:
+            if len(shards) == 1 and options.ray is None:
                 observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
                 load = LoadRun(
                     self.plan, self.target, run, clock, self._load_options(shape), observer
@@ -328,6 +335,7 @@ class _Bench:
                     (run, clock, stats),
                     self._load_options(shape),
                     ShardOracle(shape, self.deadline_s, tokenizer),
+                    self._pool_class(),
                 )
             result = load.result
             if display is not None:
@@ -365,6 +373,12 @@ class _Bench:
             cancelled,
             options.max_error_rate,
         )
+
+    def _pool_class(self) -> Callable[..., WorkerPool]:
+        """Worker processes, or Ray actors with ``--ray``."""
+        if self.options.ray is None:
+            return WorkerPool
+        return functools.partial(RayPool, address=self.options.ray, report=self.info.load)
 
     def _load_options(self, shape: Geometry) -> LoadOptions:
         users = self.options.max_concurrency or self.plan.concurrency or PRECONNECT

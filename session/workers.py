@@ -26,6 +26,7 @@ import multiprocessing
 import shutil
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from runtime.clock import RunClock
 from session.bench_oracle import Geometry, annotate_plan
 from session.bench_plan import full_text_tokens, plan_tokenizer
 from session.live_stats import LiveStats
+from session.shard_results import merge_results
 from session.shards import Shard
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
@@ -148,7 +150,8 @@ async def _work(job: ShardJob, conn: Any) -> None:
     threading.Thread(target=listen, daemon=True).start()
     # SIGTERM to the whole process group (a CI's cancel): this shard stops as the run does
     terminated = ("stop", f"{signals.STOP_REASON_PREFIX}{signals.describe(signal.SIGTERM)})")
-    loop.add_signal_handler(signal.SIGTERM, on_message, terminated)
+    if threading.current_thread() is threading.main_thread():  # a Ray actor runs it in a thread
+        loop.add_signal_handler(signal.SIGTERM, on_message, terminated)
 
     async def pump() -> None:
         while True:
@@ -284,6 +287,10 @@ class WorkerPool:
                 worker.process.join()
             worker.conn.close()
 
+    def _death(self, worker: _Worker) -> str:
+        """How a worker that said nothing more ended."""
+        return f"exit code {worker.process.exitcode}"
+
     def _conclude(self) -> None:
         """Merge the journals and the results (a worker without one failed its shard)."""
         shards = []
@@ -296,73 +303,15 @@ class WorkerPool:
             }
             result = worker.result
             if result is None:
-                code = worker.process.exitcode
                 result = LoadResult(
                     status="failed",
-                    reason=f"worker {worker.job.index} died (exit code {code})",
+                    reason=f"worker {worker.job.index} died ({self._death(worker)})",
                     planned=len(worker.job.plan),
                     finished=rows.get(REQUESTS_TABLE, 0),
                 ).to_json()
             shards.append({"index": worker.job.index, **result})
         shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)
         merge_results(self.result, shards)
-
-
-def merge_results(into: LoadResult, shards: list[dict[str, Any]]) -> None:
-    """One run's result from its shards' (``LoadResult.to_json`` each): counts and
-    errors summed, the earliest start and latest end, the first failed or interrupted
-    shard's status and reason, the client's figures (CPU summed, worst lag)."""
-    into.shards = [
-        {key: s.get(key) for key in ("index", "status", "reason", "requests", "client")}
-        for s in shards
-    ]
-    for shard in shards:
-        counts = shard["requests"]
-        into.released += counts.get("released", 0)
-        into.sent += counts.get("sent", 0)
-        into.finished += counts.get("finished", 0)
-        into.ok += counts.get("ok", 0)
-        for kind, n in shard.get("errors", {}).items():
-            into.errors[kind] = into.errors.get(kind, 0) + n
-    ended = sorted(
-        (s for s in shards if s["status"] != "complete"), key=lambda s: s["status"] != "failed"
-    )  # a failed shard's reason first: it is why the others stopped
-    if ended:
-        first = ended[0]
-        reason = first["reason"] or ""
-        if not reason.startswith(signals.STOP_REASON_PREFIX):
-            reason = f"shard {first['index']}: {reason}"
-        failed = all(s["status"] == "failed" for s in shards)
-        into.status, into.reason = "failed" if failed else "interrupted", reason
-    else:
-        into.status = "complete"
-    times = [(s.get("started_s"), s.get("schedule_t0_s"), s.get("ended_s")) for s in shards]
-    starts = [t[0] for t in times if t[0] is not None]
-    into.started_s = min(starts) if starts else None
-    into.schedule_t0_s = next((t[1] for t in times if t[1] is not None), None)
-    ends = [t[2] for t in times if t[2] is not None]
-    into.ended_s = max(ends) if ends else None
-    into.cache_protocol = next((s["cache_protocol"] for s in shards if s.get("cache_protocol")), {})
-    clients = [s.get("client") or {} for s in shards]
-    into.client = {
-        "workers": len(shards),
-        "samples": sum(c.get("samples", 0) for c in clients),
-        "loop_lag_max_s": max((c.get("loop_lag_max_s") or 0.0 for c in clients), default=0.0),
-        "cpu_s": sum(c.get("cpu_s") or 0.0 for c in clients),
-        "cpu_share": max((c.get("cpu_share") or 0.0 for c in clients), default=None),
-        "timer": _merge_timers([c.get("timer") or {} for c in clients]),
-    }
-
-
-def _merge_timers(timers: list[dict[str, Any]]) -> dict[str, Any]:
-    """The send timers of every worker as one: wake-ups summed, the rest the worst."""
-    keys = {key for timer in timers for key in timer}
-    merged: dict[str, Any] = {}
-    for key in sorted(keys):
-        values = [t[key] for t in timers if isinstance(t.get(key), int | float)]
-        if values:
-            merged[key] = sum(values) if key == "wakeups" else max(values)
-    return merged
 
 
 async def worker_pool(
@@ -372,6 +321,7 @@ async def worker_pool(
     where: tuple[RunDir, RunClock, LiveStats],
     options: LoadOptions,
     oracle: ShardOracle | None = None,
+    pool: Callable[..., WorkerPool] = WorkerPool,
 ) -> WorkerPool:
     """The pool that sends ``shards`` of ``plan`` into the run directory on its clock,
     feeding the live statistics (``where``), with ``options`` split per shard, each
@@ -403,4 +353,4 @@ async def worker_pool(
         )
         for shard in shards
     ]
-    return WorkerPool(jobs, run, clock, stats)
+    return pool(jobs, run, clock, stats)

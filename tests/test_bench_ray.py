@@ -1,0 +1,93 @@
+"""``bench --ray``: the shards as Ray actors on a local cluster (two CPUs on 127.0.0.1).
+
+The run directory passes what a one-process run passes — every request ``ok``, the
+oracle's expectation equal to the engine's ``cached_tokens`` request by request — and
+``run.json`` reports each actor's clock offset and its error bound. An actor killed
+mid-run is a failed shard whose rows, streamed back while it ran, are in the run.
+Skipped when ``ray`` is not installed (``pip install 'prefillscope[ray]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from bench_support import read_json, requests_table
+
+from prefillscope.engine_flags import parse_engine_flags
+from session.bench_runner import BenchOptions, run_bench
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.slow  # a Ray cluster starts in seconds, more on a busy machine
+
+WORKLOAD = {
+    "groups": 4,
+    "prefix_len": 256,
+    "suffix_len": 32,
+    "output_len": 8,
+    "num_requests": 48,
+    "arrival": "constant",
+    "rate": 24,
+    "seed": 7,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _options(out: Path, **overrides: object) -> BenchOptions:
+    return BenchOptions(
+        workload="shared-prefix",
+        overrides={**WORKLOAD, **overrides},
+        out=out,
+        engine=parse_engine_flags(("fixed_step_s=0.02",)),
+        gpu="off",
+        workers=2,
+        ray="auto",
+    )
+
+
+def test_a_ray_run_is_a_run_with_its_clocks_aligned(tmp_path: Path) -> None:
+    outcome = asyncio.run(run_bench(_options(tmp_path / "run")))
+    assert outcome.status == "complete", outcome.reason
+    requests = requests_table(tmp_path / "run")
+    assert len(requests) == 48 and (requests["status"] == "ok").all()
+    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all()
+    run = read_json(tmp_path / "run", "run.json")
+    clocks = run["load"]["ray"]
+    assert clocks["actors"] == 2 and len(clocks["clocks"]) == 2
+    # one host: the same monotonic clock, so the offset is within its own error bound
+    for clock in clocks["clocks"]:
+        assert 0 < clock["error_s"] < 0.5
+        assert abs(clock["offset_s"]) <= clock["error_s"]
+    assert [s["status"] for s in run["result"]["shards"]] == ["complete"] * 2
+    assert outcome.summary["requests"]["completed"] == 48
+    assert not (tmp_path / "run" / "shards").exists()
+
+
+async def _kill_actor_mid_run(out: Path):
+    task = asyncio.create_task(run_bench(_options(out, num_requests=200, rate=10)))
+    journal = out / "shards" / "1" / "requests.jsonl"
+    while not (journal.exists() and journal.read_text().count("\n") >= 3):
+        await asyncio.sleep(0.1)
+    (name,) = [n for n in ray.util.list_named_actors() if n.endswith("-shard-1")]
+    ray.kill(ray.get_actor(name))
+    return await task
+
+
+def test_a_dead_actor_is_a_failed_shard_with_its_rows_kept(tmp_path: Path) -> None:
+    outcome = asyncio.run(_kill_actor_mid_run(tmp_path / "run"))
+    run = read_json(tmp_path / "run", "run.json")
+    assert outcome.status == "interrupted" and "Ray actor is gone" in run["reason"]
+    shards = {s["index"]: s for s in run["result"]["shards"]}
+    assert shards[1]["status"] == "failed"
+    requests = requests_table(tmp_path / "run")
+    kept = shards[1]["requests"]["finished"]
+    assert kept >= 3
+    assert len(requests) == kept + shards[0]["requests"]["finished"]
