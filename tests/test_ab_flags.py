@@ -104,7 +104,7 @@ def test_options_are_validated_and_carry_every_flag(tmp_path: Path):
             "--engine: max_num_batched_tokens is what --chunks sets",
         ),
         (["--chunks", "512,2048", "--reference", "1024"], "--reference: 1024 is not one of"),
-        (["--chunks", "128,2048"], "--chunks: 128: --max-num-batched-tokens 128 is below"),
+        (["--chunks", "128,2048"], "--chunks: 128: max_num_batched_tokens 128 is below"),
         (["--chunks", "512,2048", "--tolerance", "rate"], "--tolerance: 'rate' is not KEY=VALUE"),
         (["--chunks", "512,2048", "--launch", "serve --port {port}"], "the command has no {chunk}"),
     ],

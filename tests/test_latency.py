@@ -137,7 +137,7 @@ def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
         ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.16, 1),
         ChunkEvent("late", 0.6, 1), ChunkEvent("late", 0.62, 1), ChunkEvent("short", 0.2, 1),
     ]  # fmt: skip
-    summary = summarize_frames(*frames(records, chunks), EMPTY, parse_slo("ttft=0.5,itl=50ms"))
+    summary = summarize_frames(*frames(records, chunks), EMPTY, parse_slo("ttft=500,itl=50ms"))
     assert summary["goodput"] == {
         "slo": {"ttft_s": 0.5, "itl_s": 0.05},
         "requests": 2,  # good, short
