@@ -88,9 +88,6 @@ def _outcome(summary: dict[str, Any]) -> Table:
         rows += [[f"requests: {kind}", f"{n:,}"] for kind, n in by_kind.items()]
     chunks = summary.get("chunks") or {}
     rows.append(["multi-token chunks", content.fmt_share(chunks.get("multi_token_share"))])
-    goodput = summary.get("goodput")
-    if isinstance(goodput, dict):
-        rows.append(["goodput (meets every SLO)", content.fmt_share(goodput.get("share"))])
     errors = content.error_counts(summary)
     rows += [[f"errors: {kind}", n] for kind, n in errors]
     return _table(["figure", "value"], rows)

@@ -86,8 +86,19 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else UNKNOWN
+        return plain_number(value) if math.isfinite(value) else UNKNOWN
+    if isinstance(value, int):
+        return f"{value:,}"
     return str(value)
+
+
+def plain_number(value: float) -> str:
+    """Four significant digits, thousands separated, never in exponent form:
+    ``14,390``, ``3.142``, ``0.0001234``."""
+    if value == 0 or abs(value) >= 1000:
+        return f"{value:,.0f}"
+    digits = max(0, 3 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{digits}f}".rstrip("0").rstrip(".")
 
 
 # -- header ------------------------------------------------------------------------------
@@ -225,7 +236,24 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
         ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
         ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
         ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
+        *goodput_rows(s),
     ]
+
+
+#: SLO keys of ``summary.goodput.slo`` as a reader names them.
+SLO_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
+
+
+def goodput_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Goodput and the SLO it was judged by, when the run had one."""
+    goodput = summary.get("goodput")
+    if not isinstance(goodput, dict):
+        return []
+    slo = goodput.get("slo") or {}
+    targets = ", ".join(f"{SLO_NAMES.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.items())
+    share = fmt_share(goodput.get("share"))
+    rate = fmt_rate(goodput.get("requests_per_s"), "req/s")
+    return [("goodput (meets every SLO)", f"{share} · {rate}"), ("SLO", targets or UNKNOWN)]
 
 
 def client_warning(summary: dict[str, Any] | None) -> str | None:

@@ -62,6 +62,12 @@ svg.chart .grid { stroke: #ebedf0; stroke-width: 1; }
 svg.chart .frame { fill: none; stroke: #9aa0a6; stroke-width: 1; }
 svg.chart .chart-empty { fill: var(--muted); font-size: 13px; }
 ul.plain { margin: 0; padding-left: 16px; }
+table.diagnosis { table-layout: fixed; }
+table.diagnosis td { overflow-wrap: anywhere; }
+table.diagnosis th:nth-child(1) { width: 15%; } table.diagnosis th:nth-child(2) { width: 11%; }
+table.diagnosis th:nth-child(3) { width: 22%; } table.diagnosis th:nth-child(4) { width: 22%; }
+table.diagnosis th:nth-child(5) { width: 12%; } table.diagnosis th:nth-child(6) { width: 18%; }
+table td { overflow-wrap: anywhere; }
 .decision { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
 footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 @media print {

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probes.units import fmt_seconds
+
 Formatter = Callable[[float], str]
 
 
@@ -63,6 +65,28 @@ def fmt_plain(value: float) -> str:
         if magnitude >= limit:
             return f"{value / limit:g}{suffix}"
     return f"{value:.6g}"
+
+
+#: Time units, largest first: (name, seconds in one, the smallest value written in it).
+TIME_UNITS = (("h", 3600.0, 7200.0), ("min", 60.0, 120.0), ("s", 1.0, 1.0), ("ms", 1e-3, 1e-3))
+
+
+def time_unit(magnitude: float) -> tuple[str, float]:
+    """The unit a duration of ``magnitude`` seconds is written in (µs below 1 ms)."""
+    for name, size, floor in TIME_UNITS:
+        if magnitude >= floor:
+            return name, size
+    return "µs", 1e-6
+
+
+def seconds_in_unit(value: float, unit: tuple[str, float]) -> str:
+    """``value`` seconds in ``unit``, without exponent: ``0.5 s``, ``1,500 ms``, ``0``."""
+    if value == 0:
+        return "0"
+    name, size = unit
+    scaled = value / size
+    text = f"{scaled:,.3f}".rstrip("0").rstrip(".") if abs(scaled) < 1000 else f"{scaled:,.0f}"
+    return f"{text} {name}"
 
 
 @dataclass
@@ -127,4 +151,11 @@ class Scale:
         return self.p0 + self._unit(arr) * (self.p1 - self.p0)
 
     def label(self, value: float) -> str:
+        """A tick's label. A time axis says every tick in one unit, that of its largest
+        tick, up to seconds (ticks are round numbers of seconds; in minutes they are not)."""
+        if self.axis.fmt is fmt_seconds:
+            largest = max(abs(t) for t in self.ticks)
+            return seconds_in_unit(
+                value, time_unit(min(largest, 1.0)) if largest < 1 else ("s", 1.0)
+            )
         return self.axis.fmt(value)
