@@ -29,6 +29,7 @@ from runfmt.names import (
     SERVER_METRICS_TABLE,
 )
 from runfmt.rundir import RunDir
+from runfmt.runinfo import RunInfo
 from workloads.errors import InputError
 
 
@@ -102,6 +103,7 @@ def load_run_view(path: str | Path) -> RunView:
             "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
         )
     info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
+    RunInfo.from_json(info, str(run.path / RUN_JSON))  # a newer format: one line, exit 2
     requests = _with_columns(run.read_table(REQUESTS_TABLE), RequestRecord.columns())
     return RunView(
         path=run.path,

@@ -55,6 +55,8 @@ class RunInfo:
     duration_s: float | None = None
     tool_version: str = field(default_factory=package_version)
     format_version: int = RUN_FORMAT_VERSION
+    #: Keys this version does not know (a newer writer's), kept and written back.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def finished(self, status: str, reason: str | None, ended_wall: float) -> RunInfo:
         """This run, over at ``ended_wall`` (Unix time) with ``status`` and ``reason``."""
@@ -94,7 +96,7 @@ class RunInfo:
         if self.ended_at is not None:
             clock["ended_at"] = self.ended_at
             doc["duration_s"] = self.duration_s
-        return doc
+        return doc | self.extra
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str = RUN_JSON) -> RunInfo:
@@ -122,7 +124,16 @@ class RunInfo:
             duration_s=doc.get("duration_s"),
             tool_version=str(doc.get("tool_version") or "unknown"),
             format_version=RUN_FORMAT_VERSION,  # read as, and written again as, this version
+            extra={k: v for k, v in doc.items() if k not in _KNOWN},
         )
+
+
+#: The keys of ``run.json`` this version writes.
+_KNOWN = {
+    "format_version", "tool", "tool_version", "command", "status", "reason", "clock",
+    "target", "workload", "seed", "plan", "load", "oracle", "slo", "probes",
+    "cache_protocol", "result", "duration_s",
+}  # fmt: skip
 
 
 def read_run_info(run: RunDir) -> RunInfo:

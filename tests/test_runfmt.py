@@ -118,3 +118,22 @@ def test_a_version_1_ab_json_reads_and_writes_back_the_same_with_its_version() -
     assert result.verdict and result.comparisons and "servers" in result.extra
     assert result.to_json() == {"format_version": AB_FORMAT_VERSION, **doc}
     assert list(result.to_json())[1:] == list(doc)
+
+
+def test_a_key_this_version_does_not_know_is_kept() -> None:
+    doc = json.loads((GOLDEN / "run" / RUN_JSON).read_text()) | {"later": {"x": 1}}
+    assert RunInfo.from_json(doc).to_json() == {**doc, "format_version": RUN_FORMAT_VERSION}
+
+
+def test_report_and_diagnose_refuse_a_newer_format_in_one_line(golden_run: Path) -> None:
+    for name in (RUN_JSON, SUMMARY_JSON):
+        path = golden_run / name
+        kept = path.read_text()
+        path.write_text(json.dumps({**json.loads(kept), "format_version": 99}))
+        commands = ["report"] if name == SUMMARY_JSON else ["report", "diagnose"]
+        for command in commands:
+            done = subprocess.run([CLI, command, str(golden_run)], capture_output=True, text=True)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode == 2 and len(lines) == 1, done.stderr
+            assert name in lines[0] and "format_version 99" in lines[0]
+        path.write_text(kept)

@@ -28,8 +28,12 @@ from runfmt.names import (
     SUMMARY_JSON,
 )
 from runfmt.rundir import RunDir
+from runfmt.runinfo import RunInfo
+from runfmt.summary import Summary
 from workloads.errors import InputError
 
+#: The typed reader of each document the report reads raw: it refuses a newer format.
+_FORMATS: dict[str, type[RunInfo] | type[Summary]] = {RUN_JSON: RunInfo, SUMMARY_JSON: Summary}
 FIX_RUN_DIR = "pass the folder a `prefillscope bench --out DIR` run wrote"
 
 #: A prompt this many times the run's median length counts as a long-prompt arrival.
@@ -136,7 +140,9 @@ def _read_json(run_dir: RunDir, name: str, notes: list[str]) -> dict[str, Any] |
         if name == RUN_JSON:
             notes.append(f"{name} is missing: target and workload are unknown")
         return None
-    return run_dir.read_json(name)  # unreadable: InputError naming the file, exit 2
+    doc = run_dir.read_json(name)  # unreadable: InputError naming the file, exit 2
+    _FORMATS[name].from_json(doc, str(run_dir.path / name))  # a newer format: exit 2 too
+    return doc
 
 
 def probe_problems(run: dict[str, Any]) -> list[str]:
