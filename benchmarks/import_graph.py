@@ -2,6 +2,7 @@
 
     python benchmarks/import_graph.py          # the graph: package -> packages it imports
     python benchmarks/import_graph.py --check  # also exit 1 on any import against the direction
+    python benchmarks/import_graph.py --sizes  # also the modules over MODULE_LINES lines
 
 Every ``import``/``from … import`` of every module is read with ``ast`` (the ones inside
 functions and ``TYPE_CHECKING`` blocks too: a lazy import is still a dependency). The
@@ -18,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The size a module should stay under (lines).
+MODULE_LINES = 400
 
 #: Each package and the packages it may import. Bottom up: the leaves (workloads, runtime,
 #: perfmodel, runfmt) first, the command line (prefillscope) last.
@@ -75,9 +78,20 @@ def violations(edges: dict[tuple[str, str], list[str]]) -> list[str]:
     ]
 
 
+def long_modules(root: Path = ROOT) -> list[tuple[int, str]]:
+    """(lines, module) of every package module over ``MODULE_LINES`` lines, longest first."""
+    sizes = [
+        (len(path.read_text(encoding="utf-8").splitlines()), str(path.relative_to(root)))
+        for package in ALLOWED
+        for path in (root / package).rglob("*.py")
+    ]
+    return sorted((size for size in sizes if size[0] > MODULE_LINES), reverse=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 on a wrong-way import")
+    parser.add_argument("--sizes", action="store_true", help=f"modules over {MODULE_LINES} lines")
     args = parser.parse_args()
     edges = package_edges()
     sizes = Counter({p: sum(1 for _ in (ROOT / p).rglob("*.py")) for p in ALLOWED})
@@ -90,6 +104,9 @@ def main() -> None:
         print(f"WRONG WAY: {line}")
     if not wrong:
         print("no import against the documented direction")
+    if args.sizes:
+        for lines, module in long_modules():
+            print(f"{lines:>5} lines  {module}")
     if args.check and wrong:
         sys.exit(1)
 
