@@ -66,7 +66,8 @@ _DROPPED = (
 )
 
 
-def _latencies(summary: dict[str, Any], width: int) -> Table:
+def latency_table(summary: dict[str, Any], width: int) -> Table:
+    """The latency table in the richest form that fits ``width`` (labels never wrap)."""
     columns = content.latency_columns()
 
     def variant(short: bool, dropped: tuple[str, ...]) -> Callable[[], Table]:
@@ -157,7 +158,7 @@ def summary_renderable(
     title = Text("bench ", style="bold") + Text(status, style=STATUS_STYLES.get(status, "bold"))
     if reason:
         title += Text(f" — {reason}", style="dim")
-    parts: list[RenderableType] = [title, _latencies(summary, width)]
+    parts: list[RenderableType] = [title, latency_table(summary, width)]
     warning = content.client_warning(summary)
     if warning:
         parts.append(Text("⚠ " + warning, style="bold yellow"))

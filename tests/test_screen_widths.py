@@ -25,21 +25,23 @@ RUN = (
     "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--slo", "ttft=500,itl=50",
 )  # fmt: skip
 #: Labels of the latency rows, long and short forms.
-LATENCY_LABEL = re.compile(r"^ ?(TTFT|ITL|TPOT|E2E|(srv|server) (TTFT|ITL|E2E))")
+LATENCY_LABEL = re.compile(r"^ ?(TTFT|ITL|TPOT|E2E|(srv|server) (TTFT|ITL|E2E))( \(| {2,})")
 FIGURES = ("completed", "requests/s", "output tokens/s", "goodput (meets every SLO)")
 
 
-def _pane(width: int, out: Path, timeout_s: float = 120.0) -> str:
+def _pane(
+    width: int, out: Path, timeout_s: float = 120.0, args: tuple[str, ...] = ("bench", *RUN)
+) -> str:
+    """The tmux pane (and its scrollback) once ``prefillscope ARGS`` has printed all."""
     socket = f"prefillscope-width-{os.getpid()}-{width}"
     command = " ".join(
         [
             "env -u COLUMNS -u LINES",
             sys.executable,
-            "-c 'from prefillscope.cli import main; main()' bench",
-            *RUN,
-            "--out",
-            str(out),
-            "; sleep 60",
+            "-c 'from prefillscope.cli import main; main()'",
+            *args,
+            *(("--out", str(out)) if args[0] == "bench" else ()),
+            "; echo END-OF-OUTPUT; sleep 60",
         ]
     )
     tmux = ["tmux", "-L", socket]
@@ -57,7 +59,7 @@ def _pane(width: int, out: Path, timeout_s: float = 120.0) -> str:
                 text=True,
                 check=True,
             ).stdout
-            if "next: " in pane or time.monotonic() > deadline:
+            if "END-OF-OUTPUT" in pane or time.monotonic() > deadline:
                 return pane
     finally:
         subprocess.run([*tmux, "kill-server"], check=False)
@@ -91,3 +93,28 @@ def test_the_end_of_run_summary_at_each_width(tmp_path: Path, width: int) -> Non
         f"{'short' if any(r.startswith(' TTFT (sent)') for r in rows) else 'full'}, "
         f"outcome and server {'side by side' if side else 'stacked'}"
     )
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bench_support import bench_cli
+
+    out = tmp_path_factory.mktemp("report-widths") / "run"
+    done = bench_cli(*RUN, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_report_latency_table_at_each_width(finished_run: Path, width: int) -> None:
+    pane = _pane(width, finished_run, args=("report", str(finished_run)))
+    lines = [line.rstrip() for line in pane.splitlines()]
+    end = next(i for i, line in enumerate(lines) if "END-OF-OUTPUT" in line)
+    screen = [line for line in lines[:end] if "prefillscope.cli" not in line]
+    assert all(len(line) <= width for line in screen), pane
+    rows = [line for line in screen if LATENCY_LABEL.match(line)]
+    assert len(rows) >= 5, pane
+    first, last = screen.index(rows[0]), screen.index(rows[-1])
+    assert all(LATENCY_LABEL.match(line) for line in screen[first : last + 1]), pane
+    assert all(re.search(r"\d$", row) for row in rows), pane
+    assert any("goodput (meets every SLO)" in line for line in screen), pane

@@ -111,12 +111,11 @@ def _table(
 
 
 def _latency(data: ReportData, width: int) -> RenderableType:
-    rows = content.latency_table(data.summary, short=width < NARROW + 20)
-    if not rows:
+    from prefillscope.summary_view import latency_table
+
+    if not content.latency_table(data.summary):
         return Text("No latency summary (summary.json absent).", style="dim")
-    columns = content.latency_columns()
-    keep = [i for i, c in enumerate(columns) if width >= NARROW or c != "p95"]
-    return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
+    return latency_table(data.summary or {}, width)
 
 
 def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
