@@ -9,7 +9,7 @@ serves each arm:
   ``max_num_batched_tokens`` = the arm's chunk size and the other ``--engine`` settings;
 * **endpoints** (``--a URL --b URL``): two servers the user runs, one per chunk size;
 * **launch** (``--launch TEMPLATE``): one server per arm launched here
-  (``diagnose.launcher``). Starting a real server takes a minute or more, so every arm's
+  (``session.launcher``). Starting a real server takes a minute or more, so every arm's
   server is started at once, on its own port, kept across the arm's trials and stopped
   at the end; ``--restart-per-trial`` starts a fresh one for each trial instead.
 
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
-from diagnose.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from probes.units import fmt_seconds
 from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
@@ -43,6 +42,7 @@ from runtime.version import package_version
 from session.ab_prediction import confront, predict_arms
 from session.bench_plan import resolve_workload
 from session.bench_runner import BenchOptions, BenchOutcome, default_out, run_bench
+from session.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from simengine.settings import EngineSettings
 from workloads.build import build_plan
 from workloads.errors import InputError

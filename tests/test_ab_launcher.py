@@ -27,7 +27,7 @@ from ab_support import (
     trial_dirs,
 )
 
-from diagnose.launcher import LaunchedServer, free_port
+from session.launcher import LaunchedServer, free_port
 
 #: A /health server on argv[1]'s port; with argv[2] == "stubborn" it and a child of its
 #: own ignore SIGTERM. It prints its own and its child's pid.

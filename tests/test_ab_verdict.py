@@ -7,13 +7,13 @@ import pytest
 from diagnose.ab import alternating, make_arms
 from diagnose.ab_conditions import Tolerances, TrialFacts, check_conditions
 from diagnose.ab_verdict import Decision, decide, percent
-from diagnose.launcher import LaunchTemplate
 from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
 from prefillscope.commands.diagnose_ab import parse_chunks
 from probes.slo import Slo
 from runfmt.rundir import RunDir
+from session.launcher import LaunchTemplate
 from workloads.errors import InputError
 
 MATCHED = check_conditions([], [], 0, Tolerances())

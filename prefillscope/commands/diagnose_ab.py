@@ -147,10 +147,10 @@ def ab(
 
     from diagnose.ab import AbSettings
     from diagnose.ab_conditions import Tolerances
-    from diagnose.launcher import LaunchTemplate
     from prefillscope.ab_view import render
     from runtime import signals
     from session.ab_runner import AbOptions, run_ab
+    from session.launcher import LaunchTemplate
 
     sizes = parse_chunks(chunks)
     endpoints = _validate_targets(flags, sizes, launch, a, b)
