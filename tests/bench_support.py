@@ -71,3 +71,32 @@ def wait_for_rows(journal: Path, rows: int, timeout_s: float = 60) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{journal} did not reach {rows} rows")
+
+
+#: Four prefix groups at a constant rate: a plan that splits into shards by group.
+SHARDED_WORKLOAD = {
+    "groups": 4,
+    "prefix_len": 256,
+    "suffix_len": 32,
+    "output_len": 8,
+    "num_requests": 48,
+    "arrival": "constant",
+    "rate": 24,
+    "seed": 7,
+}
+
+
+def sharded_options(
+    out: Path, workers: int, ray: str | None = None, **overrides: Any
+) -> BenchOptions:
+    """A ``SHARDED_WORKLOAD`` run on an embedded engine with 20 ms decode steps (the
+    engine, not the client, paces), from ``workers`` processes or Ray actors."""
+    return BenchOptions(
+        workload="shared-prefix",
+        overrides={**SHARDED_WORKLOAD, **overrides},
+        out=out,
+        engine=parse_engine_flags(("fixed_step_s=0.02",)),
+        gpu="off",
+        workers=workers,
+        ray=ray,
+    )

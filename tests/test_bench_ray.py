@@ -13,25 +13,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from bench_support import read_json, requests_table
+from bench_support import read_json, requests_table, sharded_options
 
-from prefillscope.engine_flags import parse_engine_flags
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_runner import run_bench
 
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow  # a Ray cluster starts in seconds, more on a busy machine
-
-WORKLOAD = {
-    "groups": 4,
-    "prefix_len": 256,
-    "suffix_len": 32,
-    "output_len": 8,
-    "num_requests": 48,
-    "arrival": "constant",
-    "rate": 24,
-    "seed": 7,
-}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,20 +29,8 @@ def cluster():
     ray.shutdown()
 
 
-def _options(out: Path, **overrides: object) -> BenchOptions:
-    return BenchOptions(
-        workload="shared-prefix",
-        overrides={**WORKLOAD, **overrides},
-        out=out,
-        engine=parse_engine_flags(("fixed_step_s=0.02",)),
-        gpu="off",
-        workers=2,
-        ray="auto",
-    )
-
-
 def test_a_ray_run_is_a_run_with_its_clocks_aligned(tmp_path: Path) -> None:
-    outcome = asyncio.run(run_bench(_options(tmp_path / "run")))
+    outcome = asyncio.run(run_bench(sharded_options(tmp_path / "run", 2, ray="auto")))
     assert outcome.status == "complete", outcome.reason
     requests = requests_table(tmp_path / "run")
     assert len(requests) == 48 and (requests["status"] == "ok").all()
@@ -72,7 +48,9 @@ def test_a_ray_run_is_a_run_with_its_clocks_aligned(tmp_path: Path) -> None:
 
 
 async def _kill_actor_mid_run(out: Path):
-    task = asyncio.create_task(run_bench(_options(out, num_requests=200, rate=10)))
+    task = asyncio.create_task(
+        run_bench(sharded_options(out, 2, ray="auto", num_requests=200, rate=10))
+    )
     journal = out / "shards" / "1" / "requests.jsonl"
     while not (journal.exists() and journal.read_text().count("\n") >= 3):
         await asyncio.sleep(0.1)

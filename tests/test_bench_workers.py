@@ -19,25 +19,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench_support import bench_process, read_json, requests_table, wait_for_rows
+from bench_support import (
+    SHARDED_WORKLOAD,
+    bench_process,
+    read_json,
+    requests_table,
+    sharded_options,
+    wait_for_rows,
+)
 
-from prefillscope.engine_flags import parse_engine_flags
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_runner import run_bench
 from session.live_stats import LiveStats
 from session.shards import split_exactly, split_plan, workers_needed
 from workloads.spec import load_spec
 
-WORKLOAD = {
-    "groups": 4,
-    "prefix_len": 256,
-    "suffix_len": 32,
-    "output_len": 8,
-    "num_requests": 48,
-    "arrival": "constant",
-    "rate": 24,
-    "seed": 7,
-}
-ENGINE = ("fixed_step_s=0.02",)  # a decode step of 20 ms: the engine, not the client, paces
+WORKLOAD = SHARDED_WORKLOAD
 
 
 class _LastSnapshot:
@@ -55,20 +51,9 @@ class _LastSnapshot:
         self.final = stats.snapshot()
 
 
-def _options(out: Path, workers: int, **overrides: object) -> BenchOptions:
-    return BenchOptions(
-        workload="shared-prefix",
-        overrides={**WORKLOAD, **overrides},
-        out=out,
-        engine=parse_engine_flags(ENGINE),
-        gpu="off",
-        workers=workers,
-    )
-
-
 def _bench(out: Path, workers: int) -> tuple:
     display = _LastSnapshot()
-    outcome = asyncio.run(run_bench(_options(out, workers), display))
+    outcome = asyncio.run(run_bench(sharded_options(out, workers), display))
     return out, outcome, display.final
 
 
@@ -148,7 +133,7 @@ def test_split_keeps_units_whole_and_splits_users_exactly() -> None:
 
 
 async def _kill_worker_mid_run(out: Path) -> object:
-    task = asyncio.create_task(run_bench(_options(out, 2, num_requests=200, rate=10)))
+    task = asyncio.create_task(run_bench(sharded_options(out, 2, num_requests=200, rate=10)))
     journal = out / "shards" / "1" / "requests.jsonl"
     while not (journal.exists() and journal.read_text().count("\n") >= 3):
         await asyncio.sleep(0.1)
