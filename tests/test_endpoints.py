@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from loadgen_servers import Server, routes
+from loadgen_servers import Server, routes, status_reply
 
 from loadgen.target import server_root
 from perfmodel.config import EngineConfig
@@ -58,14 +59,10 @@ def test_detection_works_from_any_form_and_says_the_paths(suffix: str) -> None:
 
 
 def _json(obj: object):
-    async def handler(request: web.Request) -> web.StreamResponse:
-        return web.json_response(obj)
-
-    return handler
+    return status_reply(200, json.dumps(obj).encode())
 
 
-async def _not_found(request: web.Request) -> web.StreamResponse:
-    return web.json_response({"detail": "Not Found"}, status=404)
+_not_found = status_reply(404, b'{"detail": "Not Found"}')
 
 
 @pytest.mark.parametrize("unknown", ["refused", "empty"])
