@@ -2,9 +2,10 @@
 
 Decode streams tick at a steady inter-token latency; long prompts arrive now and then
 and, for the length of their prefill, stall every decode token that falls inside it —
-the pattern the report's ITL-over-time plot exists to show. Everything is written
-through ``RunDir`` exactly as ``bench`` writes it (records, chunk events, raw server
-samples in long format), and the summary comes from ``probes.latency``.
+the pattern the report's ITL-over-time plot exists to show. The run directory is written
+by the tests' one fabricator (``diagnose_runs.write_run``: records, chunk events, raw
+server samples in long format, as ``bench`` writes them), and the summary comes from
+``probes.latency``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from diagnose_runs import write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from probes.latency import summarize_frames
@@ -236,23 +238,16 @@ def build_run(path: Path, shape: RunShape | None = None) -> Path:
     """Write a complete run directory at ``path`` and return it."""
     shape = shape or RunShape()
     records, chunks = generate(shape)
-    run = RunDir(path, create=True)
-    run.write_json(
-        "run.json",
-        {
-            "tool_version": "0.1.0",
-            "command": ["prefillscope", "bench", "--workload", "interference"],
-            "target": {"url": "http://127.0.0.1:8000", "flavour": "vllm", "model": shape.model},
-            "workload": {"workload": "interference", "seed": shape.seed},
-            "clock": {"wall_t0": 1_790_000_000.0},
-            "status": shape.status,
-        },
-    )
-    run.table("requests").append_many([r.to_row() for r in records])
-    run.table("chunks").append_many([c.__dict__ for c in chunks])
-    if shape.pool:
-        run.table("server_metrics").append_many(pool_samples(shape))
-    run.close()
+    info = {
+        "tool_version": "0.1.0",
+        "command": ["prefillscope", "bench", "--workload", "interference"],
+        "target": {"url": "http://127.0.0.1:8000", "flavour": "vllm", "model": shape.model},
+        "workload": {"workload": "interference", "seed": shape.seed},
+        "clock": {"wall_t0": 1_790_000_000.0},
+        "status": shape.status,
+    }
+    samples = pool_samples(shape) if shape.pool else None
+    run = RunDir(write_run(path, records, chunks, info, samples))
     if shape.summary:
         requests = run.read_table("requests")
         summary = summarize_frames(requests, run.read_table("chunks"), pd.DataFrame())
