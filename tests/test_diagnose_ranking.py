@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.evidence import CacheHealth, Finding, Status
-
 from diagnose.client_limited import ClientHealth
 from diagnose.ranking import ranked
+from runfmt.diagnosis import CacheHealth, Finding, Status
 
 QUIET = ClientHealth(limited=False)
 
