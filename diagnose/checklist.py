@@ -14,7 +14,8 @@ links the findings one explains. Then it decides what to do now, following the p
   (``--slo``, else the one the run was benched with) is breached at p99 — justifies
   immediate, bounded containment: a smaller chunk budget (never the one the server
   has) when H1 is primary or an ITL SLO broke with no cause named, shed load when the
-  server was overloaded, lower concurrency otherwise, each with its numbers,
+  server was overloaded, fewer transfers on the link when the KV transfer (H5) is,
+  lower concurrency otherwise, each with its numbers,
   reversible, to be confirmed by the primary's measurement afterwards;
 * anything else — a relative regression, a "memory at 98 %" — does not: measure first
   (the primary finding's measurement), and leave the cache policy alone until a
@@ -134,6 +135,7 @@ MEASURE_FIRST = {
     "H4": "Measure at a lower load before changing cache policy",
     "OL": "Measure the capacity before tuning the server",
     "PC": "Fix the prefix cache first, then measure again",
+    "H5": "Measure the KV transfer alone before changing the P:D split or the link",
     "CL": "Rerun from a client that keeps up before trusting any latency finding",
 }
 NO_CAUSE = (
@@ -198,6 +200,8 @@ def _containment(
         steps.append(_chunk_step(ctx))
     if cause == "OL":
         steps.append(_shed_step(ctx, findings))
+    elif cause == "H5":
+        steps.append(f"{_concurrency_step(ctx)}, so that fewer KV transfers share the link")
     elif "concurrency" in calls or cause not in ("H1", NONE) or not steps:
         steps.append(_concurrency_step(ctx))
     return (

@@ -14,7 +14,8 @@ The checklist judges each finding on its own; a reader needs one answer. The ran
    client whose delays dominate (CL) explains every latency finding read on the
    client's clock (never a server-side reading).
 3. **Candidates** are the supported findings no other supported finding explains. Root
-   causes (overload, memory, the prefix cache) come first, in ``PRECEDENCE``; the
+   causes (overload, memory, the prefix cache) come first, in ``PRECEDENCE``, then a KV
+   transfer on the critical path (H5, read on the server's TTFT, not a step); the
    step-level hypotheses (H1–H3) follow, ordered by the share of the decode time each
    accounts for (``Finding.impact``: the mixed steps' excess for H1, the host's share
    of a step for H2, the KV reads' share for H3), else by strength (the deciding figure
@@ -38,11 +39,11 @@ from diagnose.words import percent
 from runfmt.diagnosis import CacheHealth, Finding, Primary, Status
 
 #: Root causes before the symptoms they produce (the client is ranked last: ``_order``).
-PRECEDENCE = ("OL", "H4", "PC", "H1", "H3", "H2", "CL")
+PRECEDENCE = ("OL", "H4", "PC", "H5", "H1", "H3", "H2", "CL")
 #: Hypotheses about the decode step itself, ranked by the share of decode time they explain.
 STEP_LEVEL = ("H1", "H2", "H3")
 #: Findings that may lead as a weakened primary (a client that barely limited is a note).
-LEADS = ("OL", "H4", "H1", "H3", "H2")
+LEADS = ("OL", "H4", "H5", "H1", "H3", "H2")
 #: Findings that read latency (capped or annotated on a client-limited run).
 LATENCY_FINDINGS = ("OL", "H1", "H2", "H3")
 #: How far past its threshold a server-side reading must be to count as strong.

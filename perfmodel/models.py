@@ -118,12 +118,29 @@ _CUSTOM_HELP = (
 )
 
 
+_DEVICE_HELP = (
+    "use one of {} or a device of your own, 'custom:peak_flops=1e12,bandwidth=5e10,memory_gib=16'"
+    " (FLOP/s, bytes/s, GiB; e.g. a CPU, whose efficiencies simulate --calibrate then fits)"
+)
+
+
 def resolve_gpu(name: str) -> GpuSpec:
-    """The preset called ``name``; an unknown name is an InputError listing the valid ones."""
+    """A preset, or an inline ``custom:peak_flops=…,bandwidth=…,memory_gib=…`` device."""
+    preset = GPUS.get(name.lower())
+    if preset is not None:
+        return preset
+    if not name.startswith(_CUSTOM_PREFIX):
+        raise InputError("gpu", f"unknown GPU {name!r}", _DEVICE_HELP.format(", ".join(GPUS)))
+    spec = _parse_inline(name[len(_CUSTOM_PREFIX) :], "gpu")
     try:
-        return GPUS[name.lower()]
-    except KeyError:
-        raise InputError("gpu", f"unknown GPU {name!r}", f"use one of {', '.join(GPUS)}") from None
+        figures = [float(spec[k]) for k in ("peak_flops", "bandwidth", "memory_gib")]
+    except (KeyError, ValueError):
+        raise InputError(
+            "gpu", f"custom device {name!r} is incomplete", _DEVICE_HELP.format("a preset")
+        ) from None
+    if not all(0 < f < float("inf") for f in figures):
+        raise InputError("gpu", f"custom device {name!r} has a figure <= 0 or not finite")
+    return GpuSpec(name, figures[0], figures[1], figures[2] * GIB)
 
 
 def resolve_model(name: str) -> ModelSpec:
@@ -131,6 +148,11 @@ def resolve_model(name: str) -> ModelSpec:
     preset = MODELS.get(name.lower())
     if preset is not None:
         return preset
+    from perfmodel.hf_config import hf_config_path, model_from_hf_config
+
+    config = hf_config_path(name)
+    if config is not None:
+        return model_from_hf_config(config)
     if name.startswith(_CUSTOM_PREFIX):
         return _custom_model(name, _parse_inline(name[len(_CUSTOM_PREFIX) :]))
     path = Path(name)
@@ -139,12 +161,12 @@ def resolve_model(name: str) -> ModelSpec:
     raise InputError("model", f"unknown model {name!r}", _CUSTOM_HELP.format(", ".join(MODELS)))
 
 
-def _parse_inline(body: str) -> dict[str, str]:
+def _parse_inline(body: str, field: str = "model") -> dict[str, str]:
     spec: dict[str, str] = {}
     for item in filter(None, body.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError("model", f"custom spec item {item!r} is not key=value")
+            raise InputError(field, f"custom spec item {item!r} is not key=value")
         spec[key.strip()] = value.strip()
     return spec
 
