@@ -4,16 +4,19 @@ The run's recorded requests (send times, prompt and output lengths) are replayed
 virtual clock while three figures of the cost model are fitted, each by bisection on a
 quantity it moves monotonically:
 
-1. the **decode step** to what the server measured, best first: the embedded engine's
-   mean pure-decode step (``prefillscope_engine_step_seconds{kind="decode"}``), vLLM's
-   per-token latency histogram (its median), else the client's ITL p50 — by the per-step
+1. the **decode step** to the embedded engine's mean pure-decode step
+   (``prefillscope_engine_step_seconds{kind="decode"}``, the server's clock), else to the
+   client's ITL p50 (vLLM 0.32 has no step-time histogram, and its inter-token latency
+   buckets are too coarse for a median: 5–10 ms is one bucket) — by the per-step
    host overhead (``host_overhead_step_s``, up from 0), or, when even none gives steps
    longer than measured, the HBM ``bandwidth_efficiency`` (up to 1);
 2. the **prefill** to the client's TTFT p50: ``prefill_mfu`` within ``MFU_RANGE``.
 
-The client's ITL p50 and p99 are the checks, reported with the fitted figures as predicted
-vs measured and their relative error; the server's clock is the fit's target because the
-client's gaps also carry the network and the client's own delays. The fitted figures
+The client's ITL p50 and p99 and the server's mean ITL (vLLM's histogram sum ÷ count,
+exact; else the client's mean gap) are the checks, reported with the fitted figures as
+predicted vs measured and their relative error; the server's clock is the fit's target
+where it has one because the client's gaps also carry the network and the client's own
+delays. The fitted figures
 land within ``TOLERANCE`` unless a bound of their parameter is hit (the error says so).
 """
 
@@ -51,27 +54,32 @@ class Measured:
     itl_p99: float
     #: Mean pure-decode step (the server's own clock), when the server exposes it.
     decode_step_mean: float | None = None
+    #: Mean gap between tokens: the server's (vLLM's histogram sum ÷ count), else the client's.
+    itl_mean: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
         return dataclasses.asdict(self)
 
 
-def _decode_target(run: RunDir) -> tuple[str, float, str] | None:
-    """The decode figure the server itself measured: (key, value, source), best first."""
+def _server_histograms(run: RunDir) -> dict[str, float]:
+    """What the server's own clock says: the embedded engine's mean pure-decode step and
+    the mean gap between tokens (vLLM's ITL histogram), each as sum ÷ count (exact, where
+    a quantile is only as fine as the histogram's buckets)."""
     from diagnose.raw_metrics import RawMetrics
 
     try:
         raw = RawMetrics(run.read_table("server_metrics"))
     except (OSError, ValueError, KeyError):
-        return None
-    steps = raw.histogram_increase(STEP_METRIC, {"kind": "decode"})
-    if steps is not None and steps.count:
-        return "decode_step_mean", steps.sum / steps.count, f'{STEP_METRIC}{{kind="decode"}}'
-    itl = raw.histogram_increase(ITL_METRIC)
-    median = itl.quantile(0.5) if itl is not None and itl.count else None
-    if median:
-        return "itl_p50", median, f"{ITL_METRIC} (p50)"
-    return None
+        return {}
+    figures = {}
+    for key, metric, labels in (
+        ("decode_step_mean", STEP_METRIC, {"kind": "decode"}),
+        ("itl_mean", ITL_METRIC, None),
+    ):
+        hist = raw.histogram_increase(metric, labels)
+        if hist is not None and hist.count and hist.sum > 0:
+            figures[key] = hist.sum / hist.count
+    return figures
 
 
 def measure_run(run_dir: Path) -> Measured:
@@ -86,9 +94,14 @@ def measure_run(run_dir: Path) -> Measured:
     if ttft.size == 0 or gaps.size == 0:
         raise InputError("--calibrate", f"{run_dir} has no completed request with token gaps")
     p50, p99 = np.percentile(gaps, [50, 99])
-    server = _decode_target(run)
-    step = server[1] if server is not None and server[0] == "decode_step_mean" else None
-    return Measured(float(np.median(ttft)), float(p50), float(p99), step)
+    server = _server_histograms(run)
+    return Measured(
+        float(np.median(ttft)),
+        float(p50),
+        float(p99),
+        server.get("decode_step_mean"),
+        server.get("itl_mean", float(np.mean(gaps))),
+    )
 
 
 def replay(config: EngineConfig, workload: SimWorkload) -> Measured:
@@ -103,7 +116,7 @@ def replay(config: EngineConfig, workload: SimWorkload) -> Measured:
     p50, p99 = np.percentile(gaps, [50, 99])
     decode = [s.duration_s for s in result.steps if s.kind == "decode"]
     step = float(np.mean(decode)) if decode else None
-    return Measured(float(np.median(ttft)), float(p50), float(p99), step)
+    return Measured(float(np.median(ttft)), float(p50), float(p99), step, float(np.mean(gaps)))
 
 
 def _bisect(lo: float, hi: float, too_low, rising: bool = True) -> float:
@@ -122,8 +135,11 @@ def calibrate(run_dir: Path, base: EngineConfig) -> dict[str, Any]:
     """Fit ``base`` to the run; the fitted config, its fit error, and the replay."""
     measured = measure_run(run_dir)
     workload = from_run(run_dir, base.vocab_size)
-    server = _decode_target(RunDir(run_dir))
-    key, target, source = server or ("itl_p50", measured.itl_p50, "client: token gaps (p50)")
+    if measured.decode_step_mean is not None:
+        key, target = "decode_step_mean", measured.decode_step_mean
+        source = f'{STEP_METRIC}{{kind="decode"}} (mean)'
+    else:  # a median needs the client's gaps: the server's ITL buckets are too coarse for it
+        key, target, source = "itl_p50", measured.itl_p50, "client: token gaps (p50)"
 
     def decode_at(cfg: EngineConfig) -> float:
         value = getattr(replay(cfg, workload), key)

@@ -46,6 +46,13 @@ VOCAB_SIZE = 8192
 BLOCK_SIZE = 128
 MAX_MODEL_LEN = 4096
 LOG_TAIL_LINES = 40
+#: The served model's folder, where the target script's ``setup`` built it.
+MODEL_DIR = (
+    Path(os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")).expanduser()
+    / "vllm"
+    / "models"
+    / MODEL
+)
 
 
 @dataclass(frozen=True)

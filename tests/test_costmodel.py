@@ -209,3 +209,35 @@ def test_each_command_line_names_the_field_as_its_own_flag() -> None:
     assert flag_error(err.value, serve).field == "--host-overhead-per-seq-us"
     assert flag_error(err.value, {}).field == "--host-overhead-per-seq-s"
     assert flag_error(err.value, serve).problem == err.value.problem
+
+
+def test_a_served_models_config_json_is_a_model(tmp_path) -> None:
+    """Llama 3.1 8B's Hugging Face config gives its published 8.03 B parameters."""
+    config = {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for name in (str(tmp_path), str(tmp_path / "config.json")):
+        model = resolve_model(name)
+        assert model.params == pytest.approx(8.03e9, rel=1e-3)
+        assert (model.layers, model.q_heads, model.kv_heads, model.head_dim) == (32, 32, 8, 128)
+        assert model.dtype == "fp32"
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 0}))
+    with pytest.raises(InputError, match="num_key_value_heads"):
+        resolve_model(str(tmp_path))
+
+
+def test_a_device_without_a_preset_is_given_inline() -> None:
+    cpu = resolve_gpu("custom:peak_flops=1e12,bandwidth=5e10,memory_gib=2")
+    assert (cpu.peak_flops, cpu.bandwidth, cpu.memory_bytes) == (1e12, 5e10, 2 * GIB)
+    for bad in ("custom:peak_flops=1e12", "custom:peak_flops=0,bandwidth=1,memory_gib=1"):
+        with pytest.raises(InputError) as err:
+            resolve_gpu(bad)
+        assert err.value.field == "gpu"

@@ -153,8 +153,10 @@ def simulate(
 def _print_calibration(cal: dict[str, Any]) -> None:
     fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
     typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
-    for key in ("ttft_p50", "itl_p50", "itl_p99"):
-        err = cal["relative_error"][key]
+    for key in ("ttft_p50", "itl_p50", "itl_p99", "itl_mean", "decode_step_mean"):
+        err = cal["relative_error"].get(key)
+        if err is None:
+            continue
         role = "fitted" if key in cal["fit_targets"] else "check"
         typer.echo(
             f"  {key:<9} measured {cal['measured'][key] * 1e3:9.2f} ms   replayed "
