@@ -2,7 +2,9 @@
 
 Every ``EngineConfig`` field can be set (``max_num_batched_tokens=4096``, ``gpu=l40s``,
 ``num_gpu_blocks=2000``, ``fixed_step_s=0.004``, ``host_overhead_per_seq_s=0.0002`` …),
-plus ``stream_interval`` (tokens per streamed event after the first, a server option).
+plus server options: ``stream_interval`` (tokens per streamed event after the first) and
+``disaggregate=P:D`` (P prefill and D decode workers, as ``serve --disaggregate``) with its
+link, ``kv_link_gbps`` (default 100) and ``kv_transfer`` (``after-prefill`` or ``overlap``).
 Values are converted by the field's type, so a typo or a wrong type is one line naming
 the key — and the configuration is validated as a whole before any engine starts.
 """
@@ -16,12 +18,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from perfmodel.config import EngineConfig
+from simengine.disagg_config import DisaggConfig
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
 
 FLAG = "--engine"
 #: Server options accepted next to the ``EngineConfig`` fields.
-SERVER_KEYS = ("stream_interval",)
+SERVER_KEYS = ("stream_interval", "disaggregate", "kv_link_gbps", "kv_transfer")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _NONE = ("none", "null", "auto")
@@ -62,6 +65,7 @@ def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
     kinds = _field_types()
     values: dict[str, Any] = {}
     stream_interval = 1
+    server: dict[str, str] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip().replace("-", "_")
@@ -71,6 +75,8 @@ def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
             stream_interval = _convert(key, text, int)
             if stream_interval < 1:
                 raise InputError(FLAG, f"stream_interval must be >= 1, got {stream_interval}")
+        elif key in SERVER_KEYS:
+            server[key] = text.strip()
         elif key in kinds:
             values[key] = _convert(key, text, kinds[key])
         else:
@@ -81,4 +87,22 @@ def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
     except InputError as exc:
         fix = f" ({exc.fix})" if exc.fix else ""
         raise InputError(FLAG, f"{exc.field}: {exc.problem}{fix}") from None
-    return EngineSettings(config, stream_interval)
+    return EngineSettings(config, stream_interval, _disagg(server))
+
+
+def _disagg(server: dict[str, str]) -> DisaggConfig | None:
+    """``disaggregate=P:D`` and its link keys, validated as ``serve``'s flags are."""
+    from prefillscope.kv_link_flags import disagg_config
+
+    if "disaggregate" not in server:
+        if server:
+            raise InputError(FLAG, f"{', '.join(server)} needs disaggregate=P:D")
+        return None
+    gbps = _convert("kv_link_gbps", server.get("kv_link_gbps", "100"), float)
+    transfer = server.get("kv_transfer", "after-prefill")
+    try:
+        return disagg_config(server["disaggregate"], gbps, 0.0, 0.0, 1.0, "fair", transfer)
+    except InputError as exc:
+        key = exc.field.lstrip("-").replace("-", "_")
+        fix = f" ({exc.fix})" if exc.fix else ""
+        raise InputError(FLAG, f"{key}: {exc.problem}{fix}") from None

@@ -114,7 +114,7 @@ def arm_engine(base: EngineSettings | None, chunk: int) -> EngineSettings:
     except InputError as exc:
         fix = f" ({exc.fix})" if exc.fix else ""
         raise InputError("--chunks", f"{chunk}: {exc.field} {exc.problem}{fix}") from None
-    return EngineSettings(config, settings.stream_interval)
+    return dataclasses.replace(settings, config=config)
 
 
 class ArmServers:

@@ -186,7 +186,9 @@ async def open_target(
         # A child process, not a thread: sharing the client's interpreter lock would put
         # the engine's own work into the client's timestamps (see simengine.engine_process).
         # Started from this thread, which outlives it (the child dies with its parent).
-        engine = EngineProcess(settings.config, stream_interval=settings.stream_interval)
+        engine = EngineProcess(
+            settings.config, stream_interval=settings.stream_interval, disagg=settings.disagg
+        )
         engine.start()
         stack.push_async_callback(asyncio.to_thread, engine.stop)
         target = await detect_target(

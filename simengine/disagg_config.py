@@ -6,7 +6,9 @@ the ``--kv-*`` flags at startup.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from simengine.kv_link import LinkSpec
 from workloads.errors import InputError
@@ -47,3 +49,7 @@ class DisaggConfig:
     @property
     def label(self) -> str:
         return f"{self.prefill_workers}:{self.decode_workers}"
+
+    def describe(self) -> dict[str, Any]:
+        """For ``run.json``: every field, and the ``P:D`` ratio."""
+        return {**dataclasses.asdict(self), "ratio": self.label}

@@ -27,7 +27,9 @@ from typing import Any
 
 from perfmodel.config import EngineConfig
 from runtime.child import become_child, read_message, say, stop_process
+from simengine.disagg_config import DisaggConfig
 from simengine.embedded import Running, latency_gc, start_server
+from simengine.kv_link import LinkSpec
 from simengine.server import ServerOptions
 from workloads.errors import InputError
 
@@ -53,6 +55,7 @@ class EngineProcess(Running):
         request = {
             "config": dataclasses.asdict(self.config),
             "stream_interval": self.stream_interval,
+            "disagg": dataclasses.asdict(self.disagg) if self.disagg else None,
             "host": self.host,
             "port": self.port,
         }
@@ -103,7 +106,10 @@ def _read_ready(proc: subprocess.Popen[str]) -> dict[str, Any]:
 # -- the child -------------------------------------------------------------------------
 async def _serve(request: dict[str, Any]) -> None:
     config = EngineConfig(**request["config"])
-    options = ServerOptions(stream_interval=request["stream_interval"])
+    disagg = request.get("disagg")
+    if disagg is not None:  # the link arrives as a dict: rebuild the frozen dataclasses
+        disagg = DisaggConfig(**{**disagg, "link": LinkSpec(**disagg["link"])})
+    options = ServerOptions(stream_interval=request["stream_interval"], disagg=disagg)
     server, runner, url = await start_server(config, options, request["host"], request["port"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.config import EngineConfig
+from simengine.disagg_config import DisaggConfig
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,8 @@ class EngineSettings:
 
     config: EngineConfig
     stream_interval: int = 1
+    #: Prefill/decode workers and their KV link (``--engine disaggregate=P:D``); None: one.
+    disagg: DisaggConfig | None = None
 
     @classmethod
     def default(cls) -> EngineSettings:
@@ -22,4 +25,7 @@ class EngineSettings:
 
     def describe(self) -> dict[str, Any]:
         """For ``run.json``: every config field, and the stream interval."""
-        return {**dataclasses.asdict(self.config), "stream_interval": self.stream_interval}
+        described = {**dataclasses.asdict(self.config), "stream_interval": self.stream_interval}
+        if self.disagg is not None:
+            described["disaggregate"] = self.disagg.describe()
+        return described

@@ -34,6 +34,17 @@ def test_engine_flags_are_typed_by_the_config() -> None:
     assert config.enable_prefix_caching is False and config.fixed_step_s is None
     assert settings.stream_interval == 4
     assert settings.describe()["stream_interval"] == 4
+    assert settings.disagg is None and "disaggregate" not in settings.describe()
+
+
+def test_engine_flags_give_bench_a_disaggregated_engine() -> None:
+    settings = parse_engine_flags(["disaggregate=2:1", "kv_link_gbps=25", "kv_transfer=overlap"])
+    disagg = settings.disagg
+    assert (disagg.prefill_workers, disagg.decode_workers, disagg.transfer) == (2, 1, "overlap")
+    assert disagg.link.gbps == 25.0
+    assert settings.describe()["disaggregate"]["ratio"] == "2:1"
+    with pytest.raises(InputError, match="kv_transfer: unknown mode"):
+        parse_engine_flags(["disaggregate=1:1", "kv_transfer=sometimes"])
 
 
 @pytest.mark.parametrize(
@@ -47,6 +58,8 @@ def test_engine_flags_are_typed_by_the_config() -> None:
         ("gpu=tpu-v9", "unknown GPU"),
         ("max_num_batched_tokens=64", "max_num_batched_tokens: 64 is below max_num_seqs"),
         ("fixed_step_s=-1", "fixed_step_s: -1 is too small"),
+        ("kv_link_gbps=5", "kv_link_gbps needs disaggregate=P:D"),
+        ("disaggregate=0:1", "disaggregate: '0:1' is not P:D"),
     ],
 )
 def test_bad_engine_flags_name_the_setting(item: str, says: str) -> None:

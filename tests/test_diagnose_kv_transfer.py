@@ -4,25 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_support import bench
+from bench_support import bench, read_json
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from perfmodel.config import EngineConfig
 from probes.slo import Slo
 from runfmt.diagnosis import Status
-from simengine.disagg_config import DisaggConfig
-from simengine.embedded import EmbeddedServer
-from simengine.kv_link import LinkSpec
 
 
 def _diagnosed(tmp_path: Path, gbps: float):
-    disagg = DisaggConfig(1, 1, LinkSpec(gbps))
-    with EmbeddedServer(EngineConfig(), disagg=disagg) as server:
-        outcome = bench(
-            "long-prompt", tmp_path / f"run-{gbps:g}", endpoint=server.url,
-            overrides={"num_requests": 6, "rate": 4.0, "seed": 2}, metrics_interval_s=0.2,
-        )  # fmt: skip
+    outcome = bench(
+        "long-prompt", tmp_path / f"run-{gbps:g}",
+        engine=("disaggregate=1:1", f"kv_link_gbps={gbps:g}"),  # bench's own P/D engine
+        overrides={"num_requests": 6, "rate": 4.0, "seed": 2}, metrics_interval_s=0.2,
+    )  # fmt: skip
+    described = read_json(outcome.run_dir, "run.json")["target"]["engine"]
+    assert described["disaggregate"]["ratio"] == "1:1"
+    assert described["disaggregate"]["link"]["gbps"] == gbps
     return run_checklist(outcome.run_dir), outcome.run_dir
 
 

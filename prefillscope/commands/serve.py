@@ -55,7 +55,7 @@ def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
     info["stream_interval"] = server.options.stream_interval
     disagg = server.options.disagg
     if disagg is not None:
-        info["disaggregate"] = {**dataclasses.asdict(disagg), "ratio": disagg.label}
+        info["disaggregate"] = disagg.describe()
     return info
 
 
