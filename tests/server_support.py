@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen.sse import SSEParser
 from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
+from simengine.metrics import RequestLatency
 
 DONE = b"[DONE]"
 #: util-linux's ``setpriv`` (Linux), which can set the parent-death signal of a command.
@@ -94,3 +96,46 @@ def wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.01)
+
+
+@dataclass(frozen=True)
+class EngineMoments:
+    """One finished request as the engine itself timed it, on its loop clock: arrival,
+    first and last token emitted, emissions that carried tokens."""
+
+    arrival: float
+    first: float
+    last: float
+    emissions: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first - self.arrival
+
+    @property
+    def decode_s(self) -> float:
+        return self.last - self.first
+
+
+@contextmanager
+def engine_moments() -> Iterator[list[EngineMoments]]:
+    """The embedded engines' own per-request moments, in the order requests finish, taken
+    from ``RequestLatency.emitted`` (the call that feeds the latency histograms) while the
+    block runs: the server-side truth for the same events a client timed."""
+    finished: list[EngineMoments] = []
+    counts: dict[int, int] = {}
+    emitted = RequestLatency.emitted
+
+    def recording(self: RequestLatency, has_tokens: bool, finished_now: bool, now: float) -> None:
+        emitted(self, has_tokens, finished_now, now)
+        if has_tokens:
+            counts[id(self)] = counts.get(id(self), 0) + 1
+        if finished_now and self.first is not None:
+            emissions = counts.pop(id(self), 0)
+            finished.append(EngineMoments(self.arrival, self.first, self.last, emissions))
+
+    RequestLatency.emitted = recording  # type: ignore[method-assign]
+    try:
+        yield finished
+    finally:
+        RequestLatency.emitted = emitted  # type: ignore[method-assign]
