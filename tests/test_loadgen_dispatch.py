@@ -69,16 +69,38 @@ def test_coordinated_omission_is_measured_not_hidden(tmp_path: Path) -> None:
 
 @pytest.mark.timing
 def test_open_loop_sends_on_time_and_never_early(tmp_path: Path) -> None:
+    """Never early, always; on time judged against the moments the kernel ran the event
+    loop's thread: of each request's lag, the part during which that thread was waiting
+    for a CPU (its runqueue wait grew: the machine was busy, which no sender can help) is
+    set aside, and what is left, the sender's own lateness, must be under 3 ms (median).
+    The runqueue wait is sampled on the loop every millisecond; a request's span from
+    its intended time to its send is bracketed by the samples either side of it."""
     plan = specs(60, max_tokens=1, gap_s=0.004)
+    samples: list[tuple[float, float]] = []  # (perf_counter, runqueue wait)
+
+    async def sample() -> None:
+        while True:
+            samples.append((time.perf_counter(), _runqueue_wait_s()))
+            await asyncio.sleep(0.001)
 
     async def go():
+        sampler = asyncio.create_task(sample())
         async with Server(generator(0.0, 0.0)) as url:
-            return await run_against(url, plan, tmp_path)
+            clock_start = time.perf_counter()  # the run's clock starts just after
+            ran = await run_against(url, plan, tmp_path)
+        sampler.cancel()
+        return clock_start, ran
 
-    _, requests, _, _ = asyncio.run(go())
+    clock_start, (_, requests, _, _) = asyncio.run(go())
     lag = (requests["sent_s"] - requests["intended_s"]).to_numpy()
     assert (lag >= 0).all()
-    assert np.median(lag) < 0.003, np.median(lag)
+    at, waited = (np.array(column) for column in zip(*samples, strict=True))
+    due = clock_start + requests["intended_s"].to_numpy()
+    sent = clock_start + requests["sent_s"].to_numpy()
+    before = waited[np.clip(np.searchsorted(at, due, side="right") - 1, 0, at.size - 1)]
+    after = waited[np.clip(np.searchsorted(at, sent, side="left"), 0, at.size - 1)]
+    own = lag - (after - before)
+    assert np.median(own) < 0.003, (np.median(own), np.median(lag))
 
 
 def _runqueue_wait_s() -> float:
