@@ -303,6 +303,11 @@ class LoadRun:
                 record.end_s = self.clock.now()
             self._write(record, chunks)
             raise
+        finally:
+            # sent: its bytes left (stamped), not merely handed to the exchanger; a request
+            # still held for its send time, or refused a connection, was released, not sent
+            if record.sent_s is not None:
+                self.result.sent += 1
         self._write(record, chunks)
         text = "".join(stream.text) if stream.text is not None else None
         self.sessions.ended(spec, record.output_token_ids, text, record.output_tokens)
@@ -317,7 +322,6 @@ class LoadRun:
     ) -> EventStream:
         if self._stop.is_set():
             raise asyncio.CancelledError
-        self.result.sent += 1
         record.expected_cached_tokens = self.sessions.expected_cached(spec)
         assert self._exchanger is not None
         return await self._exchanger.send(prepared, record, chunks)

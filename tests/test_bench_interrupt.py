@@ -61,7 +61,11 @@ def _check_interrupted(run: Path, stderr: str, why: str) -> None:
     failed = requests[requests["status"] != "ok"]
     assert len(failed) >= 1 and failed["error_kind"].notna().all()
     assert failed["end_s"].notna().all()
-    assert len(requests) == info["result"]["requests"]["sent"]
+    # every released request has its row; sent are those whose bytes left (a request
+    # still held for its send time, or refused a connection, was not)
+    counts = info["result"]["requests"]
+    assert len(requests) == counts["released"] == counts["finished"]
+    assert requests["sent_s"].notna().sum() == counts["sent"]
     summary = read_json(run, "summary.json")
     assert summary["requests"]["completed"] == len(ok)
 

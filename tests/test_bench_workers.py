@@ -180,7 +180,9 @@ def test_sigterm_stops_every_worker_and_keeps_their_rows(tmp_path: Path, group: 
     info = read_json(run, "run.json")
     assert info["status"] == "interrupted" and info["reason"] == "cancelled (SIGTERM)"
     requests = requests_table(run)
-    assert len(requests) == info["result"]["requests"]["sent"] >= 10
+    counts = info["result"]["requests"]
+    assert len(requests) == counts["released"] >= 10
+    assert requests["sent_s"].notna().sum() == counts["sent"]
     assert set(requests.query("status != 'ok'")["error_kind"]) == {"cancelled"}
     assert [s["status"] for s in info["result"]["shards"]] == ["interrupted"] * 2
     assert not (run / "shards").exists()
