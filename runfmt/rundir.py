@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
-
 from runtime import redact
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
@@ -63,7 +62,12 @@ BATCH_KEY = "__columns__"
 
 
 def _encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
-    """A numeric column as ``[dtype, base64 of its bytes]``: exact and cheap to write."""
+    """A numeric column as ``[dtype, base64 of its bytes]``: exact and cheap to write.
+
+    numpy is imported here, not with the module: the probe process only appends rows.
+    """
+    import numpy as np
+
     data = np.asarray(values)
     if data.dtype.kind not in "iuf":
         raise TypeError(f"append_columns takes numeric columns, got {data.dtype}")
@@ -86,6 +90,8 @@ class _BatchRows:
         return self.shape is None or self.shape == _batch_shape(obj)
 
     def add(self, obj: dict[str, Any]) -> None:
+        import numpy as np
+
         decoded = {  # every column first: a mangled line raises before anything is kept
             name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
             for name, (dtype, encoded) in obj[BATCH_KEY].items()
@@ -103,6 +109,7 @@ class _BatchRows:
         self.lengths.append(length)
 
     def frame(self) -> pd.DataFrame:
+        import numpy as np
         import pandas as pd
 
         data: dict[str, Any] = {}

@@ -14,13 +14,13 @@ from runtime import redact
 from runtime.clock import RunClock
 from session.bench_oracle import MetricsMapping
 from session.bench_plan import asked_rate, counts_by_kind, target_rate
-from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 
 if TYPE_CHECKING:
     from loadgen.target import Target
     from probes.prometheus_source import PrometheusSource
     from session.bench_runner import BenchOptions
+    from simengine.engine_process import EngineProcess
     from workloads.plan import Plan
     from workloads.spec import WorkloadSpec
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadObserver
 from loadgen.records import RequestRecord
@@ -22,11 +22,13 @@ from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
 from probes.mapping_model import Mapping
 from session.live_stats import LiveStats
-from simengine.engine_process import EngineProcess
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
 from workloads.plan import Plan, RequestSpec
 from workloads.stats import DEFAULT_BLOCK_SIZE
+
+if TYPE_CHECKING:
+    from simengine.engine_process import EngineProcess
 
 #: How far the lazy annotation runs ahead of the sends.
 ANNOTATE_AHEAD = 256

@@ -81,7 +81,6 @@ from session.live_stats import Display, LiveStats
 from session.ray_workers import RayPool, require_ray
 from session.shards import split_plan, workers_needed
 from session.workers import ShardOracle, WorkerPool, worker_pool
-from simengine.engine_process import EngineProcess
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
@@ -90,6 +89,7 @@ from workloads.tokenizer import ServerTokenizer
 
 if TYPE_CHECKING:
     from probes.prometheus_source import PrometheusSource
+    from simengine.engine_process import EngineProcess
 
 #: Connections opened before the first request (at most; fewer for fewer users).
 PRECONNECT = 32
@@ -186,6 +186,9 @@ async def open_target(
         # A child process, not a thread: sharing the client's interpreter lock would put
         # the engine's own work into the client's timestamps (see simengine.engine_process).
         # Started from this thread, which outlives it (the child dies with its parent).
+        # Imported here: a run against an endpoint has no use for the engine's modules.
+        from simengine.engine_process import EngineProcess
+
         engine = EngineProcess(
             settings.config, stream_interval=settings.stream_interval, disagg=settings.disagg
         )
