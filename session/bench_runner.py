@@ -144,6 +144,8 @@ class BenchOptions:
     #: A larger failed share of the measured requests makes the run exit 4
     #: (``session.exit_status``); a run where none succeeded exits 4 regardless.
     max_error_rate: float | None = None
+    #: A smaller share of the measured requests meeting ``slo`` makes the run exit 5.
+    min_goodput: float | None = None
     #: The command line as typed, for ``run.json`` (secrets are redacted there).
     command: list[str] = field(default_factory=list)
     #: Worker processes sending the plan (``session.workers``); None: as many as the
@@ -377,6 +379,7 @@ class _Bench:
             result,
             cancelled,
             options.max_error_rate,
+            options.min_goodput,
         )
 
     def _pool_class(self) -> Callable[..., WorkerPool]:

@@ -6,13 +6,16 @@
 2         bad input: one line naming the flag, nothing sent (``workloads.errors.InputError``)
 3         interrupted: the server stopped answering mid-run (every finished request kept)
 4         requests failed: none succeeded, or a larger share failed than ``--max-error-rate``
+5         SLO breached: a smaller share of requests met ``--slo`` than ``--min-goodput``
 130/143   stopped by Ctrl-C / SIGTERM (129 for SIGHUP): ``runtime.signals``
 ========  ==============================================================================
 
 A run can be ``complete`` — every request sent and answered — and still be useless: a
 server that answers every request with HTTP 5xx, a malformed stream or "prompt too
 long". Exit 4 is for CI: the run's files are written as usual, and one line on stderr
-gives the failed share and the server's most common message.
+gives the failed share and the server's most common message. Exit 5 is the same for
+latency: the requests were answered, but too few of them within the SLO (one line names
+the SLO and the share that met it). Exit 4 wins when both apply.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from runtime import signals
 from workloads.errors import InputError
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED = 0, 1, 3, 4
+EXIT_SLO_BREACHED = 5
 #: Characters of a server's error message quoted on the one line.
 MESSAGE_CHARS = 300
 
@@ -38,6 +42,33 @@ def check_max_error_rate(value: float | None) -> float | None:
             "--max-error-rate", f"{value:g} is not a fraction in [0, 1]", "e.g. 0.01 for 1 %"
         )
     return value
+
+
+def check_min_goodput(value: float | None, slo_given: bool) -> float | None:
+    """``--min-goodput``: the share of measured requests that must meet ``--slo``, 0 to 1."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise InputError(
+            "--min-goodput", f"{value:g} is not a share in [0, 1]", "e.g. 0.9 for 90 %"
+        )
+    if not slo_given:
+        raise InputError("--min-goodput", "needs an SLO to meet", "add e.g. --slo ttft=500")
+    return value
+
+
+def slo_breach(summary: dict[str, Any], min_goodput: float | None) -> str | None:
+    """Why the run breaches its SLO (one line naming the SLO and the share), else ``None``."""
+    goodput = summary.get("goodput") or {}
+    share = goodput.get("share")
+    if min_goodput is None or share is None or share >= min_goodput:
+        return None
+    slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput["slo"].items())
+    good, total = goodput.get("requests"), (summary.get("requests") or {}).get("total")
+    return (
+        f"{good} of {total} requests ({share:.1%}) met the SLO {slo}, "
+        f"below --min-goodput {min_goodput:g}"
+    )
 
 
 def top_message(summary: dict[str, Any]) -> str:
@@ -72,14 +103,20 @@ def requests_failure(summary: dict[str, Any], max_error_rate: float | None) -> s
     return f"{problem}; most common error: {message}" if message else problem
 
 
-def exit_status(status: str, summary: dict[str, Any], max_error_rate: float | None) -> int:
+def exit_status(
+    status: str,
+    summary: dict[str, Any],
+    max_error_rate: float | None,
+    min_goodput: float | None = None,
+) -> int:
     """The exit status of a run that was not stopped by a signal."""
     if status == "interrupted":
         return EXIT_INTERRUPTED
     if status != "complete":
         return EXIT_FAILED
-    failing = requests_failure(summary, max_error_rate)
-    return EXIT_REQUESTS_FAILED if failing else EXIT_COMPLETE
+    if requests_failure(summary, max_error_rate):
+        return EXIT_REQUESTS_FAILED
+    return EXIT_SLO_BREACHED if slo_breach(summary, min_goodput) else EXIT_COMPLETE
 
 
 @dataclass
@@ -93,13 +130,14 @@ class BenchOutcome:
     result: LoadResult
     cancelled: bool = False
     max_error_rate: float | None = None
+    min_goodput: float | None = None
 
     @property
     def exit_code(self) -> int:
         """``session.exit_status``'s table; a run stopped by a signal exits 128 + signum."""
         if self.cancelled:
             return signals.stop_exit_code()
-        return exit_status(self.status, self.summary, self.max_error_rate)
+        return exit_status(self.status, self.summary, self.max_error_rate, self.min_goodput)
 
     @property
     def requests_failure(self) -> str | None:
@@ -107,3 +145,10 @@ class BenchOutcome:
         if self.cancelled or self.status != "complete":
             return None
         return requests_failure(self.summary, self.max_error_rate)
+
+    @property
+    def slo_breach(self) -> str | None:
+        """Why the run exits 5 (one line), else ``None`` (also when it exits 4 instead)."""
+        if self.cancelled or self.status != "complete" or self.requests_failure:
+            return None
+        return slo_breach(self.summary, self.min_goodput)

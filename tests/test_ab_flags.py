@@ -31,7 +31,14 @@ def option_names(command: list[str]) -> set[str]:
 def test_the_wrapped_command_has_the_shared_options_then_its_own():
     params = list(inspect.signature(bench).parameters)
     assert params[: len(SHARED)] == SHARED
-    assert params[len(SHARED) :] == ["endpoint", "out", "dry_run_", "as_json", "max_error_rate"]
+    assert params[len(SHARED) :] == [
+        "endpoint",
+        "out",
+        "dry_run_",
+        "as_json",
+        "max_error_rate",
+        "min_goodput",
+    ]
 
 
 @pytest.mark.parametrize("command", [["bench"], ["diagnose", "ab"]])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bench_support import bench_cli, read_json
 
-from session.exit_status import requests_failure
+from session.exit_status import exit_status, requests_failure, slo_breach
 
 DOC_QA = ["--workload", "doc-qa", "--num-requests", "12", "--seed", "1", "--rate", "20"]
 DOC_QA += ["--gpu-telemetry", "off", "--allow-overlong"]
@@ -78,3 +78,54 @@ def test_the_threshold_is_a_larger_share_not_an_equal_one() -> None:
     assert "10× http_5xx: HTTP 503: overloaded" in str(requests_failure(_summary(10, 0), 1.0))
     assert requests_failure(_summary(0, 0), 0.0) is None  # nothing measured: nothing failed
     assert json.dumps(_summary(1, 1))  # a plain JSON document, as summary.json holds
+
+
+SMALL = ["--workload", "shared-prefix", "--num-requests", "6", "--rate", "20", "--seed", "3"]
+SMALL += ["--gpu-telemetry", "off", "--engine", FAST]
+
+
+def test_a_goodput_share_below_min_goodput_exits_5_and_json_names_the_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    # TTFT within 1 µs: no request can meet it, though every one is answered
+    done = bench_cli(*SMALL, "--slo", "ttft=0.001", "--min-goodput", "0.5", "--json", "--out", run)
+    assert done.returncode == 5, done.stderr
+    document = json.loads(done.stdout)
+    assert document["run_dir"] == str(run) and document["status"] == "complete"
+    assert document["requests"]["completed"] == 6 and document["goodput"]["share"] == 0
+    assert document["ttft_s"] == read_json(run, "summary.json")["ttft_s"]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("prefillscope:")]
+    assert lines == [
+        "prefillscope: SLO breached: 0 of 6 requests (0.0%) met the SLO ttft=0.001ms, "
+        f"below --min-goodput 0.5; {run}"
+    ], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--slo", "ttft=500", "--min-goodput", "1.5"], "1.5 is not a share in [0, 1]"),
+        (["--slo", "ttft=500", "--min-goodput", "nan"], "nan is not a share in [0, 1]"),
+        (["--min-goodput", "0.9"], "needs an SLO to meet"),
+    ],
+)
+def test_min_goodput_bad_input_is_one_line(tmp_path: Path, extra: list[str], message: str) -> None:
+    done = bench_cli(*SMALL, *extra, "--out", tmp_path / "run")
+    assert done.returncode == 2
+    assert done.stderr.startswith("prefillscope: error: --min-goodput: ") and message in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def _goodput_summary(total: int, ok: int, good: int) -> dict:
+    summary = _summary(total, ok)
+    summary["goodput"] = {"slo": {"ttft_s": 0.5}, "requests": good, "share": good / total}
+    return summary
+
+
+def test_the_slo_breach_is_a_smaller_share_and_exit_4_wins() -> None:
+    assert slo_breach(_goodput_summary(10, 10, 9), 0.9) is None  # 90 % met: not below 0.9
+    line = str(slo_breach(_goodput_summary(10, 10, 8), 0.9))
+    assert line == "8 of 10 requests (80.0%) met the SLO ttft=500ms, below --min-goodput 0.9"
+    assert exit_status("complete", _goodput_summary(10, 10, 8), None, 0.9) == 5
+    assert exit_status("complete", _goodput_summary(10, 10, 8), None, None) == 0
+    assert exit_status("complete", _goodput_summary(10, 0, 0), None, 0.9) == 4  # none answered
+    assert exit_status("interrupted", _goodput_summary(10, 10, 0), None, 0.9) == 3

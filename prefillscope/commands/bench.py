@@ -4,16 +4,19 @@ Without ``--endpoint`` the embedded engine is started in-process on a free port 
 configured with ``--engine KEY=VALUE``); with one, the server's flavour is detected
 unless ``--backend`` names it. The run goes to a run directory (``--out``, default
 ``runs/<UTC timestamp>-<workload>``); a live dashboard shows it on a terminal, plain
-progress lines elsewhere; a summary table ends it. ``--json`` prints ``summary.json``
-and nothing else on stdout (progress goes to stderr). ``--dry-run`` builds the plan and
-prints its statistics — requests, token totals, the expected prefix hit rate — without
-sending anything.
+progress lines elsewhere; a summary table ends it. ``--json`` prints one JSON document
+and nothing else on stdout (progress goes to stderr): the run's ``summary.json`` with
+``run_dir`` (where the run directory is) and ``status`` in front, so a script needs nothing
+else to find the run. ``--rate 1,2,4,8`` (or ``--concurrency 1,8,64``) runs ``prefillscope
+sweep`` over those loads instead of one run. ``--dry-run`` builds the plan and prints its
+statistics — requests, token totals, the expected prefix hit rate — without sending anything.
 
 Exit status (``session.exit_status``): 0 complete; 4 no request succeeded, or more failed
-than ``--max-error-rate`` (one line with the server's most common message); 3 interrupted
-(the server went away; every finished request is kept); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
-(likewise, in-flight requests ``cancelled``); 1 failed; 2 bad input, one line, before
-anything is sent.
+than ``--max-error-rate`` (one line with the server's most common message); 5 a smaller
+share of requests met ``--slo`` than ``--min-goodput`` (one line: the SLO, the share); 3
+interrupted (the server went away; every finished request is kept); 130 Ctrl-C, 143
+SIGTERM, 129 SIGHUP (likewise, in-flight requests ``cancelled``); 1 failed; 2 bad input,
+one line, before anything is sent.
 
 The runner, the planner, the dashboard and rich are imported when the command runs (a dry
 run imports only the planner), so the CLI starts without them.
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
+from workloads.errors import InputError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -114,7 +118,8 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
     from prefillscope.summary_view import summary_renderable
 
     if as_json:
-        typer.echo(json.dumps(outcome.summary, default=str))
+        document = {"run_dir": str(outcome.run_dir), "status": outcome.status} | outcome.summary
+        typer.echo(json.dumps(document, default=str))
     else:
         console = Console()
         console.print(
@@ -125,6 +130,9 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
     failing = outcome.requests_failure
     if failing is not None:
         print(f"prefillscope: requests failed: {failing}; {outcome.run_dir}", file=sys.stderr)
+    breach = outcome.slo_breach
+    if breach is not None:
+        print(f"prefillscope: SLO breached: {breach}; {outcome.run_dir}", file=sys.stderr)
     if outcome.status != "complete":
         result = outcome.result
         why = outcome.reason
@@ -148,18 +156,29 @@ def bench(
         bool, typer.Option("--dry-run", help="Print the plan's statistics; send nothing.")
     ] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print summary.json (or the dry run) only.")
+        bool,
+        typer.Option(
+            "--json", help="Print summary.json with run_dir and status (or the dry run) only."
+        ),
     ] = False,
     max_error_rate: Annotated[
         float | None,
         typer.Option(help="Exit 4 when a larger share of requests fails (0–1, e.g. 0.01)."),
     ] = None,
+    min_goodput: Annotated[
+        float | None,
+        typer.Option(help="Exit 5 when a smaller share of requests meets --slo (0–1, e.g. 0.9)."),
+    ] = None,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
-    from session.exit_status import check_max_error_rate
+    from session.exit_status import check_max_error_rate, check_min_goodput
 
+    points = flags.sweep_points()  # --rate 1,2,4,8 or --concurrency 1,8,64
     flags.validate()
     check_max_error_rate(max_error_rate)
+    check_min_goodput(min_goodput, bool(flags.slo or flags.goodput))
+    if points is not None:
+        _sweep(flags, points, endpoint, out, as_json, dry_run_, max_error_rate, min_goodput)
     if dry_run_:
         from prefillscope.bench_vocab import run_slo
 
@@ -170,7 +189,31 @@ def bench(
         return
     options = flags.options(endpoint=endpoint, out=out, command=["prefillscope", *sys.argv[1:]])
     options.max_error_rate = max_error_rate
+    options.min_goodput = min_goodput
     _run(options, as_json)
+
+
+def _sweep(
+    flags: BenchFlags,
+    points: tuple[str, str],
+    endpoint: str | None,
+    out: Path | None,
+    as_json: bool,
+    *one_run_only: object,
+) -> None:
+    """``bench --rate 1,2,4,8``: ``prefillscope sweep --rates 1,2,4,8``'s run and screen."""
+    from prefillscope.commands.sweep import run_sweep_command
+
+    axis, text = points
+    if any(one_run_only):
+        raise InputError(
+            f"--{axis}",
+            f"{text} runs a sweep, which has no --dry-run, --max-error-rate or --min-goodput",
+            "give one load, or drop those flags",
+        )
+    run_sweep_command(
+        flags, axis, text, endpoint=endpoint, out=out, every_point=False, as_json=as_json
+    )
 
 
 def _run(options: BenchOptions, as_json: bool) -> None:
