@@ -75,6 +75,21 @@ FLAG_BOUNDS: dict[str, Bound] = {
 }
 
 
+#: The flags whose comma list (``--rate 1,2,4,8``) makes ``bench`` run a sweep.
+SWEEP_FLAGS = ("rate", "concurrency")
+
+
+def rate_or_points(text: str) -> float | str:
+    """``--rate``: one rate as a number; a comma list kept as its text (a sweep's points,
+    parsed by ``session.sweep.parse_values``)."""
+    return text if "," in text else float(text)
+
+
+def users_or_points(text: str) -> int | str:
+    """``--concurrency``: one user count; a comma list kept as its text (a sweep)."""
+    return text if "," in text else int(text)
+
+
 @dataclass
 class BenchFlags:
     """What a user says about the traffic, the target's API and the probes of one run."""
@@ -121,7 +136,12 @@ class BenchFlags:
     duration: Annotated[float | None, typer.Option(help="Seconds to send for.")] = None
     rate: Annotated[
         float | None,
-        typer.Option("--rate", "--request-rate", help="Requests per second (inf: all at once)."),
+        typer.Option(
+            "--rate",
+            "--request-rate",
+            parser=rate_or_points,
+            help="Requests per second (inf: all at once); 1,2,4,8: a sweep (bench).",
+        ),
     ] = None
     arrival: Annotated[
         str | None, typer.Option(help="poisson, gamma, constant, ramp or trace.")
@@ -133,7 +153,11 @@ class BenchFlags:
         int | None, typer.Option(help="Open loop: at most N in flight (the rest wait).")
     ] = None
     concurrency: Annotated[
-        int | None, typer.Option(help="Closed loop: N users, each sending when answered.")
+        int | None,
+        typer.Option(
+            parser=users_or_points,
+            help="Closed loop: N users, each sending when answered; 1,8,64: a sweep (bench).",
+        ),
     ] = None
     seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None
     slo: Annotated[
@@ -214,7 +238,22 @@ class BenchFlags:
         """Every numeric flag within its bounds (``FLAG_BOUNDS``): one ``InputError`` naming
         the flag and the cap, before anything is planned, written or allocated."""
         for name, bound in FLAG_BOUNDS.items():
-            bound.check("--" + name.replace("_", "-"), getattr(self, name))
+            flag, value = "--" + name.replace("_", "-"), getattr(self, name)
+            if isinstance(value, str):  # a list left in by a command that runs one load
+                raise InputError(flag, f"{value} is a sweep", "use prefillscope bench or sweep")
+            bound.check(flag, value)
+
+    def sweep_points(self) -> tuple[str, str] | None:
+        """``(axis, "1,2,4")`` when ``--rate`` or ``--concurrency`` lists loads (the flag
+        is cleared: each point sets it), else ``None``. Both listed: ``InputError``."""
+        listed = [name for name in SWEEP_FLAGS if isinstance(getattr(self, name), str)]
+        if len(listed) > 1:
+            raise InputError("--concurrency", "sweep one axis at a time", "list only --rate")
+        if not listed:
+            return None
+        text = getattr(self, listed[0])
+        setattr(self, listed[0], None)
+        return listed[0], text
 
     def workload_name(self) -> str:
         """The workload to build: ``--workload``; else what ``--dataset`` (or vLLM's

@@ -62,7 +62,7 @@ def check(doc: dict, name: str) -> dict:
 
 def test_arms_whose_hit_rates_differ_get_no_verdict(engines, tmp_path: Path):
     code, doc = endpoints_ab(engines, "b_no_cache", tmp_path / "ab")
-    assert code == 1
+    assert code == 1 and doc["out"] == str(tmp_path / "ab")  # --json names its folder
     verdict = doc["verdict"]
     assert verdict["winner"] is None and verdict["refused"]
     assert verdict["sentence"].startswith("no verdict: the arms' conditions did not match")

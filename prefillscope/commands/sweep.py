@@ -3,7 +3,9 @@ throughput (or goodput, with ``--slo``) stops rising; a table, ``sweep.json`` an
 HTML latency–throughput curve with the knee marked (``session.sweep`` runs it).
 
 Every bench flag applies to each point; ``--rates 1,2,4,8`` (open loop) or
-``--concurrencies 1,8,64`` (closed loop) say the points.
+``--concurrencies 1,8,64`` (closed loop) say the points. ``bench --rate 1,2,4,8`` (or
+``--concurrency 1,8,64``) runs the same sweep. ``--json`` prints ``sweep.json`` with
+``out``, the sweep folder, in front.
 """
 
 from __future__ import annotations
@@ -38,26 +40,50 @@ def sweep(
         bool,
         typer.Option("--every-point", help="Run every point, even past saturation."),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print sweep.json only.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print sweep.json with out (the folder) only.")
+    ] = False,
 ) -> None:
     """Run a workload at increasing load; find where throughput stops rising (the knee)."""
-    import asyncio
-
-    from rich.console import Console
-
-    from prefillscope.commands.bench import make_display
-    from prefillscope.commands.report import write_html
-    from prefillscope.report.sweep_view import render_sweep_html
-    from session.bench_runner import default_out
-    from session.sweep import parse_values, run_sweep
-
     flags.validate()
     if (rates is None) == (concurrencies is None):
         raise InputError(
             "--rates", "give the sweep's points", "--rates 1,2,4 or --concurrencies 1,8"
         )
     axis, text = ("rate", rates) if rates is not None else ("concurrency", concurrencies)
-    values = parse_values(str(text), axis)
+    run_sweep_command(
+        flags, axis, str(text), endpoint=endpoint, out=out, every_point=every_point,
+        as_json=as_json,
+    )  # fmt: skip
+
+
+def run_sweep_command(
+    flags: BenchFlags,
+    axis: str,
+    text: str,
+    *,
+    endpoint: str | None,
+    out: Path | None,
+    every_point: bool,
+    as_json: bool,
+) -> None:
+    """Run the sweep of ``text``'s loads on ``axis`` with ``flags`` (validated) as each
+    point's bench flags; print its table (or ``sweep.json`` with ``out``, the folder);
+    exit 3 when a point did not complete, else 0. ``sweep`` and ``bench --rate 1,2,4``."""
+    import asyncio
+
+    from rich.console import Console
+
+    from prefillscope.bench_flags import FLAG_BOUNDS
+    from prefillscope.commands.bench import make_display
+    from prefillscope.commands.report import write_html
+    from prefillscope.report.sweep_view import render_sweep_html
+    from session.bench_runner import default_out
+    from session.sweep import parse_values, run_sweep
+
+    values = parse_values(text, axis)
+    for value in values:  # each point within the bounds of one run's flag
+        FLAG_BOUNDS[axis].check(f"--{axis}", value)
     base = flags.options(endpoint=endpoint, out=None, command=["prefillscope", *sys.argv[1:]])
     folder = out or default_out("sweep-" + base.workload)
 
@@ -76,7 +102,7 @@ def sweep(
         folder / "sweep.html", render_sweep_html(doc, f"prefillscope sweep — {base.workload}")
     )
     if as_json:
-        typer.echo(json.dumps(doc))
+        typer.echo(json.dumps({"out": str(folder)} | doc))
     else:
         _print(doc, folder, Console())
     incomplete = [p for p in result.points if p.status != "complete"]
