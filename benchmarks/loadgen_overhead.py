@@ -30,6 +30,8 @@ of worker processes is their event loops' (``LoadResult.client``, start-up exclu
 the parent's; their start-up is shown per worker. ``bench 16`` is the whole command's CPU
 for a 16-request run (imports, plan, probes, parquet, summary), split into its own
 process and its probe process (``--bench16-only``: that figure alone).
+When vLLM is installed, ``vllm bench serve`` streams the same kind of requests at the
+fewest streams, once (``vllm_bench_serve.py``; ``--no-vllm`` skips it).
 
 Reading the figures: CPU time here is charged by the kernel per scheduler tick, so short
 runs are noisy (each client runs ``--rounds`` times and its quietest round is kept), and
@@ -60,6 +62,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pandas as pd
+from vllm_bench_serve import vllm_bench_serve
 
 from loadgen.load_options import LoadOptions
 from loadgen.run import run_load
@@ -427,6 +430,7 @@ def main() -> None:
     parser.add_argument(
         "--bench16-only", action="store_true", help="only the 16-request command's CPU"
     )
+    parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
     args = parser.parse_args()
     client_core, server_core = cores()
     proc, url = start_server(args.step_ms, server_core)
@@ -440,12 +444,28 @@ def main() -> None:
             for streams in (int(s) for s in args.streams.split(",")):
                 results[streams] = asyncio.run(measure(url, streams, args, step_s))
             idle = asyncio.run(idle_share(url, args.idle_s))
+            first = min(results)  # vLLM's start-up is heavy: once, at the fewest streams
+            vllm = (
+                None
+                if args.no_vllm
+                else vllm_bench_serve(url, first, first * args.per_stream, args.tokens)
+            )
     finally:
         proc.terminate()
         proc.wait()
     print(f"client core {client_core}, server core {server_core}, step {args.step_ms} ms")
     if not args.bench16_only:
         report(results, args.step_ms, startup, idle)
+        if vllm is None:
+            print("vllm bench serve: skipped (--no-vllm, or no vLLM install found)")
+        else:
+            print(
+                f"vllm bench serve, {first} streams: {vllm['cpu_us_per_token']:.1f} µs/token, "
+                f"start-up {vllm['startup_cpu_s']:.2f} CPU-s, mean TTFT "
+                f"{vllm['mean_ttft_ms']:.2f} ms, mean ITL {vllm['mean_itl_ms']:.2f} ms "
+                f"(step {args.step_ms:g} ms), ITL p99 {vllm['p99_itl_ms']:.2f} ms, "
+                f"{vllm['failed']} failed"
+            )
     parent, children = min(bench16, key=sum)
     print(
         f"bench 16: {parent + children:.2f} CPU-s for a whole 16-request bench command "
@@ -455,6 +475,7 @@ def main() -> None:
         figures = {"bench16_cpu_s": {"self": parent, "children": children}}
         if not args.bench16_only:
             figures |= {"streams": results, "startup_cpu_s": startup, "idle_share": idle}
+            figures["vllm_bench_serve"] = vllm
         print(json.dumps(figures))
 
 
