@@ -157,8 +157,10 @@ class Target:
     def paths(self) -> dict[str, str]:
         """The server paths a run uses, by what they are for (``run.json`` says them)."""
         used = {"models": "/v1/models", "requests": REQUEST_PATHS[self.api], "metrics": "/metrics"}
-        if self.flavour in ("vllm", "embedded"):
-            used["tokenize"] = "/tokenize"
+        if self.flavour in ("vllm", "embedded", "sglang", "llamacpp"):
+            used["tokenize"] = "/tokenize"  # text prompts' tokens (workloads.tokenizer)
+        if self.flavour == "llamacpp" and self.api == "chat":
+            used["chat_template"] = "/apply-template"
         if self.capabilities.reset_path:
             used["reset"] = self.capabilities.reset_path
         return used

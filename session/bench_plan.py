@@ -22,9 +22,9 @@ from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key
 from workloads.spec import WorkloadSpec, load_spec
 from workloads.tokenizer import (
+    SERVED_TOKENIZERS,
     ChatTokenizer,
     LocalTokenizer,
-    ServerTokenizer,
     Tokenizer,
     chat_messages,
     load_tokenizer,
@@ -143,11 +143,13 @@ def plan_tokenizer(
     target: Target, source: str | None = None, api_key: str | None = None
 ) -> Tokenizer | None:
     """The tokenizer text prompts are rendered with: ``source`` (``--tokenizer``), else
-    the server's own ``/tokenize`` when it has one (vLLM, the embedded engine)."""
+    the server's own when it serves one (vLLM, SGLang, llama.cpp, the embedded engine:
+    ``workloads.tokenizer.SERVED_TOKENIZERS``)."""
     if source:
         return load_tokenizer(source, model=target.model, api_key=api_key)
-    if target.flavour in ("vllm", "embedded"):
-        return ServerTokenizer(target.base_url, model=target.model, api_key=api_key)
+    served = SERVED_TOKENIZERS.get(target.flavour)
+    if served is not None:
+        return served(target.base_url, model=target.model, api_key=api_key)
     return None
 
 

@@ -85,7 +85,7 @@ from simengine.settings import EngineSettings
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
-from workloads.tokenizer import ServerTokenizer
+from workloads.tokenizer import HttpTokenizer
 
 if TYPE_CHECKING:
     from probes.prometheus_source import PrometheusSource
@@ -243,7 +243,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             if spec.prompt_format == "text"
             else None
         )
-        if isinstance(text_tokenizer, ServerTokenizer):
+        if isinstance(text_tokenizer, HttpTokenizer):
             stack.callback(text_tokenizer.close)
         plan = build_bench_plan(
             spec,

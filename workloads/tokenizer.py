@@ -10,7 +10,11 @@ server's prefix cache sees for a ``/v1/chat/completions`` request):
   the embedded engine serves too: ``{"model", "prompt", "add_special_tokens"}`` or
   ``{"model", "messages", "add_generation_prompt"}`` (``add_special_tokens`` left at
   vLLM's chat default, false, as in a chat completion) → ``{"count", "max_model_len",
-  "tokens"}``. Exact by construction: it is the server's own.
+  "tokens"}``. Exact by construction: it is the server's own. SGLang's ``/tokenize``
+  has the same shape for text, without messages (``PromptTokenizer``); llama.cpp's
+  takes ``{"content", "add_special"}`` and applies chat templates at
+  ``/apply-template`` (``LlamaCppTokenizer``). ``SERVED_TOKENIZERS`` maps each flavour
+  to its own.
 * ``LocalTokenizer`` — a model's ``tokenizer.json`` read with the ``tokenizers`` library:
   a model folder, the file itself, or the name of a Hugging Face model already in the
   local cache (nothing is downloaded). Chat messages go through the ``chat_template`` of
@@ -120,8 +124,11 @@ class LocalTokenizer:
         return self.encode(render_chat_template(template, messages, self.config), special=False)
 
 
-class ServerTokenizer:
-    """The server's ``POST /tokenize`` (one keep-alive connection for all calls)."""
+class HttpTokenizer:
+    """A tokenizer the server under test serves over HTTP (one keep-alive connection)."""
+
+    #: The path that tokenizes text; what ``source`` names.
+    path = "/tokenize"
 
     def __init__(
         self,
@@ -130,40 +137,83 @@ class ServerTokenizer:
         api_key: str | None = None,
         timeout_s: float = 30.0,
     ) -> None:
-        root = base_url.rstrip("/").removesuffix("/v1")
-        self.url = f"{root}/tokenize"
+        self.root = base_url.rstrip("/").removesuffix("/v1")
+        self.url = f"{self.root}{self.path}"
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(headers=headers, timeout=timeout_s)
         self.source = self.url
 
-    def encode(self, text: str, *, special: bool = True) -> list[int]:
-        return self._tokenize({"prompt": text, "add_special_tokens": special})
-
-    def encode_chat(self, messages: Messages) -> list[int]:
-        return self._tokenize({"messages": messages, "add_generation_prompt": True})
-
-    def _tokenize(self, body: dict[str, object]) -> list[int]:
-        if self.model:
-            body["model"] = self.model
+    def _post(self, path: str, body: dict[str, object], field: str) -> Any:
+        """``body`` posted to ``path``; the answer's ``field``, or one ``InputError``."""
+        url = self.root + path
         try:
-            response = self._client.post(self.url, json=body)
+            response = self._client.post(url, json=body)
         except httpx.HTTPError as exc:
-            raise InputError("tokenizer", f"{self.url} unreachable: {exc}") from None
+            raise InputError("tokenizer", f"{url} unreachable: {exc}") from None
         if response.status_code != 200:
             raise InputError(
                 "tokenizer",
-                f"{self.url} answered HTTP {response.status_code}",
-                "does the server serve /tokenize? otherwise give a local tokenizer.json",
+                f"{url} answered HTTP {response.status_code}",
+                f"does the server serve {path}? otherwise give a local tokenizer.json",
             )
         try:
-            tokens = response.json()["tokens"]
+            return response.json()[field]
         except (ValueError, KeyError, TypeError):
-            raise InputError("tokenizer", f"{self.url} did not return a tokens list") from None
+            raise InputError("tokenizer", f"{url} did not return {field!r}") from None
+
+    def _tokens(self, body: dict[str, object]) -> list[int]:
+        tokens = self._post(self.path, body, "tokens")
+        if not isinstance(tokens, list):
+            raise InputError("tokenizer", f"{self.url} did not return a tokens list")
         return [int(t) for t in tokens]
 
     def close(self) -> None:
         self._client.close()
+
+
+class PromptTokenizer(HttpTokenizer):
+    """``POST /tokenize`` in vLLM's shape for text only: ``{"model", "prompt",
+    "add_special_tokens"}`` → ``{"tokens", …}`` (SGLang serves this; its ``/tokenize``
+    takes no chat messages)."""
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        body: dict[str, object] = {"prompt": text, "add_special_tokens": special}
+        return self._tokens(body | ({"model": self.model} if self.model else {}))
+
+
+class ServerTokenizer(PromptTokenizer):
+    """vLLM's ``POST /tokenize`` (the embedded engine's too), which also takes chat
+    messages and applies the model's chat template: ``{"model", "messages",
+    "add_generation_prompt"}``."""
+
+    def encode_chat(self, messages: Messages) -> list[int]:
+        body: dict[str, object] = {"messages": messages, "add_generation_prompt": True}
+        return self._tokens(body | ({"model": self.model} if self.model else {}))
+
+
+class LlamaCppTokenizer(HttpTokenizer):
+    """llama.cpp's server: ``POST /tokenize`` ``{"content", "add_special"}`` →
+    ``{"tokens"}``; chat messages through ``POST /apply-template`` ``{"messages"}`` →
+    ``{"prompt"}``, then tokenized with the special tokens, as its chat completions do."""
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        return self._tokens({"content": text, "add_special": special})
+
+    def encode_chat(self, messages: Messages) -> list[int]:
+        prompt = self._post("/apply-template", {"messages": messages}, "prompt")
+        if not isinstance(prompt, str):
+            raise InputError("tokenizer", f"{self.root}/apply-template did not return a prompt")
+        return self.encode(prompt, special=True)
+
+
+#: The tokenizer each server flavour serves (``bench`` uses it for text prompts).
+SERVED_TOKENIZERS: dict[str, type[PromptTokenizer] | type[LlamaCppTokenizer]] = {
+    "vllm": ServerTokenizer,
+    "embedded": ServerTokenizer,
+    "sglang": PromptTokenizer,
+    "llamacpp": LlamaCppTokenizer,
+}
 
 
 def load_tokenizer(
