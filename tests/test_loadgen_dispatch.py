@@ -146,8 +146,7 @@ def test_timer_is_finer_than_the_event_loop() -> None:
 @pytest.mark.timing
 def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     """A loop held up for 6 ms at each wake-up (as a VM's idle vCPU is) teaches the Waker
-    to wake that much earlier, so that later deadlines are met by spinning, not missed
-    (judged on the wake-ups the machine gave the CPU to on time)."""
+    to wake that much earlier, so that later deadlines are met by spinning, not missed."""
     clock = RunClock()
     waker = Waker(clock.now)
     assert waker.spin_s == DEFAULT_SPIN_S  # nothing learnt yet
@@ -157,10 +156,10 @@ def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     assert late[0] > 0.003  # the first deadline was missed: the window was too narrow
     assert waker.spin_s >= 0.006 + SPIN_MARGIN_S and waker.spin_s <= MAX_SPIN_S
     assert waker.summary()["wakeups"] == 12
-    clean = [t for t, b in zip(late[2:], busy[2:], strict=True) if b < BUSY_S]
-    if len(clean) < 3:
-        pytest.skip(f"only {len(clean)} of 10 wake-ups got the CPU on time: too busy to judge")
-    assert np.median(clean) < 1e-3, late  # later ones spin through the stall
+    # later ones spin through the stall: judged on the Waker's own lateness, what is left
+    # of each once the time the thread waited for a CPU during it is set aside
+    own = np.array(late[2:]) - np.array(busy[2:])
+    assert np.median(own) < 1e-3, (late, busy)
 
 
 @pytest.mark.timing
