@@ -83,6 +83,7 @@ def _interrupted(run: Path, stop: Callable[[subprocess.Popen[str]], None], *args
     return bench.returncode, stderr
 
 
+@pytest.mark.timing
 def test_server_killed_mid_run(tmp_path: Path, server: Served) -> None:
     run = tmp_path / "run"
     status, stderr = _interrupted(

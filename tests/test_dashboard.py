@@ -81,6 +81,7 @@ def _capture(width: int, run: Path, until: str = "http_4xx", timeout_s: float = 
 
 
 @pytest.mark.slow  # two captures of a run
+@pytest.mark.timing
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 @pytest.mark.parametrize("width", [80, 120])
 def test_dashboard_in_a_terminal(tmp_path: Path, width: int) -> None:

@@ -163,6 +163,7 @@ def test_observer_and_client_health(tmp_path: Path) -> None:
     assert client["t_s"].is_monotonic_increasing
 
 
+@pytest.mark.timing
 def test_server_killed_mid_run(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "loadgen_servers.py"), "--ttft", "0.02", "--itl", "0.02"],
