@@ -435,8 +435,9 @@ class _Bench:
             key = "server_prometheus" if summary["server"].get("available") else "server"
             summary[key] = section
             run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
-        run.write_json(SUMMARY_JSON, Summary.from_sections(summary).to_json())
-        return summary
+        document = Summary.from_sections(summary).to_json()
+        run.write_json(SUMMARY_JSON, document)
+        return document  # what summary.json holds, format_version included
 
     async def _from_prometheus(
         self, result: LoadResult, requests: Any, chunks: Any

@@ -121,6 +121,9 @@ def test_json_keeps_stdout_for_the_summary(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["requests"]["completed"] == 20
+    # summary.json as written, with the run directory and its status in front (bench --json)
+    assert summary.pop("run_dir") == str(tmp_path / "r")
+    assert summary.pop("status") == "complete"
     assert summary == json.loads((tmp_path / "r" / "summary.json").read_text())
     assert "bench: 20 sent · 20/20 done" in done.stderr  # progress went to stderr
 

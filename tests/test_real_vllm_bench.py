@@ -34,14 +34,16 @@ OVER_LONG = [
 ]  # fmt: skip
 
 
-def bench_vllm(url: str, out: Path, workload: list[str]) -> tuple[dict[str, Any], pd.DataFrame]:
+def bench_vllm(
+    url: str, out: Path, workload: list[str], exit_code: int = 0
+) -> tuple[dict[str, Any], pd.DataFrame]:
     """``prefillscope bench --endpoint URL … --json`` as a command: (summary, requests)."""
     done = bench_cli(
         "--endpoint", url, *workload, "--vocab-size", str(VOCAB_SIZE),
         "--cache-protocol", "reset", "--metrics-interval", "0.1", "--gpu-telemetry", "off",
         "--out", str(out), "--json",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == exit_code, done.stderr
     return json.loads(done.stdout), requests_table(out)
 
 
@@ -106,7 +108,10 @@ def test_the_server_section_reads_vllms_counters(shared_prefix) -> None:
 
 
 def test_an_over_long_prompt_is_a_4xx_with_vllms_message(vllm_url: str, tmp_path: Path) -> None:
-    summary, requests = bench_vllm(vllm_url, tmp_path / "run", OVER_LONG)
+    # sent anyway (--allow-overlong; without it bench refuses them before the run), so
+    # every request fails: exit 4, and vLLM's own message is kept on each row
+    run = tmp_path / "run"
+    summary, requests = bench_vllm(vllm_url, run, [*OVER_LONG, "--allow-overlong"], exit_code=4)
     assert summary["errors"] == {"http_4xx": 2}
     assert (requests["status"] == "error").all()
     assert (requests["error_kind"] == "http_4xx").all() and (requests["http_status"] == 400).all()
