@@ -34,6 +34,7 @@ from typing import IO
 import httpx
 
 from runtime import redact
+from runtime.lifetime import dying_with_us
 from workloads.errors import InputError
 
 FLAG = "--launch"
@@ -149,7 +150,7 @@ class LaunchedServer:
         self.started_at = time.monotonic()
         try:
             self.process = subprocess.Popen(
-                self.argv,
+                dying_with_us(self.argv),  # even a SIGKILLed diagnose ab takes it along
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,

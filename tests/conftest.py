@@ -21,7 +21,7 @@ def _stop_session(signum: int, frame: object) -> None:
 
 # A CI cancel (SIGTERM) or a closed terminal (SIGHUP) ends the session as Ctrl-C does:
 # pytest then tears its fixtures down, and the servers they started are stopped with it
-# (a SIGKILL, which runs no teardown, is covered by ``server_support.dying_with_tests``).
+# (a SIGKILL, which runs no teardown, is covered by ``runtime.lifetime.dying_with_us``).
 # Handled even when inherited ignored (``nohup``), as SIGINT above, so that the processes
 # the signal tests start get the signals' defaults.
 for _sig in (signal.SIGTERM, signal.SIGHUP):

@@ -10,7 +10,7 @@ client processes the tests start), waited on ``/health`` with a generous timeout
 stopped with SIGTERM, then SIGKILL (vLLM 0.32 may not exit on SIGTERM with a stream open).
 It dies with the test process however that ends: a SIGTERM or SIGHUP to pytest tears the
 fixture down (``conftest``), and a SIGKILL makes the kernel SIGTERM vLLM
-(``server_support.dying_with_tests``).
+(``runtime.lifetime.dying_with_us``).
 
 The server's output goes to a log file kept under pytest's base temp folder; its tail is
 the failure message when the server does not come up, and is added to the report of any
@@ -32,7 +32,8 @@ import httpx
 import pytest
 from conftest import TARGETS
 from probe_servers import free_port
-from server_support import dying_with_tests
+
+from runtime.lifetime import dying_with_us
 
 #: Seconds to wait for /health: 35–80 s is usual, a loaded 2-core machine may take more.
 #: Under pytest-timeout's 300 s per test (which counts fixture setup), so that a server
@@ -117,7 +118,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
     with log.open("wb") as out:
         process = subprocess.Popen(
             # exec'd down to vLLM itself, which then gets SIGTERM if the tests die
-            dying_with_tests(["bash", str(TARGETS / "vllm-cpu.sh"), "run"]),
+            dying_with_us(["bash", str(TARGETS / "vllm-cpu.sh"), "run"]),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

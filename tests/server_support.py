@@ -4,7 +4,6 @@ starting a server process that cannot outlive the test run."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,16 +19,6 @@ from simengine.embedded import EmbeddedServer
 from simengine.metrics import RequestLatency
 
 DONE = b"[DONE]"
-#: util-linux's ``setpriv`` (Linux), which can set the parent-death signal of a command.
-SETPRIV = shutil.which("setpriv")
-
-
-def dying_with_tests(argv: list[str]) -> list[str]:
-    """``argv`` run so that the kernel sends it SIGTERM when the test process dies —
-    killed outright included, when no teardown runs (``prctl(PR_SET_PDEATHSIG)`` through
-    ``setpriv``, kept across ``exec``). Start it from the main thread: the signal follows
-    the death of the thread that started it. Unchanged where ``setpriv`` is missing."""
-    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv] if SETPRIV else list(argv)
 
 
 def fast_config(**overrides: Any) -> EngineConfig:

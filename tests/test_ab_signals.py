@@ -22,6 +22,8 @@ from ab_support import PREFILLSCOPE, TIMING_TOLERANCES
 from bench_support import wait_for_rows
 from test_ab_launcher import STUB, gone, pids
 
+from runtime.lifetime import SETPRIV
+
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "diagnose", "ab"]
 #: Long trials (400 requests at 25/s): the signal lands mid-trial.
 WORKLOAD = [
@@ -117,3 +119,28 @@ def test_an_unexpected_error_mid_a_b_still_stops_the_servers_and_writes_ab_json(
     assert len(doc["servers"]) == 2
     for log in sorted((out / "servers").glob("*.log")):
         assert all(gone(pid) for pid in pids(log)), log.read_text()
+
+
+@pytest.mark.skipif(SETPRIV is None, reason="util-linux's setpriv is not installed")
+def test_a_killed_a_b_takes_its_launched_servers_along(tmp_path: Path) -> None:
+    # SIGKILL runs none of our clean-up: the kernel's parent-death signal ends the servers
+    marker = f"ab-kill-{uuid.uuid4().hex[:12]}"
+    launch = (
+        f"{PREFILLSCOPE} serve --port {{port}} --max-num-batched-tokens {{chunk}} "
+        f"--served-model-name {marker} --fixed-step-ms 5"
+    )
+    out = tmp_path / "ab"
+    ab = subprocess.Popen(
+        [*CLI, "--chunks", "512,1024", "--launch", launch, "--warmup-trials", "0",
+         "--out", str(out), *WORKLOAD],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_rows(out / "trials" / "01-512-r1" / "requests.jsonl", 10, timeout_s=120)
+        running = processes_with(marker)
+        assert len(running) >= 2, running
+    finally:
+        ab.kill()
+        ab.wait()
+    assert all(gone(pid, within_s=30) for pid in running), "a launched server outlived the A/B"
+    assert processes_with(marker) == []

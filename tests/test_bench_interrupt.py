@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 import pytest
 from bench_support import bench_process, read_json, requests_table, wait_for_rows
-from server_support import dying_with_tests
+
+from runtime.lifetime import dying_with_us
 
 SERVE = [sys.executable, "-c", "from prefillscope.cli import main; main()", "serve"]
 WORKLOAD = ("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400")
@@ -35,7 +36,7 @@ class Served(NamedTuple):
 def server() -> Iterator[Served]:
     """``prefillscope serve`` in its own process (5 ms steps), killed by the test."""
     proc = subprocess.Popen(
-        dying_with_tests([*SERVE, "--port", "0", "--json", "--fixed-step-ms", "5"]),
+        dying_with_us([*SERVE, "--port", "0", "--json", "--fixed-step-ms", "5"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,7 +3,7 @@
 A pytest session runs a module with a session-scoped server fixture (the pattern of the
 real vLLM target's) and a test that hangs; it is then ended with SIGTERM (a CI cancel:
 the fixture is torn down, ``conftest``), SIGHUP, or SIGKILL (no teardown at all: the
-kernel's parent-death signal, ``server_support.dying_with_tests``). The server's PID must
+kernel's parent-death signal, ``runtime.lifetime.dying_with_us``). The server's PID must
 be gone.
 """
 
@@ -22,12 +22,12 @@ TESTS = Path(__file__).resolve().parent
 MODULE = """
 import os, signal, subprocess, sys, time
 import pytest
-from server_support import dying_with_tests
+from runtime.lifetime import dying_with_us
 
 @pytest.fixture(scope="session")
 def server():
     argv = [sys.executable, "-c", "import time; time.sleep(600)"]
-    process = subprocess.Popen(dying_with_tests(argv), process_group=0)
+    process = subprocess.Popen(dying_with_us(argv), process_group=0)
     yield process
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
