@@ -47,6 +47,17 @@ def bench_args(url: str, out: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+def bench_against(fault: str, out: Path, *extra: str, keepalive: float = 75.0):
+    """``prefillscope bench`` (``bench_args`` + ``extra``) against a fresh fault server,
+    which is stopped however the run ends; the finished command."""
+    proc, url = start_server(fault, keepalive)
+    try:
+        return bench_cli(*bench_args(url, out, *extra))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def rows(out: Path):
     return RunDir(out).read_table("requests")
 
@@ -74,14 +85,8 @@ def test_a_fault_on_every_other_request_is_classified_with_its_message(
     fault: str, tmp_path: Path
 ) -> None:
     extra, kind, message = FAULTS[fault]
-    proc, url = start_server(fault)
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", str(REQUESTS),
-                                     "--concurrency", "2", *extra))  # fmt: skip
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against(fault, out, "--num-requests", str(REQUESTS), "--concurrency", "2", *extra)
     requests = rows(out)
     print(matrix_line(fault, done.returncode, requests))
     assert done.returncode == 0, done.stderr  # half of the requests succeeded
@@ -94,14 +99,8 @@ def test_a_fault_on_every_other_request_is_classified_with_its_message(
 
 
 def test_429_and_5xx_keep_their_status_and_message(tmp_path: Path) -> None:
-    proc, url = start_server("http-429-5xx")
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", str(REQUESTS),
-                                     "--concurrency", "2"))  # fmt: skip
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against("http-429-5xx", out, "--num-requests", str(REQUESTS), "--concurrency", "2")
     requests = rows(out)
     print(matrix_line("http-429-5xx", done.returncode, requests))
     assert done.returncode == 0 and len(requests) == REQUESTS
@@ -113,13 +112,8 @@ def test_429_and_5xx_keep_their_status_and_message(tmp_path: Path) -> None:
 
 
 def test_a_server_that_fails_every_request_is_refused_before_the_run(tmp_path: Path) -> None:
-    proc, url = start_server("all-5xx")
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", "6", "--concurrency", "2"))
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against("all-5xx", out, "--num-requests", "6", "--concurrency", "2")
     print(f"FAULT all-5xx: exit {done.returncode}, rows kept 0 (refused at the test request)")
     assert done.returncode == 2 and not out.exists()
     assert MESSAGES["500"] in done.stderr and "Traceback" not in done.stderr
@@ -128,13 +122,8 @@ def test_a_server_that_fails_every_request_is_refused_before_the_run(tmp_path: P
 def test_a_run_where_every_request_failed_exits_4_with_the_servers_message(
     tmp_path: Path,
 ) -> None:
-    proc, url = start_server("all-5xx-after-first")
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", "6", "--concurrency", "2"))
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against("all-5xx-after-first", out, "--num-requests", "6", "--concurrency", "2")
     requests = rows(out)
     print(matrix_line("all-5xx-after-first", done.returncode, requests))
     assert done.returncode == EXIT_REQUESTS_FAILED and len(requests) == 6
@@ -143,14 +132,17 @@ def test_a_run_where_every_request_failed_exits_4_with_the_servers_message(
 
 
 def test_more_failures_than_max_error_rate_fail_the_run(tmp_path: Path) -> None:
-    proc, url = start_server("http-429-5xx")
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", str(REQUESTS),
-                                     "--concurrency", "2", "--max-error-rate", "0.25"))  # fmt: skip
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against(
+        "http-429-5xx",
+        out,
+        "--num-requests",
+        str(REQUESTS),
+        "--concurrency",
+        "2",
+        "--max-error-rate",
+        "0.25",
+    )
     requests = rows(out)
     print(matrix_line("http-429-5xx --max-error-rate 0.25", done.returncode, requests))
     assert done.returncode == EXIT_REQUESTS_FAILED and len(requests) == REQUESTS
@@ -158,13 +150,8 @@ def test_more_failures_than_max_error_rate_fail_the_run(tmp_path: Path) -> None:
 
 
 def test_slow_byte_by_byte_streams_are_read_whole(tmp_path: Path) -> None:
-    proc, url = start_server("slow-bytes")
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", "4", "--concurrency", "2"))
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against("slow-bytes", out, "--num-requests", "4", "--concurrency", "2")
     requests = rows(out)
     print(matrix_line("slow-bytes", done.returncode, requests))
     assert done.returncode == 0 and len(requests) == 4
@@ -176,14 +163,10 @@ def test_slow_byte_by_byte_streams_are_read_whole(tmp_path: Path) -> None:
 def test_a_short_keep_alive_loses_no_request(tmp_path: Path) -> None:
     """Open loop at 2 req/s against a 0.5 s keep-alive: a pooled connection the server
     closes between taking it and sending on it is retried, not a connect failure."""
-    proc, url = start_server("none", keepalive=0.5)
-    try:
-        out = tmp_path / "run"
-        done = bench_cli(*bench_args(url, out, "--num-requests", "40", "--rate", "2",
-                                     "--arrival", "constant"))  # fmt: skip
-    finally:
-        proc.kill()
-        proc.wait()
+    out = tmp_path / "run"
+    done = bench_against(
+        "none", out, "--num-requests", "40", "--rate", "2", "--arrival", "constant", keepalive=0.5
+    )
     requests = rows(out)
     print(matrix_line("keepalive-0.5s", done.returncode, requests),
           f"retried {int(requests['retried'].sum())}")  # fmt: skip
