@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.canonical import HISTOGRAMS, POOL_BUCKETS, SERIES
-from probes.mapping_model import AGGREGATES, HistogramSource, Mapping, PoolSpec, Source
+from probes.mapping_model import AGGREGATES, HistogramSource, MetricMapping, PoolSpec, Source
 from workloads.errors import InputError
 
 if TYPE_CHECKING:  # annotations only: the CLI reads BUILTIN_FLAVOURS at start, without httpx
@@ -74,7 +74,7 @@ _TOP_KEYS = {
 
 
 # -- loading and validation --------------------------------------------------------------
-def builtin_mapping(flavour: str) -> Mapping:
+def builtin_mapping(flavour: str) -> MetricMapping:
     """One of the mappings shipped in ``probes/mappings/``."""
     if flavour not in BUILTIN_FLAVOURS:
         raise InputError(
@@ -83,7 +83,7 @@ def builtin_mapping(flavour: str) -> Mapping:
     return _load(MAPPINGS_DIR / f"{flavour}.toml", seen=())
 
 
-def load_mapping(path: str | Path) -> Mapping:
+def load_mapping(path: str | Path) -> MetricMapping:
     """A user-supplied mapping file, validated: unknown keys and bad values are errors."""
     path = Path(path)
     if not path.is_file():
@@ -104,7 +104,7 @@ def choose_mapping(
     *,
     flavour: str | None = None,
     mapping_file: str | Path | None = None,
-) -> Mapping:
+) -> MetricMapping:
     """The mapping a probe should use: a user file, else a named flavour, else detection."""
     if mapping_file is not None:
         return load_mapping(mapping_file)
@@ -120,14 +120,14 @@ def choose_mapping(
     return builtin_mapping(detected)
 
 
-def _load(path: Path, seen: tuple[str, ...]) -> Mapping:
+def _load(path: Path, seen: tuple[str, ...]) -> MetricMapping:
     where = str(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(where, f"not valid TOML: {exc}", "fix the file's syntax") from None
     _check_keys(doc, _TOP_KEYS, where)
-    base: Mapping | None = None
+    base: MetricMapping | None = None
     if "extends" in doc:
         parent = _string(doc["extends"], f"{where}: extends")
         if parent not in BUILTIN_FLAVOURS or parent in seen:
@@ -157,7 +157,7 @@ def _load(path: Path, seen: tuple[str, ...]) -> Mapping:
         if "pool" in doc
         else (base.pool if base else PoolSpec())
     )
-    return Mapping(
+    return MetricMapping(
         flavour=flavour,
         description=str(doc.get("description", base.description if base else "")),
         detect=tuple(_strings(doc["detect"], f"{where}: detect"))

@@ -1,7 +1,7 @@
 """A flavour mapping in memory, and its resolution against one scrape.
 
-``Mapping`` holds, for each canonical series, histogram and pool bucket, the ``Source``
-the engine exposes it as; ``Mapping.snapshot`` resolves them against one ``/metrics``
+``MetricMapping`` holds, for each canonical series, histogram and pool bucket, the ``Source``
+the engine exposes it as; ``MetricMapping.snapshot`` resolves them against one ``/metrics``
 scrape into a ``Snapshot``. The files these are read from, and their keys, are
 ``probes.mapping``'s.
 """
@@ -80,7 +80,10 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Mapping:
+class MetricMapping:
+    """How one server flavour names its metrics: the source of every canonical series,
+    histogram and pool bucket, and the name prefixes that detect the flavour."""
+
     flavour: str
     description: str
     detect: tuple[str, ...]

@@ -24,7 +24,7 @@ import pandas as pd
 from probes.canonical import HISTOGRAMS, SERIES, Histogram, Kind, Provenance, Value
 from probes.exposition import Exposition, Sample, exposition_from_rows
 from probes.mapping import choose_mapping
-from probes.mapping_model import Mapping, Snapshot
+from probes.mapping_model import MetricMapping, Snapshot
 from probes.pool import pool_breakdown
 from probes.quantiles import QUANTILES
 
@@ -91,7 +91,9 @@ class ServerSeries:
         )
 
     @classmethod
-    def from_samples(cls, samples: pd.DataFrame, mapping: Mapping | None = None) -> ServerSeries:
+    def from_samples(
+        cls, samples: pd.DataFrame, mapping: MetricMapping | None = None
+    ) -> ServerSeries:
         """From a ``server_metrics`` table (long format). Without a mapping the flavour is
         detected from the first scrape. Only the metrics the mapping reads are rebuilt,
         and each distinct label set is decoded once: an hour of 0.5 s scrapes is

@@ -31,7 +31,7 @@ from urllib3.util.retry import Retry
 
 from probes.exposition import Exposition, Sample
 from probes.mapping import BUILTIN_FLAVOURS, builtin_mapping, choose_mapping
-from probes.mapping_model import Mapping, Source
+from probes.mapping_model import MetricMapping, Source
 from probes.normalise import ServerSeries
 from probes.sampling import ProbeStatus
 from runtime.clock import RunClock
@@ -69,7 +69,7 @@ class PrometheusSource:
     def __init__(
         self,
         url: str,
-        mapping: Mapping | None = None,
+        mapping: MetricMapping | None = None,
         *,
         selector: str = "",
         timeout_s: float = 10.0,
@@ -91,7 +91,7 @@ class PrometheusSource:
         )
 
     # -- queries ---------------------------------------------------------------------------
-    def mapping(self) -> Mapping:
+    def mapping(self) -> MetricMapping:
         """The mapping given, or the one detected from the names Prometheus holds."""
         if self._mapping is None:
             names = [Sample(r["metric"]["__name__"], {}, 1.0) for r in self._get(_detect_query())]

@@ -17,7 +17,7 @@ import pandas as pd
 
 from loadgen.records import Status
 from probes.mapping import builtin_mapping, load_mapping
-from probes.mapping_model import Mapping
+from probes.mapping_model import MetricMapping
 from probes.normalise import ServerSeries
 from runfmt.names import CHUNKS_TABLE, GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir
@@ -74,7 +74,7 @@ def client_events(requests: pd.DataFrame, chunks: pd.DataFrame) -> pd.DataFrame:
     return events.sort_values("t_s", kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
 
 
-def run_mapping(run: RunDir) -> Mapping | None:
+def run_mapping(run: RunDir) -> MetricMapping | None:
     """The mapping the run's probe used, as recorded in ``run.json``
     (``probes.server_metrics.mapping_file`` or ``.flavour``); None → detect from data."""
     if not run.has(RUN_JSON):
@@ -86,7 +86,7 @@ def run_mapping(run: RunDir) -> Mapping | None:
     return builtin_mapping(flavour) if flavour else None
 
 
-def server_series(run: RunDir, mapping: Mapping | None = None) -> ServerSeries | None:
+def server_series(run: RunDir, mapping: MetricMapping | None = None) -> ServerSeries | None:
     """The run's canonical server series, or None when no server metrics were recorded
     or none could be understood (no known flavour and no mapping)."""
     samples = run.read_table(SERVER_METRICS_TABLE)
@@ -105,7 +105,7 @@ class Timeline:
     gpu: pd.DataFrame
 
     @classmethod
-    def from_run(cls, run: RunDir | str, mapping: Mapping | None = None) -> Timeline:
+    def from_run(cls, run: RunDir | str, mapping: MetricMapping | None = None) -> Timeline:
         run = run if isinstance(run, RunDir) else RunDir(run)
         return cls(
             client_events(run.read_table(REQUESTS_TABLE), run.read_table(CHUNKS_TABLE)),

@@ -20,7 +20,7 @@ from loadgen.records import RequestRecord
 from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
-from probes.mapping_model import Mapping
+from probes.mapping_model import MetricMapping
 from session.live_stats import LiveStats
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
@@ -55,7 +55,7 @@ class MetricsMapping:
     again once the file is fixed.
     """
 
-    mapping: Mapping | None
+    mapping: MetricMapping | None
     file: Path | None = None
     error: str | None = None
 
@@ -81,7 +81,7 @@ def metrics_mapping(
 
 def geometry(
     first: Exposition | None,
-    mapping: Mapping | None,
+    mapping: MetricMapping | None,
     engine: EngineProcess | None,
     *,
     block_size: int | None = None,

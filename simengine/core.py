@@ -22,7 +22,7 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from simengine.sampler import EOS_ID, Sampler
-from simengine.scheduler import Scheduler, Sequence
+from simengine.scheduler import Scheduler, SequenceState
 from workloads.prefix import BlockPool, CacheScope
 
 
@@ -129,7 +129,7 @@ class EngineCore:
         )
         self.sampler = Sampler(config.seed, config.vocab_size)
         self.stats = EngineStats()
-        self._seqs: dict[str, Sequence] = {}
+        self._seqs: dict[str, SequenceState] = {}
         self._aborted: list[RequestUpdate] = []
         self._index = 0
 
@@ -150,7 +150,7 @@ class EngineCore:
             ignore_eos=req.ignore_eos,
             max_tokens=req.max_tokens,
         )
-        seq = Sequence(req, tokens, self.pool, req.scope, stream)
+        seq = SequenceState(req, tokens, self.pool, req.scope, stream)
         self._seqs[req.request_id] = seq
         self.scheduler.add(seq, prompt)
         self.stats.num_waiting = self.scheduler.num_waiting
@@ -235,7 +235,7 @@ class EngineCore:
             prefill_progress=[(s.request.request_id, s.num_computed) for s, _ in sched.prefills],
         )
 
-    def _decode(self, seqs: list[Sequence]) -> list[Sequence]:
+    def _decode(self, seqs: list[SequenceState]) -> list[SequenceState]:
         """Compute each decode's last sampled token (indexing a block it fills)."""
         block_size = self.pool.block_size
         caching = self.pool.enable_caching
@@ -246,7 +246,7 @@ class EngineCore:
                 seq.blocks.commit(tokens, computed)
         return list(seqs)
 
-    def _prefill(self, seq: Sequence, n: int, first: list[str]) -> bool:
+    def _prefill(self, seq: SequenceState, n: int, first: list[str]) -> bool:
         """Mark a chunk computed and index the blocks it filled; True if that was the last
         chunk, so the sequence samples its next token this step."""
         before = seq.num_computed
@@ -261,11 +261,11 @@ class EngineCore:
             self.stats.prompt_tokens += seq.prompt_len
         return True
 
-    def _emit(self, seqs: list[Sequence], updates: list[RequestUpdate]) -> None:
+    def _emit(self, seqs: list[SequenceState], updates: list[RequestUpdate]) -> None:
         """Sample the next token of each sequence whose inputs are all computed; finish those
         that drew EOS or their last allowed token. The engine's hottest loop."""
         append = updates.append
-        finished: list[Sequence] = []
+        finished: list[SequenceState] = []
         for seq in seqs:
             req = seq.request
             tokens = seq.tokens

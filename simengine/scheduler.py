@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from simengine.core import EngineRequest
 
 
-class Sequence:
+class SequenceState:
     """One request inside the engine: its tokens, its KV blocks and its progress.
 
     ``tokens`` holds the prompt and every token sampled so far, as a compact int64
@@ -94,16 +94,16 @@ class Schedule:
     """What one step computes: decodes (one token each) and prompt chunks, plus preemptions,
     and the step's shape (the aggregates the cost model prices it with)."""
 
-    decodes: list[Sequence] = field(default_factory=list)
-    prefills: list[tuple[Sequence, int]] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
+    decodes: list[SequenceState] = field(default_factory=list)
+    prefills: list[tuple[SequenceState, int]] = field(default_factory=list)
+    preempted: list[SequenceState] = field(default_factory=list)
     shape: StepShape = field(default_factory=StepShape)
 
     @property
     def empty(self) -> bool:
         return not self.decodes and not self.prefills
 
-    def add_prefill(self, seq: Sequence, chunk: int, context: int) -> None:
+    def add_prefill(self, seq: SequenceState, chunk: int, context: int) -> None:
         """Schedule ``chunk`` prompt tokens of ``seq`` after ``context`` computed ones."""
         self.prefills.append((seq, chunk))
         shape = self.shape
@@ -129,9 +129,9 @@ class Scheduler:
         self.max_num_seqs = max_num_seqs
         self.chunked = enable_chunked_prefill
         self.caching = pool.enable_caching
-        self.waiting: deque[Sequence] = deque()
+        self.waiting: deque[SequenceState] = deque()
         #: Running sequences in admission order; the last one is the preemption victim.
-        self.running: list[Sequence] = []
+        self.running: list[SequenceState] = []
         self._done_in_running = 0
         self.num_preemptions = 0
 
@@ -143,14 +143,14 @@ class Scheduler:
     def num_waiting(self) -> int:
         return len(self.waiting)
 
-    def add(self, seq: Sequence, prompt: np.ndarray) -> None:
+    def add(self, seq: SequenceState, prompt: np.ndarray) -> None:
         """Queue a new sequence; its prompt's block hashes are computed now, from the array
         form, so admission only hashes what decoding appended since."""
         if self.caching:
             seq.hashes = block_hashes(prompt, self.block_size, seq.blocks.scope)
         self.waiting.append(seq)
 
-    def finish(self, seq: Sequence) -> None:
+    def finish(self, seq: SequenceState) -> None:
         """Release a finished or aborted sequence's blocks (tail first) and retire it."""
         if seq.done:
             return
@@ -184,14 +184,14 @@ class Scheduler:
         out.shape.num_running = len(self.running)
         return out
 
-    def _schedule_decodes(self, out: Schedule) -> list[Sequence]:
+    def _schedule_decodes(self, out: Schedule) -> list[SequenceState]:
         """Pass 1: one token per decoding sequence, preempting the newest when blocks run out.
 
         Victims come from the tail of ``running`` (admitted after the sequence at hand),
         so a sequence already scheduled this step is never preempted. Returns the running
         sequences still prefilling, in admission order.
         """
-        prefilling: list[Sequence] = []
+        prefilling: list[SequenceState] = []
         running = self.running
         decodes = out.decodes
         block_size = self.block_size
@@ -218,7 +218,7 @@ class Scheduler:
         return prefilling
 
     def _schedule_partial_prefills(
-        self, out: Schedule, prefilling: list[Sequence], left: int
+        self, out: Schedule, prefilling: list[SequenceState], left: int
     ) -> int:
         """Pass 2: running sequences still prefilling, FCFS, each as far as budget and blocks
         go. Returns the budget left."""
@@ -274,7 +274,7 @@ class Scheduler:
             out.add_prefill(seq, chunk, cached)
             left -= chunk
 
-    def _preempt(self, seq: Sequence, out: Schedule) -> None:
+    def _preempt(self, seq: SequenceState, out: Schedule) -> None:
         """Recompute-preemption: drop the sequence's KV and put it back at the queue head."""
         seq.blocks.release()
         seq.num_computed = 0
