@@ -35,7 +35,7 @@ from diagnose.gate import FAIL, PASS, Gate, MetricResult
 from diagnose.metrics import metric_spec
 from diagnose.stats import Sample, compare_stats
 from perfmodel.config import EngineConfig
-from probes.latency import token_gaps
+from probes.token_gaps import token_gaps
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import VirtualDriver
 from workloads.build import build_plan

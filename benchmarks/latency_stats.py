@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.stats import Sample, compare_stats
-from probes.latency import summarize_frames, token_gaps
+from probes.latency import summarize_frames
+from probes.token_gaps import token_gaps
 
 
 def synthetic(requests: int, tokens: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:

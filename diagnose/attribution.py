@@ -28,7 +28,7 @@ import numpy as np
 
 from diagnose.inputs import RunView
 from diagnose.stats import Comparison, Sample, compare_stats
-from probes.latency import token_gaps
+from probes.token_gaps import token_gaps
 
 #: Fresh prompt tokens from which a prefill counts as long: twice the smallest chunk
 #: budget in common use (512), so a long prefill needs several small chunks or one large

@@ -28,8 +28,9 @@ import numpy as np
 from diagnose.inputs import RunView
 from diagnose.next_steps import bench_command
 from diagnose.words import percent
-from probes.latency import client_health, measured_window, request_latencies, token_gaps
+from probes.latency import client_health, measured_window, request_latencies
 from probes.quantiles import quantile
+from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Evidence, Finding, Status
 
 if TYPE_CHECKING:

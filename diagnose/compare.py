@@ -48,14 +48,13 @@ from diagnose.metrics import (
 )
 from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
 from probes.latency import (
-    TokenGaps,
     completed_mask,
     measured,
     measured_window,
     request_latencies,
     throughput_bins,
-    token_gaps,
 )
+from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON
 from runfmt.rundir import RunDir
 from workloads.errors import InputError

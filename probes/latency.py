@@ -9,12 +9,7 @@ Conventions, stated once here because every report inherits them:
   client that falls behind its schedule cannot hide queueing (coordinated omission), and
   from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). The difference is the
   dispatch lag, ``sent_s - intended_s``.
-* **ITL is per token.** A chunk carrying n tokens after a gap g gives n gaps of g/n. The
-  first chunk's n-1 extra tokens arrived together with the first token: they give n-1 gaps
-  of 0 (their wait is inside TTFT). With that rule a request's gaps number
-  ``output_tokens - 1`` and sum to ``last chunk - first chunk``, so their mean is the
-  request's TPOT (exactly, when the stream ends with its last token chunk). Chunks with no
-  tokens (a role-only delta, a usage-only tail) are not tokens and are skipped.
+* **ITL is per token** (``probes.token_gaps`` states and applies the rule).
 * **TPOT** = (E2E − TTFT)/(output_tokens − 1) = (end − first token)/(output_tokens − 1),
   defined for requests with at least two output tokens.
 * **Throughput** is over the measured window: from the first send of a measured request
@@ -44,6 +39,7 @@ from loadgen.records import Status
 from probes.metric_registry import LATENCIES
 from probes.quantiles import describe, finite
 from probes.slo import Slo
+from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
 
@@ -107,79 +103,6 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
         },
         index=requests.index,
     )
-
-
-@dataclass(frozen=True)
-class TokenGaps:
-    """Per-token inter-token gaps of a set of requests, in request then time order.
-
-    ``request`` holds, for each gap, the index of its request in ``request_ids``: ITL
-    gaps of one request are not independent, and the statistics resample by request.
-    ``t_s`` is the arrival time of the chunk that carried the token, so a gap spans
-    ``[t_s - n * gap_s, t_s]`` for a chunk of n tokens.
-    """
-
-    gap_s: np.ndarray
-    request: np.ndarray
-    t_s: np.ndarray
-    request_ids: np.ndarray
-
-    def per_request(self, how: str = "max") -> pd.Series:
-        """One value per request with gaps (``max``, ``mean``, ``median``…), by request id."""
-        values = pd.Series(self.gap_s).groupby(self.request).agg(how)
-        values.index = self.request_ids[values.index.to_numpy()]
-        return values
-
-
-def token_chunks(chunks: pd.DataFrame, request_ids: Any = None) -> pd.DataFrame:
-    """The chunks that carried tokens, optionally only those of ``request_ids``."""
-    if chunks.empty:
-        return pd.DataFrame({"request_id": [], "t_s": [], "n_tokens": []})
-    keep = pd.to_numeric(chunks["n_tokens"], errors="coerce").fillna(0).to_numpy() > 0
-    if request_ids is not None:
-        keep &= chunks["request_id"].isin(request_ids).to_numpy()
-    return chunks.loc[keep, ["request_id", "t_s", "n_tokens"]]
-
-
-def token_gaps(chunks: pd.DataFrame, request_ids: Any = None) -> TokenGaps:
-    """Per-token ITL gaps (see the module docstring for the rule), vectorised.
-
-    ``request_ids`` restricts the gaps to those requests (the measured, completed ones).
-    """
-    df = token_chunks(chunks, request_ids)
-    codes, uniques = pd.factorize(df["request_id"])
-    t = df["t_s"].to_numpy(dtype=float)
-    n = df["n_tokens"].to_numpy(dtype=np.int64)
-    in_order = np.all((codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1]) & (t[1:] >= t[:-1])))
-    if not in_order:  # runs write each request's chunks together and in time order
-        order = np.lexsort((t, codes))
-        codes, t, n = codes[order], t[order], n[order]
-    first = np.ones(len(codes), dtype=bool)
-    first[1:] = codes[1:] != codes[:-1]
-    previous = np.empty_like(t)
-    previous[1:] = t[:-1]
-    per_token = np.where(first, 0.0, (t - previous) / n)
-    repeats = np.where(first, n - 1, n)
-    if repeats.max(initial=0) <= 1:  # one token per chunk, the usual stream: a mask will do
-        keep = repeats == 1
-        per_token, codes, t = per_token[keep], codes[keep], t[keep]
-    else:
-        per_token, codes, t = (np.repeat(a, repeats) for a in (per_token, codes, t))
-    return TokenGaps(
-        gap_s=per_token, request=codes, t_s=t, request_ids=np.asarray(uniques, dtype=object)
-    )
-
-
-def chunk_counts(chunks: pd.DataFrame, request_ids: Any = None) -> dict[str, Any]:
-    """How tokens arrived: token-bearing chunks, multi-token chunks and their share."""
-    n = token_chunks(chunks, request_ids)["n_tokens"].to_numpy(dtype=np.int64)
-    multi = int((n > 1).sum())
-    return {
-        "count": int(n.size),
-        "tokens": int(n.sum()),
-        "multi_token": multi,
-        "multi_token_share": multi / n.size if n.size else None,
-    }
 
 
 @dataclass(frozen=True)

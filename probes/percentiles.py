@@ -50,7 +50,8 @@ def picked_percentiles(
 ) -> dict[str, dict[str, float | None]]:
     """``{metric column: {"p99": seconds, …}}`` for the completed measured requests."""
 
-    from probes.latency import completed_mask, measured, request_latencies, token_chunks, token_gaps
+    from probes.latency import completed_mask, measured, request_latencies
+    from probes.token_gaps import token_chunks, token_gaps
 
     runs = measured(requests)
     ok = completed_mask(runs)

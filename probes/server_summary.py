@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from probes.canonical import Histogram, Provenance, Value
-from probes.latency import completed_mask, prefix_hit_rates, request_latencies, token_chunks
+from probes.latency import completed_mask, prefix_hit_rates, request_latencies
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.quantiles import QUANTILES
+from probes.token_gaps import token_chunks
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
 

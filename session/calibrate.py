@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
-from probes.latency import request_latencies, token_gaps
+from probes.latency import request_latencies
+from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
 from session.sim_workload import SimWorkload, from_run
 from simengine.core import EngineCore

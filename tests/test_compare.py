@@ -16,7 +16,7 @@ from diagnose.compare import metric_spec, time_blocks, workload_differences
 from diagnose.gate import parse_gate, worsening
 from diagnose.stats import MIN_UNITS, Sample, compare_stats
 from prefillscope.cli import main
-from probes.latency import TokenGaps
+from probes.token_gaps import TokenGaps
 from workloads.errors import InputError
 
 

@@ -12,9 +12,10 @@ import pytest
 from synthetic_runs import synth_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
-from probes.latency import summarize, summarize_frames, token_gaps
+from probes.latency import summarize, summarize_frames
 from probes.quantiles import describe
 from probes.slo import Slo, parse_slo
+from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
 from workloads.errors import InputError
 

@@ -30,7 +30,7 @@ from loadgen.records import RequestRecord
 from loadgen.run import LoadRun
 from loadgen.target import Target
 from perfmodel.config import EngineConfig
-from probes.latency import token_gaps
+from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from simengine.embedded import EmbeddedServer

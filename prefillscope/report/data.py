@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from probes.canonical import POOL_BUCKETS, Provenance
-from probes.latency import TokenGaps, completed_mask, measured, summarize_frames, token_gaps
+from probes.latency import completed_mask, measured, summarize_frames
 from probes.timeline import server_series
+from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.names import (
     CHUNKS_TABLE,
     CLIENT_TABLE,

@@ -14,8 +14,8 @@ import pandas as pd
 from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
-from probes.latency import TokenGaps
 from probes.quantiles import quantile
+from probes.token_gaps import TokenGaps
 from probes.units import fmt_seconds
 
 MAX_KINDS = 5
