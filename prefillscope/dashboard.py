@@ -21,7 +21,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from prefillscope.report.content import fmt_duration
+from prefillscope.report.numbers import fmt_duration
 from session.live_stats import LiveSnapshot, LiveStats, Quantiles
 
 REFRESH_S = 0.25

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from prefillscope.report.content import STATUS_TONES, fmt_value
+from prefillscope.report.content import STATUS_TONES
+from prefillscope.report.numbers import fmt_value
 from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}

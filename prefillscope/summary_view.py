@@ -23,7 +23,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from prefillscope.report import content
+from prefillscope.report import content, numbers
 
 #: Columns between two tables set side by side.
 SIDE_GAP = 4
@@ -88,7 +88,7 @@ def _outcome(summary: dict[str, Any]) -> Table:
     if len(by_kind) > 1:
         rows += [[f"requests: {kind}", f"{n:,}"] for kind, n in by_kind.items()]
     chunks = summary.get("chunks") or {}
-    rows.append(["multi-token chunks", content.fmt_share(chunks.get("multi_token_share"))])
+    rows.append(["multi-token chunks", numbers.fmt_share(chunks.get("multi_token_share"))])
     errors = content.error_counts(summary)
     rows += [[f"errors: {kind}", n] for kind, n in errors]
     return _table(["figure", "value"], rows)
@@ -133,7 +133,7 @@ def _picked(summary: dict[str, Any]) -> Table | None:
     labels = list(next(iter(picked.values())))
     names = {key: label for key, label, _ in content.LATENCY_METRICS}
     rows = [
-        [names.get(metric, metric), *(content.fmt_duration(v) for v in values.values())]
+        [names.get(metric, metric), *(numbers.fmt_duration(v) for v in values.values())]
         for metric, values in picked.items()
     ]
     return _table(["percentiles asked for", *labels], rows)

@@ -49,7 +49,7 @@ class Undecided(StrEnum):
 
 def _value(row: MetricResult, value: float) -> str:
     """A latency with its unit; a throughput per second (the metric's name says of what)."""
-    from prefillscope.report.content import fmt_duration, fmt_rate
+    from prefillscope.report.numbers import fmt_duration, fmt_rate
 
     return fmt_duration(value) if row.spec.is_latency else fmt_rate(value, "/s")
 

@@ -7,7 +7,6 @@ differ only in markup and can never disagree on a figure.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,11 +15,17 @@ import numpy as np
 
 from prefillscope.report.data import ReportData, lookup
 from prefillscope.report.figures import group_kinds
+from prefillscope.report.numbers import (
+    UNKNOWN,
+    fmt_count,
+    fmt_duration,
+    fmt_rate,
+    fmt_share,
+    fmt_value,
+    known_number,
+)
 from probes.metric_registry import LATENCIES
 from probes.quantiles import quantiles
-from probes.units import fmt_seconds
-
-UNKNOWN = "unknown"
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
@@ -47,58 +52,6 @@ STATUS_TONES = {
     UNKNOWN: "muted",
 }
 RUN_STATUS_TONES = {"complete": "good", "interrupted": "warn", "running": "warn", "failed": "bad"}
-
-
-# -- number formatting -------------------------------------------------------------------
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def fmt_duration(value: Any) -> str:
-    """Seconds as a reader wants them (850 µs, 12.3 ms, 1.52 s); unknown when absent."""
-    v = _finite(value)
-    return UNKNOWN if v is None else fmt_seconds(v)
-
-
-def fmt_rate(value: Any, unit: str) -> str:
-    v = _finite(value)
-    if v is None:
-        return UNKNOWN
-    return f"{v:.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
-
-
-def fmt_share(value: Any) -> str:
-    v = _finite(value)
-    return UNKNOWN if v is None else f"{100 * v:.1f} %"
-
-
-def fmt_count(value: Any) -> str:
-    v = _finite(value)
-    return UNKNOWN if v is None else f"{v:,.0f}"
-
-
-def fmt_value(value: Any) -> str:
-    """Any scalar from a run file, for display."""
-    if value is None:
-        return UNKNOWN
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return plain_number(value) if math.isfinite(value) else UNKNOWN
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def plain_number(value: float) -> str:
-    """Four significant digits, thousands separated, never in exponent form:
-    ``14,390``, ``3.142``, ``0.0001234``."""
-    if value == 0 or abs(value) >= 1000:
-        return f"{value:,.0f}"
-    digits = max(0, 3 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{digits}f}".rstrip("0").rstrip(".")
 
 
 # -- header ------------------------------------------------------------------------------
@@ -131,7 +84,7 @@ def header(data: ReportData) -> Header:
     ``runfmt.runinfo`` writes it)."""
     workload = data.field("workload.workload")
     workload_text = workload if isinstance(workload, str) else UNKNOWN
-    wall = _finite(data.field("clock.wall_t0"))
+    wall = known_number(data.field("clock.wall_t0"))
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
     engine = data.field("target.engine") or {}
     engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
@@ -284,7 +237,7 @@ def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
     errors = (summary or {}).get("errors")
     if not isinstance(errors, dict):
         return []
-    return [(str(kind), fmt_count(n)) for kind, n in errors.items() if _finite(n)]
+    return [(str(kind), fmt_count(n)) for kind, n in errors.items() if known_number(n)]
 
 
 #: The server section's figures: (path in ``summary.server``, label, formatter).
@@ -406,7 +359,7 @@ def report_dict(data: ReportData, html_path: str | None) -> dict[str, Any]:
                 layer.name: {
                     "provenance": layer.provenance,
                     "source": layer.source,
-                    "max": _finite(float(np.nanmax(layer.values))),
+                    "max": known_number(float(np.nanmax(layer.values))),
                 }
                 for layer in data.pool.layers
             },

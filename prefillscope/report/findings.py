@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefillscope.report.content import STATUS_TONES, UNKNOWN, fmt_value
+from prefillscope.report.content import STATUS_TONES
+from prefillscope.report.numbers import UNKNOWN, fmt_value
 from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefillscope.report.content import fmt_duration
 from prefillscope.report.html import CSS
 from prefillscope.report.markup import Markup, el, join, void
+from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.units import fmt_seconds

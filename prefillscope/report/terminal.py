@@ -16,7 +16,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from prefillscope.report import content, findings
+from prefillscope.report import content, findings, numbers
 from prefillscope.report.data import ReportData, long_prompt_arrivals
 from prefillscope.report.figures import windowed_percentiles
 
@@ -168,7 +168,7 @@ def _itl_sparkline(data: ReportData, width: int) -> RenderableType | None:
     marks[np.minimum(cells, windows - 1)] = "^"  # the same windows as the p99 line
     text = Text()
     text.append("ITL p99 over time ", style="bold")
-    low, high = content.fmt_duration(p99[seen].min()), content.fmt_duration(p99[seen].max())
+    low, high = numbers.fmt_duration(p99[seen].min()), numbers.fmt_duration(p99[seen].max())
     text.append(f"({low} … {high}, log)\n", style="dim")
     text.append("".join(line), style="cyan")
     if inside.size:
@@ -201,7 +201,7 @@ def _diagnosis(data: ReportData) -> RenderableType:
         )
     hard, reasons, recommendation = findings.decision(data.diagnosis)
     verdict = {True: ("hard failure", "bad"), False: ("no hard failure", "good")}.get(
-        hard, (content.UNKNOWN, "muted")
+        hard, (numbers.UNKNOWN, "muted")
     )
     blocks: list[RenderableType] = [
         Text.assemble(
