@@ -77,9 +77,18 @@ def split_metric(name: str) -> tuple[str, str | None]:
     return (base, rest[:-1]) if sep and rest.endswith("]") else (name, None)
 
 
-def higher_is_better(name: str) -> bool:
+def ab_metric_spec(name: str) -> MetricSpec:
+    """The spec of an A/B metric, a kind's suffix dropped; ``itl_max`` (a trial's worst
+    gap) as ITL's ``max``, so the registry names and writes it as it does ITL."""
     base, _ = split_metric(name)
-    return base != ITL_MAX and metric_spec(base).higher_is_better
+    if base == ITL_MAX:
+        itl = metric_spec(ITL_QUANTILES[0])
+        return MetricSpec(ITL_MAX, itl.source, "max", itl.higher_is_better)
+    return metric_spec(base)
+
+
+def higher_is_better(name: str) -> bool:
+    return ab_metric_spec(name).higher_is_better
 
 
 @dataclass(frozen=True)

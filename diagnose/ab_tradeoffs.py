@@ -25,27 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.ab_metrics import ITL_MAX, higher_is_better, split_metric
+from diagnose.ab_metrics import ITL_MAX, ab_metric_spec, higher_is_better, split_metric
 from diagnose.ab_verdict import ArmLike, Decision, Verdict, percent
 from diagnose.stats import Comparison
 
-#: How metric names read in a sentence (a kind is appended in brackets).
-_LABELS = {
-    "itl_p50": "ITL p50",
-    "itl_p95": "ITL p95",
-    "itl_p99": "ITL p99",
-    "ttft_p50": "TTFT p50",
-    "ttft_p95": "TTFT p95",
-    "ttft_p99": "TTFT p99",
-    "output_tokens_per_s": "output tokens/s",
-    ITL_MAX: "worst ITL gap",
-}
-
 
 def metric_label(name: str) -> str:
-    """``ttft_p50[decode]`` → ``TTFT p50 (decode)``."""
+    """``ttft_p50[decode]`` → ``TTFT p50 (decode)``: the metric as the registry names it
+    (``itl_max``, a trial's worst gap, as ``worst ITL gap``)."""
     base, kind = split_metric(name)
-    label = _LABELS.get(base, base)
+    spec = ab_metric_spec(base)
+    label = f"worst {spec.metric.short} gap" if base == ITL_MAX else spec.named()
     return f"{label} ({kind})" if kind else label
 
 
@@ -133,7 +123,8 @@ def tradeoff_sentence(winner: str, tradeoffs: Sequence[Tradeoff]) -> str | None:
             if t.metric == ITL_MAX:
                 low, high = (_times(v + 1.0) for v in t.interval)
                 clauses.append(
-                    f"{winner}'s worst stall (ITL max) is {_times(t.ratio)} {other}'s "
+                    f"{winner}'s worst stall ({ab_metric_spec(ITL_MAX).named()}) is "
+                    f"{_times(t.ratio)} {other}'s "
                     f"[{low}, {high}]"
                 )
     return f"trade-off: {'; '.join(clauses)}" if clauses else None

@@ -29,16 +29,32 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from diagnose.ab_conditions import Conditions
+from diagnose.metrics import metric_spec
 from diagnose.stats import Comparison
 from probes.slo import Slo
-from probes.units import fmt_seconds
 
-#: The metrics the decision is made on, and how they read in a sentence.
-KEY_METRICS = {"itl_p99": "p99 ITL", "ttft_p50": "p50 TTFT"}
+
+def sentence_name(metric: str) -> str:
+    """How a metric reads in a verdict: the statistic first, the metric as the registry
+    names it (``itl_p99`` → ``p99 ITL``, ``ttft_p50[long-prompt]`` → ``p50 TTFT
+    (long-prompt)``)."""
+    base, _, kind = metric.partition("[")
+    name = metric_spec(base).named(stat_first=True)
+    return f"{name} ({kind[:-1]})" if kind else name
+
+
+def _value_text(metric: str, value: float) -> str:
+    """A value of ``metric`` (kind suffix allowed) in the registry entry's unit."""
+    return metric_spec(metric.partition("[")[0]).metric.format(value)
+
+
+#: The metric the decision weighs first without an ITL SLO, and the SLO metrics.
+ITL_KEY, ITL_SLO, TTFT_SLO = "itl_p99", "itl_p99", "ttft_p99"
 RULE = (
-    "refuse unless conditions matched; candidates meet every SLO (ITL on p99 ITL, TTFT on "
-    "p99 TTFT); then p50 TTFT first with an ITL SLO, else p99 ITL first, then the other; "
-    "arms significantly worse than the best drop out; one left wins"
+    f"refuse unless conditions matched; candidates meet every SLO (ITL on "
+    f"{sentence_name(ITL_SLO)}, TTFT on {sentence_name(TTFT_SLO)}); then "
+    f"{sentence_name('ttft_p50')} first with an ITL SLO, else {sentence_name(ITL_KEY)} first, "
+    "then the other; arms significantly worse than the best drop out; one left wins"
 )
 MINUS = "\u2212"
 
@@ -98,20 +114,21 @@ def change(c: Comparison) -> str:
 
 def slo_text(slo: Slo | None) -> str:
     parts = []
-    if slo is not None and slo.itl_s is not None:
-        parts.append(f"ITL p99 \u2264 {fmt_seconds(slo.itl_s)}")
-    if slo is not None and slo.ttft_s is not None:
-        parts.append(f"TTFT p99 \u2264 {fmt_seconds(slo.ttft_s)}")
+    bounds = (None, None) if slo is None else (slo.itl_s, slo.ttft_s)
+    for name, bound in zip((ITL_SLO, TTFT_SLO), bounds, strict=True):
+        if bound is not None:
+            spec = metric_spec(name)
+            parts.append(f"{spec.named()} \u2264 {spec.metric.format(bound)}")
     return " and ".join(parts)
 
 
 def violated(stats: Mapping[str, float], slo: Slo | None) -> list[str]:
     """The key metrics on which an arm misses an SLO (``itl_p99``, ``ttft_p99``)."""
     missed = []
-    if slo is not None and slo.itl_s is not None and not stats["itl_p99_s"] <= slo.itl_s:
-        missed.append("itl_p99")
-    if slo is not None and slo.ttft_s is not None and not stats["ttft_p99_s"] <= slo.ttft_s:
-        missed.append("ttft_p99")
+    if slo is not None and slo.itl_s is not None and not stats[f"{ITL_SLO}_s"] <= slo.itl_s:
+        missed.append(ITL_SLO)
+    if slo is not None and slo.ttft_s is not None and not stats[f"{TTFT_SLO}_s"] <= slo.ttft_s:
+        missed.append(TTFT_SLO)
     return missed
 
 
@@ -130,8 +147,7 @@ class Decision:
     @property
     def keys(self) -> dict[str, str]:
         """The metrics the decision is made on and how they read in a sentence."""
-        _, _, kind = self.ttft.partition("[")
-        return {"itl_p99": "p99 ITL", self.ttft: f"p50 TTFT ({kind[:-1]})" if kind else "p50 TTFT"}
+        return {metric: sentence_name(metric) for metric in (ITL_KEY, self.ttft)}
 
     def value(self, arm: ArmLike, metric: str) -> float:
         return self.stats[arm.index][f"{metric}_s"]
@@ -153,7 +169,8 @@ class Decision:
         ranges = []
         for metric, name in self.keys.items():
             values = [self.value(a, metric) for a in ordered]
-            ranges.append(f"{name} {fmt_seconds(values[0])} \u2192 {fmt_seconds(values[-1])}")
+            low, high = (_value_text(metric, v) for v in (values[0], values[-1]))
+            ranges.append(f"{name} {low} \u2192 {high}")
         chunks = ", ".join(a.label for a in ordered)
         return f"chunks {chunks}: {'; '.join(ranges)} (smallest \u2192 largest chunk)"
 
@@ -174,7 +191,7 @@ def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdic
 
 def _priority(d: Decision) -> list[str]:
     itl_slo = d.slo is not None and d.slo.itl_s is not None
-    return [d.ttft, "itl_p99"] if itl_slo else ["itl_p99", d.ttft]
+    return [d.ttft, ITL_KEY] if itl_slo else [ITL_KEY, d.ttft]
 
 
 def rule_text(d: Decision) -> str:
@@ -195,19 +212,19 @@ def rule_text(d: Decision) -> str:
 
 
 def _reason(d: Decision, winner: ArmLike, separated: list[str], slo: str) -> str:
-    ttft = d.keys[d.ttft]
+    itl, ttft = d.keys[ITL_KEY], d.keys[d.ttft]
     if slo:
         return f"with {slo}, choose {winner.label}"
     if separated == [d.ttft]:
-        return f"p99 ITL does not differ significantly: choose {winner.label} for {ttft}"
+        return f"{itl} does not differ significantly: choose {winner.label} for {ttft}"
     if len(separated) > 1:
-        return f"no SLO given, p99 ITL first, then {ttft}: choose {winner.label}"
+        return f"no SLO given, {itl} first, then {ttft}: choose {winner.label}"
     fastest = min(d.arms, key=lambda a: d.value(a, d.ttft))
     cost = ""
     if len(d.arms) > 2 and fastest is not winner:
         c = d.compare(fastest.index, winner.index)[d.ttft]
         cost = f" ({ttft} {change(c)} vs {fastest.label})"
-    return f"no SLO given, p99 ITL first: choose {winner.label}{cost}"
+    return f"no SLO given, {itl} first: choose {winner.label}{cost}"
 
 
 def decide(d: Decision, conditions: Conditions) -> Verdict:
@@ -224,9 +241,10 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
     head, slo = d.head(), slo_text(d.slo)
     candidates = [a for a in d.arms if not violated(d.stats[a.index], d.slo)]
     if not candidates:
-        best = min(d.arms, key=lambda a: d.value(a, "itl_p99"))
-        lowest = fmt_seconds(d.value(best, "itl_p99"))
-        sentence = f"{head}; no chunk size meets {slo} (lowest p99 ITL {lowest}, {best.label})"
+        best = min(d.arms, key=lambda a: d.value(a, ITL_KEY))
+        lowest = _value_text(ITL_KEY, d.value(best, ITL_KEY))
+        itl = d.keys[ITL_KEY]
+        sentence = f"{head}; no chunk size meets {slo} (lowest {itl} {lowest}, {best.label})"
         return Verdict(None, None, sentence, [], False)
     if len(candidates) == 1 and len(d.arms) > 1:
         return _only_candidate(d, candidates[0], head, slo)

@@ -50,6 +50,18 @@ class MetricSpec:
     def is_latency(self) -> bool:
         return not self.higher_is_better
 
+    @property
+    def metric(self) -> registry.Metric:
+        """The registry entry its samples come from: its names, unit and format."""
+        return _BY_KEY[self.source]
+
+    def named(self, *, stat_first: bool = False) -> str:
+        """How a reader names it, as the registry does: ``ITL p99`` (``p99 ITL`` with
+        ``stat_first``) for a latency statistic, the label of a throughput."""
+        if not self.is_latency:
+            return self.metric.label
+        return self.metric.named(self.stat, stat_first=stat_first)
+
 
 #: The metric names ``compare`` and its gates accept, in one line.
 METRIC_GRAMMAR = f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}"

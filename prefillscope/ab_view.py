@@ -1,8 +1,9 @@
 """The terminal view of ``prefillscope diagnose ab``: arms, comparisons, conditions, verdict.
 
 Rendered from the ``ab.json`` document (``AbOutcome.document``), so the table shows what
-the file says. Imported by the command when it runs (rich and the statistics are not
-needed to start the CLI).
+the file says. Every metric is headed and written as the metric registry names it and
+writes its unit (``heading``, ``Metric.format``). Imported by the command when it runs
+(rich and the statistics are not needed to start the CLI).
 """
 
 from __future__ import annotations
@@ -16,29 +17,40 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
-from probes.units import fmt_seconds
+from probes.metric_registry import STAT_LABELS
 from session.ab_runner import AbOutcome
 
+#: Each arm's figures in the arms table, by metric name.
+ARM_METRICS = (*ITL_QUANTILES, ITL_MAX, "ttft_p50", "ttft_p99", "output_tokens_per_s")
 
-def _ms(value: float | None) -> str:
-    return "–" if value is None else fmt_seconds(value)
+
+def heading(name: str, kind: str | None = None) -> str:
+    """A column heading as the registry names the metric: ``ITL p99``, ``ITL max``,
+    ``TTFT p50 decode``, ``tok/s``."""
+    spec = ab_metric_spec(name)
+    text = spec.metric.named(spec.stat) if spec.is_latency else spec.metric.short
+    return f"{text} {kind}" if kind else text
+
+
+def figure(name: str, row: dict[str, Any]) -> str:
+    """A metric's value from an ``ab.json`` row (``itl_p99_s``, ``output_tokens_per_s``),
+    written in the registry entry's unit."""
+    spec = ab_metric_spec(name)
+    return spec.metric.format(row.get(f"{name}_s" if spec.is_latency else name))
 
 
 def _arms_table(doc: dict[str, Any]) -> Table:
     table = Table(title="arms (trials pooled)", box=box.SIMPLE_HEAD)
-    columns = ("arm", "trials", "ITL p50", "ITL p95", "ITL p99", "ITL max", "TTFT p50", "TTFT p99")
-    for name in (*columns, "tok/s"):
+    for name in ("arm", "trials", *(heading(m) for m in ARM_METRICS)):
         table.add_column(name, justify="left" if name == "arm" else "right")
     reference = doc["reference"]["arm"]
     for arm in doc["arms"]:
-        tokens = arm.get("output_tokens_per_s")
         table.add_row(
             escape(arm["label"] + (" (ref)" if arm["label"] == reference else "")),
             str(len(arm["trials"])),
-            *(_ms(arm.get(k)) for k in ("itl_p50_s", "itl_p95_s", "itl_p99_s", "itl_max_s")),
-            *(_ms(arm.get(k)) for k in ("ttft_p50_s", "ttft_p99_s")),
-            "–" if tokens is None else f"{tokens:,.0f}",
+            *(figure(m, arm) for m in ARM_METRICS),
         )
     return table
 
@@ -46,7 +58,7 @@ def _arms_table(doc: dict[str, Any]) -> Table:
 def _interval(value: float | None, bounds: list[float | None] | None) -> str:
     """``8.14 ms [7.82–8.36]``: the bounds in the value's unit."""
     if value is None or not bounds or None in bounds:
-        return _ms(value)
+        return ab_metric_spec(ITL_MAX).metric.format(value)
     scale, unit = (1e3, "ms") if value < 1 else (1.0, "s")
     low, high = (f"{b * scale:.3g}" for b in (bounds[0], bounds[-1]))
     return f"{value * scale:.3g} {unit} [{low}–{high}]"
@@ -54,22 +66,21 @@ def _interval(value: float | None, bounds: list[float | None] | None) -> str:
 
 def _itl_table(doc: dict[str, Any], confidence: float) -> Table:
     """Each arm's ITL quantiles with their intervals, and its worst gap per trial."""
+    itl = ab_metric_spec(ITL_MAX).metric.short
     table = Table(
-        title=f"ITL per arm ({confidence:.0%} intervals; max: range of the trials' maxima)",
+        title=f"{itl} per arm ({confidence:.0%} intervals; max: range of the trials' maxima)",
         box=box.SIMPLE_HEAD,
     )
-    for name in ("arm", "p50", "p95", "p99", "max"):
+    stats = (STAT_LABELS[ab_metric_spec(m).stat] for m in (*ITL_QUANTILES, ITL_MAX))
+    for name in ("arm", *stats):
         table.add_column(name, justify="left" if name == "arm" else "right")
     for arm in doc["arms"]:
         intervals = arm.get("intervals") or {}
-        maxima = intervals.get("itl_max_per_trial_s") or []
+        maxima = intervals.get(f"{ITL_MAX}_per_trial_s") or []
         table.add_row(
             escape(arm["label"]),
-            *(
-                _interval(arm.get(k), intervals.get(k))
-                for k in ("itl_p50_s", "itl_p95_s", "itl_p99_s")
-            ),
-            _interval(arm.get("itl_max_s"), [min(maxima), max(maxima)] if maxima else None),
+            *(_interval(arm.get(f"{m}_s"), intervals.get(f"{m}_s")) for m in ITL_QUANTILES),
+            _interval(arm.get(f"{ITL_MAX}_s"), [min(maxima), max(maxima)] if maxima else None),
         )
     return table
 
@@ -77,7 +88,7 @@ def _itl_table(doc: dict[str, Any], confidence: float) -> Table:
 def _kinds_table(doc: dict[str, Any]) -> Table:
     """TTFT per request kind and arm (mixed traffic: a pooled TTFT hides both)."""
     table = Table(title="TTFT by request kind", box=box.SIMPLE_HEAD)
-    for name in ("kind", "arm", "requests", "prompt p50", "TTFT p50", "TTFT p95", "TTFT p99"):
+    for name in ("kind", "arm", "requests", "prompt p50", *(heading(m) for m in KIND_TTFT)):
         table.add_column(name, justify="left" if name in ("kind", "arm") else "right")
     for kind in doc["kinds"]:
         for arm in doc["arms"]:
@@ -88,7 +99,7 @@ def _kinds_table(doc: dict[str, Any]) -> Table:
                 escape(arm["label"]),
                 str(row.get("requests", 0)),
                 "–" if prompt is None else f"{prompt:,.0f}",
-                *(_ms(row.get(k)) for k in ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")),
+                *(figure(m, row) for m in KIND_TTFT),
             )
     return table
 
@@ -139,8 +150,9 @@ def _conditions_table(doc: dict[str, Any]) -> Table:
 def _tradeoff_table(doc: dict[str, Any]) -> Table:
     table = Table(title="trade-off by chunk size", box=box.SIMPLE_HEAD)
     kinds = doc.get("kinds") or []
-    ttft = [f"TTFT p50 {kind}" for kind in kinds] or ["TTFT p50"]
-    for name in ("chunk", "ITL p99", "ITL max", *ttft, "TTFT p99", "meets SLO"):
+    ttft = [heading("ttft_p50", kind) for kind in kinds] or [heading("ttft_p50")]
+    columns = (heading("itl_p99"), heading(ITL_MAX), *ttft, heading("ttft_p99"))
+    for name in ("chunk", *columns, "meets SLO"):
         table.add_column(name, justify="right")
     for row in doc["tradeoff"]:
         meets = {True: "yes", False: "no", None: "–"}[row["meets_slo"]]
@@ -148,10 +160,10 @@ def _tradeoff_table(doc: dict[str, Any]) -> Table:
         firsts = [by_kind.get(k) for k in kinds] if kinds else [row["ttft_p50_s"]]
         table.add_row(
             escape(row["arm"]),
-            _ms(row["itl_p99_s"]),
-            _ms(row.get("itl_max_s")),
-            *(_ms(v) for v in firsts),
-            _ms(row["ttft_p99_s"]),
+            figure("itl_p99", row),
+            figure(ITL_MAX, row),
+            *(ab_metric_spec("ttft_p50").metric.format(v) for v in firsts),
+            figure("ttft_p99", row),
             meets,
         )
     return table

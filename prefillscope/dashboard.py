@@ -21,22 +21,22 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from prefillscope.report.numbers import fmt_duration
-from session.live_stats import LiveSnapshot, LiveStats, Quantiles
+from probes import metric_registry as registry
+from probes.units import fmt_rate
+from session.live_stats import LIVE_THROUGHPUT, LiveSnapshot, LiveStats, Quantiles
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0
 
 
 # -- formatting ------------------------------------------------------------------------------
-def _ms(value: float | None) -> str:
-    return "–" if value is None else fmt_duration(value)
+#: Every figure's name, unit and format are the metric registry's (``LIVE_LATENCIES``);
+#: the send rate is of requests sent, not completed, so it only borrows the unit.
+SEND_UNIT = registry.by_key("requests_per_s").unit
 
 
 def _rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return f"– {unit}"
-    return f"{value:,.1f} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"\u2013 {unit}" if value is None else fmt_rate(value, unit)
 
 
 def progress_text(snap: LiveSnapshot) -> str:
@@ -56,9 +56,8 @@ def errors_text(snap: LiveSnapshot) -> str:
 
 def rate_text(snap: LiveSnapshot) -> str:
     target = f" (target {_rate(snap.target_rate, snap.target_unit)})" if snap.target_rate else ""
-    return (
-        f"{_rate(snap.send_rate, 'req/s')} sent{target} · {_rate(snap.tokens_per_s, 'tok/s')} out"
-    )
+    tokens = LIVE_THROUGHPUT.format(snap.tokens_per_s, missing=f"\u2013 {LIVE_THROUGHPUT.unit}")
+    return f"{_rate(snap.send_rate, SEND_UNIT)} sent{target} · {tokens} out"
 
 
 def plain_line(snap: LiveSnapshot) -> str:
@@ -68,8 +67,11 @@ def plain_line(snap: LiveSnapshot) -> str:
         f"{snap.in_flight:,} in flight",
         f"{snap.failed:,} failed" + (f" ({errors_text(snap)})" if snap.errors else ""),
         rate_text(snap),
-        f"TTFT p50 {_ms(snap.ttft.p50)} p99 {_ms(snap.ttft.p99)}",
-        f"ITL p50 {_ms(snap.itl.p50)} p99 {_ms(snap.itl.p99)}",
+        *(
+            f"{metric.named('p50')} {metric.format(q.p50)} p99 {metric.format(q.p99)}"
+            for metric, q in snap.latencies()
+            if metric.key != registry.DISPATCH_LAG.key  # the log line leaves the lag out
+        ),
     ]
     if snap.limited:
         parts.append("CLIENT-LIMITED: " + "; ".join(snap.limited))
@@ -100,9 +102,13 @@ def _bar(snap: LiveSnapshot, width: int) -> Text:
     return bar
 
 
-def _quantile_row(name: str, q: Quantiles) -> str:
-    cells = [_ms(q.p50), _ms(q.p90), _ms(q.p99), f"{q.count:,}"]
-    return f"{name:<{LABEL}}" + "".join(f"{c:>{NUMBER}}" for c in cells)
+#: The statistics of each rolling latency, as ``Quantiles`` holds them.
+LIVE_STATS = ("p50", "p90", "p99")
+
+
+def _quantile_row(metric: registry.Metric, q: Quantiles) -> str:
+    cells = [*(metric.format(getattr(q, stat)) for stat in LIVE_STATS), f"{q.count:,}"]
+    return f"{metric.short:<{LABEL}}" + "".join(f"{c:>{NUMBER}}" for c in cells)
 
 
 def render(snap: LiveSnapshot, title: str, window_s: float, width: int) -> RenderableType:
@@ -115,7 +121,7 @@ def render(snap: LiveSnapshot, title: str, window_s: float, width: int) -> Rende
     bar = _bar(snap, max(10, width - len(status)))
     bar.append(status)
     header = f"{'last ' + format(window_s, 'g') + ' s':<{LABEL}}" + "".join(
-        f"{name:>{NUMBER}}" for name in ("p50", "p90", "p99", "n")
+        f"{name:>{NUMBER}}" for name in (*(registry.STAT_LABELS[s] for s in LIVE_STATS), "n")
     )
     lines = [
         Text(title, style="bold", no_wrap=True, overflow="ellipsis"),
@@ -128,9 +134,10 @@ def render(snap: LiveSnapshot, title: str, window_s: float, width: int) -> Rende
         _line("rate", rate_text(snap)),
         _line("errors", errors_text(snap), "bold red" if snap.errors else "green"),
         Text(header, style="bold", no_wrap=True, overflow="ellipsis"),
-        Text(_quantile_row("TTFT", snap.ttft), no_wrap=True, overflow="ellipsis"),
-        Text(_quantile_row("ITL/token", snap.itl), no_wrap=True, overflow="ellipsis"),
-        Text(_quantile_row("dispatch lag", snap.dispatch_lag), no_wrap=True, overflow="ellipsis"),
+        *(
+            Text(_quantile_row(metric, q), no_wrap=True, overflow="ellipsis")
+            for metric, q in snap.latencies()
+        ),
     ]
     cpu = "–" if snap.cpu_share is None else f"{snap.cpu_share:.0%} of a core"
     lines.append(_line("client", f"CPU {cpu}"))

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
-from probes.metric_registry import LATENCIES
+from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
@@ -210,9 +210,8 @@ def client_health(dispatch_lag_s: np.ndarray, client: pd.DataFrame, window: Wind
     lag = describe(dispatch_lag_s)
     reasons: list[str] = []
     if lag["p99"] is not None and lag["p99"] > DISPATCH_LAG_LIMIT_S:
-        reasons.append(
-            f"dispatch lag p99 {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
-        )
+        label = DISPATCH_LAG.named("p99")
+        reasons.append(f"{label} {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms")
     loop_lag: dict | None = None
     cpu: dict | None = None
     if not client.empty:

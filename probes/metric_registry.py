@@ -4,15 +4,30 @@ way is better, the table it is computed from and how.
 ``summary.json`` holds a ``describe()`` distribution under each latency's ``key``;
 ``compare``, its gates and the A/B name a latency ``<prefix>_<statistic>`` (``itl_p99``)
 and a throughput by its key; the report and the summary view label them with ``label``
-(``short`` on a narrow terminal). A new metric is one entry here, computed in
-``probes/latency.py``. Nothing here needs numpy: the CLI's ``--help`` reads these names.
+(``short`` on a narrow terminal), the live dashboard and the A/B with ``short`` and a
+statistic (``named``: ``ITL p99``), and every view writes a value in the metric's unit
+with ``format``. A new metric is one entry here, computed in ``probes/latency.py``.
+Nothing here needs numpy: the CLI's ``--help`` reads these names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.units import fmt_rate, fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+
+#: How a statistic is written after a metric's name (``ITL p99.9``); ``max`` is the
+#: A/B's worst gap of a trial.
+STAT_LABELS = {
+    "mean": "mean",
+    "p50": "p50",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+    "p999": "p99.9",
+    "max": "max",
+}
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,19 @@ class Metric:
     computed: str
     #: Shown in the report's latency table.
     reported: bool = True
+
+    def named(self, stat: str, *, stat_first: bool = False) -> str:
+        """A statistic of this metric as a reader names it: ``ITL p99`` (``p99 ITL`` with
+        ``stat_first``, as the A/B verdict's sentences read)."""
+        parts = (STAT_LABELS.get(stat, stat), self.short)
+        return " ".join(parts if stat_first else reversed(parts))
+
+    def format(self, value: float | None, missing: str = "\u2013") -> str:
+        """A value in this metric's unit (``12.3 ms``, ``1,234 tok/s``); ``missing`` when
+        it is unknown (absent or NaN)."""
+        if value is None or value != value:
+            return missing
+        return fmt_seconds(value) if self.unit == "s" else fmt_rate(value, self.unit)
 
 
 #: The latency distributions, in the order the summary and the report list them.
@@ -58,3 +86,15 @@ THROUGHPUTS: tuple[Metric, ...] = (
     Metric("output_tokens_per_s", "output_tokens_per_s", "output tokens per second", "tok/s",
            "tok/s", True, REQUESTS_TABLE, "output tokens of completed requests / window"),
 )  # fmt: skip
+
+#: The client's dispatch lag (a client-health figure, ``summary.client``; not compared).
+DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual − intended send)",
+                      "dispatch lag", "s", False, REQUESTS_TABLE,
+                      "actual send time − intended send time", reported=False)  # fmt: skip
+
+_BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG)}
+
+
+def by_key(key: str) -> Metric:
+    """The metric whose ``summary.json`` key is ``key`` (``KeyError`` for an unknown one)."""
+    return _BY_KEY[key]

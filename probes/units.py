@@ -1,4 +1,4 @@
-"""How a duration is written for a reader, once for every view of the tool."""
+"""How a duration and a rate are written for a reader, once for every view of the tool."""
 
 from __future__ import annotations
 
@@ -16,3 +16,9 @@ def fmt_seconds(value: float) -> str:
     if magnitude >= 1e-3:
         return f"{value * 1e3:.3g} ms"
     return f"{value * 1e6:.3g} µs"
+
+
+def fmt_rate(value: float, unit: str) -> str:
+    """A rate with its unit: three significant digits below 1000 (``12.3 tok/s``), whole
+    and thousands-separated above (``14,390 tok/s``). The one rate formatter."""
+    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
-from probes.units import fmt_seconds
+from probes import metric_registry as registry
 from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
 from runtime import redact, signals
@@ -176,19 +176,19 @@ class ArmServers:
             )
 
 
+#: The figures each trial's progress line shows, named and written as the registry does.
+TRIAL_LINE_FIGURES = ((registry.by_key("itl_s"), "p99"), (registry.by_key("ttft_s"), "p50"))
+
+
 def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:
     summary = outcome.summary
-    itl, ttft = summary.get("itl_s", {}), summary.get("ttft_s", {})
     counts = summary.get("requests", {})
-
-    def ms(value: float | None) -> str:
-        return "–" if value is None else fmt_seconds(value)
-
-    return (
-        f"trial {where}: {trial.status} · "
-        f"{counts.get('completed', 0)}/{counts.get('total', 0)} ok · "
-        f"ITL p99 {ms(itl.get('p99'))} · TTFT p50 {ms(ttft.get('p50'))} · {trial.seconds:.1f} s"
+    figures = " · ".join(
+        f"{metric.named(stat)} {metric.format(summary.get(metric.key, {}).get(stat))}"
+        for metric, stat in TRIAL_LINE_FIGURES
     )
+    ok = f"{counts.get('completed', 0)}/{counts.get('total', 0)} ok"
+    return f"trial {where}: {trial.status} · {ok} · {figures} · {trial.seconds:.1f} s"
 
 
 class _AbRun:

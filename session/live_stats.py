@@ -10,7 +10,9 @@ The rules are the summary's (``probes.latency``): TTFT from the *intended* send 
 per token (a read of n tokens after a gap g gives n gaps of g/n; the extra tokens of a
 request's first read give gaps of 0), and a client is limited when its dispatch lag p99
 exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU stays saturated. Live figures are over a
-window and thinned to a few thousand samples per tick: a view, not the statistics.
+window and thinned to a few thousand samples per tick: a view, not the statistics. What
+each figure is called, its unit and how it is written are the metric registry's
+(``LIVE_LATENCIES``, ``LIVE_THROUGHPUT``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from loadgen.load_options import LoadObserver
 from loadgen.records import RequestRecord
+from probes import metric_registry as registry
 from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.quantiles import quantiles
 from runtime.clock import RunClock
@@ -32,6 +35,10 @@ WINDOW_S = 10.0
 #: Most samples one tick adds to a rolling window (evenly thinned beyond that).
 TICK_SAMPLES = 4096
 QUANTILES = (0.5, 0.9, 0.99)
+#: The rolling latencies a snapshot holds, in the order the dashboard shows them.
+LIVE_LATENCIES = (registry.by_key("ttft_s"), registry.by_key("itl_s"), registry.DISPATCH_LAG)
+#: The live output rate is the registry's output tokens per second, over the window.
+LIVE_THROUGHPUT = registry.by_key("output_tokens_per_s")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,11 @@ class LiveSnapshot:
     tokens_per_s: float | None
     cpu_share: float | None
     limited: list[str] = field(default_factory=list)
+
+    def latencies(self) -> list[tuple[registry.Metric, Quantiles]]:
+        """Each rolling latency with the registry entry that names it and writes its values."""
+        by_key = {"ttft_s": self.ttft, "itl_s": self.itl, "dispatch_lag_s": self.dispatch_lag}
+        return [(metric, by_key[metric.key]) for metric in LIVE_LATENCIES]
 
     @property
     def in_flight(self) -> int:
@@ -293,9 +305,8 @@ def _limits(lag: Quantiles, cpu: float | None, elapsed_s: float) -> list[str]:
     """Why the client is limiting the run right now (empty: it is not)."""
     reasons = []
     if lag.p99 is not None and lag.count >= 10 and lag.p99 > DISPATCH_LAG_LIMIT_S:
-        reasons.append(
-            f"dispatch lag p99 {lag.p99 * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
-        )
+        label = registry.DISPATCH_LAG.named("p99")
+        reasons.append(f"{label} {lag.p99 * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms")
     if cpu is not None and elapsed_s >= CPU_SUSTAIN_S and cpu >= CPU_SATURATION_SHARE:
         reasons.append(f"client CPU at {cpu:.0%} of a core")
     return reasons

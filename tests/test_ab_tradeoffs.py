@@ -169,3 +169,31 @@ def test_the_view_prints_the_rule_the_kinds_and_the_trade_offs(no_slo, tmp_path)
         assert title in text
     assert "ttft_p50[long-prompt]" in text  # a kind's metric is not eaten as markup
     assert "rule: no SLO given" in text and "Trade-off: 256 made ITL p50 +" in text
+
+
+def test_the_view_and_the_verdict_name_and_write_metrics_as_the_registry_does(
+    no_slo, tmp_path, monkeypatch
+):
+    """Renamed and re-united in the registry, ITL is headed, worded and written so by the
+    A/B's view, its verdict and its trade-offs: none of them keeps its own label."""
+    import dataclasses
+
+    import diagnose.metrics
+    from probes import metric_registry
+
+    itl = metric_registry.by_key("itl_s")
+    renamed = dataclasses.replace(itl, short="GAP", unit="ms?")
+    monkeypatch.setitem(diagnose.metrics._BY_KEY, itl.key, renamed)
+    doc = analysis(tmp_path / "ab").to_dict()
+    buffer = io.StringIO()
+    render(AbOutcome(tmp_path, "complete", no_slo, doc | {"out": str(tmp_path)}), Console(
+        file=buffer, width=240
+    ))  # fmt: skip
+    text = buffer.getvalue()
+    for heading in ("GAP p50", "GAP p95", "GAP p99", "GAP max", "GAP per arm"):
+        assert heading in text
+    assert "ITL p" not in text and " ITL " not in text
+    assert f"{doc['arms'][0]['itl_p99_s']:.3g} ms?" in text  # written in the registry's unit
+    verdict = doc["verdict"]
+    assert "p99 GAP" in verdict["sentence"] and "p99 GAP" in verdict["rule"]
+    assert verdict["tradeoff_sentence"].startswith("trade-off: 256 made GAP p50 +")

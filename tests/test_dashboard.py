@@ -24,7 +24,7 @@ from bench_support import bench_cli
 from loadgen.records import RequestRecord, Status
 from prefillscope.dashboard import plain_line, render
 from runtime.clock import RunClock
-from session.live_stats import LiveStats
+from session.live_stats import LIVE_LATENCIES, LiveStats
 
 LINE_STARTS = (
     "prefillscope bench",
@@ -33,9 +33,7 @@ LINE_STARTS = (
     "rate",
     "errors",
     "last 10 s",
-    "TTFT",
-    "ITL/token",
-    "dispatch lag",
+    *(metric.short for metric in LIVE_LATENCIES),  # the registry's names
     "client",
     "⚠ client-limited",
 )
@@ -92,10 +90,11 @@ def test_dashboard_in_a_terminal(tmp_path: Path, width: int) -> None:
         assert len(line) <= width and line.startswith(LINE_STARTS), pane
     assert sum(line.startswith("prefillscope bench") for line in lines) == 1, pane
     by_label = {line.split()[0]: line for line in lines}
+    ttft, itl = (metric.short for metric in LIVE_LATENCIES[:2])
     assert "/150 done" in lines[1] and "%" in lines[1]
     assert "http_4xx" in by_label["errors"]  # errors by class
     assert "in flight" in by_label["requests"]
-    for label in ("TTFT", "ITL/token"):  # p50, p90, p99: durations in whatever unit fits
+    for label in (ttft, itl):  # p50, p90, p99: durations in whatever unit fits
         assert len(DURATION.findall(by_label[label])) == 3, pane
 
 
@@ -171,3 +170,24 @@ def test_frames_fit_the_width_they_are_drawn_for() -> None:
         assert len(lines) == 10  # one per figure, none wrapped
     line = plain_line(snap)
     assert "4/10" not in line and "3/10 done" in line and "timeout 1" in line
+
+
+def test_the_dashboard_names_and_writes_figures_as_the_registry_does(monkeypatch) -> None:
+    """Each latency row is labelled by its registry entry and its values are written in
+    that entry's unit: renamed or re-united there, the frame and the log line follow."""
+    import dataclasses
+
+    import session.live_stats as live_stats
+
+    renamed = tuple(
+        dataclasses.replace(m, short=f"{m.prefix}!", unit="ms?") for m in LIVE_LATENCIES
+    )
+    monkeypatch.setattr(live_stats, "LIVE_LATENCIES", renamed)
+    snap = _stats_with_traffic().snapshot()
+    text = render(snap, "t", 10.0, 120)
+    rows = {str(line).split()[0]: str(line) for line in text.renderables}
+    for metric, q in snap.latencies():
+        assert metric.short in rows and metric.format(q.p50) in rows[metric.short]
+        assert metric.format(q.p50).endswith(" ms?")  # written in the registry entry's unit
+    line = plain_line(snap)
+    assert "ttft! p50 " in line and "itl! p50 " in line and "dispatch_lag!" not in line

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from diagnose.metrics import DEFAULT_METRICS, metric_spec
 from prefillscope.report.content import latency_table
-from probes.metric_registry import LATENCIES, THROUGHPUTS
+from probes.metric_registry import DISPATCH_LAG, LATENCIES, THROUGHPUTS, by_key
 from probes.quantiles import STATISTICS
+from probes.units import fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
 
 SUMMARY = Path(__file__).parent / "fixtures" / "golden_v1" / "run" / "summary.json"
@@ -38,3 +39,12 @@ def test_the_report_labels_the_reported_latencies_in_registry_order() -> None:
     labels = [row[0] for row in rows][: sum(m.reported for m in LATENCIES)]
     assert labels == [m.label for m in LATENCIES if m.reported]
     assert {m.table for m in (*LATENCIES, *THROUGHPUTS)} <= {REQUESTS_TABLE, CHUNKS_TABLE}
+
+
+def test_a_metric_names_and_writes_its_statistics() -> None:
+    itl, tokens = by_key("itl_s"), by_key("output_tokens_per_s")
+    assert (itl.named("p999"), itl.named("p99", stat_first=True)) == ("ITL p99.9", "p99 ITL")
+    assert itl.format(0.0123) == fmt_seconds(0.0123) == "12.3 ms"
+    assert tokens.format(14390.2) == "14,390 tok/s" and tokens.format(12.34) == "12.3 tok/s"
+    assert itl.format(None) == itl.format(float("nan")) == "\u2013"
+    assert DISPATCH_LAG not in LATENCIES and by_key(DISPATCH_LAG.key) is DISPATCH_LAG

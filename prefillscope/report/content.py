@@ -24,19 +24,14 @@ from prefillscope.report.numbers import (
     fmt_value,
     known_number,
 )
-from probes.metric_registry import LATENCIES
-from probes.quantiles import quantiles
+from probes.metric_registry import LATENCIES, STAT_LABELS
+from probes.quantiles import STATISTICS, quantiles
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
-QUANTILE_COLUMNS = (
-    ("mean", "mean"),
-    ("p50", "p50"),
-    ("p90", "p90"),
-    ("p95", "p95"),
-    ("p99", "p99"),
-    ("p999", "p99.9"),
-)
+#: (statistic, column heading) of the latency table: every statistic, named as the
+#: registry writes it.
+QUANTILE_COLUMNS = tuple((stat, STAT_LABELS[stat]) for stat in STATISTICS)
 
 #: Diagnosis statuses → a tone both renderers map to a colour.
 STATUS_TONES = {

@@ -1,7 +1,7 @@
 """How the report's views write a number: durations, rates, shares, counts, any scalar.
 
 Every figure a view cannot know (absent from the run files, NaN) is written ``unknown``,
-never 0. Durations are ``probes.units.fmt_seconds``'s.
+never 0. Durations and rates are written by ``probes.units``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from probes.units import fmt_seconds
+from probes import units
 
 UNKNOWN = "unknown"
 
@@ -24,15 +24,13 @@ def known_number(value: Any) -> float | None:
 def fmt_duration(value: Any) -> str:
     """Seconds as a reader wants them (850 µs, 12.3 ms, 1.52 s); unknown when absent."""
     v = known_number(value)
-    return UNKNOWN if v is None else fmt_seconds(v)
+    return UNKNOWN if v is None else units.fmt_seconds(v)
 
 
 def fmt_rate(value: Any, unit: str) -> str:
     """A rate with its unit (``12.3 tok/s``, ``14,390 tok/s``); unknown when absent."""
     v = known_number(value)
-    if v is None:
-        return UNKNOWN
-    return f"{v:.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
+    return UNKNOWN if v is None else units.fmt_rate(v, unit)
 
 
 def fmt_share(value: Any) -> str:
