@@ -4,7 +4,7 @@ For a few 200-request shared-prefix runs against the in-process engine, prints t
 client's mean TTFT (from the actual send and from the intended send) and per-token ITL
 next to the engine's ``vllm:time_to_first_token_seconds`` and
 ``vllm:inter_token_latency_seconds`` means over the run, the difference, and the
-client's dispatch lag — the figures behind tests/test_bench_agreement.py. What separates
+client's dispatch lag — the figures behind tests/session/test_bench_agreement.py. What separates
 the two TTFTs is what the engine cannot see: the loopback both ways and each event loop
 noticing the bytes (the two loops share one interpreter here).
 

@@ -1,7 +1,7 @@
 """How long the CLI takes to answer ``--help`` and ``calc``, against importing the heavy stack.
 
 Every start of ``prefillscope`` builds all commands' flags, so anything a flag module
-imports is paid by ``--help`` and ``calc`` too. ``tests/test_cli_startup.py`` holds the
+imports is paid by ``--help`` and ``calc`` too. ``tests/cli/test_cli_startup.py`` holds the
 rule (no numpy, pandas, scipy or aiohttp on those paths) by what is imported; this
 prints what the rule buys, measured side by side in one run: the median wall seconds of
 a fresh interpreter for ``--help``, ``calc chunks --json`` and ``calc kv --json``, for

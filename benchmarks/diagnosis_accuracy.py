@@ -22,7 +22,7 @@ Runs are short (2–8 s each). Printed: one line per run, the confusion matrix o
 findings (rows: planted, columns: named), the share named correctly, and the
 confident-wrong count — a wrong primary stated with ``strong`` or ``moderate``
 confidence — with the machine's load while it ran. Every run also has its printed
-commands checked by ``tests/test_diagnosis_accuracy.py``.
+commands checked by ``tests/diagnose/test_diagnosis_accuracy.py``.
 
     .venv/bin/python benchmarks/diagnosis_accuracy.py [--repeats 2] [--seed 0]
 """

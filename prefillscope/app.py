@@ -3,7 +3,7 @@
 Building it imports only what the commands' flags need — their types, help and defaults
 — because every start of the CLI builds all of them: each command imports the libraries
 it runs on (numpy, pandas, scipy, aiohttp …) when it runs, so ``--help`` and ``calc``
-answer at once. ``tests/test_cli_startup.py`` keeps it that way. ``prefillscope.cli.main``
+answer at once. ``tests/cli/test_cli_startup.py`` keeps it that way. ``prefillscope.cli.main``
 runs the app.
 """
 

@@ -6,6 +6,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from repo_paths import FIXTURES
 
 # A shell without job control starts background commands with SIGINT ignored, and every
 # process the tests start (servers, the CLI) would inherit that and shrug off the Ctrl-C
@@ -29,10 +30,6 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
 
 #: The session-wide vLLM target fixture (``vllm_server``, ``vllm_url``) for real_vllm tests.
 pytest_plugins = ["real_vllm"]
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-TARGETS = ROOT / "targets"
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 The names are listed here and a family's module is imported when the family is asked
 for: the CLI prints the names in ``--help`` on every start, and the families' builders
-pull in numpy. ``tests/test_cli_startup.py`` checks these names against the families.
+pull in numpy. ``tests/cli/test_cli_startup.py`` checks these names against the families.
 """
 
 from __future__ import annotations

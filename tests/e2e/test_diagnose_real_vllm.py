@@ -1,0 +1,40 @@
+"""The checklist on a run against a real vLLM server (``targets/vllm-cpu.sh``).
+
+vLLM exposes no step kinds and no pool buckets, and the CPU is no GPU preset: H1 must
+fall back to client attribution and say so, H2/H3 must ask for the model and GPU, and
+H4 must read vLLM's own counters. The server is the session's one vLLM target
+(``vllm_url``, started and stopped by ``tests/support/real_vllm.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from diagnose_bench import INTERFERENCE, bench
+
+from diagnose.checklist import run_checklist
+from diagnose.context import DiagnoseOptions
+from runfmt.diagnosis import Status
+
+pytestmark = pytest.mark.real_vllm
+TINY_LLAMA_VOCAB = 8192
+
+
+def test_a_vllm_run_is_diagnosed_from_what_vllm_exposes(vllm_url: str, tmp_path: Path):
+    overrides = INTERFERENCE | {"rate": 1, "long_prompt_len": 3000}  # max_model_len 4096
+    run = bench(
+        tmp_path / "vllm", "interference", overrides, endpoint=vllm_url, vocab_size=TINY_LLAMA_VOCAB
+    )
+    diagnosis = run_checklist(run, DiagnoseOptions(resamples=400))
+    h1 = diagnosis.hypothesis("H1")
+    assert any(m.startswith("step kinds") for m in h1.missing)
+    assert any(e.name == "ITL mean ratio, overlapping / clear gaps" for e in h1.evidence)
+    assert "--launch" in h1.next and "vllm serve tiny-llama" in h1.next
+    for hid in ("H2", "H3"):
+        assert diagnosis.hypothesis(hid).status == Status.INCONCLUSIVE
+    h4 = diagnosis.hypothesis("H4")
+    assert h4.status == Status.NOT_SUPPORTED
+    assert any("vllm:num_preemptions_total" in e.source for e in h4.evidence)
+    assert diagnosis.prefix_cache.status == "as expected"
+    assert not diagnosis.decision.hard_failure

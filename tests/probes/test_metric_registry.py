@@ -1,0 +1,51 @@
+"""probes.metric_registry: each reported metric declared once, and every reader agrees."""
+
+from __future__ import annotations
+
+import json
+
+from repo_paths import FIXTURES
+
+from diagnose.metrics import DEFAULT_METRICS, metric_spec
+from prefillscope.report.content import latency_table
+from probes.metric_registry import DISPATCH_LAG, LATENCIES, THROUGHPUTS, by_key
+from probes.quantiles import STATISTICS
+from probes.units import fmt_seconds
+from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+
+SUMMARY = FIXTURES / "golden_v1" / "run" / "summary.json"
+
+
+def test_every_metric_is_in_the_summary_a_run_writes() -> None:
+    summary = json.loads(SUMMARY.read_text())
+    for metric in LATENCIES:
+        assert set(STATISTICS) <= set(summary[metric.key]), metric.key
+    for metric in THROUGHPUTS:
+        assert summary["throughput"][metric.key] > 0, metric.key
+
+
+def test_compare_names_and_directions_come_from_the_registry() -> None:
+    for metric in LATENCIES:
+        for stat in STATISTICS:
+            spec = metric_spec(f"{metric.prefix}_{stat}")
+            assert (spec.source, spec.stat) == (metric.key, stat)
+            assert spec.higher_is_better is metric.higher_is_better is False
+    for metric in THROUGHPUTS:
+        assert metric_spec(metric.key).higher_is_better is metric.higher_is_better is True
+    assert all(metric_spec(name) for name in DEFAULT_METRICS)
+
+
+def test_the_report_labels_the_reported_latencies_in_registry_order() -> None:
+    rows = latency_table(json.loads(SUMMARY.read_text()))
+    labels = [row[0] for row in rows][: sum(m.reported for m in LATENCIES)]
+    assert labels == [m.label for m in LATENCIES if m.reported]
+    assert {m.table for m in (*LATENCIES, *THROUGHPUTS)} <= {REQUESTS_TABLE, CHUNKS_TABLE}
+
+
+def test_a_metric_names_and_writes_its_statistics() -> None:
+    itl, tokens = by_key("itl_s"), by_key("output_tokens_per_s")
+    assert (itl.named("p999"), itl.named("p99", stat_first=True)) == ("ITL p99.9", "p99 ITL")
+    assert itl.format(0.0123) == fmt_seconds(0.0123) == "12.3 ms"
+    assert tokens.format(14390.2) == "14,390 tok/s" and tokens.format(12.34) == "12.3 tok/s"
+    assert itl.format(None) == itl.format(float("nan")) == "\u2013"
+    assert DISPATCH_LAG not in LATENCIES and by_key(DISPATCH_LAG.key) is DISPATCH_LAG
