@@ -39,12 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probes.latency import (
-    CPU_SATURATION_SHARE,
-    DISPATCH_LAG_LIMIT_S,
-    completed_mask,
-    measured,
-)
+from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
+from probes.latency import completed_mask, measured
 from probes.units import fmt_seconds
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir

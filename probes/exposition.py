@@ -5,6 +5,11 @@ flattens its families into ``(name, labels, value)`` samples indexed by name, be
 the mappings address sample names (``vllm:prefix_cache_hits_total``,
 ``…_bucket``) and the run directory stores samples, not families. A bad exposition is
 reported with the line that broke it, so a user can see what their server sent.
+
+A scrape is one GET of a text page: the standard library's ``urllib`` does it, in a
+worker thread when the caller is async. The probe process (``probes.probe_process``) is
+a fresh interpreter per run, and an HTTP client library's import and TLS set-up
+(httpx: ~0.13 CPU-s) would cost it more than all the scrapes of a short run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -132,33 +136,39 @@ def metrics_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def _check_response(url: str, response: httpx.Response) -> str:
-    if response.status_code != 200:
-        raise InputError(
-            "metrics", f"GET {url} answered HTTP {response.status_code}", "does it expose /metrics?"
-        )
-    return response.text
+def get_text(url: str, timeout_s: float = 5.0) -> str:
+    """The exposition text at ``url`` (already a metrics URL), unparsed; one blocking GET.
+    Every failure — refused, timed out, an answer other than HTTP 200 — is an
+    ``InputError`` naming the URL."""
+    import http.client
+    import urllib.error
+    import urllib.request
 
-
-def _unreachable(url: str, exc: httpx.HTTPError) -> InputError:
-    kind = type(exc).__name__
-    return InputError("metrics", f"GET {url} failed: {kind} {exc}".rstrip(), "is the server up?")
-
-
-async def fetch_text(client: httpx.AsyncClient, url: str) -> str:
-    """The exposition text at ``url`` (already a metrics URL), unparsed; every failure is
-    an ``InputError``. Parsing is left to the caller, who may do it off the event loop."""
     try:
-        response = await client.get(url)
-    except httpx.HTTPError as exc:
-        raise _unreachable(url, exc) from None
-    return _check_response(url, response)
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            status = response.status
+            body = response.read()
+            charset = response.headers.get_content_charset() or "utf-8"
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        status, body, charset = exc.code, b"", "utf-8"
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)  # a URLError wraps what refused or timed out
+        kind = type(reason).__name__
+        raise InputError(
+            "metrics", f"GET {url} failed: {kind} {reason}".rstrip(), "is the server up?"
+        ) from None
+    if status != 200:
+        raise InputError("metrics", f"GET {url} answered HTTP {status}", "does it expose /metrics?")
+    return body.decode(charset, errors="replace")
+
+
+async def fetch_text(url: str, timeout_s: float = 5.0) -> str:
+    """``get_text`` from a worker thread: the caller's event loop keeps running. Parsing is
+    left to the caller, who may do it cooperatively."""
+    return await asyncio.to_thread(get_text, url, timeout_s)
 
 
 def fetch_exposition_sync(url: str, *, timeout: float = 5.0) -> Exposition:
     """One blocking scrape, parsed, for one-shot commands."""
-    try:
-        response = httpx.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise _unreachable(url, exc) from None
-    return parse_exposition(_check_response(url, response), source=url)
+    return parse_exposition(get_text(url, timeout), source=url)

@@ -5,16 +5,16 @@ is common (CPU servers, a laptop driving a remote endpoint): the probe then says
 ``unavailable`` with NVML's reason and writes no rows — a zero would read as an idle GPU.
 A field one GPU does not support (power on some boards) is null in its row for the same
 reason. NVML calls block, so they run in a worker thread, away from the event loop that
-timestamps tokens.
+timestamps tokens. ``pynvml`` is imported when a sampler first looks for GPUs: a run with
+``--gpu-telemetry off`` (and its probe process) never loads it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
-
-import pynvml
 
 from probes.sampling import PeriodicProbe, ProbeStatus
 from runfmt.names import GPU_TABLE
@@ -31,14 +31,6 @@ GPU_COLUMNS = (
     "sm_clock_mhz",
     "power_w",
 )
-
-
-def _field(read: Callable[[], Any]) -> Any:
-    """One NVML reading, or None when this GPU cannot report it."""
-    try:
-        return read()
-    except pynvml.NVMLError:
-        return None
 
 
 class GpuSampler(PeriodicProbe):
@@ -58,12 +50,24 @@ class GpuSampler(PeriodicProbe):
         self.mode = mode
         self._table = run.table(GPU_TABLE) if run is not None else None
         self._handles: list[Any] = []
+        self._nvml: ModuleType | None = None
+
+    def _field(self, read: Callable[[], Any]) -> Any:
+        """One NVML reading, or None when this GPU cannot report it."""
+        assert self._nvml is not None
+        try:
+            return read()
+        except self._nvml.NVMLError:
+            return None
 
     def available(self) -> bool:
         """Initialise NVML and find the GPUs; False (status says why) when it cannot."""
         if self.mode == "off":
             self.status.off("--gpu-telemetry off")
             return False
+        import pynvml
+
+        self._nvml = pynvml
         try:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
@@ -78,21 +82,23 @@ class GpuSampler(PeriodicProbe):
 
     def read(self) -> list[dict[str, Any]]:
         """One row per GPU, stamped with the run clock."""
+        pynvml, field = self._nvml, self._field
+        assert pynvml is not None
         t_s = self.clock.now()
         rows = []
         for index, handle in enumerate(self._handles):
-            memory = _field(lambda h=handle: pynvml.nvmlDeviceGetMemoryInfo(h))
-            power_mw = _field(lambda h=handle: pynvml.nvmlDeviceGetPowerUsage(h))
-            utilisation = _field(lambda h=handle: pynvml.nvmlDeviceGetUtilizationRates(h))
+            memory = field(lambda h=handle: pynvml.nvmlDeviceGetMemoryInfo(h))
+            power_mw = field(lambda h=handle: pynvml.nvmlDeviceGetPowerUsage(h))
+            utilisation = field(lambda h=handle: pynvml.nvmlDeviceGetUtilizationRates(h))
             rows.append(
                 {
                     "t_s": t_s,
                     "gpu": index,
-                    "name": _field(lambda h=handle: pynvml.nvmlDeviceGetName(h)),
+                    "name": field(lambda h=handle: pynvml.nvmlDeviceGetName(h)),
                     "utilisation_pct": utilisation.gpu if utilisation is not None else None,
                     "memory_used_bytes": memory.used if memory is not None else None,
                     "memory_total_bytes": memory.total if memory is not None else None,
-                    "sm_clock_mhz": _field(
+                    "sm_clock_mhz": field(
                         lambda h=handle: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
                     ),
                     "power_w": power_mw / 1000.0 if power_mw is not None else None,
@@ -101,9 +107,10 @@ class GpuSampler(PeriodicProbe):
         return rows
 
     async def tick(self) -> list[dict[str, Any]]:
+        assert self._nvml is not None
         try:
             rows = await asyncio.to_thread(self.read)
-        except pynvml.NVMLError as exc:
+        except self._nvml.NVMLError as exc:
             self.status.fail(f"NVML: {exc}", self.clock.now())
             return []
         if self._table is not None:
@@ -112,6 +119,6 @@ class GpuSampler(PeriodicProbe):
         return rows
 
     async def aclose(self) -> None:
-        if self._handles:
+        if self._handles and self._nvml is not None:
             self._handles = []
-            _field(pynvml.nvmlShutdown)
+            self._field(self._nvml.nvmlShutdown)

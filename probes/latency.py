@@ -36,19 +36,13 @@ import numpy as np
 import pandas as pd
 
 from loadgen.records import Status
+from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
-
-#: Dispatch lag p99 above which the client, not the server, shaped the run.
-DISPATCH_LAG_LIMIT_S = 0.005
-#: Share of one core at which the client's CPU counts as saturated.
-CPU_SATURATION_SHARE = 0.9
-#: How long the CPU share must stay saturated (seconds) to flag the run.
-CPU_SUSTAIN_S = 3.0
 
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)

@@ -20,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
-
 from probes.exposition import Exposition, fetch_text, metrics_url, parse_exposition_cooperatively
 from probes.sampling import PeriodicProbe, ProbeStatus
 from runfmt.names import SERVER_METRICS_TABLE
@@ -64,14 +62,12 @@ class MetricsScraper(PeriodicProbe):
         self.first: Exposition | None = None
         self.last: Exposition | None = None
         self._table = run.table(SERVER_METRICS_TABLE) if run is not None else None
-        self._client: httpx.AsyncClient | None = None
 
     async def tick(self) -> Exposition | None:
         """One scrape; returns None (and records why) when it failed."""
-        self._client = self._client or httpx.AsyncClient(timeout=self.timeout_s)
         sent = self.clock.now()
         try:
-            text = await fetch_text(self._client, self.url)
+            text = await fetch_text(self.url, self.timeout_s)
             t_s = (sent + self.clock.now()) / 2
             exposition = await parse_exposition_cooperatively(text, source=self.url)
         except InputError as exc:
@@ -91,8 +87,3 @@ class MetricsScraper(PeriodicProbe):
         for start in range(0, len(rows), batch):
             self._table.append_many(rows[start : start + batch])
             await asyncio.sleep(0)
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None

@@ -46,12 +46,8 @@ from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
-from probes.latency import summarize
-from probes.percentiles import picked_percentiles
 from probes.probe_process import ProbeProcess
-from probes.server_summary import server_summary
 from probes.slo import Slo
-from probes.timeline import server_series
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
@@ -411,6 +407,13 @@ class _Bench:
     async def _finish(self, result: LoadResult) -> dict[str, Any]:
         """Close the tables (the probes' too, once their process has stopped), write the
         final ``run.json`` and ``summary.json``."""
+        # The statistics need pandas, which nothing before this point loads: imported
+        # here, the run's first request goes out sooner.
+        from probes.latency import summarize
+        from probes.percentiles import picked_percentiles
+        from probes.server_summary import server_summary
+        from probes.timeline import server_series
+
         run, info = self.run, self.info
         info.cache_protocol = result.cache_protocol
         info.result = result.to_json()
@@ -443,6 +446,8 @@ class _Bench:
         self, result: LoadResult, requests: Any, chunks: Any
     ) -> dict[str, Any]:
         """The ``server`` section from the Prometheus server over the run's window."""
+        from probes.server_summary import server_summary
+
         assert self.prometheus is not None
         start = result.started_s or 0.0
         end = max(result.ended_s or self.clock.now(), start + PROMETHEUS_STEP_S)

@@ -6,13 +6,13 @@ per-token gaps, rolling percentiles over the last ``window_s`` seconds, rates â€
 in :meth:`LiveStats.snapshot`, a few times a second, on the same event loop (no lock,
 no thread competing with the client for the GIL).
 
-The rules are the summary's (``probes.latency``): TTFT from the *intended* send time, ITL
-per token (a read of n tokens after a gap g gives n gaps of g/n; the extra tokens of a
-request's first read give gaps of 0), and a client is limited when its dispatch lag p99
-exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU stays saturated. Live figures are over a
-window and thinned to a few thousand samples per tick: a view, not the statistics. What
-each figure is called, its unit and how it is written are the metric registry's
-(``LIVE_LATENCIES``, ``LIVE_THROUGHPUT``).
+The rules are the summary's (``probes.latency``; limits from ``probes.client_limits``):
+TTFT from the *intended* send time, ITL per token (a read of n tokens after a gap g
+gives n gaps of g/n; the extra tokens of a request's first read give gaps of 0), and a
+client is limited when its dispatch lag p99 exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU
+stays saturated. Live figures are over a window and thinned to a few thousand samples
+per tick: a view, not the statistics. What each figure is called, its unit and how it
+is written are the metric registry's (``LIVE_LATENCIES``, ``LIVE_THROUGHPUT``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from loadgen.load_options import LoadObserver
 from loadgen.records import RequestRecord
 from probes import metric_registry as registry
-from probes.latency import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.quantiles import quantiles
 from runtime.clock import RunClock
 

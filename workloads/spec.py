@@ -16,6 +16,7 @@ a file reads like the command line it replaces::
     tenants: 2
 
 Any key the family does not know is refused with the list of keys it does know.
+PyYAML is imported when a YAML file is read, not before.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from workloads import registry
 from workloads.arrivals import ARRIVALS
@@ -100,6 +99,8 @@ class WorkloadSpec:
 
 
 def _read_spec_file(path: Path) -> dict[str, object]:
+    import yaml
+
     if not path.is_file():
         raise InputError("workload", f"spec file {path} not found")
     try:

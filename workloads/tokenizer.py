@@ -19,6 +19,9 @@ server's prefix cache sees for a ``/v1/chat/completions`` request):
   a model folder, the file itself, or the name of a Hugging Face model already in the
   local cache (nothing is downloaded). Chat messages go through the ``chat_template`` of
   the folder's ``tokenizer_config.json`` (rendered with jinja2, as Hugging Face does).
+
+``httpx`` and ``tokenizers`` are imported by the tokenizer that uses them: a run of
+token-id prompts loads neither.
 """
 
 from __future__ import annotations
@@ -27,9 +30,6 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
-
-import httpx
-import tokenizers
 
 from workloads.errors import InputError
 
@@ -92,6 +92,8 @@ class LocalTokenizer:
     """A Hugging Face tokenizer: a model folder, its ``tokenizer.json``, or a cached model."""
 
     def __init__(self, source: str | Path) -> None:
+        import tokenizers
+
         path = resolve_tokenizer_file(source)
         try:
             self._tok = tokenizers.Tokenizer.from_file(str(path))
@@ -140,12 +142,16 @@ class HttpTokenizer:
         self.root = base_url.rstrip("/").removesuffix("/v1")
         self.url = f"{self.root}{self.path}"
         self.model = model
+        import httpx
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(headers=headers, timeout=timeout_s)
         self.source = self.url
 
     def _post(self, path: str, body: dict[str, object], field: str) -> Any:
         """``body`` posted to ``path``; the answer's ``field``, or one ``InputError``."""
+        import httpx
+
         url = self.root + path
         try:
             response = self._client.post(url, json=body)

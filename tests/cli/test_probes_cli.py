@@ -117,7 +117,7 @@ def test_endpoint_without_metrics_is_a_one_line_error(monkeypatch, capsys):
         err = one_line_error(*run_cli(monkeypatch, capsys, server.url))
     assert "HTTP 404" in err
     err = one_line_error(*run_cli(monkeypatch, capsys, f"http://127.0.0.1:{free_port()}"))
-    assert "ConnectError" in err
+    assert "ConnectionRefusedError" in err
 
 
 def test_bad_mapping_and_usage_errors(monkeypatch, capsys, tmp_path):

@@ -106,5 +106,5 @@ def test_server_down_is_recorded(tmp_path):
     scraper, ticks = asyncio.run(scrape_while(url, run, 3))
     run.close()
     assert scraper.status.state == "failed"
-    assert "ConnectError" in scraper.status.reason
+    assert "ConnectionRefusedError" in scraper.status.reason
     assert ticks >= 3

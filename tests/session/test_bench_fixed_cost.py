@@ -1,0 +1,57 @@
+"""A bench run's fixed cost: nothing heavy is imported before the run needs it.
+
+A 16-request ``bench`` spends most of its CPU importing libraries, so what each stage
+imports is its cost. These tests check, in a fresh interpreter and by ``sys.modules``
+(never by a clock), that
+
+* importing ``session.bench_runner`` — everything a run against an endpoint loads before
+  its first request — loads no pandas or pyarrow (the end of the run needs them for the
+  tables and the summary), no httpx or tokenizers (a text prompt's tokenizer needs them),
+  no pynvml (GPU sampling needs it), no PyYAML (a YAML spec file needs it);
+* the probe process (``probes.probe_process``), a fresh interpreter per run, loads no
+  pandas, numpy, pyarrow, aiohttp, httpx or pynvml: it scrapes with the standard library
+  and imports NVML only when GPU sampling is on.
+
+``benchmarks/loadgen_overhead.py --bench16-only`` prints the CPU seconds these stand for.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+#: What ``session.bench_runner`` must not load, and why it would be wasted there.
+NOT_BEFORE_THE_RUN = ("pandas", "pyarrow", "httpx", "tokenizers", "pynvml", "yaml", "scipy")
+#: What the probe process must not load.
+NOT_IN_THE_PROBE_PROCESS = ("pandas", "numpy", "pyarrow", "aiohttp", "httpx", "pynvml", "scipy")
+
+
+def _loaded_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
+    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = set(json.loads(done.stdout))
+    return [name for name in candidates if name in modules]
+
+
+def test_bench_runner_loads_nothing_the_run_does_not_need_yet() -> None:
+    loaded = _loaded_after("import session.bench_runner", NOT_BEFORE_THE_RUN)
+    assert loaded == [], f"importing session.bench_runner loads {loaded}"
+
+
+def test_the_probe_process_stays_light() -> None:
+    loaded = _loaded_after("import probes.probe_process", NOT_IN_THE_PROBE_PROCESS)
+    assert loaded == [], f"the probe process loads {loaded}"
+
+
+def test_what_is_loaded_lazily_is_still_there_when_used() -> None:
+    """The lazy imports are reached: the end of a run loads pandas, a sampler pynvml."""
+    end = "from probes.latency import summarize; from probes.timeline import server_series"
+    assert _loaded_after(end, ("pandas",)) == ["pandas"]
+    gpu = (
+        "from probes.gpu import GpuSampler; from runtime.clock import RunClock; "
+        "GpuSampler(RunClock()).available()"
+    )
+    assert _loaded_after(gpu, ("pynvml",)) == ["pynvml"]
