@@ -15,8 +15,7 @@ from loadgen.health import DEFAULT_INTERVAL_S
 from loadgen.records import RequestRecord
 from loadgen.sse import MAX_EVENT_BYTES
 from runtime.timing import DEFAULT_SPIN_S
-from workloads.oracle import PrefixOracle
-from workloads.plan import RequestSpec
+from workloads.plan import Prompt, RequestSpec
 
 
 @dataclass
@@ -43,12 +42,10 @@ class LoadOptions:
     #: late this machine's wake-ups run).
     spin_s: float = DEFAULT_SPIN_S
     health_interval_s: float = DEFAULT_INTERVAL_S
-    #: Online prefix oracle (``expect``/``record``) for the expected cached tokens of
-    #: later session turns, which the plan cannot know in advance.
-    oracle: PrefixOracle | None = None
     #: The server's token ids of a composed text prompt (a later turn's history, chat
-    #: template applied for the chat API), so the oracle sees what the server sees;
-    #: called off the event loop, once per later turn, during its think time.
+    #: template applied for the chat API): its token count, and what the session's
+    #: oracle replays (``LoadResult.composed_prompts``); called off the event loop, once
+    #: per later turn, during its think time.
     text_tokens: Callable[[str], list[int]] | None = None
     #: After the server is found gone, how long in-flight requests may take to fail on
     #: their own (keeping their real error class) before they are cancelled.
@@ -104,6 +101,9 @@ class LoadResult:
     client: dict[str, Any] = field(default_factory=dict)
     #: How each worker's shard went, when worker processes sent the plan.
     shards: list[dict[str, Any]] = field(default_factory=list)
+    #: The token ids later turns sent (history + answer + new message), by request id,
+    #: where known: what the session's oracle replays after the run. Not in ``to_json``.
+    composed_prompts: dict[str, Prompt] = field(default_factory=dict, repr=False)
 
     @property
     def not_sent(self) -> int:

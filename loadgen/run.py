@@ -94,10 +94,8 @@ class LoadRun:
                 logprobs=self.options.logprobs,
             ),
         )
-        self.sessions = SessionBook(
-            plan, target.model, self.options.oracle, self.options.text_tokens
-        )
-        self.result = LoadResult(planned=len(plan))
+        self.sessions = SessionBook(plan, self.options.text_tokens)
+        self.result = LoadResult(planned=len(plan), composed_prompts=self.sessions.composed)
         self._on_send = observer_hook(observer, "on_send")
         self._on_finish = observer_hook(observer, "on_finish")
         self._observer = observer
@@ -310,7 +308,7 @@ class LoadRun:
                 self.result.sent += 1
         self._write(record, chunks)
         text = "".join(stream.text) if stream.text is not None else None
-        self.sessions.ended(spec, record.output_token_ids, text, record.output_tokens)
+        self.sessions.ended(spec, record.output_token_ids, text)
         if record.error_kind == ErrorKind.CONNECT:
             self._check_server()
         following = self.sessions.next_turn(spec)
@@ -322,7 +320,6 @@ class LoadRun:
     ) -> EventStream:
         if self._stop.is_set():
             raise asyncio.CancelledError
-        record.expected_cached_tokens = self.sessions.expected_cached(spec)
         assert self._exchanger is not None
         return await self._exchanger.send(prepared, record, chunks)
 

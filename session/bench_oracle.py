@@ -1,37 +1,55 @@
-"""The prefix oracle of a bench run: the KV cache shape it replays with, and when.
+"""The prefix oracle of a bench run: the KV cache shape it replays with, and its one pass.
 
-The expected cached tokens of every request come from replaying the plan through the
+The expected cached tokens of every request come from one replay of the run through the
 shared prefix model (``workloads.oracle``) with the server's block size and pool size,
 read from its metrics (vLLM's ``cache_config_info``); the embedded engine's own
 configuration when it is not scraped; ``--block-size``/``--num-gpu-blocks`` over both.
-A closed loop bounded by a duration sends only a prefix of its generous plan, so it is
-annotated just ahead of the sends instead of all at once.
+
+``RunOracle`` is that one pass; when it runs depends on what is known before sending:
+
+* **before sending**, when every prompt is in the plan and the whole plan is sent: in
+  plan order, each request leaving its prompt and a stand-in for its answer; the values
+  travel on a (frozen) copy of the plan and the load generator copies them into records;
+* **after the run, in plan order**, for a closed loop bounded by a duration, which sends a
+  prefix of a generous plan: the pass covers the plan up to the last request recorded,
+  the values a pass before sending would give them without a start-up pause for the
+  whole plan;
+* **after the run, in the order it happened**, for a plan with later turns of sessions,
+  whose prompts hold the server's answers: every recorded request is ``expect``-ed when
+  it was sent and, once the server had prefilled it, ``record``-ed with the tokens it
+  returned when it ended; a later turn's prompt is what the load generator composed
+  (``LoadResult.composed_prompts``).
+
+Values found after the run are written into ``requests`` (``RunDir.set_column``) before
+anything reads it. Nothing on the send path computes an expectation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadgen.load_options import LoadObserver
-from loadgen.records import RequestRecord
 from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
 from probes.mapping_model import MetricMapping
-from session.live_stats import LiveStats
 from workloads.errors import InputError
-from workloads.oracle import DEFAULT_VOCAB_SIZE, annotate, annotating
-from workloads.plan import Plan, RequestSpec
+from workloads.oracle import (
+    DEFAULT_VOCAB_SIZE,
+    PrefixOracle,
+    annotate,
+    plan_order_expectations,
+)
+from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.stats import DEFAULT_BLOCK_SIZE
 
 if TYPE_CHECKING:
-    from simengine.engine_process import EngineProcess
+    import pandas as pd
 
-#: How far the lazy annotation runs ahead of the sends.
-ANNOTATE_AHEAD = 256
+    from simengine.engine_process import EngineProcess
 
 
 @dataclass(frozen=True)
@@ -109,49 +127,93 @@ def geometry(
     )
 
 
-def needs_lazy_annotation(deadline_s: float | None, plan: Plan) -> bool:
-    """A duration-bounded closed loop sends a prefix of a generous plan, in plan order."""
-    return deadline_s is not None and all(r.intended_s is None for r in plan)
+def has_later_turns(plan: Plan) -> bool:
+    return any(r.session is not None and (r.turn or 0) >= 1 for r in plan)
 
 
-class _AnnotateAhead(LoadObserver):
-    """The live statistics, plus the oracle kept ``ANNOTATE_AHEAD`` requests ahead of the
-    sends (one more request annotated per send)."""
-
-    def __init__(self, stats: LiveStats, ahead: Iterator[RequestSpec]) -> None:
-        self.stats = stats
-        self.ahead = ahead
-
-    def on_send(self, record: RequestRecord) -> None:
-        next(self.ahead, None)
-        self.stats.on_send(record)
-
-    def on_first_token(self, record: RequestRecord) -> None:
-        self.stats.on_first_token(record)
-
-    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
-        self.stats.on_chunk(record, t_s, n_tokens)
-
-    def on_finish(self, record: RequestRecord) -> None:
-        self.stats.on_finish(record)
+def annotated_after_run(plan: Plan, deadline_s: float | None) -> bool:
+    """Whether the oracle can only run once the run is over: a plan with later turns (their
+    history is the server's answers), or a closed loop bounded by a duration (it sends a
+    prefix of a generous plan, in plan order)."""
+    bounded_closed_loop = deadline_s is not None and all(r.intended_s is None for r in plan)
+    return bounded_closed_loop or has_later_turns(plan)
 
 
-def annotate_plan(
-    plan: Plan, target: Target, shape: Geometry, stats: LiveStats, deadline_s: float | None
-) -> LoadObserver:
-    """Set every request's expected cached tokens (all at once, or just ahead of the
-    sends for a generous closed loop); the observer the run goes with."""
-    args = (
-        plan,
-        shape.block_size,
-        shape.num_blocks,
-        target.vocab_size or DEFAULT_VOCAB_SIZE,
-        target.model,
-    )
-    if not needs_lazy_annotation(deadline_s, plan):
-        annotate(*args)
-        return stats
-    ahead = annotating(*args)
-    for _ in range(ANNOTATE_AHEAD):
-        next(ahead, None)
-    return _AnnotateAhead(stats, ahead)
+@dataclass(frozen=True)
+class RunOracle:
+    """The one oracle pass of a run, for a cache of ``shape`` on a model with ``vocab_size``."""
+
+    shape: Geometry
+    model: str = ""
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+
+    @classmethod
+    def for_target(cls, shape: Geometry, target: Target) -> RunOracle:
+        return cls(shape, target.model, target.vocab_size or DEFAULT_VOCAB_SIZE)
+
+    def _args(self) -> tuple[int, int | None, int, str]:
+        return self.shape.block_size, self.shape.num_blocks, self.vocab_size, self.model
+
+    def before_sending(self, plan: Plan) -> Plan:
+        """A copy of ``plan`` carrying every request's expected cached tokens."""
+        return annotate(plan, *self._args())
+
+    def after_run(
+        self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
+    ) -> dict[str, int | None]:
+        """Expected cached tokens of the recorded ``requests`` (the run's table), by id."""
+        if requests.empty:
+            return {}
+        if has_later_turns(plan):
+            return self._as_it_happened(plan, requests, composed)
+        recorded = set(requests["id"])
+        last = max((i for i, r in enumerate(plan.requests) if r.id in recorded), default=-1)
+        expected = plan_order_expectations(plan, *self._args(), count=last + 1)
+        return {r.id: e for r, e in zip(plan.requests, expected, strict=False)}
+
+    def _as_it_happened(
+        self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
+    ) -> dict[str, int | None]:
+        """Each request ``expect``-ed at its send and ``record``-ed at its end, in time order
+        (an end before a send at the same instant)."""
+        specs = {r.id: r for r in plan.requests}
+        oracle = PrefixOracle(*self._args()[:2], self.model, vocab_size=self.vocab_size)
+        ends: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
+        sends: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
+        for row in requests.to_dict("records"):
+            spec = specs.get(row["id"])
+            if spec is None or _missing(row.get("sent_s")):
+                continue
+            later = spec.session is not None and (spec.turn or 0) >= 1
+            prompt = composed.get(spec.id) if later else spec.prompt
+            if prompt is None:  # a text history the server's tokenizer gave no ids for
+                continue
+            sends.append((row["sent_s"], 1, spec, prompt, row))
+            if not _missing(row.get("first_token_s")) and not _missing(row.get("end_s")):
+                ends.append((row["end_s"], 0, spec, prompt, row))  # prefilled: in the cache
+        expected: dict[str, int | None] = {}
+        for _, is_send, spec, prompt, row in sorted(ends + sends, key=lambda e: e[:2]):
+            scope = spec.scope(self.model)
+            if is_send:
+                expected[spec.id] = oracle.expect(prompt, scope)
+                continue
+            returned = row.get("output_token_ids")
+            ids = [] if _missing(returned) else [int(t) for t in returned]
+            kept = ids[:-1]  # the last output token never enters the KV cache
+            unknown = 0 if ids else max(0, int(_number(row.get("output_tokens"))) - 1)
+            oracle.record(
+                prompt.extended(Segment(len(kept), tokens=tuple(kept))),
+                scope,
+                prompt_len=len(prompt),
+                extra_tokens=unknown,
+            )
+        return expected
+
+
+def _missing(value: Any) -> bool:
+    """A null of the requests table: ``None``, or NaN as pandas reads one."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value: Any) -> float:
+    return 0.0 if _missing(value) else float(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from loadgen.target import Target
 from workloads.build import build_plan
@@ -153,13 +154,17 @@ def plan_tokenizer(
     return None
 
 
-def exact_chat_prompts(plan: Plan, tokenizer: ChatTokenizer) -> None:
-    """Give every chat request whose text is known before the run (all but later turns)
-    the token ids its messages become through the model's chat template: what the
-    server's prefix cache will see, so the oracle's expectation is exact."""
-    for r in plan.requests:
-        if r.text is not None and not (r.session is not None and r.turn):
-            r.prompt = Prompt.of_tokens(tokenizer.encode_chat(chat_messages(r.text)))
+def exact_chat_prompts(plan: Plan, tokenizer: ChatTokenizer) -> Plan:
+    """``plan`` with every chat request whose text is known before the run (all but later
+    turns) holding the token ids its messages become through the model's chat template:
+    what the server's prefix cache will see, so the oracle's expectation is exact."""
+
+    def exact(r: RequestSpec) -> RequestSpec:
+        if r.text is None or (r.session is not None and r.turn):
+            return r
+        return replace(r, prompt=Prompt.of_tokens(tokenizer.encode_chat(chat_messages(r.text))))
+
+    return replace(plan, requests=tuple(exact(r) for r in plan.requests))
 
 
 def full_text_tokens(api: str, tokenizer: Tokenizer | None) -> Callable[[str], list[int]] | None:
@@ -200,7 +205,7 @@ def build_bench_plan(
         raise InputError("--warmup", f"must be >= 0, got {warmup}")
     plan = build_workload_plan(spec, text_tokenizer if spec.prompt_format == "text" else None)
     if target.api == "chat" and hasattr(text_tokenizer, "encode_chat"):
-        exact_chat_prompts(plan, text_tokenizer)  # type: ignore[arg-type]
+        plan = exact_chat_prompts(plan, text_tokenizer)  # type: ignore[arg-type]
     if not target.vocab_size and any(r.text is None for r in plan):
         raise InputError(
             "--vocab-size",
@@ -210,5 +215,4 @@ def build_bench_plan(
     if target.max_model_len and not allow_overlong:
         source = target.discovered.get("max_model_len", "the server")
         refuse_overlong(plan, target.max_model_len, source)
-    plan.requests[:0] = warmup_requests(plan, warmup)
-    return plan
+    return replace(plan, requests=(*warmup_requests(plan, warmup), *plan.requests))

@@ -10,9 +10,11 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
 5. start the probes — ``/metrics`` scraping and GPU sampling, in a child process
    (``probes.probe_process``) so that their CPU never delays a send or a read — and
    wait for their first sample, so counters have a baseline before the first request;
-6. annotate the plan with the prefix oracle, using the block size and pool size the
-   server's metrics report (infinite pool when unknown);
-7. send it (``loadgen.run.LoadRun``), feeding the live display;
+6. run the prefix oracle's one pass (``session.bench_oracle.RunOracle``), with the block
+   size and pool size the server's metrics report (infinite pool when unknown): over
+   the plan before sending it, or over what was recorded once the run is over when
+   prompts or the requests sent are only known then (later turns, a duration);
+7. send the (frozen) plan (``loadgen.run.LoadRun``), feeding the live display;
 8. stop the probes, close the run directory (journals → parquet), write
    ``summary.json`` (``probes.latency.summarize`` + the ``server`` section) and the final
    ``run.json``; stop the embedded engine.
@@ -56,9 +58,9 @@ from runtime import redact, signals
 from runtime.clock import RunClock
 from session.bench_info import probe_settings, run_info
 from session.bench_oracle import (
-    Geometry,
     MetricsMapping,
-    annotate_plan,
+    RunOracle,
+    annotated_after_run,
     geometry,
     metrics_mapping,
 )
@@ -76,10 +78,9 @@ from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
 from session.ray_workers import RayPool, require_ray
 from session.shards import split_plan, workers_needed
-from session.workers import ShardOracle, WorkerPool, worker_pool
+from session.workers import WorkerPool, worker_pool
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
-from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
 from workloads.tokenizer import HttpTokenizer
 
@@ -303,6 +304,7 @@ class _Bench:
         )
         result = LoadResult(planned=len(self.plan))
         metrics = MetricsMapping(None)
+        replay: RunOracle | None = None  # the oracle, when it runs once the run is over
         cancelled = False
         error: Exception | None = None
         shown: asyncio.Task[None] | None = None
@@ -317,27 +319,28 @@ class _Bench:
                 num_blocks=options.num_gpu_blocks,
             )
             self.info.oracle = shape.to_dict()
+            oracle = RunOracle.for_target(shape, self.target)
+            after_run = annotated_after_run(self.plan, self.deadline_s)
+            plan = self.plan if after_run else oracle.before_sending(self.plan)
+            replay = oracle if after_run else None
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
             cap = options.max_concurrency
-            workers = options.workers or workers_needed(self.plan, max_concurrency=cap)
-            shards = split_plan(self.plan, workers, cap)
+            workers = options.workers or workers_needed(plan, max_concurrency=cap)
+            shards = split_plan(plan, workers, cap)
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
             if len(shards) == 1 and options.ray is None:
-                observer = annotate_plan(self.plan, self.target, shape, stats, self.deadline_s)
-                load = LoadRun(
-                    self.plan, self.target, run, clock, self._load_options(shape), observer
-                )
-            else:  # each worker annotates its shard (see session.workers)
+                load = LoadRun(plan, self.target, run, clock, self._load_options(), stats)
+            else:
                 tokenizer = (options.tokenizer, options.api_key) if self.text_tokens else None
                 load = await worker_pool(
                     shards,
-                    self.plan,
+                    plan,
                     self.target,
                     (run, clock, stats),
-                    self._load_options(shape),
-                    ShardOracle(shape, self.deadline_s, tokenizer),
+                    self._load_options(),
+                    tokenizer,
                     self._pool_class(),
                 )
             result = load.result
@@ -364,7 +367,7 @@ class _Bench:
                 display.close(stats)
             await probes.stop()
         self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
-        summary = await self._finish(result)
+        summary = await self._finish(result, replay)
         if error is not None:
             raise error
         return BenchOutcome(
@@ -384,7 +387,7 @@ class _Bench:
             return WorkerPool
         return functools.partial(RayPool, address=self.options.ray, report=self.info.load)
 
-    def _load_options(self, shape: Geometry) -> LoadOptions:
+    def _load_options(self) -> LoadOptions:
         users = self.options.max_concurrency or self.plan.concurrency or PRECONNECT
         return LoadOptions(
             max_concurrency=self.options.max_concurrency,
@@ -396,16 +399,11 @@ class _Bench:
             duration_s=self.deadline_s,
             preconnect=min(users, PRECONNECT),
             text_tokens=self.text_tokens,
-            oracle=PrefixOracle(
-                shape.block_size,
-                shape.num_blocks,
-                self.target.model,
-                vocab_size=self.target.vocab_size or DEFAULT_VOCAB_SIZE,
-            ),
         )
 
-    async def _finish(self, result: LoadResult) -> dict[str, Any]:
-        """Close the tables (the probes' too, once their process has stopped), write the
+    async def _finish(self, result: LoadResult, replay: RunOracle | None) -> dict[str, Any]:
+        """Close the tables (the probes' too, once their process has stopped), run the
+        oracle over what was recorded when it could not run before sending, write the
         final ``run.json`` and ``summary.json``."""
         # The statistics need pandas, which nothing before this point loads: imported
         # here, the run's first request goes out sooner.
@@ -419,6 +417,10 @@ class _Bench:
         info.result = result.to_json()
         ended = time.time()
         run.close()
+        if replay is not None:
+            recorded = run.read_table(REQUESTS_TABLE)
+            expected = replay.after_run(self.plan, recorded, result.composed_prompts)
+            run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
         run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         summary = summarize(run, self.options.slo)
         summary["requests"]["by_kind"] = counts_by_kind(self.plan)

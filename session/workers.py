@@ -27,14 +27,14 @@ import shutil
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from loadgen.cache import apply_cache_protocol
-from loadgen.load_options import LoadObserver, LoadOptions, LoadResult
+from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
@@ -42,12 +42,10 @@ from runfmt.rundir import RunDir
 from runtime import signals
 from runtime.child import become_child
 from runtime.clock import RunClock
-from session.bench_oracle import Geometry, annotate_plan
 from session.bench_plan import full_text_tokens, plan_tokenizer
 from session.live_stats import LiveStats
 from session.shard_results import merge_results
 from session.shards import Shard
-from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle
 from workloads.plan import Plan
 
 #: The worker's folder inside the run directory (removed once merged).
@@ -61,21 +59,12 @@ STOP_GRACE_S = 10.0
 TABLES = (REQUESTS_TABLE, CHUNKS_TABLE, CLIENT_TABLE)
 
 
-@dataclass(frozen=True)
-class ShardOracle:
-    """How a worker sets its shard's expected cached tokens: the KV cache shape, the run's
-    duration (a duration-bounded closed loop is annotated just ahead of its sends, as in
-    one process) and the ``--tokenizer`` (and key) of text histories, when there are any."""
-
-    shape: Geometry
-    deadline_s: float | None = None
-    tokenizer: tuple[str | None, str | None] | None = None
-
-
 @dataclass
 class ShardJob:
-    """Everything a worker needs, picklable: its plan, the target, the clock, the options
-    (without callables), and how to annotate its plan and rebuild its oracles."""
+    """Everything a worker needs, picklable: its plan (annotated by the parent's oracle
+    when that runs before sending), the target, the clock, the options (without
+    callables), and the ``--tokenizer`` (and key) that gives later turns' text histories
+    their server token ids, when there are any."""
 
     index: int
     plan: Plan
@@ -83,7 +72,7 @@ class ShardJob:
     clock: RunClock
     folder: Path
     options: LoadOptions
-    oracle: ShardOracle | None = None
+    tokenizer: tuple[str | None, str | None] | None = None
 
 
 # -- the worker's side ----------------------------------------------------------------------
@@ -93,21 +82,12 @@ def worker_main(job: ShardJob, conn: Any) -> None:
     asyncio.run(_work(job, conn))
 
 
-def _oracles(job: ShardJob, feed: LiveStats) -> tuple[LoadObserver, LoadOptions]:
-    """The shard annotated (its prefix units are all here, so in the order the plan gives
-    them), the observer that goes with it, and the options with the online oracle and
-    the text tokenizer of later turns rebuilt in this process."""
-    if job.oracle is None:
-        return feed, job.options
-    shape, target = job.oracle.shape, job.target
-    observer = annotate_plan(job.plan, target, shape, feed, job.oracle.deadline_s)
-    vocab = target.vocab_size or DEFAULT_VOCAB_SIZE
-    oracle = PrefixOracle(shape.block_size, shape.num_blocks, target.model, vocab_size=vocab)
-    text_tokens = None
-    if job.oracle.tokenizer is not None:
-        source, key = job.oracle.tokenizer
-        text_tokens = full_text_tokens(target.api, plan_tokenizer(target, source, key))
-    return observer, replace(job.options, oracle=oracle, text_tokens=text_tokens)
+def _text_tokens(job: ShardJob) -> Callable[[str], list[int]] | None:
+    """The text-history tokenizer of later turns, rebuilt in this process."""
+    if job.tokenizer is None:
+        return None
+    source, key = job.tokenizer
+    return full_text_tokens(job.target.api, plan_tokenizer(job.target, source, key))
 
 
 async def _work(job: ShardJob, conn: Any) -> None:
@@ -124,10 +104,9 @@ async def _work(job: ShardJob, conn: Any) -> None:
         return await started
 
     feed = LiveStats(job.clock, total=len(job.plan))
-    observer, options = _oracles(job, feed)
     run_dir = RunDir(job.folder, create=True)
-    options = replace(options, start_at=start_at)
-    load = LoadRun(job.plan, job.target, run_dir, job.clock, options, observer)
+    options = replace(job.options, start_at=start_at, text_tokens=_text_tokens(job))
+    load = LoadRun(job.plan, job.target, run_dir, job.clock, options, feed)
     task = asyncio.create_task(load.run())
 
     def on_message(message: tuple[Any, ...]) -> None:
@@ -174,7 +153,7 @@ async def _work(job: ShardJob, conn: Any) -> None:
     if error is not None and result["status"] != "failed":
         result["status"], result["reason"] = "failed", error
     send(("live", job.index, feed.take_pending()))
-    send(("done", job.index, result))
+    send(("done", job.index, result, load.result.composed_prompts))
 
 
 # -- the parent's side ----------------------------------------------------------------------
@@ -185,6 +164,7 @@ class _Worker:
     conn: Any
     ready: bool = False
     result: dict[str, Any] | None = None
+    composed: dict[str, Any] = field(default_factory=dict)
     gone: bool = False
 
 
@@ -255,7 +235,7 @@ class WorkerPool:
         elif kind == "ready":
             worker.ready = True
         elif kind == "done":
-            worker.result = message[2]
+            worker.result, worker.composed = message[2], message[3]
         self._changed.set()
 
     def _on_gone(self, worker: _Worker) -> None:
@@ -310,6 +290,7 @@ class WorkerPool:
                     finished=rows.get(REQUESTS_TABLE, 0),
                 ).to_json()
             shards.append({"index": worker.job.index, **result})
+            self.result.composed_prompts.update(worker.composed)
         shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)
         merge_results(self.result, shards)
 
@@ -320,13 +301,13 @@ async def worker_pool(
     target: Target,
     where: tuple[RunDir, RunClock, LiveStats],
     options: LoadOptions,
-    oracle: ShardOracle | None = None,
+    tokenizer: tuple[str | None, str | None] | None = None,
     pool: Callable[..., WorkerPool] = WorkerPool,
 ) -> WorkerPool:
     """The pool that sends ``shards`` of ``plan`` into the run directory on its clock,
-    feeding the live statistics (``where``), with ``options`` split per shard, each
-    shard annotated by its worker (``oracle``; none: the plan's values are kept). The
-    cache protocol is carried out here, once: every shard sends with the same salt."""
+    feeding the live statistics (``where``), with ``options`` split per shard and the
+    text-history ``tokenizer`` (source, key) rebuilt in each worker. The cache protocol
+    is carried out here, once: every shard sends with the same salt."""
     run, clock, stats = where
     async with aiohttp.ClientSession() as session:
         cache = await apply_cache_protocol(session, target, options.cache_protocol)
@@ -346,10 +327,9 @@ async def worker_pool(
                     shard.concurrency or shard.max_concurrency or options.preconnect,
                 ),
                 cache_preset=cache,
-                oracle=None,
                 text_tokens=None,
             ),
-            oracle=oracle,
+            tokenizer=tokenizer,
         )
         for shard in shards
     ]

@@ -6,7 +6,8 @@ that ``workloads.prefix`` stays cheap for the engine):
 * ``workloads.spec.load_spec(workload, overrides) -> WorkloadSpec`` and
   ``workloads.build.build_plan(spec, tokenizer=None) -> Plan``
 * ``workloads.stats.plan_stats(plan, block_size=None, num_blocks=None) -> dict``
-* ``workloads.oracle.PrefixOracle`` and ``workloads.oracle.annotate(plan, ...)``
+* ``workloads.oracle.PrefixOracle`` and ``workloads.oracle.annotate(plan, ...) -> Plan`` (a copy:
+  plans are frozen)
 * ``workloads.multi_turn.next_prompt(prev_full, returned_token_ids, spec) -> Prompt``
 * ``workloads.tokenizer.load_tokenizer(source) -> Tokenizer``
 """

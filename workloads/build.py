@@ -22,5 +22,5 @@ def build_plan(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
     plan = spec.family.build(spec, tokenizer)
     if spec.prompt_format == "text":
         assert tokenizer is not None
-        render_text(plan, tokenizer)
+        return render_text(plan, tokenizer)
     return plan

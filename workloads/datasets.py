@@ -21,7 +21,7 @@ need) come from the target's tokenizer: the server's ``/tokenize`` or ``--tokeni
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,9 +76,9 @@ def build_random(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan
     requests = unique_requests(spec.seed, "random", inputs, outputs, sched.count, sched)
     if p.prefix_len:
         shared = Segment(p.prefix_len, key=derive_key(spec.seed, "random-prefix"))
-        for r in requests:
-            r.prompt = Prompt((shared, *r.prompt.segments))
-            r.group = 0
+        requests = [
+            replace(r, prompt=Prompt((shared, *r.prompt.segments)), group=0) for r in requests
+        ]
     return make_plan(spec, requests, arrival, sched.concurrency)
 
 

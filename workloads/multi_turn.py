@@ -6,7 +6,7 @@ the session's arrival time (or by a closed-loop user). Every later turn is sent
 turn's full prompt, then the tokens the server *returned*, then the new user message.
 The history cannot be known before the run, so a later turn's ``RequestSpec.prompt``
 holds only the new user tokens and the load generator composes the rest with
-``next_prompt``; the prefix oracle then annotates those turns online.
+``next_prompt``; the session's prefix oracle replays those turns from what was recorded.
 
 For statistics before a run (``bench --dry-run``) ``assumed_prompts`` composes every
 turn as if each answer were ``max_tokens`` tokens long.

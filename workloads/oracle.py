@@ -17,7 +17,8 @@ materialised and hashed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -204,37 +205,44 @@ def replay_sequence(plan: Plan, request: RequestSpec, full_prompt: Prompt) -> Pr
     return full_prompt.extended(Segment(max(0, answer.length - 1), key=answer.key))
 
 
+def plan_order_expectations(
+    plan: Plan,
+    block_size: int,
+    num_blocks: int | None,
+    vocab_size: int,
+    model: str = "",
+    *,
+    count: int | None = None,
+) -> list[int | None]:
+    """The expected cached tokens of the plan's first ``count`` requests (all by default).
+
+    Requests are replayed in plan order (warm-up requests first, as they are sent), each
+    leaving its prompt and a stand-in for its answer in the cache; request k's value
+    depends on requests 0..k-1 only, so a prefix of the plan costs only its own length.
+    Later turns of a multi-turn session are ``None``: their history is what the server
+    returns (``session.run_oracle`` replays such runs from what was recorded).
+    """
+    oracle = PrefixOracle(block_size, num_blocks, model, vocab_size=vocab_size)
+    out: list[int | None] = []
+    for r in plan.requests[:count]:
+        if r.session is not None and r.turn:
+            out.append(None)
+            continue
+        recorded = replay_sequence(plan, r, r.prompt)
+        out.append(oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt)))
+    return out
+
+
+def with_expected(plan: Plan, expected: Mapping[str, int | None]) -> Plan:
+    """A copy of ``plan`` whose requests carry ``expected[id]`` (``None`` where absent)."""
+    requests = tuple(replace(r, expected_cached_tokens=expected.get(r.id)) for r in plan.requests)
+    return replace(plan, requests=requests)
+
+
 def annotate(
     plan: Plan, block_size: int, num_blocks: int | None, vocab_size: int, model: str = ""
 ) -> Plan:
-    """Set ``expected_cached_tokens`` on every request whose prompt is known before the run.
-
-    Requests are replayed in plan order (warm-up requests first, as they are sent), each
-    leaving its prompt and a stand-in for its answer in the cache. Later turns of a
-    multi-turn session are left ``None``: their history is what the server returns, so
-    the load generator annotates them online with ``PrefixOracle.expect``/``record``.
-    """
-    for _ in annotating(plan, block_size, num_blocks, vocab_size, model):
-        pass
-    return plan
-
-
-def annotating(
-    plan: Plan, block_size: int, num_blocks: int | None, vocab_size: int, model: str = ""
-) -> Iterator[RequestSpec]:
-    """``annotate`` one request at a time, in plan order, as the iterator is advanced.
-
-    A long closed-loop run sized generously (``bench --concurrency C --duration S``)
-    sends only a prefix of its plan: annotating just ahead of the sends costs only
-    what is sent, instead of a start-up pause for the whole plan.
-    """
-    oracle = PrefixOracle(block_size, num_blocks, model, vocab_size=vocab_size)
-    for r in plan.requests:
-        if r.session is not None and r.turn:
-            r.expected_cached_tokens = None
-        else:
-            recorded = replay_sequence(plan, r, r.prompt)
-            r.expected_cached_tokens = oracle.record(
-                recorded, r.scope(model), prompt_len=len(r.prompt)
-            )
-        yield r
+    """A copy of ``plan`` with every request's ``expected_cached_tokens`` (one oracle pass
+    in plan order, ``plan_order_expectations``); the plan itself is frozen."""
+    expected = plan_order_expectations(plan, block_size, num_blocks, vocab_size, model)
+    return with_expected(plan, {r.id: e for r, e in zip(plan.requests, expected, strict=True)})

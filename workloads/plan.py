@@ -95,14 +95,16 @@ class Prompt:
         return Prompt(self.segments + tuple(s for s in more if s.length))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RequestSpec:
-    """One request of a plan, everything decided before sending.
+    """One request of a plan, everything decided before sending (frozen: a derived
+    request is a ``dataclasses.replace`` copy).
 
     ``intended_s`` is the open-loop send time from t=0; ``None`` means the request is
     released by something at run time (a closed-loop user, the previous turn of a
     session). ``text`` is set when the plan sends text of an exact token count instead
-    of token ids.
+    of token ids. ``expected_cached_tokens`` is the prefix oracle's, set once on a
+    copy of the plan before it is sent (``None``: not known before the run).
     """
 
     id: str
@@ -131,16 +133,21 @@ class RequestSpec:
         return CacheScope(model=model, lora=self.lora, cache_salt=self.tenant)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """The deterministic output of building a workload for a seed."""
+    """The deterministic output of building a workload for a seed: frozen data, built
+    once; ``requests`` is a tuple (a list given is made one)."""
 
     workload: str
     seed: int
-    requests: list[RequestSpec]
+    requests: tuple[RequestSpec, ...]
     spec: dict = field(default_factory=dict)
     arrival: str = "poisson"
     concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.requests, tuple):
+            object.__setattr__(self, "requests", tuple(self.requests))
 
     def __iter__(self) -> Iterator[RequestSpec]:
         return iter(self.requests)

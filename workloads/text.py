@@ -17,6 +17,8 @@ what the server will see.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from workloads.errors import InputError
@@ -152,9 +154,13 @@ class TextRenderer:
 
 
 def render_text(plan: Plan, tokenizer: Tokenizer) -> Plan:
-    """Give every request of ``plan`` without text a text prompt of its exact token count."""
+    """``plan`` with a text prompt of its exact token count for every request without text."""
     renderer = TextRenderer(tokenizer)
-    for r in plan.requests:
-        if r.text is None and r.messages is None:
-            r.text, r.prompt = renderer.render(r)
-    return plan
+    return replace(plan, requests=tuple(_rendered(r, renderer) for r in plan.requests))
+
+
+def _rendered(request: RequestSpec, renderer: TextRenderer) -> RequestSpec:
+    if request.text is not None or request.messages is not None:
+        return request
+    text, prompt = renderer.render(request)
+    return replace(request, text=text, prompt=prompt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,7 @@ CAPTURES = [
 
 
 def _text_spec(spec):  # chat APIs take text
-    spec.text = "hello there"
-    return spec
+    return replace(spec, text="hello there")
 
 
 @pytest.mark.parametrize("pieces", [None, 37], ids=["whole", "37-byte-pieces"])
@@ -48,7 +48,7 @@ def test_real_captures_through_their_adapter(
     sizes = [pieces] * (len(raw) // pieces + 1) if pieces else None
     spec = specs(1)[0]
     if api == "chat":
-        _text_spec(spec)
+        spec = _text_spec(spec)
 
     async def go():
         async with Server(replay(raw, sizes, gap_s=0.002 if pieces else 0.0)) as url:
@@ -155,8 +155,7 @@ def test_request_bodies_and_the_api_key(
 ) -> None:
     raw = (FIXTURES / "vllm-cpu" / "completions-stream-include-usage.sse").read_bytes()
     seen: list = []
-    spec = specs(1)[0]
-    spec.tenant = "tenant-a"
+    spec = replace(specs(1)[0], tenant="tenant-a")
 
     async def go():
         async with Server(recorder(raw, seen)) as url:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,6 @@ from runtime.timing import (
     Waker,
     sleep_until,
 )
-from workloads.oracle import PrefixOracle
 from workloads.plan import Prompt, RequestSpec
 
 
@@ -196,9 +196,7 @@ def test_bursts_are_sent_in_one_pass(tmp_path: Path) -> None:
     A timer that sent one request per wake-up (~1 ms) would spread a burst over 20 ms
     and fall 0.4 s behind by the end.
     """
-    plan = specs(400, max_tokens=1)
-    for i, spec in enumerate(plan):
-        spec.intended_s = (i // 20) * 0.01
+    plan = [replace(s, intended_s=(i // 20) * 0.01) for i, s in enumerate(specs(400, max_tokens=1))]
 
     async def go():
         async with Server(generator(0.0, 0.0)) as url:
@@ -228,9 +226,7 @@ def test_closed_loop_users_serve_the_plan_in_order(tmp_path: Path) -> None:
 
 def test_warmup_goes_first_and_is_marked(tmp_path: Path) -> None:
     plan = specs(5, max_tokens=2, gap_s=0.01)
-    for spec in plan[:2]:
-        spec.warmup = True
-        spec.intended_s = None
+    plan[:2] = [replace(spec, warmup=True, intended_s=None) for spec in plan[:2]]
 
     async def go():
         async with Server(generator(0.03, 0.002)) as url:
@@ -287,22 +283,24 @@ def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
     assert rows.loc["s0t2", "prompt_tokens"] == len(prompts[2])
 
 
-def test_later_turns_expect_their_history_cached(tmp_path: Path) -> None:
-    """The online oracle (block size 4) sees each turn's prompt and returned tokens."""
-    oracle = PrefixOracle(block_size=4, model="tiny-llama")
+def test_later_turns_keep_what_they_composed_and_the_send_path_expects_nothing(
+    tmp_path: Path,
+) -> None:
+    """A later turn's composed prompt is kept (token ids, for the session's oracle); no
+    record gets an expectation the plan did not carry."""
 
     async def go():
         async with Server(generator(0.005, 0.001)) as url:
             plan = _session([[11, 12, 13, 14, 15], [21, 22], [31]])
-            return await run_against(url, plan, tmp_path, oracle=oracle)
+            return await run_against(url, plan, tmp_path)
 
-    _, requests, _, _ = asyncio.run(go())
-    expected = requests.set_index("id")["expected_cached_tokens"]
-    # turn 0 left 5 + 2 tokens (the last returned token never enters the cache): one block.
-    # turn 1 = 5 + 3 returned + 2 = 10 tokens: its first block is cached (4); it leaves 12.
-    # turn 2 = 10 + 3 + 1 = 14 tokens: its first three blocks are cached (12).
-    assert expected["s0t1"] == 4 and expected["s0t2"] == 12
-    assert pd.isna(expected["s0t0"])  # the plan's own value (none was given)
+    result, requests, _, _ = asyncio.run(go())
+    assert requests["expected_cached_tokens"].isna().all()
+    composed = {k: p.token_ids(8192).tolist() for k, p in result.composed_prompts.items()}
+    returned = [1000, 1001, 1002]
+    assert composed["s0t1"] == [11, 12, 13, 14, 15, *returned, 21, 22]
+    assert composed["s0t2"] == composed["s0t1"] + returned + [31]
+    assert set(composed) == {"s0t1", "s0t2"}
 
 
 def test_text_sessions_carry_the_returned_text(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -146,8 +147,8 @@ def test_a_run_against_the_embedded_engine(tmp_path: Path) -> None:
     """End to end: the engine's real stream, usage and cache report through the load generator."""
     with EmbeddedServer(EngineConfig(fixed_step_s=0.002, vocab_size=4096)) as server:
         plan = specs(6, prompt_len=64, max_tokens=8, gap_s=0.01)
-        for spec in plan:  # one shared 64-token prompt: later requests hit the cache
-            spec.prompt = plan[0].prompt
+        # one shared 64-token prompt: later requests hit the cache
+        plan = [replace(spec, prompt=plan[0].prompt) for spec in plan]
 
         async def go():
             target = await detect_target(server.url, vocab_size=4096)

@@ -45,7 +45,7 @@ def test_block_size_changes_the_arithmetic() -> None:
 
 def test_tenants_do_not_share_a_prefix() -> None:
     plan = _shared(groups=1, requests_per_group=30, tenants=3, tenant_per="request")
-    annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB)
+    plan = annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB)
     first_of_tenant = {}
     for r in plan:
         expected = 0 if r.tenant not in first_of_tenant else 96
@@ -143,7 +143,7 @@ def test_oracle_equals_the_engine_request_by_request_with_a_large_pool() -> None
         tenants=2,
         warmup=True,
     )
-    annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB, model="llama-3.1-8b")
+    plan = annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB, model="llama-3.1-8b")
     expected = [r.expected_cached_tokens for r in plan]
     assert _engine_hits(plan, num_blocks=4000) == expected
     assert sum(expected) > 0

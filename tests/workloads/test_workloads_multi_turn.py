@@ -73,9 +73,9 @@ def test_assumed_prompts_grow_by_each_full_answer() -> None:
     assert lengths == [40, 40 + 50 + 20, 40 + 50 + 20 + 50 + 20]
 
 
-def test_later_turns_are_annotated_online_from_what_was_returned() -> None:
+def test_later_turns_are_left_to_the_run_and_expect_what_was_returned() -> None:
     plan = _plan(num_requests=2, turns=2, system_len=0, first_len=100, user_len=30)
-    annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB)
+    plan = annotate(plan, block_size=16, num_blocks=None, vocab_size=VOCAB)
     first, second = sorted(plan.requests, key=lambda r: r.turn)
     assert first.expected_cached_tokens == 0
     assert second.expected_cached_tokens is None

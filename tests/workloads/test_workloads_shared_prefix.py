@@ -96,7 +96,7 @@ def test_tenants_per_request_share_tokens_but_not_scope() -> None:
 def test_warmup_sends_each_prefix_once_first() -> None:
     plan = _plan(groups=3, requests_per_group=4, tenants=2, warmup=True, prefix_len=100)
     warm = [r for r in plan if r.warmup]
-    assert plan.requests[: len(warm)] == warm
+    assert list(plan.requests[: len(warm)]) == warm
     pairs = {(r.group, r.tenant) for r in plan.measured}
     assert {(r.group, r.tenant) for r in warm} == pairs and len(warm) == len(pairs)
     for w in warm:
