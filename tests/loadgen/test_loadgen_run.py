@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -70,7 +71,7 @@ def test_cache_reset_refused_by_vllm_falls_back_to_a_salt(tmp_path: Path) -> Non
     not_found = status_reply(404, b'{"detail":"Not Found"}')  # vLLM without dev mode
     server = generator(0.0, 0.0)
     plan = specs(3)
-    plan[1].tenant = "acme"
+    plan[1] = replace(plan[1], tenant="acme")
 
     async def go():
         async with Server(routes({"/reset_prefix_cache": not_found}, server)) as url:
