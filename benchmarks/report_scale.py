@@ -1,6 +1,6 @@
 """How the report scales with run size: load and render time, page size, points drawn.
 
-Builds synthetic run directories (the generator of ``tests/support/report_runs.py``: one-hour
+Builds synthetic run directories (the generator of ``tests/support/rundirs.py``: one-hour
 runs, log-normal token gaps, 2 % long prompts, an embedded-engine pool) of growing size
 and prints, for each, seconds to load the run, seconds to render the HTML, the page's
 size and the dots the two scatter plots hold. The page should stay flat in size while
@@ -20,14 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
-from report_runs import build_large_run
+from rundirs import large_run
 
 from prefillscope.report.data import load_report_data
 from prefillscope.report.html import render_html
 
 
 def measure(requests: int, tokens: int, folder: Path) -> dict[str, float]:
-    run = build_large_run(folder / f"run-{requests}", requests, tokens)
+    run = large_run(folder / f"run-{requests}", requests, tokens)
     t0 = time.perf_counter()
     data = load_report_data(run)
     t1 = time.perf_counter()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import typer
-from diagnose_runs import steady_streams, write_run
+from run_shapes import steady_streams
+from rundirs import write_run
 from typer.testing import CliRunner
 
 from prefillscope.cli import main

@@ -17,15 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from diagnose_runs import write_run
 from rich.console import Console
+from rundirs import write_run
 
 from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.ab_metrics import kind_metric
 from loadgen.records import ChunkEvent, RequestRecord
 from prefillscope.ab_view import render
 from probes.slo import Slo
-from runfmt.rundir import RunDir
 from session.ab_runner import AbOutcome
 
 TRIALS = 3
@@ -74,10 +73,8 @@ def trial_run(path: Path, shape: ArmShape, seed: int) -> Path:
                 max_tokens=tokens,
             )
         )
-    write_run(path, records, chunks)
-    total = DECODES + LONGS
-    RunDir(path).write_json("summary.json", {"requests": {"total": total, "failed": 0}})
-    return path
+    summary = {"requests": {"total": DECODES + LONGS, "failed": 0}}
+    return write_run(path, records, chunks, summary=summary)
 
 
 def analysis(tmp_path: Path, slo: Slo | None = None):

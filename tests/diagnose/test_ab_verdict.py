@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rundirs import write_run
 
 from diagnose.ab import alternating, make_arms
 from diagnose.ab_conditions import Tolerances, TrialFacts, check_conditions
@@ -12,7 +13,6 @@ from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
 from prefillscope.commands.diagnose_ab import parse_chunks
 from probes.slo import Slo
-from runfmt.rundir import RunDir
 from session.launcher import LaunchTemplate
 from workloads.errors import InputError
 
@@ -183,13 +183,13 @@ def test_the_client_must_hold_up_alike_in_every_arm():
     ],
 )
 def test_a_trial_is_read_from_its_run_directory(tmp_path, client, saturated, loop):
-    run = RunDir(tmp_path / "trial", create=True)
     row = RequestRecord("r1", intended_s=0.0, sent_s=0.01, first_token_s=0.1, end_s=0.2)
-    run.table("requests").append(row.to_row() | {"prompt_tokens": 10, "output_tokens": 5})
-    run.close()
-    run.write_json("run.json", {"status": "complete"})
-    run.write_json("summary.json", {"requests": {"total": 1, "failed": 0}, "client": client})
-    facts = TrialFacts.read(0, run.path, frozenset({"r1"}))
+    trial = write_run(
+        tmp_path / "trial",
+        [row.to_row() | {"prompt_tokens": 10, "output_tokens": 5}],
+        summary={"requests": {"total": 1, "failed": 0}, "client": client},
+    )
+    facts = TrialFacts.read(0, trial, frozenset({"r1"}))
     assert (facts.cpu_saturated, facts.loop_lag_p99_s) == (saturated, loop)
     assert (facts.status, facts.prompt_tokens, facts.output_tokens) == ("complete", 10.0, 5.0)
     assert facts.open_loop_rate is None  # one scheduled request has no rate

@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pytest
 from compare_support import run_cli
-from synthetic_runs import WORKLOAD, synth_run
+from rundirs import WORKLOAD, synth_run
 
 from diagnose.compare import metric_spec, time_blocks, workload_differences
 from diagnose.gate import parse_gate, worsening
@@ -24,7 +24,7 @@ from workloads.errors import InputError
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One configuration run twice, and planted changes of it."""
     root = tmp_path_factory.mktemp("runs")
-    made = {
+    return {
         "base": synth_run(root / "base", seed=1),
         "again": synth_run(root / "again", seed=2),
         "slower_itl": synth_run(root / "slower_itl", seed=3, itl_s=0.013),
@@ -32,7 +32,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "fewer_tokens": synth_run(root / "fewer_tokens", seed=5, output_tokens=24),
         "other": synth_run(root / "other", seed=6, workload=WORKLOAD | {"groups": 16}),
     }
-    return {name: run.path for name, run in made.items()}
 
 
 def test_two_runs_of_one_configuration_pass_their_gates(monkeypatch, capsys, runs) -> None:

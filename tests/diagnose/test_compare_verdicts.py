@@ -11,8 +11,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pytest
 from compare_support import run_cli
-from diagnose_runs import write_run
-from synthetic_runs import WORKLOAD, synth_run
+from rundirs import WORKLOAD, synth_run, write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 
@@ -97,8 +96,8 @@ def test_a_7x_tail_regression_never_passes_and_fails_once_the_run_can_see_it(
 def test_five_request_runs_compare_without_a_traceback(
     monkeypatch, capsys, tmp_path, output_format
 ):
-    base = synth_run(tmp_path / "a", requests=5, seed=1, rate=5.0).path
-    new = synth_run(tmp_path / "b", requests=5, seed=2, rate=5.0).path
+    base = synth_run(tmp_path / "a", requests=5, seed=1, rate=5.0)
+    new = synth_run(tmp_path / "b", requests=5, seed=2, rate=5.0)
     args = (base, new, "--format", output_format)
     code, out, err = run_cli(monkeypatch, capsys, *args)
     assert (code, err) == (0, "")  # no gate: nothing to fail
@@ -195,7 +194,7 @@ def test_unusable_runs_are_one_line_and_exit_2(monkeypatch, capsys, tmp_path) ->
 
 def test_an_undecided_gate_names_the_run_size_that_decides_it(monkeypatch, capsys, tmp_path):
     # 40 requests of 31 gaps: the p99 rests on 12 gaps and its interval holds +5 %.
-    small = [synth_run(tmp_path / f"s{i}", requests=40, seed=i).path for i in (1, 2)]
+    small = [synth_run(tmp_path / f"s{i}", requests=40, seed=i) for i in (1, 2)]
     gate = ("--gate", "itl_p99:+5%", "--json")
     code, out, _ = run_cli(monkeypatch, capsys, *small, *gate)
     itl = next(c for c in json.loads(out)["comparisons"] if c["metric"] == "itl_p99")
@@ -205,7 +204,7 @@ def test_an_undecided_gate_names_the_run_size_that_decides_it(monkeypatch, capsy
     assert needed > 40 and "holds the +5.0% limit" in itl["reason"]
     # Runs of that size (with a margin: it is an estimate) decide it.
     size = 2 * needed
-    big = [synth_run(tmp_path / f"b{i}", requests=size, seed=10 + i).path for i in (1, 2)]
+    big = [synth_run(tmp_path / f"b{i}", requests=size, seed=10 + i) for i in (1, 2)]
     code, out, _ = run_cli(monkeypatch, capsys, *big, *gate)
     itl = next(c for c in json.loads(out)["comparisons"] if c["metric"] == "itl_p99")
     assert itl["gate"]["verdict"] == "pass" and code == 0, itl

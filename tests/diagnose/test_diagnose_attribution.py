@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from diagnose_runs import steady_streams, write_run
-from report_runs import RunShape, build_run
+from run_shapes import RunShape, steady_streams
+from rundirs import report_run, write_run
 
 from diagnose.attribution import (
     LONG_PREFILL_TOKENS,
@@ -82,7 +82,7 @@ def test_multi_token_chunks_split_their_gap(tmp_path):
 def test_gaps_riding_long_prefills_are_longer_only_when_prefills_stall(
     tmp_path, prefill_s, stretched
 ):
-    run = build_run(
+    run = report_run(
         tmp_path / "r",
         RunShape(prefill_s=prefill_s, failures=0, long_prompts=8, diagnosis=False, pool=None),
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from diagnose_runs import metric_row, steady_streams, write_run
+from run_shapes import metric_row, steady_streams
+from rundirs import write_run
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions

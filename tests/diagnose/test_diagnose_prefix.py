@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from diagnose_runs import metric_row, plan_run
+from run_shapes import metric_row
+from rundirs import plan_run
 
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
-from diagnose_runs import metric_row
+from run_shapes import metric_row
 
 from diagnose.raw_metrics import RawMetrics
 from diagnose.roofline import resolve_roofline

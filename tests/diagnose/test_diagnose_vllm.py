@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from diagnose_runs import scrape_rows
-from report_runs import RunShape, build_run
+from run_shapes import RunShape, scrape_rows
+from rundirs import report_run
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -20,7 +20,7 @@ from runfmt.rundir import RunDir
 
 @pytest.fixture(scope="module")
 def diagnosis(tmp_path_factory, fixtures_dir: Path) -> Diagnosis:
-    path = build_run(
+    path = report_run(
         tmp_path_factory.mktemp("vllm") / "run",
         RunShape(
             prefill_s=0.4,

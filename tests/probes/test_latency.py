@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_runs import synth_run
+from run_shapes import lognormal_streams
+from rundirs import write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from probes.latency import summarize, summarize_frames
@@ -153,16 +154,11 @@ def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
 
 
 def test_percentiles_are_numpys_and_warmup_is_excluded(tmp_path: Path) -> None:
-    run = synth_run(tmp_path / "run", requests=300, seed=3, output_tokens=9, tokens_per_chunk=3)
-    table = run.table("requests")
-    table.append(
-        RequestRecord("warm", warmup=True, intended_s=-5.0, sent_s=-5.0, first_token_s=99.0,
-                      end_s=99.5, output_tokens=2).to_row()
-    )  # fmt: skip
-    run.table("chunks").append_many(
-        [asdict(ChunkEvent("warm", 99.0, 1)), asdict(ChunkEvent("warm", 99.5, 1))]
-    )
-    run.close()
+    records, chunks = lognormal_streams(requests=300, seed=3, output_tokens=9, tokens_per_chunk=3)
+    warm = RequestRecord("warm", warmup=True, intended_s=-5.0, sent_s=-5.0, first_token_s=99.0,
+                         end_s=99.5, output_tokens=2)  # fmt: skip
+    warm_chunks = [ChunkEvent("warm", 99.0, 1), ChunkEvent("warm", 99.5, 1)]
+    run = RunDir(write_run(tmp_path / "run", [*records, warm], [*chunks, *warm_chunks]))
     requests = run.read_table("requests")
     done = requests[~requests["warmup"]]
     summary = summarize(tmp_path / "run")

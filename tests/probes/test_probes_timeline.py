@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from repo_paths import FIXTURES
+from rundirs import write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from probes.exposition import parse_exposition
@@ -29,21 +30,21 @@ def capture(name: str):
     return parse_exposition((FIXTURES / name).read_text())
 
 
-def write_run(path: Path) -> RunDir:
-    run = RunDir(path, create=True)
+def tiny_llama_run(path: Path) -> RunDir:
+    """The run the module doc describes, written by the tests' one fabricator."""
     scrapes = [
         (0.0, "vllm-cpu/tiny-metrics-before.prom"),
         (4.0, "vllm-cpu/tiny-metrics-before.prom"),
         (10.0, "vllm-cpu/tiny-metrics-after.prom"),
     ]
-    for t_s, name in scrapes:
-        run.table(SERVER_METRICS_TABLE).append_many(sample_rows(t_s, capture(name)))
+    samples = [row for t_s, name in scrapes for row in sample_rows(t_s, capture(name))]
     # Five requests: 21700 prompt tokens, 2432 expected cached — what the server counted.
     prompts = [5000, 5000, 5000, 5000, 1700]
     expected = [0, 1024, 1024, 384, 0]
+    records, chunks = [], []
     for i, (prompt, cached) in enumerate(zip(prompts, expected, strict=True)):
         failed = i == 4
-        run.table("requests").append(
+        records.append(
             RequestRecord(
                 id=f"r{i}",
                 intended_s=1.0 + i,
@@ -54,25 +55,20 @@ def write_run(path: Path) -> RunDir:
                 expected_cached_tokens=cached,
                 status=Status.ERROR if failed else Status.OK,
                 error_kind=ErrorKind.HTTP_5XX if failed else None,
-            ).to_row()
+            )
         )
         if not failed:
-            for k in range(4):
-                event = ChunkEvent(f"r{i}", 1.5 + i + 0.25 * k, 2)
-                run.table("chunks").append(event.__dict__)
-    for t_s in (0.5, 5.5):
-        run.table(GPU_TABLE).append_many(
-            [
-                {"t_s": t_s, "gpu": g, "utilisation_pct": 40.0 + 20 * g, "memory_used_bytes": 1e9}
-                for g in (0, 1)
-            ]
-        )
-    run.close()
-    return run
+            chunks += [ChunkEvent(f"r{i}", 1.5 + i + 0.25 * k, 2) for k in range(4)]
+    gpu = [
+        {"t_s": t_s, "gpu": g, "utilisation_pct": 40.0 + 20 * g, "memory_used_bytes": 1e9}
+        for t_s in (0.5, 5.5)
+        for g in (0, 1)
+    ]
+    return RunDir(write_run(path, records, chunks, samples=samples, tables={GPU_TABLE: gpu}))
 
 
 def test_client_events_in_order(tmp_path):
-    run = write_run(tmp_path / "run")
+    run = tiny_llama_run(tmp_path / "run")
     events = client_events(run.read_table("requests"), run.read_table("chunks"))
     assert list(events["t_s"]) == sorted(events["t_s"])
     counts = events["kind"].value_counts().to_dict()
@@ -82,7 +78,7 @@ def test_client_events_in_order(tmp_path):
 
 
 def test_timeline_windows_line_up_client_server_and_gpu(tmp_path):
-    timeline = Timeline.from_run(write_run(tmp_path / "run"))
+    timeline = Timeline.from_run(tiny_llama_run(tmp_path / "run"))
     assert timeline.span == (0.0, 10.0)
     assert list(timeline.in_flight(np.array([0.5, 1.2, 2.6, 3.2, 7.0]))) == [0, 1, 1, 2, 0]
     bins = timeline.bins(5.0)
@@ -100,7 +96,7 @@ def test_timeline_windows_line_up_client_server_and_gpu(tmp_path):
 
 
 def test_server_summary_observed_vs_expected(tmp_path):
-    run = write_run(tmp_path / "run")
+    run = tiny_llama_run(tmp_path / "run")
     series = server_series(run)
     summary = server_summary(series, run.read_table("requests"), probe={"state": "ok"})
     assert summary["available"] and summary["flavour"] == "vllm"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench, read_json
-from diagnose_runs import scrape_rows, write_run
+from run_shapes import scrape_rows
+from rundirs import write_run
 
 from loadgen.records import ChunkEvent, RequestRecord
 from prefillscope.report.content import latency_table

@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from report_runs import RunShape, build_run
+from run_shapes import RunShape
+from rundirs import report_run
 
 CLI = str(Path(sys.executable).with_name("prefillscope"))
 
@@ -21,7 +22,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_report_opens_its_decision_with_the_primary_finding(tmp_path: Path) -> None:
-    run = build_run(tmp_path / "run", RunShape(diagnosis=False))
+    run = report_run(tmp_path / "run", RunShape(diagnosis=False))
     diagnosed = _run("diagnose", str(run), "--json")
     assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
     primary = json.loads(diagnosed.stdout)["primary"]

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from report_runs import RunShape, build_run
+from run_shapes import RunShape
+from rundirs import report_run
 
 CLI = Path(sys.executable).with_name("prefillscope")
 
@@ -17,7 +18,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_json_and_html_from_one_call(tmp_path: Path) -> None:
-    run = build_run(tmp_path / "run", RunShape(pool="vllm"))
+    run = report_run(tmp_path / "run", RunShape(pool="vllm"))
     out = tmp_path / "report.html"
     done = _cli(str(run), "--html", str(out), "--json")
     assert done.returncode == 0, done.stderr
@@ -35,7 +36,7 @@ def test_json_and_html_from_one_call(tmp_path: Path) -> None:
 
 
 def test_terminal_view_is_the_default(tmp_path: Path) -> None:
-    run = build_run(tmp_path / "run", RunShape(diagnosis=False))
+    run = report_run(tmp_path / "run", RunShape(diagnosis=False))
     done = _cli(str(run))
     assert done.returncode == 0, done.stderr
     assert "ITL by request kind" in done.stdout
@@ -46,7 +47,7 @@ def test_bad_paths_are_one_line_errors(tmp_path: Path) -> None:
     missing = _cli(str(tmp_path / "nope"))
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1 and "RUN_DIR" in missing.stderr
-    run = build_run(tmp_path / "run")
+    run = report_run(tmp_path / "run")
     unwritable = _cli(str(run), "--html", str(tmp_path / "no" / "such" / "dir" / "r.html"))
     assert unwritable.returncode == 2
     assert unwritable.stderr.count("\n") == 1 and "--html" in unwritable.stderr

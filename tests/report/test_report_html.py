@@ -8,7 +8,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_runs import HOSTILE, RunShape, build_large_run, build_run
+from run_shapes import HOSTILE, RunShape
+from rundirs import large_run, report_run
 
 from prefillscope.report.data import UNSPLIT_LAYER, load_report_data
 from prefillscope.report.html import render_html
@@ -32,7 +33,7 @@ class _Tags(HTMLParser):
 
 
 def _page(tmp_path: Path, shape: RunShape | None = None) -> str:
-    return render_html(load_report_data(build_run(tmp_path / "run", shape)))
+    return render_html(load_report_data(report_run(tmp_path / "run", shape)))
 
 
 def _svgs(page: str) -> dict[str, ET.Element]:
@@ -93,7 +94,7 @@ def test_each_plot_has_its_series(hostile_page: str) -> None:
 
 
 def test_long_prompt_arrivals_are_drawn_at_their_send_times(tmp_path: Path) -> None:
-    data = load_report_data(build_run(tmp_path / "run"))
+    data = load_report_data(report_run(tmp_path / "run"))
     svg = _svgs(render_html(data))["itl-time"]
     marks = next(g for g in _series(svg) if g.get("data-kind") == "vlines")
     d = marks.find(f"{SVG_NS}path").get("d")
@@ -127,7 +128,7 @@ def test_missing_pool_diagnosis_and_summary_are_said_not_drawn_as_zero(tmp_path:
 
 
 def test_metrics_of_an_unknown_server_leave_the_pool_unknown(tmp_path: Path) -> None:
-    run_path = build_run(tmp_path / "run", RunShape(pool=None))
+    run_path = report_run(tmp_path / "run", RunShape(pool=None))
     run = RunDir(run_path)
     run.table("server_metrics").append(
         {"t_s": 0.5, "metric": "myengine_blocks_used", "labels": "{}", "value": 12.0}
@@ -139,7 +140,7 @@ def test_metrics_of_an_unknown_server_leave_the_pool_unknown(tmp_path: Path) -> 
 
 
 def test_a_client_limited_run_says_so_first(tmp_path: Path) -> None:
-    run_path = build_run(tmp_path / "run")
+    run_path = report_run(tmp_path / "run")
     run = RunDir(run_path)
     summary = run.read_json("summary.json")
     summary["client"] |= {"limited": True, "reasons": ["dispatch lag p99 7.0 ms > 5 ms"]}
@@ -182,7 +183,7 @@ def test_not_a_run_directory_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_a_hundred_thousand_requests_make_a_bounded_page(tmp_path: Path) -> None:
-    run = build_large_run(tmp_path / "big", requests=100_000, tokens_per_request=10)
+    run = large_run(tmp_path / "big", requests=100_000, tokens_per_request=10)
     data = load_report_data(run)
     assert data.gaps.gap_s.size == 1_000_000
     page = render_html(data)

@@ -6,8 +6,9 @@ import io
 from pathlib import Path
 
 import pytest
-from report_runs import RunShape, build_run
 from rich.console import Console
+from run_shapes import RunShape
+from rundirs import report_run
 
 from prefillscope.report.data import load_report_data
 from prefillscope.report.terminal import render_terminal
@@ -26,7 +27,7 @@ def _render(run: Path, width: int) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     shape = RunShape(model=RICH_HOSTILE, error_message=RICH_HOSTILE)
-    return build_run(tmp_path_factory.mktemp("term") / "run", shape)
+    return report_run(tmp_path_factory.mktemp("term") / "run", shape)
 
 
 @pytest.mark.parametrize("width", [80, 120])
@@ -68,7 +69,7 @@ def test_diagnosis_and_sparkline(run: Path) -> None:
 
 
 def test_missing_pieces_are_named(tmp_path: Path) -> None:
-    run = build_run(tmp_path / "r", RunShape(pool=None, diagnosis=False, status="interrupted"))
+    run = report_run(tmp_path / "r", RunShape(pool=None, diagnosis=False, status="interrupted"))
     text = _render(run, 80)
     assert "interrupted" in text and "This run was interrupted" in text
     assert "The diagnosis was not run" in text and "prefillscope diagnose" in text

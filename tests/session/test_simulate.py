@@ -98,7 +98,8 @@ def test_closed_loop_users_release_their_next_request_when_one_ends() -> None:
 
 
 def test_a_run_directory_replays_its_recorded_sends(tmp_path: Path) -> None:
-    from diagnose_runs import steady_streams, write_run
+    from run_shapes import steady_streams
+    from rundirs import write_run
 
     records, chunks = steady_streams(4, 20, 0.01, prompt_tokens=300)
     for i, record in enumerate(records):
