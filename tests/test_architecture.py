@@ -71,3 +71,21 @@ def test_every_path_a_docstring_or_document_names_exists() -> None:
         if not (ROOT / ref).exists()
     ]
     assert missing == []
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """``tests/README.md``: a test file lives in the folder of its package (``cli`` and
+    ``report`` for the CLI package, ``e2e`` for whole commands against live servers), the
+    helpers in ``support``; only this file stays at the top; no two share a base name."""
+    tests = ROOT / "tests"
+    folders = (set(graph.ALLOWED) - {"prefillscope"}) | {"cli", "report", "e2e"}
+    files = sorted(p.relative_to(tests) for p in tests.rglob("test_*.py"))
+    misplaced = [
+        str(f)
+        for f in files
+        if (len(f.parts) == 1 and f.name != Path(__file__).name)
+        or (len(f.parts) > 1 and f.parts[0] not in folders)
+    ]
+    assert misplaced == []
+    names = [f.name for f in files]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
