@@ -68,6 +68,7 @@ from loadgen.load_options import LoadOptions
 from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
 from session.shards import split_plan
@@ -281,8 +282,8 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
                     url, streams, args.per_stream, args.tokens, Path(tmp) / "run", workers
                 )
                 assert result.ok == streams * args.per_stream, result.to_json()
-                tokens = int(run_dir.read_table("requests")["output_tokens"].sum())
-                chunks = run_dir.read_table("chunks")
+                tokens = int(RunTables(run_dir).requests["output_tokens"].sum())
+                chunks = RunTables(run_dir).chunks
             share = busiest_share(result, cpu, time.perf_counter() - wall0)
         itl_after = await engine_itl(url)
         engine_mean = (itl_after[0] - itl_before[0]) / max(1.0, itl_after[1] - itl_before[1])
@@ -374,8 +375,8 @@ async def idle_share(url: str, gap_s: float) -> float:
         result = await run_load(
             Plan("idle", 0, specs), target, run_dir, RunClock(), LoadOptions(health_interval_s=0.25)
         )
-        requests = run_dir.read_table("requests").sort_values("intended_s")
-        client = run_dir.read_table("client")
+        requests = RunTables(run_dir).requests.sort_values("intended_s")
+        client = RunTables(run_dir).client
         run_dir.close()
     start = requests["end_s"].iloc[0] + 0.3
     end = result.schedule_t0_s + gap_s - 0.05

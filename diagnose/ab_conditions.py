@@ -42,10 +42,11 @@ import pandas as pd
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
 from probes.latency import completed_mask, measured
 from probes.units import fmt_seconds
-from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.names import RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import read_run_info
 from runfmt.summary import read_summary
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -114,7 +115,7 @@ class TrialFacts:
         run = RunDir(run_dir)
         status = read_run_info(run).status
         summary = read_summary(run) if run.has(SUMMARY_JSON) else None
-        requests = measured(run.read_table(REQUESTS_TABLE))
+        requests = measured(RunTables(run).requests)
         done = requests[completed_mask(requests)]
         counts = summary.requests if summary else {}
         client = summary.client if summary else {}

@@ -55,8 +55,9 @@ from probes.latency import (
     throughput_bins,
 )
 from probes.token_gaps import TokenGaps, token_gaps
-from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON
+from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 #: Workload spec keys that may differ between comparable runs.
@@ -160,7 +161,8 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
         ) from None
     if not run.has(RUN_JSON):
         raise InputError(argument, f"{path} has no {RUN_JSON}", "pass a bench --out folder")
-    requests = measured(run.read_table(REQUESTS_TABLE))
+    tables = RunTables(run)
+    requests = measured(tables.requests)
     if requests.empty:
         raise InputError(argument, f"{path} has no measured requests", "compare finished runs")
     ok = completed_mask(requests)
@@ -176,7 +178,7 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
         path=Path(path),
         run_json=run.read_json(RUN_JSON),
         latencies=latencies,
-        gaps=token_gaps(run.read_table(CHUNKS_TABLE), latencies["id"]),
+        gaps=token_gaps(tables.chunks, latencies["id"]),
         throughput=throughput_bins(requests, window, throughput_slices(int(ok.sum()))),
         requests=len(requests),
     )

@@ -8,7 +8,7 @@ an empty frame, a missing series ``None``, and the checks say what they lacked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +16,15 @@ import numpy as np
 import pandas as pd
 
 from diagnose.raw_metrics import RawMetrics
-from loadgen.records import ChunkEvent, RequestRecord
 from probes.latency import completed_mask, measured
 from probes.normalise import ServerSeries
 from probes.timeline import server_series
 from runfmt.names import (
-    CHUNKS_TABLE,
-    CLIENT_TABLE,
-    GPU_TABLE,
-    REQUESTS_TABLE,
     RUN_JSON,
-    SERVER_METRICS_TABLE,
 )
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 
@@ -83,12 +78,6 @@ class RunView:
         return np.maximum(self.column("prompt_tokens", frame) - cached, 0.0)
 
 
-def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """A table as read, or an empty one with its columns when nothing was written (a run
-    that stopped before its first request finished)."""
-    return frame if not frame.empty else pd.DataFrame(columns=columns)
-
-
 def load_run_view(path: str | Path) -> RunView:
     """Read a run directory; ``InputError`` (field ``RUN_DIR``) when it is not one."""
     try:
@@ -104,15 +93,16 @@ def load_run_view(path: str | Path) -> RunView:
         )
     info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
     RunInfo.from_json(info, str(run.path / RUN_JSON))  # a newer format: one line, exit 2
-    requests = _with_columns(run.read_table(REQUESTS_TABLE), RequestRecord.columns())
+    tables = RunTables(run)  # a table with no rows comes with its schema's columns
+    requests = tables.requests
     return RunView(
         path=run.path,
         info=info,
         requests=measured(requests).reset_index(drop=True),
         every_request=requests,
-        chunks=_with_columns(run.read_table(CHUNKS_TABLE), [f.name for f in fields(ChunkEvent)]),
+        chunks=tables.chunks,
         server=server_series(run),
-        raw=RawMetrics(run.read_table(SERVER_METRICS_TABLE)),
-        gpu=run.read_table(GPU_TABLE),
-        client=run.read_table(CLIENT_TABLE),
+        raw=RawMetrics(tables.server_metrics),
+        gpu=tables.gpu,
+        client=tables.client,
     )

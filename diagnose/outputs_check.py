@@ -38,8 +38,7 @@ import numpy as np
 
 from probes.latency import completed_mask, measured
 from probes.quantiles import describe
-from runfmt.names import REQUESTS_TABLE
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 #: The statuses under which the chunk size did not change what the model says.
 CONSISTENT = ("identical", "within tolerance")
@@ -65,7 +64,7 @@ def read_outputs(run_dir: Path) -> dict[str, Output]:
     """Completed measured requests that returned their token ids, by request id."""
     if not run_dir.exists():
         return {}
-    requests = measured(RunDir(run_dir).read_table(REQUESTS_TABLE))
+    requests = measured(RunTables(run_dir).requests)
     if "output_token_ids" not in requests.columns:
         return {}
     requests = requests[completed_mask(requests)]

@@ -21,17 +21,6 @@ from runfmt.names import GPU_TABLE
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 
-GPU_COLUMNS = (
-    "t_s",
-    "gpu",
-    "name",
-    "utilisation_pct",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "sm_clock_mhz",
-    "power_w",
-)
-
 
 class GpuSampler(PeriodicProbe):
     """Sample every GPU NVML sees; ``mode`` is ``auto`` (sample if possible) or ``off``."""

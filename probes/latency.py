@@ -41,8 +41,8 @@ from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
-from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
@@ -335,10 +335,5 @@ def summarize_frames(
 
 def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
     """The summary of a run directory (what ``summary.json`` holds)."""
-    run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    return summarize_frames(
-        run.read_table(REQUESTS_TABLE),
-        run.read_table(CHUNKS_TABLE),
-        run.read_table(CLIENT_TABLE),
-        slo,
-    )
+    tables = RunTables(run_dir)
+    return summarize_frames(tables.requests, tables.chunks, tables.client, slo)

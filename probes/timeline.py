@@ -19,9 +19,10 @@ from loadgen.records import Status
 from probes.mapping import builtin_mapping, load_mapping
 from probes.mapping_model import MetricMapping
 from probes.normalise import ServerSeries
-from runfmt.names import CHUNKS_TABLE, GPU_TABLE, REQUESTS_TABLE, RUN_JSON, SERVER_METRICS_TABLE
+from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import read_run_info
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
@@ -89,7 +90,7 @@ def run_mapping(run: RunDir) -> MetricMapping | None:
 def server_series(run: RunDir, mapping: MetricMapping | None = None) -> ServerSeries | None:
     """The run's canonical server series, or None when no server metrics were recorded
     or none could be understood (no known flavour and no mapping)."""
-    samples = run.read_table(SERVER_METRICS_TABLE)
+    samples = RunTables(run).server_metrics
     if samples.empty:
         return None
     try:
@@ -107,10 +108,11 @@ class Timeline:
     @classmethod
     def from_run(cls, run: RunDir | str, mapping: MetricMapping | None = None) -> Timeline:
         run = run if isinstance(run, RunDir) else RunDir(run)
+        tables = RunTables(run)
         return cls(
-            client_events(run.read_table(REQUESTS_TABLE), run.read_table(CHUNKS_TABLE)),
+            client_events(tables.requests, tables.chunks),
             server_series(run, mapping),
-            run.read_table(GPU_TABLE),
+            tables.gpu,
         )
 
     @property

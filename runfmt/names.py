@@ -1,7 +1,7 @@
 """The names in a run directory, each defined once: its JSON documents and its tables.
 
 A table is ``<name>.jsonl`` (the crash-safe journal) and, once the run closed,
-``<name>.parquet`` (see ``runfmt.rundir``).
+``<name>.parquet`` (see ``runfmt.rundir``); each table's columns are ``runfmt.tables``'.
 """
 
 from __future__ import annotations

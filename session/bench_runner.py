@@ -54,6 +54,7 @@ from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
+from runfmt.tables import RunTables
 from runtime import redact, signals
 from runtime.clock import RunClock
 from session.bench_info import probe_settings, run_info
@@ -418,21 +419,21 @@ class _Bench:
         ended = time.time()
         run.close()
         if replay is not None:
-            recorded = run.read_table(REQUESTS_TABLE)
+            recorded = RunTables(run).requests
             expected = replay.after_run(self.plan, recorded, result.composed_prompts)
             run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
         run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
         summary = summarize(run, self.options.slo)
         summary["requests"]["by_kind"] = counts_by_kind(self.plan)
-        requests = run.read_table(REQUESTS_TABLE)
+        requests = RunTables(run).requests
         if self.options.percentiles is not None:
             metrics, percentiles = self.options.percentiles
-            chunks = run.read_table("chunks")
+            chunks = RunTables(run).chunks
             summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
         probe = info.probes["server_metrics"]["status"]
         # off, or failed (nothing scraped, or the user's mapping file unusable): no series
         series = server_series(run) if probe["state"] not in ("off", "failed") else None
-        chunks = run.read_table("chunks")  # the client's longest gap bounds the server's ITL
+        chunks = RunTables(run).chunks  # the client's longest gap bounds the server's ITL
         summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
         if self.prometheus is not None:
             section = await self._from_prometheus(result, requests, chunks)

@@ -32,7 +32,7 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from probes.latency import request_latencies
 from probes.token_gaps import token_gaps
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from session.sim_workload import SimWorkload, from_run
 from simengine.core import EngineCore
 from simengine.driver import VirtualDriver
@@ -62,14 +62,14 @@ class Measured:
         return dataclasses.asdict(self)
 
 
-def _server_histograms(run: RunDir) -> dict[str, float]:
+def _server_histograms(tables: RunTables) -> dict[str, float]:
     """What the server's own clock says: the embedded engine's mean pure-decode step and
     the mean gap between tokens (vLLM's ITL histogram), each as sum ÷ count (exact, where
     a quantile is only as fine as the histogram's buckets)."""
     from diagnose.raw_metrics import RawMetrics
 
     try:
-        raw = RawMetrics(run.read_table("server_metrics"))
+        raw = RawMetrics(tables.server_metrics)
     except (OSError, ValueError, KeyError):
         return {}
     figures = {}
@@ -85,17 +85,17 @@ def _server_histograms(run: RunDir) -> dict[str, float]:
 
 def measure_run(run_dir: Path) -> Measured:
     """The run's client-side TTFT p50 and ITL p50/p99 over its measured, completed requests."""
-    run = RunDir(run_dir)
-    requests = run.read_table("requests")
+    tables = RunTables(run_dir)
+    requests = tables.requests
     measured = requests[~requests["warmup"].astype(bool)]
     latencies = request_latencies(measured)
     ok = latencies[latencies["ok"].astype(bool)]
     ttft = ok["ttft_s"].dropna().to_numpy(dtype=float)
-    gaps = token_gaps(run.read_table("chunks"), ok["id"]).gap_s
+    gaps = token_gaps(tables.chunks, ok["id"]).gap_s
     if ttft.size == 0 or gaps.size == 0:
         raise InputError("--calibrate", f"{run_dir} has no completed request with token gaps")
     p50, p99 = np.percentile(gaps, [50, 99])
-    server = _server_histograms(run)
+    server = _server_histograms(tables)
     return Measured(
         float(np.median(ttft)),
         float(p50),

@@ -138,10 +138,10 @@ def from_plan(plan: Plan, vocab_size: int, model: str) -> SimWorkload:
 
 def from_run(run_dir: Path, vocab_size: int, seed: int = 0) -> SimWorkload:
     """A run's measured requests: recorded send times and lengths, replayed open loop."""
-    from runfmt.rundir import RunDir
+    from runfmt.tables import RunTables
 
     try:
-        table = RunDir(run_dir).read_table("requests")
+        table = RunTables(run_dir).requests
     except (OSError, ValueError) as exc:
         raise InputError("--workload", f"cannot read the requests of {run_dir}: {exc}") from None
     rows = table[(~table["warmup"].astype(bool)) & table["sent_s"].notna()]

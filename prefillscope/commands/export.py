@@ -22,18 +22,16 @@ def export(
     """Export a run's per-request results as CSV or as vLLM's benchmark result JSON."""
     from prefillscope.report.data import load_report_data
     from prefillscope.report.export import FORMATS, to_csv, to_vllm_json
-    from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
-    from runfmt.rundir import RunDir
+    from runfmt.tables import RunTables
 
     if format_ not in FORMATS:
         raise InputError("--format", f"unknown format {format_!r}", "use csv or vllm-json")
     data = load_report_data(run_dir)  # refuses what is not a run, in one line
-    run = RunDir(run_dir)
-    requests = run.read_table(REQUESTS_TABLE)
+    tables = RunTables(run_dir)
     if format_ == "csv":
-        text = to_csv(requests)
+        text = to_csv(tables.requests)
     else:
-        text = to_vllm_json(data.run, requests, run.read_table(CHUNKS_TABLE))
+        text = to_vllm_json(data.run, tables.requests, tables.chunks)
     if out is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return

@@ -20,10 +20,7 @@ from probes.latency import completed_mask, measured, summarize_frames
 from probes.timeline import server_series
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.names import (
-    CHUNKS_TABLE,
-    CLIENT_TABLE,
     DIAGNOSIS_JSON,
-    REQUESTS_TABLE,
     RUN_JSON,
     SERVER_METRICS_TABLE,
     SUMMARY_JSON,
@@ -31,6 +28,7 @@ from runfmt.names import (
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 #: The typed reader of each document the report reads raw: it refuses a newer format.
@@ -108,10 +106,11 @@ def load_report_data(path: str | Path) -> ReportData:
         raise InputError("RUN_DIR", f"{path} holds no run.json or requests table", FIX_RUN_DIR)
     notes: list[str] = []
     run = _read_json(run_dir, RUN_JSON, notes)
-    raw_requests, chunks = run_dir.read_table(REQUESTS_TABLE), run_dir.read_table(CHUNKS_TABLE)
+    tables = RunTables(run_dir)
+    raw_requests, chunks = tables.requests, tables.chunks
     summary = _read_json(run_dir, SUMMARY_JSON, notes)
     if summary is None and not raw_requests.empty:
-        summary = summarize_frames(raw_requests, chunks, run_dir.read_table(CLIENT_TABLE))
+        summary = summarize_frames(raw_requests, chunks, tables.client)
         notes.append("summary.json is absent: the summary was recomputed from the tables")
     requests = report_requests(raw_requests)
     done = requests.loc[requests["ok"], "id"] if len(requests) else pd.Series([], dtype=object)

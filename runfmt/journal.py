@@ -1,0 +1,198 @@
+"""The journal format of a run table: one JSON object per line, and its reader.
+
+A table is first appended to ``<name>.jsonl``, one flushed line per finished request, so
+a run that dies mid-way keeps every line written (``runfmt.rundir`` writes them,
+``runfmt.tables`` reads a table through ``read_journal`` when its parquet file is missing
+or damaged). A line is one row, or, keyed by ``BATCH_KEY``, many rows column by column
+(numeric columns as base64 of their bytes: the per-token path).
+
+A damaged journal is read as far as it can be: a garbage line in the middle is skipped
+and counted (one warning line on stderr), never the end of the read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sys
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime import redact
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+#: The fix a damaged run directory's message names.
+FIX_DAMAGED = "the run directory is damaged: rerun the bench or restore the file"
+
+
+def clean_value(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as null so every journal line parses; no secret
+    (a key a server echoed in an error body) is written (``runtime.redact``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return redact.text(value)
+    return value
+
+
+#: Warnings already printed in this process: a table read twice warns once.
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr about a damaged run directory, printed once per process."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"prefillscope: warning: {message}", file=sys.stderr, flush=True)
+
+
+def dumps_line(value: Any) -> str:
+    """One journal line's JSON, without spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+#: Key of a journal line that carries many rows column by column (see ``append_columns``).
+BATCH_KEY = "__columns__"
+
+
+def encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
+    """A numeric column as ``[dtype, base64 of its bytes]``: exact and cheap to write.
+
+    numpy is imported here, not with the module: the probe process only appends rows.
+    """
+    import numpy as np
+
+    data = np.asarray(values)
+    if data.dtype.kind not in "iuf":
+        raise TypeError(f"append_columns takes numeric columns, got {data.dtype}")
+    return [data.dtype.str, base64.b64encode(data.tobytes()).decode("ascii")]
+
+
+class _BatchRows:
+    """Consecutive batch lines of one shape, gathered and turned into one frame at once.
+
+    A frame per line would cost milliseconds each: a long run has one per request.
+    """
+
+    def __init__(self) -> None:
+        self.shape: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self.columns: dict[str, list[np.ndarray]] = {}
+        self.constants: dict[str, list[Any]] = {}
+        self.lengths: list[int] = []
+
+    def fits(self, obj: dict[str, Any]) -> bool:
+        return self.shape is None or self.shape == _batch_shape(obj)
+
+    def add(self, obj: dict[str, Any]) -> None:
+        import numpy as np
+
+        decoded = {  # every column first: a mangled line raises before anything is kept
+            name: np.frombuffer(base64.b64decode(encoded), dtype=np.dtype(dtype))
+            for name, (dtype, encoded) in obj[BATCH_KEY].items()
+        }
+        if len({len(values) for values in decoded.values()}) > 1:
+            raise ValueError("batch columns of different lengths")
+        self.shape = _batch_shape(obj)
+        length = 0
+        for name, values in decoded.items():
+            self.columns.setdefault(name, []).append(values)
+            length = len(values)
+        for key, value in obj.items():
+            if key != BATCH_KEY:
+                self.constants.setdefault(key, []).append(value)
+        self.lengths.append(length)
+
+    def frame(self) -> pd.DataFrame:
+        import numpy as np
+        import pandas as pd
+
+        data: dict[str, Any] = {}
+        for key, values in self.constants.items():
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            data[key] = np.repeat(column, self.lengths)
+        for name, parts in self.columns.items():
+            data[name] = np.concatenate(parts)
+        return pd.DataFrame(data)
+
+
+def _batch_shape(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(k for k in obj if k != BATCH_KEY), tuple(obj[BATCH_KEY])
+
+
+def read_journal(journal: Path) -> pd.DataFrame:
+    """Every row of a journal, batch lines expanded, in the order they were written.
+
+    A line that is not a JSON object is skipped and counted (one warning line says how
+    many), and the read goes on. The last line without its newline is a write cut short
+    (the run is still going, or crashed mid-line): skipped without a warning.
+    """
+    import pandas as pd
+
+    frames: list[pd.DataFrame] = []
+    rows: list[dict[str, Any]] = []
+    batch = _BatchRows()
+    skipped = 0
+
+    def flush() -> None:
+        nonlocal rows, batch
+        if rows:
+            frames.append(pd.DataFrame(rows))
+            rows = []
+        if batch.lengths:
+            frames.append(batch.frame())
+            batch = _BatchRows()
+
+    with journal.open(encoding="utf-8", errors="replace") as fh:
+        for raw in fh:
+            line = raw.strip()
+            if not line:
+                continue
+            obj = parse_line(line)
+            if obj is None:
+                skipped += raw.endswith("\n")  # a torn last line is not damage
+                continue
+            if BATCH_KEY not in obj:
+                if batch.lengths:
+                    flush()
+                rows.append(obj)
+                continue
+            if rows or not batch.fits(obj):
+                flush()
+            try:
+                batch.add(obj)
+            except (TypeError, ValueError, AttributeError):  # a batch line mangled inside
+                skipped += 1
+    flush()
+    if skipped:
+        plural = "s" if skipped > 1 else ""
+        warn_once(f"{journal}: skipped {skipped} unreadable line{plural}")
+    if not frames:
+        return pd.DataFrame()
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line of at most 160 characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def parse_line(line: str) -> dict[str, Any] | None:
+    """A journal line as a row object, or None when it is not one."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    batch = obj.get(BATCH_KEY)
+    if batch is not None and not isinstance(batch, dict):
+        return None
+    return obj

@@ -1,0 +1,135 @@
+"""The run's tables, each with its schema, and ``RunTables``, the one reader of them.
+
+A table is ``<name>.parquet`` once the run closed, else its journal ``<name>.jsonl``
+(``runfmt.journal``), else absent. ``RunTables`` reads whichever is there, preferring
+parquet: a parquet file that is empty, cut short or otherwise unreadable gives way to its
+journal (one warning line on stderr says so), and with no journal to fall back to it is an
+``InputError`` naming the file, which the CLI turns into one line and exit status 2.
+
+A schema names the columns every row of a table has, in the order they are written. A
+table with no rows yet (a run that stopped before its first request finished) reads as an
+empty frame with its schema's columns, so a reader can always select them. The writers
+(``loadgen.records``, ``loadgen.health``, ``probes.scraper``, ``probes.gpu``,
+``probes.sampling``) write exactly these columns; ``tests/test_runfmt.py`` holds them to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runfmt.journal import FIX_DAMAGED, one_line, read_journal, warn_once
+from runfmt.names import (
+    CHUNKS_TABLE,
+    CLIENT_TABLE,
+    EVENTS_TABLE,
+    GPU_TABLE,
+    REQUESTS_TABLE,
+    SERVER_METRICS_TABLE,
+)
+from runfmt.rundir import RunDir
+from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """One table of a run directory: its name and the columns of its rows."""
+
+    name: str
+    columns: tuple[str, ...]
+
+
+#: One row per request: what was sent, when each stage happened (run clock), tokens, outcome.
+REQUESTS = TableSchema(
+    REQUESTS_TABLE,
+    ("id", "kind", "group", "tenant", "lora", "session", "turn", "warmup", "intended_s",
+     "sent_s", "first_token_s", "end_s", "prompt_tokens", "output_tokens", "cached_tokens",
+     "expected_cached_tokens", "max_tokens", "num_chunks", "multi_token_chunks",
+     "token_count_method", "finish_reason", "status", "error_kind", "http_status",
+     "error_message", "retried", "output_token_ids", "output_logprobs"),
+)  # fmt: skip
+#: One row per streamed read that carried tokens: its request, arrival time, token count.
+CHUNKS = TableSchema(CHUNKS_TABLE, ("request_id", "t_s", "n_tokens"))
+#: The load generator's health samples: event-loop lag and its thread's CPU share.
+CLIENT = TableSchema(CLIENT_TABLE, ("t_s", "loop_lag_s", "cpu_share"))
+#: The server's ``/metrics`` samples in long form (labels as sorted JSON).
+SERVER_METRICS = TableSchema(SERVER_METRICS_TABLE, ("t_s", "metric", "labels", "value"))
+#: One row per GPU per sample (NVML).
+GPU = TableSchema(
+    GPU_TABLE,
+    ("t_s", "gpu", "name", "utilisation_pct", "memory_used_bytes", "memory_total_bytes",
+     "sm_clock_mhz", "power_w"),
+)  # fmt: skip
+#: The probes' state changes: started, failed, recovered, lost, unavailable.
+PROBE_EVENTS = TableSchema(EVENTS_TABLE, ("t_s", "probe", "event", "reason"))
+
+#: Every table of the run format, by name.
+SCHEMAS: dict[str, TableSchema] = {
+    schema.name: schema for schema in (REQUESTS, CHUNKS, CLIENT, SERVER_METRICS, GPU, PROBE_EVENTS)
+}
+
+
+class RunTables:
+    """The tables of one run directory, read through one door (see the module docstring).
+
+    Each read goes to the files again: a run still being written shows its latest rows.
+    pandas is imported by the reads, not with the module: a load generator that only
+    writes starts faster without it.
+    """
+
+    def __init__(self, run: RunDir | str | Path) -> None:
+        self.run = run if isinstance(run, RunDir) else RunDir(run)
+
+    def read(self, name: str) -> pd.DataFrame:
+        """Table ``name`` as a DataFrame; ``KeyError`` for a name the format does not have."""
+        import pandas as pd
+
+        schema = SCHEMAS.get(name)
+        if schema is None:
+            raise KeyError(f"no table {name!r} in the run format; known: {', '.join(SCHEMAS)}")
+        parquet = self.run.path / f"{name}.parquet"
+        journal = self.run.path / f"{name}.jsonl"
+        frame = None
+        if parquet.exists():
+            try:
+                frame = pd.read_parquet(parquet)
+            except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+                reason = one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
+                if not journal.exists():
+                    raise InputError(
+                        str(parquet), f"is unreadable ({reason}) and has no journal", FIX_DAMAGED
+                    ) from None
+                warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
+        if frame is None and journal.exists():
+            frame = read_journal(journal)
+        if frame is None or (frame.empty and frame.columns.empty):
+            return pd.DataFrame(columns=list(schema.columns))
+        return frame
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        return self.read(REQUESTS.name)
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        return self.read(CHUNKS.name)
+
+    @property
+    def client(self) -> pd.DataFrame:
+        return self.read(CLIENT.name)
+
+    @property
+    def server_metrics(self) -> pd.DataFrame:
+        return self.read(SERVER_METRICS.name)
+
+    @property
+    def gpu(self) -> pd.DataFrame:
+        return self.read(GPU.name)
+
+    @property
+    def probe_events(self) -> pd.DataFrame:
+        return self.read(PROBE_EVENTS.name)
