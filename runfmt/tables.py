@@ -10,7 +10,8 @@ A schema names the columns every row of a table has, in the order they are writt
 table with no rows yet (a run that stopped before its first request finished) reads as an
 empty frame with its schema's columns, so a reader can always select them. The writers
 (``loadgen.records``, ``loadgen.health``, ``probes.scraper``, ``probes.gpu``,
-``probes.sampling``) write exactly these columns; ``tests/test_runfmt.py`` holds them to it.
+``probes.sampling``) write exactly these columns; ``tests/runfmt/test_run_tables.py``
+holds them to it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from diagnose.oracle_replay import replay_oracle
 from diagnose.prefix_health import assess
 from runfmt.diagnosis import CacheHealth
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 SHARED = {"num_requests": 40, "groups": 4, "prefix_len": 512, "suffix_len": 32, "output_len": 4}
 
@@ -115,7 +116,7 @@ def test_a_plan_that_cannot_be_rebuilt_is_named_missing(tmp_path):
 
 def test_without_cached_tokens_the_server_counters_are_the_observation(tmp_path):
     made = plan_run(tmp_path / "made", "shared-prefix", SHARED)
-    requests = RunDir(made).read_table("requests")
+    requests = RunTables(made).requests
     hits, queries = requests["expected_cached_tokens"].sum(), requests["prompt_tokens"].sum()
     samples = [
         metric_row(t, f"vllm:prefix_cache_{name}_total", value)

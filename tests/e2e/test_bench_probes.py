@@ -15,7 +15,7 @@ from bench_support import bench, bench_cli, read_json
 from probe_servers import PrometheusServer, free_port
 
 from perfmodel.config import EngineConfig
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from simengine.embedded import EmbeddedServer
 
 SMALL = {"num_requests": 12, "rate": 20}
@@ -30,7 +30,7 @@ def test_without_server_metrics_the_oracle_uses_the_engine_config(tmp_path: Path
     metrics = info["probes"]["server_metrics"]
     assert metrics["url"] is None and metrics["status"]["state"] == "off"
     assert info["oracle"]["source"] == "engine config" and info["oracle"]["num_blocks"] > 0
-    assert RunDir(run).read_table("server_metrics").empty
+    assert RunTables(run).server_metrics.empty
     server = outcome.summary["server"]
     assert server["available"] is False and "--no-server-metrics" in server["reason"]
     assert outcome.summary["prefix"]["observed_hit_rate"] is not None  # from the responses
@@ -43,10 +43,10 @@ def test_gpu_probe_state_is_recorded(tmp_path: Path) -> None:
     gpu = read_json(auto.run_dir, "run.json")["probes"]["gpu"]["status"]
     if shutil.which("nvidia-smi") is None:
         assert gpu["state"] == "unavailable" and gpu["reason"]
-        assert RunDir(auto.run_dir).read_table("gpu").empty  # no zeros pretending
+        assert RunTables(auto.run_dir).gpu.empty  # no zeros pretending
     else:
         assert gpu["state"] == "ok"
-        assert not RunDir(auto.run_dir).read_table("gpu").empty
+        assert not RunTables(auto.run_dir).gpu.empty
 
 
 def test_a_prometheus_that_is_down_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_mapping_file_with_an_unknown_key_fails_the_probe_not_the_run(tmp_path
     assert status["state"] == "failed"
     assert "series.running: metrc" in status["reason"] and str(bad) in status["reason"]
     assert summary["server"]["available"] is False and "metrc" in summary["server"]["reason"]
-    assert not RunDir(run).read_table("server_metrics").empty  # raw samples kept
+    assert not RunTables(run).server_metrics.empty  # raw samples kept
     # the end-of-run table says why, in full, on an 80-column pipe
     said = " ".join(done.stdout.split())
     assert "server metrics unknown: mapping file not used:" in said and "metrc" in said

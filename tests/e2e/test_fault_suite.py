@@ -20,7 +20,7 @@ from bench_support import bench_cli, bench_process, wait_for_rows
 from fault_server import MESSAGES, MODEL
 from repo_paths import SUPPORT
 
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from session.exit_status import EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED
 
 SERVER = SUPPORT / "fault_server.py"
@@ -60,7 +60,7 @@ def bench_against(fault: str, out: Path, *extra: str, keepalive: float = 75.0):
 
 
 def rows(out: Path):
-    return RunDir(out).read_table("requests")
+    return RunTables(out).requests
 
 
 def matrix_line(fault: str, code: int, requests) -> str:
@@ -157,7 +157,7 @@ def test_slow_byte_by_byte_streams_are_read_whole(tmp_path: Path) -> None:
     print(matrix_line("slow-bytes", done.returncode, requests))
     assert done.returncode == 0 and len(requests) == 4
     assert (requests["status"] == "ok").all() and (requests["output_tokens"] == 4).all()
-    chunks = RunDir(out).read_table("chunks")
+    chunks = RunTables(out).chunks
     assert chunks.groupby("request_id")["n_tokens"].sum().tolist() == [4] * 4
 
 

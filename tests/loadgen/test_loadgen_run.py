@@ -34,6 +34,7 @@ from loadgen.target import Target
 from perfmodel.config import EngineConfig
 from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
+from runfmt.tables import CLIENT, RunTables
 from runtime.clock import RunClock
 from simengine.embedded import EmbeddedServer
 from workloads.plan import Plan
@@ -155,9 +156,9 @@ def test_observer_and_client_health(tmp_path: Path) -> None:
     result, run = asyncio.run(go())
     assert (observer.sent, observer.first, observer.finished) == (6, 6, 6)
     assert observer.tokens == 30
-    client = run.run_dir.read_table("client")
+    client = RunTables(run.run_dir).client
     assert len(client) >= 5 and result.client["samples"] == len(client)
-    assert list(client.columns) == ["t_s", "loop_lag_s", "cpu_share"]
+    assert tuple(client.columns) == CLIENT.columns  # the run format's schema
     assert (client["loop_lag_s"] >= 0).all() and (client["cpu_share"] <= 1.5).all()
     assert client["t_s"].is_monotonic_increasing
 
@@ -184,7 +185,7 @@ def test_server_killed_mid_run(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
-    requests = RunDir(tmp_path).read_table("requests")
+    requests = RunTables(tmp_path).requests
     assert result.status == "interrupted" and "stopped answering" in result.reason
     assert len(requests) == result.finished == result.released
     ok = requests[requests["status"] == "ok"]
@@ -194,7 +195,7 @@ def test_server_killed_mid_run(tmp_path: Path) -> None:
     assert "stream_truncated" in kinds  # the streams cut by the kill
     assert kinds <= {"stream_truncated", "connect", "cancelled"}
     assert result.sent < 40  # it stopped sending to a dead server
-    assert run.run_dir.read_table("chunks")["request_id"].isin(requests["id"]).all()
+    assert RunTables(run.run_dir).chunks["request_id"].isin(requests["id"]).all()
 
 
 def test_cancelled_run_records_in_flight_requests(tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_cancelled_run_records_in_flight_requests(tmp_path: Path) -> None:
 
     run = asyncio.run(go())
     assert run.result.status == "interrupted" and "cancelled" in run.result.reason
-    requests = run.run_dir.read_table("requests")
+    requests = RunTables(run.run_dir).requests
     cancelled = requests[requests["error_kind"] == "cancelled"]
     assert len(cancelled) >= 2  # ~0.25 s of work in flight at 30 ms intervals
     assert (requests[requests["status"] == "ok"]["output_tokens"] == 10).all()

@@ -8,9 +8,9 @@ import asyncio
 import pynvml
 import pytest
 
-from probes.gpu import GPU_COLUMNS, GPU_TABLE, GpuSampler
-from probes.sampling import EVENTS_TABLE
+from probes.gpu import GpuSampler
 from runfmt.rundir import RunDir
+from runfmt.tables import GPU, RunTables
 from runtime.clock import RunClock
 
 
@@ -47,8 +47,8 @@ def test_no_gpu_is_unavailable_with_the_reason_never_zeros(tmp_path):
     assert sampler.status.reason.startswith("NVML: ")
     assert "Not Found" in sampler.status.reason or "Driver" in sampler.status.reason
     assert sampler.status.ok == 0
-    assert run.read_table(GPU_TABLE).empty  # no rows at all, in particular no zero rows
-    events = run.read_table(EVENTS_TABLE)
+    assert RunTables(run).gpu.empty  # no rows at all, in particular no zero rows
+    events = RunTables(run).probe_events
     assert events.to_dict("records") == [
         {"t_s": None, "probe": "gpu", "event": "unavailable", "reason": sampler.status.reason}
     ]
@@ -58,8 +58,8 @@ def test_no_gpu_is_unavailable_with_the_reason_never_zeros(tmp_path):
 def test_gpu_samples_per_device(tmp_path):
     sampler, run = sampled(tmp_path, 0.3, interval_s=0.05)
     assert sampler.status.state == "ok"
-    table = run.read_table(GPU_TABLE)
-    assert list(table.columns) == list(GPU_COLUMNS)
+    table = RunTables(run).gpu
+    assert list(table.columns) == list(GPU.columns)
     assert sampler.status.ok >= 3
     assert (table["memory_total_bytes"] > 0).all()
     assert (table["memory_used_bytes"] <= table["memory_total_bytes"]).all()
@@ -74,4 +74,4 @@ def test_gpu_off_is_not_attempted(tmp_path):
         "ok": 0,
         "failed": 0,
     }
-    assert run.read_table(GPU_TABLE).empty
+    assert RunTables(run).gpu.empty

@@ -18,6 +18,7 @@ from probes.quantiles import describe
 from probes.slo import Slo, parse_slo
 from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 EMPTY = pd.DataFrame()
@@ -159,7 +160,7 @@ def test_percentiles_are_numpys_and_warmup_is_excluded(tmp_path: Path) -> None:
                          end_s=99.5, output_tokens=2)  # fmt: skip
     warm_chunks = [ChunkEvent("warm", 99.0, 1), ChunkEvent("warm", 99.5, 1)]
     run = RunDir(write_run(tmp_path / "run", [*records, warm], [*chunks, *warm_chunks]))
-    requests = run.read_table("requests")
+    requests = RunTables(run).requests
     done = requests[~requests["warmup"]]
     summary = summarize(tmp_path / "run")
     ttft = (done["first_token_s"] - done["intended_s"]).to_numpy()

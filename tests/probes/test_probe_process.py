@@ -24,9 +24,9 @@ from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.normalise import ServerSeries
 from probes.probe_process import CHILD_TABLES, ProbeProcess
-from probes.sampling import EVENTS_TABLE
 from probes.scraper import SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from runtime.clock import RunClock
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ def test_the_child_scrapes_into_the_run_on_the_parents_clock(tmp_path: Path) -> 
     assert probes.first.types["vllm:prefix_cache_hits"] == "counter"
     run.close()  # the parent's close compacts what the child wrote
     assert (run.path / f"{SERVER_METRICS_TABLE}.parquet").exists()
-    table = run.read_table(SERVER_METRICS_TABLE)
+    table = RunTables(run).server_metrics
     times = sorted(table["t_s"].unique())
     assert len(times) == status.ok
     assert 0 < times[0] < began < times[-1] < stopped  # the child's readings, parent's clock
@@ -137,7 +137,7 @@ def test_no_probe_no_child_and_empty_tables(tmp_path: Path) -> None:
     assert probes._proc is None and probes.statuses == {} and probes.first is None
     run.close()
     for name in CHILD_TABLES:
-        assert (run.path / f"{name}.parquet").exists() and run.read_table(name).empty
+        assert (run.path / f"{name}.parquet").exists() and RunTables(run).read(name).empty
 
 
 def signalled(sig: int, after_s: float = 0.0) -> Callable:
@@ -160,7 +160,7 @@ def test_a_server_without_metrics_is_a_failed_probe_not_a_failed_child(tmp_path:
     assert status.failed >= 3 and probes.first is None
     assert probes.statuses[GPU_TABLE].state in ("ok", "unavailable")  # the other probe ran
     run.close()
-    events = run.read_table(EVENTS_TABLE)
+    events = RunTables(run).probe_events
     assert (events[events["probe"] == SERVER_METRICS_TABLE]["event"] == "failed").sum() == (
         status.failed
     )
@@ -173,9 +173,9 @@ def test_a_child_killed_mid_run_is_a_lost_probe_with_its_samples_kept(tmp_path: 
     assert status.state == "partial"
     assert status.reason == "probe process killed by SIGKILL: no output"
     run.close()
-    table = run.read_table(SERVER_METRICS_TABLE)
+    table = RunTables(run).server_metrics
     assert status.ok == table["t_s"].nunique() >= 3  # counted from what it journaled
-    (event,) = run.read_table(EVENTS_TABLE).to_dict("records")
+    (event,) = RunTables(run).probe_events.to_dict("records")
     assert event["probe"] == SERVER_METRICS_TABLE and event["reason"] == status.reason
 
 

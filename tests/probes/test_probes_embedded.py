@@ -15,9 +15,10 @@ from probe_servers import stream_completion
 from perfmodel.config import EngineConfig
 from probes.canonical import Provenance
 from probes.normalise import ServerSeries
-from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
+from probes.scraper import MetricsScraper
 from probes.server_summary import server_summary
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from runtime.clock import RunClock
 from simengine.embedded import EmbeddedServer
 
@@ -58,7 +59,7 @@ def test_canonical_series_equal_the_engines_truth(tmp_path):
         }
     run.close()
     assert scraper.status.state == "ok"
-    series = ServerSeries.from_samples(run.read_table(SERVER_METRICS_TABLE))
+    series = ServerSeries.from_samples(RunTables(run).server_metrics)
     assert series.flavour == "embedded"
     for name, value in truth.items():
         assert series.increase(name).value == value, name
@@ -75,7 +76,7 @@ def test_canonical_series_equal_the_engines_truth(tmp_path):
     assert {series.provenance[c] for c in ("pool_active", "pool_reclaimable", "pool_free")} == {
         Provenance.MEASURED
     }
-    summary = server_summary(series, run.read_table("requests"))
+    summary = server_summary(series, RunTables(run).requests)
     assert summary["prefix"]["observed_hit_rate"]["value"] == (
         truth["prefix_hits"] / truth["prefix_queries"]
     )

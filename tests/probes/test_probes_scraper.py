@@ -9,9 +9,9 @@ from probe_servers import ReplayServer, free_port
 from repo_paths import FIXTURES
 
 from probes.normalise import ServerSeries
-from probes.sampling import EVENTS_TABLE
-from probes.scraper import SERVER_METRICS_TABLE, MetricsScraper
+from probes.scraper import MetricsScraper
 from runfmt.rundir import RunDir
+from runfmt.tables import SERVER_METRICS, RunTables
 from runtime.clock import RunClock
 
 BEFORE = (FIXTURES / "vllm-cpu/tiny-metrics-before.prom").read_text()
@@ -43,8 +43,8 @@ def test_scrapes_land_in_long_format_on_the_run_clock(tmp_path):
         scraper, _ = asyncio.run(scrape_while(server.url, run, 4))
     run.close()
     assert scraper.status.state == "ok" and scraper.status.failed == 0
-    table = run.read_table(SERVER_METRICS_TABLE)
-    assert list(table.columns) == ["t_s", "metric", "labels", "value"]
+    table = RunTables(run).server_metrics
+    assert tuple(table.columns) == SERVER_METRICS.columns  # the run format's schema
     times = sorted(table["t_s"].unique())
     assert len(times) == scraper.status.ok >= 4  # one per scrape, plus the closing one
     assert 0 <= times[0] < times[-1] < 30  # seconds on the run clock
@@ -65,7 +65,7 @@ def test_server_restart_mid_run_is_a_counter_reset(tmp_path):
         scraper, _ = asyncio.run(scrape_while(server.url, run, 4))
     run.close()
     assert scraper.status.ok >= 4
-    series = ServerSeries.from_samples(run.read_table(SERVER_METRICS_TABLE))
+    series = ServerSeries.from_samples(RunTables(run).server_metrics)
     # 0 → 2432, restart to 0, → 2432 again: two runs' worth of hits, not 2432 − 2432.
     assert series.increase("prefix_hits").value == 2 * 2432.0
     assert series.histogram_increase("ttft").count == 2 * 29
@@ -80,8 +80,8 @@ def test_endpoint_without_metrics_is_recorded_and_the_run_goes_on(tmp_path):
     assert "HTTP 404" in scraper.status.reason
     assert scraper.status.failed >= 3  # it kept trying on schedule
     assert ticks >= 3  # the other task was never held up
-    assert run.read_table(SERVER_METRICS_TABLE).empty
-    events = run.read_table(EVENTS_TABLE)
+    assert RunTables(run).server_metrics.empty
+    events = RunTables(run).probe_events
     assert set(events["probe"]) == {"server_metrics"}
     assert events["reason"].str.contains("404").all()
 
@@ -96,7 +96,7 @@ def test_malformed_scrape_is_one_failure_among_good_ones(tmp_path):
     assert scraper.status.failed == 1
     assert "not valid exposition text" in scraper.status.reason
     assert "num_requests_running" in scraper.status.reason
-    series = ServerSeries.from_samples(run.read_table(SERVER_METRICS_TABLE))
+    series = ServerSeries.from_samples(RunTables(run).server_metrics)
     assert series.increase("prefix_hits").value == 2432.0  # nothing else was lost
 
 

@@ -24,6 +24,7 @@ from probes.server_summary import server_summary
 from probes.timeline import Timeline, client_events, server_series
 from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 
 def capture(name: str):
@@ -69,7 +70,7 @@ def tiny_llama_run(path: Path) -> RunDir:
 
 def test_client_events_in_order(tmp_path):
     run = tiny_llama_run(tmp_path / "run")
-    events = client_events(run.read_table("requests"), run.read_table("chunks"))
+    events = client_events(RunTables(run).requests, RunTables(run).chunks)
     assert list(events["t_s"]) == sorted(events["t_s"])
     counts = events["kind"].value_counts().to_dict()
     assert counts == {"intended": 5, "sent": 5, "first_token": 4, "end": 5, "chunk": 16}
@@ -98,7 +99,7 @@ def test_timeline_windows_line_up_client_server_and_gpu(tmp_path):
 def test_server_summary_observed_vs_expected(tmp_path):
     run = tiny_llama_run(tmp_path / "run")
     series = server_series(run)
-    summary = server_summary(series, run.read_table("requests"), probe={"state": "ok"})
+    summary = server_summary(series, RunTables(run).requests, probe={"state": "ok"})
     assert summary["available"] and summary["flavour"] == "vllm"
     prefix = summary["prefix"]
     assert prefix["hits"]["value"] == 2432.0

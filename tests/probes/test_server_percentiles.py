@@ -21,6 +21,7 @@ from prefillscope.report.content import latency_table
 from probes.server_summary import server_summary
 from probes.timeline import server_series
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 BOUNDS = ("1.0", "2.5", "5.0", "10.0", "20.0", "+Inf")
 
@@ -59,7 +60,7 @@ def test_an_interpolation_beyond_the_clients_slowest_request_is_clamped_and_says
     wide_bucket_run,
 ):
     run = wide_bucket_run
-    summary = server_summary(server_series(run), run.read_table("requests"))
+    summary = server_summary(server_series(run), RunTables(run).requests)
     e2e = summary["e2e_s"]
     assert e2e["count"] == 10 and e2e["client_max_s"] == pytest.approx(5.79)
     p50 = e2e["quantiles"]["p50"]
@@ -78,10 +79,10 @@ def test_a_quantile_within_what_the_client_saw_is_interpolated_and_shown_as_its_
     wide_bucket_run,
 ):
     run = wide_bucket_run
-    summary = server_summary(server_series(run), run.read_table("requests"))
+    summary = server_summary(server_series(run), RunTables(run).requests)
     p50 = summary["e2e_s"]["quantiles"]["p50"]
     # Without the client's maximum (no completed requests) nothing bounds the bucket.
-    alone = server_summary(server_series(run), run.read_table("requests").iloc[:0])
+    alone = server_summary(server_series(run), RunTables(run).requests.iloc[:0])
     loose = alone["e2e_s"]["quantiles"]["p50"]
     assert loose["method"] == "interpolated" and loose["value"] == pytest.approx(5 + 5 * 2 / 7)
     assert loose["bounds"] == loose["bucket"] == [5.0, 10.0]

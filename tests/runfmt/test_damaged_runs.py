@@ -14,7 +14,7 @@ import pytest
 from bench_support import bench_cli
 
 from prefillscope.cli import main
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 REQUESTS = 24
 
@@ -73,7 +73,7 @@ def test_a_damaged_parquet_gives_way_to_its_journal_in_every_reader(
         "compare": ("compare", run, run),
     }
     for name, args in commands.items():
-        monkeypatch.setattr("runfmt.rundir._WARNED", set())
+        monkeypatch.setattr("runfmt.journal._WARNED", set())
         code, err = cli(monkeypatch, capsys, *args)
         assert code == 0, (name, err)
         assert "Traceback" not in err
@@ -84,7 +84,7 @@ def test_a_damaged_parquet_gives_way_to_its_journal_in_every_reader(
         assert len(warned) == 2, (name, err)  # one line per damaged table
         for table, line in zip(("requests", "chunks"), sorted(warned, reverse=True), strict=True):
             assert f"{table}.parquet is unreadable" in line and f"{table}.jsonl instead" in line
-    assert len(RunDir(run).read_table("requests")) == REQUESTS
+    assert len(RunTables(run).requests) == REQUESTS
 
 
 def test_a_damaged_parquet_without_its_journal_is_one_line_and_exit_2(
@@ -126,4 +126,4 @@ def test_a_garbage_journal_line_is_skipped_and_counted_not_the_end_of_the_read(
     assert code == 0, err
     warned = _warnings(err)
     assert len(warned) == 1 and "skipped 2 unreadable lines" in warned[0], err
-    assert len(RunDir(run).read_table("requests")) == REQUESTS  # every real row, not 3
+    assert len(RunTables(run).requests) == REQUESTS  # every real row, not 3

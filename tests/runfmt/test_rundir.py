@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 
 def test_rows_survive_without_close_and_compact_on_close(tmp_path: Path) -> None:
@@ -14,12 +15,12 @@ def test_rows_survive_without_close_and_compact_on_close(tmp_path: Path) -> None
     table.append({"id": "a", "ttft": 0.5, "cached": None})
     table.append_many([{"id": "b", "ttft": math.nan, "cached": 16}])
     # A second process reading mid-run (or after a crash) sees both rows from the journal.
-    df = RunDir(tmp_path / "r").read_table("requests")
+    df = RunTables(tmp_path / "r").requests
     assert list(df["id"]) == ["a", "b"]
     assert df["ttft"].isna().tolist() == [False, True]
     run.close()
     assert (tmp_path / "r" / "requests.parquet").exists()
-    assert RunDir(tmp_path / "r").read_table("requests")["cached"].tolist()[1] == 16
+    assert RunTables(tmp_path / "r").requests["cached"].tolist()[1] == 16
 
 
 def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
     run.table("chunks").append({"request_id": "a", "t_s": 1.0, "n_tokens": 1})
     with (tmp_path / "chunks.jsonl").open("a") as fh:
         fh.write('{"request_id": "b", "t_')
-    assert len(RunDir(tmp_path).read_table("chunks")) == 1
+    assert len(RunTables(tmp_path).chunks) == 1
 
 
 def test_json_documents_are_written_atomically(tmp_path: Path) -> None:

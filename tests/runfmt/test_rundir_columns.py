@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 
 def _write(run: RunDir) -> None:
@@ -34,11 +35,11 @@ def _check(df) -> None:
 def test_batches_read_back_as_rows_from_the_journal_and_from_parquet(tmp_path: Path) -> None:
     run = RunDir(tmp_path, create=True)
     _write(run)
-    _check(RunDir(tmp_path).read_table("chunks"))  # mid-run: the journal
+    _check(RunTables(tmp_path).chunks)  # mid-run: the journal
     assert run.table("chunks").rows_written == 6
     run.close()
     assert (tmp_path / "chunks.parquet").exists()
-    _check(RunDir(tmp_path).read_table("chunks"))
+    _check(RunTables(tmp_path).chunks)
 
 
 def test_a_torn_batch_line_loses_only_itself(tmp_path: Path) -> None:
@@ -46,7 +47,7 @@ def test_a_torn_batch_line_loses_only_itself(tmp_path: Path) -> None:
     _write(run)
     text = (tmp_path / "chunks.jsonl").read_text()
     (tmp_path / "chunks.jsonl").write_text(text[: text.rindex('"__columns__"') + 20])
-    df = RunDir(tmp_path).read_table("chunks")
+    df = RunTables(tmp_path).chunks
     assert df["request_id"].tolist() == ["a", "b", "b", "b", "c"]
 
 
@@ -56,16 +57,16 @@ def test_times_are_exact(tmp_path: Path) -> None:
     run.table("chunks").append_columns(
         {"t_s": times, "n_tokens": array("q", [1] * 500)}, request_id="x"
     )
-    assert RunDir(tmp_path).read_table("chunks")["t_s"].tolist() == times.tolist()
+    assert RunTables(tmp_path).chunks["t_s"].tolist() == times.tolist()
 
 
 def test_batches_of_different_shapes_keep_their_fields(tmp_path: Path) -> None:
     run = RunDir(tmp_path, create=True)
-    table = run.table("t")
+    table = run.table("chunks")
     table.append_columns({"x": [1.0, 2.0]}, request_id="a")
     table.append_columns({"x": [3.0], "y": [9]}, request_id="b", phase="warm")
     table.append_columns({"x": [4.0]}, request_id="c")
-    df = RunDir(tmp_path).read_table("t")
+    df = RunTables(tmp_path).chunks
     assert df["request_id"].tolist() == ["a", "a", "b", "c"]
     assert df["x"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert df["phase"].fillna("-").tolist() == ["-", "-", "warm", "-"]

@@ -20,10 +20,11 @@ from repo_paths import FIXTURES
 from probes.latency import summarize
 from probes.timeline import run_mapping
 from runfmt.abresult import AB_FORMAT_VERSION, ABResult
-from runfmt.names import AB_JSON, CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.names import AB_JSON, RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RUN_FORMAT_VERSION, RunInfo, read_run_info
 from runfmt.summary import SUMMARY_FORMAT_VERSION, Summary
+from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 CLI = Path(sys.executable).with_name("prefillscope")
@@ -73,8 +74,8 @@ def test_a_newer_format_is_refused_naming_the_file(tmp_path: Path) -> None:
 def test_the_golden_tables_read_to_the_summary_it_was_written_with(golden_run: Path) -> None:
     run = RunDir(golden_run)
     written = run.read_json(SUMMARY_JSON)
-    assert len(run.read_table(REQUESTS_TABLE)) == written["requests"]["total"] == 24
-    assert not run.read_table(CHUNKS_TABLE).empty  # its parquet only: the journal left out
+    assert len(RunTables(run).requests) == written["requests"]["total"] == 24
+    assert not RunTables(run).chunks.empty  # its parquet only: the journal left out
     again = summarize(run, None)
     for key in ("requests", "ttft_s", "itl_s", "e2e_s", "throughput"):
         assert again[key] == written[key], key

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from bench_support import bench, histogram_delta
 
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 STEP_S = 0.01
 
@@ -47,7 +47,7 @@ def test_per_token_itl_is_the_engine_step_and_multi_token_chunks_are_counted(
     assert chunks["multi_token_share"] > 0.8
 
     # Per chunk, the gap is four steps: what per-chunk ITL would have reported.
-    table = RunDir(run).read_table("chunks").sort_values(["request_id", "t_s"])
+    table = RunTables(run).chunks.sort_values(["request_id", "t_s"])
     same = table["request_id"].to_numpy()[1:] == table["request_id"].to_numpy()[:-1]
     per_chunk = np.diff(table["t_s"].to_numpy())[same]
     assert abs(np.median(per_chunk) / (4 * STEP_S) - 1) < 0.05

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from prefillscope.cli import main
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 
 #: Condition tolerances for schedules of a second or two on a shared 2-core machine,
 #: where other tests' servers compete for the CPU: one send held up by a starved server
@@ -79,7 +79,7 @@ def run_json(run_dir: Path) -> dict[str, Any]:
 
 
 def requests(run_dir: Path):
-    return RunDir(run_dir).read_table("requests")
+    return RunTables(run_dir).requests
 
 
 #: A /health server on argv[1]'s port; with argv[2] == "stubborn" it and a child of its

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from prefillscope.engine_flags import parse_engine_flags
-from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from session.bench_runner import BenchOptions, BenchOutcome, run_bench
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]
@@ -45,7 +45,7 @@ def bench(workload: str, out: Path, *, engine: tuple[str, ...] = (), **fields: A
 
 
 def requests_table(run: Path) -> pd.DataFrame:
-    return RunDir(run).read_table("requests")
+    return RunTables(run).requests
 
 
 def read_json(run: Path, name: str) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def read_json(run: Path, name: str) -> dict[str, Any]:
 
 def histogram_delta(run: Path, name: str) -> tuple[float, float]:
     """(sum, count) increase of a server histogram over the run, from the raw scrapes."""
-    samples = RunDir(run).read_table("server_metrics")
+    samples = RunTables(run).server_metrics
     out = []
     for part in ("_sum", "_count"):
         rows = samples[samples["metric"] == name + part]

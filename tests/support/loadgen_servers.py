@@ -24,6 +24,7 @@ from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
+from runfmt.tables import RunTables
 from runtime.clock import RunClock
 from workloads.plan import Plan, Prompt, RequestSpec
 
@@ -232,4 +233,4 @@ async def run_against(
     plan = Plan("test", 0, list(requests), concurrency=concurrency)
     result = await run_load(plan, target, run_dir, RunClock(), LoadOptions(**options))
     run_dir.close()
-    return result, run_dir.read_table("requests"), run_dir.read_table("chunks"), run_dir
+    return result, RunTables(run_dir).requests, RunTables(run_dir).chunks, run_dir

@@ -44,6 +44,7 @@ from runfmt.names import (
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
+from runfmt.tables import RunTables
 from workloads.build import build_plan
 from workloads.oracle import annotate
 from workloads.spec import load_spec
@@ -96,8 +97,8 @@ def write_summary(path: Path, sections: Mapping[str, Any]) -> None:
 def computed_summary(path: Path) -> dict[str, Any]:
     """The sections ``bench`` computes from the run's tables: the client's and the server's."""
     run = RunDir(path)
-    requests = run.read_table(REQUESTS_TABLE)
-    sections = summarize_frames(requests, run.read_table(CHUNKS_TABLE), pd.DataFrame())
+    requests = RunTables(run).requests
+    sections = summarize_frames(requests, RunTables(run).chunks, pd.DataFrame())
     sections["server"] = server_summary(server_series(run), requests)
     return sections
 
