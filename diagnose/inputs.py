@@ -19,9 +19,7 @@ from diagnose.raw_metrics import RawMetrics
 from probes.latency import completed_mask, measured
 from probes.normalise import ServerSeries
 from probes.timeline import server_series
-from runfmt.names import (
-    RUN_JSON,
-)
+from runfmt.names import REQUESTS_TABLE, RUN_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
 from runfmt.tables import RunTables
@@ -86,14 +84,13 @@ def load_run_view(path: str | Path) -> RunView:
         raise InputError(
             "RUN_DIR", f"no directory at {path}", "give a bench run directory"
         ) from None
-    has_requests = any(run.has(f"requests.{ext}") for ext in ("parquet", "jsonl"))
-    if not run.has(RUN_JSON) and not has_requests:
+    tables = RunTables(run)  # a table with no rows comes with its schema's columns
+    if not run.has(RUN_JSON) and not tables.has(REQUESTS_TABLE):
         raise InputError(
             "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
         )
     info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
     RunInfo.from_json(info, str(run.path / RUN_JSON))  # a newer format: one line, exit 2
-    tables = RunTables(run)  # a table with no rows comes with its schema's columns
     requests = tables.requests
     return RunView(
         path=run.path,

@@ -27,3 +27,13 @@ SERVER_METRICS_TABLE = "server_metrics"
 GPU_TABLE = "gpu"
 #: The probes' state changes: started, failed, recovered, lost.
 EVENTS_TABLE = "probe_events"
+
+
+def journal_file(table: str) -> str:
+    """The file of a table's crash-safe journal, appended while the run goes on."""
+    return f"{table}.jsonl"
+
+
+def parquet_file(table: str) -> str:
+    """The file a table's journal is compacted into when the run closes."""
+    return f"{table}.parquet"

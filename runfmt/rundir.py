@@ -28,6 +28,7 @@ from runfmt.journal import (
     parse_line,
     read_journal,
 )
+from runfmt.names import journal_file, parquet_file
 from runtime import redact
 from workloads.errors import InputError
 
@@ -39,7 +40,7 @@ class TableWriter:
         self.run_dir = run_dir
         self.name = name
         self.rows_written = 0
-        self._fh: TextIO | None = open(run_dir.path / f"{name}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._fh: TextIO | None = open(run_dir.path / journal_file(name), "a", encoding="utf-8")  # noqa: SIM115
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row and flush it, so a crash right after loses nothing."""
@@ -114,9 +115,9 @@ class RunDir:
         tmp.replace(target)
 
     def compact(self, name: str) -> None:
-        journal = self.path / f"{name}.jsonl"
+        journal = self.path / journal_file(name)
         if journal.exists():
-            read_journal(journal).to_parquet(self.path / f"{name}.parquet", index=False)
+            read_journal(journal).to_parquet(self.path / parquet_file(name), index=False)
 
     def close(self, *, compact: bool = True) -> None:
         """Close every table; ``compact=False`` leaves only the journals (a worker's part
@@ -142,7 +143,7 @@ class RunDir:
         what was sent). The journal is rewritten whole (atomically), then compacted."""
         if name in self._writers:
             raise RuntimeError(f"table {name} is still open")
-        journal = self.path / f"{name}.jsonl"
+        journal = self.path / journal_file(name)
         if not journal.exists():
             return
         lines = []

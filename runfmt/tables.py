@@ -28,6 +28,8 @@ from runfmt.names import (
     GPU_TABLE,
     REQUESTS_TABLE,
     SERVER_METRICS_TABLE,
+    journal_file,
+    parquet_file,
 )
 from runfmt.rundir import RunDir
 from workloads.errors import InputError
@@ -85,6 +87,11 @@ class RunTables:
     def __init__(self, run: RunDir | str | Path) -> None:
         self.run = run if isinstance(run, RunDir) else RunDir(run)
 
+    def has(self, name: str) -> bool:
+        """Whether the run wrote table ``name`` (its journal or its parquet file)."""
+        path = self.run.path
+        return (path / journal_file(name)).exists() or (path / parquet_file(name)).exists()
+
     def read(self, name: str) -> pd.DataFrame:
         """Table ``name`` as a DataFrame; ``KeyError`` for a name the format does not have."""
         import pandas as pd
@@ -92,8 +99,8 @@ class RunTables:
         schema = SCHEMAS.get(name)
         if schema is None:
             raise KeyError(f"no table {name!r} in the run format; known: {', '.join(SCHEMAS)}")
-        parquet = self.run.path / f"{name}.parquet"
-        journal = self.run.path / f"{name}.jsonl"
+        parquet = self.run.path / parquet_file(name)
+        journal = self.run.path / journal_file(name)
         frame = None
         if parquet.exists():
             try:

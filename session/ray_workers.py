@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from runfmt.names import journal_file
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
@@ -90,7 +91,7 @@ class ShardActor:
         ended = self._thread is not None and not self._thread.is_alive()
         rows = {}
         for name in TABLES:
-            path = (self._folder or Path()) / f"{name}.jsonl"
+            path = (self._folder or Path()) / journal_file(name)
             if self._folder is None or not path.exists():
                 continue
             with path.open("rb") as fh:
@@ -173,7 +174,7 @@ class RayPool(WorkerPool):
                 call(self._on_gone, worker)
                 return
             for name, data in rows.items():
-                with (folder / f"{name}.jsonl").open("ab") as fh:
+                with (folder / journal_file(name)).open("ab") as fh:
                     fh.write(data)
             for message in messages:
                 call(self._on_message, worker, message)

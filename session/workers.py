@@ -37,7 +37,7 @@ from loadgen.cache import apply_cache_protocol
 from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.target import Target
-from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, journal_file
 from runfmt.rundir import RunDir
 from runtime import signals
 from runtime.child import become_child
@@ -277,9 +277,9 @@ class WorkerPool:
         for worker in self._workers:
             folder = worker.job.folder
             rows = {
-                name: self.run_dir.absorb_journal(name, folder / f"{name}.jsonl")
+                name: self.run_dir.absorb_journal(name, folder / journal_file(name))
                 for name in TABLES
-                if (folder / f"{name}.jsonl").exists()
+                if (folder / journal_file(name)).exists()
             }
             result = worker.result
             if result is None:

@@ -21,6 +21,7 @@ from probes.timeline import server_series
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.names import (
     DIAGNOSIS_JSON,
+    REQUESTS_TABLE,
     RUN_JSON,
     SERVER_METRICS_TABLE,
     SUMMARY_JSON,
@@ -102,7 +103,7 @@ def load_report_data(path: str | Path) -> ReportData:
         run_dir = RunDir(path)
     except FileNotFoundError as exc:
         raise InputError("RUN_DIR", f"no run directory at {path}", FIX_RUN_DIR) from exc
-    if not any(run_dir.has(name) for name in (RUN_JSON, "requests.parquet", "requests.jsonl")):
+    if not run_dir.has(RUN_JSON) and not RunTables(run_dir).has(REQUESTS_TABLE):
         raise InputError("RUN_DIR", f"{path} holds no run.json or requests table", FIX_RUN_DIR)
     notes: list[str] = []
     run = _read_json(run_dir, RUN_JSON, notes)

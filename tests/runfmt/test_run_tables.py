@@ -50,6 +50,7 @@ def test_a_table_with_no_rows_reads_with_its_schemas_columns(tmp_path: Path) -> 
         frame = tables.read(name)
         assert frame.empty and tuple(frame.columns) == schema.columns, name
     assert tables.requests["warmup"].empty  # a reader can select a column of no rows
+    assert tables.has(CHUNKS.name) and not tables.has(REQUESTS.name)  # written or not
 
 
 def test_a_name_the_format_does_not_have_is_refused(tmp_path: Path) -> None:
