@@ -188,8 +188,8 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
-#: SLO keys of ``summary.goodput.slo`` as a reader names them.
-SLO_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
+#: SLO keys of ``summary.goodput.slo`` (a latency's key) as the registry names them.
+SLO_NAMES = {metric.key: metric.short for metric in LATENCIES}
 
 
 def goodput_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -49,3 +49,12 @@ def test_a_metric_names_and_writes_its_statistics() -> None:
     assert tokens.format(14390.2) == "14,390 tok/s" and tokens.format(12.34) == "12.3 tok/s"
     assert itl.format(None) == itl.format(float("nan")) == "\u2013"
     assert DISPATCH_LAG not in LATENCIES and by_key(DISPATCH_LAG.key) is DISPATCH_LAG
+
+
+def test_the_reports_slo_row_names_each_bound_as_the_registry_does() -> None:
+    from prefillscope.report.content import goodput_rows
+
+    goodput = {"slo": {"ttft_s": 0.5, "itl_s": 0.05}, "share": 0.5, "requests_per_s": 2.0}
+    (_, slo) = goodput_rows({"goodput": goodput})[1]
+    names = (by_key("ttft_s").short, by_key("itl_s").short)
+    assert slo == f"{names[0]} \u2264 500 ms, {names[1]} \u2264 50 ms"
