@@ -41,6 +41,7 @@ import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
 from probes.latency import completed_mask, measured
+from probes.metric_registry import DISPATCH_LAG
 from probes.units import fmt_seconds
 from runfmt.names import RUN_JSON, SUMMARY_JSON
 from runfmt.rundir import RunDir
@@ -286,7 +287,8 @@ def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], tol: Toler
     seen = "loop lag p99 median " + ", ".join(f"{_ms(v)} ({k})" for k, v in loops.items())
     seen += f"; CPU saturated in {sum(f.cpu_saturated for f in facts)} of {len(facts)} trials"
     if lags:
-        seen += f"; dispatch lag p99 up to {max(lags) * 1e3:.1f} ms (not judged)"
+        lag = f"{DISPATCH_LAG.named('p99')} up to {DISPATCH_LAG.format(max(lags))}"
+        seen += f"; {lag} (not judged)"
     loop_gap = max(medians) - min(medians) if medians else 0.0
     if loop_gap > tol.loop_lag or max(shares) - min(shares) > tol.client:
         return Check("client", False, f"{seen}: unevenly between arms", bound, values)
