@@ -19,7 +19,7 @@ from simengine.settings import EngineSettings
 if TYPE_CHECKING:
     from loadgen.target import Target
     from probes.prometheus_source import PrometheusSource
-    from session.bench_runner import BenchOptions
+    from session.bench_options import BenchOptions
     from simengine.engine_process import EngineProcess
     from workloads.plan import Plan
     from workloads.spec import WorkloadSpec

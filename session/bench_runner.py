@@ -35,7 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,20 +44,18 @@ from loadgen.adapters import RequestParams
 from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.smoke import smoke_test
-from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess
-from probes.slo import Slo
-from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.names import REQUESTS_TABLE, RUN_JSON
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
-from runfmt.summary import Summary
 from runfmt.tables import RunTables
 from runtime import redact, signals
 from runtime.clock import RunClock
 from session.bench_info import probe_settings, run_info
+from session.bench_options import BenchOptions
 from session.bench_oracle import (
     MetricsMapping,
     RunOracle,
@@ -69,12 +67,12 @@ from session.bench_plan import (
     added_requests_note,
     asked_rate,
     build_bench_plan,
-    counts_by_kind,
     full_text_tokens,
     plan_tokenizer,
     resolve_workload,
     vocab_from_tokenizer,
 )
+from session.bench_summary import write_summary
 from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
 from session.ray_workers import RayPool, require_ray
@@ -91,67 +89,6 @@ if TYPE_CHECKING:
 
 #: Connections opened before the first request (at most; fewer for fewer users).
 PRECONNECT = 32
-#: Resolution of the series read back from a Prometheus server.
-PROMETHEUS_STEP_S = 1.0
-#: Exit statuses of the command for each way a run ends.
-
-
-@dataclass
-class BenchOptions:
-    """Everything one bench run needs; the ``bench`` flags map onto these fields."""
-
-    workload: str
-    #: ``load_spec`` overrides: flat keys (``num_requests``, ``rate``, ``concurrency``,
-    #: ``seed``, family keys …) as ``--set`` takes them; ``None`` values are ignored.
-    overrides: dict[str, object] = field(default_factory=dict)
-    endpoint: str | None = None
-    backend: str = "auto"
-    api: str | None = None
-    model: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    vocab_size: int | None = None
-    tokenizer: str | None = None
-    #: The embedded engine's settings (only without ``endpoint``); default config if None.
-    engine: EngineSettings | None = None
-    out: Path | None = None
-    slo: Slo | None = None
-    max_concurrency: int | None = None
-    timeout_s: float | None = 600.0
-    max_event_bytes: int = MAX_EVENT_BYTES
-    cache_protocol: str = "salt"
-    warmup: int = 0
-    metrics_interval_s: float = 0.5
-    server_metrics: bool = True
-    #: A user's TOML mapping of the server's metric names (its flavour's built-in if None).
-    mapping_file: Path | None = None
-    prometheus: str | None = None
-    gpu: str = "auto"
-    #: The oracle's block and pool size when the server's metrics do not say (or to override).
-    block_size: int | None = None
-    num_gpu_blocks: int | None = None
-    #: Send requests longer than the server's max_model_len instead of refusing the run.
-    allow_overlong: bool = False
-    #: vLLM's --percentile-metrics and --metric-percentiles: extra percentiles in the
-    #: summary (``summary["percentiles"]``).
-    percentiles: tuple[tuple[str, ...], tuple[float, ...]] | None = None
-    #: Send one small request first and fail at once, with the server's message, if it fails.
-    smoke_test: bool = True
-    #: Keep every request's output token ids and their logprobs (``diagnose ab
-    #: --check-outputs`` compares what the model said across configurations).
-    record_outputs: bool = False
-    #: A larger failed share of the measured requests makes the run exit 4
-    #: (``session.exit_status``); a run where none succeeded exits 4 regardless.
-    max_error_rate: float | None = None
-    #: A smaller share of the measured requests meeting ``slo`` makes the run exit 5.
-    min_goodput: float | None = None
-    #: The command line as typed, for ``run.json`` (secrets are redacted there).
-    command: list[str] = field(default_factory=list)
-    #: Worker processes sending the plan (``session.workers``); None: as many as the
-    #: planned token rate needs (``session.shards.workers_needed``).
-    workers: int | None = None
-    #: Send the shards from Ray actors: ``auto`` (the running cluster), an address, or
-    #: ``local`` (a cluster of this host started for the run); None: worker processes.
-    ray: str | None = None
 
 
 # -- run directory ----------------------------------------------------------------------------
@@ -406,13 +343,6 @@ class _Bench:
         """Close the tables (the probes' too, once their process has stopped), run the
         oracle over what was recorded when it could not run before sending, write the
         final ``run.json`` and ``summary.json``."""
-        # The statistics need pandas, which nothing before this point loads: imported
-        # here, the run's first request goes out sooner.
-        from probes.latency import summarize
-        from probes.percentiles import picked_percentiles
-        from probes.server_summary import server_summary
-        from probes.timeline import server_series
-
         run, info = self.run, self.info
         info.cache_protocol = result.cache_protocol
         info.result = result.to_json()
@@ -422,43 +352,11 @@ class _Bench:
             recorded = RunTables(run).requests
             expected = replay.after_run(self.plan, recorded, result.composed_prompts)
             run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
-        run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
-        summary = summarize(run, self.options.slo)
-        summary["requests"]["by_kind"] = counts_by_kind(self.plan)
-        requests = RunTables(run).requests
-        if self.options.percentiles is not None:
-            metrics, percentiles = self.options.percentiles
-            chunks = RunTables(run).chunks
-            summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
-        probe = info.probes["server_metrics"]["status"]
-        # off, or failed (nothing scraped, or the user's mapping file unusable): no series
-        series = server_series(run) if probe["state"] not in ("off", "failed") else None
-        chunks = RunTables(run).chunks  # the client's longest gap bounds the server's ITL
-        summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
-        if self.prometheus is not None:
-            section = await self._from_prometheus(result, requests, chunks)
-            info.probes["prometheus"]["status"] = self.prometheus.status.to_dict()
-            key = "server_prometheus" if summary["server"].get("available") else "server"
-            summary[key] = section
-            run.write_json(RUN_JSON, info.finished(result.status, result.reason, ended).to_json())
-        document = Summary.from_sections(summary).to_json()
-        run.write_json(SUMMARY_JSON, document)
-        return document  # what summary.json holds, format_version included
-
-    async def _from_prometheus(
-        self, result: LoadResult, requests: Any, chunks: Any
-    ) -> dict[str, Any]:
-        """The ``server`` section from the Prometheus server over the run's window."""
-        from probes.server_summary import server_summary
-
-        assert self.prometheus is not None
-        start = result.started_s or 0.0
-        end = max(result.ended_s or self.clock.now(), start + PROMETHEUS_STEP_S)
-        series = await asyncio.to_thread(
-            self.prometheus.server_series, self.clock, start, end, PROMETHEUS_STEP_S
+        final = info.finished(result.status, result.reason, ended)
+        run.write_json(RUN_JSON, final.to_json())
+        return await write_summary(
+            run, final, result, self.plan, self.options, self.prometheus, self.clock
         )
-        probe = self.prometheus.status.to_dict()
-        return server_summary(series, requests, probe=probe, source="prometheus", chunks=chunks)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from runfmt.rundir import RunDir
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
 from session.live_stats import Display
 from workloads.errors import InputError
 

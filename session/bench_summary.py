@@ -1,0 +1,84 @@
+"""``summary.json`` of a finished bench run, from its closed tables.
+
+The client's figures (``probes.latency.summarize``: latency, throughput, goodput
+against the SLO, prefix hit rates), the measured requests by kind, vLLM-style extra
+percentiles when asked, and the ``server`` section: from the run's own ``/metrics``
+scrapes, and from a Prometheus server over the run's window when one was given
+(``server_prometheus`` beside a scraped section, in its place when nothing was scraped).
+The statistics need pandas, which nothing before this point loads: imported here, the
+run's first request goes out sooner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from loadgen.load_options import LoadResult
+from runfmt.names import RUN_JSON, SUMMARY_JSON
+from runfmt.rundir import RunDir
+from runfmt.runinfo import RunInfo
+from runfmt.summary import Summary
+from runfmt.tables import RunTables
+from runtime.clock import RunClock
+from session.bench_plan import counts_by_kind
+from workloads.plan import Plan
+
+if TYPE_CHECKING:
+    from probes.prometheus_source import PrometheusSource
+    from session.bench_options import BenchOptions
+
+#: Resolution of the series read back from a Prometheus server.
+PROMETHEUS_STEP_S = 1.0
+
+
+async def write_summary(
+    run: RunDir,
+    info: RunInfo,
+    result: LoadResult,
+    plan: Plan,
+    options: BenchOptions,
+    prometheus: PrometheusSource | None,
+    clock: RunClock,
+) -> dict[str, Any]:
+    """Write ``summary.json`` (and ``run.json`` again once the Prometheus probe's status is
+    known); returns what ``summary.json`` holds, ``format_version`` included."""
+    from probes.latency import summarize
+    from probes.percentiles import picked_percentiles
+    from probes.server_summary import server_summary
+    from probes.timeline import server_series
+
+    summary = summarize(run, options.slo)
+    summary["requests"]["by_kind"] = counts_by_kind(plan)
+    tables = RunTables(run)
+    requests = tables.requests
+    chunks = tables.chunks  # the client's longest gap bounds the server's ITL
+    if options.percentiles is not None:
+        metrics, percentiles = options.percentiles
+        summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
+    probe = info.probes["server_metrics"]["status"]
+    # off, or failed (nothing scraped, or the user's mapping file unusable): no series
+    series = server_series(run) if probe["state"] not in ("off", "failed") else None
+    summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
+    if prometheus is not None:
+        section = await _from_prometheus(prometheus, result, requests, chunks, clock)
+        info.probes["prometheus"]["status"] = prometheus.status.to_dict()
+        key = "server_prometheus" if summary["server"].get("available") else "server"
+        summary[key] = section
+        run.write_json(RUN_JSON, info.to_json())
+    document = Summary.from_sections(summary).to_json()
+    run.write_json(SUMMARY_JSON, document)
+    return document
+
+
+async def _from_prometheus(
+    prometheus: PrometheusSource, result: LoadResult, requests: Any, chunks: Any, clock: RunClock
+) -> dict[str, Any]:
+    """The ``server`` section from the Prometheus server over the run's window."""
+    from probes.server_summary import server_summary
+
+    start = result.started_s or 0.0
+    end = max(result.ended_s or clock.now(), start + PROMETHEUS_STEP_S)
+    series = await asyncio.to_thread(prometheus.server_series, clock, start, end, PROMETHEUS_STEP_S)
+    probe = prometheus.status.to_dict()
+    return server_summary(series, requests, probe=probe, source="prometheus", chunks=chunks)
