@@ -41,16 +41,16 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
+from loadgen.connections import preconnect, unreachable
 from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
 from loadgen.health import ClientMonitor
+from loadgen.inflight import InflightTasks
 from loadgen.load_options import LoadObserver, LoadOptions, LoadResult, new_record, observer_hook
 from loadgen.plan_check import check_load, split_plan
 from loadgen.records import ErrorKind, RequestRecord
@@ -107,9 +107,7 @@ class LoadRun:
             else None
         )
         self._cache = CacheProtocol("warm", "warm")
-        self._inflight: set[asyncio.Task[None]] = set()
-        self._outstanding = 0
-        self._idle = asyncio.Event()
+        self._tasks = InflightTasks(self._failed)
         self._stop = asyncio.Event()
         self._exchanger: Exchanger | None = None
         self._probing = False
@@ -149,7 +147,7 @@ class LoadRun:
                     session, self.target, self.options.cache_protocol
                 )
                 self.result.cache_protocol = self._cache.describe()
-                await self._preconnect(session)
+                await preconnect(session, self.target, self.options.preconnect)
                 if warmups:
                     users = self.options.warmup_concurrency or self._users() or 8
                     await self._phase([], iter(warmups), users)
@@ -161,11 +159,11 @@ class LoadRun:
                     await self._phase(open_loop, iter(closed_loop), self._users())
             except asyncio.CancelledError:
                 self._interrupt("cancelled (Ctrl-C)")
-                await self._cancel_all()
+                await self._tasks.cancel_all()
                 raise
             except Exception as exc:
                 self._interrupt(f"{type(exc).__name__}: {exc}", status="failed")
-                await self._cancel_all()
+                await self._tasks.cancel_all()
                 raise
             finally:
                 stamps.close()
@@ -176,22 +174,6 @@ class LoadRun:
         if self._error is not None:
             raise self._error
         return self.result
-
-    async def _preconnect(self, session: aiohttp.ClientSession) -> None:
-        """Open ``options.preconnect`` connections before measuring (a ``GET /v1/models``
-        each, all at once), so that TCP handshakes are not in the first requests' send
-        times. A server that refuses is left to fail the first request with its class."""
-        n = self.options.preconnect
-        if not n:
-            return
-
-        async def touch() -> None:
-            async with session.get(
-                self.target.url("/v1/models"), headers=self.target.headers()
-            ) as resp:
-                await resp.read()
-
-        await asyncio.gather(*(touch() for _ in range(n)), return_exceptions=True)
 
     # -- phases ---------------------------------------------------------------------------
     async def _phase(
@@ -205,12 +187,12 @@ class LoadRun:
         """
         if not open_loop and not users:
             return
-        self._idle.clear()
-        timer = self._spawn(self._open_loop(open_loop)) if open_loop else None
+        self._tasks.idle.clear()
+        timer = self._tasks.spawn(self._open_loop(open_loop)) if open_loop else None
         for _ in range(users or 0):
-            self._spawn(self._user(closed))
+            self._tasks.spawn(self._user(closed))
         stop = asyncio.create_task(self._stop.wait())
-        idle = asyncio.create_task(self._idle.wait())
+        idle = asyncio.create_task(self._tasks.idle.wait())
         try:
             await asyncio.wait([stop, idle], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -219,9 +201,9 @@ class LoadRun:
         if self._stop.is_set():
             if timer is not None:
                 timer.cancel()
-            if self._inflight:
-                await asyncio.wait(set(self._inflight), timeout=self.options.drain_s)
-            await self._cancel_all()
+            if self._tasks.tasks:
+                await asyncio.wait(set(self._tasks.tasks), timeout=self.options.drain_s)
+            await self._tasks.cancel_all()
 
     async def _open_loop(self, specs: list[RequestSpec]) -> None:
         """Start each request ``PREPARE_AHEAD_S`` before its intended time.
@@ -240,7 +222,7 @@ class LoadRun:
                 spec = specs[i]
                 due = self._t0 + spec.intended_s
                 prepared = replace(self._prepare(spec), not_before=due)
-                self._spawn(self._request(spec, due, prepared))
+                self._tasks.spawn(self._request(spec, due, prepared))
                 i += 1
             await asyncio.sleep(0)  # let them start before anything else is done
 
@@ -313,7 +295,7 @@ class LoadRun:
             self._check_server()
         following = self.sessions.next_turn(spec)
         if following is not None and not self._stop.is_set():
-            self._spawn(self._later_turn(following, record))
+            self._tasks.spawn(self._later_turn(following, record))
 
     async def _send(
         self, spec: RequestSpec, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
@@ -337,29 +319,10 @@ class LoadRun:
         if self._on_finish is not None:
             self._on_finish(record)
 
-    # -- task bookkeeping -----------------------------------------------------------------
-    def _spawn(self, coro: Any) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro)
-        self._inflight.add(task)
-        self._outstanding += 1
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._inflight.discard(task)
-        self._outstanding -= 1
-        if not task.cancelled() and task.exception() is not None:
-            self._error = task.exception()
-            self._interrupt(f"internal error: {self._error!r}", status="failed")
-        if self._outstanding == 0:
-            self._idle.set()
-
-    async def _cancel_all(self) -> None:
-        tasks = list(self._inflight)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+    def _failed(self, error: BaseException) -> None:
+        """A task of the run raised: the run fails with it."""
+        self._error = error
+        self._interrupt(f"internal error: {error!r}", status="failed")
 
     # -- the server going away ------------------------------------------------------------
     def _check_server(self) -> None:
@@ -371,16 +334,11 @@ class LoadRun:
         task.add_done_callback(lambda _: setattr(self, "_probing", False))
 
     async def _probe_server(self) -> None:
-        parts = urlsplit(self.target.base_url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            async with asyncio.timeout(2.0):
-                _, writer = await asyncio.open_connection(parts.hostname, port)
-            writer.close()
-        except (OSError, TimeoutError) as exc:
+        why = await unreachable(self.target.base_url)
+        if why is not None:
             self._interrupt(
                 f"server at {self.target.base_url} stopped answering "
-                f"({type(exc).__name__}) at t={self.clock.now():.3f}s"
+                f"({why}) at t={self.clock.now():.3f}s"
             )
 
     def stop(self, reason: str) -> None:
