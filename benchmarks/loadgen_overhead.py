@@ -188,10 +188,17 @@ def children_cpu() -> float:
 
 
 async def loadgen(
-    url: str, streams: int, per_stream: int, max_tokens: int, out: Path, workers: int = 1
+    url: str,
+    streams: int,
+    per_stream: int,
+    max_tokens: int,
+    out: Path,
+    workers: int = 1,
+    clock: RunClock | None = None,
 ):
-    """The load generator's run (in ``workers`` processes when more than 1); returns its
-    result, run directory, CPU seconds and the workers' start-up CPU seconds (each).
+    """The load generator's run (in ``workers`` processes when more than 1, on ``clock``,
+    a new one when None); returns its result, run directory, CPU seconds and the
+    workers' start-up CPU seconds (each).
 
     The CPU is counted up to the end of the run: compacting the journals into parquet
     afterwards (``RunDir.close``) happens once the measurement is over.
@@ -204,7 +211,7 @@ async def loadgen(
     target = Target(url, "embedded", "completions", "llama-3.1-8b", vocab_size=VOCAB)
     run_dir = RunDir(out, create=True)
     plan = Plan("overhead", 0, specs, concurrency=streams)
-    clock = RunClock()
+    clock = clock or RunClock()
     startup = 0.0
     if workers == 1:
         result = await run_load(plan, target, run_dir, clock, LoadOptions())
