@@ -39,8 +39,8 @@ now and then (a busy core) delays every stream alike and is not charged to the c
 The mock's time to write one tick (``write``) is shown beside it. The machine's
 load average is printed with each point: on a shared machine other jobs take cores too.
 
-Run: ``.venv/bin/python benchmarks/client_limit_sweep.py [--streams 64,128,256,512,1024,2048]
-[--step-ms 20] [--tokens 100] [--per-stream 2] [--rounds 1] [--clients bare,w1,w2,w4]
+Run: ``.venv/bin/python benchmarks/client_limit_sweep.py [--streams 256,512,...,4096]
+[--step-ms 50] [--tokens 100] [--per-stream 1] [--rounds 1] [--clients bare,w1,w2,w4]
 [--cores "w2=1"] [--rt] [--json]``
 """
 
@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 from loadgen_overhead import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
 
+from runfmt.tables import RunTables
 from runtime.clock import RunClock
 
 HERE = Path(__file__).resolve().parent
@@ -106,6 +107,17 @@ async def mock_ticks(url: str, since: float) -> np.ndarray:
     return np.asarray(ticks, dtype=float).reshape(-1, 4)
 
 
+def token_ticks(t: np.ndarray, n: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The tick (index into ``starts``) that wrote each token of one stream whose reads
+    came at ``t`` with ``n`` tokens each: token k in its first tick + k − 1, the first
+    tick being the latest one consistent with every read (a read at ``t`` of ``c``
+    tokens in all means token ``c`` was written in a tick that started by ``t``)."""
+    count = np.cumsum(n)
+    latest = np.searchsorted(starts, t, side="right") - 1
+    first = int((latest - count + 1).min())
+    return first + np.arange(int(count[-1]))
+
+
 def token_errors(chunks: pd.DataFrame, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per token, against the mock's record: its lateness (the read's time minus the end
     of the tick that wrote it, 0 when read before that end) and its gap error (the gap
@@ -117,15 +129,11 @@ def token_errors(chunks: pd.DataFrame, ticks: np.ndarray) -> tuple[np.ndarray, n
     for _, reads in chunks.sort_values("t_s", kind="stable").groupby("request_id", sort=False):
         t = reads["t_s"].to_numpy(dtype=float)
         n = reads["n_tokens"].to_numpy(dtype=np.int64)
-        count = np.cumsum(n)
-        latest = np.searchsorted(starts, t, side="right") - 1
-        first = int((latest - count + 1).min())
-        token = np.arange(1, int(count[-1]) + 1)  # token k written in tick first + k - 1
-        tick = np.clip(first + token - 1, 1, len(ends) - 1)
+        tick = np.clip(token_ticks(t, n, starts), 0, len(ends) - 1)
         read_at = np.repeat(t, n)
         late.append(np.maximum(0.0, read_at - ends[tick]))
         given = np.repeat(np.diff(t, prepend=np.nan) / n, n)
-        error = given - (starts[tick] - starts[tick - 1])
+        error = given - (starts[tick] - starts[np.maximum(tick - 1, 0)])
         gap_error.append(error[n[0] :])
     if not late:
         return np.zeros(0), np.zeros(0)
@@ -150,8 +158,9 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
             )
             wall = time.perf_counter() - wall0
             assert result.ok == streams * args.per_stream, result.to_json()
-            tokens = int(run_dir.read_table("requests")["output_tokens"].sum())
-            chunks = run_dir.read_table("chunks")
+            tables = RunTables(run_dir)
+            tokens = int(tables.requests["output_tokens"].sum())
+            chunks = tables.chunks
         chunks["t_s"] += clock.t0  # run time back to perf_counter, the mock's clock
         share = busiest_share(result, cpu, wall)
     ticks = await mock_ticks(url, since)
@@ -215,15 +224,15 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", default="64,128,256,512,1024,2048")
-    parser.add_argument("--step-ms", type=float, default=20.0)
+    parser.add_argument("--streams", default="256,512,1024,1536,2048,3072,4096")
+    parser.add_argument("--step-ms", type=float, default=50.0)
     parser.add_argument("--tokens", type=int, default=100, help="output tokens per request")
-    parser.add_argument("--per-stream", type=int, default=2, help="requests per stream")
+    parser.add_argument("--per-stream", type=int, default=1, help="requests per stream")
     parser.add_argument("--clients", default="bare,w1,w2,w4", help=f"of {', '.join(CLIENTS)}")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per point (quietest kept)")
     parser.add_argument("--mock-core", type=int, default=0)
     parser.add_argument(
-        "--cores", default="", help="NAME=CORES,... to place a client elsewhere (w2=1)"
+        "--cores", default="", help='NAME=CORES;... to place a client elsewhere ("w2=1")'
     )
     parser.add_argument(
         "--rt", action="store_true", help="mock and clients at real-time priority (root)"
