@@ -23,7 +23,8 @@ Conventions, stated once here because every report inherits them:
 * **Client health.** A run is client-limited when its dispatch lag p99 exceeds
   ``DISPATCH_LAG_LIMIT_S`` or the client's CPU share stays at or above
   ``CPU_SATURATION_SHARE`` of one core, averaged over any ``CPU_SUSTAIN_S`` span of the
-  measured window (over the whole window when it is shorter).
+  measured window (over the whole window when it is shorter); with worker processes,
+  the busiest worker's share (each has a core of its own).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
+from runfmt.names import WORKER_COLUMN
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
 
@@ -199,6 +201,40 @@ def _sustained_max(t: np.ndarray, share: np.ndarray, span_s: float) -> float:
     return float(((cumulative[ends + 1] - cumulative[starts]) / (ends + 1 - starts)).max())
 
 
+def cpu_shares(samples: pd.DataFrame) -> dict | None:
+    """The client's CPU share of a core, from its samples in time order: mean, max and the
+    highest mean over any ``CPU_SUSTAIN_S`` span. A run of worker processes (samples
+    with a ``WORKER_COLUMN``) has each worker's in ``workers``: each loop has a core of
+    its own, so the busiest worker's figures are the client's (a mean over workers would
+    hide a saturated one), and ``cores_mean`` is the cores they used together."""
+    share, t = _num(samples, "cpu_share"), _num(samples, "t_s")
+    ok = np.isfinite(share)
+    if not ok.any():
+        return None
+    sharded = WORKER_COLUMN in samples
+    owner = samples[WORKER_COLUMN].fillna(-1).to_numpy()[ok] if sharded else np.zeros(ok.sum())
+    share, t = share[ok], t[ok]
+    workers = []
+    for k in np.unique(owner):
+        mine = owner == k
+        workers.append(
+            {
+                "worker": int(k),
+                "mean": float(share[mine].mean()),
+                "max": float(share[mine].max()),
+                "sustained_max": _sustained_max(t[mine], share[mine], CPU_SUSTAIN_S),
+            }
+        )
+    busiest = max(workers, key=lambda w: w["sustained_max"])
+    cpu = {"mean": busiest["mean"], "max": float(share.max())}
+    cpu["sustained_max"] = busiest["sustained_max"]
+    if sharded:
+        cpu["busiest_worker"] = busiest["worker"]
+        cpu["cores_mean"] = sum(w["mean"] for w in workers)
+        cpu["workers"] = workers
+    return cpu
+
+
 def client_health(dispatch_lag_s: np.ndarray, client: pd.DataFrame, window: Window) -> dict:
     """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it."""
     lag = describe(dispatch_lag_s)
@@ -217,20 +253,13 @@ def client_health(dispatch_lag_s: np.ndarray, client: pd.DataFrame, window: Wind
         loop = finite(_num(samples, "loop_lag_s"))
         if loop.size:
             loop_lag = describe(loop) | {"max": float(loop.max())}
-        share = _num(samples, "cpu_share")
-        ok = np.isfinite(share)
-        if ok.any():
-            sustained = _sustained_max(_num(samples, "t_s")[ok], share[ok], CPU_SUSTAIN_S)
-            cpu = {
-                "mean": float(share[ok].mean()),
-                "max": float(share[ok].max()),
-                "sustained_max": sustained,
-            }
-            if sustained >= CPU_SATURATION_SHARE:
-                reasons.append(
-                    f"client CPU at {sustained:.0%} of a core over {CPU_SUSTAIN_S:g} s "
-                    f"(saturated at {CPU_SATURATION_SHARE:.0%})"
-                )
+        cpu = cpu_shares(samples)
+        if cpu is not None and cpu["sustained_max"] >= CPU_SATURATION_SHARE:
+            which = f" (worker {cpu['busiest_worker']})" if "workers" in cpu else ""
+            reasons.append(
+                f"client CPU at {cpu['sustained_max']:.0%} of a core{which} over "
+                f"{CPU_SUSTAIN_S:g} s (saturated at {CPU_SATURATION_SHARE:.0%})"
+            )
     return {
         "dispatch_lag_s": lag,
         "dispatch_lag_p99_s": lag["p99"],

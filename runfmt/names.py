@@ -29,6 +29,15 @@ GPU_TABLE = "gpu"
 EVENTS_TABLE = "probe_events"
 
 
+#: Where the worker processes of a run journal their shards (``shards/<k>/<table>.jsonl``),
+#: merged into the run's own tables as the run ends. A run whose parent was killed keeps
+#: the folder, and its rows are read from there.
+SHARDS_DIR = "shards"
+#: The column of the ``client`` table that says which worker took a sample (runs of
+#: worker processes only: each worker's loop is a core of its own).
+WORKER_COLUMN = "worker"
+
+
 def journal_file(table: str) -> str:
     """The file of a table's crash-safe journal, appended while the run goes on."""
     return f"{table}.jsonl"

@@ -126,15 +126,18 @@ class RunDir:
             writer.close(compact=compact)
         self._writers.clear()
 
-    def absorb_journal(self, name: str, journal: Path) -> int:
+    def absorb_journal(self, name: str, journal: Path, tag: Mapping[str, Any] | None = None) -> int:
         """Append the complete lines of another journal of table ``name`` (a worker's) to
-        this run's; a torn last line is dropped. Returns the lines appended."""
+        this run's; a torn last line is dropped. With ``tag``, its fields are added to
+        every row (a line that is not one row is kept as it is). Returns the lines appended."""
         data = journal.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
         if not complete:
             return 0
-        writer = self.table(name)
-        writer._write(complete.decode("utf-8", errors="replace"), 0)
+        text = complete.decode("utf-8", errors="replace")
+        if tag:
+            text = "".join(_tagged(line, tag) for line in text.splitlines(keepends=True))
+        self.table(name)._write(text, 0)
         return complete.count(b"\n")
 
     def set_column(self, name: str, column: str, values: Mapping[str, Any]) -> None:
@@ -177,3 +180,14 @@ class RunDir:
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
+
+
+def _tagged(line: str, tag: Mapping[str, Any]) -> str:
+    """A journal line with ``tag``'s fields added, when it is one row."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(row, dict) or BATCH_KEY in row:
+        return line
+    return dumps_line({**row, **tag}) + "\n"

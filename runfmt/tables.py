@@ -28,6 +28,8 @@ from runfmt.names import (
     GPU_TABLE,
     REQUESTS_TABLE,
     SERVER_METRICS_TABLE,
+    SHARDS_DIR,
+    WORKER_COLUMN,
     journal_file,
     parquet_file,
 )
@@ -57,7 +59,8 @@ REQUESTS = TableSchema(
 )  # fmt: skip
 #: One row per streamed read that carried tokens: its request, arrival time, token count.
 CHUNKS = TableSchema(CHUNKS_TABLE, ("request_id", "t_s", "n_tokens"))
-#: The load generator's health samples: event-loop lag and its thread's CPU share.
+#: The load generator's health samples: event-loop lag and its thread's CPU share (a run
+#: of worker processes adds ``WORKER_COLUMN``: which worker's loop it is).
 CLIENT = TableSchema(CLIENT_TABLE, ("t_s", "loop_lag_s", "cpu_share"))
 #: The server's ``/metrics`` samples in long form (labels as sorted JSON).
 SERVER_METRICS = TableSchema(SERVER_METRICS_TABLE, ("t_s", "metric", "labels", "value"))
@@ -114,9 +117,24 @@ class RunTables:
                 warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
         if frame is None and journal.exists():
             frame = read_journal(journal)
+        unmerged = self._unmerged(name)
+        if unmerged:
+            frame = pd.concat([f for f in (frame, *unmerged) if f is not None], ignore_index=True)
         if frame is None or (frame.empty and frame.columns.empty):
             return pd.DataFrame(columns=list(schema.columns))
         return frame
+
+    def _unmerged(self, name: str) -> list[pd.DataFrame]:
+        """Rows of table ``name`` still in the workers' journals (``SHARDS_DIR``): a run
+        whose parent process was killed before it could merge them; the ``client``
+        samples with the worker that took them."""
+        frames = []
+        for journal in sorted((self.run.path / SHARDS_DIR).glob(f"*/{journal_file(name)}")):
+            frame = read_journal(journal)
+            if name == CLIENT_TABLE and journal.parent.name.isdigit():
+                frame[WORKER_COLUMN] = int(journal.parent.name)
+            frames.append(frame)
+        return frames
 
     @property
     def requests(self) -> pd.DataFrame:

@@ -37,7 +37,14 @@ from loadgen.cache import apply_cache_protocol
 from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.target import Target
-from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, journal_file
+from runfmt.names import (
+    CHUNKS_TABLE,
+    CLIENT_TABLE,
+    REQUESTS_TABLE,
+    SHARDS_DIR,
+    WORKER_COLUMN,
+    journal_file,
+)
 from runfmt.rundir import RunDir
 from runtime import signals
 from runtime.child import become_child
@@ -48,8 +55,6 @@ from session.shard_results import merge_results
 from session.shards import Shard
 from workloads.plan import Plan
 
-#: The worker's folder inside the run directory (removed once merged).
-SHARDS_DIR = "shards"
 #: How often a worker sends its live statistics.
 FEED_INTERVAL_S = 0.25
 #: Lead time of the common start: every worker must have read it before it is due.
@@ -276,11 +281,13 @@ class WorkerPool:
         shards = []
         for worker in self._workers:
             folder = worker.job.folder
+            tags = {CLIENT_TABLE: {WORKER_COLUMN: worker.job.index}}  # each loop's own CPU
             rows = {
-                name: self.run_dir.absorb_journal(name, folder / journal_file(name))
+                name: self.run_dir.absorb_journal(name, folder / journal_file(name), tags.get(name))
                 for name in TABLES
                 if (folder / journal_file(name)).exists()
             }
+            shutil.rmtree(folder, ignore_errors=True)  # merged: no reader counts it twice
             result = worker.result
             if result is None:
                 result = LoadResult(

@@ -12,9 +12,11 @@ journaled rows are in the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,8 @@ from bench_support import (
     wait_for_rows,
 )
 
+from runfmt.journal import read_journal
+from runfmt.tables import RunTables
 from session.bench_runner import run_bench
 from session.live_stats import LiveStats
 from session.shards import split_exactly, split_plan, workers_needed
@@ -81,6 +85,12 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
     # every group's requests in one worker (the split is by prefix group)
     assert two.groupby("group")["id"].count().sum() == 48
     assert not (runs[2][0] / "shards").exists()  # merged, nothing left behind
+    # each worker's loop has its own CPU samples, and its own share in the summary
+    client = RunTables(runs[2][0]).client
+    assert set(client["worker"]) == {0, 1}
+    cpu = runs[2][1].summary["client"]["cpu_share"]
+    assert sorted(w["worker"] for w in cpu["workers"]) == [0, 1]
+    assert cpu["sustained_max"] == max(w["sustained_max"] for w in cpu["workers"])
     # the dashboard saw both workers' requests
     assert runs[2][2].finished == 48 and runs[2][2].ok == 48
 
@@ -186,3 +196,54 @@ def test_sigterm_stops_every_worker_and_keeps_their_rows(tmp_path: Path, group: 
     assert set(requests.query("status != 'ok'")["error_kind"]) == {"cancelled"}
     assert [s["status"] for s in info["result"]["shards"]] == ["interrupted"] * 2
     assert not (run / "shards").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (workers, the engine, the probes)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _gone(pids: list[int], timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_killed_parent_leaves_every_workers_row_readable(tmp_path: Path) -> None:
+    """SIGKILL to the command: nothing of it runs again, but its workers (told by the
+    kernel that their parent died) record their in-flight requests and end, and every
+    row they journaled is read from the run directory: requests, chunks and their CPU
+    samples, each with its worker."""
+    run = tmp_path / "run"
+    bench = bench_process(
+        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
+        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
+        *("--gpu-telemetry", "off", "--out", str(run)),
+        start_new_session=True,
+    )
+    for shard in ("0", "1"):
+        wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
+    children = _children(bench.pid)
+    bench.kill()
+    bench.communicate(timeout=30)
+    assert _gone(children), "the workers outlived their parent"
+    journaled = {
+        table: sum(len(read_journal(j)) for j in (run / "shards").glob(f"*/{table}.jsonl"))
+        for table in ("requests", "chunks", "client")
+    }
+    tables = RunTables(run)
+    requests = tables.requests
+    assert len(requests) == journaled["requests"] >= 10
+    assert requests["id"].is_unique
+    assert len(tables.chunks) == journaled["chunks"]
+    assert set(tables.client["worker"]) == {0, 1}
+    assert set(requests.query("status != 'ok'")["error_kind"]) <= {"cancelled"}

@@ -118,6 +118,30 @@ def test_client_cpu_saturation_must_be_sustained() -> None:
     assert loaded["reasons"] == ["client CPU at 95% of a core over 3 s (saturated at 90%)"]
 
 
+def test_the_busiest_worker_decides_and_each_has_its_own_share() -> None:
+    """Two worker processes, one saturated and one idle: each has a core of its own, so
+    the client is limited (a mean over both loops' samples, 52 %, would say it is not)."""
+    requests, chunks = _steady_requests()
+    t = np.arange(0.0, 10.0, 0.5)
+    busy = pd.DataFrame({"t_s": t, "loop_lag_s": 0.001, "cpu_share": 0.95, "worker": 1})
+    idle = busy.assign(cpu_share=0.1, worker=0)
+    mixed = pd.concat([idle, busy]).sort_values("t_s", kind="stable")
+    client = summarize_frames(requests, chunks, mixed)["client"]
+    assert client["limited"] is True
+    cpu = client["cpu_share"]
+    assert cpu["sustained_max"] == pytest.approx(0.95) and cpu["busiest_worker"] == 1
+    assert cpu["cores_mean"] == pytest.approx(1.05)
+    by_worker = {w["worker"]: w for w in cpu["workers"]}
+    assert by_worker[0]["mean"] == pytest.approx(0.1) and by_worker[1]["mean"] == pytest.approx(
+        0.95
+    )
+    assert client["reasons"] == [
+        "client CPU at 95% of a core (worker 1) over 3 s (saturated at 90%)"
+    ]
+    calm = summarize_frames(requests, chunks, mixed.assign(cpu_share=0.5))["client"]
+    assert calm["limited"] is False and len(calm["cpu_share"]["workers"]) == 2
+
+
 def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
     records = [
         # good: TTFT 0.1, gaps 0.02 0.02
