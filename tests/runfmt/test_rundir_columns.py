@@ -1,4 +1,5 @@
-"""Column batches in the run-directory journal: the per-token rows of ``chunks``."""
+"""Columns in the run-directory journal: the per-token rows of ``chunks`` as batches, and a
+column set once the run is over (``RunDir.set_column``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from array import array
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pytest
 
+from runfmt.journal import read_journal
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
 
@@ -71,3 +75,25 @@ def test_batches_of_different_shapes_keep_their_fields(tmp_path: Path) -> None:
     assert df["x"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert df["phase"].fillna("-").tolist() == ["-", "-", "warm", "-"]
     assert df["y"].fillna(-1).tolist() == [-1, -1, 9, -1]
+
+
+def test_a_column_known_after_the_run_is_set_in_journal_and_parquet(tmp_path: Path) -> None:
+    """``set_column`` (the oracle's values after a run): rows by id, others untouched, a
+    torn last line kept as it was, the parquet compacted again; an open table refused."""
+    run = RunDir(tmp_path, create=True)
+    table = run.table("requests")
+    for rid in ("a", "b", "c"):
+        table.append({"id": rid, "expected_cached_tokens": None, "max_tokens": 4})
+    with pytest.raises(RuntimeError, match="still open"):
+        run.set_column("requests", "expected_cached_tokens", {"a": 1})
+    run.close()
+    journal = tmp_path / "requests.jsonl"
+    with journal.open("a") as fh:
+        fh.write('{"id": "torn", "exp')  # a write cut short: not a row
+    run.set_column("requests", "expected_cached_tokens", {"a": 16, "c": 0, "torn": 5})
+    assert journal.read_text().endswith('{"id": "torn", "exp')
+    for rows in (RunTables(tmp_path).requests, read_journal(journal)):
+        assert rows["id"].tolist() == ["a", "b", "c"]
+        values = rows["expected_cached_tokens"].tolist()
+        assert values[0] == 16 and values[2] == 0 and pd.isna(values[1])
+        assert rows["max_tokens"].tolist() == [4, 4, 4]
