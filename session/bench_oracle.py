@@ -16,8 +16,8 @@ configuration when it is not scraped; ``--block-size``/``--num-gpu-blocks`` over
   whole plan;
 * **after the run, in the order it happened**, for a plan with later turns of sessions,
   whose prompts hold the server's answers: every recorded request is ``expect``-ed when
-  it was sent and, once the server had prefilled it, ``record``-ed with the tokens it
-  returned when it ended; a later turn's prompt is what the load generator composed
+  it was sent; its prompt joins the cache at its first token (prefilled) and the tokens
+  it returned when it ended; a later turn's prompt is what the load generator composed
   (``LoadResult.composed_prompts``).
 
 Values found after the run are written into ``requests`` (``RunDir.set_column``) before
@@ -174,12 +174,13 @@ class RunOracle:
     def _as_it_happened(
         self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
     ) -> dict[str, int | None]:
-        """Each request ``expect``-ed at its send and ``record``-ed at its end, in time order
-        (an end before a send at the same instant)."""
+        """Replay the recorded events in time order: a request is ``expect``-ed when it was
+        sent; its prompt joins the cache at its first token (the server has prefilled it),
+        its answer but the last token when it ended. At one instant, what joins the cache
+        goes before what is sent."""
         specs = {r.id: r for r in plan.requests}
         oracle = PrefixOracle(*self._args()[:2], self.model, vocab_size=self.vocab_size)
-        ends: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
-        sends: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
+        events: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
         for row in requests.to_dict("records"):
             spec = specs.get(row["id"])
             if spec is None or _missing(row.get("sent_s")):
@@ -188,26 +189,34 @@ class RunOracle:
             prompt = composed.get(spec.id) if later else spec.prompt
             if prompt is None:  # a text history the server's tokenizer gave no ids for
                 continue
-            sends.append((row["sent_s"], 1, spec, prompt, row))
-            if not _missing(row.get("first_token_s")) and not _missing(row.get("end_s")):
-                ends.append((row["end_s"], 0, spec, prompt, row))  # prefilled: in the cache
+            events.append((row["sent_s"], _SENT, spec, prompt, row))
+            if not _missing(row.get("first_token_s")):
+                events.append((row["first_token_s"], _PREFILLED, spec, prompt, row))
+                if not _missing(row.get("end_s")):
+                    events.append((row["end_s"], _ENDED, spec, prompt, row))
         expected: dict[str, int | None] = {}
-        for _, is_send, spec, prompt, row in sorted(ends + sends, key=lambda e: e[:2]):
+        for _, event, spec, prompt, row in sorted(events, key=lambda e: e[:2]):
             scope = spec.scope(self.model)
-            if is_send:
+            if event == _SENT:
                 expected[spec.id] = oracle.expect(prompt, scope)
-                continue
-            returned = row.get("output_token_ids")
-            ids = [] if _missing(returned) else [int(t) for t in returned]
-            kept = ids[:-1]  # the last output token never enters the KV cache
-            unknown = 0 if ids else max(0, int(_number(row.get("output_tokens"))) - 1)
-            oracle.record(
-                prompt.extended(Segment(len(kept), tokens=tuple(kept))),
-                scope,
-                prompt_len=len(prompt),
-                extra_tokens=unknown,
-            )
+            elif event == _PREFILLED:
+                oracle.record(prompt, scope)
+            else:
+                returned = row.get("output_token_ids")
+                ids = [] if _missing(returned) else [int(t) for t in returned]
+                kept = ids[:-1]  # the last output token never enters the KV cache
+                unknown = 0 if ids else max(0, int(_number(row.get("output_tokens"))) - 1)
+                oracle.record(
+                    prompt.extended(Segment(len(kept), tokens=tuple(kept))),
+                    scope,
+                    prompt_len=len(prompt),
+                    extra_tokens=unknown,
+                )
         return expected
+
+
+#: Events of a request replayed after the run, in the order they go at one instant.
+_PREFILLED, _ENDED, _SENT = 0, 1, 2
 
 
 def _missing(value: Any) -> bool:

@@ -118,3 +118,25 @@ def test_a_session_is_replayed_with_the_history_it_sent(tmp_path: Path) -> None:
     oracle = RunOracle(Geometry(4, None, "test"), "tiny-llama", 8192)
     expected = oracle.after_run(Plan("test", 0, plan), requests, result.composed_prompts)
     assert expected == {"t0": 0, "t1": 4, "t2": 12}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sessions_replayed_after_the_run_equal_the_engines_cached_tokens(
+    tmp_path: Path, workers: int
+) -> None:
+    """Token-id sessions (a shared system prompt, each turn's history the engine's own
+    answer) from one process and from two: the later turns' composed prompts come back
+    from the workers, and every request's expectation is the engine's ``cached_tokens``."""
+    run = tmp_path / "run"
+    overrides = {"num_requests": 12, "turns": 3, "think_time": 0.05, "output_len": 24}
+    outcome = bench("multi-turn", run, engine=("fixed_step_s=0.002",), overrides=overrides,
+                    workers=workers)  # fmt: skip
+    assert outcome.status == "complete"
+    requests = requests_table(run)
+    assert len(requests) == 12 and (requests["status"] == "ok").all()
+    later = requests[requests["turn"] >= 1]
+    assert len(later) == 8 and (later["cached_tokens"] > 0).all()
+    assert read_json(run, "run.json")["load"]["workers"] == workers
+    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all(), requests[
+        ["id", "sent_s", "end_s", "cached_tokens", "expected_cached_tokens"]
+    ]
