@@ -13,8 +13,10 @@ So a read is stamped with the return time of the poll that reported it:
 
 * :class:`PollClock` wraps the running loop's selector so that each poll notes
   ``perf_counter()`` when it returns (a plain attribute set; restored by ``close``). A
-  loop without a selector (another loop implementation) falls back to stamping in
-  ``data_received``.
+  loop without a selector — uvloop, which ``runtime.event_loop`` runs the CLI's loads
+  on where it is installed — falls back to stamping in ``data_received``: uvloop hands
+  a socket's bytes to its protocol as soon as it has read them, in the iteration the
+  poll reported them, and no reader task runs in between.
 * :meth:`ArrivalStamps.of` wraps a connection's protocol once, so that each
   ``data_received`` copies the current poll time to the connection's :class:`Arrivals`.
   A reader task wakes exactly one iteration after that call, before the same socket can
@@ -101,6 +103,12 @@ class ArrivalStamps:
         protocol.data_received = data_received
         setattr(protocol, _ATTRIBUTE, arrivals)
         return arrivals
+
+    def for_connection(self, connection: Any) -> Arrivals:
+        """The stamps of an aiohttp connection's reads (``of`` its protocol); for
+        ``None``, a response whose whole body came in with its headers, stamps of now."""
+        protocol = connection.protocol if connection is not None else None
+        return self.of(protocol) if protocol is not None else Arrivals()
 
     def close(self) -> None:
         self.poll.close()

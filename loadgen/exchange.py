@@ -10,8 +10,8 @@ request whose bytes never went out (refused connection) keeps the time it was st
 The read loop is the client's hot path, run once per network read of every stream:
 an ``await`` on aiohttp's buffer, the read's arrival stamp (:mod:`loadgen.arrivals`),
 the adapter's byte-level parse and two appends to typed arrays (no Python object per
-token). Everything else (the record's
-fields, the error class) is settled once, when the request ends.
+token). Everything else (the record's fields, the error class) is settled once, when
+the request ends.
 
 Error classes (``ErrorKind``), by what the server did:
 
@@ -47,7 +47,7 @@ import aiohttp
 from aiohttp.payload import BytesPayload
 
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
-from loadgen.arrivals import Arrivals, ArrivalStamps
+from loadgen.arrivals import ArrivalStamps
 from loadgen.records import ErrorKind, RequestRecord, Status
 from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
 from runtime.clock import RunClock
@@ -269,9 +269,7 @@ class Exchanger:
                 )
             state.streaming = True
             # The hot loop, one pass per network read (see the module docstring).
-            connection = resp.connection  # None: the whole body is in already
-            protocol = connection.protocol if connection is not None else None
-            arrivals = self.stamps.of(protocol) if protocol is not None else Arrivals()
+            arrivals = self.stamps.for_connection(resp.connection)
             read = resp.content.readany
             feed = stream.feed
             t0 = self.clock.t0

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+from runtime import event_loop
+
 T = TypeVar("T")
 
 #: The signals that stop a command like Ctrl-C does.
@@ -141,13 +143,14 @@ def _cancel_on_stop(task: asyncio.Task[Any]) -> Iterator[list[signal.Signals]]:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` with every stop signal cancelling ``main`` once.
+    """``asyncio.run(main)`` (on ``runtime.event_loop``'s loop) with every stop signal
+    cancelling ``main`` once.
 
     ``main`` is expected to absorb the cancellation and return (having written its
     files); if it ends cancelled instead, ``Stopped`` is raised for the signal.
     """
     if threading.current_thread() is not threading.main_thread():
-        return asyncio.run(main)
+        return event_loop.run(main)
     _received.clear()  # what stopped an earlier command of this process is not news
 
     async def guarded() -> tuple[T | None, signal.Signals | None]:
@@ -162,7 +165,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
                 task.uncancel()
                 return None, hits[0]
 
-    result, stopped_by = asyncio.run(guarded())
+    result, stopped_by = event_loop.run(guarded())
     if stopped_by is not None:
         raise Stopped(stopped_by)
     return result  # type: ignore[return-value]

@@ -19,7 +19,6 @@ A dead actor (``ray.kill``, a node lost) is a failed shard, as a dead worker pro
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import secrets
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 
 from runfmt.names import journal_file
 from runfmt.rundir import RunDir
+from runtime import event_loop
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
 from session.workers import TABLES, ShardJob, WorkerPool, _work, _Worker
@@ -70,7 +70,7 @@ class ShardActor:
     def start(self, job: ShardJob) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="prefillscope-shard-"))
         local = replace(job, folder=self._folder)
-        self._thread = threading.Thread(target=asyncio.run, args=(_work(local, self),))
+        self._thread = threading.Thread(target=event_loop.run, args=(_work(local, self),))
         self._thread.start()
 
     # the worker's side of the "pipe"

@@ -46,7 +46,7 @@ from runfmt.names import (
     journal_file,
 )
 from runfmt.rundir import RunDir
-from runtime import signals
+from runtime import event_loop, signals
 from runtime.child import become_child
 from runtime.clock import RunClock
 from session.bench_plan import full_text_tokens, plan_tokenizer
@@ -84,7 +84,7 @@ class ShardJob:
 def worker_main(job: ShardJob, conn: Any) -> None:
     """A worker process: send the shard, journal it, report; the parent decides the end."""
     become_child()
-    asyncio.run(_work(job, conn))
+    event_loop.run(_work(job, conn))
 
 
 def _text_tokens(job: ShardJob) -> Callable[[str], list[int]] | None:

@@ -70,14 +70,13 @@ def run_sweep_command(
     """Run the sweep of ``text``'s loads on ``axis`` with ``flags`` (validated) as each
     point's bench flags; print its table (or ``sweep.json`` with ``out``, the folder);
     exit 3 when a point did not complete, else 0. ``sweep`` and ``bench --rate 1,2,4``."""
-    import asyncio
-
     from rich.console import Console
 
     from prefillscope.bench_flags import FLAG_BOUNDS
     from prefillscope.commands.bench import make_display
     from prefillscope.commands.report import write_html
     from prefillscope.report.sweep_view import render_sweep_html
+    from runtime import event_loop
     from session.bench_runner import default_out
     from session.sweep import parse_values, run_sweep
 
@@ -91,7 +90,7 @@ def run_sweep_command(
         return make_display(True, f"sweep {name}") if not as_json else make_display(True, name)
 
     try:
-        result = asyncio.run(
+        result = event_loop.run(
             run_sweep(base, axis, values, folder, search=not every_point, display=display)
         )
     except KeyboardInterrupt:
