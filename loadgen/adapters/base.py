@@ -34,7 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+try:  # a declared dependency; an environment installed before it was added still runs
+    import orjson
+except ImportError:  # pragma: no cover - json alone, slower
+    orjson = None
 
 from loadgen.sse import NamedEvent, SSEParser
 from loadgen.target import Target
@@ -95,10 +98,12 @@ def error_message(obj: Any) -> str:
 
 def loads(payload: bytes) -> Any:
     """A JSON document: orjson's decode, json's where orjson is stricter (see above)."""
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return json.loads(payload)
+    if orjson is not None:
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(payload)
 
 
 class EventStream:
