@@ -233,6 +233,10 @@ class BenchFlags:
         str | None,
         typer.Option(help="Send from Ray actors: auto, a cluster address, or local."),
     ] = None
+    ray_placement: Annotated[
+        str | None,
+        typer.Option(help="Ray actors one per CPU (cpu, the default) or one per node (node)."),
+    ] = None
 
     def validate(self) -> None:
         """Every numeric flag within its bounds (``FLAG_BOUNDS``): one ``InputError`` naming
@@ -334,6 +338,7 @@ class BenchFlags:
             command=command,
             workers=self.workers,
             ray=self.ray,
+            ray_placement=self.ray_placement,
         )
 
 

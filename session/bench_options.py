@@ -70,3 +70,6 @@ class BenchOptions:
     #: Send the shards from Ray actors: ``auto`` (the running cluster), an address, or
     #: ``local`` (a cluster of this host started for the run); None: worker processes.
     ray: str | None = None
+    #: Where the Ray actors go: ``cpu`` (None: the default) or ``node``
+    #: (``session.ray_placement``).
+    ray_placement: str | None = None

@@ -75,8 +75,9 @@ from session.bench_plan import (
 from session.bench_summary import write_summary
 from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
-from session.ray_workers import RayPool, require_ray
-from session.shards import split_plan, workers_needed
+from session.ray_placement import check_cluster, check_flags
+from session.ray_workers import RayPool
+from session.shards import split_plan
 from session.workers import WorkerPool, worker_pool
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -163,8 +164,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
     redact.register_urls(options.endpoint, options.prometheus)
     redact.register_argv(options.command)
     spec, deadline_s = resolve_workload(options.workload, options.overrides, options.api)
-    if options.ray is not None:
-        require_ray()
+    check_flags(options.ray, options.ray_placement)
     prometheus = None
     if options.prometheus:  # its client library imports requests and more: only when asked
         from probes.prometheus_source import PrometheusSource
@@ -197,6 +197,9 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
                 params=RequestParams(logprobs=options.record_outputs),
                 timeout_s=options.timeout_s,
             )
+        if options.ray is not None:  # the cluster can hold the shards as placed
+            shards = split_plan(plan, options.workers, options.max_concurrency)
+            check_cluster(options.ray, options.ray_placement, len(shards))
         run = make_run_dir(options.out or default_out(spec.name))
         clock = RunClock()
         info = run_info(options, spec, plan, target, clock, deadline_s, engine)
@@ -263,8 +266,7 @@ class _Bench:
             replay = oracle if after_run else None
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
             cap = options.max_concurrency
-            workers = options.workers or workers_needed(plan, max_concurrency=cap)
-            shards = split_plan(plan, workers, cap)
+            shards = split_plan(plan, options.workers, cap)
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
@@ -323,7 +325,12 @@ class _Bench:
         """Worker processes, or Ray actors with ``--ray``."""
         if self.options.ray is None:
             return WorkerPool
-        return functools.partial(RayPool, address=self.options.ray, report=self.info.load)
+        return functools.partial(
+            RayPool,
+            address=self.options.ray,
+            report=self.info.load,
+            placement=self.options.ray_placement,
+        )
 
     def _load_options(self) -> LoadOptions:
         users = self.options.max_concurrency or self.plan.concurrency or PRECONNECT

@@ -33,24 +33,13 @@ from runfmt.rundir import RunDir
 from runtime import event_loop
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
+from session.ray_placement import connect, in_bundle, release, require_ray, reserve
 from session.workers import TABLES, ShardJob, WorkerPool, _work, _Worker
-from workloads.errors import InputError
 
 #: Clock readings taken per actor; the one with the shortest round trip is kept.
 ALIGN_SAMPLES = 8
 #: How often the driver collects an actor's messages and rows.
 POLL_S = 0.25
-
-
-def require_ray() -> Any:
-    """The ``ray`` module, or an ``InputError`` saying how to get it."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError(
-            "--ray", "needs the ray package", "pip install 'prefillscope[ray]'"
-        ) from None
-    return ray
 
 
 class ShardActor:
@@ -66,6 +55,15 @@ class ShardActor:
 
     def perf_counter(self) -> float:
         return time.perf_counter()
+
+    def where(self) -> dict[str, str]:
+        """The node this actor runs on: Ray's id of it and its address."""
+        import ray
+
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "host": ray.util.get_node_ip_address(),
+        }
 
     def start(self, job: ShardJob) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="prefillscope-shard-"))
@@ -119,24 +117,30 @@ class RayPool(WorkerPool):
         *,
         address: str,
         report: dict[str, Any],
+        placement: str | None = None,
     ) -> None:
         super().__init__(jobs, run, clock, stats)
         self.address = address
         self.report = report
+        self.placement = placement
+        self._group: Any = None
 
     def _start(self) -> None:
-        ray = require_ray()
-        if not ray.is_initialized():
-            ray.init(address=None if self.address == "local" else self.address)
+        ray = connect(self.address)
+        self._group = reserve(ray, self.placement, len(self.jobs))
         remote = ray.remote(num_cpus=1, max_concurrency=4)(ShardActor)
         assert self._loop is not None
         call = self._loop.call_soon_threadsafe
         clocks = []
         run_token = secrets.token_hex(4)
-        for job in self.jobs:
-            actor = remote.options(name=f"prefillscope-{run_token}-shard-{job.index}").remote()
+        for bundle, job in enumerate(self.jobs):
+            actor = remote.options(
+                name=f"prefillscope-{run_token}-shard-{job.index}",
+                scheduling_strategy=in_bundle(self._group, bundle),
+            ).remote()
             offset, error = self._align(ray, actor)
-            clocks.append({"shard": job.index, "offset_s": offset, "error_s": error})
+            where = ray.get(actor.where.remote())
+            clocks.append({"shard": job.index, **where, "offset_s": offset, "error_s": error})
             shifted = RunClock(t0=job.clock.t0 + offset, wall_t0=job.clock.wall_t0)
             actor.start.remote(replace(job, clock=shifted))
             worker = _Worker(job, actor, None)
@@ -145,7 +149,9 @@ class RayPool(WorkerPool):
         errors = [c["error_s"] for c in clocks]
         self.report["ray"] = {
             "address": self.address,
+            "placement": self.placement or "cpu",
             "actors": len(clocks),
+            "nodes": len({c["node"] for c in clocks}),
             "clock_alignment_error_max_s": max(errors),
             "clocks": clocks,
         }
@@ -190,6 +196,8 @@ class RayPool(WorkerPool):
         ray = require_ray()
         for worker in self._workers:
             ray.kill(worker.process)
+        if self._group is not None:
+            release(self._group)
 
     def _death(self, worker: _Worker) -> str:
         return "its Ray actor is gone"

@@ -79,8 +79,10 @@ def split_exactly(total: int, weights: list[int]) -> list[int]:
     return shares
 
 
-def split_plan(plan: Plan, workers: int, max_concurrency: int | None = None) -> list[Shard]:
-    """``plan`` as ``workers`` shards (fewer when it has fewer units or users than that)."""
+def split_plan(plan: Plan, workers: int | None, max_concurrency: int | None = None) -> list[Shard]:
+    """``plan`` as ``workers`` shards (fewer when it has fewer units or users than that;
+    None: as many as its token rate needs, ``workers_needed``)."""
+    workers = workers or workers_needed(plan, max_concurrency=max_concurrency)
     units: dict[tuple[str, object], list[RequestSpec]] = {}
     for spec in plan:
         units.setdefault(unit_of(spec), []).append(spec)
