@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from prefillscope.dashboard import PlainProgress
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
 
 #: A 2k-token uncached suffix behind a shared 1k prefix: TTFT is prefill-bound.
 PREFILL_BOUND = dict(groups=4, prefix_len=1024, suffix_len=2048, output_len=16, rate=12)

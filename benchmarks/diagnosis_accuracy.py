@@ -45,7 +45,8 @@ from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
 from prefillscope.engine_flags import parse_engine_flags
 from runfmt.diagnosis import Diagnosis
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
 
 MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b")
 FAST_GPUS = ("h100-sxm", "h200", "a100-80gb")

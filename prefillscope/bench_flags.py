@@ -42,7 +42,7 @@ from workloads.limits import (
 from workloads.registry import known_workloads
 
 if TYPE_CHECKING:
-    from session.bench_runner import BenchOptions
+    from session.bench_options import BenchOptions
 
 R = TypeVar("R")
 
@@ -301,7 +301,7 @@ class BenchFlags:
             picked_percentiles,
             run_slo,
         )
-        from session.bench_runner import BenchOptions
+        from session.bench_options import BenchOptions
 
         self.validate()
         telemetry = gpu_telemetry(self)

@@ -42,7 +42,8 @@ from runtime.version import package_version
 from session.ab_prediction import confront, predict_arms
 from session.bench_options import BenchOptions
 from session.bench_plan import resolve_workload
-from session.bench_runner import BenchOutcome, default_out, run_bench
+from session.bench_runner import default_out, run_bench
+from session.exit_status import BenchOutcome
 from session.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 from simengine.settings import EngineSettings
 from workloads.build import build_plan

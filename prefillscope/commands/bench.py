@@ -37,7 +37,8 @@ from workloads.errors import InputError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from session.bench_runner import BenchOptions, BenchOutcome
+    from session.bench_options import BenchOptions
+    from session.exit_status import BenchOutcome
     from session.live_stats import Display
 
 

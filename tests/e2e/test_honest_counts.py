@@ -11,7 +11,8 @@ from pathlib import Path
 from bench_support import bench_cli, read_json
 
 from prefillscope.engine_flags import parse_engine_flags
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
 from session.live_stats import LiveStats
 
 FAST = ("--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off")

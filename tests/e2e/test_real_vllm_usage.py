@@ -24,7 +24,9 @@ from aiohttp import web
 from bench_support import requests_table
 from real_vllm import VOCAB_SIZE
 
-from session.bench_runner import BenchOptions, BenchOutcome, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
+from session.exit_status import BenchOutcome
 
 pytestmark = pytest.mark.real_vllm
 

@@ -15,7 +15,9 @@ import pandas as pd
 
 from prefillscope.engine_flags import parse_engine_flags
 from runfmt.tables import RunTables
-from session.bench_runner import BenchOptions, BenchOutcome, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
+from session.exit_status import BenchOutcome
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]
 

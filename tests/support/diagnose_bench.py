@@ -20,7 +20,8 @@ import pytest
 from prefillscope.cli import main
 from prefillscope.engine_flags import parse_engine_flags
 from runfmt.diagnosis import Diagnosis
-from session.bench_runner import BenchOptions, run_bench
+from session.bench_options import BenchOptions
+from session.bench_runner import run_bench
 
 #: The interference pattern the chunk-size hypothesis is about, sized to run in ~2 s:
 #: four decode streams of 200 tokens, three 8192-token prompts dropped into them.
