@@ -38,12 +38,12 @@ def test_interference_says_its_decode_streams_before_sending(tmp_path: Path) -> 
 
 def test_the_target_rate_shown_is_the_rate_asked_for(tmp_path: Path) -> None:
     done = bench_cli(
-        "--workload", "multi-turn", "--num-requests", "8", "--rate", "2",
+        "--workload", "multi-turn", "--num-requests", "8", "--rate", "2.5",
         "--set", "think_time=0.1", "--set", "output_len=8", *FAST, "--out", str(tmp_path / "r"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     progress = [line for line in done.stdout.splitlines() if line.startswith("bench: ")]
-    assert "(target 2.0 sessions/s)" in progress[-1]
+    assert "(target 2.5 sessions/s)" in progress[-1]
     assert "8 sent · 8/8 done" in progress[-1]
 
 
