@@ -87,6 +87,8 @@ def _show(value: float | int) -> str:
 def check_plan_size(requests: float, what: str, field: str = "num_requests") -> None:
     """Refuse a plan of more than ``MAX_PLAN_REQUESTS`` requests before building it."""
     if not requests <= MAX_PLAN_REQUESTS:  # also catches NaN and inf
+        if math.isnan(requests):
+            raise InputError(field, f"{what} asks for NaN requests", "give a finite count")
         shown = "unbounded" if math.isinf(requests) else f"about {_show(math.ceil(requests))}"
         raise InputError(
             field,
