@@ -38,13 +38,13 @@ on the way, such as a cache reset against an unreachable server) leaves it ``fai
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 
 import aiohttp
 
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
+from loadgen.adapters.base import encode
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.connections import preconnect, unreachable
@@ -264,8 +264,9 @@ class LoadRun:
         want_ids = self.options.keep_token_ids or more
         salt = self._cache.salt_for(spec.tenant)
         body = self.adapter.body(Outgoing(spec, prompt, salt, want_ids))
-        encoded = json.dumps(body, separators=(",", ":")).encode()
-        return Prepared(encoded, prompt, prompt_tokens, want_ids, more and isinstance(full, str))
+        return Prepared(
+            encode(body), prompt, prompt_tokens, want_ids, more and isinstance(full, str)
+        )
 
     async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:
         record = new_record(spec, intended_s)

@@ -24,7 +24,9 @@ The full decode is orjson's: 0.6–1.4 µs for a 170–310-byte event against js
 counter, or ``--record-outputs``) measured ~3 µs less CPU per token (38.8 → 35.6 µs at
 256 streams, benchmarks/loadgen_overhead.py's engine). What orjson refuses but Python's
 json reads (``NaN``, ``Infinity``, integers beyond 64 bits) goes to json, so what counts
-as malformed is unchanged.
+as malformed is unchanged. Request bodies are encoded by orjson too (``encode``): 0.5 /
+3.3 / 36 µs for a body of 16 / 1,000 / 8,000 token ids against json's 7 / 70 / 450 µs,
+per request, ahead of its send.
 """
 
 from __future__ import annotations
@@ -104,6 +106,17 @@ def loads(payload: bytes) -> Any:
         except orjson.JSONDecodeError:
             pass
     return json.loads(payload)
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """A request body as compact JSON (UTF-8): orjson's, json's for what orjson cannot
+    encode (integers beyond 64 bits, keys that are not strings)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(body)
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 class EventStream:

@@ -1,0 +1,41 @@
+"""The hot path's JSON: orjson where it can, json's answer wherever orjson would differ."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from loadgen.adapters.base import EventStream, encode, loads
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "m", "prompt": list(range(1000, 9000)), "max_tokens": 8, "stream": True},
+        {"prompt": 'héllo \u2028 “quoted” "x" \\ \n', "temperature": 0.0, "top_p": 1e-300},
+        {"prompt": [2**70], "seed": -(2**63)},  # beyond orjson's 64 bits: json encodes it
+    ],
+)
+def test_a_body_decodes_to_what_was_encoded(body) -> None:
+    assert json.loads(encode(body)) == body
+
+
+def test_events_json_accepts_are_read_as_json_reads_them() -> None:
+    event = b'{"choices":[{"logprobs":{"token_logprobs":[-Infinity, NaN]}}],"n":2e400,"i":%d}' % (
+        2**70
+    )
+    decoded = loads(event)
+    assert decoded["i"] == 2**70 and decoded["n"] == math.inf
+    values = decoded["choices"][0]["logprobs"]["token_logprobs"]
+    assert values[0] == -math.inf and math.isnan(values[1])
+    with pytest.raises(ValueError):
+        loads(b'{"choices": [')
+
+
+def test_a_malformed_event_is_still_reported_as_one() -> None:
+    stream = EventStream()
+    assert stream.decode(b"{not json}") is None
+    assert stream.malformed is not None and "not a JSON object" in stream.malformed
+    assert stream.decode(b"[1, 2]") is None  # valid JSON, not an object
