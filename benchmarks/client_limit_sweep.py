@@ -3,7 +3,9 @@
 The light SSE mock (``sse_mock.py``: one token per stream per step, thousands of streams
 on one core) is pinned to core 0; each client runs on the cores given to it (by default
 the bare reader and one prefillscope process on core 1, 2 and 4 workers on cores 0,1:
-on a 2-core machine a second worker can only share the mock's core). For each number
+on a 2-core machine a second worker can only share the mock's core; the bare reader on
+asyncio's own loop, prefillscope on the loop its command runs, uvloop where installed).
+For each number
 of concurrent streams, every client streams the same closed-loop requests, and the
 table says whether it was *limited*:
 
@@ -61,7 +63,9 @@ import numpy as np
 import pandas as pd
 from loadgen_overhead import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
 
+from probes.latency import summarize
 from runfmt.tables import RunTables
+from runtime import event_loop
 from runtime.clock import RunClock
 
 HERE = Path(__file__).resolve().parent
@@ -70,6 +74,10 @@ CLIENTS = {"bare": ("1", 0), "w1": ("1", 1), "w2": ("0,1", 2), "w4": ("0,1", 4)}
 #: ``--rt``: the mock's real-time priority, above the clients' (a worker sharing the
 #: mock's core runs when the mock does not).
 MOCK_RT_PRIORITY, CLIENT_RT_PRIORITY = 20, 10
+#: The rules a client is limited by, each with its first stream count in the report: the
+#: benchmark's (busy or late) and each half of it, and summary.json's ``client.limited``
+#: (dispatch lag p99 or the busiest loop's sustained CPU; none for the bare reader).
+RULES = {"busy or late": "limited", "busy": "busy", "late": "late", "summary": "summary_limited"}
 
 
 def cpu_set(text: str) -> set[int]:
@@ -145,6 +153,7 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
     os.sched_setaffinity(0, cpu_set(cores))  # the workers inherit it
     since = time.perf_counter()
     cpu0, wall0 = time.process_time(), time.perf_counter()
+    health: dict = {}
     if workers == 0:
         reads, tokens = await bare(url, streams, args.per_stream, args.tokens)
         wall = time.perf_counter() - wall0
@@ -161,6 +170,7 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
             tables = RunTables(run_dir)
             tokens = int(tables.requests["output_tokens"].sum())
             chunks = tables.chunks
+            health = summarize(run_dir)["client"]  # the project's own verdict
         chunks["t_s"] += clock.t0  # run time back to perf_counter, the mock's clock
         share = busiest_share(result, cpu, wall)
     ticks = await mock_ticks(url, since)
@@ -188,6 +198,8 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
     row["busy"] = bool(share >= LIMITED_CPU_SHARE)
     row["late"] = bool(row["gap_error_p99_ms"] > step_s * 1e3 / 4)
     row["limited"] = row["busy"] or row["late"]
+    row["summary_limited"] = health.get("limited")  # summary.json's client: limited
+    row["summary_reasons"] = health.get("reasons")
     row["void"] = bool(row["mock_delay_p50_ms"] > step_s * 1e3 / 4)
     return row
 
@@ -200,11 +212,14 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
     print(f"{'streams':>7} {'client':>6} {'cores':>5} {'tok/s':>8} {'µs/tok':>7} {'busiest':>7} "
           f"{'gap err p50/p99':>16} {'late p50/p99':>16} {'mock p50/p99':>14} {'write':>6} "
           f"{'load':>5}")  # fmt: skip
-    first: dict[str, int | None] = {name: None for name in args.clients}
+    first: dict[str, dict[str, int | None]] = {name: dict.fromkeys(RULES) for name in args.clients}
     for streams, rows in results.items():
         for name, r in rows.items():
             verdict = "void (mock late)" if r["void"] else ("limited" if r["limited"] else "")
-            why = ",".join(k for k in ("busy", "late") if r[k])
+            why = [k for k in ("busy", "late") if r[k]]
+            if r["summary_limited"]:
+                why.append("summary.json: " + "; ".join(r["summary_reasons"]))
+            notes = f" ({', '.join(why)})" if why and not r["void"] else ""
             print(
                 f"{streams:>7} {name:>6} {r['cores']:>5} {r['tokens_per_s']:>8.0f} "
                 f"{r['cpu_us_per_token']:>7.1f} {r['busiest_cpu_share']:>7.2f} "
@@ -212,13 +227,14 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
                 f"{r['late_p50_ms']:>7.2f}/{r['late_p99_ms']:<7.2f}ms "
                 f"{r['mock_delay_p50_ms']:>5.1f}/{r['mock_delay_p99_ms']:<5.1f}ms "
                 f"{r['mock_write_p50_ms']:>4.1f}ms {r['load_average_1m']:>5.1f} "
-                f"{verdict}{f' ({why})' if why and not r['void'] else ''}"
+                f"{verdict}{notes}"
             )
-            if r["limited"] and not r["void"] and first[name] is None:
-                first[name] = streams
-    for name, streams in first.items():
-        print(f"{name}: client-limited from {streams} streams" if streams else
-              f"{name}: not client-limited up to {max(results)} streams")  # fmt: skip
+            for rule, key in RULES.items():
+                if r[key] and not r["void"] and first[name][rule] is None:
+                    first[name][rule] = streams
+    for name, by_rule in first.items():
+        at = [f"{n or f'> {max(results)}'} streams ({rule})" for rule, n in by_rule.items()]
+        print(f"{name}: client-limited from {', '.join(at)}")
     return first
 
 
@@ -252,7 +268,8 @@ def main() -> None:
         for streams in (int(s) for s in args.streams.split(",")):
             rows: dict[str, dict] = {}
             for name in list(args.clients) * args.rounds:
-                row = asyncio.run(one_point(url, name, streams, args))
+                runner = asyncio.run if args.clients[name][1] == 0 else event_loop.run
+                row = runner(one_point(url, name, streams, args))  # prefillscope's loop: uvloop
                 if name not in rows or row["gap_error_p99_ms"] < rows[name]["gap_error_p99_ms"]:
                     rows[name] = row  # the quietest round: the machine is shared
             results[streams] = rows
