@@ -68,8 +68,9 @@ class ShardActor:
     def start(self, job: ShardJob) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="prefillscope-shard-"))
         local = replace(job, folder=self._folder)
-        self._thread = threading.Thread(target=event_loop.run, args=(_work(local, self),))
-        self._thread.start()
+        thread = threading.Thread(target=event_loop.run, args=(_work(local, self),))
+        thread.start()  # then seen by poll (a concurrent call): never as "not alive yet"
+        self._thread = thread
 
     # the worker's side of the "pipe"
     def send(self, message: tuple[Any, ...]) -> None:
