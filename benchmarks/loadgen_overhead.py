@@ -41,8 +41,13 @@ The engine's own step jitter (GC, a busy core) shows in every stream at once; th
 ``client err`` columns remove it by comparing each stream's gap with the other streams'
 gap over the same two engine steps.
 
+``--mock sse`` streams from the light SSE mock (``sse_mock.py``) instead of the engine:
+it keeps its step far beyond the engine's few hundred streams (no engine ITL then). The
+stream count at which each client becomes limited with the mock on a core of its own,
+swept: ``client_limit_sweep.py``.
+
 Run: ``.venv/bin/python benchmarks/loadgen_overhead.py [--streams 64,512] [--tokens 100]
-[--step-ms 50] [--rounds 2] [--json]``
+[--step-ms 50] [--rounds 2] [--mock engine|sse] [--json]``
 """
 
 from __future__ import annotations
@@ -95,7 +100,11 @@ def cores() -> tuple[int | None, int | None]:
     return (mine[0], mine[1]) if len(mine) >= 2 else (None, None)
 
 
-def start_server(step_ms: float, core: int | None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    step_ms: float, core: int | None, mock: str = "engine"
+) -> tuple[subprocess.Popen, str]:
+    """The server streamed from: the embedded engine, or (``mock="sse"``) the light SSE
+    mock (``sse_mock.py``), which keeps its step at thousands of streams on one core."""
     command = [
         str(ROOT / ".venv" / "bin" / "prefillscope"),
         "serve",
@@ -105,6 +114,13 @@ def start_server(step_ms: float, core: int | None) -> tuple[subprocess.Popen, st
         "--max-num-batched-tokens", "16384",
         "--json",
     ]  # fmt: skip
+    if mock == "sse":
+        command = [
+            sys.executable,
+            str(ROOT / "benchmarks" / "sse_mock.py"),
+            "--step-ms",
+            str(step_ms),
+        ]
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -439,9 +455,13 @@ def main() -> None:
         "--bench16-only", action="store_true", help="only the 16-request command's CPU"
     )
     parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
+    parser.add_argument(
+        "--mock", choices=("engine", "sse"), default="engine",
+        help="stream from the embedded engine or the light SSE mock (no engine ITL then)",
+    )  # fmt: skip
     args = parser.parse_args()
     client_core, server_core = cores()
-    proc, url = start_server(args.step_ms, server_core)
+    proc, url = start_server(args.step_ms, server_core, args.mock)
     try:
         pin(client_core)
         bench16 = [bench_cpu(url, 16) for _ in range(3)]
