@@ -85,7 +85,7 @@ async def _reset(session: aiohttp.ClientSession, target: Target) -> str | None:
         return await _erase_llamacpp_slots(session, target)
     path = target.capabilities.reset_path
     if path is None:
-        return f"a {target.flavour} server has no cache-reset endpoint"
+        return f"the {target.flavour} backend has no cache-reset endpoint"
     headers = target.headers()
     async with session.post(target.url(path), headers=headers) as resp:
         if resp.status < 300:
