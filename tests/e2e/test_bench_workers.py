@@ -246,4 +246,5 @@ def test_a_killed_parent_leaves_every_workers_row_readable(tmp_path: Path) -> No
     assert requests["id"].is_unique
     assert len(tables.chunks) == journaled["chunks"]
     assert set(tables.client["worker"]) == {0, 1}
-    assert set(requests.query("status != 'ok'")["error_kind"]) <= {"cancelled"}
+    # in flight when the engine died with the parent too: each one says why it ended
+    assert requests.query("status != 'ok'")["error_kind"].notna().all()
