@@ -260,6 +260,12 @@ def main() -> None:
         name, _, cores = item.partition("=")
         places[name] = (cores, places[name][1])
     args.clients = {name: places[name] for name in args.clients.split(",")}
+    if args.rt:
+        try:  # the mock is started at real-time priority: say so now if that is not allowed
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CLIENT_RT_PRIORITY))
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except PermissionError:
+            parser.error("--rt needs root (or CAP_SYS_NICE)")
     proc, url = start_mock(args.step_ms, args.mock_core, args.rt)
     if args.rt:
         realtime(CLIENT_RT_PRIORITY)  # the worker processes inherit it
