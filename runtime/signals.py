@@ -65,6 +65,11 @@ def received() -> signal.Signals | None:
     return _received[0] if _received else None
 
 
+def stops() -> int:
+    """How many stop signals this process got (a second one ends a run unfinished)."""
+    return len(_received)
+
+
 def stop_name() -> str:
     """What stopped the command (``Ctrl-C`` when it was cancelled without a signal)."""
     sig = received()

@@ -201,11 +201,11 @@ class WorkerPool:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STOP_GRACE_S):
                     await asyncio.shield(self._until(lambda w: w.gone))
-            self._conclude()
             raise
-        finally:
+        finally:  # merged once every worker has ended, even after a second stop signal cut
+            # the wait short; stopped before that, the journals stay in shards/ (still read)
             await asyncio.to_thread(self._reap)
-        self._conclude()
+            self._conclude()
         return self.result
 
     def _start(self) -> None:

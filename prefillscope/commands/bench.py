@@ -224,9 +224,16 @@ def _run(options: BenchOptions, as_json: bool) -> None:
 
     try:
         outcome = signals.run(run_bench(options, make_display(as_json, _title(options))))
-    except KeyboardInterrupt:  # a stop signal before the run directory existed
+    except KeyboardInterrupt:  # before the run directory existed, or a second stop signal
         name, status = signals.stop_name(), signals.stop_exit_code()
-        print(f"prefillscope: bench cancelled ({name}) before the run started", file=sys.stderr)
+        if signals.stops() > 1:
+            print(
+                f"prefillscope: bench stopped by a second {name} while it was stopping; "
+                "what it wrote is in its run directory",
+                file=sys.stderr,
+            )
+        else:
+            print(f"prefillscope: bench cancelled ({name}) before the run started", file=sys.stderr)
         raise typer.Exit(status) from None
     _report(outcome, as_json)
     raise typer.Exit(outcome.exit_code)

@@ -248,3 +248,33 @@ def test_a_killed_parent_leaves_every_workers_row_readable(tmp_path: Path) -> No
     assert set(tables.client["worker"]) == {0, 1}
     # in flight when the engine died with the parent too: each one says why it ended
     assert requests.query("status != 'ok'")["error_kind"].notna().all()
+
+
+def test_a_second_sigterm_ends_the_run_unfinished_with_every_row(tmp_path: Path) -> None:
+    """Two SIGTERMs in a row (an impatient CI): the second cuts the wait for the workers
+    short, but their rows are still merged once they have ended: every row journaled is
+    in the run once, its result counts them, and the command says what happened."""
+    run = tmp_path / "run"
+    bench = bench_process(
+        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
+        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
+        *("--gpu-telemetry", "off", "--out", str(run)),
+        start_new_session=True,
+    )
+    for shard in ("0", "1"):
+        wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
+    children = _children(bench.pid)
+    bench.send_signal(signal.SIGTERM)
+    time.sleep(0.01)
+    bench.send_signal(signal.SIGTERM)
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 143, stderr
+    assert _gone(children), "the workers outlived their parent"
+    journals = [run / "requests.jsonl", *(run / "shards").glob("*/requests.jsonl")]
+    journaled = sum(len(read_journal(j)) for j in journals if j.exists())
+    requests = RunTables(run).requests
+    assert len(requests) == journaled >= 10 and requests["id"].is_unique
+    info = read_json(run, "run.json")
+    assert info["status"] == "interrupted" and not (run / "shards").exists()
+    assert info["result"]["requests"]["finished"] == len(requests)
+    assert "second SIGTERM" in stderr or "interrupted" in stderr, stderr
