@@ -34,7 +34,7 @@ from runtime import event_loop
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
 from session.ray_placement import connect, in_bundle, release, require_ray, reserve
-from session.workers import TABLES, ShardJob, WorkerPool, _work, _Worker
+from session.workers import TABLES, ShardJob, WorkerPool, _work, _Worker, post
 
 #: Clock readings taken per actor; the one with the shortest round trip is kept.
 ALIGN_SAMPLES = 8
@@ -178,15 +178,16 @@ class RayPool(WorkerPool):
             try:
                 rows, messages, ended = ray.get(worker.process.poll.remote())
             except Exception:  # RayActorError and kin: the actor is gone
-                call(self._on_gone, worker)
+                post(call, self._on_gone, worker)
                 return
             for name, data in rows.items():
                 with (folder / journal_file(name)).open("ab") as fh:
                     fh.write(data)
             for message in messages:
-                call(self._on_message, worker, message)
+                if not post(call, self._on_message, worker, message):
+                    return
             if ended:
-                call(self._on_gone, worker)
+                post(call, self._on_gone, worker)
                 return
             time.sleep(POLL_S)
 

@@ -162,6 +162,16 @@ async def _work(job: ShardJob, conn: Any) -> None:
 
 
 # -- the parent's side ----------------------------------------------------------------------
+def post(call: Callable[..., Any], *args: Any) -> bool:
+    """Hand a worker's news to the parent's loop (``call``: its ``call_soon_threadsafe``);
+    False once that loop is closed: the run is over and a listener has nothing to do."""
+    try:
+        call(*args)
+    except RuntimeError:  # "Event loop is closed"
+        return False
+    return True
+
+
 @dataclass
 class _Worker:
     job: ShardJob
@@ -189,14 +199,17 @@ class WorkerPool:
 
     async def run(self) -> LoadResult:
         self._loop = asyncio.get_running_loop()
+        starting = asyncio.ensure_future(asyncio.to_thread(self._start))
         try:
-            await asyncio.to_thread(self._start)
+            await asyncio.shield(starting)
             await self._until(lambda w: w.ready or w.gone)
             t0 = self.clock.now() + START_MARGIN_S
             for worker in self._workers:
                 self._tell(worker, ("start", t0))
             await self._until(lambda w: w.gone)
         except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # every worker started is one to stop
+                await asyncio.shield(starting)
             self._stop_all(signals.stop_reason())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STOP_GRACE_S):
@@ -229,9 +242,10 @@ class WorkerPool:
             try:
                 message = worker.conn.recv()
             except (EOFError, OSError):
-                call(self._on_gone, worker)
+                post(call, self._on_gone, worker)
                 return
-            call(self._on_message, worker, message)
+            if not post(call, self._on_message, worker, message):
+                return
 
     def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind = message[0]

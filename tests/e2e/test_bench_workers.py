@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import multiprocessing
 import os
 import signal
@@ -278,3 +279,35 @@ def test_a_second_sigterm_ends_the_run_unfinished_with_every_row(tmp_path: Path)
     assert info["status"] == "interrupted" and not (run / "shards").exists()
     assert info["result"]["requests"]["finished"] == len(requests)
     assert "second SIGTERM" in stderr or "interrupted" in stderr, stderr
+
+
+def test_sigterm_while_the_workers_start_stops_them_all_cleanly(tmp_path: Path) -> None:
+    """SIGTERM as the workers are being started (a large plan: each is handed its shard
+    through a pipe): every worker started is told to stop, none outlives the command,
+    and no thread of it reports into a closed event loop."""
+    run = tmp_path / "run"
+    bench = bench_process(
+        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "20000"),
+        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
+        *("--gpu-telemetry", "off", "--out", str(run)),
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while "workers" not in _load_section(run) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.1)
+    children = _children(bench.pid)
+    bench.send_signal(signal.SIGTERM)
+    _, stderr = bench.communicate(timeout=120)
+    assert bench.returncode == 143, stderr
+    assert "Traceback" not in stderr and "Event loop is closed" not in stderr, stderr
+    assert _gone(children)
+    info = read_json(run, "run.json")
+    assert info["status"] == "interrupted" and not (run / "shards").exists()
+
+
+def _load_section(run: Path) -> dict:
+    """``run.json``'s ``load`` section as written so far ({} before it is readable)."""
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads((run / "run.json").read_text()).get("load") or {}
+    return {}
