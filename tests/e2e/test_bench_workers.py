@@ -92,8 +92,10 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
     cpu = runs[2][1].summary["client"]["cpu_share"]
     assert sorted(w["worker"] for w in cpu["workers"]) == [0, 1]
     assert cpu["sustained_max"] == max(w["sustained_max"] for w in cpu["workers"])
-    # the dashboard saw both workers' requests
-    assert runs[2][2].finished == 48 and runs[2][2].ok == 48
+    # the dashboard saw both workers' requests, and every token gap of their reads
+    final = runs[2][2]
+    assert final.sent == final.finished == final.ok == 48
+    assert final.itl.count == (two["output_tokens"] - 1).sum() and final.ttft.count == 48
 
 
 @pytest.mark.timing  # client-observed TPOT of two runs
