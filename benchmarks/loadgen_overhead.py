@@ -46,6 +46,10 @@ it keeps its step far beyond the engine's few hundred streams (no engine ITL the
 stream count at which each client becomes limited with the mock on a core of its own,
 swept: ``client_limit_sweep.py``.
 
+Both clients run on the event loop the CLI runs on (``runtime.event_loop``: uvloop where
+installed); ``PREFILLSCOPE_EVENT_LOOP=asyncio`` runs both on asyncio's, the loop a bare
+reader usually gets.
+
 Run: ``.venv/bin/python benchmarks/loadgen_overhead.py [--streams 64,512] [--tokens 100]
 [--step-ms 50] [--rounds 2] [--mock engine|sse] [--json]``
 """
@@ -74,6 +78,7 @@ from loadgen.run import run_load
 from loadgen.target import Target
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
+from runtime import event_loop
 from runtime.clock import RunClock
 from session.live_stats import LiveStats
 from session.shards import split_plan
@@ -326,7 +331,8 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
 
 
 STARTUP = """
-import asyncio, sys, tempfile
+import sys, tempfile
+from runtime import event_loop
 from runtime.clock import RunClock
 from probes.detect import detect_target
 from loadgen.run import run_load
@@ -340,7 +346,7 @@ async def main():
     result = await run_load(plan, target, run_dir, RunClock())
     assert result.ok == 1
 
-asyncio.run(main())
+event_loop.run(main())
 """
 
 
@@ -470,8 +476,8 @@ def main() -> None:
             step_s = args.step_ms / 1e3
             results = {}
             for streams in (int(s) for s in args.streams.split(",")):
-                results[streams] = asyncio.run(measure(url, streams, args, step_s))
-            idle = asyncio.run(idle_share(url, args.idle_s))
+                results[streams] = event_loop.run(measure(url, streams, args, step_s))
+            idle = event_loop.run(idle_share(url, args.idle_s))
             first = min(results)  # vLLM's start-up is heavy: once, at the fewest streams
             vllm = (
                 None
@@ -481,7 +487,11 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait()
-    print(f"client core {client_core}, server core {server_core}, step {args.step_ms} ms")
+    loop = "asyncio" if event_loop.loop_factory() is None else "uvloop"
+    print(
+        f"client core {client_core}, server core {server_core}, step {args.step_ms} ms, "
+        f"{loop} event loop (both clients; {event_loop.LOOP_ENV}=asyncio for asyncio's)"
+    )
     if not args.bench16_only:
         report(results, args.step_ms, startup, idle)
         if vllm is None:
