@@ -180,9 +180,12 @@ class RayPool(WorkerPool):
             except Exception:  # RayActorError and kin: the actor is gone
                 post(call, self._on_gone, worker)
                 return
-            for name, data in rows.items():
-                with (folder / journal_file(name)).open("ab") as fh:
-                    fh.write(data)
+            try:
+                for name, data in rows.items():
+                    with (folder / journal_file(name)).open("ab") as fh:
+                        fh.write(data)
+            except FileNotFoundError:  # merged and removed: the run has ended
+                return
             for message in messages:
                 if not post(call, self._on_message, worker, message):
                     return
