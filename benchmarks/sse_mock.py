@@ -128,14 +128,16 @@ class Mock:
                 continue
             start = time.perf_counter()
             alive = []
+            written = 0
             for stream in self.active:
-                if stream.transport.is_closing():
+                if stream.transport.is_closing():  # the client went away
                     continue
                 stream.transport.write(stream.events[stream.at])
+                written += 1
                 stream.at += 1
                 if stream.at < len(stream.events):
                     alive.append(stream)
-            self.ticks.append((due, start, time.perf_counter(), len(self.active)))
+            self.ticks.append((due, start, time.perf_counter(), written))
             self.active = alive
 
     def ticks_since(self, since: float) -> dict[str, Any]:
