@@ -170,18 +170,24 @@ def test_a_killed_worker_is_a_failed_shard_with_its_rows_kept(tmp_path: Path) ->
     assert (requests["status"] == "ok").sum() >= kept
 
 
+def sharded_bench(run: Path, requests: int = 400):
+    """``prefillscope bench --workers 2`` in the background, in a session of its own: 25
+    requests/s for long enough to be stopped mid-run, on an engine with 5 ms steps."""
+    return bench_process(
+        *("--workload", "shared-prefix", "--set", "output_len=40"),
+        *("--num-requests", str(requests), "--rate", "25", "--workers", "2"),
+        *("--engine", "fixed_step_s=0.005", "--gpu-telemetry", "off", "--out", str(run)),
+        start_new_session=True,
+    )
+
+
 @pytest.mark.parametrize("group", [False, True], ids=["parent", "process-group"])
 def test_sigterm_stops_every_worker_and_keeps_their_rows(tmp_path: Path, group: bool) -> None:
     """SIGTERM to the command (or to its whole process group, as a CI cancels a job): the
     workers record their in-flight requests ``cancelled``, the run is merged and the
     command exits 143 with every row."""
     run = tmp_path / "run"
-    bench = bench_process(
-        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
-        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
-        *("--gpu-telemetry", "off", "--out", str(run)),
-        start_new_session=True,
-    )
+    bench = sharded_bench(run)
     for shard in ("0", "1"):
         wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
     if group:
@@ -227,12 +233,7 @@ def test_a_killed_parent_leaves_every_workers_row_readable(tmp_path: Path) -> No
     row they journaled is read from the run directory: requests, chunks and their CPU
     samples, each with its worker."""
     run = tmp_path / "run"
-    bench = bench_process(
-        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
-        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
-        *("--gpu-telemetry", "off", "--out", str(run)),
-        start_new_session=True,
-    )
+    bench = sharded_bench(run)
     for shard in ("0", "1"):
         wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
     children = _children(bench.pid)
@@ -258,12 +259,7 @@ def test_a_second_sigterm_ends_the_run_unfinished_with_every_row(tmp_path: Path)
     short, but their rows are still merged once they have ended: every row journaled is
     in the run once, its result counts them, and the command says what happened."""
     run = tmp_path / "run"
-    bench = bench_process(
-        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "400"),
-        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
-        *("--gpu-telemetry", "off", "--out", str(run)),
-        start_new_session=True,
-    )
+    bench = sharded_bench(run)
     for shard in ("0", "1"):
         wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
     children = _children(bench.pid)
@@ -288,12 +284,7 @@ def test_sigterm_while_the_workers_start_stops_them_all_cleanly(tmp_path: Path) 
     through a pipe): every worker started is told to stop, none outlives the command,
     and no thread of it reports into a closed event loop."""
     run = tmp_path / "run"
-    bench = bench_process(
-        *("--workload", "shared-prefix", "--set", "output_len=40", "--num-requests", "20000"),
-        *("--rate", "25", "--workers", "2", "--engine", "fixed_step_s=0.005"),
-        *("--gpu-telemetry", "off", "--out", str(run)),
-        start_new_session=True,
-    )
+    bench = sharded_bench(run, requests=20000)
     deadline = time.monotonic() + 120
     while "workers" not in _load_section(run) and time.monotonic() < deadline:
         time.sleep(0.005)
