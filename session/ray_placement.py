@@ -56,7 +56,15 @@ def connect(address: str) -> Any:
     started here for the run)."""
     ray = require_ray()
     if not ray.is_initialized():
-        ray.init(address=None if address == "local" else address)
+        try:
+            ray.init(address=None if address == "local" else address)
+        except ConnectionError as exc:  # no cluster there
+            reason = str(exc).split(". ")[0]
+            raise InputError(
+                "--ray",
+                f"{address}: {reason}",
+                "start one (ray start --head), give its address, or use --ray local",
+            ) from None
     return ray
 
 
