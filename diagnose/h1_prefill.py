@@ -29,7 +29,7 @@ import numpy as np
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
 from diagnose.next_steps import ab_command, chunk_pair
-from diagnose.stats import Comparison
+from diagnose.stats import Comparison, p_text
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.quantiles import finite
@@ -80,7 +80,7 @@ def _step_evidence(mixed: Histogram, decode: Histogram) -> tuple[list[Evidence],
     return out, ratio
 
 
-def _attribution_evidence(a: Attribution) -> list[Evidence]:
+def _attribution_evidence(a: Attribution, resamples: int) -> list[Evidence]:
     source = "client: chunks + requests (sent → first token windows)"
     detail = (
         f"{a.overlapping} gaps overlapping {a.windows} long prefill windows "
@@ -95,7 +95,7 @@ def _attribution_evidence(a: Attribution) -> list[Evidence]:
                     c.ratio,
                     "x",
                     source,
-                    f"{ratio_text(c)}; {c.method}, p={c.p_value:.2g}; {detail}",
+                    f"{ratio_text(c)}; {c.method}, {p_text(c.p_value, resamples)}; {detail}",
                 )
             )
     return out
@@ -214,7 +214,7 @@ def assess(ctx: Context) -> Finding:
             "kind, so H1 rests on client-side attribution"
         )
     a = attribute(ctx.view, ctx.gaps, resamples=ctx.options.resamples, seed=ctx.options.seed)
-    evidence += _attribution_evidence(a)
+    evidence += _attribution_evidence(a, ctx.options.resamples)
     if not a.enough:
         missing.append(
             f"enough decode gaps on both sides of a long prefill (have {a.overlapping} "

@@ -176,6 +176,13 @@ def shortfall(
     return ("; ".join(reasons), needed) if reasons else None
 
 
+def p_text(p_value: float, resamples: int) -> str:
+    """A bootstrap p-value as text. Its smallest non-zero value is 2/``resamples`` (one
+    replicate on the far side of 1), so a p of 0 says only that it is below that, and reads
+    ``p < 0.001`` (2,000 resamples) rather than ``p=0``."""
+    return f"p < {2 / resamples:.2g}" if p_value == 0 else f"p={p_value:.2g}"
+
+
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """``(low, high, p_value)`` of bootstrap ratio replicates (see the module docstring).
 

@@ -14,6 +14,7 @@ from diagnose.stats import (
     Sample,
     compare_stats,
     compare_trials,
+    p_text,
     percentile_interval,
     shortfall,
     trial_interval,
@@ -261,3 +262,10 @@ def test_units_to_separate_scales_the_interval_as_one_over_root_n() -> None:
         (m,) = compare_stats(*arms, {"m": "mean"}, seed=1)
         widths.append(np.log(m.ci_high / m.ci_low))
     assert widths[1] / widths[0] == pytest.approx(0.5, abs=0.12)
+
+
+def test_a_bootstrap_p_of_zero_reads_as_below_its_resolution() -> None:
+    """No replicate beyond 1 bounds p by 2/resamples; it never prints as p=0."""
+    assert p_text(0.0, 2000) == "p < 0.001"
+    assert p_text(0.0, 1000) == "p < 0.002"
+    assert p_text(0.0123, 2000) == "p=0.012"
