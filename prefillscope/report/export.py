@@ -8,7 +8,9 @@
   lists), so scripts and dashboards made for vLLM's results read ours. vLLM times from
   the moment a request is sent and its ITL is per streamed chunk, so these figures are
   from the actual send and per chunk (our summary's ITL is per token, from the intended
-  send: see ``summary.json``).
+  send: see ``summary.json``). Every key vLLM 0.32 writes is there, its peaks
+  (``max_output_tokens_per_s``, ``max_concurrent_requests``) by vLLM's one-second
+  buckets and ``queue_times`` as each send's lateness past its intended time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
+from probes.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
 #: CSV columns: (header, requests column or derived latency, scale).
@@ -71,7 +74,7 @@ def _stats(values: np.ndarray, name: str) -> dict[str, float]:
         f"mean_{name}_ms": float(values.mean()),
         f"median_{name}_ms": float(np.median(values)),
         f"std_{name}_ms": float(values.std()),
-        f"p99_{name}_ms": float(np.percentile(values, 99)),
+        f"p99_{name}_ms": quantile(values, 0.99),
     }
 
 
@@ -84,6 +87,26 @@ def _chunk_gaps(chunks: pd.DataFrame, ids: pd.Series) -> dict[str, list[float]]:
     for rid, times in rows.groupby("request_id")["t_s"]:
         out[str(rid)] = np.diff(times.to_numpy(dtype=float)).tolist()
     return out
+
+
+def _peaks(sent: np.ndarray, end: np.ndarray, chunks: pd.DataFrame) -> tuple[float, int]:
+    """vLLM's two peaks over one-second buckets counted from the first completed send:
+    the most output tokens streamed in one bucket, and the most completed requests active
+    in one (a request counts in every bucket from its send's to its end's, both ends
+    included). Only completed requests count, as in vLLM; a chunk of n tokens adds n."""
+    if not sent.size:
+        return 0.0, 0
+    t0 = float(np.nanmin(sent))
+    buckets = int(np.ceil(float(np.nanmax(end)) - t0)) + 1
+    tokens = np.zeros(buckets)
+    if not chunks.empty:
+        at = (chunks["t_s"].to_numpy(dtype=float) - t0).astype(int)
+        keep = (at >= 0) & (at < buckets)
+        np.add.at(tokens, at[keep], chunks["n_tokens"].to_numpy(dtype=float)[keep])
+    active = np.zeros(buckets + 1)
+    np.add.at(active, (sent - t0).astype(int), 1)
+    np.add.at(active, np.minimum((end - t0).astype(int) + 1, buckets), -1)
+    return float(tokens.max()), int(np.cumsum(active)[:buckets].max())
 
 
 def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFrame) -> str:
@@ -101,6 +124,9 @@ def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFra
     duration = float(np.nanmax(all_end) - np.nanmin(all_sent)) if len(runs) and ok.any() else 0.0
     ttft = first - sent
     tpot = np.where(out_tokens > 1, (end - first) / np.maximum(out_tokens - 1, 1), np.nan)
+    intended = pd.to_numeric(runs["intended_s"], errors="coerce").to_numpy(dtype=float)
+    done_chunks = chunks[chunks["request_id"].isin(set(done["id"]))] if not chunks.empty else chunks
+    peak_tokens, peak_active = _peaks(sent, end, done_chunks)
     gaps = _chunk_gaps(chunks, done["id"])
     itls = [gaps.get(str(rid), []) for rid in done["id"]]
     flat = np.asarray([g for per in itls for g in per], dtype=float)
@@ -136,6 +162,13 @@ def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFra
         "itls": itls,
         "latencies": (end - sent).tolist(),
         "errors": runs.loc[~ok, "error_message"].fillna("").astype(str).tolist(),
+        # Seconds each request waited in the client past its intended send (vLLM's
+        # client_queue_time: a late dispatch shows here), every request as in vLLM's list.
+        "queue_times": (all_sent - intended).tolist(),
+        "max_output_tokens_per_s": peak_tokens,
+        "max_concurrent_requests": peak_active,
+        # vLLM's inverse real-time factor, for audio input; 0.0 for text as vLLM writes.
+        "rtfx": 0.0,
     }
     doc |= _stats(ttft, "ttft") | _stats(tpot, "tpot") | _stats(flat, "itl")
     doc |= _stats(end - sent, "e2el")

@@ -72,3 +72,20 @@ def test_csv_has_a_row_per_measured_request_in_milliseconds():
     assert float(b["ttft_from_send_ms"]) == pytest.approx(200.0)
     assert float(b["e2e_from_send_ms"]) == pytest.approx(800.0)
     assert rows[2]["ttft_ms"] == "" and rows[2]["error_message"] == "boom"
+
+
+def test_vllm_json_peaks_and_queue_times_by_hand():
+    """One-second buckets from the first completed send (0.0): bucket 0 holds a's three
+    tokens and b's first, bucket 1 b's two-token chunk at 1.0; a is active in bucket 0, b
+    (0.2 to 1.0) in buckets 0 and 1. Queue time is the send's lateness, every request."""
+    doc = json.loads(to_vllm_json(RUN, *_frames()))
+    assert doc["max_output_tokens_per_s"] == 4.0
+    assert doc["max_concurrent_requests"] == 2
+    assert doc["queue_times"] == pytest.approx([0.0, 0.1, 0.0])
+    assert doc["rtfx"] == 0.0
+
+
+def test_we_write_every_key_a_vllm_result_has():
+    ours = json.loads(to_vllm_json(RUN, *_frames()))
+    vllm = json.loads((FIXTURES / "vllm-cpu" / "bench-serve-tiny.json").read_text())
+    assert set(vllm) - set(ours) == set()
