@@ -29,10 +29,11 @@ import numpy as np
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
 from diagnose.next_steps import ab_command, chunk_pair
-from diagnose.stats import Comparison, p_text
+from diagnose.stats import Comparison
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.quantiles import finite
+from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "Prefill chunks starving decodes"
@@ -80,7 +81,7 @@ def _step_evidence(mixed: Histogram, decode: Histogram) -> tuple[list[Evidence],
     return out, ratio
 
 
-def _attribution_evidence(a: Attribution, resamples: int) -> list[Evidence]:
+def _attribution_evidence(a: Attribution) -> list[Evidence]:
     source = "client: chunks + requests (sent → first token windows)"
     detail = (
         f"{a.overlapping} gaps overlapping {a.windows} long prefill windows "
@@ -95,7 +96,7 @@ def _attribution_evidence(a: Attribution, resamples: int) -> list[Evidence]:
                     c.ratio,
                     "x",
                     source,
-                    f"{ratio_text(c)}; {c.method}, {p_text(c.p_value, resamples)}; {detail}",
+                    f"{ratio_text(c)}; {c.method}, {p_text(c.p_value, c.resamples)}; {detail}",
                 )
             )
     return out
@@ -214,7 +215,7 @@ def assess(ctx: Context) -> Finding:
             "kind, so H1 rests on client-side attribution"
         )
     a = attribute(ctx.view, ctx.gaps, resamples=ctx.options.resamples, seed=ctx.options.seed)
-    evidence += _attribution_evidence(a, ctx.options.resamples)
+    evidence += _attribution_evidence(a)
     if not a.enough:
         missing.append(
             f"enough decode gaps on both sides of a long prefill (have {a.overlapping} "

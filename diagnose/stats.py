@@ -92,6 +92,8 @@ class Comparison:
     inconclusive: str | None = None
     units: tuple[int, int] = (0, 0)
     needed_units: int | None = None
+    #: The bootstrap's replicates; None for the trials' t interval (see ``p_value_text``).
+    resamples: int | None = None
 
     @classmethod
     def judge(
@@ -107,6 +109,7 @@ class Comparison:
         inconclusive: str | None = None,
         units: tuple[int, int] = (0, 0),
         needed_units: int | None = None,
+        resamples: int | None = None,
     ) -> Comparison:
         """A comparison whose ``significant`` follows this module's rule: decided, and
         the interval ``(ci_low, ci_high)`` excludes 1. ``values`` is ``(base, new)``;
@@ -118,7 +121,7 @@ class Comparison:
         excludes_one = bool(low > 1.0 or high < 1.0)
         return cls(
             metric, ratio, low, high, p_value, decided and excludes_one, *values, method,
-            inconclusive, units, needed_units,
+            inconclusive, units, needed_units, resamples,
         )  # fmt: skip
 
     def side(self, value: float) -> int:
@@ -174,13 +177,6 @@ def shortfall(
         least = math.ceil(MIN_TAIL / beyond - 1e-9)
         reasons.append(f"{count} {value_word}: a {stat} needs {least} for {MIN_TAIL} beyond it")
     return ("; ".join(reasons), needed) if reasons else None
-
-
-def p_text(p_value: float, resamples: int) -> str:
-    """A bootstrap p-value as text. Its smallest non-zero value is 2/``resamples`` (one
-    replicate on the far side of 1), so a p of 0 says only that it is below that, and reads
-    ``p < 0.001`` (2,000 resamples) rather than ``p=0``."""
-    return f"p < {2 / resamples:.2g}" if p_value == 0 else f"p={p_value:.2g}"
 
 
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -260,6 +256,7 @@ def compare_stats(
                 confidence,
                 inconclusive=reason,
                 units=units,
+                resamples=resamples,
                 needed_units=needed,
             )
         )

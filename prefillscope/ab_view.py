@@ -20,6 +20,7 @@ from rich.table import Table
 from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
 from probes.metric_registry import STAT_LABELS
+from probes.units import p_value_text
 from session.ab_runner import AbOutcome
 
 #: Each arm's figures in the arms table, by metric name.
@@ -124,7 +125,7 @@ def _comparisons_table(doc: dict[str, Any], confidence: float) -> Table:
         bounds = [nan if row[k] is None else row[k] for k in ("ratio", "ci_low", "ci_high")]
         text = change_text(*bounds, row["significant"], row.get("inconclusive") is not None)
         style = "bold" if row["significant"] else "dim"
-        p = "–" if row["p_value"] is None else f"{row['p_value']:.3g}"
+        p = p_value_text(row["p_value"], row.get("resamples"))
         table.add_row(
             escape(row["arm"]),
             escape(row["metric"]),

@@ -29,6 +29,7 @@ from xml.etree import ElementTree as ET
 import typer
 
 from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMPLES
+from probes.units import p_value_text
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _cells(row: MetricResult) -> list[str]:
         _value(row, row.comparison.new),
         _percent(row.comparison.ratio),
         interval.replace("%", ""),
-        "n/a" if c["p_value"] is None else f"{c['p_value']:.2g}",
+        p_value_text(c["p_value"], c["resamples"]),
         _STATUS.get(row.status, row.status),
         gate,
     ]

@@ -14,11 +14,11 @@ from diagnose.stats import (
     Sample,
     compare_stats,
     compare_trials,
-    p_text,
     percentile_interval,
     shortfall,
     trial_interval,
 )
+from probes.units import p_text
 
 ALL = {"mean": "mean", "p50": "p50", "p95": "p95", "p99": "p99"}
 
