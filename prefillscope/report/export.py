@@ -78,11 +78,11 @@ def _stats(values: np.ndarray, name: str) -> dict[str, float]:
     }
 
 
-def _chunk_gaps(chunks: pd.DataFrame, ids: pd.Series) -> dict[str, list[float]]:
+def _chunk_gaps(chunks: pd.DataFrame) -> dict[str, list[float]]:
     """Seconds between consecutive streamed chunks of each request (vLLM's ITL)."""
     if chunks.empty:
         return {}
-    rows = chunks[chunks["request_id"].isin(set(ids))].sort_values(["request_id", "t_s"])
+    rows = chunks.sort_values(["request_id", "t_s"])
     out: dict[str, list[float]] = {}
     for rid, times in rows.groupby("request_id")["t_s"]:
         out[str(rid)] = np.diff(times.to_numpy(dtype=float)).tolist()
@@ -125,9 +125,10 @@ def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFra
     ttft = first - sent
     tpot = np.where(out_tokens > 1, (end - first) / np.maximum(out_tokens - 1, 1), np.nan)
     intended = pd.to_numeric(runs["intended_s"], errors="coerce").to_numpy(dtype=float)
+    # The completed requests' chunks: vLLM's ITL and peaks count only those.
     done_chunks = chunks[chunks["request_id"].isin(set(done["id"]))] if not chunks.empty else chunks
     peak_tokens, peak_active = _peaks(sent, end, done_chunks)
-    gaps = _chunk_gaps(chunks, done["id"])
+    gaps = _chunk_gaps(done_chunks)
     itls = [gaps.get(str(rid), []) for rid in done["id"]]
     flat = np.asarray([g for per in itls for g in per], dtype=float)
     target, workload, plan = run.get("target", {}), run.get("workload", {}), run.get("plan", {})
