@@ -11,18 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from diagnose_bench import bench, dry_run, suggested_reruns
+from diagnose_bench import bench, dry_run, evidence_value, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from runfmt.diagnosis import CacheHealth, Finding, Status
+from runfmt.diagnosis import CacheHealth, Status
 
 OPTIONS = DiagnoseOptions(resamples=400)
 SHARED = {"seed": 1, "prefix_len": 1024, "suffix_len": 64, "output_len": 8}
-
-
-def value(finding: Finding, name: str) -> float:
-    return next(e.value for e in finding.evidence if e.name == name)
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +57,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 def test_a_pool_smaller_than_the_working_set_thrashes(runs):
     cache = run_checklist(runs["thrash"], OPTIONS).prefix_cache
     assert cache.status == CacheHealth.THRASHING, cache.summary
-    unbounded = value(cache, "unbounded-pool hit rate (oracle)")
-    observed = value(cache, "observed hit rate")
+    unbounded = evidence_value(cache, "unbounded-pool hit rate (oracle)")
+    observed = evidence_value(cache, "observed hit rate")
     assert unbounded > 70 and observed < 0.7 * unbounded
-    assert value(cache, "prefix-cache evictions") > 0
-    assert value(cache, "KV pool") == 200 < value(cache, "prefix working set")
+    assert evidence_value(cache, "prefix-cache evictions") > 0
+    assert evidence_value(cache, "KV pool") == 200 < evidence_value(cache, "prefix working set")
     assert "num_gpu_blocks=" in cache.next
 
 
@@ -73,9 +69,9 @@ def test_a_per_request_salt_is_an_identity_mismatch(runs):
     diagnosis = run_checklist(runs["salt"], OPTIONS)
     cache = diagnosis.prefix_cache
     assert cache.status == CacheHealth.IDENTITY_MISMATCH, cache.summary
-    assert value(cache, "unscoped hit rate (oracle)") > 80
-    assert value(cache, "observed hit rate") < 5
-    assert value(cache, "requests with a tenant no other request has") > 90
+    assert evidence_value(cache, "unscoped hit rate (oracle)") > 80
+    assert evidence_value(cache, "observed hit rate") < 5
+    assert evidence_value(cache, "requests with a tenant no other request has") > 90
     supported = [h.id for h in diagnosis.hypotheses if h.status == Status.SUPPORTED]
     assert supported == []
 
@@ -85,9 +81,10 @@ def test_a_large_mostly_reclaimable_pool_is_reservation_not_exhaustion(runs):
     h4 = diagnosis.hypothesis("H4")
     assert h4.status == Status.NOT_SUPPORTED
     assert h4.summary.startswith("Reservation, not exhaustion: no preemptions")
-    assert value(h4, "preemptions") == 0
-    assert value(h4, "active blocks (peak)") < 10
-    assert value(h4, "reclaimable blocks (mean)") > value(h4, "active blocks (peak)")
+    assert evidence_value(h4, "preemptions") == 0
+    assert evidence_value(h4, "active blocks (peak)") < 10
+    reclaimable = evidence_value(h4, "reclaimable blocks (mean)")
+    assert reclaimable > evidence_value(h4, "active blocks (peak)")
     provenance = {e.name: e.source for e in h4.evidence}
     assert "(measured)" in provenance["reclaimable blocks (mean)"]
     assert diagnosis.prefix_cache.status == CacheHealth.AS_EXPECTED

@@ -12,18 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from diagnose_bench import bench
+from diagnose_bench import bench, evidence_value
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from runfmt.diagnosis import Finding, Status
+from runfmt.diagnosis import Status
 
 OPTIONS = DiagnoseOptions(resamples=200)
 EIGHT_USERS = {"num_requests": 24, "concurrency": 8, "seed": 0, "output_len": 100}
-
-
-def value(finding: Finding, name: str) -> float:
-    return next(e.value for e in finding.evidence if e.name == name)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +40,8 @@ def test_three_ms_per_step_supports_h2_and_is_primary(runs, gpu):
     h2 = diagnosis.hypothesis("H2")
     assert h2.status == Status.SUPPORTED, h2.summary
     assert h2.basis == "server"
-    excess = value(h2, "server decode step") - value(h2, "roofline step at the server's batch")
+    roofline = evidence_value(h2, "roofline step at the server's batch")
+    excess = evidence_value(h2, "server decode step") - roofline
     assert excess == pytest.approx(0.003, rel=0.15)  # the planted 3 ms, read back
     assert diagnosis.primary.finding == "H2"
     assert diagnosis.decision.recommendation.startswith("Profile the server")
@@ -54,5 +51,5 @@ def test_the_healthy_control_does_not_support_h2(runs):
     diagnosis = run_checklist(runs["control"], OPTIONS)
     h2 = diagnosis.hypothesis("H2")
     assert h2.status == Status.NOT_SUPPORTED, h2.summary
-    assert value(h2, "server decode step / roofline step") < 1.1
+    assert evidence_value(h2, "server decode step / roofline step") < 1.1
     assert diagnosis.primary.finding != "H2"

@@ -16,18 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from diagnose_bench import INTERFERENCE, bench, dry_run, suggested_reruns
+from diagnose_bench import INTERFERENCE, bench, dry_run, evidence_value, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
 from probes.slo import parse_slo
-from runfmt.diagnosis import Diagnosis, Finding, Status
+from runfmt.diagnosis import Diagnosis, Status
 
 OPTIONS = DiagnoseOptions(resamples=400)
-
-
-def value(finding: Finding, name: str) -> float:
-    return next(e.value for e in finding.evidence if e.name == name)
 
 
 def statuses(diagnosis: Diagnosis) -> dict[str, str]:
@@ -88,9 +84,9 @@ def test_an_oversized_budget_supports_h1(runs):
     diagnosis = run_checklist(runs["oversized"], OPTIONS)
     h1 = diagnosis.hypothesis("H1")
     assert h1.status == Status.SUPPORTED, h1.summary
-    assert value(h1, "mixed/decode step time ratio") > 10
-    assert value(h1, "ITL mean ratio, overlapping / clear gaps") > 4
-    assert value(h1, "token budget per step") == 8192
+    assert evidence_value(h1, "mixed/decode step time ratio") > 10
+    assert evidence_value(h1, "ITL mean ratio, overlapping / clear gaps") > 4
+    assert evidence_value(h1, "token budget per step") == 8192
     assert h1.summary.startswith("Correlation, not proof")
     assert h1.next.startswith("prefillscope diagnose ab --chunks 512,8192 --workload interference")
     assert statuses(diagnosis) == {
@@ -112,7 +108,7 @@ def test_the_healthy_control_supports_nothing_and_asks_to_measure(runs):
     assert Status.SUPPORTED not in statuses(diagnosis).values(), statuses(diagnosis)
     h1 = diagnosis.hypothesis("H1")
     assert h1.status == Status.NOT_SUPPORTED
-    assert value(h1, "mixed/decode step time ratio") < 4
+    assert evidence_value(h1, "mixed/decode step time ratio") < 4
     assert diagnosis.prefix_cache.status == "as expected"
     assert not diagnosis.decision.hard_failure
     primary = diagnosis.primary
@@ -133,9 +129,9 @@ def test_host_overhead_supports_h2_not_h1(runs):
     diagnosis = run_checklist(runs["host"], OPTIONS)
     h2 = diagnosis.hypothesis("H2")
     assert h2.status == Status.SUPPORTED, h2.summary
-    assert value(h2, "ITL floor / roofline step") > 2
-    assert value(h2, "server decode step / roofline step") > 2
-    slope = value(h2, "ITL excess over roofline per running request")
+    assert evidence_value(h2, "ITL floor / roofline step") > 2
+    assert evidence_value(h2, "server decode step / roofline step") > 2
+    slope = evidence_value(h2, "ITL excess over roofline per running request")
     assert slope == pytest.approx(0.001, rel=0.3)  # the planted 1 ms per sequence
     assert diagnosis.hypothesis("H1").status != Status.SUPPORTED
     assert diagnosis.hypothesis("H3").status == Status.NOT_SUPPORTED
@@ -145,9 +141,9 @@ def test_long_contexts_on_a_low_bandwidth_gpu_support_h3(runs):
     diagnosis = run_checklist(runs["bandwidth"], OPTIONS)
     h3 = diagnosis.hypothesis("H3")
     assert h3.status == Status.SUPPORTED, h3.summary
-    assert value(h3, "share of the server's decode step spent reading KV") > 50
+    assert evidence_value(h3, "share of the server's decode step spent reading KV") > 50
     assert h3.basis == "server"
-    assert value(h3, "median decode batch") == 64
+    assert evidence_value(h3, "median decode batch") == 64
     assert "l40s" in next(e.source for e in h3.evidence if e.name.startswith("KV bytes"))
     assert diagnosis.hypothesis("H2").status == Status.NOT_SUPPORTED
     assert diagnosis.hypothesis("H1").status != Status.SUPPORTED

@@ -19,7 +19,7 @@ import pytest
 
 from prefillscope.cli import main
 from prefillscope.engine_flags import parse_engine_flags
-from runfmt.diagnosis import Diagnosis
+from runfmt.diagnosis import Diagnosis, Finding
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
 
@@ -80,3 +80,8 @@ def dry_run(command: str, monkeypatch: pytest.MonkeyPatch, capsys) -> dict[str, 
     out, err = capsys.readouterr()
     assert exit_info.value.code == 0, (command, err)
     return json.loads(out)
+
+
+def evidence_value(finding: Finding, name: str) -> float:
+    """The value of ``finding``'s evidence called ``name``."""
+    return next(e.value for e in finding.evidence if e.name == name)
