@@ -47,15 +47,22 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_stop_signal_mid_trial_stops_every_launched_server(
-    tmp_path: Path, sig: signal.Signals, status: int
-) -> None:
-    marker = f"ab-signal-{uuid.uuid4().hex[:12]}"
+def _marked_launch(prefix: str) -> tuple[str, str]:
+    """A unique marker and a ``--launch`` template whose servers carry it as their model
+    name, so that their processes can be found by command line."""
+    marker = f"{prefix}-{uuid.uuid4().hex[:12]}"
     launch = (
         f"{PREFILLSCOPE} serve --port {{port}} --max-num-batched-tokens {{chunk}} "
         f"--served-model-name {marker} --fixed-step-ms 5"
     )
+    return marker, launch
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_mid_trial_stops_every_launched_server(
+    tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    marker, launch = _marked_launch("ab-signal")
     out = tmp_path / "ab"
     ab = subprocess.Popen(
         [*CLI, "--chunks", "512,1024", "--launch", launch, "--warmup-trials", "0",
@@ -123,11 +130,7 @@ def test_an_unexpected_error_mid_a_b_still_stops_the_servers_and_writes_ab_json(
 @pytest.mark.skipif(SETPRIV is None, reason="util-linux's setpriv is not installed")
 def test_a_killed_a_b_takes_its_launched_servers_along(tmp_path: Path) -> None:
     # SIGKILL runs none of our clean-up: the kernel's parent-death signal ends the servers
-    marker = f"ab-kill-{uuid.uuid4().hex[:12]}"
-    launch = (
-        f"{PREFILLSCOPE} serve --port {{port}} --max-num-batched-tokens {{chunk}} "
-        f"--served-model-name {marker} --fixed-step-ms 5"
-    )
+    marker, launch = _marked_launch("ab-kill")
     out = tmp_path / "ab"
     ab = subprocess.Popen(
         [*CLI, "--chunks", "512,1024", "--launch", launch, "--warmup-trials", "0",
