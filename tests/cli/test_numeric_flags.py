@@ -54,6 +54,22 @@ def _numeric(annotation: object) -> type | None:
     return None
 
 
+#: Click's parameter types for numbers (typer before 0.29 declares options with them).
+_CLICK_NUMBERS = {"IntParamType": int, "FloatParamType": float}
+
+
+def _param_kind(param: object) -> type | None:
+    """int or float for a numeric option: from the annotation typer 0.29+ keeps, else from
+    the click parameter type (``IntRange`` and ``FloatRange`` included, by their bases)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        return _numeric(descriptor.annotation)
+    for cls in type(getattr(param, "type", None)).__mro__:
+        if cls.__name__ in _CLICK_NUMBERS:
+            return _CLICK_NUMBERS[cls.__name__]
+    return None
+
+
 def numeric_flags() -> list[tuple[tuple[str, ...], str, type]]:
     """(command path, flag, int or float) of every numeric option the CLI declares."""
     root = typer.main.get_command(app)
@@ -63,8 +79,7 @@ def numeric_flags() -> list[tuple[tuple[str, ...], str, type]]:
         for name in path:
             command = command.commands[name]  # type: ignore[attr-defined]
         for param in command.params:
-            descriptor = getattr(param, "type_descriptor", None)
-            kind = _numeric(descriptor.annotation) if descriptor else None
+            kind = _param_kind(param)
             if kind is not None:
                 found.append((path, param.opts[0], kind))
     return found

@@ -8,6 +8,9 @@ imports is its cost. These tests check, in a fresh interpreter and by ``sys.modu
   its first request — loads no pandas or pyarrow (the end of the run needs them for the
   tables and the summary), no httpx or tokenizers (a text prompt's tokenizer needs them),
   no pynvml (GPU sampling needs it), no PyYAML (a YAML spec file needs it);
+* parsing a ``bench`` command line (typer) loads no pydantic: typer 0.29 builds a
+  pydantic ``TypeAdapter`` for each option at every start, ~0.1 CPU-s, so the project
+  requires an earlier typer;
 * the probe process (``probes.probe_process``), a fresh interpreter per run, loads no
   pandas, numpy, pyarrow, aiohttp, httpx or pynvml: it scrapes with the standard library
   and imports NVML only when GPU sampling is on.
@@ -28,7 +31,7 @@ NOT_IN_THE_PROBE_PROCESS = ("pandas", "numpy", "pyarrow", "aiohttp", "httpx", "p
 
 
 def _loaded_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
-    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
@@ -39,6 +42,18 @@ def _loaded_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
 def test_bench_runner_loads_nothing_the_run_does_not_need_yet() -> None:
     loaded = _loaded_after("import session.bench_runner", NOT_BEFORE_THE_RUN)
     assert loaded == [], f"importing session.bench_runner loads {loaded}"
+
+
+def test_parsing_a_bench_command_line_loads_no_pydantic() -> None:
+    """The whole command line is parsed (every option converted) before validation
+    refuses ``--num-requests 0`` with exit 2; pydantic is never loaded."""
+    statement = (
+        "from prefillscope.cli import main; "
+        "sys.argv = ['prefillscope', 'bench', '--endpoint', 'http://127.0.0.1:9', "
+        "'--num-requests', '0', '--rate', '5', '--out', '/nonexistent/never-written']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 2, exc.code\n"
+    )
+    assert _loaded_after(statement, ("pydantic", "typer")) == ["typer"]
 
 
 def test_the_probe_process_stays_light() -> None:
