@@ -16,7 +16,11 @@ concurrent streams, two closed-loop clients stream the same requests:
 Figures per client: CPU microseconds per streamed token (process CPU / tokens), and the
 inter-token latency error: per-token gaps (a read of n tokens after g gives n gaps of
 g/n) minus the engine's step time, as p50/p99 of the absolute error, plus the client's
-mean ITL against the engine's own ``vllm:inter_token_latency_seconds`` mean. Then the
+mean ITL against the engine's own ``vllm:inter_token_latency_seconds`` mean, and the TTFT
+error: the client's mean time from sending a request to reading its first token, minus
+the engine's own mean ``vllm:time_to_first_token_seconds`` (arrival to first token) over
+the same requests — what the network, the HTTP stack and the client's loop add (NaN
+against the SSE mock, which keeps no metrics). Then the
 load generator's start-up CPU (a fresh interpreter: imports, session, one request) and
 its CPU share while idle between two requests far apart.
 
@@ -153,33 +157,53 @@ def body(max_tokens: int, i: int) -> dict:
     }
 
 
-async def engine_itl(url: str) -> tuple[float, float]:
-    """The engine's ``vllm:inter_token_latency_seconds`` (sum, count) so far."""
+#: The engine's own histograms the clients' means are set against: its time from a
+#: request's arrival to its first token, and between tokens.
+ENGINE_HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+}
+
+
+async def engine_totals(url: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) so far of each of ``ENGINE_HISTOGRAMS`` (NaN where the server has none:
+    the SSE mock keeps no metrics)."""
     async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
         text = await resp.text()
-    values = {}
-    for name in ("sum", "count"):
-        match = re.search(rf"^vllm:inter_token_latency_seconds_{name}{{[^}}]*}} (\S+)", text, re.M)
-        values[name] = float(match.group(1)) if match else float("nan")
-    return values["sum"], values["count"]
+    totals = {}
+    for key, metric in ENGINE_HISTOGRAMS.items():
+        values = []
+        for part in ("sum", "count"):
+            match = re.search(rf"^{metric}_{part}{{[^}}]*}} (\S+)", text, re.M)
+            values.append(float(match.group(1)) if match else float("nan"))
+        totals[key] = (values[0], values[1])
+    return totals
+
+
+def engine_mean(before: dict, after: dict, key: str) -> float:
+    """The engine's mean of one histogram over what happened between two scrapes."""
+    (sum0, count0), (sum1, count1) = before[key], after[key]
+    return (sum1 - sum0) / max(1.0, count1 - count0)
 
 
 async def bare(url: str, streams: int, per_stream: int, max_tokens: int) -> tuple[list, int]:
-    """The floor: read each stream, one timestamp per read, events counted per read."""
+    """The floor: read each stream, one timestamp per read, events counted per read;
+    each request's send time (just before its POST) is kept for its TTFT."""
     encoded = [json.dumps(body(max_tokens, i)).encode() for i in range(streams * per_stream)]
     headers = {"Content-Type": "application/json"}
-    reads: list[tuple[list[float], list[int]]] = []
+    reads: list[tuple[float, list[float], list[int]]] = []
     queue = iter(encoded)
 
     async def user(session: aiohttp.ClientSession) -> None:
         for data in queue:
             times: list[float] = []
             events: list[int] = []
+            sent = time.perf_counter()
             async with session.post(url + "/v1/completions", data=data, headers=headers) as r:
                 async for chunk in r.content.iter_any():
                     times.append(time.perf_counter())
                     events.append(chunk.count(b"\n\n"))
-            reads.append((times, events))
+            reads.append((sent, times, events))
 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -194,7 +218,7 @@ def bare_chunks(reads: list, max_tokens: int) -> pd.DataFrame:
     carries what is left of ``max_tokens``.
     """
     frames = []
-    for request, (times, events) in enumerate(reads):
+    for request, (_, times, events) in enumerate(reads):
         n = np.asarray(events, dtype=np.int64)
         tokens = n.copy()
         tokens[-1] = max(0, max_tokens - int(n[:-1].sum()))
@@ -300,13 +324,14 @@ def client_names(args: argparse.Namespace) -> list[str]:
 async def measure(url: str, streams: int, args: argparse.Namespace, step_s: float) -> dict:
     figures: dict[str, dict] = {}
     for name in client_names(args) * args.rounds:
-        itl_before = await engine_itl(url)
+        engine_before = await engine_totals(url)
         cpu0, wall0, startup = time.process_time(), time.perf_counter(), 0.0
         if name == "bare":
             reads, tokens = await bare(url, streams, args.per_stream, args.tokens)
             cpu = time.process_time() - cpu0
             share = cpu / (time.perf_counter() - wall0)
             chunks = bare_chunks(reads, args.tokens)
+            ttft = float(np.mean([times[0] - sent for sent, times, _ in reads if times]))
         else:
             workers = 1 if name == "loadgen" else int(name[1:])
             with tempfile.TemporaryDirectory() as tmp:
@@ -314,15 +339,19 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
                     url, streams, args.per_stream, args.tokens, Path(tmp) / "run", workers
                 )
                 assert result.ok == streams * args.per_stream, result.to_json()
-                tokens = int(RunTables(run_dir).requests["output_tokens"].sum())
+                requests = RunTables(run_dir).requests
+                tokens = int(requests["output_tokens"].sum())
+                ttft = float((requests["first_token_s"] - requests["sent_s"]).mean())
                 chunks = RunTables(run_dir).chunks
             share = busiest_share(result, cpu, time.perf_counter() - wall0)
-        itl_after = await engine_itl(url)
-        engine_mean = (itl_after[0] - itl_before[0]) / max(1.0, itl_after[1] - itl_before[1])
+        engine_after = await engine_totals(url)
         row = {"cpu_us_per_token": cpu / tokens * 1e6, "tokens": tokens, "cpu_share": share}
         row["startup_cpu_s"] = startup
         row |= itl_figures(chunks, step_s)
-        row["engine_mean_itl_ms"] = engine_mean * 1e3
+        row["engine_mean_itl_ms"] = engine_mean(engine_before, engine_after, "itl") * 1e3
+        row["mean_ttft_ms"] = ttft * 1e3
+        row["engine_mean_ttft_ms"] = engine_mean(engine_before, engine_after, "ttft") * 1e3
+        row["ttft_err_ms"] = row["mean_ttft_ms"] - row["engine_mean_ttft_ms"]
         late = row["client_err_p99_ms"] > step_s * 1e3 / 4
         row["limited"] = bool(share >= LIMITED_CPU_SHARE or late)
         best = figures.get(name)
@@ -431,7 +460,7 @@ async def idle_share(url: str, gap_s: float) -> float:
 def report(results: dict, step_ms: float, startup: float, idle: float) -> None:
     print(f"{'streams':>7} {'client':>8} {'µs/token':>9} {'gaps':>7} {'mean ITL':>9} "
           f"{'engine ITL':>10} {'err p50/p99 vs step':>20} {'client err p50/p99':>19} "
-          f"{'CPU share':>9} {'start-up':>8}")  # fmt: skip
+          f"{'TTFT err':>9} {'CPU share':>9} {'start-up':>8}")  # fmt: skip
     limited_at: dict[str, int | None] = {}
     for streams, figures in results.items():
         for name in (n for n in figures if n != "ratio"):
@@ -442,7 +471,8 @@ def report(results: dict, step_ms: float, startup: float, idle: float) -> None:
                 f"{f['mean_itl_ms']:>7.2f}ms {f['engine_mean_itl_ms']:>8.2f}ms "
                 f"{f['err_p50_ms']:>9.3f}/{f['err_p99_ms']:<7.3f}ms "
                 f"{f['client_err_p50_ms']:>9.3f}/{f['client_err_p99_ms']:<7.3f}ms "
-                f"{f['cpu_share']:>9.2f} {f['startup_cpu_s']:>7.2f}s{mark}"
+                f"{f['ttft_err_ms']:>+7.2f}ms {f['cpu_share']:>9.2f} "
+                f"{f['startup_cpu_s']:>7.2f}s{mark}"
             )
             limited_at.setdefault(name, None)
             if f["limited"] and limited_at[name] is None:
