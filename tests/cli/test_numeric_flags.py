@@ -12,6 +12,7 @@ reach"; ``calc`` just answers.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 import typing
@@ -58,12 +59,21 @@ def _numeric(annotation: object) -> type | None:
 _CLICK_NUMBERS = {"IntParamType": int, "FloatParamType": float}
 
 
-def _param_kind(param: object) -> type | None:
-    """int or float for a numeric option: from the annotation typer 0.29+ keeps, else from
-    the click parameter type (``IntRange`` and ``FloatRange`` included, by their bases)."""
+def _param_kind(param: object, signature: inspect.Signature) -> type | None:
+    """int or float for a numeric option, else None: from the annotation typer 0.29+
+    keeps on the option; else from the annotation of the function typer built the command
+    from (a flag with its own parser, ``--rate``); else from click's parameter type
+    (``IntRange`` and ``FloatRange`` included, by their bases)."""
     descriptor = getattr(param, "type_descriptor", None)
     if descriptor is not None:
         return _numeric(descriptor.annotation)
+    declared = signature.parameters.get(getattr(param, "name", ""))
+    if declared is not None:
+        annotation = declared.annotation
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        if not isinstance(annotation, str):  # a module's postponed annotation: click's type
+            return _numeric(annotation)
     for cls in type(getattr(param, "type", None)).__mro__:
         if cls.__name__ in _CLICK_NUMBERS:
             return _CLICK_NUMBERS[cls.__name__]
@@ -78,8 +88,9 @@ def numeric_flags() -> list[tuple[tuple[str, ...], str, type]]:
         command = root
         for name in path:
             command = command.commands[name]  # type: ignore[attr-defined]
+        signature = inspect.signature(command.callback)  # type: ignore[attr-defined]
         for param in command.params:
-            kind = _param_kind(param)
+            kind = _param_kind(param, signature)
             if kind is not None:
                 found.append((path, param.opts[0], kind))
     return found
