@@ -168,6 +168,49 @@ def test_sglang_abort_is_an_error_with_its_message():
     assert (stream.finish_reason, stream.error) == ("abort", "out of memory")
 
 
+# -- the byte-level shortcut for ordinary events ----------------------------------------------
+_ORDINARY = (
+    b'data: {"choices":[{"text":"a","finish_reason":null}],"usage":{"completion_tokens":%d}}'
+)
+_SHORTCUT_READS = [
+    _ORDINARY % 1 + b"\n\n",
+    _ORDINARY % 2 + b"\n\n",
+    # spaced JSON: no marker as written, decoded in full
+    b'data: {"choices": [{"text": "a", "finish_reason": null}], '
+    b'"usage": {"completion_tokens": 3}}\n\n',
+    # the counter key twice: the last is the event's own usage
+    b'data: {"x":{"completion_tokens":99},"choices":[{"text":"a","finish_reason":null}],'
+    b'"usage":{"completion_tokens":4}}\n\n',
+    _ORDINARY % 5 + b"\n\n" + _ORDINARY % 6 + b"\n\n",  # two events in one read
+    b": ping\n\n" + _ORDINARY % 7 + b"\n\n",
+    _ORDINARY % 8 + b"\n",  # its blank line comes in the next read
+    b"\n",
+    b'data: {"choices":[{"text":"a","finish_reason":null}],"usage":{"completion_tokens":9.0}}\n\n',
+    _ORDINARY % 10 + b"\r\n\r\n",  # CRLF line ends
+    _ORDINARY % 11 + b"\n\n",
+    # a lone CR ends a line: what precedes it is the event, and it is not JSON
+    b'data: {"choices":[{"text":"a","finish_reason":null}],\r"usage":{"completion_tokens":12}}\n\n',
+    b'data: {"choices":[{"text":"a","finish_reason":"length"}],'
+    b'"usage":{"completion_tokens":13}}\n\ndata: [DONE]\n\n',
+]
+
+
+def test_the_shortcut_reads_every_event_as_the_full_decode_does():
+    """The counter read off the bytes (``EventStream._ordinary``) against the full JSON
+    decode (collecting text turns the shortcut off), read by read, on reads made to trip
+    it: spacing, a repeated key, several events or a split event in a read, a counter
+    that is not an integer, CRLF and a lone CR."""
+    adapter = adapter_for(_target("vllm", "completions"))
+    quick, decoded = adapter.new_stream(False), adapter.new_stream(False, want_text=True)
+    quick_counts = [quick.feed(read) for read in _SHORTCUT_READS] + [quick.close()]
+    decoded_counts = [decoded.feed(read) for read in _SHORTCUT_READS] + [decoded.close()]
+    assert quick_counts == decoded_counts
+    assert quick_counts[:8] == [1, 1, 1, 1, 2, 1, 0, 1]
+    facts = ("tokens", "method", "completion_tokens", "finish_reason", "done", "malformed")
+    assert [getattr(quick, f) for f in facts] == [getattr(decoded, f) for f in facts]
+    assert quick.done and quick.malformed.startswith("event is not a JSON object")
+
+
 # -- shared helpers --------------------------------------------------------------------------
 def test_error_events_and_bad_payloads_are_noted_not_raised():
     stream = adapter_for(_target("vllm", "completions")).new_stream(want_ids=False)
