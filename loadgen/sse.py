@@ -75,10 +75,10 @@ class SSEParser:
         """
         if (
             self.idle
-            and data.startswith(b"data: ")
+            and data[:6] == b"data: "
             and data.find(b"\n") == len(data) - 2
             and data[-1] == 0x0A
-            and b"\r" not in data
+            and data.find(b"\r") < 0  # not ``in``: see ``EventStream.feed``
             and len(data) <= self.max_event_bytes
         ):
             return [data[6:-2]]
