@@ -32,6 +32,7 @@ per request, ahead of its send.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,10 @@ except ImportError:  # pragma: no cover - json alone, slower
 from loadgen.sse import NamedEvent, SSEParser
 from loadgen.target import Target
 from workloads.plan import RequestSpec
+
+#: A counter's value in an event: digits up to the ``,`` or ``}`` that ends it (anything
+#: else, such as ``12.0`` or `` 12``, is left to the full decode).
+_COUNTER = re.compile(rb"(\d+)[,}]")
 
 #: Longest error message kept on a record; server messages can embed a whole prompt.
 MAX_MESSAGE = 300
@@ -176,7 +181,9 @@ class EventStream:
         is slices and ``find`` on purpose: on CPython 3.11 ``x in data`` with a bytes
         ``x`` first tries ``x`` as an integer and builds (then drops) a ``TypeError``,
         and ``startswith`` parses its arguments from a tuple (callgrind, one ordinary
-        vLLM event: 17.5k instructions per read with them, 15.2k without).
+        vLLM event: 17.5k instructions per read with them, 15.2k without; the counter
+        read by one regular expression match rather than two ``find``, a slice and
+        ``int``: 14.2k).
         """
         end = len(data) - 2  # where a lone event's blank line starts
         if (
@@ -244,16 +251,9 @@ class EventStream:
         """
         if event.find(self.intermediate) < 0:
             return None
-        key = self.counter_key
-        j = event.rfind(key) + len(key)
-        if j < len(key):
-            return None
-        brace = event.find(b"}", j)
-        comma = event.find(b",", j, brace)  # the first of the two ends the value
-        try:
-            return self.from_counter(int(event[j : comma if comma >= 0 else brace]))
-        except ValueError:
-            return None
+        at = event.rfind(self.counter_key)
+        value = _COUNTER.match(event, at + len(self.counter_key)) if at >= 0 else None
+        return None if value is None else self.from_counter(int(value[1]))
 
     # -- helpers for subclasses ---------------------------------------------------------
     def decode(self, payload: bytes) -> dict[str, Any] | None:
