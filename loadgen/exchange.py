@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -48,7 +47,7 @@ from aiohttp.payload import BytesPayload
 
 from loadgen.adapters.base import Adapter, EventStream, error_message, short
 from loadgen.arrivals import ArrivalStamps
-from loadgen.records import ErrorKind, RequestRecord, Status
+from loadgen.records import ChunkTimes, ErrorKind, RequestRecord, Status
 from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
 from runtime.clock import RunClock
 from runtime.timing import Waker
@@ -68,14 +67,6 @@ class Prepared:
     want_text: bool = False
     #: Run time before which the body must not be written (an open-loop send time).
     not_before: float | None = None
-
-
-@dataclass
-class ChunkTimes:
-    """Arrival time and token count of each token-bearing read of one stream."""
-
-    t_s: array = field(default_factory=lambda: array("d"))
-    n_tokens: array = field(default_factory=lambda: array("q"))
 
 
 class Failure(Exception):
@@ -137,7 +128,7 @@ class _StampedBody(BytesPayload):
         await super().write_with_length(writer, content_length)
 
 
-ChunkHook = Callable[[RequestRecord, float, int], None]
+StreamHook = Callable[[RequestRecord, ChunkTimes], None]
 RecordHook = Callable[[RequestRecord], None]
 
 
@@ -154,7 +145,7 @@ class Exchanger:
         stamps: ArrivalStamps,
         on_send: RecordHook | None = None,
         on_first_token: RecordHook | None = None,
-        on_chunk: ChunkHook | None = None,
+        on_stream: StreamHook | None = None,
         waker: Waker | None = None,
         max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
@@ -169,7 +160,7 @@ class Exchanger:
         self.headers = adapter.target.headers()
         self.on_send = on_send
         self.on_first_token = on_first_token
-        self.on_chunk = on_chunk
+        self.on_stream = on_stream
 
     async def send(
         self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
@@ -268,13 +259,15 @@ class Exchanger:
                     f"expected a text/event-stream answer, got {content_type or 'no type'}",
                 )
             state.streaming = True
+            if self.on_stream is not None:
+                self.on_stream(record, chunks)
             # The hot loop, one pass per network read (see the module docstring).
             arrivals = self.stamps.for_connection(resp.connection)
             read = resp.content.readany
             feed = stream.feed
             t0 = self.clock.t0
             times, counts = chunks.t_s, chunks.n_tokens
-            on_first, on_chunk = self.on_first_token, self.on_chunk
+            on_first = self.on_first_token
             t = self.clock.now()
             while True:
                 data = await read()
@@ -288,8 +281,6 @@ class Exchanger:
                         on_first(record)
                     times.append(t)
                     counts.append(n)
-                    if on_chunk is not None:
-                        on_chunk(record, t, n)
                 state.last_s = t
             n = stream.close()
             if n > 0:

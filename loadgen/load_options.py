@@ -12,7 +12,7 @@ from typing import Any
 
 from loadgen.cache import CacheProtocol
 from loadgen.health import DEFAULT_INTERVAL_S
-from loadgen.records import RequestRecord
+from loadgen.records import ChunkTimes, RequestRecord
 from loadgen.sse import MAX_EVENT_BYTES
 from runtime.timing import DEFAULT_SPIN_S
 from workloads.plan import Prompt, RequestSpec
@@ -65,8 +65,8 @@ class LoadOptions:
 class LoadObserver:
     """Live callbacks (a dashboard). Override what you need; each call must be cheap.
 
-    Only overridden methods are called: ``on_chunk`` runs once per token-bearing read,
-    so leaving it out keeps it off the hot path.
+    Only overridden methods are called. Nothing is called per network read: a stream's
+    reads go to its ``ChunkTimes`` arrays, handed over once by ``on_stream``.
     """
 
     def on_send(self, record: RequestRecord) -> None:
@@ -75,8 +75,9 @@ class LoadObserver:
     def on_first_token(self, record: RequestRecord) -> None:
         """Its first token arrived (``first_token_s`` set)."""
 
-    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
-        """A read carrying ``n_tokens`` tokens arrived at run time ``t_s``."""
+    def on_stream(self, record: RequestRecord, chunks: ChunkTimes) -> None:
+        """Its answer began streaming: each token-bearing read's run time and token count
+        is appended to ``chunks`` from now on, until ``on_finish``."""
 
     def on_finish(self, record: RequestRecord) -> None:
         """The request ended (ok or not) and its record was written."""

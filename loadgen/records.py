@@ -9,6 +9,7 @@ is not a server that reported zero.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
@@ -46,6 +47,16 @@ class ChunkEvent:
     request_id: str
     t_s: float
     n_tokens: int
+
+
+@dataclass
+class ChunkTimes:
+    """Arrival time and token count of each token-bearing read of one stream, as typed
+    arrays the read loop appends to (no Python object per read); a live observer is handed
+    them when the stream starts (``LoadObserver.on_stream``) and reads them when it likes."""
+
+    t_s: array = field(default_factory=lambda: array("d"))
+    n_tokens: array = field(default_factory=lambda: array("q"))
 
 
 @dataclass

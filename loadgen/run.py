@@ -134,7 +134,7 @@ class LoadRun:
                 stamps=stamps,
                 on_send=self._on_send,
                 on_first_token=observer_hook(self._observer, "on_first_token"),
-                on_chunk=observer_hook(self._observer, "on_chunk"),
+                on_stream=observer_hook(self._observer, "on_stream"),
                 waker=self._waker,
                 max_event_bytes=self.options.max_event_bytes,
             )

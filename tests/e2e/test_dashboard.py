@@ -22,7 +22,7 @@ import pytest
 from bench_support import bench_cli
 from repo_paths import ROOT
 
-from loadgen.records import RequestRecord, Status
+from loadgen.records import ChunkTimes, RequestRecord, Status
 from prefillscope.dashboard import plain_line, render
 from runtime.clock import RunClock
 from session.live_stats import LIVE_LATENCIES, LiveStats
@@ -137,8 +137,11 @@ def _stats_with_traffic(sends: int = 4) -> LiveStats:
         stats.on_send(record)
         record.first_token_s = now - 0.9
         stats.on_first_token(record)
-        stats.on_chunk(record, now - 0.9, 1)
-        stats.on_chunk(record, now - 0.8, 4)  # a four-token read 100 ms later
+        chunks = ChunkTimes()
+        stats.on_stream(record, chunks)
+        for t, n in ((now - 0.9, 1), (now - 0.8, 4)):  # a four-token read 100 ms later
+            chunks.t_s.append(t)
+            chunks.n_tokens.append(n)
         if i < 3:
             if i == 2:
                 record.status, record.error_kind = Status.ERROR, "timeout"

@@ -28,7 +28,7 @@ from repo_paths import FIXTURES, SUPPORT
 from server_support import engine_moments
 
 from loadgen.load_options import LoadObserver, LoadOptions
-from loadgen.records import RequestRecord
+from loadgen.records import ChunkTimes, RequestRecord
 from loadgen.run import LoadRun
 from loadgen.target import Target
 from perfmodel.config import EngineConfig
@@ -117,6 +117,7 @@ def test_llamacpp_reset_erases_every_slot(tmp_path: Path) -> None:
 class Counting(LoadObserver):
     def __init__(self) -> None:
         self.sent = self.first = self.finished = self.tokens = 0
+        self.streams: dict[str, ChunkTimes] = {}
 
     def on_send(self, record: RequestRecord) -> None:
         self.sent += 1
@@ -125,11 +126,13 @@ class Counting(LoadObserver):
         assert record.first_token_s is not None
         self.first += 1
 
-    def on_chunk(self, record: RequestRecord, t_s: float, n_tokens: int) -> None:
-        self.tokens += n_tokens
+    def on_stream(self, record: RequestRecord, chunks: ChunkTimes) -> None:
+        assert not chunks.t_s  # handed over before its first read
+        self.streams[record.id] = chunks
 
     def on_finish(self, record: RequestRecord) -> None:
         self.finished += 1
+        self.tokens += sum(self.streams[record.id].n_tokens)
 
 
 def _run(url: str, plan: Plan, path: Path, observer=None, **options) -> LoadRun:
@@ -156,6 +159,11 @@ def test_observer_and_client_health(tmp_path: Path) -> None:
     result, run = asyncio.run(go())
     assert (observer.sent, observer.first, observer.finished) == (6, 6, 6)
     assert observer.tokens == 30
+    chunks = RunTables(run.run_dir).chunks  # what the observer saw is what was written
+    for request_id, seen in observer.streams.items():
+        written = chunks[chunks["request_id"] == request_id]
+        assert list(seen.t_s) == written["t_s"].tolist()
+        assert list(seen.n_tokens) == written["n_tokens"].tolist()
     client = RunTables(run.run_dir).client
     assert len(client) >= 5 and result.client["samples"] == len(client)
     assert tuple(client.columns) == CLIENT.columns  # the run format's schema
