@@ -23,7 +23,7 @@ def _fail(message: str, status: int) -> NoReturn:
 
 def main() -> None:
     """Console-script entry point."""
-    from runtime import redact, signals
+    from runtime import collector, redact, signals
 
     signals.install()
     # Every secret of the command line and the environment is replaced in whatever the
@@ -32,7 +32,8 @@ def main() -> None:
     redact.register_environment()
     with redact.guarded_streams():
         try:
-            from prefillscope.app import app
+            with collector.paused():  # a burst of imports (runtime.collector)
+                from prefillscope.app import app
         except KeyboardInterrupt as exc:
             _interrupted(exc)
         _run(app)

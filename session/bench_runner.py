@@ -30,11 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +53,7 @@ from runfmt.runinfo import RunInfo
 from runfmt.tables import RunTables
 from runtime import redact, signals
 from runtime.clock import RunClock
+from runtime.collector import frozen_heap
 from session.bench_info import probe_settings, run_info
 from session.bench_options import BenchOptions
 from session.bench_oracle import (
@@ -364,20 +364,3 @@ class _Bench:
         return await write_summary(
             run, final, result, self.plan, self.options, self.prometheus, self.clock
         )
-
-
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep what exists before the load — the plan, its prompts, the oracle's pool — out
-    of every garbage collection while measuring.
-
-    Collections traverse every tracked object of their generations; once the plan's
-    objects reach the oldest one, each full collection walks them all, a pause of
-    milliseconds (15 ms seen with a 200-request plan) in which no token is timed and no
-    request goes out.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

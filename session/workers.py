@@ -144,7 +144,7 @@ async def _work(job: ShardJob, conn: Any) -> None:
 
     pumping = asyncio.create_task(pump())
     error: str | None = None
-    gc.freeze()  # the shard's plan stays out of every collection (see bench_runner)
+    gc.freeze()  # the shard's plan stays out of every collection (see runtime.collector)
     try:
         await task
     except asyncio.CancelledError:
