@@ -1,10 +1,11 @@
 """The probes of a bench run in a child process: the load generator's loop only sends and reads.
 
-A scrape costs ~10 ms of CPU (the GET, prometheus_client's parse of a few hundred
-samples, the journal rows). Even done in 1 ms slices on the load generator's event loop,
-a slice that runs when an open-loop request is due or a stream's bytes arrive delays it:
-the dispatch lag and the ITL tail then carry our own noise. In a child process the
-probes have their own interpreter (and, on a multi-core machine, their own core).
+A scrape costs a few ms of CPU (the GET, the parse of a few hundred samples, the
+journal rows; ~10 ms when a page needs prometheus_client's parser). Even done in 1 ms
+slices on the load generator's event loop, a slice that runs when an open-loop request
+is due or a stream's bytes arrive delays it: the dispatch lag and the ITL tail then
+carry our own noise. In a child process the probes have their own interpreter (and, on
+a multi-core machine, their own core).
 
 The child is ``python -m probes.probe_process`` running the same ``MetricsScraper`` and
 ``GpuSampler``. Its configuration is one JSON line on stdin, holding the parent's

@@ -12,8 +12,9 @@ imports is its cost. These tests check, in a fresh interpreter and by ``sys.modu
   pydantic ``TypeAdapter`` for each option at every start, ~0.1 CPU-s, so the project
   requires an earlier typer;
 * the probe process (``probes.probe_process``), a fresh interpreter per run, loads no
-  pandas, numpy, pyarrow, aiohttp, httpx or pynvml: it scrapes with the standard library
-  and imports NVML only when GPU sampling is on.
+  pandas, numpy, pyarrow, aiohttp, httpx, pynvml or prometheus_client: it scrapes with
+  the standard library, reads plain pages with ``probes.plain_exposition`` and imports
+  NVML only when GPU sampling is on.
 
 ``benchmarks/loadgen_overhead.py --bench16-only`` prints the CPU seconds these stand for.
 """
@@ -27,7 +28,9 @@ import sys
 #: What ``session.bench_runner`` must not load, and why it would be wasted there.
 NOT_BEFORE_THE_RUN = ("pandas", "pyarrow", "httpx", "tokenizers", "pynvml", "yaml", "scipy")
 #: What the probe process must not load.
-NOT_IN_THE_PROBE_PROCESS = ("pandas", "numpy", "pyarrow", "aiohttp", "httpx", "pynvml", "scipy")
+NOT_IN_THE_PROBE_PROCESS = (
+    *("pandas", "numpy", "pyarrow", "aiohttp", "httpx", "pynvml", "scipy", "prometheus_client"),
+)
 
 
 def _loaded_after(statement: str, candidates: tuple[str, ...]) -> list[str]:
