@@ -151,6 +151,7 @@ def new_record(spec: RequestSpec, intended_s: float) -> RequestRecord:
         turn=spec.turn,
         warmup=spec.warmup,
         intended_s=intended_s,
+        released_s=intended_s,
         expected_cached_tokens=spec.expected_cached_tokens,
         max_tokens=spec.max_tokens,
     )

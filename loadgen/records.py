@@ -72,6 +72,9 @@ class RequestRecord:
     turn: int | None = None
     warmup: bool = False
     intended_s: float | None = None
+    #: When the client let it go: its intended time, or later when it waited for a
+    #: ``--max-concurrency`` slot (the server's pace, not the client's lag).
+    released_s: float | None = None
     sent_s: float | None = None
     first_token_s: float | None = None
     end_s: float | None = None

@@ -276,7 +276,8 @@ class LoadRun:
             if self._cap is None:
                 stream = await self._send(spec, prepared, record, chunks)
             else:
-                async with self._cap:
+                async with self._cap:  # a wait past the intended time is the server's pace
+                    record.released_s = max(intended_s, self.clock.now())
                     stream = await self._send(spec, prepared, record, chunks)
         except asyncio.CancelledError:
             if record.error_kind is None:  # still waiting in the client: never sent

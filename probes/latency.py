@@ -7,8 +7,11 @@ Conventions, stated once here because every report inherits them:
   (status ``ok``); failed requests are counted by error class and lower goodput.
 * **TTFT and E2E** are measured from the *intended* send time (``ttft_s``, ``e2e_s``), so a
   client that falls behind its schedule cannot hide queueing (coordinated omission), and
-  from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). The difference is the
-  dispatch lag, ``sent_s - intended_s``.
+  from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). In between, a request
+  may wait for a ``--max-concurrency`` slot (``concurrency_wait_s = released_s -
+  intended_s``: the server's pace, which the user's cap turned into queueing) and then for
+  the client (the **dispatch lag**, ``sent_s - released_s``; ``released_s`` is the intended
+  time when nothing capped the run, and is taken as it for runs that predate it).
 * **ITL is per token** (``probes.token_gaps`` states and applies the rule).
 * **TPOT** = (E2E − TTFT)/(output_tokens − 1) = (end − first token)/(output_tokens − 1),
   defined for requests with at least two output tokens.
@@ -75,10 +78,12 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
     """Per-request timings in seconds, one row per request (same index, ``id`` kept).
 
     Columns: ``ttft_s``, ``ttft_sent_s``, ``e2e_s``, ``e2e_sent_s``, ``tpot_s``,
-    ``dispatch_lag_s``, ``output_tokens`` and ``ok``. A value that cannot be computed
-    (no first token, one output token) is NaN.
+    ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and ``ok``. A value that
+    cannot be computed (no first token, one output token) is NaN.
     """
     intended = _num(requests, "intended_s")
+    released = _num(requests, "released_s")
+    released = np.where(np.isnan(released), intended, released)
     sent = _num(requests, "sent_s")
     first = _num(requests, "first_token_s")
     end = _num(requests, "end_s")
@@ -93,7 +98,8 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
             "e2e_s": end - intended,
             "e2e_sent_s": end - sent,
             "tpot_s": tpot,
-            "dispatch_lag_s": sent - intended,
+            "dispatch_lag_s": sent - released,
+            "concurrency_wait_s": released - intended,
             "output_tokens": out_tokens,
             "ok": completed_mask(requests),
         },
@@ -359,6 +365,9 @@ def summarize_frames(
     summary["prefix"] = prefix_hit_rates(done)
     summary["chunks"] = chunk_counts(tokens)
     summary["client"] = client_health(latencies["dispatch_lag_s"].to_numpy(), client, window)
+    waited = finite(latencies["concurrency_wait_s"].to_numpy())
+    if waited.size and waited.max() > 0:  # a --max-concurrency cap held requests back
+        summary["client"]["concurrency_wait_s"] = describe(waited)
     return summary
 
 

@@ -52,8 +52,8 @@ class TableSchema:
 REQUESTS = TableSchema(
     REQUESTS_TABLE,
     ("id", "kind", "group", "tenant", "lora", "session", "turn", "warmup", "intended_s",
-     "sent_s", "first_token_s", "end_s", "prompt_tokens", "output_tokens", "cached_tokens",
-     "expected_cached_tokens", "max_tokens", "num_chunks", "multi_token_chunks",
+     "released_s", "sent_s", "first_token_s", "end_s", "prompt_tokens", "output_tokens",
+     "cached_tokens", "expected_cached_tokens", "max_tokens", "num_chunks", "multi_token_chunks",
      "token_count_method", "finish_reason", "status", "error_kind", "http_status",
      "error_message", "retried", "output_token_ids", "output_logprobs"),
 )  # fmt: skip

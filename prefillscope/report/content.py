@@ -183,9 +183,19 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
         ("prefix hit rate (oracle)", fmt_share(lookup(s, "prefix.expected_hit_rate"))),
         ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
         ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
+        *concurrency_wait_rows(s),
         ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
         *goodput_rows(s),
     ]
+
+
+def concurrency_wait_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """How long requests waited for a ``--max-concurrency`` slot, when any did: the
+    server's pace queued them (counted in TTFT and E2E, not in the dispatch lag)."""
+    wait = lookup(summary, "client.concurrency_wait_s.p99")
+    if wait is None:
+        return []
+    return [("concurrency-slot wait p99", fmt_duration(wait))]
 
 
 #: SLO keys of ``summary.goodput.slo`` (a latency's key) as the registry names them.

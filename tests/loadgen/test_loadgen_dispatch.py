@@ -70,6 +70,12 @@ def test_coordinated_omission_is_measured_not_hidden(tmp_path: Path) -> None:
     own = waits.own_lag(clock_start, requests)
     assert lag[-1] > 0.3 and own[0] < 0.01, (lag[-1], own[0], lag[0])
     assert _max_in_flight(requests) == 1
+    # ... and almost all of it is the wait for the cap's one slot, which the client records
+    # (released_s): from its slot to its send, each request's own lag is small
+    slot_wait = (requests["released_s"] - requests["intended_s"]).to_numpy()
+    assert (slot_wait >= 0).all() and slot_wait[-1] > 0.3
+    from_slot = waits.own_lag(clock_start, requests.assign(intended_s=requests["released_s"]))
+    assert np.median(from_slot) < 0.01, np.median(from_slot)
 
 
 @pytest.mark.timing

@@ -93,6 +93,34 @@ def test_ttft_from_intended_and_sent_and_a_lagging_client_is_flagged() -> None:
     assert "dispatch lag p99" in client["reasons"][0]
 
 
+def test_a_wait_for_a_concurrency_slot_is_the_servers_pace_not_the_clients_lag() -> None:
+    # --max-concurrency 1 and a server slower than the schedule: each request waits 10 ms
+    # longer for its slot than the one before, then goes out 0.5 ms after the slot frees.
+    records, chunks = [], []
+    for i in range(50):
+        intended = i * 0.1
+        released = intended + 0.01 * i
+        sent = released + 0.0005
+        records.append(
+            RequestRecord(f"r{i}", intended_s=intended, released_s=released, sent_s=sent,
+                          first_token_s=sent + 0.2, end_s=sent + 0.3, output_tokens=2)
+        )  # fmt: skip
+        chunks += [ChunkEvent(f"r{i}", sent + 0.2, 1), ChunkEvent(f"r{i}", sent + 0.3, 1)]
+    summary = summarize_frames(*frames(records, chunks), EMPTY)
+    client = summary["client"]
+    assert client["dispatch_lag_p99_s"] == pytest.approx(0.0005)
+    assert client["limited"] is False and client["reasons"] == []
+    waits = np.array([0.01 * i for i in range(50)])
+    assert client["concurrency_wait_s"]["p99"] == pytest.approx(np.percentile(waits, 99))
+    # the wait is still the user's latency: TTFT counts from the intended time
+    assert summary["ttft_s"]["p99"] == pytest.approx(np.percentile(waits + 0.2005, 99))
+    # a run written before released_s (no such column) keeps sent - intended
+    old = frames(records, chunks)[0].drop(columns=["released_s"])
+    legacy = summarize_frames(old, frames(records, chunks)[1], EMPTY)["client"]
+    assert legacy["dispatch_lag_p99_s"] == pytest.approx(np.percentile(waits + 0.0005, 99))
+    assert legacy["limited"] is True and "concurrency_wait_s" not in legacy
+
+
 def _steady_requests(n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
     records = [
         RequestRecord(f"r{i}", intended_s=i * 0.25, sent_s=i * 0.25 + 0.001,
