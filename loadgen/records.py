@@ -73,7 +73,7 @@ class RequestRecord:
     warmup: bool = False
     intended_s: float | None = None
     #: When the client let it go: its intended time, or later when it waited for a
-    #: ``--max-concurrency`` slot (the server's pace, not the client's lag).
+    #: ``--max-concurrency`` slot (part of the dispatch lag, the cap's queue).
     released_s: float | None = None
     sent_s: float | None = None
     first_token_s: float | None = None

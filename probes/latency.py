@@ -7,11 +7,11 @@ Conventions, stated once here because every report inherits them:
   (status ``ok``); failed requests are counted by error class and lower goodput.
 * **TTFT and E2E** are measured from the *intended* send time (``ttft_s``, ``e2e_s``), so a
   client that falls behind its schedule cannot hide queueing (coordinated omission), and
-  from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). In between, a request
-  may wait for a ``--max-concurrency`` slot (``concurrency_wait_s = released_s -
-  intended_s``: the server's pace, which the user's cap turned into queueing) and then for
-  the client (the **dispatch lag**, ``sent_s - released_s``; ``released_s`` is the intended
-  time when nothing capped the run, and is taken as it for runs that predate it).
+  from the actual send time (``ttft_sent_s``, ``e2e_sent_s``). The difference is the
+  dispatch lag, ``sent_s - intended_s``. Part of it may be a wait for a
+  ``--max-concurrency`` slot (``concurrency_wait_s = released_s - intended_s``, 0 for runs
+  that predate ``released_s``): the cap's queue, which a slow server fills, rather than
+  the client's speed; the client-health reason says so when it is.
 * **ITL is per token** (``probes.token_gaps`` states and applies the rule).
 * **TPOT** = (E2E − TTFT)/(output_tokens − 1) = (end − first token)/(output_tokens − 1),
   defined for requests with at least two output tokens.
@@ -83,7 +83,7 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
     """
     intended = _num(requests, "intended_s")
     released = _num(requests, "released_s")
-    released = np.where(np.isnan(released), intended, released)
+    released = np.where(np.isnan(released), intended, released)  # no cap, or an older run
     sent = _num(requests, "sent_s")
     first = _num(requests, "first_token_s")
     end = _num(requests, "end_s")
@@ -98,7 +98,7 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
             "e2e_s": end - intended,
             "e2e_sent_s": end - sent,
             "tpot_s": tpot,
-            "dispatch_lag_s": sent - released,
+            "dispatch_lag_s": sent - intended,
             "concurrency_wait_s": released - intended,
             "output_tokens": out_tokens,
             "ok": completed_mask(requests),
@@ -241,13 +241,29 @@ def cpu_shares(samples: pd.DataFrame) -> dict | None:
     return cpu
 
 
-def client_health(dispatch_lag_s: np.ndarray, client: pd.DataFrame, window: Window) -> dict:
-    """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it."""
+def client_health(
+    dispatch_lag_s: np.ndarray,
+    client: pd.DataFrame,
+    window: Window,
+    concurrency_wait_s: np.ndarray | None = None,
+) -> dict:
+    """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it.
+
+    ``concurrency_wait_s``: each request's wait for a ``--max-concurrency`` slot, part of
+    its dispatch lag; when it alone passes the bound, the reason names the cap."""
     lag = describe(dispatch_lag_s)
     reasons: list[str] = []
     if lag["p99"] is not None and lag["p99"] > DISPATCH_LAG_LIMIT_S:
         label = DISPATCH_LAG.named("p99")
-        reasons.append(f"{label} {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms")
+        reason = f"{label} {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
+        waited = describe(concurrency_wait_s if concurrency_wait_s is not None else [])
+        if waited["p99"] is not None and waited["p99"] > DISPATCH_LAG_LIMIT_S:
+            reason += (
+                f", of which waiting for a --max-concurrency slot p99 "
+                f"{waited['p99'] * 1e3:.1f} ms: the cap's queue, filled by the server's "
+                "pace, not the client's speed (a larger cap measures the server at this rate)"
+            )
+        reasons.append(reason)
     loop_lag: dict | None = None
     cpu: dict | None = None
     if not client.empty:
@@ -364,8 +380,10 @@ def summarize_frames(
     )
     summary["prefix"] = prefix_hit_rates(done)
     summary["chunks"] = chunk_counts(tokens)
-    summary["client"] = client_health(latencies["dispatch_lag_s"].to_numpy(), client, window)
     waited = finite(latencies["concurrency_wait_s"].to_numpy())
+    summary["client"] = client_health(
+        latencies["dispatch_lag_s"].to_numpy(), client, window, waited
+    )
     if waited.size and waited.max() > 0:  # a --max-concurrency cap held requests back
         summary["client"]["concurrency_wait_s"] = describe(waited)
     return summary

@@ -88,10 +88,9 @@ THROUGHPUTS: tuple[Metric, ...] = (
 )  # fmt: skip
 
 #: The client's dispatch lag (a client-health figure, ``summary.client``; not compared).
-DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual − due send)",
+DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual − intended send)",
                       "dispatch lag", "s", False, REQUESTS_TABLE,
-                      "actual send time − the time it was due: intended, or when a "
-                      "--max-concurrency slot freed", reported=False)  # fmt: skip
+                      "actual send time − intended send time", reported=False)  # fmt: skip
 
 _BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG)}
 

@@ -211,8 +211,7 @@ class LiveStats(LoadObserver):
     # -- callbacks (once or twice per request: one append each) ------------------------------
     def on_send(self, record: RequestRecord) -> None:
         self.sent += 1
-        released = record.released_s if record.released_s is not None else record.intended_s
-        self._sends.append((record.sent_s or 0.0, released or 0.0))
+        self._sends.append((record.sent_s or 0.0, record.intended_s or 0.0))
 
     def on_first_token(self, record: RequestRecord) -> None:
         self._firsts.append((record.first_token_s or 0.0, record.intended_s or 0.0))

@@ -191,7 +191,7 @@ def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 def concurrency_wait_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """How long requests waited for a ``--max-concurrency`` slot, when any did: the
-    server's pace queued them (counted in TTFT and E2E, not in the dispatch lag)."""
+    server's pace queued them (counted in TTFT and E2E and in the dispatch lag)."""
     wait = lookup(summary, "client.concurrency_wait_s.p99")
     if wait is None:
         return []

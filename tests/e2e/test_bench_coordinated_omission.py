@@ -5,7 +5,7 @@ with ``--max-concurrency 1`` every request waits in the client behind the one be
 Measured from the actual send, TTFT stays at one step — the server was never slow;
 measured from the intended send it grows with the backlog, which is what a user of
 this schedule would see. The lag is reported and the run is flagged client-limited,
-in the summary and on screen.
+in the summary and on screen, with the reason naming the cap's queue.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
     assert client["dispatch_lag_p99_s"] > 0.8
     assert client["limited"] is True
     assert any("dispatch lag" in reason for reason in client["reasons"])
+    # nearly all of the lag is the wait for the cap's one slot, and the reason says so
+    assert client["concurrency_wait_s"]["p99"] > 0.8
+    assert any("--max-concurrency slot" in reason for reason in client["reasons"])
     # On screen: the live lines and the final table say so.
     assert "CLIENT-LIMITED: dispatch lag p99" in done.stdout
     assert "The client limited this run" in done.stdout
