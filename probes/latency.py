@@ -250,13 +250,15 @@ def client_health(
     """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it.
 
     ``concurrency_wait_s``: each request's wait for a ``--max-concurrency`` slot, part of
-    its dispatch lag; when it alone passes the bound, the reason names the cap."""
+    its dispatch lag, reported when any request waited; when it alone passes the bound,
+    the reason names the cap."""
     lag = describe(dispatch_lag_s)
+    waits = finite(concurrency_wait_s) if concurrency_wait_s is not None else np.empty(0)
+    waited = describe(waits)
     reasons: list[str] = []
     if lag["p99"] is not None and lag["p99"] > DISPATCH_LAG_LIMIT_S:
         label = DISPATCH_LAG.named("p99")
         reason = f"{label} {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
-        waited = describe(concurrency_wait_s if concurrency_wait_s is not None else [])
         if waited["p99"] is not None and waited["p99"] > DISPATCH_LAG_LIMIT_S:
             reason += (
                 f", of which waiting for a --max-concurrency slot p99 "
@@ -282,7 +284,7 @@ def client_health(
                 f"client CPU at {cpu['sustained_max']:.0%} of a core{which} over "
                 f"{CPU_SUSTAIN_S:g} s (saturated at {CPU_SATURATION_SHARE:.0%})"
             )
-    return {
+    health = {
         "dispatch_lag_s": lag,
         "dispatch_lag_p99_s": lag["p99"],
         "loop_lag_s": loop_lag,
@@ -290,6 +292,9 @@ def client_health(
         "limited": bool(reasons),
         "reasons": reasons,
     }
+    if waits.size and waits.max() > 0:  # a --max-concurrency cap held requests back
+        health["concurrency_wait_s"] = waited
+    return health
 
 
 def error_counts(requests: pd.DataFrame) -> dict[str, int]:
@@ -380,12 +385,12 @@ def summarize_frames(
     )
     summary["prefix"] = prefix_hit_rates(done)
     summary["chunks"] = chunk_counts(tokens)
-    waited = finite(latencies["concurrency_wait_s"].to_numpy())
     summary["client"] = client_health(
-        latencies["dispatch_lag_s"].to_numpy(), client, window, waited
+        latencies["dispatch_lag_s"].to_numpy(),
+        client,
+        window,
+        latencies["concurrency_wait_s"].to_numpy(),
     )
-    if waited.size and waited.max() > 0:  # a --max-concurrency cap held requests back
-        summary["client"]["concurrency_wait_s"] = describe(waited)
     return summary
 
 
