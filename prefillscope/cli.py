@@ -24,7 +24,9 @@ def _fail(message: str, status: int) -> NoReturn:
 def main() -> None:
     """Console-script entry point."""
     from runtime import collector, redact, signals
+    from runtime.native_threads import settle_blas_threads
 
+    settle_blas_threads()  # before anything imports numpy
     signals.install()
     # Every secret of the command line and the environment is replaced in whatever the
     # command prints (and, by the writers, in whatever it writes).
