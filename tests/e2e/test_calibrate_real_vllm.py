@@ -4,12 +4,22 @@ The cost model describes the server from what it serves: ``model=`` the model's 
 (its ``config.json``) and a device of its own (``gpu=custom:…``, a CPU's nominal figures,
 whose efficiencies the fit finds). vLLM 0.32 exposes no step-time histogram, so the
 decode step is fitted to the client's ITL p50 (vLLM's inter-token buckets are too coarse
-for a median) and the prefill to the client's TTFT p50; the checks are the client's ITL
-p99 and vLLM's exact mean inter-token latency (its histogram's sum ÷ count).
+for a median) and the prefill to the client's TTFT p50; the check is vLLM's exact mean
+inter-token latency (its histogram's sum ÷ count).
 
-Stated accuracy: the fitted figures within ``TOLERANCE`` (2 %); the replayed ITL p99 and
-mean within ``CHECK_BOUND`` of measured (a two-figure roofline of a CPU shared with other
-processes: measured here at +2 to +6 % for p99 and −8 to −25 % for the mean).
+Stated accuracy: the fitted figures within ``TOLERANCE`` (2 %); vLLM's mean inter-token
+latency, which the fit does not target, within ``CHECK_BOUND`` of measured (a two-figure
+roofline of a CPU shared with other processes: measured at −25 to +22 % over runs on
+different days).
+
+The client's ITL p99 is reported, not checked. With ~500 gaps it is the ~5th largest,
+and the run's gaps fall off a cliff there: the ~10 that shared a step with a prefill chunk
+(40–80 ms) above the plain decode steps (5–8 ms) and whatever stalls the shared machine
+adds. Three identical runs within ten minutes measured it at 41, 60 and 69 ms, and replays of
+runs of this plan put it at 5 ms and at 66 ms, depending on whether five of their gaps
+landed on a prefill step. No bound is both met by such a figure and
+worth anything; the mean, over every token on the server's own clock, carries the same
+tail without the cliff.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from session.calibrate import MFU_RANGE, TOLERANCE
 
 pytestmark = pytest.mark.real_vllm
 
-#: How far the checked figures (not fitted) may be from measured, as a relative error.
+#: How far the checked figure (not fitted) may be from measured, as a relative error.
 CHECK_BOUND = 0.5
 ENGINE = [
     f"model={MODEL_DIR}",
@@ -71,5 +81,4 @@ def test_calibration_replays_a_vllm_run(vllm_url: str, tmp_path: Path) -> None:
         assert abs(error[key]) <= TOLERANCE, (key, error[key])
     # vLLM's own clock: the mean inter-token latency its histogram measured, as the check
     assert cal["measured"]["itl_mean"] > 0
-    for key in ("itl_p99", "itl_mean"):
-        assert abs(error[key]) <= CHECK_BOUND, (key, error[key])
+    assert abs(error["itl_mean"]) <= CHECK_BOUND, error["itl_mean"]
