@@ -208,13 +208,18 @@ def test_sigterm_stops_every_worker_and_keeps_their_rows(tmp_path: Path, group: 
 
 
 def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (workers, the engine, the probes)."""
-    found = []
+    """Every process below ``pid``: the workers (children of the fork server they came
+    from), the fork server, the engine, the probes."""
+    parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append(int(stat.parent.name))
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        below = [child for child, parent in parents.items() if parent in frontier]
+        found += below
+        frontier = below
     return found
 
 
@@ -237,6 +242,7 @@ def test_a_killed_parent_leaves_every_workers_row_readable(tmp_path: Path) -> No
     for shard in ("0", "1"):
         wait_for_rows(run / "shards" / shard / "requests.jsonl", 5)
     children = _children(bench.pid)
+    assert len(children) >= 4, children  # two workers, the engine, the probes (and more)
     bench.kill()
     bench.communicate(timeout=30)
     assert _gone(children), "the workers outlived their parent"
