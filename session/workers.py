@@ -189,7 +189,8 @@ def stop_fork_server() -> None:
 
     stop = getattr(forkserver._forkserver, "_stop", None)  # private; kept by 3.11 to 3.14
     if stop is not None:
-        stop()
+        with contextlib.suppress(OSError):  # already gone (a SIGHUP to the process group)
+            stop()
 
 
 def post(call: Callable[..., Any], *args: Any) -> bool:
