@@ -49,9 +49,9 @@ The engine's own step jitter (GC, a busy core) shows in every stream at once; th
 gap over the same two engine steps.
 
 ``--mock sse`` streams from the light SSE mock (``sse_mock.py``) instead of the engine:
-it keeps its step far beyond the engine's few hundred streams (no engine ITL then). The
-stream count at which each client becomes limited with the mock on a core of its own,
-swept: ``client_limit_sweep.py``.
+it keeps its step far beyond the engine's few hundred streams, and its own TTFT and ITL
+totals stand for the engine's histograms. The stream count at which each client becomes
+limited with the mock on a core of its own, swept: ``client_limit_sweep.py``.
 
 Both clients run on the event loop the CLI runs on (``runtime.event_loop``: uvloop where
 installed); ``PREFILLSCOPE_EVENT_LOOP=asyncio`` runs both on asyncio's, the loop a bare
@@ -166,10 +166,15 @@ ENGINE_HISTOGRAMS = {
 
 
 async def engine_totals(url: str) -> dict[str, tuple[float, float]]:
-    """(sum, count) so far of each of ``ENGINE_HISTOGRAMS`` (NaN where the server has none:
-    the SSE mock keeps no metrics)."""
-    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
-        text = await resp.text()
+    """(sum, count) so far of each of ``ENGINE_HISTOGRAMS``: the engine's ``/metrics``, or
+    the SSE mock's own ``/mock/totals`` (the same two figures, NaN where neither has them)."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url + "/mock/totals") as resp:
+            if resp.status == 200:
+                mock = await resp.json()
+                return {key: (float(mock[key][0]), float(mock[key][1])) for key in mock}
+        async with session.get(url + "/metrics") as resp:
+            text = await resp.text()
     totals = {}
     for key, metric in ENGINE_HISTOGRAMS.items():
         values = []
@@ -508,7 +513,7 @@ def main() -> None:
     parser.add_argument("--no-vllm", action="store_true", help="skip vllm bench serve")
     parser.add_argument(
         "--mock", choices=("engine", "sse"), default="engine",
-        help="stream from the embedded engine or the light SSE mock (no engine ITL then)",
+        help="stream from the embedded engine or the light SSE mock (its own TTFT/ITL truth)",
     )  # fmt: skip
     args = parser.parse_args()
     client_core, server_core = cores()

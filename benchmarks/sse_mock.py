@@ -18,7 +18,10 @@ with ``stream: true`` (continuous usage on every event: the cumulative
 Its own truth, for judging a client: every tick's due time, start and end on ``time.perf_counter``
 (the system's monotonic clock, the clients' too) and how many streams it wrote,
 at ``GET /mock/ticks?since=T`` (ticks that started at or after ``T``), with the step.
-A stream's k-th token was written during its first tick + k − 1.
+A stream's k-th token was written during its first tick + k − 1. And, as vLLM's
+histograms hold them, the sum and count of the times from a request read whole to its
+first token written and between a stream's tokens written, at ``GET /mock/totals``
+(``{"ttft": [sum_s, count], "itl": [sum_s, count]}``).
 
 Run: ``python benchmarks/sse_mock.py [--port 0] [--step-ms 20] [--model NAME]``; the
 first stdout line is ``{"url": ...}``.
@@ -93,7 +96,10 @@ def stream_events(model: str, prompt_tokens: int, max_tokens: int) -> list[bytes
 class Stream:
     transport: asyncio.Transport
     events: list[bytes]
+    #: When its request was read whole, and when its latest token was written.
+    received: float
     at: int = 0
+    last: float = 0.0
 
 
 @dataclass
@@ -105,6 +111,10 @@ class Mock:
     active: list[Stream] = field(default_factory=list)
     joining: list[Stream] = field(default_factory=list)
     ticks: list[tuple[float, float, float, int]] = field(default_factory=list)
+    #: [sum, count] of request-read-to-first-token-written and of token-to-token times.
+    totals: dict[str, list[float]] = field(
+        default_factory=lambda: {"ttft": [0.0, 0], "itl": [0.0, 0]}
+    )
     _encoded: dict[tuple[int, int], list[bytes]] = field(default_factory=dict)
 
     def events(self, prompt_tokens: int, max_tokens: int) -> list[bytes]:
@@ -129,10 +139,16 @@ class Mock:
             start = time.perf_counter()
             alive = []
             written = 0
+            ttft, itl = self.totals["ttft"], self.totals["itl"]
             for stream in self.active:
                 if stream.transport.is_closing():  # the client went away
                     continue
                 stream.transport.write(stream.events[stream.at])
+                now = time.perf_counter()
+                totals, since = (itl, stream.last) if stream.at else (ttft, stream.received)
+                totals[0] += now - since
+                totals[1] += 1
+                stream.last = now
                 written += 1
                 stream.at += 1
                 if stream.at < len(stream.events):
@@ -198,6 +214,8 @@ class Connection(asyncio.Protocol):
             self.transport.write(
                 _reply("200 OK", json.dumps(self.mock.ticks_since(since)).encode())
             )
+        elif method == "GET" and url.path == "/mock/totals":
+            self.transport.write(_reply("200 OK", json.dumps(self.mock.totals).encode()))
         elif method == "POST" and url.path == "/v1/completions":
             self._stream(body)
         else:
@@ -205,6 +223,7 @@ class Connection(asyncio.Protocol):
 
     def _stream(self, body: bytes) -> None:
         assert self.transport is not None
+        received = time.perf_counter()
         try:
             request = json.loads(body)
             prompt = request.get("prompt")
@@ -218,7 +237,7 @@ class Connection(asyncio.Protocol):
         prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         self.transport.write(STREAM_HEAD)
         self.mock.joining.append(
-            Stream(self.transport, self.mock.events(prompt_tokens, max_tokens))
+            Stream(self.transport, self.mock.events(prompt_tokens, max_tokens), received)
         )
 
 

@@ -82,3 +82,22 @@ def test_every_token_maps_to_the_tick_that_wrote_it(mock: str, tmp_path: Path) -
     )
     late, gap_error = sweep.token_errors(chunks, ticks)
     assert late.size == 64 * 30 and gap_error.size == 64 * 29 and (late >= 0).all()
+
+
+def test_the_mocks_own_totals_count_every_token(mock: str, tmp_path: Path) -> None:
+    """``/mock/totals``, which the overhead benchmark sets the clients' TTFT and ITL
+    against: one first token per request, one gap per further token, and the gaps'
+    mean is the mock's step (its ticks keep an absolute schedule)."""
+    import loadgen_overhead
+
+    before = asyncio.run(loadgen_overhead.engine_totals(mock))
+    result, _, _, _ = asyncio.run(sweep.loadgen(mock, 8, 2, 12, tmp_path / "run"))
+    after = asyncio.run(loadgen_overhead.engine_totals(mock))
+    assert result.ok == 16
+    assert after["ttft"][1] - before["ttft"][1] == 16
+    assert after["itl"][1] - before["itl"][1] == 16 * 11
+    step_s = STEP_MS / 1e3
+    ttft = loadgen_overhead.engine_mean(before, after, "ttft")
+    itl = loadgen_overhead.engine_mean(before, after, "itl")
+    assert 0 < ttft < 2 * step_s  # the first tick after the request was read
+    assert 0.8 * step_s < itl < 1.25 * step_s, itl
