@@ -4,6 +4,8 @@ fresh one that tells a server gone from a request refused."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -14,16 +16,27 @@ from loadgen.target import Target
 REACH_TIMEOUT_S = 2.0
 
 
-async def preconnect(session: aiohttp.ClientSession, target: Target, count: int) -> None:
+async def preconnect(
+    session: aiohttp.ClientSession,
+    target: Target,
+    count: int,
+    answered: Callable[[Any], None] | None = None,
+) -> None:
     """Open ``count`` connections of ``session``'s pool (a ``GET /v1/models`` each, all at
     once), so that TCP handshakes are not in the first requests' send times. A server
-    that refuses is left to fail the first request with its class."""
+    that refuses is left to fail the first request with its class. ``answered`` is told
+    each connection's transport once its answer is in (when it started to idle)."""
     if not count:
         return
 
     async def touch() -> None:
         async with session.get(target.url("/v1/models"), headers=target.headers()) as resp:
             await resp.read()
+        # A short answer releases its connection with its headers, so ``resp.connection``
+        # is gone by now: the response's protocol (private, hence the guard) still knows it.
+        transport = getattr(getattr(resp, "_protocol", None), "transport", None)
+        if answered is not None and transport is not None:
+            answered(transport)
 
     await asyncio.gather(*(touch() for _ in range(count)), return_exceptions=True)
 

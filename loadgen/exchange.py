@@ -13,31 +13,23 @@ the adapter's byte-level parse and two appends to typed arrays (no Python object
 token). Everything else (the record's fields, the error class) is settled once, when
 the request ends.
 
-Error classes (``ErrorKind``), by what the server did:
-
-* ``connect``: no response at all: refused, reset or closed before a status line;
-* ``timeout``: the per-request timeout expired (stalled before or during the stream);
-* ``http_429`` / ``http_4xx`` / ``http_5xx``: an error status (message from its body);
-* ``stream_error_event``: the stream itself carried an error event;
-* ``stream_malformed``: an event whose payload is not a JSON object (or no SSE at all);
-* ``stream_truncated``: the connection ended before the stream's end-of-stream event,
-  between events or mid-event;
-* ``stream_oversize``: one event outgrew ``--max-event-bytes`` (the SSE parser's cap);
-* ``cancelled``: the run was cancelled (Ctrl-C) while the request was in flight.
-
-What the stream said wins over how it ended: an error event followed by a dropped
-connection is ``stream_error_event`` with the server's message, not a truncation.
+How a request ended badly is classified in ``loadgen.failures``.
 
 A request whose pooled connection the server closed (its keep-alive ran out) before a
 byte of the request was written never reached the server: it is sent again, once, on a
 fresh connection, and its row says ``retried``. Open-loop requests take their connection
-ahead of their send time, which is what opens that window.
+ahead of their send time, which is what opens that window. So is a request written onto
+a connection idle for ``KEEPALIVE_IDLE_S`` or more since its last answer that is then
+reset or closed with no answer: the server's keep-alive ran out as the request left, its
+close and our write crossing on the wire (now and then, at a rate whose gaps are near a
+server's keep-alive timeout: uvicorn's, vLLM's, is 5 s). A request dropped on a fresh
+connection, or on one in use a moment before, is a ``connect`` failure, never sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,15 +37,26 @@ from typing import Any
 import aiohttp
 from aiohttp.payload import BytesPayload
 
-from loadgen.adapters.base import Adapter, EventStream, error_message, short
+from loadgen.adapters.base import Adapter, EventStream
 from loadgen.arrivals import ArrivalStamps
+from loadgen.failures import (
+    Failure,
+    dropped_unanswered,
+    fail_record,
+    http_failure,
+    reason,
+    stream_failure,
+    truncated,
+)
 from loadgen.records import ChunkTimes, ErrorKind, RequestRecord, Status
 from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
 from runtime.clock import RunClock
 from runtime.timing import Waker
 
-#: The most of an error response body that is read to find its message.
-ERROR_BODY_LIMIT = 64 * 1024
+#: A reused connection idle this long before a request that it then drops unanswered is
+#: taken to have crossed the server's keep-alive close: servers keep idle connections for
+#: seconds (uvicorn 5 s, nginx 75 s), not for the moment between two requests of a run.
+KEEPALIVE_IDLE_S = 0.25
 
 
 @dataclass
@@ -67,16 +70,6 @@ class Prepared:
     want_text: bool = False
     #: Run time before which the body must not be written (an open-loop send time).
     not_before: float | None = None
-
-
-class Failure(Exception):
-    """A request ended badly; carries its error class and a short message."""
-
-    def __init__(self, kind: ErrorKind, message: str, http_status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = short(message)
-        self.http_status = http_status
 
 
 class _StampedBody(BytesPayload):
@@ -99,6 +92,7 @@ class _StampedBody(BytesPayload):
         not_before: float | None,
         waker: Waker,
         on_stamp: Callable[[], None] | None = None,
+        carried: weakref.WeakKeyDictionary[Any, float] | None = None,
     ) -> None:
         super().__init__(body, content_type="application/json")
         self._record = record
@@ -107,6 +101,11 @@ class _StampedBody(BytesPayload):
         self._waker = waker
         #: The request's bytes (headers ride with the body's) went to the socket.
         self.written = False
+        #: The connection it went onto, and how long that had been idle since it last
+        #: answered (``carried``: when each connection last did), if it ever had.
+        self.transport: Any = None
+        self.idle_s: float | None = None
+        self._carried = carried if carried is not None else weakref.WeakKeyDictionary()
         self._on_stamp = on_stamp
 
     async def _stamp(self, writer: Any) -> None:
@@ -116,6 +115,10 @@ class _StampedBody(BytesPayload):
         # A transport the server already closed drops what is written to it.
         transport = getattr(writer, "transport", None)
         self.written = transport is not None and not transport.is_closing()
+        if self.written:
+            self.transport = transport
+            answered = self._carried.get(transport)
+            self.idle_s = None if answered is None else self._record.sent_s - answered
         if self._on_stamp is not None:
             self._on_stamp()
 
@@ -161,6 +164,8 @@ class Exchanger:
         self.on_send = on_send
         self.on_first_token = on_first_token
         self.on_stream = on_stream
+        #: When each open connection last finished an answer: its idle time at reuse.
+        self.carried: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
     async def send(
         self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
@@ -179,7 +184,7 @@ class Exchanger:
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._exchange_or_retry(prepared, record, stream, chunks, state)
-            failure = _stream_failure(stream)
+            failure = stream_failure(stream)
         except EventTooLarge as exc:
             failure = Failure(ErrorKind.STREAM_OVERSIZE, f"{exc} (raise --max-event-bytes)")
         except TimeoutError:
@@ -192,11 +197,11 @@ class Exchanger:
             failure = exc
         except (aiohttp.ClientError, OSError) as exc:
             if stream.done or stream.error or stream.malformed:  # what the stream said wins
-                failure = _stream_failure(stream)
+                failure = stream_failure(stream)
             elif state.streaming:
-                failure = _truncated(stream, _reason(exc))
+                failure = truncated(stream, reason(exc))
             else:
-                failure = Failure(ErrorKind.CONNECT, _reason(exc))
+                failure = Failure(ErrorKind.CONNECT, reason(exc))
         state.released()  # if never released (a refused connection): tried all the same
         _finish(record, stream, chunks, prepared, self.clock.now(), state.last_s)
         if failure is not None:
@@ -212,13 +217,19 @@ class Exchanger:
         state: _Progress,
     ) -> None:
         """The exchange; once more on a fresh connection when the pooled one was closed
-        before any byte of the request reached the server."""
+        before any byte of the request reached the server, or was reset or closed with no
+        answer just as a request that it was reused for left (see the module docstring)."""
         try:
             await self._exchange(prepared, record, stream, chunks, state, self.session)
         except aiohttp.ClientConnectorError:
             raise  # a new connection that could not be opened: nothing to retry on
-        except (aiohttp.ClientError, OSError):
-            if state.streaming or state.body is None or state.body.written:
+        except (aiohttp.ClientError, OSError) as exc:
+            body = state.body
+            if state.streaming or body is None:
+                raise
+            idle = body.idle_s
+            raced = idle is not None and idle >= KEEPALIVE_IDLE_S
+            if body.written and not (raced and dropped_unanswered(exc, record)):
                 raise
             record.retried = True
             if prepared.not_before is not None:  # connect when due: an idle one may go too
@@ -245,13 +256,19 @@ class Exchanger:
             on_send = self.on_send
             state.announce = lambda: on_send(record)
         body = _StampedBody(
-            prepared.body, record, self.clock, prepared.not_before, self.waker, state.released
+            prepared.body,
+            record,
+            self.clock,
+            prepared.not_before,
+            self.waker,
+            state.released,
+            self.carried,
         )
         state.body = body
         async with session.post(self.url, data=body, headers=self.headers) as resp:
             record.http_status = resp.status
             if resp.status >= 400:
-                raise await _http_failure(resp)
+                raise await http_failure(resp)
             content_type = resp.headers.get("Content-Type", "")
             if "event-stream" not in content_type:
                 raise Failure(
@@ -286,6 +303,12 @@ class Exchanger:
             if n > 0:
                 times.append(t)
                 counts.append(n)
+            if body.transport is not None:
+                self.carried[body.transport] = self.clock.now()
+
+    def answered(self, transport: Any) -> None:
+        """A connection of the pool finished an answer now (one opened ahead of the run)."""
+        self.carried[transport] = self.clock.now()
 
 
 class _Progress:
@@ -311,47 +334,10 @@ def _nothing() -> None:
     pass
 
 
-async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:
-    body = await resp.content.read(ERROR_BODY_LIMIT)
-    try:
-        message = error_message(json.loads(body))
-    except ValueError:
-        message = short(body.decode("utf-8", "replace")) or resp.reason or ""
-    return Failure(ErrorKind.for_status(resp.status), f"HTTP {resp.status}: {message}", resp.status)
-
-
-def _stream_failure(stream: EventStream) -> Failure | None:
-    """The error class of a stream that ended, or ``None`` when it ended properly."""
-    if stream.error is not None:
-        return Failure(ErrorKind.STREAM_ERROR_EVENT, stream.error)
-    if stream.malformed is not None:
-        return Failure(ErrorKind.STREAM_MALFORMED, stream.malformed)
-    if not stream.done:
-        return _truncated(stream)
-    return None
-
-
-def _truncated(stream: EventStream, cause: str | None = None) -> Failure:
-    """The connection ended before the end-of-stream event: where, and after how much."""
-    pending = stream.sse.pending_bytes()
-    where = f"mid-event ({pending} bytes of it)" if pending else "between events"
-    because = f" ({cause})" if cause else ""
-    return Failure(
-        ErrorKind.STREAM_TRUNCATED,
-        f"connection closed {where} after {stream.tokens} tokens, "
-        f"before the end-of-stream event{because}",
-    )
-
-
 def _timeout_message(timeout_s: float | None, state: _Progress, stream: EventStream) -> str:
     if not state.streaming:
         return f"no response within {timeout_s:g} s"
     return f"stream unfinished after {timeout_s:g} s ({stream.tokens} tokens received)"
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _finish(
@@ -379,12 +365,3 @@ def _finish(
     record.output_token_ids = stream.token_ids
     record.output_logprobs = stream.logprobs
     record.status = Status.OK
-
-
-def fail_record(record: RequestRecord, failure: Failure) -> None:
-    """Mark ``record`` failed with ``failure``'s class, message and HTTP status."""
-    record.status = Status.ERROR
-    record.error_kind = failure.kind
-    record.error_message = failure.message
-    if failure.http_status is not None:
-        record.http_status = failure.http_status

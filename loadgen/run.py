@@ -48,7 +48,8 @@ from loadgen.adapters.base import encode
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.connections import preconnect, unreachable
-from loadgen.exchange import ChunkTimes, Exchanger, Failure, Prepared, fail_record
+from loadgen.exchange import ChunkTimes, Exchanger, Prepared
+from loadgen.failures import Failure, fail_record
 from loadgen.health import ClientMonitor
 from loadgen.inflight import InflightTasks
 from loadgen.load_options import LoadObserver, LoadOptions, LoadResult, new_record, observer_hook
@@ -147,7 +148,9 @@ class LoadRun:
                     session, self.target, self.options.cache_protocol
                 )
                 self.result.cache_protocol = self._cache.describe()
-                await preconnect(session, self.target, self.options.preconnect)
+                await preconnect(
+                    session, self.target, self.options.preconnect, self._exchanger.answered
+                )
                 if warmups:
                     users = self.options.warmup_concurrency or self._users() or 8
                     await self._phase([], iter(warmups), users)

@@ -26,8 +26,13 @@ def test_preconnect_opens_that_many_pooled_connections_and_the_next_request_reus
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
         ):
             target = Target(url, "vllm", "completions", "m")
-            await preconnect(session, target, 4)
+            answered: list = []
+            await preconnect(session, target, 4, answered.append)
             assert len(peers) == 4 and len(set(peers)) == 4
+            # each connection is reported once, as the transport later requests go out on
+            # (the exchanger's idle time of a pooled connection starts there)
+            mine = {t.get_extra_info("sockname") for t in answered}
+            assert len(answered) == 4 and mine == set(peers)
             async with session.get(target.url("/v1/models")) as resp:
                 await resp.read()
             assert len(peers) == 5 and peers[-1] in set(peers[:4])

@@ -243,11 +243,19 @@ def test_closed_loop_users_serve_the_plan_in_order(tmp_path: Path) -> None:
 
     _, requests, _, _ = asyncio.run(go())
     assert (requests["status"] == "ok").all()
-    by_send = requests.sort_values("sent_s")["id"].tolist()
-    assert by_send == [f"r{i}" for i in range(8)]
+    by_send = requests.sort_values("sent_s")
+    assert by_send["id"].tolist() == [f"r{i}" for i in range(8)]
     assert _max_in_flight(requests) == 2
-    # a closed-loop request is intended when its user is free, and sent right then
-    assert ((requests["sent_s"] - requests["intended_s"]) < 0.05).all()
+    # A closed-loop request is intended when its user is free: the end of the request
+    # that user finished (each later request's intended time is one of the ends before
+    # it), and sent right then. The first two are intended at the start and each opens
+    # its connection first (this harness opens none ahead), so their send is not checked.
+    later = by_send.iloc[2:]
+    ends = by_send["end_s"].to_numpy()
+    for _, row in later.iterrows():
+        freed = ends[ends <= row["intended_s"] + 1e-9]
+        assert freed.size and row["intended_s"] - freed.max() < 0.005, row
+    assert ((later["sent_s"] - later["intended_s"]) < 0.05).all()
 
 
 def test_warmup_goes_first_and_is_marked(tmp_path: Path) -> None:

@@ -12,7 +12,15 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from loadgen_servers import Server, _event, _start_stream, generator, run_against, specs
+from loadgen_servers import (
+    Handler,
+    Server,
+    _event,
+    _start_stream,
+    generator,
+    run_against,
+    specs,
+)
 
 from loadgen.adapters import adapter_for
 from loadgen.arrivals import ArrivalStamps
@@ -101,37 +109,85 @@ def test_the_parser_is_linear_in_the_size_of_one_event() -> None:
     assert elapsed < 5.0, elapsed
 
 
+async def _send_in_turn(server: Server, delays: tuple[float, ...]) -> list[RequestRecord]:
+    """Requests sent one after the other through one exchanger (one connection pool),
+    each ``delay`` after the previous one ended."""
+    async with server as url:
+        clock = RunClock()
+        target = Target(url, "vllm", "completions", "m", None, vocab_size=8192)
+        adapter = adapter_for(target)
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
+            stamps = ArrivalStamps(asyncio.get_running_loop())
+            exchanger = Exchanger(session, adapter, clock, timeout_s=30, stamps=stamps)
+            records = []
+            for spec, delay in zip(specs(len(delays)), delays, strict=True):
+                prepared = Prepared(
+                    json.dumps({"model": "m", "prompt": [5] * 8, "max_tokens": 4,
+                                "stream": True}).encode(),
+                    [5] * 8, 8, not_before=clock.now() + delay,
+                )  # fmt: skip
+                record = RequestRecord(spec.id)
+                await exchanger.send(prepared, record, ChunkTimes())
+                records.append(record)
+            stamps.close()
+    return records
+
+
 def test_a_request_whose_pooled_connection_was_closed_before_sending_is_retried_once():
     """The server's keep-alive (0.2 s) closes the pooled connection while the request
     waits for its send time (1 s): nothing reached the server, so it goes again on a
     fresh connection and its row says so."""
     handler = generator(0.0, 0.001)
-
-    async def go():
-        server = Server(handler)
-        server.runner = web.AppRunner(server.app, access_log=None, keepalive_timeout=0.2)
-        async with server as url:
-            clock = RunClock()
-            target = Target(url, "vllm", "completions", "m", None, vocab_size=8192)
-            adapter = adapter_for(target)
-            async with aiohttp.ClientSession(auto_decompress=False) as session:
-                stamps = ArrivalStamps(asyncio.get_running_loop())
-                exchanger = Exchanger(session, adapter, clock, timeout_s=30, stamps=stamps)
-                records = []
-                for i, delay in enumerate((0.0, 1.0)):
-                    spec = specs(2)[i]
-                    prepared = Prepared(
-                        json.dumps({"model": "m", "prompt": [5] * 8, "max_tokens": 4,
-                                    "stream": True}).encode(),
-                        [5] * 8, 8, not_before=clock.now() + delay,
-                    )  # fmt: skip
-                    record = RequestRecord(spec.id)
-                    await exchanger.send(prepared, record, ChunkTimes())
-                    records.append(record)
-                stamps.close()
-        return records
-
-    first, second = asyncio.run(go())
+    server = Server(handler)
+    server.runner = web.AppRunner(server.app, access_log=None, keepalive_timeout=0.2)
+    first, second = asyncio.run(_send_in_turn(server, (0.0, 1.0)))
     assert first.ok and not first.retried
     assert second.ok and second.retried, second.error_message
     assert second.output_tokens == 4 and len(handler.bodies) == 2  # the server saw it once
+
+
+def _dropping(nth_on_connection: int) -> tuple[Handler, dict[str, int]]:
+    """A stream server that drops (closes with no status line) the ``nth_on_connection``
+    request each connection carries, and answers every other; it counts both."""
+    answer = generator(0.0, 0.001)
+    carried: dict[int, int] = {}
+    counts = {"dropped": 0, "answered": 0}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        key = id(request.transport)
+        carried[key] = carried.get(key, 0) + 1
+        if carried[key] == nth_on_connection:
+            counts["dropped"] += 1
+            request.transport.abort()
+            return web.Response()
+        counts["answered"] += 1
+        return await answer(request)
+
+    return handler, counts
+
+
+def test_a_reused_connection_dropped_as_the_request_left_is_retried_once():
+    """The race a server's keep-alive makes: its close crosses the request on the wire, so
+    the request is written onto a connection idle a while that then ends with no answer.
+    Here the server drops the second request each connection carries, sent 0.4 s after
+    the first was answered: it goes again, once, on a fresh connection, answered there."""
+    handler, counts = _dropping(2)
+    first, second, third = asyncio.run(_send_in_turn(Server(handler), (0.0, 0.4, 0.0)))
+    assert first.ok and not first.retried
+    assert second.ok and second.retried, second.error_message
+    assert third.ok and second.output_tokens == third.output_tokens == 4
+    assert counts == {"dropped": 1, "answered": 3}
+
+
+@pytest.mark.parametrize("nth, delays", [(1, (0.0,)), (2, (0.0, 0.0))], ids=["fresh", "busy"])
+def test_a_request_dropped_off_the_keepalive_race_is_not_sent_again(
+    nth: int, delays: tuple[float, ...]
+) -> None:
+    """A server that drops a request on a fresh connection, or on one that answered a
+    moment before, may have read it: a ``connect`` failure, never a second send."""
+    handler, counts = _dropping(nth)
+    record = asyncio.run(_send_in_turn(Server(handler), delays))[-1]
+    assert not record.ok and not record.retried
+    assert record.error_kind == "connect", record.error_message
+    assert counts == {"dropped": 1, "answered": nth - 1}
