@@ -91,8 +91,8 @@ class _StampedBody(BytesPayload):
         clock: RunClock,
         not_before: float | None,
         waker: Waker,
-        on_stamp: Callable[[], None] | None = None,
-        carried: weakref.WeakKeyDictionary[Any, float] | None = None,
+        on_stamp: Callable[[], None] | None,
+        carried: weakref.WeakKeyDictionary[Any, float],
     ) -> None:
         super().__init__(body, content_type="application/json")
         self._record = record
@@ -105,7 +105,7 @@ class _StampedBody(BytesPayload):
         #: answered (``carried``: when each connection last did), if it ever had.
         self.transport: Any = None
         self.idle_s: float | None = None
-        self._carried = carried if carried is not None else weakref.WeakKeyDictionary()
+        self._carried = carried
         self._on_stamp = on_stamp
 
     async def _stamp(self, writer: Any) -> None:
@@ -304,10 +304,11 @@ class Exchanger:
                 times.append(t)
                 counts.append(n)
             if body.transport is not None:
-                self.carried[body.transport] = self.clock.now()
+                self.answered(body.transport)
 
     def answered(self, transport: Any) -> None:
-        """A connection of the pool finished an answer now (one opened ahead of the run)."""
+        """A connection of the pool finished an answer now (a request's, or one opened
+        ahead of the run)."""
         self.carried[transport] = self.clock.now()
 
 
