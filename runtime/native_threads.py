@@ -4,7 +4,7 @@ numpy's wheels carry OpenBLAS, which starts one thread per core when numpy is im
 An OpenBLAS thread without work spins for ``2**THREAD_TIMEOUT`` CPU cycles before it
 sleeps (28 by default: ~0.1 s at 2.5 GHz), after start-up and after every BLAS call.
 Nothing on a run's path calls BLAS, so every process that imports numpy (the command,
-its probe process, each worker process) paid ~0.1 CPU-second of spinning for nothing:
+each worker process, ``serve``) paid ~0.1 CPU-second of spinning for nothing:
 measured on a 2-core machine, importing numpy, aiohttp and pandas took 0.64-0.74
 CPU-seconds with the default and 0.47-0.55 with a 16-cycle spin.
 
