@@ -3,6 +3,7 @@ imports one above it, the leaves import nothing above them, diagnose/ not the si
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import re
 import sys
@@ -57,8 +58,22 @@ def test_a_wrong_way_import_is_caught(tmp_path: Path) -> None:
 
 def test_every_path_a_docstring_or_document_names_exists() -> None:
     """``probes/latency.py``, ``docs/ARCHITECTURE.md`` …: a path into the repository in any
-    source or markdown file is a file or folder the repository holds."""
-    tops = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+    source or markdown file is a file or folder the repository holds. The folders a
+    checkout makes and ``.gitignore`` leaves out (``runs/``, where the README's first
+    command writes its run, ``.venv/``, ``build/`` …) are not the repository's: a path
+    into them (``runs/base`` in an example) names what a user's run writes."""
+    ignored = [
+        line.strip().strip("/")
+        for line in (ROOT / ".gitignore").read_text().splitlines()
+        if line.strip().endswith("/")
+    ]
+    tops = sorted(
+        p.name
+        for p in ROOT.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and not any(fnmatch.fnmatch(p.name, pattern) for pattern in ignored)
+    )
     alternatives = "|".join(map(re.escape, tops))
     reference = re.compile(rf"(?<![\w/.-])((?:{alternatives})/[\w./-]*\w)")
     sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
