@@ -44,8 +44,9 @@ from diagnose.inputs import load_run_view
 from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
 from diagnose.ranking import NONE, ranked
 from loadgen.records import ErrorKind
-from probes.latency import error_counts, request_latencies
+from probes.latency import request_latencies
 from probes.quantiles import quantile
+from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
 from runfmt.names import DIAGNOSIS_JSON

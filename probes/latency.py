@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadgen.records import Status
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
+from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from runfmt.names import WORKER_COLUMN
@@ -65,13 +65,6 @@ def measured(requests: pd.DataFrame) -> pd.DataFrame:
     if "warmup" not in requests.columns:
         return requests
     return requests[~requests["warmup"].fillna(False).astype(bool)]
-
-
-def completed_mask(requests: pd.DataFrame) -> np.ndarray:
-    """True for requests that finished successfully."""
-    if "status" not in requests.columns:
-        return np.zeros(len(requests), dtype=bool)
-    return (requests["status"] == Status.OK).to_numpy()
 
 
 def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
@@ -297,36 +290,6 @@ def client_health(
     return health
 
 
-def error_counts(requests: pd.DataFrame) -> dict[str, int]:
-    """Failed requests by error class, most frequent first."""
-    failed = requests[~completed_mask(requests)]
-    if failed.empty:
-        return {}
-    kinds = failed.get("error_kind", pd.Series(index=failed.index, dtype=object))
-    counts = kinds.fillna("unknown").astype(str).value_counts()
-    return {str(k): int(v) for k, v in counts.items()}
-
-
-#: How many distinct error messages ``summary.json`` keeps (most frequent first).
-TOP_ERROR_MESSAGES = 5
-
-
-def error_messages(requests: pd.DataFrame, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
-    """The most frequent error messages of failed requests — the server's own words —
-    with their class and count, most frequent first."""
-    failed = requests[~completed_mask(requests)]
-    if failed.empty:
-        return []
-    frame = pd.DataFrame(
-        {
-            "kind": failed.get("error_kind", pd.Series(index=failed.index, dtype=object)),
-            "message": failed.get("error_message", pd.Series(index=failed.index, dtype=object)),
-        }
-    ).fillna({"kind": "unknown", "message": "(no message)"})
-    counts = frame.astype(str).value_counts(sort=True).head(top)
-    return [{"message": m, "kind": k, "count": int(n)} for (k, m), n in counts.items()]
-
-
 def _hit_rate(cached: np.ndarray, prompt: np.ndarray) -> tuple[float | None, int]:
     known = np.isfinite(cached) & np.isfinite(prompt)
     total = prompt[known].sum()
@@ -372,6 +335,7 @@ def summarize_frames(
             "completed": int(ok.sum()),
             "failed": int((~ok).sum()),
             "warmup_excluded": int(len(requests) - len(runs)),
+            "by_kind": kind_counts(runs),
         },
         "errors": error_counts(runs),
         "error_messages": error_messages(runs),

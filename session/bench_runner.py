@@ -361,6 +361,4 @@ class _Bench:
             run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
         final = info.finished(result.status, result.reason, ended)
         run.write_json(RUN_JSON, final.to_json())
-        return await write_summary(
-            run, final, result, self.plan, self.options, self.prometheus, self.clock
-        )
+        return await write_summary(run, final, result, self.options, self.prometheus, self.clock)

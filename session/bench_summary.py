@@ -1,7 +1,7 @@
 """``summary.json`` of a finished bench run, from its closed tables.
 
 The client's figures (``probes.latency.summarize``: latency, throughput, goodput
-against the SLO, prefix hit rates), the measured requests by kind, vLLM-style extra
+against the SLO, prefix hit rates, the measured requests by kind), vLLM-style extra
 percentiles when asked, and the ``server`` section: from the run's own ``/metrics``
 scrapes, and from a Prometheus server over the run's window when one was given
 (``server_prometheus`` beside a scraped section, in its place when nothing was scraped).
@@ -21,8 +21,6 @@ from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
 from runfmt.tables import RunTables
 from runtime.clock import RunClock
-from session.bench_plan import counts_by_kind
-from workloads.plan import Plan
 
 if TYPE_CHECKING:
     from probes.prometheus_source import PrometheusSource
@@ -36,7 +34,6 @@ async def write_summary(
     run: RunDir,
     info: RunInfo,
     result: LoadResult,
-    plan: Plan,
     options: BenchOptions,
     prometheus: PrometheusSource | None,
     clock: RunClock,
@@ -49,7 +46,6 @@ async def write_summary(
     from probes.timeline import server_series
 
     summary = summarize(run, options.slo)
-    summary["requests"]["by_kind"] = counts_by_kind(plan)
     tables = RunTables(run)
     requests = tables.requests
     chunks = tables.chunks  # the client's longest gap bounds the server's ITL

@@ -201,7 +201,9 @@ def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
         "share": 2 / 5,
         "requests_per_s": 2 / 1.0,  # window 0.0 .. 1.0 (the failed request ends last)
     }
-    assert summary["requests"] == {"total": 5, "completed": 4, "failed": 1, "warmup_excluded": 0}
+    assert summary["requests"] == {
+        "total": 5, "completed": 4, "failed": 1, "warmup_excluded": 0, "by_kind": {"request": 5}
+    }  # fmt: skip
     assert summary["errors"] == {"http_5xx": 1}
     assert summarize_frames(*frames(records, chunks), EMPTY)["goodput"] is None
     tight = summarize_frames(*frames(records, chunks), EMPTY, Slo(e2e_s=0.15, tpot_s=0.021))

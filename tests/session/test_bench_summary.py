@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 from run_shapes import steady_streams
@@ -15,32 +16,28 @@ from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from session.bench_options import BenchOptions
 from session.bench_summary import write_summary
-from workloads.plan import Plan, Prompt, RequestSpec, Segment
 
 OFF = {"server_metrics": {"status": {"name": "server_metrics", "state": "off"}}}
 
 
-def _plan() -> Plan:
-    def request(i: int, kind: str, warmup: bool = False) -> RequestSpec:
-        return RequestSpec(f"{kind}{i}", Prompt((Segment(10, key=i),)), 4, kind=kind,
-                           warmup=warmup)  # fmt: skip
-
-    return Plan("test", 0, (request(0, "decode", True), request(1, "decode"), request(2, "long")))
-
-
-def test_the_summary_counts_the_plans_measured_kinds_and_adds_the_picked_percentiles(tmp_path):
-    # four streams, 5 tokens each, one every 0.1 s: every ITL gap is 0.1 s
+def test_the_summary_counts_the_recorded_measured_kinds_and_adds_the_picked_percentiles(tmp_path):
+    # four streams, 5 tokens each, one every 0.1 s: every ITL gap is 0.1 s; one warm-up
     records, chunks = steady_streams(4, 5, 0.1)
+    kinds = ("decode", "decode", "long", "decode")
+    records = [
+        replace(r, kind=k, warmup=i == 0)
+        for i, (r, k) in enumerate(zip(records, kinds, strict=True))
+    ]
     path = write_run(tmp_path / "run", records, chunks, {"probes": OFF})
     options = BenchOptions("test", percentiles=(("itl",), (50.0, 99.0)))
     run = RunDir(path)
     info = run_info({"probes": OFF})
-    written = asyncio.run(
-        write_summary(run, info, LoadResult(), _plan(), options, None, RunClock())
-    )
+    written = asyncio.run(write_summary(run, info, LoadResult(), options, None, RunClock()))
     on_disk = json.loads((path / SUMMARY_JSON).read_text())
     assert on_disk == written and isinstance(on_disk["format_version"], int)
-    assert on_disk["requests"]["by_kind"] == {"decode": 1, "long": 1}
+    # the recorded requests past warm-up, not the plan: they sum to the requests counted
+    assert on_disk["requests"]["by_kind"] == {"decode": 2, "long": 1}
+    assert on_disk["requests"]["total"] == 3
     assert on_disk["percentiles"]["itl_s"] == pytest.approx({"p50": 0.1, "p99": 0.1})
     assert on_disk["server"]["available"] is False
 
@@ -50,7 +47,7 @@ def test_without_picked_percentiles_there_is_no_percentiles_section(tmp_path):
     path = write_run(tmp_path / "run", records, chunks, {"probes": OFF})
     written = asyncio.run(
         write_summary(
-            RunDir(path), run_info({"probes": OFF}), LoadResult(), _plan(),
+            RunDir(path), run_info({"probes": OFF}), LoadResult(),
             BenchOptions("test"), None, RunClock(),
         )
     )  # fmt: skip
