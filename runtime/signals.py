@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from runtime import event_loop
@@ -97,6 +97,26 @@ def absorb_cancellation() -> None:
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
+
+
+async def finish(awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable`` to its end even when this task is cancelled meanwhile, then
+    raise that cancellation: for a clean-up that bounds its own time (join the processes
+    started, kill what outlives a grace period) and must not be cut in half by the second
+    stop signal, or by the cancellation of every task that follows it."""
+    future = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
 
 
 def _record(signum: int) -> signal.Signals:

@@ -247,9 +247,11 @@ class WorkerPool:
                     await asyncio.shield(self._until(lambda w: w.gone))
             raise
         finally:  # merged once every worker has ended, even after a second stop signal cut
-            # the wait short; stopped before that, the journals stay in shards/ (still read)
-            await asyncio.to_thread(self._reap)
-            self._conclude()
+            # the wait short (the reap is bounded: a grace period, then a kill)
+            try:
+                await signals.finish(asyncio.to_thread(self._reap))
+            finally:
+                self._conclude()
         return self.result
 
     def _start(self) -> None:
