@@ -25,7 +25,8 @@ from runtime import redact
 
 if TYPE_CHECKING:
     import numpy as np
-    import pandas as pd
+
+    from runfmt.columns import Columns
 
 #: The fix a damaged run directory's message names.
 FIX_DAMAGED = "the run directory is damaged: rerun the bench or restore the file"
@@ -75,9 +76,9 @@ def encode_column(values: Sequence[float] | array | np.ndarray) -> list[str]:
 
 
 class _BatchRows:
-    """Consecutive batch lines of one shape, gathered and turned into one frame at once.
+    """Consecutive batch lines of one shape, gathered and turned into one table at once.
 
-    A frame per line would cost milliseconds each: a long run has one per request.
+    A table per line would cost a conversion each: a long run has one per request.
     """
 
     def __init__(self) -> None:
@@ -108,34 +109,57 @@ class _BatchRows:
                 self.constants.setdefault(key, []).append(value)
         self.lengths.append(length)
 
-    def frame(self) -> pd.DataFrame:
+    def table(self) -> Columns:
         import numpy as np
-        import pandas as pd
 
-        data: dict[str, Any] = {}
-        for key, values in self.constants.items():
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            data[key] = np.repeat(column, self.lengths)
+        from runfmt.columns import Columns
+
+        data: dict[str, Any] = {
+            key: np.repeat(_column(values), self.lengths) for key, values in self.constants.items()
+        }
         for name, parts in self.columns.items():
             data[name] = np.concatenate(parts)
-        return pd.DataFrame(data)
+        return Columns(data, sum(self.lengths))
 
 
 def _batch_shape(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(k for k in obj if k != BATCH_KEY), tuple(obj[BATCH_KEY])
 
 
-def read_journal(journal: Path) -> pd.DataFrame:
+def _column(values: list[Any]) -> np.ndarray:
+    """JSON values of one column as pyarrow converts them: numbers with nulls as float NaN,
+    strings, lists and mixed values as objects."""
+    import pyarrow as pa
+
+    try:
+        return pa.chunked_array([pa.array(values)]).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        import numpy as np
+
+        column = np.empty(len(values), dtype=object)  # mixed types: kept as they are
+        column[:] = values
+        return column
+
+
+def _rows_table(rows: list[dict[str, Any]]) -> Columns:
+    from runfmt.columns import Columns
+
+    names = dict.fromkeys(name for row in rows for name in row)
+    return Columns({name: _column([row.get(name) for row in rows]) for name in names}, len(rows))
+
+
+def read_journal(journal: Path) -> Columns:
     """Every row of a journal, batch lines expanded, in the order they were written.
 
     A line that is not a JSON object is skipped and counted (one warning line says how
     many), and the read goes on. The last line without its newline is a write cut short
     (the run is still going, or crashed mid-line): skipped without a warning.
+    numpy and pyarrow are imported here, not with the module: the probe process only
+    appends rows.
     """
-    import pandas as pd
+    from runfmt.columns import concat
 
-    frames: list[pd.DataFrame] = []
+    tables: list[Columns] = []
     rows: list[dict[str, Any]] = []
     batch = _BatchRows()
     skipped = 0
@@ -143,10 +167,10 @@ def read_journal(journal: Path) -> pd.DataFrame:
     def flush() -> None:
         nonlocal rows, batch
         if rows:
-            frames.append(pd.DataFrame(rows))
+            tables.append(_rows_table(rows))
             rows = []
         if batch.lengths:
-            frames.append(batch.frame())
+            tables.append(batch.table())
             batch = _BatchRows()
 
     with journal.open(encoding="utf-8", errors="replace") as fh:
@@ -173,9 +197,7 @@ def read_journal(journal: Path) -> pd.DataFrame:
     if skipped:
         plural = "s" if skipped > 1 else ""
         warn_once(f"{journal}: skipped {skipped} unreadable line{plural}")
-    if not frames:
-        return pd.DataFrame()
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return concat(tables)
 
 
 def one_line(exc: BaseException) -> str:

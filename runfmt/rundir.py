@@ -117,7 +117,9 @@ class RunDir:
     def compact(self, name: str) -> None:
         journal = self.path / journal_file(name)
         if journal.exists():
-            read_journal(journal).to_parquet(self.path / parquet_file(name), index=False)
+            import pyarrow.parquet as pq
+
+            pq.write_table(read_journal(journal).to_arrow(), self.path / parquet_file(name))
 
     def close(self, *, compact: bool = True) -> None:
         """Close every table; ``compact=False`` leaves only the journals (a worker's part

@@ -116,7 +116,7 @@ class RunTables:
                     ) from None
                 warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
         if frame is None and journal.exists():
-            frame = read_journal(journal)
+            frame = read_journal(journal).to_frame()
         unmerged = self._unmerged(name)
         if unmerged:
             frame = pd.concat([f for f in (frame, *unmerged) if f is not None], ignore_index=True)
@@ -130,7 +130,7 @@ class RunTables:
         samples with the worker that took them."""
         frames = []
         for journal in sorted((self.run.path / SHARDS_DIR).glob(f"*/{journal_file(name)}")):
-            frame = read_journal(journal)
+            frame = read_journal(journal).to_frame()
             if name == CLIENT_TABLE and journal.parent.name.isdigit():
                 frame[WORKER_COLUMN] = int(journal.parent.name)
             frames.append(frame)

@@ -92,7 +92,7 @@ def test_a_column_known_after_the_run_is_set_in_journal_and_parquet(tmp_path: Pa
         fh.write('{"id": "torn", "exp')  # a write cut short: not a row
     run.set_column("requests", "expected_cached_tokens", {"a": 16, "c": 0, "torn": 5})
     assert journal.read_text().endswith('{"id": "torn", "exp')
-    for rows in (RunTables(tmp_path).requests, read_journal(journal)):
+    for rows in (RunTables(tmp_path).requests, read_journal(journal).to_frame()):
         assert rows["id"].tolist() == ["a", "b", "c"]
         values = rows["expected_cached_tokens"].tolist()
         assert values[0] == 16 and values[2] == 0 and pd.isna(values[1])
