@@ -27,6 +27,7 @@ import multiprocessing
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -181,6 +182,18 @@ def worker_context() -> Any:
     return context
 
 
+def join_all(processes: list[Any], grace_s: float) -> None:
+    """Join the processes within one grace period in all (not one each), then kill and
+    join what is left: a second stop signal waits for this, so it stays short."""
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def stop_fork_server() -> None:
     """Stop the fork server the run's workers came from, if one is running. The standard
     library stops it only when the command's process exits (it reads the end of a pipe);
@@ -312,11 +325,8 @@ class WorkerPool:
                 self._tell(worker, ("stop", reason))
 
     def _reap(self) -> None:
+        join_all([worker.process for worker in self._workers], STOP_GRACE_S)
         for worker in self._workers:
-            worker.process.join(STOP_GRACE_S)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
             worker.conn.close()
         stop_fork_server()
 
