@@ -183,8 +183,7 @@ def worker_context() -> Any:
 
 
 def join_all(processes: list[Any], grace_s: float) -> None:
-    """Join the processes within one grace period in all (not one each), then kill and
-    join what is left: a second stop signal waits for this, so it stays short."""
+    """Join the processes within one grace period in all, not one each, then kill the rest."""
     deadline = time.monotonic() + grace_s
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
