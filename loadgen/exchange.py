@@ -91,7 +91,7 @@ class _StampedBody(BytesPayload):
         clock: RunClock,
         not_before: float | None,
         waker: Waker,
-        on_stamp: Callable[[], None] | None,
+        on_stamp: Callable[[], None],
         carried: weakref.WeakKeyDictionary[Any, float],
     ) -> None:
         super().__init__(body, content_type="application/json")
@@ -119,8 +119,7 @@ class _StampedBody(BytesPayload):
             self.transport = transport
             answered = self._carried.get(transport)
             self.idle_s = None if answered is None else self._record.sent_s - answered
-        if self._on_stamp is not None:
-            self._on_stamp()
+        self._on_stamp()
 
     async def write(self, writer: Any) -> None:
         await self._stamp(writer)
