@@ -132,7 +132,7 @@ def _column(values: list[Any]) -> np.ndarray:
     import pyarrow as pa
 
     try:
-        return pa.chunked_array([pa.array(values)]).to_numpy()
+        return pa.array(values).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         import numpy as np
 
