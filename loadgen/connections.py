@@ -20,7 +20,7 @@ async def preconnect(
     session: aiohttp.ClientSession,
     target: Target,
     count: int,
-    answered: Callable[[Any], None] | None = None,
+    answered: Callable[[Any], None],
 ) -> None:
     """Open ``count`` connections of ``session``'s pool (a ``GET /v1/models`` each, all at
     once), so that TCP handshakes are not in the first requests' send times. A server
@@ -35,7 +35,7 @@ async def preconnect(
         # A short answer releases its connection with its headers, so ``resp.connection``
         # is gone by now: the response's protocol (private, hence the guard) still knows it.
         transport = getattr(getattr(resp, "_protocol", None), "transport", None)
-        if answered is not None and transport is not None:
+        if transport is not None:
             answered(transport)
 
     await asyncio.gather(*(touch() for _ in range(count)), return_exceptions=True)
