@@ -21,7 +21,8 @@ What is sent when (the contract with ``workloads``):
      the turn's own (new) tokens.
    * *Duration*: with ``options.duration_s`` nothing is released later than that long
      after ``schedule_t0_s`` (closed-loop users stop taking requests, later turns are
-     not sent); requests in flight then finish normally. This is how "8 users for
+     not sent: one due after the deadline is dropped at once, not after its think
+     time); requests in flight then finish normally. This is how "8 users for
      60 s" runs: the plan is sized generously and the clock ends it.
 4. Every request's record is appended to the run directory when it ends: a row of
    ``requests`` and its chunk arrival times in ``chunks``.
@@ -238,6 +239,8 @@ class LoadRun:
 
     async def _later_turn(self, spec: RequestSpec, previous: RequestRecord) -> None:
         due = (previous.end_s or self.clock.now()) + spec.think_time_s
+        if self._past_deadline(due):
+            return  # it would be released after the duration: no think time is waited out
         prepared = self._prepare(spec)
         tokens = await self.sessions.settle(spec)  # a text history's ids, in the think time
         if tokens is not None:
@@ -248,9 +251,13 @@ class LoadRun:
 
     def _expired(self) -> bool:
         """Whether the measured phase has run for ``options.duration_s`` (never in warm-up)."""
+        return self._past_deadline(self.clock.now())
+
+    def _past_deadline(self, t_s: float) -> bool:
+        """Whether run time ``t_s`` is ``options.duration_s`` or more into the measured phase."""
         limit = self.options.duration_s
         t0 = self.result.schedule_t0_s
-        return limit is not None and t0 is not None and self.clock.now() >= t0 + limit
+        return limit is not None and t0 is not None and t_s >= t0 + limit
 
     # -- one request ----------------------------------------------------------------------
     def _prepare(self, spec: RequestSpec) -> Prepared:

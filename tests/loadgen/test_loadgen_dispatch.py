@@ -276,16 +276,16 @@ def test_warmup_goes_first_and_is_marked(tmp_path: Path) -> None:
 
 
 def _session(
-    own: list[list[int]], texts: list[str] | None = None, think_s: float = 0.01
+    own: list[list[int]], texts: list[str] | None = None, think_s: float = 0.01, session: int = 0
 ) -> list[RequestSpec]:
     """One session: turn k's own new tokens are ``own[k]``, 3 output tokens a turn."""
     return [
         RequestSpec(
-            f"s0t{k}",
+            f"s{session}t{k}",
             Prompt.of_tokens(tokens),
             3,
             intended_s=0.0 if k == 0 else None,
-            session=0,
+            session=session,
             turn=k,
             think_time_s=think_s,
             text=texts[k] if texts else None,
@@ -315,6 +315,28 @@ def test_session_turns_carry_the_real_history(tmp_path: Path) -> None:
         assert 0.05 <= gap < 0.2
         assert rows.loc[f"s0t{k}", "intended_s"] == rows.loc[f"s0t{k - 1}", "end_s"] + 0.05
     assert rows.loc["s0t2", "prompt_tokens"] == len(prompts[2])
+
+
+def test_a_later_turn_due_after_the_duration_is_dropped_without_waiting_its_think_time(
+    tmp_path: Path,
+) -> None:
+    """``--duration`` ends a multi-turn run when the last request in flight ends: a turn
+    whose think time runs past the deadline is not waited for (it had held a run 8 s
+    past its last answer), while turns due before the deadline are still sent."""
+    quick = _session([[11], [12], [13]], think_s=0.02, session=0)
+    slow = _session([[21], [22]], think_s=60.0, session=1)
+
+    async def go():
+        async with Server(generator(0.005, 0.001)) as url:
+            started = time.perf_counter()
+            ran = await run_against(url, quick + slow, tmp_path, duration_s=3.0)
+            return time.perf_counter() - started, ran
+
+    elapsed, (result, requests, _, _) = asyncio.run(go())
+    assert result.status == "complete"
+    assert sorted(requests["id"]) == ["s0t0", "s0t1", "s0t2", "s1t0"]
+    assert (requests["status"] == "ok").all()
+    assert elapsed < 30.0, elapsed  # the slow session's next turn was due 60 s on
 
 
 def test_later_turns_keep_what_they_composed_and_the_send_path_expects_nothing(
