@@ -77,7 +77,7 @@ from session.exit_status import BenchOutcome
 from session.live_stats import Display, LiveStats
 from session.ray_placement import check_cluster, check_flags
 from session.ray_workers import RayPool
-from session.shards import split_plan
+from session.shards import fewer_workers_note, split_plan
 from session.workers import WorkerPool, worker_pool
 from simengine.settings import EngineSettings
 from workloads.errors import InputError
@@ -267,6 +267,9 @@ class _Bench:
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
             cap = options.max_concurrency
             shards = split_plan(plan, options.workers, cap)
+            note = fewer_workers_note(plan, options.workers, len(shards), cap)
+            if note is not None:
+                print(f"prefillscope: {note}", file=sys.stderr, flush=True)
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool

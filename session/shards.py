@@ -86,18 +86,41 @@ def split_plan(plan: Plan, workers: int | None, max_concurrency: int | None = No
     units: dict[tuple[str, object], list[RequestSpec]] = {}
     for spec in plan:
         units.setdefault(unit_of(spec), []).append(spec)
-    n = max(1, min(workers, len(units), plan.concurrency or workers, max_concurrency or workers))
+    n = max(1, min(workers, *_worker_limits(plan, len(units), max_concurrency).values()))
     buckets: list[list[RequestSpec]] = [[] for _ in range(n)]
     for members in units.values():
         min(buckets, key=len).extend(members)
+    order = {id(spec): i for i, spec in enumerate(plan.requests)}
     for bucket in buckets:  # plan order within each shard
-        order = {id(spec): i for i, spec in enumerate(plan.requests)}
         bucket.sort(key=lambda spec: order[id(spec)])
     closed = [sum(1 for r in b if r.intended_s is None and not r.warmup) for b in buckets]
     users = split_exactly(plan.concurrency, closed) if plan.concurrency else [None] * n
     sizes = [len(b) for b in buckets]
     caps = split_exactly(max_concurrency, sizes) if max_concurrency else [None] * n
     return [Shard(i, buckets[i], users[i] or None, caps[i] or None) for i in range(n) if buckets[i]]
+
+
+def _worker_limits(plan: Plan, units: int, max_concurrency: int | None) -> dict[str, int]:
+    """What bounds the number of shards, each with its count: the units to deal out, the
+    closed-loop users, the ``--max-concurrency`` slots (every shard needs one of each)."""
+    limits = {"sessions, prefix groups or lone requests": units}
+    if plan.concurrency:
+        limits["closed-loop users"] = plan.concurrency
+    if max_concurrency:
+        limits["--max-concurrency slots"] = max_concurrency
+    return limits
+
+
+def fewer_workers_note(
+    plan: Plan, asked: int | None, shards: int, max_concurrency: int | None = None
+) -> str | None:
+    """Why a run given ``--workers asked`` runs in fewer processes (``shards``), or None."""
+    if asked is None or shards >= asked:
+        return None
+    units = len({unit_of(spec) for spec in plan})
+    limits = _worker_limits(plan, units, max_concurrency)
+    why = " and ".join(f"{count} {what}" for what, count in limits.items() if count < asked)
+    return f"--workers {asked}: {shards} run this plan, which has only {why}" if why else None
 
 
 def planned_tokens_per_s(plan: Plan, max_concurrency: int | None = None) -> float:

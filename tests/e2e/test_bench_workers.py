@@ -35,7 +35,7 @@ from runfmt.journal import read_journal
 from runfmt.tables import RunTables
 from session.bench_runner import run_bench
 from session.live_stats import LiveStats
-from session.shards import split_exactly, split_plan, workers_needed
+from session.shards import fewer_workers_note, split_exactly, split_plan, workers_needed
 from workloads.spec import load_spec
 
 WORKLOAD = SHARDED_WORKLOAD
@@ -143,6 +143,27 @@ def test_split_keeps_units_whole_and_splits_users_exactly() -> None:
     burst = build_plan(load_spec("shared-prefix", {"num_requests": 400, "rate": float("inf")}))
     assert workers_needed(burst, cores=8) == 4  # all due at once: 400 streams
     assert workers_needed(burst, cores=8, max_concurrency=50) == 1
+
+
+def test_fewer_workers_than_asked_are_explained() -> None:
+    """``--workers`` beyond what a plan can split into runs fewer; the note names why."""
+    from workloads.build import build_plan
+
+    plan = build_plan(
+        load_spec("shared-prefix", {"groups": 5, "num_requests": 60, "concurrency": 3})
+    )
+    shards = split_plan(plan, 8)
+    assert len(shards) == 3
+    note = fewer_workers_note(plan, 8, len(shards))
+    assert (
+        note == "--workers 8: 3 run this plan, which has only 5 sessions, prefix groups or "
+        "lone requests and 3 closed-loop users"
+    )
+    assert fewer_workers_note(plan, 3, 3) is None and fewer_workers_note(plan, None, 1) is None
+    opened = build_plan(load_spec("shared-prefix", {**WORKLOAD, "num_requests": 40}))
+    capped = split_plan(opened, 4, max_concurrency=2)
+    assert len(capped) == 2
+    assert fewer_workers_note(opened, 4, 2, 2).endswith("only 2 --max-concurrency slots")
 
 
 async def _kill_worker_mid_run(out: Path) -> object:
