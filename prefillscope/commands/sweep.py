@@ -76,7 +76,7 @@ def run_sweep_command(
     from prefillscope.commands.bench import make_display
     from prefillscope.commands.report import write_html
     from prefillscope.report.sweep_view import render_sweep_html
-    from runtime import event_loop
+    from runtime import signals
     from session.bench_runner import default_out
     from session.sweep import parse_values, run_sweep
 
@@ -89,13 +89,17 @@ def run_sweep_command(
     def display(name: str):
         return make_display(True, f"sweep {name}") if not as_json else make_display(True, name)
 
-    try:
-        result = event_loop.run(
+    try:  # a stop signal ends the point in progress as a stopped bench; the sweep stops there
+        result = signals.run(
             run_sweep(base, axis, values, folder, search=not every_point, display=display)
         )
-    except KeyboardInterrupt:
-        print("prefillscope: sweep cancelled (Ctrl-C)", file=sys.stderr)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt:  # before a point's run directory existed, or a second signal
+        print(
+            f"prefillscope: sweep stopped ({signals.stop_name()}); "
+            f"the points it finished are in {folder}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(signals.stop_exit_code()) from None
     doc = result.to_dict()
     write_html(
         folder / "sweep.html", render_sweep_html(doc, f"prefillscope sweep — {base.workload}")
@@ -104,6 +108,13 @@ def run_sweep_command(
         typer.echo(json.dumps({"out": str(folder)} | doc))
     else:
         _print(doc, folder, Console())
+    if signals.received() is not None:
+        print(
+            f"prefillscope: sweep stopped ({signals.stop_name()}) at its point "
+            f"{len(result.points)} of {len(values)}; what it measured is in {folder}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(signals.stop_exit_code())
     incomplete = [p for p in result.points if p.status != "complete"]
     raise typer.Exit(3 if incomplete else 0)
 

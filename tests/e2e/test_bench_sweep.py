@@ -5,10 +5,11 @@ those loads (one run per point into one folder), and ``--json`` prints ``sweep.j
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
-from bench_support import bench_cli, read_json, requests_table
+from bench_support import bench_cli, bench_process, read_json, requests_table, wait_for_rows
 
 SMALL = ["--workload", "shared-prefix", "--num-requests", "4", "--seed", "2"]
 SMALL += ["--gpu-telemetry", "off", "--engine", "fixed_step_s=0.002"]
@@ -53,3 +54,32 @@ def test_a_bad_list_of_loads_is_one_line(tmp_path: Path, extra: list[str], messa
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("prefillscope: error: " + message), done.stderr
     assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stop_signal_ends_the_sweep_at_its_point_with_its_curve(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A stop signal mid-point: that point's run is recorded interrupted, the sweep stops
+    there with ``sweep.json`` and its curve written, one line names the signal, and the
+    status is 128 + its number (a SIGTERM had been reported as Ctrl-C, then again)."""
+    out = tmp_path / "sweep"
+    sweep = bench_process(
+        *("--workload", "shared-prefix", "--num-requests", "400", "--gpu-telemetry", "off"),
+        *("--engine", "fixed_step_s=0.005", "--concurrency", "2,4", "--out", str(out)),
+        start_new_session=True,
+    )
+    wait_for_rows(out / "concurrency-2" / "requests.jsonl", 3)
+    sweep.send_signal(sig)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 128 + sig, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("prefillscope:")]
+    name = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
+    assert said == [
+        f"prefillscope: sweep stopped ({name}) at its point 1 of 2; what it measured is in {out}"
+    ]
+    document = read_json(out, "sweep.json")
+    assert [p["status"] for p in document["points"]] == ["interrupted"]
+    assert document["stopped_early"] and (out / "sweep.html").is_file()
+    run = read_json(out / "concurrency-2", "run.json")
+    assert run["reason"] == f"cancelled ({name})"
