@@ -8,8 +8,8 @@ core of a 2-core machine, its probe process included, the quietest of five runs)
 0.93–1.09 CPU-s with this path against 0.96–1.23 with a DataFrame per journal written by
 pandas, in five rounds run in turn (medians of the five: 1.02–1.11 against 1.05–1.29).
 pandas is imported either way: pyarrow loads it at its first conversion of Python values
-or numpy arrays when it is installed, so a run's end without pandas is not to be had
-through pyarrow.
+or numpy arrays when it is installed (only ``Array.from_buffers`` and the parquet write
+do not), and the summary that follows is computed on DataFrames (``docs/scaling.md``).
 
 A column is what pyarrow makes of the values: float64 with NaN for numbers with nulls
 (int64 or bool when there are none), objects (``str``, ``None``, lists) otherwise.
