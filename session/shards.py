@@ -111,16 +111,25 @@ def _worker_limits(plan: Plan, units: int, max_concurrency: int | None) -> dict[
     return limits
 
 
-def fewer_workers_note(
+def fewer_workers_reason(
     plan: Plan, asked: int | None, shards: int, max_concurrency: int | None = None
 ) -> str | None:
-    """Why a run given ``--workers asked`` runs in fewer processes (``shards``), or None."""
+    """What keeps a run given ``--workers asked`` to ``shards`` processes
+    (``only 2 closed-loop users``), or None when it runs as many as asked."""
     if asked is None or shards >= asked:
         return None
     units = len({unit_of(spec) for spec in plan})
     limits = _worker_limits(plan, units, max_concurrency)
     why = " and ".join(f"{count} {what}" for what, count in limits.items() if count < asked)
-    return f"--workers {asked}: {shards} run this plan, which has only {why}" if why else None
+    return f"only {why}" if why else None
+
+
+def fewer_workers_note(
+    plan: Plan, asked: int | None, shards: int, max_concurrency: int | None = None
+) -> str | None:
+    """Why a run given ``--workers asked`` runs in fewer processes (``shards``), or None."""
+    reason = fewer_workers_reason(plan, asked, shards, max_concurrency)
+    return f"--workers {asked}: {shards} run this plan, which has {reason}" if reason else None
 
 
 def planned_tokens_per_s(plan: Plan, max_concurrency: int | None = None) -> float:

@@ -49,18 +49,30 @@ def dry_run(
     num_blocks: int | None,
     *,
     as_json: bool,
+    workers: int | None = None,
+    max_concurrency: int | None = None,
 ) -> None:
-    """Build the plan and print its statistics; nothing is sent."""
+    """Build the plan and print its statistics, with the worker processes a run of it would
+    take (``--workers`` asked, or as its planned token rate needs); nothing is sent."""
     from rich.console import Console
 
     from session.bench_plan import build_workload_plan, resolve_workload
+    from session.shards import fewer_workers_reason, planned_tokens_per_s, split_plan
     from workloads.stats import plan_stats
 
     # Token prompts: the statistics are those of text prompts of the same token counts.
     spec, deadline_s = resolve_workload(workload, {**overrides, "prompt_format": "tokens"})
-    stats = plan_stats(build_workload_plan(spec), block_size, num_blocks)
+    plan = build_workload_plan(spec)
+    stats = plan_stats(plan, block_size, num_blocks)
     if deadline_s is not None:
         stats["closed_loop_duration_s"] = deadline_s  # the run sends a prefix of the plan
+    shards = len(split_plan(plan, workers, max_concurrency))
+    stats["workers"] = {
+        "asked": workers,
+        "run": shards,
+        "planned_tokens_per_s": planned_tokens_per_s(plan, max_concurrency),
+        "bound_by": fewer_workers_reason(plan, workers, shards, max_concurrency),
+    }
     if as_json:
         typer.echo(json.dumps(stats))
         return
@@ -92,6 +104,13 @@ def _stats_table(stats: dict[str, Any]) -> Table:
     ]
     if stats.get("offered_rate_per_s"):
         rows.insert(4, ("offered rate", f"{stats['offered_rate_per_s']:.2f} req/s"))
+    workers = stats["workers"]
+    if workers["asked"] is None:
+        why = f"for {workers['planned_tokens_per_s']:,.0f} planned tokens/s"
+    else:
+        why = f"asked {workers['asked']}"
+        why += f": {workers['bound_by']}" if workers["bound_by"] else ""
+    rows.append(("worker processes", f"{workers['run']} ({why})"))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -191,7 +210,15 @@ def bench(
             run_slo(flags)  # checked as a run would, though a dry run measures nothing
             overrides = flags.overrides()
             workload = flags.workload_name()
-            dry_run(workload, overrides, flags.block_size, flags.num_gpu_blocks, as_json=as_json)
+            dry_run(
+                workload,
+                overrides,
+                flags.block_size,
+                flags.num_gpu_blocks,
+                as_json=as_json,
+                workers=flags.workers,
+                max_concurrency=flags.max_concurrency,
+            )
             return
         command = ["prefillscope", *sys.argv[1:]]
         options = flags.options(endpoint=endpoint, out=out, command=command)

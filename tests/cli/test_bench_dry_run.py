@@ -7,6 +7,7 @@ blocks: 0.640 (synthetic) and 0.366 (conversation).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,25 @@ def test_the_table_names_the_figures(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     for label in ("requests (measured)", "prompt tokens (total)", "block hit rate", "nothing sent"):
         assert label in done.stdout
+
+
+def test_the_dry_run_says_how_many_workers_a_run_would_take(tmp_path: Path) -> None:
+    """As many as asked unless the plan bounds them (its users here), else as many as the
+    planned token rate needs: what ``bench`` itself would start, before anything is."""
+    args = ("--workload", "multi-turn", "--concurrency", "2", "--dry-run")
+    bound = json.loads(bench_cli(*args, "--workers", "4", "--json", cwd=tmp_path).stdout)
+    assert bound["workers"] == {
+        "asked": 4,
+        "run": 2,
+        "planned_tokens_per_s": 200.0,
+        "bound_by": "only 2 closed-loop users",
+    }
+    burst = ("--workload", "shared-prefix", "--num-requests", "400", "--rate", "inf")
+    default = json.loads(bench_cli(*burst, "--dry-run", "--json", cwd=tmp_path).stdout)
+    # 400 streams at once, 100 tokens/s each, over 10k tokens/s a worker: 4, at most the cores
+    assert default["workers"]["asked"] is None and default["workers"]["bound_by"] is None
+    assert default["workers"]["planned_tokens_per_s"] == 40_000.0
+    assert default["workers"]["run"] == min(4, len(os.sched_getaffinity(0)))
+    table = bench_cli(*args, "--workers", "4", cwd=tmp_path).stdout
+    assert "2 (asked 4: only 2 closed-loop users)" in table
+    assert not list(tmp_path.iterdir())  # nothing written
