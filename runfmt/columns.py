@@ -3,13 +3,13 @@
 ``runfmt.journal.read_journal`` gathers a journal into ``Columns``: the compaction at a
 run's end writes them to parquet through pyarrow (``to_arrow``), with no DataFrame in
 between, and ``runfmt.tables.RunTables`` reads a journal as a DataFrame (``to_frame``).
-``benchmarks/loadgen_overhead.py --bench16-only`` (a whole 16-request bench pinned to one
-core of a 2-core machine, its probe process included, the quietest of five runs) gave
-0.93–1.09 CPU-s with this path against 0.96–1.23 with a DataFrame per journal written by
-pandas, in five rounds run in turn (medians of the five: 1.02–1.11 against 1.05–1.29).
-pandas is imported either way: pyarrow loads it at its first conversion of Python values
-or numpy arrays when it is installed (only ``Array.from_buffers`` and the parquet write
-do not), and the summary that follows is computed on DataFrames (``docs/scaling.md``).
+Measured with ``benchmarks/loadgen_overhead.py --bench16-only`` against a DataFrame per
+journal written by pandas, with the same packages, this path costs the same (0.86–1.06
+CPU-s against 0.86–0.99 for a whole 16-request bench, six rounds each, ``docs/scaling.md``):
+it is kept as the simpler one, not for speed. pandas is imported either way: pyarrow
+loads it at its first conversion of Python values or numpy arrays when it is installed
+(only ``Array.from_buffers`` and the parquet write do not), and the summary that follows
+is computed on DataFrames.
 
 A column is what pyarrow makes of the values: float64 with NaN for numbers with nulls
 (int64 or bool when there are none), objects (``str``, ``None``, lists) otherwise.
