@@ -112,11 +112,11 @@ def _worker_limits(plan: Plan, units: int, max_concurrency: int | None) -> dict[
 
 
 def fewer_workers_reason(
-    plan: Plan, asked: int | None, shards: int, max_concurrency: int | None = None
+    plan: Plan, asked: int | None, max_concurrency: int | None = None
 ) -> str | None:
-    """What keeps a run given ``--workers asked`` to ``shards`` processes
-    (``only 2 closed-loop users``), or None when it runs as many as asked."""
-    if asked is None or shards >= asked:
+    """What keeps a run given ``--workers asked`` to fewer processes (``only 2 closed-loop
+    users``: the limits of ``split_plan`` below ``asked``), or None when it runs as many."""
+    if asked is None:
         return None
     units = len({unit_of(spec) for spec in plan})
     limits = _worker_limits(plan, units, max_concurrency)
@@ -128,7 +128,7 @@ def fewer_workers_note(
     plan: Plan, asked: int | None, shards: int, max_concurrency: int | None = None
 ) -> str | None:
     """Why a run given ``--workers asked`` runs in fewer processes (``shards``), or None."""
-    reason = fewer_workers_reason(plan, asked, shards, max_concurrency)
+    reason = fewer_workers_reason(plan, asked, max_concurrency)
     return f"--workers {asked}: {shards} run this plan, which has {reason}" if reason else None
 
 

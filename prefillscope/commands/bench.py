@@ -71,7 +71,7 @@ def dry_run(
         "asked": workers,
         "run": shards,
         "planned_tokens_per_s": planned_tokens_per_s(plan, max_concurrency),
-        "bound_by": fewer_workers_reason(plan, workers, shards, max_concurrency),
+        "bound_by": fewer_workers_reason(plan, workers, max_concurrency),
     }
     if as_json:
         typer.echo(json.dumps(stats))
