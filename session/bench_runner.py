@@ -93,6 +93,12 @@ PRECONNECT = 32
 
 
 # -- run directory ----------------------------------------------------------------------------
+def _notice(note: str | None) -> None:
+    """A line on stderr about how the run was shaped (none when ``note`` is None)."""
+    if note is not None:
+        print(f"prefillscope: {note}", file=sys.stderr, flush=True)
+
+
 def default_out(workload: str, now: float | None = None) -> Path:
     """``runs/<UTC timestamp>-<workload>`` (a trace or spec file by its file name)."""
     when = time.time() if now is None else now
@@ -187,9 +193,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             text_tokenizer=text_tokenizer,
             allow_overlong=options.allow_overlong,
         )
-        note = added_requests_note(plan)
-        if note is not None:
-            print(f"prefillscope: {note}", file=sys.stderr, flush=True)
+        _notice(added_requests_note(plan))
         if options.smoke_test:
             await smoke_test(
                 target,
@@ -267,9 +271,7 @@ class _Bench:
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
             cap = options.max_concurrency
             shards = split_plan(plan, options.workers, cap)
-            note = fewer_workers_note(plan, options.workers, len(shards), cap)
-            if note is not None:
-                print(f"prefillscope: {note}", file=sys.stderr, flush=True)
+            _notice(fewer_workers_note(plan, options.workers, len(shards), cap))
             self.info.load["workers"] = len(shards)
             run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
