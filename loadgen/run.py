@@ -25,7 +25,8 @@ What is sent when (the contract with ``workloads``):
      time); requests in flight then finish normally. This is how "8 users for
      60 s" runs: the plan is sized generously and the clock ends it.
 4. Every request's record is appended to the run directory when it ends: a row of
-   ``requests`` and its chunk arrival times in ``chunks``.
+   ``requests`` and its chunk arrival times in ``chunks``, written with those of the
+   requests that ended in the same pass of the event loop (``loadgen.finished``).
 
 A run ends ``complete``, or ``interrupted``: when the server stops answering (a
 connection refused, confirmed by a fresh connection attempt) the run stops sending,
@@ -51,6 +52,7 @@ from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.connections import preconnect, unreachable
 from loadgen.exchange import ChunkTimes, Exchanger, Prepared
 from loadgen.failures import Failure, fail_record
+from loadgen.finished import FinishedJournal
 from loadgen.health import ClientMonitor
 from loadgen.inflight import InflightTasks
 from loadgen.load_options import LoadObserver, LoadOptions, LoadResult, new_record, observer_hook
@@ -101,8 +103,7 @@ class LoadRun:
         self._on_send = observer_hook(observer, "on_send")
         self._on_finish = observer_hook(observer, "on_finish")
         self._observer = observer
-        self._requests = run_dir.table(REQUESTS_TABLE)
-        self._chunks = run_dir.table(CHUNKS_TABLE)
+        self._journal = FinishedJournal(run_dir.table(REQUESTS_TABLE), run_dir.table(CHUNKS_TABLE))
         self._cap = (
             asyncio.Semaphore(self.options.max_concurrency)
             if self.options.max_concurrency
@@ -170,6 +171,7 @@ class LoadRun:
                 await self._tasks.cancel_all()
                 raise
             finally:
+                self._journal.flush()
                 stamps.close()
                 monitor_task.cancel()
                 await asyncio.gather(monitor_task, return_exceptions=True)
@@ -318,10 +320,7 @@ class LoadRun:
         return await self._exchanger.send(prepared, record, chunks)
 
     def _write(self, record: RequestRecord, chunks: ChunkTimes) -> None:
-        self._requests.append(record.to_row())
-        self._chunks.append_columns(
-            {"t_s": chunks.t_s, "n_tokens": chunks.n_tokens}, request_id=record.id
-        )
+        self._journal.add(record, chunks)  # written after this pass of the loop
         self.result.finished += 1
         if record.ok:
             self.result.ok += 1

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from runtime import redact
 
 if TYPE_CHECKING:
@@ -53,9 +55,23 @@ def warn_once(message: str) -> None:
         print(f"prefillscope: warning: {message}", file=sys.stderr, flush=True)
 
 
-def dumps_line(value: Any) -> str:
-    """One journal line's JSON, without spaces."""
-    return json.dumps(value, separators=(",", ":"))
+#: orjson's options for a journal line: its newline appended, numpy scalars as numbers.
+_LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+
+
+def dumps_line(value: Any) -> bytes:
+    """One journal line: compact JSON and its newline, UTF-8.
+
+    Written once per finished request per table, so orjson's encoder: 0.7 µs for a
+    request's row against 6.4 µs for ``json.dumps`` (the request row written ~14 µs a
+    request before, ~5.5 µs now). What orjson refuses (integers beyond 64 bits, keys that
+    are not strings) goes through ``json`` as before; both write NaN as ``null`` once
+    ``clean_value`` has been applied.
+    """
+    try:
+        return orjson.dumps(value, option=_LINE_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        return (json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
 #: Key of a journal line that carries many rows column by column (see ``append_columns``).
@@ -206,12 +222,22 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def parse_line(line: str) -> dict[str, Any] | None:
-    """A journal line as a row object, or None when it is not one."""
+def loads_line(line: str | bytes) -> Any:
+    """A journal line's JSON value, ``None`` when it is not JSON: orjson's decode, ``json``'s
+    for what only it reads (``NaN``, integers beyond 64 bits, from other writers)."""
     try:
-        obj = json.loads(line)
+        return orjson.loads(line)
+    except ValueError:  # orjson.JSONDecodeError
+        pass
+    try:
+        return json.loads(line)
     except ValueError:
         return None
+
+
+def parse_line(line: str | bytes) -> dict[str, Any] | None:
+    """A journal line as a row object, or None when it is not one."""
+    obj = loads_line(line)
     if not isinstance(obj, dict):
         return None
     batch = obj.get(BATCH_KEY)

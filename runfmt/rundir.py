@@ -14,9 +14,10 @@ file, which the CLI turns into one line and exit status 2.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from runfmt.journal import (
     BATCH_KEY,
@@ -24,6 +25,7 @@ from runfmt.journal import (
     clean_value,
     dumps_line,
     encode_column,
+    loads_line,
     one_line,
     parse_line,
     read_journal,
@@ -34,13 +36,20 @@ from workloads.errors import InputError
 
 
 class TableWriter:
-    """Append-only rows for one table of a run directory."""
+    """Append-only rows for one table of a run directory.
+
+    Each append is one ``write`` system call on a descriptor opened for appending: the
+    line is in the file (the kernel's page cache) when the call returns, as a flushed
+    buffered file would have it, without the text and buffer layers (a finished request
+    writes two lines: one to ``requests``, one to ``chunks``).
+    """
 
     def __init__(self, run_dir: RunDir, name: str) -> None:
         self.run_dir = run_dir
         self.name = name
         self.rows_written = 0
-        self._fh: TextIO | None = open(run_dir.path / journal_file(name), "a", encoding="utf-8")  # noqa: SIM115
+        path = run_dir.path / journal_file(name)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row and flush it, so a crash right after loses nothing."""
@@ -50,7 +59,7 @@ class TableWriter:
         if not rows:
             return
         self._write(
-            "".join(dumps_line({k: clean_value(v) for k, v in row.items()}) + "\n" for row in rows),
+            b"".join(dumps_line({k: clean_value(v) for k, v in row.items()}) for row in rows),
             len(rows),
         )
 
@@ -62,29 +71,41 @@ class TableWriter:
         row; a reader expands it into rows (``runfmt.journal.read_journal``), so the table is
         the same. Typed arrays (``array``, numpy) are written as they are.
         """
-        encoded = {name: encode_column(values) for name, values in columns.items()}
-        lengths = {len(columns[name]) for name in columns}
-        if len(lengths) > 1:
-            raise ValueError("columns must have equal lengths")
-        if not lengths or not lengths.pop():
-            return
-        line = {k: clean_value(v) for k, v in constants.items()}
-        line[BATCH_KEY] = encoded
-        self._write(dumps_line(line) + "\n", len(next(iter(columns.values()))))
+        self.append_column_sets([(columns, constants)])
 
-    def _write(self, text: str, rows: int) -> None:
-        if self._fh is None:
+    def append_column_sets(
+        self, sets: Sequence[tuple[Mapping[str, Sequence[float]], Mapping[str, Any]]]
+    ) -> None:
+        """``append_columns`` for each (columns, constants) pair, in one write."""
+        lines, rows = [], 0
+        for columns, constants in sets:
+            lengths = {len(values) for values in columns.values()}
+            if len(lengths) > 1:
+                raise ValueError("columns must have equal lengths")
+            length = lengths.pop() if lengths else 0
+            if not length:
+                continue
+            line = {k: clean_value(v) for k, v in constants.items()}
+            line[BATCH_KEY] = {name: encode_column(values) for name, values in columns.items()}
+            lines.append(dumps_line(line))
+            rows += length
+        if lines:
+            self._write(b"".join(lines), rows)
+
+    def _write(self, data: bytes, rows: int) -> None:
+        if self._fd is None:
             raise RuntimeError(f"table {self.name} is closed")
-        self._fh.write(text)
-        self._fh.flush()
+        view = memoryview(data)
+        while view:  # a regular file takes it whole but for a full disk or a signal
+            view = view[os.write(self._fd, view) :]
         self.rows_written += rows
 
     def close(self, *, compact: bool = True) -> None:
         """Compact the journal into parquet (the journal stays as the source of truth)."""
-        if self._fh is None:
+        if self._fd is None:
             return
-        self._fh.close()
-        self._fh = None
+        os.close(self._fd)
+        self._fd = None
         if compact:
             self.run_dir.compact(self.name)
 
@@ -136,10 +157,9 @@ class RunDir:
         complete = data[: data.rfind(b"\n") + 1]
         if not complete:
             return 0
-        text = complete.decode("utf-8", errors="replace")
         if tag:
-            text = "".join(_tagged(line, tag) for line in text.splitlines(keepends=True))
-        self.table(name)._write(text, 0)
+            complete = b"".join(_tagged(line, tag) for line in complete.splitlines(keepends=True))
+        self.table(name)._write(complete, 0)
         return complete.count(b"\n")
 
     def set_column(self, name: str, column: str, values: Mapping[str, Any]) -> None:
@@ -152,15 +172,14 @@ class RunDir:
         if not journal.exists():
             return
         lines = []
-        text = journal.read_text(encoding="utf-8", errors="replace")
-        for line in text.splitlines(keepends=True):
-            row = parse_line(line) if line.endswith("\n") else None  # a torn line stays
+        for line in journal.read_bytes().splitlines(keepends=True):
+            row = parse_line(line) if line.endswith(b"\n") else None  # a torn line stays
             if row is not None and BATCH_KEY not in row and row.get("id") in values:
                 row[column] = clean_value(values[row["id"]])
-                line = dumps_line(row) + "\n"
+                line = dumps_line(row)
             lines.append(line)
         tmp = journal.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(lines), encoding="utf-8")
+        tmp.write_bytes(b"".join(lines))
         tmp.replace(journal)
         self.compact(name)
 
@@ -184,12 +203,9 @@ class RunDir:
         return (self.path / name).exists()
 
 
-def _tagged(line: str, tag: Mapping[str, Any]) -> str:
+def _tagged(line: bytes, tag: Mapping[str, Any]) -> bytes:
     """A journal line with ``tag``'s fields added, when it is one row."""
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return line
+    row = loads_line(line)
     if not isinstance(row, dict) or BATCH_KEY in row:
         return line
-    return dumps_line({**row, **tag}) + "\n"
+    return dumps_line({**row, **tag})
