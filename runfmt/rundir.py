@@ -49,7 +49,8 @@ class TableWriter:
         self.name = name
         self.rows_written = 0
         path = run_dir.path / journal_file(name)
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)  # no \r\n
+        self._fd: int | None = os.open(path, flags, 0o644)
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row and flush it, so a crash right after loses nothing."""
@@ -99,6 +100,12 @@ class TableWriter:
         while view:  # a regular file takes it whole but for a full disk or a signal
             view = view[os.write(self._fd, view) :]
         self.rows_written += rows
+
+    def __del__(self) -> None:
+        # a writer dropped unclosed (a crashed caller, a test) gives its descriptor back, as
+        # a file object would; its lines are already in the file
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
 
     def close(self, *, compact: bool = True) -> None:
         """Compact the journal into parquet (the journal stays as the source of truth)."""
