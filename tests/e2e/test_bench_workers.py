@@ -3,7 +3,8 @@
 Against the embedded engine, the same plan and seed through one process and through two:
 the same request ids, every one ``ok``, the oracle's expectation equal to the engine's
 ``cached_tokens`` request by request (prefix groups stay in one worker), counts and hit
-rates equal, and the per-request TPOT medians within sampling error. The split itself is
+rates equal, and the TPOT each client measured, net of the engine's own inter-token
+latency over the same tokens, equal within sampling error. The split itself is
 checked exactly (units kept whole, users and caps summing to what was asked, the union
 of the shards' schedules the plan's), and a worker killed mid-run is a failed shard whose
 journaled rows are in the run.
@@ -104,17 +105,27 @@ def test_two_workers_summary_agrees_with_one(runs) -> None:
     assert s1["requests"] == s2["requests"]
     assert s1["throughput"]["output_tokens"] == s2["throughput"]["output_tokens"]
     assert s1["prefix"] == s2["prefix"]
-    a, b = _tpot(requests_table(runs[1][0])), _tpot(requests_table(runs[2][0]))
-    # the medians' difference within its sampling error: a 99.9 % bootstrap interval
-    # (medians, since a request the busy machine stalled moves a mean, not a median)
+    # What the client measured, net of what the engine did: each run's mean TPOT minus the
+    # engine's own mean inter-token latency over the same tokens. The engine's steps move
+    # with the machine's load from one run to the next (a first-token step 1 ms late
+    # shortens each of its requests' TPOT by 1/7 ms), which is no difference between the
+    # clients. Raw medians once differed by 0.11 ms in a full suite run (interval 0.02 to
+    # 0.17 ms); net of the engine, five pairs of runs agreed within 0.02 ms while their raw
+    # means differed by up to 0.06 ms.
+    tpot, engine = {}, {}
+    for n in (1, 2):
+        requests = requests_table(runs[n][0])
+        itl = runs[n][1].summary["server"]["itl_s"]
+        assert itl["count"] == (requests["output_tokens"] - 1).sum()  # the same tokens
+        tpot[n], engine[n] = _tpot(requests), itl["mean"]
+    # The net figures' difference within its sampling error: a 99.9 % bootstrap interval
+    # over requests (a request the busy machine stalled widens it, as it should).
     rng = np.random.default_rng(0)
-    draws = np.median(rng.choice(a, (4000, a.size)), axis=1) - np.median(
-        rng.choice(b, (4000, b.size)), axis=1
-    )
-    low, high = np.quantile(draws, [0.0005, 0.9995])
-    assert low <= 0 <= high, (np.median(a), np.median(b), low, high)
+    means = {n: rng.choice(tpot[n], (4000, tpot[n].size)).mean(axis=1) - engine[n] for n in tpot}
+    low, high = np.quantile(means[1] - means[2], [0.0005, 0.9995])
+    assert low <= 0 <= high, (tpot[1].mean() - engine[1], tpot[2].mean() - engine[2], low, high)
     # both runs' TPOT is the engine's 20 ms step (within a factor 2), not the client's doing
-    assert 0.01 < np.median(a) < 0.04 and 0.01 < np.median(b) < 0.04
+    assert all(0.01 < np.median(values) < 0.04 for values in tpot.values())
 
 
 def test_split_keeps_units_whole_and_splits_users_exactly() -> None:
