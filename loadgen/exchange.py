@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 from aiohttp.payload import BytesPayload
 
-from loadgen.adapters.base import Adapter, EventStream
+from loadgen.adapters.base import Adapter, EventStream, TokenIds
 from loadgen.arrivals import ArrivalStamps
 from loadgen.failures import (
     Failure,
@@ -64,7 +64,7 @@ class Prepared:
     """A request ready to go: its encoded body and what is needed to read its answer."""
 
     body: bytes
-    prompt: list[int] | str
+    prompt: TokenIds | str
     prompt_tokens: int | None
     want_ids: bool = False
     want_text: bool = False

@@ -46,7 +46,7 @@ from dataclasses import replace
 import aiohttp
 
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
-from loadgen.adapters.base import encode
+from loadgen.adapters.base import TokenIds, encode
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.connections import preconnect, unreachable
@@ -265,12 +265,12 @@ class LoadRun:
     def _prepare(self, spec: RequestSpec) -> Prepared:
         """The request's prompt and encoded body (sessions: the composed history)."""
         full = self.sessions.full_prompt(spec)
-        prompt: list[int] | str
+        prompt: TokenIds | str
         if isinstance(full, str):
             prompt = full
             prompt_tokens = None if self.sessions.is_later_turn(spec) else spec.prompt_len
-        else:
-            prompt = full.token_ids(self.target.vocab_size or 0).tolist()
+        else:  # the ids as numpy gives them: ``encode`` writes the array, no list between
+            prompt = full.token_ids(self.target.vocab_size or 0)
             prompt_tokens = len(prompt)
         more = self.sessions.has_next(spec)
         want_ids = self.options.keep_token_ids or more

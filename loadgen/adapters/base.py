@@ -26,16 +26,18 @@ counter, or ``--record-outputs``) measured ~3 µs less CPU per token (38.8 → 3
 json reads (``NaN``, ``Infinity``, integers beyond 64 bits) goes to json, so what counts
 as malformed is unchanged. Request bodies are encoded by orjson too (``encode``): 0.5 /
 3.3 / 36 µs for a body of 16 / 1,000 / 8,000 token ids against json's 7 / 70 / 450 µs,
-per request, ahead of its send.
+per request, ahead of its send. A prompt's ids stay the numpy array the plan draws them
+as, which orjson writes directly: 17 µs for 4,096 ids against 95 µs for making them a
+list and writing that.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 try:  # a declared dependency; an environment installed before it was added still runs
     import orjson
@@ -45,6 +47,12 @@ except ImportError:  # pragma: no cover - json alone, slower
 from loadgen.sse import NamedEvent, SSEParser
 from loadgen.target import Target
 from workloads.plan import RequestSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: A prompt's token ids: a numpy array from the plan, or a plain sequence.
+TokenIds: TypeAlias = "np.ndarray | Sequence[int]"
 
 #: A counter's value in an event: digits up to the ``,`` or ``}`` that ends it (anything
 #: else, such as ``12.0`` or `` 12``, is left to the full decode).
@@ -77,7 +85,7 @@ class Outgoing:
     """What one request sends, before an API gives it its shape."""
 
     spec: RequestSpec
-    prompt: list[int] | str
+    prompt: TokenIds | str
     cache_salt: str | None = None
     want_ids: bool = False
 
@@ -114,14 +122,22 @@ def loads(payload: bytes) -> Any:
 
 
 def encode(body: dict[str, Any]) -> bytes:
-    """A request body as compact JSON (UTF-8): orjson's, json's for what orjson cannot
-    encode (integers beyond 64 bits, keys that are not strings)."""
+    """A request body as compact JSON (UTF-8): orjson's, numpy arrays written as they are;
+    json's for what orjson cannot encode (integers beyond 64 bits, keys that are not
+    strings, an array that is not contiguous)."""
     if orjson is not None:
         try:
-            return orjson.dumps(body)
+            return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         except orjson.JSONEncodeError:
             pass
-    return json.dumps(body, separators=(",", ":")).encode()
+    return json.dumps(body, separators=(",", ":"), default=_as_list).encode()
+
+
+def _as_list(value: Any) -> Any:
+    """What json cannot write by itself: a numpy array or number, as Python's."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class EventStream:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from loadgen.adapters.base import EventStream, encode, loads
@@ -20,6 +21,15 @@ from loadgen.adapters.base import EventStream, encode, loads
 )
 def test_a_body_decodes_to_what_was_encoded(body) -> None:
     assert json.loads(encode(body)) == body
+
+
+def test_a_prompt_of_numpy_ids_is_written_as_its_integers() -> None:
+    """The plan's ids go out as the array they are drawn as: the same JSON as their list,
+    on orjson's path and on json's (a value only json takes, beside a non-contiguous array)."""
+    ids = np.arange(120_000, 128_192, dtype=np.int64)
+    assert encode({"prompt": ids}) == encode({"prompt": ids.tolist()})
+    body = {"prompt": ids[::2], "seed": 2**70}
+    assert json.loads(encode(body)) == {"prompt": ids[::2].tolist(), "seed": 2**70}
 
 
 def test_events_json_accepts_are_read_as_json_reads_them() -> None:
