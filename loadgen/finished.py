@@ -39,14 +39,12 @@ class FinishedJournal:
     def add(self, record: RequestRecord, chunks: ChunkTimes) -> None:
         """Keep a finished request; its lines are written after this pass of the loop (at
         once when no loop is running)."""
-        if not self._pending:
+        self._pending.append((record, chunks))
+        if len(self._pending) == 1:  # the first of this pass: the callback is not asked yet
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:  # no loop: nothing would run the callback
-                self._pending.append((record, chunks))
                 self.flush()
-                return
-        self._pending.append((record, chunks))
 
     def flush(self) -> None:
         """Write what is kept: one write per table."""

@@ -46,7 +46,7 @@ from dataclasses import replace
 import aiohttp
 
 from loadgen.adapters import EventStream, Outgoing, RequestParams, adapter_for
-from loadgen.adapters.base import TokenIds, encode
+from loadgen.adapters.base import TokenIds
 from loadgen.arrivals import ArrivalStamps
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.connections import preconnect, unreachable
@@ -63,6 +63,7 @@ from loadgen.target import Target
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
+from runtime.json_codec import dumps
 from runtime.timing import Waker, sleep_until
 from workloads.plan import Plan, RequestSpec
 
@@ -269,7 +270,7 @@ class LoadRun:
         if isinstance(full, str):
             prompt = full
             prompt_tokens = None if self.sessions.is_later_turn(spec) else spec.prompt_len
-        else:  # the ids as numpy gives them: ``encode`` writes the array, no list between
+        else:  # the ids as numpy gives them: ``dumps`` writes the array, no list between
             prompt = full.token_ids(self.target.vocab_size or 0)
             prompt_tokens = len(prompt)
         more = self.sessions.has_next(spec)
@@ -277,7 +278,7 @@ class LoadRun:
         salt = self._cache.salt_for(spec.tenant)
         body = self.adapter.body(Outgoing(spec, prompt, salt, want_ids))
         return Prepared(
-            encode(body), prompt, prompt_tokens, want_ids, more and isinstance(full, str)
+            dumps(body), prompt, prompt_tokens, want_ids, more and isinstance(full, str)
         )
 
     async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:

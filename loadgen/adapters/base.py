@@ -19,16 +19,12 @@ plainly such an intermediate event (a finish, usage details, an error, anything
 unexpected) is decoded in full, so nothing is lost. Collecting ids, text or logprobs
 needs the full decode, so it turns the shortcut off.
 
-The full decode is orjson's: 0.6–1.4 µs for a 170–310-byte event against json's
-4.7–5.7 µs, and a stream whose every event is decoded (a server without a cumulative
-counter, or ``--record-outputs``) measured ~3 µs less CPU per token (38.8 → 35.6 µs at
-256 streams, benchmarks/loadgen_overhead.py's engine). What orjson refuses but Python's
-json reads (``NaN``, ``Infinity``, integers beyond 64 bits) goes to json, so what counts
-as malformed is unchanged. Request bodies are encoded by orjson too (``encode``): 0.5 /
-3.3 / 36 µs for a body of 16 / 1,000 / 8,000 token ids against json's 7 / 70 / 450 µs,
-per request, ahead of its send. A prompt's ids stay the numpy array the plan draws them
-as, which orjson writes directly: 17 µs for 4,096 ids against 95 µs for making them a
-list and writing that.
+The full decode and the request bodies are orjson's (``runtime.json_codec``, with json's
+answer wherever orjson would refuse what json takes, so what counts as malformed is
+unchanged); a stream whose every event is decoded (a server without a cumulative counter,
+or ``--record-outputs``) measured ~3 µs less CPU per token with it (38.8 → 35.6 µs at 256
+streams, benchmarks/loadgen_overhead.py's engine). A prompt's ids stay the numpy array
+the plan draws them as, which the encoder writes directly.
 """
 
 from __future__ import annotations
@@ -39,13 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-try:  # a declared dependency; an environment installed before it was added still runs
-    import orjson
-except ImportError:  # pragma: no cover - json alone, slower
-    orjson = None
-
 from loadgen.sse import NamedEvent, SSEParser
 from loadgen.target import Target
+from runtime.json_codec import loads
 from workloads.plan import RequestSpec
 
 if TYPE_CHECKING:
@@ -109,35 +101,6 @@ def error_message(obj: Any) -> str:
         if obj.get("detail"):
             return short(obj["detail"])
     return short(json.dumps(obj) if not isinstance(obj, str) else obj)
-
-
-def loads(payload: bytes) -> Any:
-    """A JSON document: orjson's decode, json's where orjson is stricter (see above)."""
-    if orjson is not None:
-        try:
-            return orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(payload)
-
-
-def encode(body: dict[str, Any]) -> bytes:
-    """A request body as compact JSON (UTF-8): orjson's, numpy arrays written as they are;
-    json's for what orjson cannot encode (integers beyond 64 bits, keys that are not
-    strings, an array that is not contiguous)."""
-    if orjson is not None:
-        try:
-            return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
-        except orjson.JSONEncodeError:
-            pass
-    return json.dumps(body, separators=(",", ":"), default=_as_list).encode()
-
-
-def _as_list(value: Any) -> Any:
-    """What json cannot write by itself: a numpy array or number, as Python's."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class EventStream:

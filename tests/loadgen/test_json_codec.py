@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.adapters.base import EventStream, encode, loads
+from loadgen.adapters.base import EventStream
+from runtime.json_codec import dumps as encode
+from runtime.json_codec import loads
 
 
 @pytest.mark.parametrize(
