@@ -15,12 +15,15 @@ So a read is stamped with the return time of the poll that reported it:
   ``perf_counter()`` when it returns (a plain attribute set; restored by ``close``). A
   loop without a selector — uvloop, which ``runtime.event_loop`` runs the CLI's loads
   on where it is installed — falls back to stamping in ``data_received``: uvloop hands
-  a socket's bytes to its protocol as soon as it has read them, in the iteration the
-  poll reported them, and no reader task runs in between.
+  a socket's bytes to its protocol as soon as it has read them, in the poll that
+  reported them, before the callbacks queued for the loop run.
 * :meth:`ArrivalStamps.of` wraps a connection's protocol once, so that each
-  ``data_received`` copies the current poll time to the connection's :class:`Arrivals`.
-  A reader task wakes exactly one iteration after that call, before the same socket can
-  be read again, so what it reads arrived at that stamp.
+  ``data_received`` with bytes copies the current poll time to the connection's
+  :class:`Arrivals` (aiohttp also calls it with no bytes, to resume its parser: not a
+  read). uvloop keeps the ``data_received`` it found when the protocol was set, so the
+  protocol is set on its transport again once wrapped (``set_protocol``, which asyncio's
+  transports take as it is). A body consumed inside ``data_received``
+  (``loadgen.token_sink``) is consumed at that read's stamp.
 """
 
 from __future__ import annotations
@@ -91,17 +94,22 @@ class ArrivalStamps:
             poll = self.poll
 
             def data_received(data: bytes) -> None:
-                arrivals.last = poll.last
+                if data:
+                    arrivals.last = poll.last
                 inner(data)
         else:
             perf = time.perf_counter
 
             def data_received(data: bytes) -> None:
-                arrivals.last = perf()
+                if data:
+                    arrivals.last = perf()
                 inner(data)
 
         protocol.data_received = data_received
         setattr(protocol, _ATTRIBUTE, arrivals)
+        transport = getattr(protocol, "transport", None)
+        if transport is not None:
+            transport.set_protocol(protocol)  # uvloop: take the wrapper (see above)
         return arrivals
 
     def for_connection(self, connection: Any) -> Arrivals:

@@ -7,11 +7,12 @@ iteration for aiohttp's body-writer task come first — a millisecond or more un
 which would otherwise be counted in every TTFT "from the actual send" as server time. A
 request whose bytes never went out (refused connection) keeps the time it was started.
 
-The read loop is the client's hot path, run once per network read of every stream:
-an ``await`` on aiohttp's buffer, the read's arrival stamp (:mod:`loadgen.arrivals`),
-the adapter's byte-level parse and two appends to typed arrays (no Python object per
-token). Everything else (the record's fields, the error class) is settled once, when
-the request ends.
+The client's hot path runs once per network read of every stream, inside the
+connection's ``data_received`` (:mod:`loadgen.token_sink`; the request's task sleeps
+until the stream ends): the read's arrival stamp (:mod:`loadgen.arrivals`), the
+adapter's byte-level parse and two appends to typed arrays (no Python object per token).
+Everything else (the record's fields, the error class) is settled once, when the
+request ends.
 
 How a request ended badly is classified in ``loadgen.failures``.
 
@@ -50,6 +51,7 @@ from loadgen.failures import (
 )
 from loadgen.records import ChunkTimes, ErrorKind, RequestRecord, Status
 from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
+from loadgen.token_sink import TokenSink, read_body
 from runtime.clock import RunClock
 from runtime.timing import Waker
 
@@ -277,31 +279,16 @@ class Exchanger:
             state.streaming = True
             if self.on_stream is not None:
                 self.on_stream(record, chunks)
-            # The hot loop, one pass per network read (see the module docstring).
-            arrivals = self.stamps.for_connection(resp.connection)
-            read = resp.content.readany
-            feed = stream.feed
-            t0 = self.clock.t0
-            times, counts = chunks.t_s, chunks.n_tokens
-            on_first = self.on_first_token
-            t = self.clock.now()
-            while True:
-                data = await read()
-                if not data:
-                    break
-                t = arrivals.last - t0
-                n = feed(data)
-                if n > 0:
-                    if on_first is not None and not times:
-                        record.first_token_s = t
-                        on_first(record)
-                    times.append(t)
-                    counts.append(n)
-                state.last_s = t
-            n = stream.close()
-            if n > 0:
-                times.append(t)
-                counts.append(n)
+            sink = TokenSink(
+                stream,
+                chunks,
+                self.stamps.for_connection(resp.connection),
+                self.clock.t0,
+                record,
+                self.on_first_token,
+            )
+            state.sink = sink
+            await read_body(resp.content, sink)
             if body.transport is not None:
                 self.answered(body.transport)
 
@@ -314,14 +301,19 @@ class Exchanger:
 class _Progress:
     """How far a request got: whether its stream started, when data last arrived."""
 
-    __slots__ = ("announce", "announced", "body", "last_s", "streaming")
+    __slots__ = ("announce", "announced", "body", "sink", "streaming")
 
     def __init__(self) -> None:
         self.streaming = False
-        self.last_s: float | None = None
+        self.sink: TokenSink | None = None
         self.body: _StampedBody | None = None
         self.announced = False
         self.announce: Callable[[], None] = _nothing
+
+    @property
+    def last_s(self) -> float | None:
+        """When data last arrived (run time), if any did."""
+        return None if self.sink is None else self.sink.last_s
 
     def released(self) -> None:
         """The request left: tell the observer (once, even if aiohttp writes twice)."""
