@@ -52,7 +52,7 @@ class ChunkEvent:
 @dataclass
 class ChunkTimes:
     """Arrival time and token count of each token-bearing read of one stream, as typed
-    arrays the read loop appends to (no Python object per read); a live observer is handed
+    arrays the stream's sink appends to (no Python object per read); a live observer is handed
     them when the stream starts (``LoadObserver.on_stream``) and reads them when it likes."""
 
     t_s: array = field(default_factory=lambda: array("d"))

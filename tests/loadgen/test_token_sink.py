@@ -138,12 +138,14 @@ def test_a_read_is_timed_when_it_arrived_not_when_a_busy_loop_woke_the_request(l
         def second() -> None:
             second_began.append(time.perf_counter())
             time.sleep(0.05)
-            server.gates[1].set()
 
         def first() -> None:
             server.gates[0].set()
             server.sent[0].wait(10)  # on loopback, written is in the client's socket
             aloop.call_soon(second)
+            # The last token well after the first was read: asyncio's loop reads a
+            # socket after the callbacks queued before the poll, i.e. after ``second``.
+            aloop.call_later(0.3, server.gates[1].set)
 
         def on_stream(record: RequestRecord, chunks: ChunkTimes) -> None:
             aloop.call_soon(first)
