@@ -124,8 +124,9 @@ def _prepared() -> Prepared:
 def test_a_read_is_timed_when_it_arrived_not_when_a_busy_loop_woke_the_request(loop) -> None:
     """Once the stream has started, the loop is kept busy: a callback asks the server for
     the first token and blocks until its bytes are in the client's socket, then queues
-    a second 50 ms of work. The read is consumed, and timed, in the poll between the two;
-    a reader task woken by it would run only after the second. So the token's time is
+    a second 50 ms of work. The read is timed by the poll between the two (uvloop also
+    consumes it there; asyncio's loop right after the work queued before that poll); a
+    reader task woken by it would run only after the second. So the token's time is
     before the second piece of work began, whatever the machine's load."""
     last = _chunk(_event(2, 3, "b", "length", None) + DONE) + b"0\r\n\r\n"
     server = ScriptedServer([_chunk(_event(1, 3, "a", None, None)), last])
