@@ -25,7 +25,7 @@ async def preconnect(
     """Open ``count`` connections of ``session``'s pool (a ``GET /v1/models`` each, all at
     once), so that TCP handshakes are not in the first requests' send times. A server
     that refuses is left to fail the first request with its class. ``answered`` is told
-    each connection's transport once its answer is in (when it started to idle)."""
+    each connection (its protocol) once its answer is in (when it started to idle)."""
     if not count:
         return
 
@@ -33,10 +33,10 @@ async def preconnect(
         async with session.get(target.url("/v1/models"), headers=target.headers()) as resp:
             await resp.read()
         # A short answer releases its connection with its headers, so ``resp.connection``
-        # is gone by now: the response's protocol (private, hence the guard) still knows it.
-        transport = getattr(getattr(resp, "_protocol", None), "transport", None)
-        if transport is not None:
-            answered(transport)
+        # is gone by now: the response's protocol (private, hence the guard) still is it.
+        protocol = getattr(resp, "_protocol", None)
+        if getattr(protocol, "transport", None) is not None:
+            answered(protocol)
 
     await asyncio.gather(*(touch() for _ in range(count)), return_exceptions=True)
 

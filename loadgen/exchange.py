@@ -30,6 +30,7 @@ connection, or on one in use a moment before, is a ``connect`` failure, never se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -94,7 +95,7 @@ class _StampedBody(BytesPayload):
         not_before: float | None,
         waker: Waker,
         on_stamp: Callable[[], None],
-        carried: weakref.WeakKeyDictionary[Any, float],
+        carried: ConnectionTimes,
     ) -> None:
         super().__init__(body, content_type="application/json")
         self._record = record
@@ -103,9 +104,10 @@ class _StampedBody(BytesPayload):
         self._waker = waker
         #: The request's bytes (headers ride with the body's) went to the socket.
         self.written = False
-        #: The connection it went onto, and how long that had been idle since it last
-        #: answered (``carried``: when each connection last did), if it ever had.
-        self.transport: Any = None
+        #: The connection it went onto (its protocol), and how long that had been idle
+        #: since it last answered (``carried``: when each connection last did), if it
+        #: ever had.
+        self.connection: Any = None
         self.idle_s: float | None = None
         self._carried = carried
         self._on_stamp = on_stamp
@@ -118,8 +120,8 @@ class _StampedBody(BytesPayload):
         transport = getattr(writer, "transport", None)
         self.written = transport is not None and not transport.is_closing()
         if self.written:
-            self.transport = transport
-            answered = self._carried.get(transport)
+            self.connection = getattr(writer, "protocol", None)
+            answered = self._carried.get(self.connection)
             self.idle_s = None if answered is None else self._record.sent_s - answered
         self._on_stamp()
 
@@ -166,7 +168,7 @@ class Exchanger:
         self.on_first_token = on_first_token
         self.on_stream = on_stream
         #: When each open connection last finished an answer: its idle time at reuse.
-        self.carried: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        self.carried = ConnectionTimes()
 
     async def send(
         self, prepared: Prepared, record: RequestRecord, chunks: ChunkTimes
@@ -289,13 +291,38 @@ class Exchanger:
             )
             state.sink = sink
             await read_body(resp.content, sink)
-            if body.transport is not None:
-                self.answered(body.transport)
+            if body.connection is not None:
+                self.answered(body.connection)
 
-    def answered(self, transport: Any) -> None:
-        """A connection of the pool finished an answer now (a request's, or one opened
-        ahead of the run)."""
-        self.carried[transport] = self.clock.now()
+    def answered(self, connection: Any) -> None:
+        """A connection of the pool (its protocol) finished an answer now (a request's,
+        or one opened ahead of the run)."""
+        self.carried.set(connection, self.clock.now())
+
+
+class ConnectionTimes:
+    """A run-time value per open connection, forgotten with the connection.
+
+    Keyed by the connection's protocol (aiohttp's, which can be weakly referenced), not
+    its transport: uvloop's TLS transport cannot be, and keying by it failed every
+    request to an ``https://`` endpoint on the CLI's loop. A connection that cannot be
+    keyed has no value (its idle time at reuse is unknown).
+    """
+
+    __slots__ = ("_times",)
+
+    def __init__(self) -> None:
+        self._times: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def get(self, connection: Any) -> float | None:
+        try:
+            return self._times.get(connection)
+        except TypeError:
+            return None
+
+    def set(self, connection: Any, t_s: float) -> None:
+        with contextlib.suppress(TypeError):
+            self._times[connection] = t_s
 
 
 class _Progress:

@@ -29,9 +29,9 @@ def test_preconnect_opens_that_many_pooled_connections_and_the_next_request_reus
             answered: list = []
             await preconnect(session, target, 4, answered.append)
             assert len(peers) == 4 and len(set(peers)) == 4
-            # each connection is reported once, as the transport later requests go out on
+            # each connection is reported once, as the protocol later requests go out on
             # (the exchanger's idle time of a pooled connection starts there)
-            mine = {t.get_extra_info("sockname") for t in answered}
+            mine = {p.transport.get_extra_info("sockname") for p in answered}
             assert len(answered) == 4 and mine == set(peers)
             async with session.get(target.url("/v1/models")) as resp:
                 await resp.read()

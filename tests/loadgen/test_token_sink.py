@@ -10,7 +10,6 @@ does not depend on the client's loop, which the tests keep busy on purpose.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import socket
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 import aiohttp
 import pytest
 from loadgen_servers import _event
+from loops import LOOPS, run_on
 
 from loadgen.adapters import adapter_for
 from loadgen.adapters.base import RequestParams
@@ -29,26 +29,12 @@ from loadgen.target import Target
 from loadgen.token_sink import TokenSink, read_body
 from runtime.clock import RunClock
 
-LOOPS = ["asyncio"]
-if importlib.util.find_spec("uvloop") is not None:
-    LOOPS.append("uvloop")
-
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 DONE = b"data: [DONE]\n\n"
 
 
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _run(loop: str, main: Callable[[], object]) -> object:
-    factory = None
-    if loop == "uvloop":
-        import uvloop
-
-        factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main())  # type: ignore[arg-type]
 
 
 class ScriptedServer:
@@ -158,7 +144,7 @@ def test_a_read_is_timed_when_it_arrived_not_when_a_busy_loop_woke_the_request(l
         return record, chunks, clock
 
     try:
-        record, chunks, clock = _run(loop, main)  # type: ignore[misc]
+        record, chunks, clock = run_on(loop, main)
     finally:
         server.close()
     assert record.status == Status.OK, record.error_message
@@ -184,7 +170,7 @@ def test_http_chunks_that_came_in_one_read_are_one_row(loop) -> None:
         return record, chunks
 
     try:
-        record, chunks = _run(loop, main)  # type: ignore[misc]
+        record, chunks = run_on(loop, main)
     finally:
         server.close()
     assert record.status == Status.OK, record.error_message
@@ -222,7 +208,7 @@ def test_an_error_raised_while_a_read_is_consumed_ends_the_request_with_it(loop)
         return record, None
 
     try:
-        record, raised = _run(loop, main)  # type: ignore[misc]
+        record, raised = run_on(loop, main)
     finally:
         server.close()
         hook.close()

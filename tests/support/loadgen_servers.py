@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,21 +33,29 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Server:
-    """An aiohttp app on 127.0.0.1 and a free port; ``async with Server(handler) as url``."""
+    """An aiohttp app on 127.0.0.1 and a free port; ``async with Server(handler) as url``
+    (``https://`` with ``ssl_context``)."""
 
-    def __init__(self, handler: Handler, paths: tuple[str, ...] = ("/{tail:.*}",)) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        paths: tuple[str, ...] = ("/{tail:.*}",),
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.app = web.Application()
         for path in paths:
             self.app.router.add_route("*", path, handler)
         self.runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
+        self.ssl_context = ssl_context
         self.url = ""
 
     async def __aenter__(self) -> str:
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
         port = self.runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{port}"
         return self.url
 
     async def __aexit__(self, *exc: object) -> None:
