@@ -61,7 +61,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pandas as pd
-from loadgen_overhead import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
+from overhead_clients import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
 
 from probes.latency import summarize
 from runfmt.tables import RunTables

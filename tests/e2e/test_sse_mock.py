@@ -23,7 +23,7 @@ from repo_paths import ROOT
 from runfmt.tables import RunTables
 from runtime.clock import RunClock
 
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the sweep imports loadgen_overhead by name
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the sweep imports overhead_clients by name
 SPEC = importlib.util.spec_from_file_location(
     "client_limit_sweep", ROOT / "benchmarks/client_limit_sweep.py"
 )
@@ -88,16 +88,16 @@ def test_the_mocks_own_totals_count_every_token(mock: str, tmp_path: Path) -> No
     """``/mock/totals``, which the overhead benchmark sets the clients' TTFT and ITL
     against: one first token per request, one gap per further token, and the gaps'
     mean is the mock's step (its ticks keep an absolute schedule)."""
-    import loadgen_overhead
+    import overhead_clients
 
-    before = asyncio.run(loadgen_overhead.engine_totals(mock))
+    before = asyncio.run(overhead_clients.engine_totals(mock))
     result, _, _, _ = asyncio.run(sweep.loadgen(mock, 8, 2, 12, tmp_path / "run"))
-    after = asyncio.run(loadgen_overhead.engine_totals(mock))
+    after = asyncio.run(overhead_clients.engine_totals(mock))
     assert result.ok == 16
     assert after["ttft"][1] - before["ttft"][1] == 16
     assert after["itl"][1] - before["itl"][1] == 16 * 11
     step_s = STEP_MS / 1e3
-    ttft = loadgen_overhead.engine_mean(before, after, "ttft")
-    itl = loadgen_overhead.engine_mean(before, after, "itl")
+    ttft = overhead_clients.engine_mean(before, after, "ttft")
+    itl = overhead_clients.engine_mean(before, after, "itl")
     assert 0 < ttft < 2 * step_s  # the first tick after the request was read
     assert 0.8 * step_s < itl < 1.25 * step_s, itl
