@@ -61,6 +61,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pandas as pd
+from cpu_slices import CpuSlices, place_workers, unavailable
 from overhead_clients import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
 
 from probes.latency import summarize
@@ -151,6 +152,11 @@ def token_errors(chunks: pd.DataFrame, ticks: np.ndarray) -> tuple[np.ndarray, n
 async def one_point(url: str, name: str, streams: int, args: argparse.Namespace) -> dict:
     cores, workers = args.clients[name]
     os.sched_setaffinity(0, cpu_set(cores))  # the workers inherit it
+    slices: CpuSlices | None = args.slices
+    if slices is not None:  # this process in slice 0, each worker in a slice of its own
+        slices.place(os.getpid(), 0)
+        placer = place_workers(slices, workers, 0) if workers > 1 else None
+        throttled0 = slices.throttled_s()
     since = time.perf_counter()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     health: dict = {}
@@ -173,6 +179,13 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
             health = summarize(run_dir)["client"]  # the project's own verdict
         chunks["t_s"] += clock.t0  # run time back to perf_counter, the mock's clock
         share = busiest_share(result, cpu, wall)
+    capacity, throttled = 1.0, 0.0
+    if slices is not None:
+        slices.release(os.getpid())
+        capacity, throttled = slices.capacity, slices.throttled_s() - throttled0
+        if placer is not None:
+            placer.join()
+            assert len(placer.placed) == workers, f"{len(placer.placed)} of {workers} placed"
     ticks = await mock_ticks(url, since)
     late, gap_error = token_errors(chunks, ticks)
     step_s = args.step_ms / 1e3
@@ -185,6 +198,8 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
         "tokens_per_s": tokens / span,
         "cpu_us_per_token": cpu / tokens * 1e6,
         "busiest_cpu_share": share,
+        "capacity": capacity,
+        "throttled_s": throttled,
         "gap_error_p50_ms": float(np.percentile(np.abs(gap_error), 50) * 1e3),
         "gap_error_p99_ms": float(np.percentile(np.abs(gap_error), 99) * 1e3),
         "late_p50_ms": float(np.percentile(late, 50) * 1e3),
@@ -195,7 +210,7 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
         "mock_streams_max": int(ticks[:, 3].max()),
         "load_average_1m": os.getloadavg()[0],
     }
-    row["busy"] = bool(share >= LIMITED_CPU_SHARE)
+    row["busy"] = bool(share >= LIMITED_CPU_SHARE * capacity)
     row["late"] = bool(row["gap_error_p99_ms"] > step_s * 1e3 / 4)
     row["limited"] = row["busy"] or row["late"]
     row["summary_limited"] = health.get("limited")  # summary.json's client: limited
@@ -208,7 +223,13 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
     print(
         f"mock on core {args.mock_core}, step {args.step_ms:g} ms, {args.tokens} tokens/stream, "
         f"{'real-time priority' if args.rt else 'ordinary priority'}"
+        + (" (the mock only)" if args.rt and args.slices else "")
     )
+    if args.slices:
+        print(
+            f"clients in slices of {1 / args.slices.count:.2f} of a core, one per process; "
+            "'busiest' is the busiest process's share of its slice"
+        )
     print(f"{'streams':>7} {'client':>6} {'cores':>5} {'tok/s':>8} {'µs/tok':>7} {'busiest':>7} "
           f"{'gap err p50/p99':>16} {'late p50/p99':>16} {'mock p50/p99':>14} {'write':>6} "
           f"{'load':>5}")  # fmt: skip
@@ -222,7 +243,7 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
             notes = f" ({', '.join(why)})" if why and not r["void"] else ""
             print(
                 f"{streams:>7} {name:>6} {r['cores']:>5} {r['tokens_per_s']:>8.0f} "
-                f"{r['cpu_us_per_token']:>7.1f} {r['busiest_cpu_share']:>7.2f} "
+                f"{r['cpu_us_per_token']:>7.1f} {r['busiest_cpu_share'] / r['capacity']:>7.2f} "
                 f"{r['gap_error_p50_ms']:>7.2f}/{r['gap_error_p99_ms']:<7.2f}ms "
                 f"{r['late_p50_ms']:>7.2f}/{r['late_p99_ms']:<7.2f}ms "
                 f"{r['mock_delay_p50_ms']:>5.1f}/{r['mock_delay_p99_ms']:<5.1f}ms "
@@ -236,6 +257,25 @@ def report(results: dict[int, dict[str, dict]], args: argparse.Namespace) -> dic
         at = [f"{n or f'> {max(results)}'} streams ({rule})" for rule, n in by_rule.items()]
         print(f"{name}: client-limited from {', '.join(at)}")
     return first
+
+
+def slices_for(parser: argparse.ArgumentParser, args: argparse.Namespace) -> CpuSlices | None:
+    """``--slices K``: every client on the core the mock is not on, one slice of it per
+    process (``cpu_slices``), so that the mock keeps a core of its own and each client
+    process has a (slower) core of its own too."""
+    if not args.slices:
+        return None
+    why = unavailable()
+    if why:
+        parser.error(f"--slices: {why}")
+    others = sorted(os.sched_getaffinity(0) - {args.mock_core})
+    if not others:
+        parser.error("--slices: no core besides the mock's (--mock-core)")
+    for name, (_, workers) in args.clients.items():
+        if workers > args.slices:
+            parser.error(f"--slices {args.slices}: client {name} has {workers} processes")
+        args.clients[name] = (str(others[0]), workers)
+    return CpuSlices(args.slices)
 
 
 def main() -> None:
@@ -253,6 +293,10 @@ def main() -> None:
     parser.add_argument(
         "--rt", action="store_true", help="mock and clients at real-time priority (root)"
     )
+    parser.add_argument(
+        "--slices", type=int, default=0,
+        help="K: every client on the other core, cut into K slices of 1/K, one per process",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     places = dict(CLIENTS)
@@ -260,6 +304,7 @@ def main() -> None:
         name, _, cores = item.partition("=")
         places[name] = (cores, places[name][1])
     args.clients = {name: places[name] for name in args.clients.split(",")}
+    args.slices = slices_for(parser, args)
     if args.rt:
         try:  # the mock is started at real-time priority: say so now if that is not allowed
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CLIENT_RT_PRIORITY))
@@ -267,7 +312,7 @@ def main() -> None:
         except PermissionError:
             parser.error("--rt needs root (or CAP_SYS_NICE)")
     proc, url = start_mock(args.step_ms, args.mock_core, args.rt)
-    if args.rt:
+    if args.rt and args.slices is None:
         realtime(CLIENT_RT_PRIORITY)  # the worker processes inherit it
     results: dict[int, dict[str, dict]] = {}
     try:
@@ -282,6 +327,8 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait()
+        if args.slices is not None:
+            args.slices.close()
     first = report(results, args)
     if args.json:
         print(json.dumps({"streams": results, "limited_from": first}))
