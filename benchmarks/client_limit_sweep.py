@@ -35,6 +35,15 @@ moment they are ready: a client is then late for its own reasons. The kernel sti
 keeps 5 % of each core for the other jobs, and a client at real-time priority that
 saturates its core holds it for the whole point, so keep such runs short.
 
+``--slices K`` gives the mock a core of its own *and* each client process one: on a
+2-core machine there is no third core, so the other core is cut into K slices of 1/K of
+it by the kernel's CFS bandwidth control (``cpu_slices.py``, root), and every client
+process (the bare reader, one prefillscope process, each of N ≤ K workers, the parent
+sharing slice 0 with the first worker) runs in a slice of its own: a machine whose
+client cores are K times slower. *busy* is then judged against the slice. Clients in
+slices run at ordinary priority (CFS bandwidth does not limit real-time processes);
+with ``--rt`` the mock alone is real-time.
+
 A point is void when the mock itself fell behind (half its ticks began more than a
 quarter step after they were due): that measures the mock, not the client. A late tick
 now and then (a busy core) delays every stream alike and is not charged to the client.
@@ -43,7 +52,7 @@ load average is printed with each point: on a shared machine other jobs take cor
 
 Run: ``.venv/bin/python benchmarks/client_limit_sweep.py [--streams 256,512,...,4096]
 [--step-ms 50] [--tokens 100] [--per-stream 1] [--rounds 1] [--clients bare,w1,w2,w4]
-[--cores "w2=1"] [--rt] [--json]``
+[--cores "w2=1"] [--rt] [--slices 2] [--json]``
 """
 
 from __future__ import annotations
