@@ -36,11 +36,13 @@ def cgroup_of(pid: int) -> str:
 
 
 def test_a_slice_caps_a_busy_process_at_its_share_of_a_core():
-    """A process that would use a whole core gets at most half of one in a slice of two.
+    """A process that would use a whole core gets at most a quarter of one in a slice of
+    four, and waits out the rest of its periods.
 
-    Without the quota the spinning child takes ~1.0 of a core (the other core holds
-    whatever else runs); a busier machine can only lower its share, never raise it."""
-    slices = cpu_slices.CpuSlices(2)
+    Without the quota the spinning child takes ~1.0 of a core on a quiet machine and
+    about half of one beside a CPU hog on two cores; a busier machine can only lower
+    its share, never raise it above the quota."""
+    slices = cpu_slices.CpuSlices(4)
     try:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         child = subprocess.Popen([sys.executable, "-c", SPIN])
@@ -50,8 +52,8 @@ def test_a_slice_caps_a_busy_process_at_its_share_of_a_core():
         wall = time.perf_counter() - wall0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        assert cpu / wall < 0.65, (cpu, wall)
-        assert slices.throttled_s() > 0.3 * wall  # it waited out the rest of its periods
+        assert cpu / wall < 0.3, (cpu, wall)
+        assert slices.throttled_s() > 0  # it waited out the rest of its periods
     finally:
         slices.close()
     assert not slices.base.exists()
