@@ -71,7 +71,7 @@ def test_calibration_replays_a_vllm_run(vllm_url: str, tmp_path: Path) -> None:
     assert result["model"] == str(MODEL_DIR) and cal["requests"] == 16
     # the served model's figures, read from its config.json: 4 layers, 2 KV heads of 64
     assert cal["config"]["model"] == str(MODEL_DIR)
-    assert cal["fit_targets"] == ["ttft_p50", "itl_p50"]
+    assert cal["fit_targets"] == ["ttft_mean", "itl_p50"]
     assert cal["decode_source"].startswith("client")
     fitted = cal["fitted"]
     assert fitted["host_overhead_step_s"] > 0
