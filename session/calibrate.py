@@ -1,7 +1,7 @@
 """``simulate --calibrate RUN_DIR``: fit the cost model to a measured run, then replay it.
 
 The run's recorded requests (send times, prompt and output lengths) are replayed on the
-virtual clock while three figures of the cost model are fitted, each by bisection on a
+virtual clock while two figures of the cost model are fitted, each by bisection on a
 quantity it moves monotonically:
 
 1. the **decode step** to the embedded engine's mean pure-decode step
@@ -10,18 +10,24 @@ quantity it moves monotonically:
    buckets are too coarse for a median: 5–10 ms is one bucket) — by the per-step
    host overhead (``host_overhead_step_s``, up from 0), or, when even none gives steps
    longer than measured, the HBM ``bandwidth_efficiency`` (up to 1);
-2. the **prefill** to the client's mean TTFT: ``prefill_mfu`` within ``MFU_RANGE``. Not
-   its median: a replay moves in steps, and when a small change of the MFU moves one
-   request's prefill into the next step, the median of a few requests can jump from one
-   request's TTFT to another's (17 % of it in a 16-request run, so that no MFU came
-   within the tolerance), where the mean moves by that step over the request count.
+2. the **prefill** to the client's mean TTFT: ``prefill_mfu`` within ``MFU_RANGE``.
 
-The client's TTFT p50, its ITL p50 and p99 and the server's mean ITL (vLLM's histogram sum ÷ count,
-exact; else the client's mean gap) are the checks, reported with the fitted figures as
-predicted vs measured and their relative error; the server's clock is the fit's target
-where it has one because the client's gaps also carry the network and the client's own
-delays. The fitted figures
-land within ``TOLERANCE`` unless a bound of their parameter is hit (the error says so).
+A replay moves in steps: when a small change of a parameter moves one request's prefill
+into the next step, every figure jumps. Where an arrival falls between two of the
+engine's steps is chance in a real run, so each figure is pooled over replays whose
+recorded arrivals are each moved by a random offset within one decode step (the same
+offsets at every trial value; ``PHASE_REQUESTS``), which turns one replay's few large
+jumps into many small ones. The TTFT is fitted by its mean, not its median: the median
+of 16 requests jumped from one request's TTFT to another's (17 %, so that no MFU came
+within the tolerance), and one replay's mean by up to 3 %; the pooled mean by under
+0.2 % (ten runs of the planted test under three CPU hogs).
+
+The client's TTFT p50, its ITL p50 and p99 and the server's mean ITL (vLLM's histogram
+sum ÷ count, exact; else the client's mean gap) are the checks, reported with the fitted
+figures as predicted vs measured and their relative error; the server's clock is the
+fit's target where it has one because the client's gaps also carry the network and the
+client's own delays. The fitted figures land within ``TOLERANCE`` unless a bound of their
+parameter is hit (the error says so).
 """
 
 from __future__ import annotations
