@@ -164,7 +164,7 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
     slices: CpuSlices | None = args.slices
     if slices is not None:  # this process in slice 0, each worker in a slice of its own
         slices.place(os.getpid(), 0)
-        placer = place_workers(slices, workers, 0) if workers > 1 else None
+        placer = place_workers(slices, workers) if workers > 1 else None
         throttled0 = slices.throttled_s()
     since = time.perf_counter()
     cpu0, wall0 = time.process_time(), time.perf_counter()

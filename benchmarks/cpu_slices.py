@@ -103,24 +103,30 @@ def grandchildren(pid: int) -> list[int]:
     return sorted(p for p, parent in parents.items() if parent in children)
 
 
-def place_workers(slices: CpuSlices, workers: int, first: int, timeout_s: float = 30.0):
-    """A thread that puts each of the next ``workers`` worker processes this process
-    starts into its own slice, from slice ``first`` on, as soon as it appears (long
-    before its run starts: a worker imports for a few hundred milliseconds first).
-    ``join()`` it after the run; ``placed`` lists the pids it moved."""
-    placed: list[int] = []
+class WorkerPlacer(threading.Thread):
+    """Puts each of the next ``workers`` worker processes this process starts into a
+    slice of its own, in the order they start, as soon as each appears (long before its
+    run starts: a worker imports for a few hundred milliseconds first). ``join()`` it
+    after the run; ``placed`` lists the pids it moved."""
 
-    def watch() -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(placed) < workers and time.monotonic() < deadline:
+    def __init__(self, slices: CpuSlices, workers: int, timeout_s: float = 30.0) -> None:
+        super().__init__(name="slice-placer", daemon=True)
+        self.slices, self.workers, self.timeout_s = slices, workers, timeout_s
+        self.placed: list[int] = []
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while len(self.placed) < self.workers and time.monotonic() < deadline:
             for pid in grandchildren(os.getpid()):
-                if pid not in placed and len(placed) < workers:
+                if pid not in self.placed and len(self.placed) < self.workers:
                     with contextlib.suppress(OSError):
-                        slices.place(pid, first + len(placed))
-                        placed.append(pid)
+                        self.slices.place(pid, len(self.placed))
+                        self.placed.append(pid)
             time.sleep(0.002)
 
-    thread = threading.Thread(target=watch, name="slice-placer", daemon=True)
-    thread.placed = placed  # type: ignore[attr-defined]
-    thread.start()
-    return thread
+
+def place_workers(slices: CpuSlices, workers: int, timeout_s: float = 30.0) -> WorkerPlacer:
+    """A started ``WorkerPlacer``: worker ``i`` goes into slice ``i``."""
+    placer = WorkerPlacer(slices, workers, timeout_s)
+    placer.start()
+    return placer

@@ -131,17 +131,13 @@ def phase_offsets(workload: SimWorkload, step_s: float, seed: int = 0) -> np.nda
     return np.random.default_rng(seed).uniform(0.0, step_s, size=(phases, arrivals))
 
 
-def replay(
-    config: EngineConfig, workload: SimWorkload, offsets: np.ndarray | None = None
-) -> Measured:
+def replay(config: EngineConfig, workload: SimWorkload, offsets: np.ndarray) -> Measured:
     """The workload replayed on ``config``, once per row of ``offsets`` (every recorded
-    arrival moved by its own offset; once as recorded when None): the figures of
-    ``Measured`` over all replays pooled."""
+    arrival moved by its own offset): the figures of ``Measured`` over all replays pooled."""
     ttfts, gaps, decode = [], [], []
-    for shift in [None] if offsets is None else offsets:
+    for shift in offsets:
         arrivals, release = workload.start()
-        if shift is not None:
-            arrivals = [(t + dt, req) for (t, req), dt in zip(arrivals, shift, strict=True)]
+        arrivals = [(t + dt, req) for (t, req), dt in zip(arrivals, shift, strict=True)]
         result = VirtualDriver(EngineCore(config)).run(arrivals, release=release)
         done = [t for t in result.requests.values() if t.token_times]
         ttfts.extend(t.ttft_s for t in done)

@@ -70,7 +70,7 @@ def test_workers_of_a_fork_server_are_placed_one_per_slice():
     context = multiprocessing.get_context("forkserver")
     processes = []
     try:
-        placer = cpu_slices.place_workers(slices, 2, 0, timeout_s=20.0)
+        placer = cpu_slices.place_workers(slices, 2, timeout_s=20.0)
         for _ in range(2):
             process = context.Process(target=_sleep, args=(3.0,))
             process.start()
