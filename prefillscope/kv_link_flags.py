@@ -1,8 +1,9 @@
 """The KV-link flags ``serve --disaggregate`` and ``simulate`` share, defined once.
 
 Each is a typer-annotated type; :func:`disagg_config` turns their values (and a ``P:D``
-ratio) into a validated :class:`~simengine.disagg_config.DisaggConfig`. Importing this
-module pulls in neither numpy nor the engine.
+ratio) into a validated :class:`~simengine.disagg_config.DisaggConfig`. Their bounds are
+the link's own (``simengine.kv_link.LINK_BOUNDS``), defined once for every command and
+for the session. Importing this module pulls in neither numpy nor the engine.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import typer
 
 from simengine.disagg_config import DisaggConfig, parse_ratio
 from simengine.kv_link import LinkSpec
-from workloads.errors import InputError
 
 KvLinkGbps = Annotated[float, typer.Option(help="P→D link speed, Gb/s.")]
 KvLinkLatencyUs = Annotated[float, typer.Option(help="Fixed latency per transfer (µs).")]
@@ -42,10 +42,7 @@ def disagg_config(
 ) -> DisaggConfig:
     """The validated P/D configuration of the ``--disaggregate``/``--kv-*`` flags."""
     p, d = parse_ratio(ratio)
-    if latency_us < 0 or overhead_us < 0:
-        flag = "--kv-link-latency-us" if latency_us < 0 else "--kv-transfer-overhead-us"
-        raise InputError(flag, "must be >= 0")
-    link = LinkSpec(gbps, latency_us / 1e6, overhead_us / 1e6, efficiency, sharing)
+    link = LinkSpec.from_flags(gbps, latency_us, overhead_us, efficiency, sharing)
     config = DisaggConfig(p, d, link, transfer)
     config.validate()
     return config

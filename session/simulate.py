@@ -14,6 +14,10 @@ lower ITL p99. For each P/D configuration, the break-even link bandwidth is the 
 link at which it does as well as the monolithic configuration with the same chunk budget
 (and GPUs): on goodput when an SLO is given, else on TTFT p99. It is found by bisection
 on a log scale within ``BREAK_EVEN_RANGE_GBPS``, each probe a full simulation.
+
+A stop signal (Ctrl-C, SIGTERM, SIGHUP: ``runtime.signals``) ends the grid where it is:
+the configurations already simulated are kept, with their front and the break-evens
+found so far, and the result says ``status: interrupted`` with its ``reason``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import dataclasses
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +34,7 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from probes.slo import Slo
+from runtime import signals
 from session.sim_workload import SimWorkload
 from simengine.core import EngineCore
 from simengine.disagg import transfer_wait_s
@@ -229,25 +235,56 @@ def break_even_gbps(
     }
 
 
-def simulate_grid(spec: SimulateSpec, workload: SimWorkload) -> dict[str, Any]:
-    """Every configuration of the grid over ``workload``: the rows, the front, break-evens."""
+def _break_evens(
+    spec: SimulateSpec, points: list[GridPoint], rows: list[dict[str, Any]], workload: SimWorkload
+) -> None:
+    """Each P/D row's break-even link against the monolithic row of its chunk budget."""
+    mono = {row["chunk"]: row for row in rows if row["disaggregate"] is None}
+    for point, row in zip(points, rows, strict=True):
+        base = mono.get(point.budget)
+        if spec.break_even and point.ratio and base is not None:
+            row["break_even"] = break_even_gbps(spec, point, workload, _score(base, spec.slo))
+
+
+#: Called as each configuration is done: (configurations done, planned, its row).
+OnPoint = Callable[[int, int, dict[str, Any]], None]
+
+
+def simulate_grid(
+    spec: SimulateSpec, workload: SimWorkload, on_point: OnPoint | None = None
+) -> dict[str, Any]:
+    """Every configuration of the grid over ``workload``: the rows, the front, break-evens.
+
+    A stop signal keeps what was done (see the module docstring)."""
     spec.base.validate()
     spec.link.validate()
     if not len(workload):
         raise InputError("--workload", "the workload has no request to simulate")
     points = spec.points()
+    rows: list[dict[str, Any]] = []
+    reason = None
     t0 = time.perf_counter()
-    rows = [run_point(spec, point, workload) for point in points]
+    try:
+        for point in points:
+            rows.append(run_point(spec, point, workload))
+            if on_point is not None:
+                on_point(len(rows), len(points), rows[-1])
+    except KeyboardInterrupt:  # a stop signal: the configurations done are the result
+        reason = signals.stop_reason()
     grid_wall = time.perf_counter() - t0
     pareto(rows)
-    mono = {row["chunk"]: row for row in rows if row["disaggregate"] is None}
-    for point, row in zip(points, rows, strict=True):
+    for row in rows:
         row["break_even"] = None
-        base = mono.get(point.budget)
-        if spec.break_even and point.ratio and base is not None:
-            row["break_even"] = break_even_gbps(spec, point, workload, _score(base, spec.slo))
+    if reason is None:
+        try:
+            _break_evens(spec, points, rows, workload)
+        except KeyboardInterrupt:  # likewise: the break-evens found so far are kept
+            reason = signals.stop_reason()
     simulated_tokens = sum(row["output_tokens"] for row in rows)
     return {
+        "status": "complete" if reason is None else "interrupted",
+        "reason": reason,
+        "planned_configurations": len(points),
         "model": spec.base.model,
         "gpu": spec.base.gpu,
         "link": dataclasses.asdict(spec.link),

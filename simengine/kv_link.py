@@ -11,17 +11,32 @@ Transfers that overlap in time share the link:
 
 The link is clock-free like the engine core: ``start`` and ``advance`` take the time, and
 ``next_event_s`` says when the next transfer arrives, so a virtual-time loop and a
-real-time driver move it the same way.
+real-time driver move it the same way. ``advance(next_event_s())`` always moves the link
+on — a transfer whose time on the wire is below the clock's resolution (a 1 kB transfer
+at 10⁹ Gb/s, a day into a run) leaves the wire at that very time — so a loop that moves
+from event to event cannot stall on a zero-length step.
+
+Every link value a user gives is bounded by ``LINK_BOUNDS`` (in its flag's unit), the one
+definition ``serve``, ``simulate`` and ``bench --engine`` check.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from workloads.errors import InputError
+from workloads.limits import Bound
 
 LINK_SHARING = ("fair", "fifo")
+#: Each KV-link flag, the ``LinkSpec`` field it sets, the flag's units per unit of the
+#: field (µs per s), and its bound in the flag's unit: beyond an hour a fixed cost is a
+#: typo, beyond an exabit per second a link speed is.
+LINK_BOUNDS: dict[str, tuple[str, float, Bound]] = {
+    "--kv-link-gbps": ("gbps", 1.0, Bound(0, 1e9, above=True, why="an exabit per second")),
+    "--kv-link-latency-us": ("latency_s", 1e6, Bound(0, 3.6e9, why="an hour")),
+    "--kv-transfer-overhead-us": ("overhead_s", 1e6, Bound(0, 3.6e9, why="an hour")),
+    "--kv-link-efficiency": ("efficiency", 1.0, Bound(0, 1, above=True)),
+}
 
 
 @dataclass(frozen=True)
@@ -34,15 +49,26 @@ class LinkSpec:
     efficiency: float = 1.0
     sharing: str = "fair"
 
+    @classmethod
+    def from_flags(
+        cls, gbps: float, latency_us: float, overhead_us: float, efficiency: float, sharing: str
+    ) -> LinkSpec:
+        """The link of the ``--kv-*`` flags' values (µs as given), each checked in its unit."""
+        given = dict(zip(LINK_BOUNDS, (gbps, latency_us, overhead_us, efficiency), strict=True))
+        for flag, value in given.items():
+            LINK_BOUNDS[flag][2].check(flag, value)
+        fields = {
+            LINK_BOUNDS[flag][0]: value / LINK_BOUNDS[flag][1] for flag, value in given.items()
+        }
+        spec = cls(**fields, sharing=sharing)
+        spec.validate()
+        return spec
+
     def validate(self) -> None:
-        if not self.gbps > 0 or not math.isfinite(self.gbps):
-            raise InputError("--kv-link-gbps", f"must be a positive number, got {self.gbps}")
-        if self.latency_s < 0:
-            raise InputError("--kv-link-latency-us", "must be >= 0")
-        if self.overhead_s < 0:
-            raise InputError("--kv-transfer-overhead-us", "must be >= 0")
-        if not 0 < self.efficiency <= 1:
-            raise InputError("--kv-link-efficiency", "must be in (0, 1]")
+        """Every field within its flag's bound (``LINK_BOUNDS``), the sharing a known one."""
+        for flag, (name, per, bound) in LINK_BOUNDS.items():
+            value = getattr(self, name)
+            bound.check(flag, value * per if isinstance(value, int | float) else value)
         if self.sharing not in LINK_SHARING:
             raise InputError("--kv-link-sharing", f"unknown policy {self.sharing!r}", "fair|fifo")
 
@@ -114,11 +140,7 @@ class KvLink:
         """When the next transfer leaves the wire or is delivered; None when idle."""
         times = [t.wire_end_s + self._tail_s for t in self._tail]  # type: ignore[operator]
         if self._wire:
-            if self.spec.sharing == "fair":
-                share = self._rate / len(self._wire)
-                times.append(self._now + min(t.remaining for t in self._wire) / share)
-            else:
-                times.append(self._now + self._wire[0].remaining / self._rate)
+            times.append(self._wire_step()[2])
         return min(times) if times else None
 
     def advance(self, now: float) -> list[Transfer]:
@@ -133,23 +155,35 @@ class KvLink:
         done.sort(key=lambda t: t.delivered_s)  # type: ignore[arg-type, return-value]
         return done
 
+    def _wire_step(self) -> tuple[list[Transfer], float, float]:
+        """The transfers sending now, the bytes the first of them still has to send, and
+        when it leaves the wire at the current share: the one computation of that moment,
+        so ``_progress`` reaches exactly the time ``next_event_s`` announced."""
+        sharers = self._wire if self.spec.sharing == "fair" else self._wire[:1]
+        first = min(t.remaining for t in sharers)
+        return sharers, first, self._now + first / (self._rate / len(sharers))
+
     def _progress(self, now: float) -> None:
-        """Drain the wire from the last event to ``now``, one completion at a time."""
-        while self._wire and now > self._now:
-            fair = self.spec.sharing == "fair"
-            sharers = self._wire if fair else self._wire[:1]
-            share = self._rate / len(sharers)
-            first = min(t.remaining for t in sharers)
-            finishing = [t for t in sharers if t.remaining <= first * (1 + 1e-12)]
-            end = self._now + first / share
-            step_end = min(end, now)
-            sent = (step_end - self._now) * share
-            self.busy_s += step_end - self._now
-            for t in sharers:
-                t.remaining -= sent
-            self._now = step_end
-            if step_end < end:
+        """Drain the wire from the last event to ``now``, one completion at a time.
+
+        A completion due by ``now`` happens even when it is due at the current time
+        itself (its remaining bytes take less than the clock can resolve): every pass
+        either ends a transfer or stops, so the loop ends and the link always moves on.
+        """
+        while self._wire and now >= self._now:
+            sharers, first, end = self._wire_step()
+            if end > now:  # partway: every sharer sends at its share until ``now``
+                sent = (now - self._now) * self._rate / len(sharers)
+                for t in sharers:
+                    t.remaining -= sent
+                self.busy_s += now - self._now
+                self._now = now
                 break
+            finishing = [t for t in sharers if t.remaining <= first * (1 + 1e-12)]
+            for t in sharers:  # each sharer sent what the first had left
+                t.remaining -= first
+            self.busy_s += end - self._now
+            self._now = end
             for t in finishing:
                 t.remaining = 0.0
                 t.wire_end_s = end

@@ -136,13 +136,16 @@ def serve(
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
     if stream_interval < 1:
         raise InputError("--stream-interval", f"must be >= 1, got {stream_interval}")
-    for flag, value, bound in (  # checked with or without --disaggregate: a typo is a typo
-        ("--kv-link-gbps", kv_link_gbps, Bound(0, 1e9, above=True)),
-        ("--kv-link-latency-us", kv_link_latency_us, Bound(0, 3.6e9, why="an hour")),
-        ("--kv-transfer-overhead-us", kv_transfer_overhead_us, Bound(0, 3.6e9, why="an hour")),
-        ("--kv-link-efficiency", kv_link_efficiency, Bound(0, 1, above=True)),
-    ):
-        bound.check(flag, value)
+    # the link's bounds are checked with or without --disaggregate: a typo is a typo
+    link = disagg_config(
+        disaggregate or "1:1",
+        kv_link_gbps,
+        kv_link_latency_us,
+        kv_transfer_overhead_us,
+        kv_link_efficiency,
+        kv_link_sharing,
+        kv_transfer,
+    )
     config = EngineConfig(
         model=model,
         gpu=gpu,
@@ -167,17 +170,7 @@ def serve(
         config.validate()
     except InputError as exc:
         raise flag_error(exc, SERVE_FLAGS) from None
-    disagg = None
-    if disaggregate is not None:
-        disagg = disagg_config(
-            disaggregate,
-            kv_link_gbps,
-            kv_link_latency_us,
-            kv_transfer_overhead_us,
-            kv_link_efficiency,
-            kv_link_sharing,
-            kv_transfer,
-        )
+    disagg = link if disaggregate is not None else None
 
     def announce(server: EngineServer, url: str) -> None:
         info = resolved_config(server, url)

@@ -4,12 +4,16 @@ The command parses flags, calls :func:`session.simulate.simulate_grid` once and 
 its result: a table per configuration (TTFT and ITL p50/p99/max, goodput, throughput,
 KV-transfer share of TTFT, the Pareto front and the break-even link speed), ``--json``
 (the same result as one object) and ``--html FILE`` (a TTFT p99 vs ITL p99 plot).
+Each configuration done is one line on stderr. A stop signal (Ctrl-C, SIGTERM, SIGHUP)
+ends the grid there: the configurations done are printed and written as usual, marked
+``interrupted``, one line says so, and the exit status is 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -136,7 +140,7 @@ def simulate(
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
     load = load_workload(workload or str(calibrate), set_ or [], overrides, spec.base)
-    result = simulate_grid(spec, load)
+    result = simulate_grid(spec, load, _progress)
     result["calibration"] = calibration
     if html is not None:
         from prefillscope.report.simulate_page import render_page
@@ -144,10 +148,27 @@ def simulate(
         html.write_text(render_page(result))
     if as_json:
         typer.echo(json.dumps(result))
-        return
-    if calibration is not None:
-        _print_calibration(calibration)
-    _print(result)
+    else:
+        if calibration is not None:
+            _print_calibration(calibration)
+        _print(result)
+    if result["status"] != "complete":
+        from runtime import signals
+
+        print(
+            f"prefillscope: simulate stopped ({signals.stop_name()}) after "
+            f"{len(result['configurations'])} of {result['planned_configurations']} "
+            "configurations; those are shown",
+            file=sys.stderr,
+        )
+        raise typer.Exit(signals.stop_exit_code())
+
+
+def _progress(done: int, planned: int, row: dict[str, Any]) -> None:
+    print(
+        f"prefillscope simulate: {done}/{planned} {row['label']} ({row['wall_s']:.1f} s)",
+        file=sys.stderr,
+    )
 
 
 def _print_calibration(cal: dict[str, Any]) -> None:
@@ -172,7 +193,11 @@ def _print(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{result['requests']:,} requests · {result['model']} on {result['gpu']}")
+    title = f"{result['requests']:,} requests · {result['model']} on {result['gpu']}"
+    if result["status"] != "complete":
+        done, planned = len(result["configurations"]), result["planned_configurations"]
+        title += f" — interrupted, {done} of {planned} configurations"
+    table = Table(title=title)
     for name in ("configuration", "GPUs", "TTFT ms p50/p99/max", "ITL ms p50/p99/max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for name in ("goodput", "tok/s", "KV/TTFT", "front", "break-even link"):

@@ -65,6 +65,11 @@ def render_page(result: dict[str, Any]) -> str:
         f"KV link {result['link']['gbps']:g} Gb/s, transfer {result['kv_transfer']}; "
         "★: on the Pareto front of TTFT p99 and ITL p99."
     )
+    if result.get("status", "complete") != "complete":
+        note = (
+            f"Incomplete: {result['reason']} after {len(rows)} of "
+            f"{result['planned_configurations']} configurations. {note}"
+        )
     page = el(
         "html",
         el("head", void("meta", charset="utf-8"), el("title", title), el("style", Markup(CSS))),

@@ -95,6 +95,43 @@ def test_fair_link_with_a_late_joiner_and_fixed_costs() -> None:
     assert b.seconds == pytest.approx(2.75)
 
 
+@pytest.mark.parametrize("sharing", ["fair", "fifo"])
+def test_a_transfer_below_the_clocks_resolution_leaves_at_its_announced_time(sharing) -> None:
+    """At the cap of 10⁹ Gb/s, bytes a day into a run take less than the clock resolves:
+    the next event is the current time, and moving there must deliver (it did nothing,
+    so the cluster's loop from event to event spun forever)."""
+    link = KvLink(LinkSpec(1e9, sharing=sharing))
+    day = 86_400.0
+    link.advance(day)
+    sizes = {"a": 1, "b": 4096, "c": 3}
+    for name, nbytes in sizes.items():
+        link.start(name, nbytes, day)
+    delivered = []
+    for _ in range(len(sizes)):  # each event moves the link on: no more events than transfers
+        t = link.next_event_s()
+        assert t == day
+        delivered += link.advance(t)
+        if len(delivered) == len(sizes):
+            break
+    assert sorted(x.request_id for x in delivered) == sorted(sizes)
+    assert link.next_event_s() is None and link.bytes_sent == sum(sizes.values())
+
+
+@pytest.mark.parametrize(
+    ("spec", "flag"),
+    [
+        (LinkSpec(1e20), "--kv-link-gbps"),
+        (LinkSpec(latency_s=1e6), "--kv-link-latency-us"),
+        (LinkSpec(overhead_s=float("nan")), "--kv-transfer-overhead-us"),
+        (LinkSpec(efficiency=0.0), "--kv-link-efficiency"),
+    ],
+)
+def test_the_link_holds_every_constructor_to_its_flags_bounds(spec, flag) -> None:
+    with pytest.raises(InputError) as err:
+        KvLink(spec)
+    assert err.value.field == flag
+
+
 def test_decode_side_hit_skips_the_transfer_and_prefill_side_caches() -> None:
     config = EngineConfig(max_num_batched_tokens=2048)
     shared = prompt(1024, 3)
