@@ -43,9 +43,12 @@ from simengine.disagg_driver import simulate_disagg
 from simengine.driver import RequestTiming, VirtualDriver
 from simengine.kv_link import LinkSpec
 from workloads.errors import InputError
+from workloads.limits import Bound
 
 BREAK_EVEN_RANGE_GBPS = (1.0, 10_000.0)
 BREAK_EVEN_PROBES = 6
+#: ``--gpus``: every engine of a configuration is simulated, with a KV pool of its own.
+GPUS_BOUND = Bound(1, 1024, whole=True, why="each GPU's engine is simulated with its own pool")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class SimulateSpec:
     break_even: bool = True
 
     def points(self) -> list[GridPoint]:
+        """The grid's configurations; an uneven or oversized ``--gpus`` is refused."""
+        GPUS_BOUND.check("--gpus", self.gpus)
         tp = self.base.tensor_parallel_size
         out: list[GridPoint] = []
         for budget in self.chunks:

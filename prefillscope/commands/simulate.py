@@ -111,8 +111,6 @@ def simulate(
     ratios = [parse_ratio(r) for r in disaggregate.split(",")] if disaggregate else []
     if no_monolithic and not ratios:
         raise InputError("--no-monolithic", "leaves nothing to simulate", "add --disaggregate")
-    if gpus is not None and gpus <= 0:
-        raise InputError("--gpus", f"must be positive, got {gpus}")
     spec = SimulateSpec(
         base=base,
         chunks=_ints(chunks, "--chunks") if chunks else [base.max_num_batched_tokens],
@@ -124,7 +122,7 @@ def simulate(
         slo=parse_slo(slo) if slo else Slo(),
         break_even=not no_break_even,
     )
-    spec.points()  # an uneven --gpus split is refused before anything runs
+    spec.points()  # an uneven or oversized --gpus is refused before anything runs
     if html is not None and not html.parent.is_dir():
         raise InputError("--html", f"folder {html.parent} does not exist")
     if workload is None and calibrate is None:

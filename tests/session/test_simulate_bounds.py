@@ -31,9 +31,10 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         ("--kv-link-latency-us", "1e12", "above the cap of 3,600,000,000: an hour"),
         ("--kv-transfer-overhead-us", "-1", "-1 is too small"),
         ("--kv-link-efficiency", "nan", "NaN is not allowed"),
+        ("--gpus", "1000000000000", "above the cap of 1,024"),  # it simulated 5·10¹¹ engines
     ],
 )
-def test_an_absurd_link_is_refused_in_one_line_as_serve_refuses_it(
+def test_an_absurd_link_or_grid_is_refused_in_one_line_as_serve_refuses_it(
     flag: str, value: str, says: str
 ) -> None:
     done = _cli(*SPARSE, flag, value)
