@@ -203,7 +203,9 @@ def bench(
         check_max_error_rate(max_error_rate)
         check_min_goodput(min_goodput, bool(flags.slo or flags.goodput))
         if points is not None:
-            _sweep(flags, points, endpoint, out, as_json, dry_run_, max_error_rate, min_goodput)
+            one_run_only = {"--dry-run": dry_run_ or None, "--max-error-rate": max_error_rate,
+                            "--min-goodput": min_goodput}  # fmt: skip
+            _sweep(flags, points, endpoint, out, as_json, one_run_only)
         if dry_run_:
             from prefillscope.bench_vocab import run_slo
 
@@ -233,17 +235,19 @@ def _sweep(
     endpoint: str | None,
     out: Path | None,
     as_json: bool,
-    *one_run_only: object,
+    one_run_only: dict[str, object],
 ) -> None:
-    """``bench --rate 1,2,4,8``: ``prefillscope sweep --rates 1,2,4,8``'s run and screen."""
+    """``bench --rate 1,2,4,8``: ``prefillscope sweep --rates 1,2,4,8``'s run and screen.
+    ``one_run_only``: the flags a sweep has not, by name; any given (0 included) is refused."""
     from prefillscope.commands.sweep import run_sweep_command
 
     axis, text = points
-    if any(one_run_only):
+    given = [flag for flag, value in one_run_only.items() if value is not None]
+    if given:
         raise InputError(
             f"--{axis}",
-            f"{text} runs a sweep, which has no --dry-run, --max-error-rate or --min-goodput",
-            "give one load, or drop those flags",
+            f"{text} runs a sweep, which has no {' or '.join(given)}",
+            "give one load, or drop " + ("that flag" if len(given) == 1 else "those flags"),
         )
     run_sweep_command(
         flags, axis, text, endpoint=endpoint, out=out, every_point=False, as_json=as_json

@@ -44,6 +44,16 @@ def test_a_list_of_loads_runs_a_sweep_into_one_folder(
     ("extra", "message"),
     [
         (["--rate", "1,2", "--dry-run"], "--rate: 1,2 runs a sweep, which has no --dry-run"),
+        # a gate of 0 is a gate (it was read as "not given", and the sweep ran ungated)
+        (
+            ["--rate", "1,2", "--max-error-rate", "0"],
+            "--rate: 1,2 runs a sweep, which has no "
+            "--max-error-rate (give one load, or drop that flag)",
+        ),
+        (
+            ["--concurrency", "1,2", "--slo", "ttft=1s", "--min-goodput", "0"],
+            "--concurrency: 1,2 runs a sweep, which has no --min-goodput",
+        ),
         (["--rate", "1,2", "--concurrency", "1,4"], "--concurrency: sweep one axis at a time"),
         (["--rate", "0,2"], "--rate: '0': sweep points are positive numbers"),
         (["--concurrency", "1,100000000"], "--concurrency: 100,000,000 is above the cap"),
