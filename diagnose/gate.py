@@ -186,9 +186,16 @@ class CompareResult:
             return INCONCLUSIVE
         return PASS if any(row.gate for row in self.rows) else "no gates"
 
+    def counts_as_failure(self, row: MetricResult) -> bool:
+        """Whether ``row``'s gate fails the comparison: it failed, or the data could not
+        decide it and an undecided gate counts as a failure (``inconclusive``, the
+        default). An undecided gate counted as a pass is neither (JUnit: skipped)."""
+        verdict = row.gate_verdict
+        return verdict == FAIL or (verdict == INCONCLUSIVE and self.inconclusive != PASS)
+
     @property
     def passed(self) -> bool:
-        return not self.failed_gates and (self.inconclusive == PASS or not self.undecided_gates)
+        return not any(self.counts_as_failure(row) for row in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -208,3 +208,30 @@ def test_an_undecided_gate_names_the_run_size_that_decides_it(monkeypatch, capsy
     code, out, _ = run_cli(monkeypatch, capsys, *big, *gate)
     itl = next(c for c in json.loads(out)["comparisons"] if c["metric"] == "itl_p99")
     assert itl["gate"]["verdict"] == "pass" and code == 0, itl
+
+
+def test_an_undecided_gate_counted_as_a_pass_stays_one_beside_a_failed_gate():
+    """``--inconclusive pass``: the undecided gate is skipped in JUnit even when another
+    gate fails the comparison (it was reported a failure whenever the comparison failed)."""
+    from diagnose.gate import CompareResult, Gate, MetricResult
+    from diagnose.metrics import metric_spec
+    from diagnose.stats import Comparison
+    from prefillscope.compare_view import to_junit
+
+    def row(name: str, low: float, high: float) -> MetricResult:
+        spec = metric_spec(name)
+        ratio = (low + high) / 2
+        comparison = Comparison(name, ratio, low, high, 0.01, True, 1.0, ratio, "bootstrap")
+        return MetricResult(spec, comparison, Gate(spec, 0.10))
+
+    failed, undecided = row("itl_p99", 1.3, 1.5), row("ttft_p50", 1.05, 1.2)
+    assert (failed.gate_verdict, undecided.gate_verdict) == ("fail", "inconclusive")
+    lenient = CompareResult(Path("a"), Path("b"), [failed, undecided], inconclusive="pass")
+    strict = CompareResult(Path("a"), Path("b"), [failed, undecided])
+    assert [lenient.counts_as_failure(r) for r in (failed, undecided)] == [True, False]
+    assert [strict.counts_as_failure(r) for r in (failed, undecided)] == [True, True]
+    assert not lenient.passed and not strict.passed
+    suite = ET.fromstring(to_junit(lenient)).find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    assert suite.find("testcase[@name='ttft_p50']/skipped") is not None
+    assert ET.fromstring(to_junit(strict)).find("testsuite").get("failures") == "2"

@@ -1,4 +1,4 @@
-"""``session.sweep``'s curve (points, saturation, knee) and ``prefillscope.sweep_compare``
+"""``session.sweep``'s curve (points, saturation, knee) and ``session.sweep_compare``
 (two sweep folders compared load by load), from points written by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from prefillscope.sweep_compare import compare_sweeps, knee_sentence, sweep_points
+from prefillscope.compare_view import knee_sentence
 from runfmt.rundir import RunDir
 from session.sweep import (
     SWEEP_JSON,
@@ -19,6 +19,7 @@ from session.sweep import (
     read_sweep,
     saturation,
 )
+from session.sweep_compare import compare_sweeps, sweep_points
 from workloads.errors import InputError
 
 
@@ -76,9 +77,9 @@ def test_two_sweeps_are_compared_at_every_load_both_completed(tmp_path):
     _sweep(tmp_path / "b", "rate", {2: "complete", 4: "failed", 8: "complete"}, 8)
     assert read_sweep(tmp_path / "nothing") is None
     assert set(sweep_points(tmp_path / "a")[1]) == {1.0, 2.0, 4.0}
-    knees, results = compare_sweeps(tmp_path / "a", tmp_path / "b", lambda a, b: (a.name, b.name))
-    assert results == [("rate-2", ("rate-2", "rate-2"))]
-    assert knee_sentence(knees) == "knee: base 2 req/s, new 8 req/s"
+    compared = compare_sweeps(tmp_path / "a", tmp_path / "b", lambda a, b: (a.name, b.name))
+    assert compared.points == [("rate-2", ("rate-2", "rate-2"))]
+    assert knee_sentence(compared.knees()) == "knee: base 2 req/s, new 8 req/s"
     assert knee_sentence({"axis": "concurrency", "base": None, "new": 4}) == (
         "knee: base none, new 4 users"
     )

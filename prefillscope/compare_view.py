@@ -1,0 +1,261 @@
+"""What ``prefillscope compare`` shows: a comparison of two runs, or of two sweeps load by
+load, as a rich table, GitHub-flavoured markdown, JSON or JUnit XML.
+
+What passes and fails is decided in ``diagnose.gate`` (each gate's verdict, the whole
+comparison's, how an undecided gate counts) and ``session.sweep_compare`` (a sweep passes
+when every load does); this module only words and lays out those decisions. A sweep's
+markdown is one section per load, its JUnit one test suite per load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+from xml.etree import ElementTree as ET
+
+from diagnose.gate import FAIL, INCONCLUSIVE, PASS, CompareResult
+from probes.units import p_value_text
+
+if TYPE_CHECKING:
+    from diagnose.gate import MetricResult
+    from session.sweep_compare import SweepComparison
+
+    Compared = CompareResult | SweepComparison
+
+#: The heading of a comparison's markdown and the name of its JUnit suite.
+TITLE = "prefillscope compare"
+
+
+def _value(row: MetricResult, value: float) -> str:
+    """A latency with its unit; a throughput per second (the metric's name says of what)."""
+    from prefillscope.report.numbers import fmt_duration, fmt_rate
+
+    return fmt_duration(value) if row.spec.is_latency else fmt_rate(value, "/s")
+
+
+def _percent(ratio: float | None) -> str:
+    """NEW/BASE − 1 in percent; ``+∞%`` when BASE was zero, ``n/a`` when unknown."""
+    if ratio is None or math.isnan(ratio):
+        return "n/a"
+    return "+∞%" if math.isinf(ratio) else f"{(ratio - 1.0) * 100:+.1f}%"
+
+
+_STATUS = {"significant": "yes", "not significant": "no"}
+#: The table's status column at its narrowest: a note under the table says why.
+_SHORT_STATUS = {"inconclusive": "?", "missing": "—"}
+
+
+def _cells(row: MetricResult) -> list[str]:
+    """metric, base, new, change, interval, p, status, gate — as display strings."""
+    c = row.comparison.to_dict()
+    low, high = row.comparison.ci_low, row.comparison.ci_high
+    interval = "n/a" if math.isnan(low) or math.isnan(high) else f"{_percent(low)}…{_percent(high)}"
+    gate = ""
+    if row.gate is not None:
+        limit = f"{row.gate.max_worsening * 100:g}%"
+        verdict = row.gate_verdict
+        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}"}.get(verdict, f"? {limit}")
+    return [
+        row.spec.name,
+        _value(row, row.comparison.base),
+        _value(row, row.comparison.new),
+        _percent(row.comparison.ratio),
+        interval.replace("%", ""),
+        p_value_text(c["p_value"], c["resamples"]),
+        _STATUS.get(row.status, row.status),
+        gate,
+    ]
+
+
+def _columns(result: CompareResult) -> list[str]:
+    level = f"{result.confidence * 100:g}% CI, %"
+    return ["metric", "base", "new", "change", level, "p", "sig.", "gate"]
+
+
+def _verdict(result: CompareResult) -> str:
+    """The comparison's verdict (``CompareResult.verdict``) in one sentence."""
+    verdict = result.verdict
+    if verdict == FAIL:
+        names = ", ".join(
+            f"{row.spec.name} {_percent(row.comparison.ratio)}" for row in result.failed_gates
+        )
+        return f"FAIL: regression beyond its gate (the whole interval): {names}"
+    if verdict == INCONCLUSIVE:
+        names = ", ".join(row.spec.name for row in result.undecided_gates)
+        counts = "a failure" if not result.passed else "a pass (--inconclusive pass)"
+        return f"INCONCLUSIVE, counted as {counts}: the data cannot decide {names}"
+    if verdict == PASS:
+        return f"PASS: {sum(row.gate is not None for row in result.rows)} gate(s) held"
+    return "no gates given"
+
+
+def _notes(result: CompareResult) -> list[str]:
+    """One line per row that does not decide: why, and the run size that would."""
+    return [
+        f"{row.spec.name}: {'gate ' if row.gate_verdict else ''}"
+        f"{row.gate_verdict or row.status}: {row.reason}"
+        for row in result.rows
+        if row.reason
+    ]
+
+
+def to_markdown(result: CompareResult, title: str = TITLE) -> str:
+    """A GitHub-flavoured markdown summary: verdict, runs, one table, the undecided rows."""
+    lines = [
+        f"### {title} — {_verdict(result)}",
+        "",
+        f"BASE `{result.base}` → NEW `{result.new}`. Change = NEW/BASE − 1, with its "
+        "bootstrap interval; significant = the interval excludes 0; a gate fails when the "
+        "whole interval is beyond its limit, passes when it is all within, else is "
+        "inconclusive.",
+    ]
+    if result.differences:
+        lines += ["", f"Compared with --force despite: {'; '.join(result.differences)}."]
+    lines += ["", "| " + " | ".join(_columns(result)) + " |"]
+    lines.append("|" + "|".join(["---", "---:", "---:", "---:", "---", "---:", "---", "---"]) + "|")
+    lines += ["| " + " | ".join(_cells(row)) + " |" for row in result.rows]
+    notes = _notes(result)
+    if notes:
+        lines += ["", *(f"- {note}" for note in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _junit_suite(result: CompareResult, name: str = TITLE) -> ET.Element:
+    """One test suite: a test case per metric; a failure for each gate that counts as one
+    (``CompareResult.counts_as_failure``); an undecided gate counted as a pass is skipped."""
+    failing = [row for row in result.rows if result.counts_as_failure(row)]
+    suite = ET.Element(
+        "testsuite", name=name, tests=str(len(result.rows)), failures=str(len(failing)),
+        errors="0",
+    )  # fmt: skip
+    columns = _columns(result)
+    for row in result.rows:
+        case = ET.SubElement(
+            suite, "testcase", classname="prefillscope.compare", name=row.spec.name
+        )
+        cells = zip(columns[1:], _cells(row)[1:], strict=True)
+        text = ", ".join(f"{k}: {v}" for k, v in cells if v)
+        if row.reason:
+            text += f"; {row.status}: {row.reason}"
+        if row in failing:
+            message = (
+                f"{row.spec.name}: gate {row.gate_verdict} ({row.gate.text if row.gate else ''})"
+            )
+            ET.SubElement(case, "failure", message=message).text = text
+        elif row.gate_verdict == INCONCLUSIVE:
+            ET.SubElement(case, "skipped", message=f"{row.spec.name}: inconclusive").text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    return suite
+
+
+def to_junit(compared: Compared) -> str:
+    """JUnit XML: a run comparison is one test suite, a sweep's one per load."""
+    root = ET.Element("testsuites")
+    for name, result in _parts(compared):
+        root.append(_junit_suite(result, TITLE if name is None else f"{TITLE} {name}"))
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _parts(compared: Compared) -> list[tuple[str | None, CompareResult]]:
+    """(load name, comparison) of a sweep's loads; ``[(None, it)]`` for two runs."""
+    if isinstance(compared, CompareResult):
+        return [(None, compared)]
+    return list(compared.points)
+
+
+def knee_sentence(knees: dict[str, Any]) -> str:
+    unit = "req/s" if knees["axis"] == "rate" else "users"
+
+    def say(value: Any) -> str:
+        return "none" if value is None else f"{value:g} {unit}"
+
+    return f"knee: base {say(knees['base'])}, new {say(knees['new'])}"
+
+
+def sweep_markdown(sweep: SweepComparison) -> str:
+    """A sweep comparison: its verdict and knees, then each load's summary."""
+    failed = sweep.failed_points
+    verdict = f"FAIL at {', '.join(failed)}" if failed else f"PASS at all {len(sweep.points)}"
+    lines = [
+        f"## {TITLE} — sweeps over {sweep.axis}: {verdict} compared loads",
+        "",
+        knee_sentence(sweep.knees()) + ".",
+        "",
+    ]
+    parts = [to_markdown(result, f"{name}: {TITLE}") for name, result in sweep.points]
+    return "\n".join(lines) + "\n".join(parts)
+
+
+def markdown(compared: Compared) -> str:
+    """The markdown of a run comparison or of a sweep comparison."""
+    if isinstance(compared, CompareResult):
+        return to_markdown(compared)
+    return sweep_markdown(compared)
+
+
+def show(compared: Compared, output_format: str, step_summary: str | None) -> None:
+    """Print ``compared`` as ``table``, ``markdown``, ``json`` or ``junit``; with a
+    ``$GITHUB_STEP_SUMMARY`` path, append its markdown there too, whatever the format."""
+    import typer
+
+    if output_format == "json":
+        typer.echo(json.dumps(compared.to_dict()))
+    elif output_format == "markdown":
+        typer.echo(markdown(compared), nl=False)
+    elif output_format == "junit":
+        typer.echo(to_junit(compared), nl=False)
+    elif isinstance(compared, CompareResult):
+        _print_table(compared)
+    else:
+        for name, result in compared.points:
+            typer.echo(f"— {name}")
+            _print_table(result)
+        typer.echo(knee_sentence(compared.knees()))
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as fh:
+            fh.write(markdown(compared) + "\n")
+
+
+def _print_table(result: CompareResult) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(
+        title=f"{result.base} → {result.new}",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    # On a narrow terminal the p-value goes (JSON and markdown keep it); nothing wraps.
+    keep = [i for i in range(8) if not (i == 5 and console.width < 90)]
+    columns = _columns(result)
+    rows = [_cells(row) for row in result.rows]
+    for i in keep:
+        # The metric, its change, its status and its gate never shrink; the rest may.
+        widest = max([len(columns[i]), *(len(cells[i]) for cells in rows)]) if i != 6 else 4
+        table.add_column(
+            columns[i],
+            justify="right" if 0 < i < 6 else "left",
+            no_wrap=True,
+            min_width=widest if i in (0, 3, 7) else None,
+        )
+    for row, plain in zip(result.rows, rows, strict=True):
+        cells = [escape(cell) for cell in plain]
+        cells[6] = _SHORT_STATUS.get(row.status, cells[6])  # the notes below spell it out
+        if row.comparison.significant:
+            tone = "red" if row.worsening > 0 else "green"
+            cells[3] = f"[{tone}]{cells[3]}[/{tone}]"
+        if row.gate_verdict in ("fail", "inconclusive"):
+            cells[7] = f"[bold red]{cells[7]}[/bold red]"
+        table.add_row(*(cells[i] for i in keep))
+    console.print(table)
+    for note in _notes(result):
+        console.print(escape(note), soft_wrap=True)
+    for difference in result.differences:
+        console.print(f"[yellow]compared with --force despite {escape(difference)}[/yellow]")
+    console.print(("[bold red]" if not result.passed else "[bold]") + escape(_verdict(result)))
