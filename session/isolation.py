@@ -291,6 +291,9 @@ async def run_isolation(
     redact.register(options.api_key)
     redact.register_urls(options.endpoint)
     redact.register_argv(options.command)
+    for items, flag in ((options.tenant_a, "--tenant-a"), (options.tenant_b, "--tenant-b")):
+        if items:  # bad input before anything starts
+            redact.register(*Tenant.parse("check", items, flag).secrets())
     bench = BenchOptions(
         workload="isolation", endpoint=options.endpoint, backend=options.backend,
         api=options.api, model=options.model, api_key=options.api_key,

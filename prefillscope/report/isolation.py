@@ -20,7 +20,7 @@ from runfmt.rundir import RunDir
 
 #: The tone of each verdict (``terminal.TONE_STYLES``, the page's badge classes).
 TONES = {"isolated": "good", "leaks": "bad", "inconclusive": "warn"}
-COLUMNS = ["prefix", "prober", "hit/miss ms", "hit−miss ms [CI]", "cached", "n@95%", "verdict"]
+COLUMNS = ["prefix", "prober", "hit/miss ms", "hit−miss ms [CI]", "cached", "n@95", "verdict"]
 
 
 @dataclass

@@ -261,7 +261,7 @@ def render_isolation(result: isolation.IsolationContent, console: Console) -> No
     )
     title = Text(result.title) + Text(f"  {result.status}", style="dim")
     console.print(Panel(Group(verdict, hdr), title=title, title_align="left", box=box.ROUNDED))
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
     for i, name in enumerate(isolation.COLUMNS):
         table.add_column(name, justify="right" if 2 <= i < 6 else "left", no_wrap=True)
     for row in result.rows:
