@@ -24,6 +24,9 @@ from workloads.limits import (
     Bound,
 )
 
+#: ``EngineConfig.cache_scope``'s values: salts honoured, or ignored.
+CACHE_SCOPES = ("tenant", "global")
+
 #: The sampler's token layout needs the special and byte ids below word tokens.
 MIN_VOCAB_SIZE = 512
 
@@ -82,6 +85,18 @@ class EngineConfig:
     bandwidth_efficiency: float = 0.8
     step_overhead_s: float = 1e-4
     layer_overhead_s: float = 30e-6
+    #: What scopes the prefix cache besides the model: ``tenant`` (a request's
+    #: ``cache_salt`` and LoRA adapter, as vLLM) or ``global`` (salts ignored: a
+    #: misconfigured deployment whose tenants share one cache; ``prefillscope isolation``).
+    cache_scope: str = "tenant"
+    #: LoRA adapters served besides the base model, comma-separated names (vLLM's
+    #: ``--lora-modules``): a request naming one as its model is scoped by it.
+    lora_modules: str = ""
+
+    @property
+    def lora_names(self) -> tuple[str, ...]:
+        """The served LoRA adapters' names, in the order given."""
+        return tuple(n.strip() for n in self.lora_modules.split(",") if n.strip())
 
     @property
     def model_name(self) -> str:
@@ -94,6 +109,16 @@ class EngineConfig:
             bound.check(name, getattr(self, name))
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
+        if self.cache_scope not in CACHE_SCOPES:
+            raise InputError(
+                "cache_scope", f"unknown cache scope {self.cache_scope!r}", "use tenant or global"
+            )
+        if self.model_name in self.lora_names:
+            raise InputError(
+                "lora_modules",
+                f"{self.model_name!r} is the base model's name",
+                "name the adapters apart",
+            )
         if model.q_heads % self.tensor_parallel_size:
             raise InputError(
                 "tensor_parallel_size",

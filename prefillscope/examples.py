@@ -34,6 +34,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "simulate": ("prefillscope simulate --workload interference --chunks 512,2048 --rate 2",),
     "sweep": ("prefillscope sweep --workload system-prompt --rates 1,2,4,8,16 --slo ttft=500",),
     "export": ("prefillscope export runs/20260101T120000Z-doc-qa --format csv",),
+    "isolation": (
+        "prefillscope isolation --engine cache_scope=global --prefix-tokens 64,256,1024",
+        "prefillscope isolation --endpoint http://host:8000 --tenant-a salt:a --tenant-b salt:b "
+        "--fail-on leaks",
+    ),
 }
 
 

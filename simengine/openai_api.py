@@ -71,6 +71,16 @@ class ServedModel:
     max_model_len: int
     tokenizer: Tokenizer
     scope_model: str = ""
+    #: LoRA adapters a request may name as its model (its blocks are scoped by it).
+    loras: tuple[str, ...] = ()
+    #: Whether a request's ``cache_salt`` scopes its blocks (``EngineConfig.cache_scope``).
+    honour_salts: bool = True
+
+    def scope(self, body: dict[str, Any]) -> CacheScope:
+        """The cache identity of a request: the model, its LoRA adapter, its salt."""
+        salt = _cache_salt(body)  # checked whether honoured or not
+        lora = body.get("model") if body.get("model") in self.loras else None
+        return CacheScope(self.scope_model, lora, salt if self.honour_salts else None)
 
 
 @dataclass(frozen=True)
@@ -165,10 +175,11 @@ def _cache_salt(body: dict[str, Any]) -> str | None:
 def check_model(body: dict[str, Any], served: ServedModel) -> None:
     """404 unless the request names the served model (or names none)."""
     model = body.get("model")
-    if model is not None and model != served.name:
+    if model is not None and model != served.name and model not in served.loras:
         raise ApiError(
             404,
-            f"The model `{model}` does not exist. Valid aliases: {served.name}.",
+            f"The model `{model}` does not exist. Valid aliases: "
+            f"{', '.join((served.name, *served.loras))}.",
             "model",
         )
 
@@ -348,7 +359,7 @@ def _generation(
         request_id=f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}",
         prompt_token_ids=ids,
         max_tokens=_max_tokens(requested, default_max, len(ids), served.max_model_len),
-        scope=CacheScope(model=served.scope_model, cache_salt=_cache_salt(body)),
+        scope=served.scope(body),
         ignore_eos=_bool(body, "ignore_eos"),
         temperature=_temperature(body),
         seed=_int(body, "seed"),

@@ -69,7 +69,12 @@ class EngineServer:
             raise ValueError("stream_interval must be >= 1")
         self.tokenizer = Tokenizer(config.vocab_size)
         self.served = ServedModel(
-            config.model_name, config.max_model_len, self.tokenizer, scope_model=config.model
+            config.model_name,
+            config.max_model_len,
+            self.tokenizer,
+            scope_model=config.model,
+            loras=config.lora_names,
+            honour_salts=config.cache_scope == "tenant",
         )
         #: Request arrival stamps, filled by connections served through a ``StampingSite``.
         self.arrivals = RequestArrivals()
@@ -252,7 +257,8 @@ class EngineServer:
             # against `prefillscope serve` should not have to be told it.
             "meta": {"n_vocab": self.config.vocab_size},
         }
-        return _json({"object": "list", "data": [card]})
+        adapters = [card | {"id": name, "parent": self.served.name} for name in self.served.loras]
+        return _json({"object": "list", "data": [card, *adapters]})
 
     async def _metrics(self, _request: web.Request) -> web.StreamResponse:
         response = web.Response(body=self.metrics.render())

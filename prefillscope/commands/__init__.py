@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "simulate",
     "export",
     "sweep",
+    "isolation",
 )
 
 

@@ -42,14 +42,19 @@ def report(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Show one run: summary, ITL by kind, KV pool, diagnosis (plots in the HTML page)."""
+    """Show one run: summary, ITL by kind, KV pool, diagnosis (plots in the HTML page); or an
+    isolation folder's verdict."""
     from rich.console import Console
 
     from prefillscope.report.content import report_dict
     from prefillscope.report.data import load_report_data
     from prefillscope.report.html import render_html
+    from prefillscope.report.isolation import is_isolation_dir
     from prefillscope.report.terminal import render_terminal
 
+    if is_isolation_dir(run_dir):
+        _isolation_report(run_dir, html, json_out)
+        return
     data = load_report_data(run_dir)
     if html is not None:
         write_html(html, render_html(data))
@@ -58,6 +63,24 @@ def report(
         typer.echo(json.dumps(report_dict(data, html_path), indent=2, default=str))
     else:
         render_terminal(data, Console(), html_path)
+
+
+def _isolation_report(folder: Path, html: Path | None, json_out: bool) -> None:
+    """The report of an isolation folder (``prefillscope isolation``'s)."""
+    from rich.console import Console
+
+    from prefillscope.report.html import render_isolation_html
+    from prefillscope.report.isolation import isolation_content, isolation_dict, load_isolation
+    from prefillscope.report.terminal import render_isolation
+
+    result = isolation_content(load_isolation(folder), folder)
+    if html is not None:
+        write_html(html, render_isolation_html(result))
+    if json_out:
+        html_path = str(html) if html is not None else None
+        typer.echo(json.dumps(isolation_dict(result, html_path), indent=2, default=str))
+    else:
+        render_isolation(result, Console())
 
 
 def register(app: typer.Typer) -> None:

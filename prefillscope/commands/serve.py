@@ -108,6 +108,13 @@ def serve(
     host_overhead_per_seq_us: Annotated[
         float, typer.Option(help="Plant scheduler overhead per running request per step.")
     ] = 0.0,
+    cache_scope: Annotated[
+        str,
+        typer.Option(help="tenant: cache_salt and LoRA scope the cache; global: salts ignored."),
+    ] = _D.cache_scope,
+    lora_modules: Annotated[
+        str, typer.Option(help="LoRA adapter names served besides the model, comma-separated.")
+    ] = _D.lora_modules,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the resolved config as JSON once listening.")
     ] = False,
@@ -165,6 +172,8 @@ def serve(
         or 0.0,
         seed=seed,
         served_model_name=served_model_name,
+        cache_scope=cache_scope,
+        lora_modules=lora_modules,
     )
     try:
         config.validate()

@@ -16,7 +16,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from prefillscope.report import content, findings, numbers
+from prefillscope.report import content, findings, isolation, numbers
 from prefillscope.report.data import ReportData, long_prompt_arrivals
 from prefillscope.report.figures import windowed_percentiles
 
@@ -242,4 +242,35 @@ def _errors(data: ReportData) -> RenderableType | None:
         [list(e) for e in examples],
         numeric_from=9,
         title="Error messages",
+    )
+
+
+# -- an isolation folder (prefillscope.report.isolation) ----------------------------------
+def render_isolation(result: isolation.IsolationContent, console: Console) -> None:
+    """Print an isolation result: the verdict, what was tested, the table, the power check."""
+    hdr = Table.grid(padding=(0, 2))
+    hdr.add_column(style="dim", no_wrap=True)
+    hdr.add_column(overflow="fold")
+    for name, value in result.fields:
+        hdr.add_row(name, Text(value))
+    style = _tone(result.tone)
+    verdict = (
+        Text(f" {result.verdict} ", style=f"reverse {style}")
+        + Text("  ")
+        + Text(result.sentence, style=style)
+    )
+    title = Text(result.title) + Text(f"  {result.status}", style="dim")
+    console.print(Panel(Group(verdict, hdr), title=title, title_align="left", box=box.ROUNDED))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for i, name in enumerate(isolation.COLUMNS):
+        table.add_column(name, justify="right" if 2 <= i < 6 else "left", no_wrap=True)
+    for row in result.rows:
+        table.add_row(*(Text(v) for v in row))
+    console.print(table)
+    for line in ([result.power] if result.power else []) + [f"• {n}" for n in result.notes]:
+        console.print(Text(line, style="dim"))
+    console.print(
+        Text(
+            f"{result.path}  (prefillscope report {result.path} --html isolation.html)", style="dim"
+        )
     )
