@@ -15,23 +15,6 @@ from typing import Annotated
 
 import typer
 
-from workloads.errors import InputError
-
-
-def write_html(path: Path, page: str) -> None:
-    """Write the page (redacted: a run from an older version may hold a URL's password),
-    turning an unwritable destination into a one-line input error."""
-    from runtime import redact
-
-    if not path.parent.is_dir():
-        raise InputError("--html", f"folder {path.parent} does not exist", "create it first")
-    try:
-        path.write_text(redact.text(page), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            "--html", f"cannot write {path}: {exc.strerror}", "pick a writable path"
-        ) from exc
-
 
 def report(
     run_dir: Annotated[
@@ -48,6 +31,7 @@ def report(
     from prefillscope.report.content import report_dict
     from prefillscope.report.data import load_report_data
     from prefillscope.report.html import render_html
+    from prefillscope.report.page_file import write_html
     from prefillscope.report.terminal import render_terminal
 
     data = load_report_data(run_dir)
