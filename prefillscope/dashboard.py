@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -23,7 +24,7 @@ from rich.text import Text
 
 from probes import metric_registry as registry
 from probes.units import fmt_rate
-from session.live_stats import LIVE_THROUGHPUT, LiveSnapshot, LiveStats, Quantiles
+from session.live_stats import LIVE_THROUGHPUT, Display, LiveSnapshot, LiveStats, Quantiles
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0
@@ -204,3 +205,10 @@ class PlainProgress:
     def _print(self, snap: LiveSnapshot) -> None:
         with contextlib.suppress(OSError, ValueError):  # a closed pipe must not fail the run
             print(plain_line(snap), file=self.stream, flush=True)
+
+
+def make_display(as_json: bool, title: str) -> Display:
+    """The live dashboard on a terminal; plain lines otherwise (stderr under ``--json``)."""
+    if not as_json and sys.stdout.isatty():
+        return LiveDashboard(Console(), title)
+    return PlainProgress(sys.stderr if as_json else sys.stdout)

@@ -23,19 +23,30 @@ definition ``serve``, ``simulate`` and ``bench --engine`` check.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from workloads.errors import InputError
 from workloads.limits import Bound
 
 LINK_SHARING = ("fair", "fifo")
-#: Each KV-link flag, the ``LinkSpec`` field it sets, the flag's units per unit of the
-#: field (µs per s), and its bound in the flag's unit: beyond an hour a fixed cost is a
-#: typo, beyond an exabit per second a link speed is.
-LINK_BOUNDS: dict[str, tuple[str, float, Bound]] = {
-    "--kv-link-gbps": ("gbps", 1.0, Bound(0, 1e9, above=True, why="an exabit per second")),
-    "--kv-link-latency-us": ("latency_s", 1e6, Bound(0, 3.6e9, why="an hour")),
-    "--kv-transfer-overhead-us": ("overhead_s", 1e6, Bound(0, 3.6e9, why="an hour")),
-    "--kv-link-efficiency": ("efficiency", 1.0, Bound(0, 1, above=True)),
+
+
+class LinkFlag(NamedTuple):
+    """A KV-link flag: the ``LinkSpec`` field it sets, the flag's units per unit of the
+    field (µs per s), and its bound in the flag's unit."""
+
+    field: str
+    per: float
+    bound: Bound
+
+
+#: Every KV-link flag and its bound: beyond an hour a fixed cost is a typo, beyond an
+#: exabit per second a link speed is.
+LINK_BOUNDS: dict[str, LinkFlag] = {
+    "--kv-link-gbps": LinkFlag("gbps", 1.0, Bound(0, 1e9, above=True, why="an exabit per second")),
+    "--kv-link-latency-us": LinkFlag("latency_s", 1e6, Bound(0, 3.6e9, why="an hour")),
+    "--kv-transfer-overhead-us": LinkFlag("overhead_s", 1e6, Bound(0, 3.6e9, why="an hour")),
+    "--kv-link-efficiency": LinkFlag("efficiency", 1.0, Bound(0, 1, above=True)),
 }
 
 
@@ -56,9 +67,9 @@ class LinkSpec:
         """The link of the ``--kv-*`` flags' values (µs as given), each checked in its unit."""
         given = dict(zip(LINK_BOUNDS, (gbps, latency_us, overhead_us, efficiency), strict=True))
         for flag, value in given.items():
-            LINK_BOUNDS[flag][2].check(flag, value)
+            LINK_BOUNDS[flag].bound.check(flag, value)
         fields = {
-            LINK_BOUNDS[flag][0]: value / LINK_BOUNDS[flag][1] for flag, value in given.items()
+            LINK_BOUNDS[flag].field: value / LINK_BOUNDS[flag].per for flag, value in given.items()
         }
         spec = cls(**fields, sharing=sharing)
         spec.validate()

@@ -9,7 +9,8 @@ and nothing else on stdout (progress goes to stderr): the run's ``summary.json``
 ``run_dir`` (where the run directory is) and ``status`` in front, so a script needs nothing
 else to find the run. ``--rate 1,2,4,8`` (or ``--concurrency 1,8,64``) runs ``prefillscope
 sweep`` over those loads instead of one run. ``--dry-run`` builds the plan and prints its
-statistics — requests, token totals, the expected prefix hit rate — without sending anything.
+statistics (``session.bench_dry_run``) — requests, token totals, the expected prefix hit
+rate — without sending anything.
 
 Exit status (``session.exit_status``): 0 complete; 4 no request succeeded, or more failed
 than ``--max-error-rate`` (one line with the server's most common message); 5 a smaller
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
     from session.bench_options import BenchOptions
     from session.exit_status import BenchOutcome
-    from session.live_stats import Display
 
 
 def dry_run(
@@ -52,27 +52,15 @@ def dry_run(
     workers: int | None = None,
     max_concurrency: int | None = None,
 ) -> None:
-    """Build the plan and print its statistics, with the worker processes a run of it would
-    take (``--workers`` asked, or as its planned token rate needs); nothing is sent."""
+    """Print the plan's statistics (``session.bench_dry_run``); nothing is sent."""
     from rich.console import Console
 
-    from session.bench_plan import build_workload_plan, resolve_workload
-    from session.shards import fewer_workers_reason, planned_tokens_per_s, split_plan
-    from workloads.stats import plan_stats
+    from session.bench_dry_run import dry_run_stats
 
-    # Token prompts: the statistics are those of text prompts of the same token counts.
-    spec, deadline_s = resolve_workload(workload, {**overrides, "prompt_format": "tokens"})
-    plan = build_workload_plan(spec)
-    stats = plan_stats(plan, block_size, num_blocks)
-    if deadline_s is not None:
-        stats["closed_loop_duration_s"] = deadline_s  # the run sends a prefix of the plan
-    shards = len(split_plan(plan, workers, max_concurrency))
-    stats["workers"] = {
-        "asked": workers,
-        "run": shards,
-        "planned_tokens_per_s": planned_tokens_per_s(plan, max_concurrency),
-        "bound_by": fewer_workers_reason(plan, workers, max_concurrency),
-    }
+    stats = dry_run_stats(
+        workload, overrides, block_size, num_blocks, workers=workers,
+        max_concurrency=max_concurrency,
+    )  # fmt: skip
     if as_json:
         typer.echo(json.dumps(stats))
         return
@@ -114,17 +102,6 @@ def _stats_table(stats: dict[str, Any]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
-
-
-def make_display(as_json: bool, title: str) -> Display:
-    """The live dashboard on a terminal; plain lines otherwise (stderr under ``--json``)."""
-    from rich.console import Console
-
-    from prefillscope.dashboard import LiveDashboard, PlainProgress
-
-    if not as_json and sys.stdout.isatty():
-        return LiveDashboard(Console(), title)
-    return PlainProgress(sys.stderr if as_json else sys.stdout)
 
 
 def _title(options: BenchOptions) -> str:
@@ -239,7 +216,7 @@ def _sweep(
 ) -> None:
     """``bench --rate 1,2,4,8``: ``prefillscope sweep --rates 1,2,4,8``'s run and screen.
     ``one_run_only``: the flags a sweep has not, by name; any given (0 included) is refused."""
-    from prefillscope.commands.sweep import run_sweep_command
+    from prefillscope.sweep_cli import run_sweep_command
 
     axis, text = points
     given = [flag for flag, value in one_run_only.items() if value is not None]
@@ -256,6 +233,7 @@ def _sweep(
 
 def _run(options: BenchOptions, as_json: bool) -> None:
     """Send the workload, report the run and exit with its status."""
+    from prefillscope.dashboard import make_display
     from runtime import signals
     from session.bench_runner import run_bench
 

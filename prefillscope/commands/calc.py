@@ -173,14 +173,15 @@ def kv(
     from diagnose.arithmetic import kv_transfer
     from perfmodel.config import flag_error
     from perfmodel.models import resolve_model
+    from simengine.kv_link import LINK_BOUNDS
 
     _check(
         tokens=(tokens, _TOKENS),
         layers=(layers, _SIZE),
         kv_heads=(kv_heads, _SIZE),
         head_dim=(head_dim, _SIZE),
-        link_gbps=(link_gbps, Bound(0, 1e9, above=True)),
-        efficiency=(efficiency, Bound(0, 1, above=True)),
+        link_gbps=(link_gbps, LINK_BOUNDS["--kv-link-gbps"].bound),  # the link's own bounds
+        efficiency=(efficiency, LINK_BOUNDS["--kv-link-efficiency"].bound),
         chunk=(chunk, Bound(1, MAX_TOKENS, whole=True)),
         chunk_ms=(chunk_ms, Bound(0, 3.6e6, why="an hour")),
     )

@@ -1,10 +1,10 @@
 """``prefillscope diagnose RUN_DIR``: the hypothesis checklist over one run.
 
-``diagnose`` is a command *group*, so that experiments live beside the run form:
-``prefillscope diagnose ab …`` (the chunk-size A/B) registers itself on ``diagnose_app``
-from its own module (``diagnose_app.command("ab")(ab)`` in that module's ``register``).
-The run form needs no sub-command name: ``DiagnoseGroup`` sends any argument list whose
-first word is not a sub-command to the hidden ``run`` command, so
+``diagnose`` is a command *group* (``prefillscope.diagnose_group``), so that experiments
+live beside the run form: ``prefillscope diagnose ab …`` (the chunk-size A/B) registers
+itself on ``diagnose_app`` from its own module (``diagnose_app.command("ab")(ab)`` in that
+module's ``register``). The run form needs no sub-command name: ``DiagnoseGroup`` sends
+any argument list whose first word is not a sub-command to the hidden ``run`` command, so
 
     prefillscope diagnose runs/x --slo itl=50ms     ≡  prefillscope diagnose run runs/x --slo …
     prefillscope diagnose --json runs/x             ≡  prefillscope diagnose run --json runs/x
@@ -25,36 +25,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
 
+from prefillscope.diagnose_group import RUN_COMMAND, diagnose_app
 from workloads.errors import InputError
-
-#: The sub-command that takes a run directory; its name may be left out.
-RUN_COMMAND = "run"
-
-
-class DiagnoseGroup(TyperGroup):
-    """A group whose default sub-command is ``run``: ``diagnose RUN_DIR`` works as is."""
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
-            args = [RUN_COMMAND, *args]
-        return super().parse_args(ctx, args)
-
-
-diagnose_app = typer.Typer(
-    cls=DiagnoseGroup,
-    name="diagnose",
-    help=(
-        "Diagnose a run: `prefillscope diagnose RUN_DIR [OPTIONS]` judges each hypothesis "
-        "for a bad latency (prefill chunks, host overhead, KV bandwidth, pool exhaustion, "
-        "overload, a client that could not keep up) and the prefix cache, names the primary "
-        "finding with its confidence, and decides: contain now or measure first. Its "
-        "options (--slo, --model, --gpu, --json …): `prefillscope diagnose run --help`."
-    ),
-    no_args_is_help=True,
-    subcommand_metavar="RUN_DIR [OPTIONS] | COMMAND [ARGS]...",
-)
 
 
 def diagnose_run(

@@ -26,7 +26,7 @@ import typer
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
-from prefillscope.commands.diagnose import diagnose_app
+from prefillscope.diagnose_group import diagnose_app
 from workloads.errors import InputError
 from workloads.limits import MAX_SECONDS, Bound
 

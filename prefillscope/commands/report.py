@@ -15,23 +15,6 @@ from typing import Annotated
 
 import typer
 
-from workloads.errors import InputError
-
-
-def write_html(path: Path, page: str) -> None:
-    """Write the page (redacted: a run from an older version may hold a URL's password),
-    turning an unwritable destination into a one-line input error."""
-    from runtime import redact
-
-    if not path.parent.is_dir():
-        raise InputError("--html", f"folder {path.parent} does not exist", "create it first")
-    try:
-        path.write_text(redact.text(page), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            "--html", f"cannot write {path}: {exc.strerror}", "pick a writable path"
-        ) from exc
-
 
 def report(
     run_dir: Annotated[
@@ -50,6 +33,7 @@ def report(
     from prefillscope.report.data import load_report_data
     from prefillscope.report.html import render_html
     from prefillscope.report.isolation import is_isolation_dir
+    from prefillscope.report.page_file import write_html
     from prefillscope.report.terminal import render_terminal
 
     if is_isolation_dir(run_dir):
@@ -71,6 +55,7 @@ def _isolation_report(folder: Path, html: Path | None, json_out: bool) -> None:
 
     from prefillscope.report.html import render_isolation_html
     from prefillscope.report.isolation import isolation_content, isolation_dict, load_isolation
+    from prefillscope.report.page_file import write_html
     from prefillscope.report.terminal import render_isolation
 
     result = isolation_content(load_isolation(folder), folder)

@@ -13,7 +13,7 @@ from rundirs import write_run
 from typer.testing import CliRunner
 
 from prefillscope.cli import main
-from prefillscope.commands.diagnose import DiagnoseGroup
+from prefillscope.diagnose_group import DiagnoseGroup
 
 
 @pytest.fixture(scope="module")

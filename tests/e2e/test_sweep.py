@@ -102,7 +102,7 @@ def test_export_csv_and_vllm_json(sweep_dir: Path, tmp_path: Path) -> None:
 def test_the_sweep_table_fits_without_cutting(sweep_dir: Path, width: int) -> None:
     from rich.console import Console
 
-    from prefillscope.commands.sweep import _print
+    from prefillscope.sweep_cli import print_sweep as _print
 
     console = Console(width=width, record=True, file=io.StringIO())
     _print(json.loads((sweep_dir / "sweep.json").read_text()), sweep_dir, console)
