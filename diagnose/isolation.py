@@ -19,12 +19,16 @@ combines the lengths of a sweep. The rules, in order:
 1. the server reported cross-tenant hits → ``leaks`` (``by="cached_tokens"``);
 2. the cross interval lies wholly below −resolution (hits faster by more than it) →
    ``leaks`` (``by="timing"``);
-3. the control's interval does not lie wholly below −resolution: the experiment cannot
+3. the server reported cached tokens for every attacker probe of the secret, none of them
+   cached, while it reported the victim's own repeats cached (so its reporting sees a hit)
+   → ``isolated`` by its own word (``by="cached_tokens"``); the sentence says whether the
+   timing agrees (interval within ±resolution) or how many trials it would take to;
+4. the control's interval does not lie wholly below −resolution: the experiment cannot
    see a hit even within one tenant, so it has no power → ``inconclusive``
    (``by="no_power"``), with the trials that would show the control's gap when it is
    merely uncertain, none when it is smaller than the resolution at this length;
-4. the cross interval lies wholly within ±resolution → ``isolated``;
-5. otherwise ``inconclusive`` with the trials at which the interval would leave the
+5. the cross interval lies wholly within ±resolution → ``isolated`` (``by="timing"``);
+6. otherwise ``inconclusive`` with the trials at which the interval would leave the
    band it straddles (``by="undecided"``).
 
 The *resolution* is the smallest gap counted as a channel: seconds, or a share of the
@@ -176,44 +180,50 @@ def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
             f"{_probes(cross.gap)}",
             r,
         )
+    within = -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r
+    needed = None if within else _trials_to_decide(cross.gap, r)
+    timing = f"TTFT hit − miss {_interval(cross.gap)}" + (
+        f" within ±{r * 1e3:.2f} ms"
+        if within
+        else f" straddles ±{r * 1e3:.2f} ms"
+        + (f"; about {needed} trials would decide" if needed else "")
+    )
+    if control.cache.hits and cross.cache.reported >= cross.gap.probes[0] > 0:
+        return Verdict(
+            ISOLATED,
+            "cached_tokens",
+            f"the server reported none of the {cross.cache.reported} attacker probes of the secret "
+            f"as cached, and {control.cache.hits} of the victim's own repeats; {timing}",
+            r,
+        )
     if not control.gap.ci_high_s < -r:
-        needed = control.gap.probes_to_exclude(-r) if control.gap.gap_s < -r else None
-        why = f"{needed} trials would show it" if needed else "use a longer prefix"
+        short = control.gap.probes_to_exclude(-r) if control.gap.gap_s < -r else None
+        why = f"{short} trials would show it" if short else "use a longer prefix"
         return Verdict(
             INCONCLUSIVE,
             "no_power",
             f"no power: the victim's own repeat of the prefix was not faster by more than "
             f"{r * 1e3:.2f} ms (TTFT hit − miss {_interval(control.gap)}); {why}",
             r,
-            needed,
+            short,
         )
-    if -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r:
-        proof = (
-            f"no attacker probe reported cached ({cross.cache.reported} reported), "
-            if cross.cache.reported
-            else "cached tokens not reported; "
-        )
+    if within:
         return Verdict(
             ISOLATED,
-            "timing" if not cross.cache.reported else "cached_tokens+timing",
-            f"{proof}TTFT hit − miss {_interval(cross.gap)} within ±{r * 1e3:.2f} ms, "
-            f"against {_ms(control.gap.gap_s)} within the victim's own tenant",
+            "timing",
+            f"cached tokens not reported; {timing}, against {_ms(control.gap.gap_s)} within "
+            f"the victim's own tenant",
             r,
         )
-    bound = -r if cross.gap.gap_s < -r else r if cross.gap.gap_s > r else None
-    needed = (
-        cross.gap.probes_to_exclude(bound)
-        if bound is not None
-        else max(cross.gap.probes_to_exclude(-r) or 0, cross.gap.probes_to_exclude(r) or 0) or None
-    )
-    return Verdict(
-        INCONCLUSIVE,
-        "undecided",
-        f"TTFT hit − miss {_interval(cross.gap)} straddles ±{r * 1e3:.2f} ms"
-        + (f"; about {needed} trials would decide" if needed else ""),
-        r,
-        needed,
-    )
+    return Verdict(INCONCLUSIVE, "undecided", timing, r, needed)
+
+
+def _trials_to_decide(gap: TtftGap, r: float) -> int | None:
+    """Trials at which the interval would leave the band ±``r`` it straddles: beyond it
+    on the side the gap lies, or within it."""
+    if abs(gap.gap_s) > r:
+        return gap.probes_to_exclude(-r if gap.gap_s < 0 else r)
+    return max(gap.probes_to_exclude(-r) or 0, gap.probes_to_exclude(r) or 0) or None
 
 
 def _probes(gap: TtftGap) -> str:

@@ -30,8 +30,9 @@ import hashlib
 import secrets
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ from diagnose.isolation import (
 )
 from diagnose.isolation_gap import STATISTIC, ttft_gap
 from diagnose.metrics import CONFIDENCE, RESAMPLES
+from loadgen.adapters import RequestParams
+from loadgen.smoke import smoke_test
 from loadgen.target import Target
 from runfmt.isolation import IsolationResult
 from runfmt.names import ISOLATION_JSON
@@ -214,6 +217,21 @@ class _Experiment:
             gap, CacheEvidence.of(values("hit", "cached_tokens"), values("miss", "cached_tokens"))
         )
 
+    def failures(self) -> list[str]:
+        """A note per prober whose requests failed, with the most common way."""
+        notes = []
+        for channel in ("prime", "control", "cross"):
+            failed = [r for r in self.rows if r["channel"] == channel and not r["ok"]]
+            if failed:
+                kinds = Counter(f"{r['error_kind']} (HTTP {r['http_status']})" for r in failed)
+                who = {"prime": "victim's primes", "control": "victim's probes"}.get(
+                    channel, "attacker's probes"
+                )
+                notes.append(
+                    f"{len(failed)} of the {who} failed, most as {kinds.most_common(1)[0][0]}"
+                )
+        return notes
+
     def analysis(self) -> tuple[Verdict, list[dict[str, Any]], dict[str, Any]]:
         lengths = sorted({r["prefix_tokens"] for r in self.rows if not r["warmup"]})
         experiments, verdicts, controls = [], [], []
@@ -305,6 +323,10 @@ async def run_isolation(
             raise InputError("--api", f"isolation sends token ids; {target.api} takes text",
                              "use --api completions")  # fmt: skip
         victim, attacker, notes = tenants(target.flavour, options.tenant_a, options.tenant_b)
+        await smoke_test(
+            replace(target, api_key=victim.api_key or target.api_key),
+            token_ids=True, params=RequestParams(), timeout_s=options.timeout_s,
+        )  # fmt: skip
         secret = _secret(options, target)
         options.prefix_tokens = _prefix_lengths(options, secret, target)
         folder = _folder(options)
@@ -314,6 +336,7 @@ async def run_isolation(
         async with prober(target, options.timeout_s) as client:
             await experiment.run(client, victim, attacker, secret)
         verdict, experiments, power = experiment.analysis()
+        experiment.notes += experiment.failures()
         described = target.describe() | {"embedded": engine is not None}
         if engine is not None:
             described["engine"] = (options.engine or EngineSettings.default()).describe()

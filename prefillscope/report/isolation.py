@@ -60,7 +60,7 @@ def _ms(value: Any, signed: bool = False) -> str:
 def _gap(ttft: dict[str, Any]) -> str:
     low, high = _ms(ttft.get("ci_low_s"), True), _ms(ttft.get("ci_high_s"), True)
     text = f"{_ms(ttft.get('gap_s'), True)} [{low}, {high}]"
-    return text + (" (too few probes)" if ttft.get("inconclusive") else "")
+    return text + (" *" if ttft.get("inconclusive") else "")
 
 
 def _cached(cache: dict[str, Any]) -> str:
@@ -98,6 +98,16 @@ def _power(power: dict[str, Any] | None, lengths: int) -> str | None:
     return f"within one tenant, a hit is detectable by timing from {shortest} prefix tokens{below}"
 
 
+def _few(experiments: list[dict[str, Any]]) -> list[str]:
+    """The footnote of an interval marked ``*``: too few probes for a median to be trusted."""
+    reasons = {
+        str(((exp.get(c) or {}).get("ttft") or {}).get("inconclusive"))
+        for exp in experiments for c in ("control", "cross")
+        if ((exp.get(c) or {}).get("ttft") or {}).get("inconclusive")
+    }  # fmt: skip
+    return [f"* too few probes for the interval to be trusted: {r}" for r in sorted(reasons)]
+
+
 def isolation_content(doc: dict[str, Any], path: str | Path) -> IsolationContent:
     """The content of one ``isolation.json``."""
     verdict = doc.get("verdict") or {}
@@ -132,7 +142,8 @@ def isolation_content(doc: dict[str, Any], path: str | Path) -> IsolationContent
         fields=fields,
         rows=_rows(experiments),
         power=_power(doc.get("power"), len(experiments)),
-        notes=[str(n) for n in doc.get("notes") or []]
+        notes=_few(experiments)
+        + [str(n) for n in doc.get("notes") or []]
         + ([f"stopped early: {doc.get('reason')}"] if doc.get("status") != "complete" else []),
     )
 

@@ -73,11 +73,27 @@ def test_a_timing_gap_beyond_the_resolution_leaks():
     assert verdict.resolution_s == pytest.approx(0.1 * abs(CONTROL.gap.gap_s))
 
 
-def test_no_gap_and_no_cached_tokens_within_the_resolution_is_isolated():
+def test_no_cached_tokens_across_tenants_is_isolated_by_the_servers_word():
     cross = channel(0.050, 0.050, hits=[0] * 30, misses=[0] * 30)
     verdict = assess(CONTROL, cross, TENTH)
-    assert (verdict.verdict, verdict.by) == ("isolated", "cached_tokens+timing")
-    assert "within ±" in verdict.sentence
+    assert (verdict.verdict, verdict.by) == ("isolated", "cached_tokens")
+    assert "none of the 30 attacker probes" in verdict.sentence and "within ±" in verdict.sentence
+    noisy = ttft_gap(_draws(0.05, 30, 0.03), _draws(0.05, 30, 0.03), resamples=1000, seed=4)
+    loud = assess(CONTROL, Channel(noisy, cross.cache), TENTH)
+    assert (loud.verdict, loud.by) == ("isolated", "cached_tokens")
+    assert "straddles" in loud.sentence and "trials would decide" in loud.sentence
+
+
+def test_without_cached_tokens_the_timing_alone_can_isolate():
+    verdict = assess(CONTROL, channel(0.050, 0.050), TENTH)
+    assert (verdict.verdict, verdict.by) == ("isolated", "timing")
+    assert "cached tokens not reported" in verdict.sentence
+
+
+def test_the_servers_word_needs_the_control_to_show_its_reporting_sees_hits():
+    unseen = channel(0.005, 0.050, hits=[0] * 30, misses=[0] * 30)  # hits never reported
+    cross = channel(0.050, 0.050, hits=[0] * 30, misses=[0] * 30)
+    assert assess(unseen, cross, TENTH).by == "timing"
 
 
 def test_a_control_without_a_gap_has_no_power():
