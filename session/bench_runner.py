@@ -236,7 +236,9 @@ class _Bench:
         probes = ProbeProcess(
             run,
             clock,
-            metrics_url=metrics_url(self.target.base_url) if options.server_metrics else None,
+            metrics_url=(
+                metrics_url(self.target.url("/metrics")) if options.server_metrics else None
+            ),
             gpu_mode=options.gpu,
             interval_s=options.metrics_interval_s,
         )
