@@ -16,6 +16,11 @@ requests that ended in the pass it was killed in — a window of one pass of the
 where the lines of a request that had not quite ended were always lost. Everything else
 (Ctrl-C, a stop signal, an exception) reaches ``flush`` through ``LoadRun.run``'s
 ``finally``.
+
+A write that fails (the disk full) is the run directory's to record and report
+(``RunDir.watch``: the load run stops sending); here it only ends the flush: the lines
+that went out stay, whole, and the chunks of requests whose row could not be written are
+not written either. Later flushes try again: what still fits is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import asyncio
 
 from loadgen.records import ChunkTimes, RequestRecord
-from runfmt.rundir import TableWriter
+from runfmt.rundir import RunWriteError, TableWriter
 
 
 class FinishedJournal:
@@ -51,10 +56,13 @@ class FinishedJournal:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        self._requests.append_many([record.to_row() for record, _ in pending])
-        self._chunks.append_column_sets(
-            [
-                ({"t_s": chunks.t_s, "n_tokens": chunks.n_tokens}, {"request_id": record.id})
-                for record, chunks in pending
-            ]
-        )
+        try:
+            self._requests.append_many([record.to_row() for record, _ in pending])
+            self._chunks.append_column_sets(
+                [
+                    ({"t_s": chunks.t_s, "n_tokens": chunks.n_tokens}, {"request_id": record.id})
+                    for record, chunks in pending
+                ]
+            )
+        except RunWriteError:  # recorded, and the run told, by the run directory
+            pass

@@ -19,9 +19,10 @@ The monitor sleeps between samples, so an idle client stays idle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
-from runfmt.rundir import TableWriter
+from runfmt.rundir import RunWriteError, TableWriter
 from runtime.clock import RunClock
 
 DEFAULT_INTERVAL_S = 0.2
@@ -54,9 +55,10 @@ class ClientMonitor:
         self._wall, self._cpu = wall, cpu
         self.samples += 1
         self.max_loop_lag_s = max(self.max_loop_lag_s, lag)
-        self.table.append(
-            {"t_s": self.clock.from_perf(ready), "loop_lag_s": lag, "cpu_share": share}
-        )
+        with contextlib.suppress(RunWriteError):  # the run directory reports it
+            self.table.append(
+                {"t_s": self.clock.from_perf(ready), "loop_lag_s": lag, "cpu_share": share}
+            )
 
     def summary(self) -> dict[str, float | int | None]:
         """Totals since the monitor was made: samples, worst loop lag, mean CPU share."""

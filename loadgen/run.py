@@ -33,7 +33,11 @@ connection refused, confirmed by a fresh connection attempt) the run stops sendi
 lets in-flight requests end with their own error class for a short grace time, cancels
 the rest (``cancelled``) and returns; when the run itself is cancelled (Ctrl-C), in-flight
 requests are recorded ``cancelled`` and the ``CancelledError`` propagates, with
-``LoadRun.result`` holding the interrupted result. Any other exception (bad input found
+``LoadRun.result`` holding the interrupted result. A write to the run directory that
+fails (the disk full: ``RunDir.watch``) stops it as a signal would — nothing more is
+sent, the requests in flight are cancelled at once and recorded ``cancelled`` where
+anything can still be written — and it returns ``failed`` with the run directory's
+reason (``no space left on DIR``). Any other exception (bad input found
 on the way, such as a cache reset against an unreachable server) leaves it ``failed``.
 """
 
@@ -105,6 +109,8 @@ class LoadRun:
         self._on_finish = observer_hook(observer, "on_finish")
         self._observer = observer
         self._journal = FinishedJournal(run_dir.table(REQUESTS_TABLE), run_dir.table(CHUNKS_TABLE))
+        #: In-flight requests are cancelled at once, not given ``drain_s`` (a write failed).
+        self._abort = False
         self._cap = (
             asyncio.Semaphore(self.options.max_concurrency)
             if self.options.max_concurrency
@@ -118,6 +124,7 @@ class LoadRun:
         self._error: BaseException | None = None
         self._t0 = 0.0
         self._waker = Waker(self.clock.now, self.options.spin_s)
+        run_dir.watch(self._write_failed)
 
     # -- entry point ----------------------------------------------------------------------
     async def run(self) -> LoadResult:
@@ -208,7 +215,7 @@ class LoadRun:
         if self._stop.is_set():
             if timer is not None:
                 timer.cancel()
-            if self._tasks.tasks:
+            if self._tasks.tasks and not self._abort:
                 await asyncio.wait(set(self._tasks.tasks), timeout=self.options.drain_s)
             await self._tasks.cancel_all()
 
@@ -352,6 +359,11 @@ class LoadRun:
                 f"server at {self.target.base_url} stopped answering "
                 f"({why}) at t={self.clock.now():.3f}s"
             )
+
+    def _write_failed(self, reason: str) -> None:
+        """A write to the run directory failed: stop now, cancel what is in flight."""
+        self._abort = True
+        self._interrupt(reason, status="failed")
 
     def stop(self, reason: str) -> None:
         """Stop sending (``interrupted`` for ``reason``): what is in flight may end."""

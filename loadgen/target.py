@@ -6,6 +6,11 @@ embedded engine speaks vLLM's API, so it has vLLM's capabilities.
 
 An API key is held here for the ``Authorization`` header only: it is excluded from the
 ``repr`` and from :meth:`Target.describe`, which is what ``run.json`` records.
+
+The endpoint's query string (``http://host/v1?api_key=K``: how Azure-style deployments and
+some gateways take their key) is part of the address the user gave: it is kept in
+``Target.query`` and sent with every request to the server (``Target.url``), and shown
+only with its key-like values redacted (``runtime.redact``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from runtime import redact
 from workloads.errors import InputError
 
 FLAVOURS = ("vllm", "sglang", "llamacpp", "openai", "embedded")
@@ -80,8 +86,16 @@ def server_root(url: str) -> str:
     ``http://host:8000/v1`` (the OpenAI SDK's base URL), ``host:8000`` (no scheme: http),
     ``https://host/v1/chat/completions`` (a request URL) all give the root the server's
     paths hang from (``http://host:8000``); a path in front of ``/v1`` (a proxy's prefix)
-    is kept. Anything that is not an http(s) address is bad input.
+    is kept, the query string is not (``split_endpoint`` keeps it). Anything that is not an
+    http(s) address is bad input.
     """
+    return split_endpoint(url)[0]
+
+
+def split_endpoint(url: str) -> tuple[str, str]:
+    """``(root, query)`` of what a user types for ``--endpoint``: the root as
+    ``server_root`` gives it, and the query string (without its ``?``; ``""`` when none),
+    which every request to the server carries (``Target.url``)."""
     text = url.strip()
     if "://" not in text:
         text = "http://" + text
@@ -98,7 +112,14 @@ def server_root(url: str) -> str:
         if path.endswith(suffix):
             path = path.removesuffix(suffix)
             break
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), parts.query
+
+
+def with_query(url: str, query: str) -> str:
+    """``url`` with the endpoint's query string appended (after its own, if it has one)."""
+    if not query:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 _EXAMPLE = "e.g. http://127.0.0.1:8000 (or …:8000/v1)"
@@ -121,7 +142,8 @@ class Target:
     longest prompt plus output the server takes (``None``: it does not say);
     ``discovered`` says where each of these facts came from. ``count_tokens`` (text →
     token count, e.g. a ``tokenizers`` tokenizer's) counts the tokens of a text delta
-    when the stream says nothing better.
+    when the stream says nothing better. ``query``: the endpoint's query string, sent
+    with every request (a ``base_url`` given with one has it moved here).
     """
 
     base_url: str
@@ -134,9 +156,11 @@ class Target:
     server_info: dict[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None
     discovered: dict[str, str] = field(default_factory=dict)
+    query: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
-        self.base_url = server_root(self.base_url)
+        self.base_url, query = split_endpoint(self.base_url)
+        self.query = self.query or query
         if self.flavour not in FLAVOURS:
             raise InputError("--backend", f"unknown backend {self.flavour!r}", _one_of(FLAVOURS))
         if self.api not in APIS:
@@ -152,7 +176,14 @@ class Target:
         return CAPABILITIES[self.flavour]
 
     def url(self, path: str) -> str:
-        return self.base_url + path
+        """The URL of ``path`` on the server, with the endpoint's query string."""
+        return with_query(self.base_url + path, self.query)
+
+    @property
+    def shown_url(self) -> str:
+        """The endpoint as the user gave it (its root and query), key-like values redacted:
+        the one form of the address written or printed."""
+        return redact.text(with_query(self.base_url, self.query))
 
     def paths(self) -> dict[str, str]:
         """The server paths a run uses, by what they are for (``run.json`` says them)."""
@@ -175,7 +206,7 @@ class Target:
     def describe(self) -> dict[str, Any]:
         """What ``run.json`` records about the target. Never the API key."""
         return {
-            "url": self.base_url,
+            "url": self.shown_url,
             "paths": self.paths(),
             "flavour": self.flavour,
             "api": self.api,

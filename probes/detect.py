@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.target import DEFAULT_API, FLAVOURS, Target, server_root
+from loadgen.target import DEFAULT_API, FLAVOURS, Target, split_endpoint, with_query
 from probes.exposition import parse_exposition
 from probes.mapping import detect_flavour
 from workloads.errors import InputError
@@ -44,10 +44,13 @@ _OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp", "prefills
 class _Probe:
     """GETs against one server that never raise: ``(status, body)``, ``(None, None)`` on failure."""
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, headers: dict) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, base_url: str, headers: dict, query: str = ""
+    ) -> None:
         self.session = session
         self.base_url = base_url
         self.headers = headers
+        self.query = query
 
     async def get(self, path: str) -> tuple[int | None, Any]:
         return await self._call("GET", path, None)
@@ -56,7 +59,7 @@ class _Probe:
         return await self._call("POST", path, body)
 
     async def _call(self, method: str, path: str, body: Any) -> tuple[int | None, Any]:
-        url = self.base_url + path
+        url = with_query(self.base_url + path, self.query)
         try:
             async with self.session.request(method, url, json=body, headers=self.headers) as resp:
                 text = await resp.text(errors="replace")
@@ -96,9 +99,10 @@ async def detect_target(
     ``base_url`` may be written as a user would (``host:8000``, ``http://host:8000/v1``);
     ``backend`` other than ``auto`` skips detection; ``api`` overrides the flavour's
     default API; ``model`` overrides the first model the server lists; ``vocab_size``
-    the vocabulary the server would be asked for.
+    the vocabulary the server would be asked for. A query string in ``base_url``
+    (``?api_key=K``) goes with every request, detection's too (``Target.query``).
     """
-    base_url = server_root(base_url)
+    base_url, query = split_endpoint(base_url)
     if backend != "auto" and backend not in FLAVOURS:
         raise InputError(
             "--backend", f"unknown backend {backend!r}", "use auto or one of " + ", ".join(FLAVOURS)
@@ -106,8 +110,8 @@ async def detect_target(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        probe = _Probe(session, base_url, headers)
-        models = await _models(session, base_url, headers)
+        probe = _Probe(session, base_url, headers, query)
+        models = await _models(session, base_url, headers, query)
         owner, listed, meta = _first_model(models)
         flavour = backend if backend != "auto" else await _detect(probe, owner)
         info = await _server_info(probe, flavour)
@@ -131,6 +135,7 @@ async def detect_target(
         server_info=info,
         max_model_len=facts.max_model_len,
         discovered=facts.sources,
+        query=query,
     )
 
 
@@ -195,9 +200,9 @@ class ModelFacts:
             self._set("vocab_size", bad, "/detokenize, confirmed by /v1/completions")
 
 
-async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict) -> Any:
+async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict, query: str) -> Any:
     """``/v1/models``; the first request, so it is the one that finds a server missing."""
-    url = base_url + "/v1/models"
+    url = with_query(base_url + "/v1/models", query)
     try:
         async with session.get(url, headers=headers) as resp:
             status = resp.status

@@ -18,7 +18,7 @@ from typing import Any
 
 from probes.sampling import PeriodicProbe, ProbeStatus
 from runfmt.names import GPU_TABLE
-from runfmt.rundir import RunDir
+from runfmt.rundir import RunDir, RunWriteError
 from runtime.clock import RunClock
 
 
@@ -103,7 +103,11 @@ class GpuSampler(PeriodicProbe):
             self.status.fail(f"NVML: {exc}", self.clock.now())
             return []
         if self._table is not None:
-            self._table.append_many(rows)
+            try:
+                self._table.append_many(rows)
+            except RunWriteError as exc:  # the disk full: the sample is lost, not the probe
+                self.status.fail(exc.reason, self.clock.now())
+                return []
         self.status.succeeded()
         return rows
 

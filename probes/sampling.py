@@ -9,13 +9,14 @@ each failure is journaled as it happens so a crash keeps it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.names import EVENTS_TABLE
-from runfmt.rundir import RunDir, TableWriter
+from runfmt.rundir import RunDir, RunWriteError, TableWriter
 from runtime.clock import RunClock
 
 
@@ -46,9 +47,10 @@ class ProbeStatus:
         self.state = "partial" if self.ok else "failed"
         self.reason = self.reason or reason
         if self.journal is not None:
-            self.journal.append(
-                {"t_s": t_s, "probe": self.probe, "event": "failed", "reason": reason}
-            )
+            with contextlib.suppress(RunWriteError):  # the run directory reports it
+                self.journal.append(
+                    {"t_s": t_s, "probe": self.probe, "event": "failed", "reason": reason}
+                )
 
     def lost(self, reason: str, t_s: float | None = None) -> None:
         """The probe itself died (its process crashed or hung): a failed attempt whose
@@ -59,9 +61,10 @@ class ProbeStatus:
     def unavailable(self, reason: str) -> None:
         self.state, self.reason = "unavailable", reason
         if self.journal is not None:
-            self.journal.append(
-                {"t_s": None, "probe": self.probe, "event": "unavailable", "reason": reason}
-            )
+            with contextlib.suppress(RunWriteError):
+                self.journal.append(
+                    {"t_s": None, "probe": self.probe, "event": "unavailable", "reason": reason}
+                )
 
     def off(self, reason: str) -> None:
         self.state, self.reason = "off", reason

@@ -24,7 +24,7 @@ import json
 from probes.exposition import Exposition, fetch_text, metrics_url, parse_exposition_cooperatively
 from probes.sampling import PeriodicProbe, ProbeStatus
 from runfmt.names import SERVER_METRICS_TABLE
-from runfmt.rundir import RunDir
+from runfmt.rundir import RunDir, RunWriteError
 from runtime.clock import RunClock
 from workloads.errors import InputError
 
@@ -75,7 +75,11 @@ class MetricsScraper(PeriodicProbe):
             self.status.fail(exc.problem, sent)
             return None
         if self._table is not None:
-            await self._append(sample_rows(t_s, exposition))
+            try:
+                await self._append(sample_rows(t_s, exposition))
+            except RunWriteError as exc:  # the disk full: the scrape is lost, not the probe
+                self.status.fail(exc.reason, sent)
+                return None
         self.first = self.first or exposition
         self.last = exposition
         self.status.succeeded()

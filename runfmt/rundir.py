@@ -9,13 +9,26 @@ journal), so an interrupted run is still a run.
 
 A ``run.json`` or ``summary.json`` that does not parse is an ``InputError`` naming the
 file, which the CLI turns into one line and exit status 2.
+
+**A write that fails** (the disk full, the folder made read-only mid-run) never leaves a
+line that poisons the reader: a journal write cut short is cut back to its last complete
+line (``ftruncate``), or, when even that fails, the next write starts on a new line, so
+the torn piece is one unreadable line the reader skips. The first failure is recorded
+(``RunDir.write_failure``: ``no space left on DIR``), each ``watch`` callback is told at
+once (a load run stops sending, as on a signal), and the writer raises ``RunWriteError``.
+A parquet file is written beside its journal and renamed into place, so a compaction
+that fails leaves the journal, which stays the source of truth, and no damaged parquet.
+``reserve`` sets a little space aside for the run's last documents: a JSON document that
+does not fit releases it and is written again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +47,31 @@ from runfmt.names import journal_file, parquet_file
 from runtime import redact
 from workloads.errors import InputError
 
+#: Bytes ``RunDir.reserve`` sets aside for ``run.json`` and ``summary.json`` at the end.
+RESERVE_BYTES = 256 * 1024
+_RESERVE_FILE = ".reserve"
+
+
+class RunWriteError(OSError):
+    """A write to the run directory failed; ``reason`` is the one line that says so."""
+
+    def __init__(self, errno_: int | None, reason: str) -> None:
+        super().__init__(errno_, reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def write_failure_reason(folder: Path, exc: OSError) -> str:
+    """The one line for a failed write: ``no space left on DIR``, ``DIR is not writable``."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on {folder}"
+    why = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{folder} is not writable ({why})"
+    return f"cannot write to {folder} ({why})"
+
 
 class TableWriter:
     """Append-only rows for one table of a run directory.
@@ -50,7 +88,12 @@ class TableWriter:
         self.rows_written = 0
         path = run_dir.path / journal_file(name)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)  # no \r\n
-        self._fd: int | None = os.open(path, flags, 0o644)
+        try:
+            self._fd: int | None = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise run_dir.failed(exc) from None
+        #: A write cut short left a piece of a line that could not be cut back.
+        self._torn = False
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row and flush it, so a crash right after loses nothing."""
@@ -94,12 +137,36 @@ class TableWriter:
             self._write(b"".join(lines), rows)
 
     def _write(self, data: bytes, rows: int) -> None:
+        """Append ``data`` (whole lines); a failure keeps the complete lines that went out
+        and raises ``RunWriteError`` (see the module docstring)."""
         if self._fd is None:
             raise RuntimeError(f"table {self.name} is closed")
-        view = memoryview(data)
-        while view:  # a regular file takes it whole but for a full disk or a signal
-            view = view[os.write(self._fd, view) :]
+        if self._torn:
+            data = b"\n" + data
+        view, written = memoryview(data), 0
+        try:
+            while view:  # a regular file takes it whole but for a full disk or a signal
+                n = os.write(self._fd, view)
+                written += n
+                view = view[n:]
+        except OSError as exc:
+            self._cut_back(data, written)
+            raise self.run_dir.failed(exc) from None
+        self._torn = False
         self.rows_written += rows
+
+    def _cut_back(self, data: bytes, written: int) -> None:
+        """After a write cut short at ``written`` bytes: drop the torn line it ended in."""
+        assert self._fd is not None
+        torn = written - (data.rfind(b"\n", 0, written) + 1)
+        if torn == 0:
+            self._torn = False
+            return
+        try:
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - torn)
+            self._torn = False
+        except OSError:
+            self._torn = True  # the next write starts a new line
 
     def __del__(self) -> None:
         # a writer dropped unclosed (a crashed caller, a test) gives its descriptor back, as
@@ -127,6 +194,38 @@ class RunDir:
         elif not self.path.is_dir():
             raise FileNotFoundError(f"no run directory at {self.path}")
         self._writers: dict[str, TableWriter] = {}
+        #: Why the first write that failed did (``None``: none did).
+        self.write_failure: str | None = None
+        self._watchers: list[Callable[[str], None]] = []
+
+    # -- failing -------------------------------------------------------------------------
+    def watch(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` at the first write that fails (at once if one did)."""
+        self._watchers.append(callback)
+        if self.write_failure is not None:
+            callback(self.write_failure)
+
+    def failed(self, exc: OSError) -> RunWriteError:
+        """Record a failed write (the first one's reason is kept, the watchers told once);
+        the error to raise."""
+        reason = write_failure_reason(self.path, exc)
+        if self.write_failure is None:
+            self.write_failure = reason
+            for callback in self._watchers:
+                callback(reason)
+        return RunWriteError(exc.errno, reason)
+
+    def reserve(self, size: int = RESERVE_BYTES) -> None:
+        """Set ``size`` bytes aside for the last documents (released when one does not fit)."""
+        with contextlib.suppress(OSError), open(self.path / _RESERVE_FILE, "wb") as fh:
+            fh.write(bytes(size))
+
+    def _release_reserve(self) -> bool:
+        try:
+            (self.path / _RESERVE_FILE).unlink()
+        except OSError:
+            return False
+        return True
 
     # -- writing -------------------------------------------------------------------------
     def table(self, name: str) -> TableWriter:
@@ -135,25 +234,52 @@ class RunDir:
         return self._writers[name]
 
     def write_json(self, name: str, obj: Any) -> None:
-        """Write a JSON document atomically (write to a temp file, then rename)."""
-        target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
+        """Write a JSON document atomically (write to a temp file, then rename); one that
+        does not fit is written again in the reserved space, if any is left."""
         clean = redact.document(json.loads(json.dumps(obj, default=str)))
-        tmp.write_text(json.dumps(clean, indent=2, sort_keys=False) + "\n")
-        tmp.replace(target)
+        data = (json.dumps(clean, indent=2, sort_keys=False) + "\n").encode()
+        try:
+            self._replace(name, lambda tmp: tmp.write_bytes(data))
+        except RunWriteError:
+            if not self._release_reserve():
+                raise
+            self._replace(name, lambda tmp: tmp.write_bytes(data))
+
+    def _replace(self, name: str, write: Callable[[Path], object]) -> None:
+        """``write`` a temp file beside ``name``, then rename it into place; a failed write
+        leaves ``name`` as it was and no temp file (``RunWriteError``)."""
+        target = self.path / name
+        tmp = target.with_name(target.name + ".tmp")
+        try:
+            write(tmp)
+            tmp.replace(target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise self.failed(exc) from None
 
     def compact(self, name: str) -> None:
+        """The table's parquet file from its journal (which stays); ``RunWriteError`` when
+        it cannot be written, with no parquet file left behind."""
         journal = self.path / journal_file(name)
         if journal.exists():
             import pyarrow.parquet as pq
 
-            pq.write_table(read_journal(journal).to_arrow(), self.path / parquet_file(name))
+            table = read_journal(journal).to_arrow()
+            try:
+                self._replace(parquet_file(name), lambda tmp: pq.write_table(table, tmp))
+            except RunWriteError:
+                with contextlib.suppress(OSError):  # an earlier one is stale: the journal reads
+                    (self.path / parquet_file(name)).unlink()
+                raise
 
     def close(self, *, compact: bool = True) -> None:
         """Close every table; ``compact=False`` leaves only the journals (a worker's part
-        of a run, which the parent absorbs)."""
+        of a run, which the parent absorbs). A table whose parquet file cannot be written
+        keeps its journal (``write_failure`` says why)."""
         for writer in self._writers.values():
-            writer.close(compact=compact)
+            with contextlib.suppress(RunWriteError):
+                writer.close(compact=compact)
         self._writers.clear()
 
     def absorb_journal(self, name: str, journal: Path, tag: Mapping[str, Any] | None = None) -> int:
@@ -185,9 +311,7 @@ class RunDir:
                 row[column] = clean_value(values[row["id"]])
                 line = dumps_line(row)
             lines.append(line)
-        tmp = journal.with_suffix(".jsonl.tmp")
-        tmp.write_bytes(b"".join(lines))
-        tmp.replace(journal)
+        self._replace(journal.name, lambda tmp: tmp.write_bytes(b"".join(lines)))
         self.compact(name)
 
     # -- reading -------------------------------------------------------------------------

@@ -8,7 +8,10 @@ What counts as a secret:
 * the value of an environment assignment ``NAME=VALUE`` in a command (``env HF_TOKEN=… vllm
   serve …``) whose name has a ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` or ``PASSWD``
   word (``MAX_NUM_BATCHED_TOKENS`` has none: ``TOKENS`` is a count, ``TOKENIZERS`` a library);
-* the password of a URL (``user:PW@host`` → ``user:REDACTED@host``);
+* the password of a URL (``user:PW@host`` → ``user:REDACTED@host``), and the values of
+  its query parameters whose name is key-like (``?api_key=K``, ``&sig=…``, ``token``,
+  ``access_token``, ``code``, ``X-Amz-Signature`` …: ``secret_query_name``), as Azure-style
+  deployments and gateways pass keys — wherever a URL is written out in text;
 * the value of an ``Authorization``, ``Proxy-Authorization``, ``api-key`` or ``x-api-key``
   header written out in text, and ``Bearer …`` / ``Basic …`` credentials wherever they stand;
 * and any of those values *wherever else it appears*: once a secret is known (``register``,
@@ -40,15 +43,25 @@ MIN_ENV_SECRET_CHARS = 8
 _SECRET_NAME_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"})
 _ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):([^/\s@]+)@")
+#: ``?name=value`` / ``&name=value`` (``;`` too: ``&amp;`` in HTML) in a URL written out.
+_QUERY_PARAM = re.compile(r"([?&;])([A-Za-z0-9_.~%-]+)=([^&#\s\"'<>;]*)")
+#: Words of a query parameter's name that make its value a secret (the name lowercased and
+#: split at ``_``, ``-`` and ``.``: ``api_key``, ``X-Amz-Signature``, ``access_token``).
+_SECRET_QUERY_WORDS = frozenset(
+    {
+        "key", "apikey", "token", "auth", "sig", "signature", "code", "password", "passwd",
+        "pwd", "secret", "credential", "credentials", "jwt", "sas",
+    }
+)  # fmt: skip
 _HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)(\"?'?\s*[:=]\s*\"?'?)"
-    r"((?:bearer|basic|token)\s+)?([^\s\"',;}]+)"
+    r"((?:bearer|basic|token)\s+)?([^\s\"',;}&]+)"
 )
 #: ``--flag=VALUE`` in free text (``--flag VALUE`` is left to the known secrets: "use
 #: --api-key or PREFILLSCOPE_API_KEY" is advice, not a key).
 #: Credentials written out with their scheme, wherever they stand ("key provided: Bearer …").
 _CREDENTIALS = re.compile(r"\b([Bb]earer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}")
-_FLAG_IN_TEXT = re.compile(r"(--?[A-Za-z][\w-]*)(=)([^\s\"',;]+)")
+_FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(=)([^\s\"',;&]+)")
 
 _known: set[str] = set()
 #: ``_known``, longest first (a secret containing another is replaced whole).
@@ -72,6 +85,33 @@ def secret_env_name(name: str) -> bool:
     return any(w in _SECRET_NAME_WORDS or "SECRET" in w or "PASSWORD" in w for w in words)
 
 
+def secret_query_name(name: str) -> bool:
+    """Whether a URL query parameter called ``name`` carries a secret (``api_key``,
+    ``api-key``, ``apiKey``, ``key``, ``token``, ``access_token``, ``auth``, ``sig``,
+    ``signature``, ``code``, ``password``, ``secret``, ``X-Amz-Signature``,
+    ``X-Amz-Credential``, ``X-Amz-Security-Token`` …; case does not matter). A count such
+    as ``max_tokens`` is not one."""
+    words = [w for w in re.split(r"[_.\-]+", name.lower()) if w]
+    return any(
+        w in _SECRET_QUERY_WORDS or w.endswith(("apikey", "token", "secret", "password"))
+        for w in words
+    )
+
+
+def query_secrets(url: str) -> list[str]:
+    """The values of a URL's key-like query parameters (``secret_query_name``), as
+    written and as decoded (a ``%2F`` in a key is sent as it stands but may be shown decoded)."""
+    from urllib.parse import unquote_plus
+
+    query = url.partition("?")[2].partition("#")[0]
+    found: list[str] = []
+    for match in _QUERY_PARAM.finditer("?" + query):
+        _, name, value = match.groups()
+        if value and secret_query_name(unquote_plus(name)):
+            found += [value, unquote_plus(value)]
+    return found
+
+
 def url_password(text: str) -> str | None:
     """The password in a URL's userinfo, if any."""
     found = _URL_PASSWORD.search(text)
@@ -80,8 +120,8 @@ def url_password(text: str) -> str | None:
 
 def secrets_in_argv(argv: Sequence[str]) -> list[str]:
     """The secret values a command line holds: secret flags' values, secret environment
-    assignments, URL passwords — also inside a word that is itself a command (``--launch
-    "vllm serve M --api-key X"``)."""
+    assignments, URL passwords and key-like query values — also inside a word that is
+    itself a command (``--launch "vllm serve M --api-key X"``)."""
     found: list[str] = []
     words = list(argv)
     for i, word in enumerate(words):
@@ -97,6 +137,8 @@ def secrets_in_argv(argv: Sequence[str]) -> list[str]:
         password = url_password(word)
         if password:
             found.append(password)
+        if "?" in word:
+            found.extend(query_secrets(word))
         if " " in word.strip():
             with contextlib.suppress(ValueError):
                 inner = shlex.split(word)
@@ -113,8 +155,11 @@ def register(*secrets: str | None) -> None:
 
 
 def register_urls(*urls: str | None) -> None:
-    """Remember the passwords of URLs (the rest of a URL is no secret)."""
-    register(*(url_password(url) for url in urls if url))
+    """Remember the passwords of URLs and their key-like query values (the rest of a URL
+    is no secret)."""
+    for url in urls:
+        if url:
+            register(url_password(url), *query_secrets(url))
 
 
 def register_argv(argv: Sequence[str]) -> None:
@@ -138,6 +183,15 @@ def _flag_value(match: re.Match[str]) -> str:
     return f"{flag}{sep}{MASK}" if secret_flag(flag) and value != MASK else match.group(0)
 
 
+def _query_value(match: re.Match[str]) -> str:
+    from urllib.parse import unquote_plus
+
+    sep, name, value = match.groups()
+    if value and value != MASK and secret_query_name(unquote_plus(name)):
+        return f"{sep}{name}={MASK}"
+    return match.group(0)
+
+
 def _header_value(match: re.Match[str]) -> str:
     name, sep, scheme, _ = match.groups()
     return f"{name}{sep}{scheme or ''}{MASK}"
@@ -157,6 +211,8 @@ def text(value: str, extra: Iterable[str | None] = ()) -> str:
     # statuses) have none, and cost a few substring tests.
     if "://" in value:
         value = _URL_PASSWORD.sub(rf"\1:{MASK}@", value)
+    if "=" in value and ("?" in value or "&" in value):
+        value = _QUERY_PARAM.sub(_query_value, value)
     if "=" in value and "-" in value:
         value = _FLAG_IN_TEXT.sub(_flag_value, value)
     lower = value.lower()

@@ -150,7 +150,7 @@ def plan_tokenizer(
         return load_tokenizer(source, model=target.model, api_key=api_key)
     served = SERVED_TOKENIZERS.get(target.flavour)
     if served is not None:
-        return served(target.base_url, model=target.model, api_key=api_key)
+        return served(target.base_url, model=target.model, api_key=api_key, query=target.query)
     return None
 
 

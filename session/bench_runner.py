@@ -20,9 +20,13 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
    ``run.json``; stop the embedded engine.
 
 A server that dies mid-run leaves an ``interrupted`` run with every finished request
-kept; a cancellation (Ctrl-C, SIGTERM, SIGHUP: ``runtime.signals``) likewise, the
-in-flight requests recorded ``cancelled`` and the cancellation absorbed so the files are
-still written. Bad input is an ``InputError`` before anything is sent.
+kept; a failed write (the disk full) stops the load as a signal does and leaves a
+``failed`` run with its reason (``no space left on DIR``), every row journalled before it
+readable, and the last documents written in the space ``RunDir.reserve`` kept (what did
+not fit: ``BenchOutcome.unwritten``); a cancellation (Ctrl-C, SIGTERM, SIGHUP:
+``runtime.signals``) likewise, the in-flight requests recorded ``cancelled`` and the
+cancellation absorbed so the files are still written. Bad input is an ``InputError``
+before anything is sent.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess
-from runfmt.names import REQUESTS_TABLE, RUN_JSON
-from runfmt.rundir import RunDir
+from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runfmt.tables import RunTables
 from runtime import redact, signals
@@ -115,9 +119,11 @@ def make_run_dir(path: Path) -> RunDir:
     if (path / RUN_JSON).exists():
         raise InputError("--out", f"{path} already holds a run", "pick a new folder")
     try:
-        return RunDir(path, create=True)
+        run = RunDir(path, create=True)
     except OSError as exc:
         raise InputError("--out", f"cannot create {path}: {exc.strerror}") from None
+    run.reserve()  # the last run.json and summary.json fit even on a disk filled mid-run
+    return run
 
 
 # -- target ---------------------------------------------------------------------------------
@@ -207,7 +213,12 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
         run = make_run_dir(options.out or default_out(spec.name))
         clock = RunClock()
         info = run_info(options, spec, plan, target, clock, deadline_s, engine)
-        run.write_json(RUN_JSON, info.to_json())
+        try:
+            run.write_json(RUN_JSON, info.to_json())
+        except RunWriteError as exc:
+            raise InputError(
+                "--out", exc.reason, "free some space or pick another folder"
+            ) from None
         bench = _Bench(options, plan, target, engine, run, clock, info, deadline_s, prometheus)
         bench.text_tokens = full_text_tokens(target.api, text_tokenizer)
         return await bench.measure(display)
@@ -229,6 +240,8 @@ class _Bench:
     prometheus: PrometheusSource | None
     #: The server's token ids of a composed text prompt (a later turn's history).
     text_tokens: Callable[[str], list[int]] | None = None
+    #: The documents a failed write kept from being written at the end.
+    unwritten: tuple[str, ...] = ()
 
     async def measure(self, display: Display | None) -> BenchOutcome:
         """Probes, oracle, load, files — whichever way the load ends."""
@@ -236,7 +249,9 @@ class _Bench:
         probes = ProbeProcess(
             run,
             clock,
-            metrics_url=metrics_url(self.target.base_url) if options.server_metrics else None,
+            metrics_url=(
+                metrics_url(self.target.url("/metrics")) if options.server_metrics else None
+            ),
             gpu_mode=options.gpu,
             interval_s=options.metrics_interval_s,
         )
@@ -273,7 +288,8 @@ class _Bench:
             shards = split_plan(plan, options.workers, cap)
             _notice(fewer_workers_note(plan, options.workers, len(shards), cap))
             self.info.load["workers"] = len(shards)
-            run.write_json(RUN_JSON, self.info.to_json())
+            with contextlib.suppress(RunWriteError):  # the load stops on it (RunDir.watch)
+                run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
             if len(shards) == 1 and options.ray is None:
                 load = LoadRun(plan, self.target, run, clock, self._load_options(), stats)
@@ -312,8 +328,8 @@ class _Bench:
                 display.close(stats)
             await probes.stop()
         self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
-        summary = await self._finish(result, replay)
-        if error is not None:
+        summary = await self._finish(result, replay, cancelled)
+        if error is not None and run.write_failure is None:
             raise error
         return BenchOutcome(
             run.path,
@@ -324,6 +340,8 @@ class _Bench:
             cancelled,
             options.max_error_rate,
             options.min_goodput,
+            write_failure=run.write_failure,
+            unwritten=[name for name in (RUN_JSON, SUMMARY_JSON) if name in self.unwritten],
         )
 
     def _pool_class(self) -> Callable[..., WorkerPool]:
@@ -351,19 +369,32 @@ class _Bench:
             text_tokens=self.text_tokens,
         )
 
-    async def _finish(self, result: LoadResult, replay: RunOracle | None) -> dict[str, Any]:
+    async def _finish(
+        self, result: LoadResult, replay: RunOracle | None, cancelled: bool
+    ) -> dict[str, Any]:
         """Close the tables (the probes' too, once their process has stopped), run the
         oracle over what was recorded when it could not run before sending, write the
-        final ``run.json`` and ``summary.json``."""
+        final ``run.json`` and ``summary.json``. A write that failed on the way (the
+        disk full) makes the run ``failed`` with its reason, unless a signal stopped it;
+        the documents are still written where they fit."""
         run, info = self.run, self.info
-        info.cache_protocol = result.cache_protocol
-        info.result = result.to_json()
         ended = time.time()
         run.close()
         if replay is not None:
             recorded = RunTables(run).requests
             expected = replay.after_run(self.plan, recorded, result.composed_prompts)
-            run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
+            with contextlib.suppress(RunWriteError):  # the journal stays as it was
+                run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
+        if run.write_failure is not None and not cancelled:  # it explains what failed after it
+            result.status, result.reason = "failed", run.write_failure
+        info.cache_protocol = result.cache_protocol
+        info.result = result.to_json()
         final = info.finished(result.status, result.reason, ended)
-        run.write_json(RUN_JSON, final.to_json())
-        return await write_summary(run, final, result, self.options, self.prometheus, self.clock)
+        try:
+            run.write_json(RUN_JSON, final.to_json())
+        except RunWriteError:
+            self.unwritten += (RUN_JSON,)
+        summary = await write_summary(run, final, result, self.options, self.prometheus, self.clock)
+        if not run.has(SUMMARY_JSON):
+            self.unwritten += (SUMMARY_JSON,)
+        return summary

@@ -12,11 +12,12 @@ run's first request goes out sooner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadResult
 from runfmt.names import RUN_JSON, SUMMARY_JSON
-from runfmt.rundir import RunDir
+from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
 from runfmt.tables import RunTables
@@ -61,9 +62,11 @@ async def write_summary(
         info.probes["prometheus"]["status"] = prometheus.status.to_dict()
         key = "server_prometheus" if summary["server"].get("available") else "server"
         summary[key] = section
-        run.write_json(RUN_JSON, info.to_json())
+        with contextlib.suppress(RunWriteError):
+            run.write_json(RUN_JSON, info.to_json())
     document = Summary.from_sections(summary).to_json()
-    run.write_json(SUMMARY_JSON, document)
+    with contextlib.suppress(RunWriteError):  # the disk full: the run says it is not there
+        run.write_json(SUMMARY_JSON, document)
     return document
 
 

@@ -7,6 +7,7 @@
 3         interrupted: the server stopped answering mid-run (every finished request kept)
 4         requests failed: none succeeded, or a larger share failed than ``--max-error-rate``
 5         SLO breached: a smaller share of requests met ``--slo`` than ``--min-goodput``
+6         write failed: the run directory could not be written (``no space left on DIR``)
 130/143   stopped by Ctrl-C / SIGTERM (129 for SIGHUP): ``runtime.signals``
 ========  ==============================================================================
 
@@ -15,13 +16,16 @@ server that answers every request with HTTP 5xx, a malformed stream or "prompt t
 long". Exit 4 is for CI: the run's files are written as usual, and one line on stderr
 gives the failed share and the server's most common message. Exit 5 is the same for
 latency: the requests were answered, but too few of them within the SLO (one line names
-the SLO and the share that met it). Exit 4 wins when both apply.
+the SLO and the share that met it). Exit 4 wins when both apply. Exit 6 is a run stopped
+because its own files could not be written (the disk full, the folder made read-only):
+the load stopped at the first failed write, and the one line says how many of the
+finished requests were kept.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,7 @@ from runtime import signals
 from workloads.errors import InputError
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED = 0, 1, 3, 4
-EXIT_SLO_BREACHED = 5
+EXIT_SLO_BREACHED, EXIT_WRITE_FAILED = 5, 6
 #: Characters of a server's error message quoted on the one line.
 MESSAGE_CHARS = 300
 
@@ -131,13 +135,36 @@ class BenchOutcome:
     cancelled: bool = False
     max_error_rate: float | None = None
     min_goodput: float | None = None
+    #: Why a write to the run directory failed (``no space left on DIR``), if one did.
+    write_failure: str | None = None
+    #: The run's documents (``run.json``, ``summary.json``) that could not be written.
+    unwritten: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         """``session.exit_status``'s table; a run stopped by a signal exits 128 + signum."""
         if self.cancelled:
             return signals.stop_exit_code()
+        if self.write_failure is not None:
+            return EXIT_WRITE_FAILED
         return exit_status(self.status, self.summary, self.max_error_rate, self.min_goodput)
+
+    def ending(self) -> str:
+        """The one line for a run that did not complete: its status, its reason, and the
+        requests kept (of those finished, when a failed write kept fewer)."""
+        result = self.result
+        head = f"run {self.status}: {self.reason}"
+        if self.write_failure is None:
+            return (
+                f"{head}; {result.ok} completed and {result.finished - result.ok} failed "
+                f"requests kept in {self.run_dir}"
+            )
+        counts = self.summary.get("requests") or {}
+        kept = int(counts.get("total") or 0) + int(counts.get("warmup_excluded") or 0)
+        line = f"{head}; {kept} of {result.finished} finished requests kept in {self.run_dir}"
+        if self.unwritten:
+            line += f" ({' and '.join(self.unwritten)} not written)"
+        return line
 
     @property
     def requests_failure(self) -> str | None:

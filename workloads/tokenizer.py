@@ -138,14 +138,16 @@ class HttpTokenizer:
         model: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 30.0,
+        query: str = "",
     ) -> None:
+        """``query``: the endpoint's query string (``api_key=K``), sent with every request."""
         self.root = base_url.rstrip("/").removesuffix("/v1")
         self.url = f"{self.root}{self.path}"
         self.model = model
         import httpx
 
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(headers=headers, timeout=timeout_s)
+        self._client = httpx.Client(headers=headers, params=query or None, timeout=timeout_s)
         self.source = self.url
 
     def _post(self, path: str, body: dict[str, object], field: str) -> Any:

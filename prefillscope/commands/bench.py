@@ -131,13 +131,7 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
     if breach is not None:
         print(f"prefillscope: SLO breached: {breach}; {outcome.run_dir}", file=sys.stderr)
     if outcome.status != "complete":
-        result = outcome.result
-        why = outcome.reason
-        print(
-            f"prefillscope: run {outcome.status}: {why}; {result.ok} completed and "
-            f"{result.finished - result.ok} failed requests kept in {outcome.run_dir}",
-            file=sys.stderr,
-        )
+        print(f"prefillscope: {outcome.ending()}", file=sys.stderr)
 
 
 @takes_bench_flags

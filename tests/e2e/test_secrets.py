@@ -27,6 +27,7 @@ import pytest
 from aiohttp import ClientSession, web
 from bench_support import CLI as BENCH_CLI
 from bench_support import requests_table
+from key_gateway import QueryKeyGateway
 
 from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
@@ -223,3 +224,49 @@ def test_planted_secrets_reach_no_output(tmp_path: Path, proxy: EchoingProxy) ->
         assert f"--hf-token={SECRETS['launch --hf-token=KEY']}" in record["argv"]
     doc = json.loads((ab_out / "ab.json").read_text())
     assert "HF_TOKEN=REDACTED" in doc["launch"] and "--hf-token=REDACTED" in doc["launch"]
+
+
+#: A key passed in the endpoint's query string, as Azure-style deployments take it.
+QUERY_KEY = "qk-gateway-4d7e1b9a30"
+
+
+@pytest.mark.slow
+def test_a_key_in_the_endpoint_query_is_sent_every_time_and_shown_nowhere(
+    tmp_path: Path,
+) -> None:
+    with (
+        EmbeddedServer(EngineConfig(fixed_step_s=0.002)) as engine,
+        QueryKeyGateway(engine.url, "api_key", QUERY_KEY) as gateway,
+    ):
+        endpoint = f"{gateway.url}/v1?api_key={QUERY_KEY}&deployment=d1"
+        out = tmp_path / "run"
+        text = ["--set", "prompt_format=text"]  # /tokenize goes through the gateway too
+        done = run(*BENCH_CLI, *BENCH, *text, "--endpoint", endpoint, "--out", out)
+        assert done.returncode == 0, done.stderr
+        streams = {"bench": done.stdout + done.stderr}
+        html, vllm_json = tmp_path / "report.html", tmp_path / "vllm.json"
+        for name, args in {
+            "report": ["report", out, "--html", html],
+            "report --json": ["report", out, "--json"],
+            "export csv": ["export", out, "--format", "csv"],
+            "export vllm-json": ["export", out, "--format", "vllm-json", "--out", vllm_json],
+        }.items():
+            shown = run(*PREFILLSCOPE, *args)
+            assert shown.returncode == 0, shown.stderr
+            streams[name] = shown.stdout + shown.stderr
+        log = list(gateway.log)
+    found = {where: data.count(QUERY_KEY) for where, data in streams.items()}
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    found |= {str(p.relative_to(tmp_path)): p.read_bytes().count(QUERY_KEY.encode()) for p in files}
+    total = sum(found.values())
+    print(f"planted {QUERY_KEY!r}: {total} in {len(streams)} streams, {len(files)} files")
+    print("gateway saw:", *log[:3], "…", log[-1], sep="\n  ")
+    assert total == 0, {k: n for k, n in found.items() if n}
+    # every request reached the server with the query as given, none was refused
+    assert gateway.refused == [] and len(log) >= 6 + 1 + 2  # requests, test request, probes
+    assert all(f"?api_key={QUERY_KEY}&deployment=d1" in line for line in log), log
+    paths = {line.split()[1].partition("?")[0] for line in log}
+    assert {"/v1/models", "/v1/completions", "/metrics", "/tokenize"} <= paths
+    # the URL is recorded with the key's value redacted and the rest of the query kept
+    target = json.loads((out / "run.json").read_text())["target"]
+    assert target["url"] == f"{gateway.url}?api_key=REDACTED&deployment=d1"

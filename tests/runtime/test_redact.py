@@ -93,3 +93,32 @@ def test_guarded_streams_redact_what_is_printed(monkeypatch: pytest.MonkeyPatch)
         assert not sys.stdout.isatty()  # the stream's own attributes
     assert sys.stdout is out
     assert out.getvalue() == f"key {MASK} at http://a:{MASK}@h\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("api_key", True), ("api-key", True), ("apiKey", True), ("APIKEY", True), ("key", True),
+        ("token", True), ("access_token", True), ("auth", True), ("sig", True),
+        ("signature", True), ("code", True), ("password", True), ("client_secret", True),
+        ("X-Amz-Signature", True), ("X-Amz-Credential", True), ("X-Amz-Security-Token", True),
+        ("max_tokens", False), ("model", False), ("deployment", False), ("api-version", False),
+        ("X-Amz-Date", False), ("keep_alive", False),
+    ],
+)  # fmt: skip
+def test_query_parameter_names(name: str, secret: bool) -> None:
+    assert redact.secret_query_name(name) is secret
+    url = f"https://h/v1?{name}=v-98765&n=1"
+    assert redact.text(url) == f"https://h/v1?{name}={MASK if secret else 'v-98765'}&n=1"
+
+
+def test_query_secrets_are_found_in_urls_and_command_lines_and_replaced_everywhere() -> None:
+    url = "http://gw:8000/v1?api-version=2024&api_key=qk-5555aaaa&sig=ab%2Fcd12"
+    assert redact.query_secrets(url) == ["qk-5555aaaa", "qk-5555aaaa", "ab%2Fcd12", "ab/cd12"]
+    out = redact.argv(["prefillscope", "bench", "--endpoint", url])
+    assert out[3] == f"http://gw:8000/v1?api-version=2024&api_key={MASK}&sig={MASK}"
+    redact.register_urls(url)
+    # a server echoing the key anywhere, and the HTML form of the URL (``&amp;``)
+    echoed = "bad key qk-5555aaaa for sig ab/cd12"
+    assert redact.text(echoed) == f"bad key {MASK} for sig {MASK}"
+    assert redact.text("?a=1&amp;token=t-00001234") == f"?a=1&amp;token={MASK}"

@@ -1,0 +1,82 @@
+"""A gateway that takes its key in the URL's query string, as Azure-style deployments do.
+
+``QueryKeyGateway(upstream, name, key)`` forwards every request to ``upstream`` (an
+embedded engine's URL) when its query string carries ``name=key``, and refuses it with
+HTTP 401 otherwise; ``log`` holds ``"METHOD /path?query -> status"`` for every request it
+got, so a test can see that the query arrived on each of them (``/v1/models``, the
+completions, ``/metrics``, ``/tokenize``). It runs on its own loop in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from aiohttp import ClientSession, web
+
+
+class QueryKeyGateway:
+    def __init__(self, upstream: str, name: str, key: str) -> None:
+        self.upstream = upstream
+        self.name = name
+        self.key = key
+        self.url = ""
+        self.log: list[str] = []
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: ClientSession | None = None
+
+    @property
+    def refused(self) -> list[str]:
+        """The log lines of the requests refused for a missing or wrong key."""
+        return [line for line in self.log if line.endswith("-> 401")]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if request.query.get(self.name) != self.key:
+            self.log.append(f"{request.method} {request.path_qs} -> 401")
+            return web.json_response({"error": {"message": "missing key"}}, status=401)
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+        if body:
+            headers["Content-Type"] = "application/json"
+        async with self._session.request(
+            request.method, self.upstream + request.path, data=body, headers=headers
+        ) as up:
+            self.log.append(f"{request.method} {request.path_qs} -> {up.status}")
+            resp = web.StreamResponse(status=up.status)
+            resp.content_type = up.content_type
+            await resp.prepare(request)
+            async for piece in up.content.iter_any():
+                await resp.write(piece)
+            await resp.write_eof()
+            return resp
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._session = ClientSession()
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await runner.cleanup()
+            await self._session.close()
+
+    def __enter__(self) -> QueryKeyGateway:
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "gateway did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
