@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from perfmodel.models import resolve_gpu, resolve_model
+from workloads.cache_model import parse_cache_model
 from workloads.errors import InputError
 from workloads.limits import (
     MAX_BLOCK_SIZE,
@@ -82,6 +83,9 @@ class EngineConfig:
     bandwidth_efficiency: float = 0.8
     step_overhead_s: float = 1e-4
     layer_overhead_s: float = 30e-6
+    #: The prefix cache it keeps: ``blocks`` (vLLM), ``radix[:PAGE]`` (SGLang) or
+    #: ``slots:N`` (llama.cpp), see ``workloads.cache_model``.
+    cache_model: str = "blocks"
 
     @property
     def model_name(self) -> str:
@@ -92,6 +96,7 @@ class EngineConfig:
         """Raise InputError naming the first bad field and the fix."""
         for name, bound in _BOUNDS.items():
             bound.check(name, getattr(self, name))
+        parse_cache_model(self.cache_model, "cache_model")
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
         if model.q_heads % self.tensor_parallel_size:
