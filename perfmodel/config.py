@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from perfmodel.models import resolve_gpu, resolve_model
+from workloads.cache_model import parse_cache_model
 from workloads.errors import InputError
 from workloads.limits import (
     MAX_BLOCK_SIZE,
@@ -97,6 +98,9 @@ class EngineConfig:
     def lora_names(self) -> tuple[str, ...]:
         """The served LoRA adapters' names, in the order given."""
         return tuple(n.strip() for n in self.lora_modules.split(",") if n.strip())
+    #: The prefix cache it keeps: ``blocks`` (vLLM), ``radix[:PAGE]`` (SGLang) or
+    #: ``slots:N`` (llama.cpp), see ``workloads.cache_model``.
+    cache_model: str = "blocks"
 
     @property
     def model_name(self) -> str:
@@ -107,6 +111,7 @@ class EngineConfig:
         """Raise InputError naming the first bad field and the fix."""
         for name, bound in _BOUNDS.items():
             bound.check(name, getattr(self, name))
+        parse_cache_model(self.cache_model, "cache_model")
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
         if self.cache_scope not in CACHE_SCOPES:

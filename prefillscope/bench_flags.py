@@ -27,6 +27,7 @@ import typer
 from loadgen.sse import MAX_EVENT_BYTES
 from loadgen.target import api_key_from_env
 from prefillscope.engine_flags import parse_engine_flags
+from workloads.cache_model import parse_cache_model
 from workloads.errors import InputError
 from workloads.limits import (
     MAX_BLOCK_SIZE,
@@ -181,6 +182,10 @@ class BenchFlags:
     num_gpu_blocks: Annotated[
         int | None, typer.Option(help="Oracle pool size in blocks (default: the server's).")
     ] = None
+    cache_model: Annotated[
+        str | None,
+        typer.Option(help="Oracle cache model: blocks, radix[:PAGE], slots:N (default: flavour)."),
+    ] = None
     cache_protocol: Annotated[
         str, typer.Option(help="reset (flush the server's cache), salt (per-run salt), warm.")
     ] = "salt"
@@ -333,6 +338,7 @@ class BenchFlags:
             gpu=telemetry,
             block_size=self.block_size,
             num_gpu_blocks=self.num_gpu_blocks,
+            cache_model=str(parse_cache_model(self.cache_model)) if self.cache_model else None,
             allow_overlong=self.allow_overlong,
             percentiles=picked_percentiles(self),
             command=command,

@@ -47,6 +47,8 @@ class BenchOptions:
     #: The oracle's block and pool size when the server's metrics do not say (or to override).
     block_size: int | None = None
     num_gpu_blocks: int | None = None
+    #: The oracle's cache model (``workloads.cache_model``); None: the server's flavour's.
+    cache_model: str | None = None
     #: Send requests longer than the server's max_model_len instead of refusing the run.
     allow_overlong: bool = False
     #: vLLM's --percentile-metrics and --metric-percentiles: extra percentiles in the

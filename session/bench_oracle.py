@@ -26,7 +26,6 @@ anything reads it. Nothing on the send path computes an expectation.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,14 @@ from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
 from probes.mapping_model import MetricMapping
+from session.oracle_slots import (
+    ORACLE_NOTE,
+    kept_output,
+    missing,
+    recorded_prompts,
+    slots_as_it_happened,
+)
+from workloads.cache_model import CACHE_MODEL_INFO, CacheModel, parse_cache_model
 from workloads.errors import InputError
 from workloads.oracle import (
     DEFAULT_VOCAB_SIZE,
@@ -59,9 +66,53 @@ class Geometry:
     block_size: int
     num_blocks: int | None
     source: str
+    #: Which cache the server keeps (``workloads.cache_model``) and how that is known.
+    cache_model: str = "blocks"
+    cache_model_source: str = "default"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"block_size": self.block_size, "num_blocks": self.num_blocks, "source": self.source}
+        return {
+            "block_size": self.block_size,
+            "num_blocks": self.num_blocks,
+            "source": self.source,
+            "cache_model": self.cache_model,
+            "cache_model_source": self.cache_model_source,
+        }
+
+
+def default_cache_model(flavour_name: str, server_info: Mapping[str, Any] | None = None) -> str:
+    """The cache a server of this flavour keeps: vLLM's and the embedded engine's blocks,
+    SGLang's radix tree, llama.cpp's slots (as many as its ``/props`` ``total_slots``;
+    llama-server's ``-np`` default of 1 when it does not say)."""
+    if flavour_name == "sglang":
+        return "radix"
+    if flavour_name == "llamacpp":
+        slots = (server_info or {}).get("total_slots")
+        return f"slots:{slots if isinstance(slots, int) and slots > 0 else 1}"
+    return "blocks"
+
+
+def _cache_model(
+    first: Exposition | None,
+    engine: EngineProcess | None,
+    target: Target | None,
+    flag: str | None,
+) -> tuple[str, str]:
+    """The oracle's cache model and its source: ``--cache-model``, else the embedded
+    engine's configuration, else what the server's metrics name, else its flavour's."""
+    if flag is not None:
+        return str(parse_cache_model(flag)), "flags"
+    if engine is not None:
+        return str(parse_cache_model(engine.config.cache_model)), "engine config"
+    named = first.get(CACHE_MODEL_INFO) if first is not None else []
+    if named and "cache_model" in named[0].labels:
+        try:
+            return str(parse_cache_model(named[0].labels["cache_model"])), "server metrics"
+        except InputError:
+            pass
+    if target is None:
+        return "blocks", "default"
+    return default_cache_model(target.flavour, target.server_info), f"{target.flavour} default"
 
 
 @dataclass(frozen=True)
@@ -104,10 +155,14 @@ def geometry(
     *,
     block_size: int | None = None,
     num_blocks: int | None = None,
+    target: Target | None = None,
+    cache_model: str | None = None,
 ) -> Geometry:
     """Block size and pool size for the oracle: ``--block-size``/``--num-gpu-blocks``,
     else the server's metrics, else the embedded engine's configuration, else vLLM's
-    default block size and an unbounded pool. ``first`` is the first scrape."""
+    default block size and an unbounded pool (llama.cpp's slots: ``/props`` ``n_ctx``
+    tokens each). ``first`` is the first scrape; the cache model as ``_cache_model``."""
+    model, model_source = _cache_model(first, engine, target, cache_model)
     block: float | None = None
     blocks: float | None = None
     source = "assumed (vLLM's default block size, pool unknown: unbounded)"
@@ -118,12 +173,21 @@ def geometry(
     if block is None and engine is not None:
         block, blocks = engine.config.block_size, engine.num_gpu_blocks
         source = "engine config"
+    slot_context = (target.server_info if target is not None else {}).get("n_ctx")
+    parsed = parse_cache_model(model)
+    if blocks is None and parsed.kind == "slots" and isinstance(slot_context, int):
+        blocks = slot_context * parsed.slots // (block or DEFAULT_BLOCK_SIZE)
+        source = "/props n_ctx per slot"
     if block_size is not None or num_blocks is not None:
         block = block_size or block
         blocks = num_blocks or blocks
         source = "flags"
     return Geometry(
-        int(block or DEFAULT_BLOCK_SIZE), int(blocks) if blocks is not None else None, source
+        int(block or DEFAULT_BLOCK_SIZE),
+        int(blocks) if blocks is not None else None,
+        source,
+        model,
+        model_source,
     )
 
 
@@ -147,29 +211,66 @@ class RunOracle:
     model: str = ""
     vocab_size: int = DEFAULT_VOCAB_SIZE
 
+    #: Whether the server keeps requests of another ``cache_salt`` apart (llama-server
+    #: takes no salt: one scope for every request).
+    salted: bool = True
+
     @classmethod
     def for_target(cls, shape: Geometry, target: Target) -> RunOracle:
-        return cls(shape, target.model, target.vocab_size or DEFAULT_VOCAB_SIZE)
+        vocab = target.vocab_size or DEFAULT_VOCAB_SIZE
+        return cls(shape, target.model, vocab, salted=target.flavour != "llamacpp")
+
+    @property
+    def cache_model(self) -> CacheModel:
+        return parse_cache_model(self.shape.cache_model)
 
     def _args(self) -> tuple[int, int | None, int, str]:
         return self.shape.block_size, self.shape.num_blocks, self.vocab_size, self.model
 
+    def oracle(self) -> PrefixOracle:
+        block, blocks, vocab, model = self._args()
+        return PrefixOracle(block, blocks, model, vocab_size=vocab, cache_model=self.cache_model)
+
+    def replays_after_run(self, plan: Plan, deadline_s: float | None) -> bool:
+        """Whether the pass waits for the run (``annotated_after_run``); llama.cpp's slots
+        always do: which slot a request lands on depends on what was running when it was
+        sent, which only the run's timeline says."""
+        return self.cache_model.kind == "slots" or annotated_after_run(plan, deadline_s)
+
     def before_sending(self, plan: Plan) -> Plan:
         """A copy of ``plan`` carrying every request's expected cached tokens."""
-        return annotate(plan, *self._args())
+        return annotate(plan, *self._args(), cache_model=self.cache_model)
 
     def after_run(
         self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
     ) -> dict[str, int | None]:
         """Expected cached tokens of the recorded ``requests`` (the run's table), by id."""
+        return self.after_run_columns(plan, requests, composed)["expected_cached_tokens"]
+
+    def after_run_columns(
+        self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
+    ) -> dict[str, dict[str, Any]]:
+        """The ``requests`` columns the pass fills, by id: ``expected_cached_tokens``, and
+        ``oracle_note`` where the oracle could not know (slots chosen by timing)."""
         if requests.empty:
-            return {}
+            return {"expected_cached_tokens": {}, ORACLE_NOTE: {}}
+        if self.cache_model.kind == "slots":
+            replay = slots_as_it_happened(
+                self.oracle(), plan, requests, composed, self.model, salted=self.salted
+            )
+            return {"expected_cached_tokens": replay.expected, ORACLE_NOTE: replay.notes}
         if has_later_turns(plan):
-            return self._as_it_happened(plan, requests, composed)
+            return {
+                "expected_cached_tokens": self._as_it_happened(plan, requests, composed),
+                ORACLE_NOTE: {},
+            }
         recorded = set(requests["id"])
         last = max((i for i, r in enumerate(plan.requests) if r.id in recorded), default=-1)
-        expected = plan_order_expectations(plan, *self._args(), count=last + 1)
-        return {r.id: e for r, e in zip(plan.requests, expected, strict=False)}
+        expected = plan_order_expectations(
+            plan, *self._args(), count=last + 1, cache_model=self.cache_model
+        )
+        by_id = {r.id: e for r, e in zip(plan.requests, expected, strict=False)}
+        return {"expected_cached_tokens": by_id, ORACLE_NOTE: {}}
 
     def _as_it_happened(
         self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]
@@ -178,21 +279,13 @@ class RunOracle:
         sent; its prompt joins the cache at its first token (the server has prefilled it),
         its answer but the last token when it ended. At one instant, what joins the cache
         goes before what is sent."""
-        specs = {r.id: r for r in plan.requests}
-        oracle = PrefixOracle(*self._args()[:2], self.model, vocab_size=self.vocab_size)
+        oracle = self.oracle()
         events: list[tuple[float, int, RequestSpec, Prompt, dict[str, Any]]] = []
-        for row in requests.to_dict("records"):
-            spec = specs.get(row["id"])
-            if spec is None or _missing(row.get("sent_s")):
-                continue
-            later = spec.session is not None and (spec.turn or 0) >= 1
-            prompt = composed.get(spec.id) if later else spec.prompt
-            if prompt is None:  # a text history the server's tokenizer gave no ids for
-                continue
+        for spec, prompt, row in recorded_prompts(plan, requests, composed):
             events.append((row["sent_s"], _SENT, spec, prompt, row))
-            if not _missing(row.get("first_token_s")):
+            if not missing(row.get("first_token_s")):
                 events.append((row["first_token_s"], _PREFILLED, spec, prompt, row))
-                if not _missing(row.get("end_s")):
+                if not missing(row.get("end_s")):
                     events.append((row["end_s"], _ENDED, spec, prompt, row))
         expected: dict[str, int | None] = {}
         for _, event, spec, prompt, row in sorted(events, key=lambda e: e[:2]):
@@ -202,10 +295,7 @@ class RunOracle:
             elif event == _PREFILLED:
                 oracle.record(prompt, scope)
             else:
-                returned = row.get("output_token_ids")
-                ids = [] if _missing(returned) else [int(t) for t in returned]
-                kept = ids[:-1]  # the last output token never enters the KV cache
-                unknown = 0 if ids else max(0, int(_number(row.get("output_tokens"))) - 1)
+                kept, unknown = kept_output(row)
                 oracle.record(
                     prompt.extended(Segment(len(kept), tokens=tuple(kept))),
                     scope,
@@ -217,12 +307,3 @@ class RunOracle:
 
 #: Events of a request replayed after the run, in the order they go at one instant.
 _PREFILLED, _ENDED, _SENT = 0, 1, 2
-
-
-def _missing(value: Any) -> bool:
-    """A null of the requests table: ``None``, or NaN as pandas reads one."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _number(value: Any) -> float:
-    return 0.0 if _missing(value) else float(value)

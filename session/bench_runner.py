@@ -63,7 +63,6 @@ from session.bench_options import BenchOptions
 from session.bench_oracle import (
     MetricsMapping,
     RunOracle,
-    annotated_after_run,
     geometry,
     metrics_mapping,
 )
@@ -277,10 +276,12 @@ class _Bench:
                 self.engine,
                 block_size=options.block_size,
                 num_blocks=options.num_gpu_blocks,
+                target=self.target,
+                cache_model=options.cache_model,
             )
             self.info.oracle = shape.to_dict()
             oracle = RunOracle.for_target(shape, self.target)
-            after_run = annotated_after_run(self.plan, self.deadline_s)
+            after_run = oracle.replays_after_run(self.plan, self.deadline_s)
             plan = self.plan if after_run else oracle.before_sending(self.plan)
             replay = oracle if after_run else None
             self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
@@ -382,9 +383,11 @@ class _Bench:
         run.close()
         if replay is not None:
             recorded = RunTables(run).requests
-            expected = replay.after_run(self.plan, recorded, result.composed_prompts)
-            with contextlib.suppress(RunWriteError):  # the journal stays as it was
-                run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
+            columns = replay.after_run_columns(self.plan, recorded, result.composed_prompts)
+            for column, values in columns.items():
+                if values:
+                    with contextlib.suppress(RunWriteError):  # the journal stays as it was
+                        run.set_column(REQUESTS_TABLE, column, values)
         if run.write_failure is not None and not cancelled:  # it explains what failed after it
             result.status, result.reason = "failed", run.write_failure
         info.cache_protocol = result.cache_protocol

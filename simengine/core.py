@@ -23,7 +23,9 @@ from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from simengine.sampler import EOS_ID, Sampler
 from simengine.scheduler import Scheduler, SequenceState
-from workloads.prefix import BlockPool, CacheScope
+from workloads.cache_model import parse_cache_model
+from workloads.kv_pools import make_pool
+from workloads.prefix import CacheScope
 
 
 class RequestRejected(Exception):
@@ -118,8 +120,12 @@ class EngineCore:
         self.config = config
         self.cost = CostModel.from_config(config)
         num_blocks = config.num_gpu_blocks or self.cost.kv_pool_blocks(config.block_size)
-        self.pool = BlockPool(
-            num_blocks, config.block_size, enable_caching=config.enable_prefix_caching
+        self.cache_model = parse_cache_model(config.cache_model, "cache_model")
+        self.pool = make_pool(
+            self.cache_model,
+            num_blocks * config.block_size,
+            config.block_size,
+            enable_caching=config.enable_prefix_caching,
         )
         self.scheduler = Scheduler(
             self.pool,
@@ -170,11 +176,12 @@ class EngineCore:
                 f"this model's maximum context length is {cfg.max_model_len} tokens; the "
                 f"request asks for {n + req.max_tokens} ({n} prompt + {req.max_tokens} output)"
             )
-        pool_tokens = self.pool.num_blocks * self.pool.block_size
+        pool_tokens = self.pool.capacity_tokens
         if n + req.max_tokens - 1 > pool_tokens:
+            where = "a slot" if self.cache_model.kind == "slots" else "the whole cache"
             raise RequestRejected(
-                f"the request needs KV for {n + req.max_tokens - 1} tokens but the whole "
-                f"cache holds {pool_tokens}; shorten the prompt or max_tokens"
+                f"the request needs KV for {n + req.max_tokens - 1} tokens but {where} "
+                f"holds {pool_tokens}; shorten the prompt or max_tokens"
             )
         if not cfg.enable_chunked_prefill and n > cfg.max_num_batched_tokens:
             raise RequestRejected(
@@ -190,6 +197,12 @@ class EngineCore:
         self.scheduler.finish(seq)
         self.stats.aborted_requests += 1
         self._aborted.append(RequestUpdate(request_id, [], seq.num_cached or 0, True, "abort"))
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        """The KV pool in blocks of ``block_size`` tokens, whatever unit the cache model
+        counts in (what ``vllm:cache_config_info`` reports)."""
+        return self.pool.num_blocks * self.pool.block_size // self.config.block_size
 
     def has_unfinished(self) -> bool:
         return bool(self._seqs) or bool(self._aborted)

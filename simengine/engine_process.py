@@ -115,7 +115,7 @@ async def _serve(request: dict[str, Any]) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
         with latency_gc():
-            say({"url": url, "num_gpu_blocks": server.core.pool.num_blocks})
+            say({"url": url, "num_gpu_blocks": server.core.num_gpu_blocks})
             await stop.wait()
     finally:
         await runner.cleanup()

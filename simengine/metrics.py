@@ -34,6 +34,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from workloads.cache_model import CACHE_MODEL_INFO
+
 if TYPE_CHECKING:
     from perfmodel.config import EngineConfig
     from simengine.core import EngineCore, StepResult
@@ -117,6 +119,14 @@ class _EngineStateCollector(Collector):
             evictions.add_metric(list(labels.values()), core.stats.evictions)
         yield blocks
         yield evictions
+        model = GaugeMetricFamily(
+            CACHE_MODEL_INFO,
+            "The prefix cache the engine keeps (blocks, radix[:PAGE] or slots:N), as a label.",
+            labels=[*self.names, "cache_model"],
+        )
+        for labels, core in self.workers:
+            model.add_metric([*labels.values(), str(core.cache_model)], 1.0)
+        yield model
 
     def _cache_config_info(self) -> GaugeMetricFamily:
         family: GaugeMetricFamily | None = None
@@ -129,7 +139,7 @@ class _EngineStateCollector(Collector):
                 "engine": labels["engine"],
                 "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
                 "num_cpu_blocks": "None",
-                "num_gpu_blocks": str(core.pool.num_blocks),
+                "num_gpu_blocks": str(core.num_gpu_blocks),
                 "num_gpu_blocks_override": str(cfg.num_gpu_blocks),
             }
             if "role" in labels:

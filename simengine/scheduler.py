@@ -35,7 +35,8 @@ import numpy as np
 from perfmodel.chunking import prefill_allowance
 from perfmodel.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
-from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes
+from workloads.kv_pools import KvPool
+from workloads.prefix import CacheScope, block_hashes
 
 if TYPE_CHECKING:
     from simengine.core import EngineRequest
@@ -68,7 +69,7 @@ class SequenceState:
         self,
         request: EngineRequest,
         tokens: array[int],
-        pool: BlockPool,
+        pool: KvPool,
         scope: CacheScope,
         stream: TokenStream,
     ) -> None:
@@ -78,7 +79,7 @@ class SequenceState:
         self.num_computed = 0
         #: Prefix-cache hit at first admission (tokens); None until admitted.
         self.num_cached: int | None = None
-        self.blocks = SequenceBlocks(pool, scope)
+        self.blocks = pool.sequence(scope)
         self.hashes: list[int] = []
         self.stream = stream
         self.admitted = False
@@ -117,7 +118,7 @@ class Scheduler:
 
     def __init__(
         self,
-        pool: BlockPool,
+        pool: KvPool,
         *,
         max_num_batched_tokens: int,
         max_num_seqs: int,
@@ -129,6 +130,8 @@ class Scheduler:
         self.max_num_seqs = max_num_seqs
         self.chunked = enable_chunked_prefill
         self.caching = pool.enable_caching
+        #: Whether sequences look their prefix up by block hash (the block pool does).
+        self.hashing = pool.enable_caching and pool.uses_hashes
         self.waiting: deque[SequenceState] = deque()
         #: Running sequences in admission order; the last one is the preemption victim.
         self.running: list[SequenceState] = []
@@ -146,7 +149,7 @@ class Scheduler:
     def add(self, seq: SequenceState, prompt: np.ndarray) -> None:
         """Queue a new sequence; its prompt's block hashes are computed now, from the array
         form, so admission only hashes what decoding appended since."""
-        if self.caching:
+        if self.hashing:
             seq.hashes = block_hashes(prompt, self.block_size, seq.blocks.scope)
         self.waiting.append(seq)
 
@@ -194,7 +197,6 @@ class Scheduler:
         prefilling: list[SequenceState] = []
         running = self.running
         decodes = out.decodes
-        block_size = self.block_size
         context = 0
         i = 0
         while i < len(running):
@@ -204,7 +206,7 @@ class Scheduler:
             if n - seq.num_computed != 1 or n == seq.prompt_len:
                 prefilling.append(seq)
                 continue
-            if n > len(seq.blocks.blocks) * block_size:
+            if n > seq.blocks.capacity_tokens:
                 while not seq.blocks.reserve(n):
                     victim = running.pop()
                     self._preempt(victim, out)
@@ -227,8 +229,10 @@ class Scheduler:
                 break
             remaining = len(seq.tokens) - seq.num_computed
             room = (
-                len(seq.blocks.blocks) + self.pool.num_free_or_reclaimable
-            ) * self.block_size - seq.num_computed
+                seq.blocks.capacity_tokens
+                + self.pool.num_free_or_reclaimable * self.block_size
+                - seq.num_computed
+            )
             chunk = min(remaining, left, room)
             if chunk == 0 or (self._whole_only(remaining) and chunk < remaining):
                 continue
@@ -244,27 +248,23 @@ class Scheduler:
 
     def _admit(self, out: Schedule, left: int) -> None:
         """Pass 3: admit waiting sequences FCFS while budget, max_num_seqs and blocks allow."""
-        pool = self.pool
         block_size = self.block_size
         while self.waiting and left > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             tokens = seq.tokens
-            hit: list[int] = []
-            if self.caching:
+            if self.hashing:
                 seq.hashes = block_hashes(tokens, block_size, seq.blocks.scope, known=seq.hashes)
-                hit = pool.find_cached(seq.hashes, len(tokens))
-            cached = len(hit) * block_size
+            cached = seq.blocks.peek(tokens, seq.hashes)
+            if cached is None:  # no slot free (llama.cpp's slots)
+                break
             remaining = len(tokens) - cached
             chunk = min(remaining, left)
             if self._whole_only(remaining) and chunk < remaining:
                 break
-            need = -(-(cached + chunk) // block_size) - len(hit)
-            pinned = sum(1 for b in hit if pool.ref_count(b) == 0)
-            if need > pool.num_free_or_reclaimable - pinned:
+            if not seq.blocks.fits(cached + chunk):
                 break
             self.waiting.popleft()
-            if self.caching:
-                seq.blocks.claim_prefix(tokens, hashes=seq.hashes)
+            seq.blocks.claim_prefix(tokens, hashes=seq.hashes)
             seq.blocks.reserve(cached + chunk)
             seq.num_computed = cached
             if seq.num_cached is None:

@@ -1,9 +1,11 @@
 """The prefix-cache oracle: how many prompt tokens a server *should* find cached.
 
 Replays requests, in the order they are sent, through the same prefix model the
-embedded engine runs (``workloads.prefix``: the scope-rooted hash chain over full
+embedded engine runs, for the server's cache model (``workloads.cache_model``: vLLM's
+blocks, SGLang's radix tree, llama.cpp's slots; ``workloads.kv_pools`` builds the
+pool). For blocks (``workloads.prefix``): the scope-rooted hash chain over full
 blocks, the LRU block pool with tail-first release, the hit capped at
-``num_tokens - 1``). With ``num_blocks=None`` the pool is unbounded and is kept as an
+``num_tokens - 1``. With ``num_blocks=None`` the pool is unbounded and is kept as an
 index of block hashes — the same chain, nothing ever evicted; with a pool size it is a
 real ``BlockPool`` driven through ``SequenceBlocks``, so eviction under pressure is the
 engine's own.
@@ -18,13 +20,16 @@ materialised and hashed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
+from workloads.cache_model import CacheModel
+from workloads.kv_pools import make_pool
 from workloads.multi_turn import assumed_output
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
-from workloads.prefix import BlockPool, CacheScope, SequenceBlocks, block_hashes, chain_hash
+from workloads.prefix import CacheScope, block_hashes, chain_hash
 
 #: Vocabulary used to materialise keyed runs when the target's is not known. Hit counts
 #: do not depend on it (only whether tokens are equal does).
@@ -112,6 +117,14 @@ class PromptHasher:
         return np.asarray(tokens, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class HeldRequest:
+    """A request admitted by ``PrefixOracle.hold``: its sequence and its cached tokens."""
+
+    sequence: Any
+    cached: int
+
+
 class PrefixOracle:
     """Expected cached tokens for requests replayed in send order.
 
@@ -128,13 +141,19 @@ class PrefixOracle:
         model: str = "",
         *,
         vocab_size: int = DEFAULT_VOCAB_SIZE,
+        cache_model: CacheModel | None = None,
     ) -> None:
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.model = model
+        self.cache_model = cache_model or CacheModel()
         self.hasher = PromptHasher(block_size, vocab_size)
-        self.pool = BlockPool(num_blocks, block_size) if num_blocks is not None else None
+        blocks = self.cache_model.kind == "blocks"
+        tokens = num_blocks * block_size if num_blocks is not None else None
+        unbounded_index = blocks and tokens is None
+        self.pool = None if unbounded_index else make_pool(self.cache_model, tokens, block_size)
         self._index: set[int] = set()
+        self._unknown = -1  # ids standing for output tokens not known (never a real token)
 
     def _scope(self, scope: CacheScope | None) -> CacheScope:
         return scope if scope is not None else CacheScope(model=self.model)
@@ -149,10 +168,17 @@ class PrefixOracle:
 
     def expect(self, tokens: Tokens, scope: CacheScope | None = None) -> int:
         """Tokens a request with prompt ``tokens`` should find cached if sent now."""
-        hashes = self.hasher.chain(tokens, self._scope(scope))
+        return self.preview(tokens, scope) or 0
+
+    def preview(self, tokens: Tokens, scope: CacheScope | None = None) -> int | None:
+        """``expect``, or ``None`` when the request would have to wait (every slot busy)."""
+        scope = self._scope(scope)
+        if self.pool is not None and not self.pool.uses_hashes:
+            return self.pool.sequence(scope).peek(self.hasher.materialise(tokens), ())
+        hashes = self.hasher.chain(tokens, scope)
         if self.pool is None:
             return self._indexed_hit(hashes, len(tokens))
-        return len(self.pool.find_cached(hashes, len(tokens))) * self.block_size
+        return self.pool.sequence(scope).peek(tokens, hashes)
 
     def record(
         self,
@@ -173,25 +199,54 @@ class PrefixOracle:
         """
         scope = self._scope(scope)
         n = len(tokens) if prompt_len is None else prompt_len
-        if hashes is None:
+        pool = self.pool
+        if pool is not None and not pool.uses_hashes:
+            hashes = ()
+        elif hashes is None:
             hashes = self.hasher.chain(tokens, scope)
-        prompt_hashes = hashes[: n // self.block_size]
-        if self.pool is None:
-            hit = self._indexed_hit(prompt_hashes, n)
+        if pool is None:
+            hit = self._indexed_hit(hashes[: n // self.block_size], n)
             self._index.update(hashes)
             return hit
         materialised = self.hasher.materialise(tokens)
-        seq = SequenceBlocks(self.pool, scope)
+        seq = pool.sequence(scope)
         # The claim is capped at the prompt (n - 1 tokens); the whole chain is passed so
         # that committing the output's blocks needs no rehashing.
         hit = seq.claim_prefix(materialised[:n], hashes=hashes)
+        self._finish(seq, materialised, extra_tokens)
+        return hit
+
+    def hold(self, prompt: Tokens, scope: CacheScope | None = None) -> HeldRequest | None:
+        """Admit a request now and keep it running (with slots: it takes one) until
+        ``finish``; ``None`` when it would have to wait. For pools matched by tokens."""
+        assert self.pool is not None and not self.pool.uses_hashes
+        seq = self.pool.sequence(self._scope(scope))
+        materialised = self.hasher.materialise(prompt)
+        if seq.peek(materialised, ()) is None:
+            return None
+        return HeldRequest(seq, seq.claim_prefix(materialised))
+
+    def finish(self, held: HeldRequest, tokens: Tokens, *, extra_tokens: int = 0) -> None:
+        """A held request ended: ``tokens`` (prompt and output but its last token, plus
+        ``extra_tokens`` whose ids are unknown) stay in the cache as its model keeps them."""
+        self._finish(held.sequence, self.hasher.materialise(tokens), extra_tokens)
+
+    def _finish(self, seq: Any, materialised: np.ndarray, extra_tokens: int) -> None:
+        pool = self.pool
+        assert pool is not None
+        if extra_tokens and not pool.uses_hashes:
+            # Unknown output ids still fill a slot or a tree leaf; ids below zero match
+            # nothing, and each stand-in is used once.
+            unknown = np.arange(self._unknown, self._unknown - extra_tokens, -1, dtype=np.int64)
+            self._unknown -= extra_tokens
+            materialised, extra_tokens = np.concatenate([materialised, unknown]), 0
         total = len(materialised) + extra_tokens
         if not seq.reserve(total):
-            room = (len(seq.blocks) + self.pool.num_free_or_reclaimable) * self.block_size
-            seq.reserve(min(total, room))
-        seq.commit(materialised, len(materialised))
+            room = seq.capacity_tokens + pool.num_free_or_reclaimable * pool.block_size
+            total = min(total, room)
+            seq.reserve(total)
+        seq.commit(materialised, min(len(materialised), total))
         seq.release()
-        return hit
 
 
 def replay_sequence(plan: Plan, request: RequestSpec, full_prompt: Prompt) -> Prompt:
@@ -213,6 +268,7 @@ def plan_order_expectations(
     model: str = "",
     *,
     count: int | None = None,
+    cache_model: CacheModel | None = None,
 ) -> list[int | None]:
     """The expected cached tokens of the plan's first ``count`` requests (all by default).
 
@@ -222,7 +278,9 @@ def plan_order_expectations(
     Later turns of a multi-turn session are ``None``: their history is what the server
     returns (``session.run_oracle`` replays such runs from what was recorded).
     """
-    oracle = PrefixOracle(block_size, num_blocks, model, vocab_size=vocab_size)
+    oracle = PrefixOracle(
+        block_size, num_blocks, model, vocab_size=vocab_size, cache_model=cache_model
+    )
     out: list[int | None] = []
     for r in plan.requests[:count]:
         if r.session is not None and r.turn:
@@ -240,9 +298,17 @@ def with_expected(plan: Plan, expected: Mapping[str, int | None]) -> Plan:
 
 
 def annotate(
-    plan: Plan, block_size: int, num_blocks: int | None, vocab_size: int, model: str = ""
+    plan: Plan,
+    block_size: int,
+    num_blocks: int | None,
+    vocab_size: int,
+    model: str = "",
+    *,
+    cache_model: CacheModel | None = None,
 ) -> Plan:
     """A copy of ``plan`` with every request's ``expected_cached_tokens`` (one oracle pass
     in plan order, ``plan_order_expectations``); the plan itself is frozen."""
-    expected = plan_order_expectations(plan, block_size, num_blocks, vocab_size, model)
+    expected = plan_order_expectations(
+        plan, block_size, num_blocks, vocab_size, model, cache_model=cache_model
+    )
     return with_expected(plan, {r.id: e for r, e in zip(plan.requests, expected, strict=True)})

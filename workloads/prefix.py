@@ -143,6 +143,17 @@ class BlockPool:
         self.query_tokens = 0
         self.hit_tokens = 0
 
+    #: Sequences of this pool look their prefix up by block hash.
+    uses_hashes = True
+
+    @property
+    def capacity_tokens(self) -> int:
+        """The most one sequence can hold: the whole pool."""
+        return self.num_blocks * self.block_size
+
+    def sequence(self, scope: CacheScope) -> SequenceBlocks:
+        return SequenceBlocks(self, scope)
+
     # -- bucket accounting -------------------------------------------------------------
     def counts(self) -> PoolCounts:
         queued = len(self._queue)
@@ -274,6 +285,7 @@ class SequenceBlocks:
         self.blocks: list[int] = []
         self.hashes: list[int] = []
         self._committed_blocks = 0
+        self._peeked: list[int] = []
 
     @property
     def capacity_tokens(self) -> int:
@@ -293,11 +305,26 @@ class SequenceBlocks:
             hashes = block_hashes(tokens, self.pool.block_size, self.scope)
         self.hashes = list(hashes)
         hit = self.pool.find_cached(self.hashes, len(tokens))
-        self.pool.record_query(len(tokens), len(hit))
+        if self.pool.enable_caching:
+            self.pool.record_query(len(tokens), len(hit))
         self.pool.touch(hit)
         self.blocks = list(hit)
         self._committed_blocks = len(hit)
         return len(hit) * self.pool.block_size
+
+    def peek(self, tokens: Sequence[int] | np.ndarray, hashes: Sequence[int]) -> int:
+        """Cached tokens if admitted now (``hashes``: the prompt's chain), changing nothing;
+        ``fits`` then says whether the pool has room for it."""
+        self._peeked = self.pool.find_cached(hashes, len(tokens))
+        return len(self._peeked) * self.pool.block_size
+
+    def fits(self, num_tokens: int) -> bool:
+        """Whether claiming the peeked prefix and reserving ``num_tokens`` in all can succeed
+        (a hit block nobody pins leaves the reclaimable ones when pinned)."""
+        hit = self._peeked
+        need = -(-num_tokens // self.pool.block_size) - len(hit)
+        pinned = sum(1 for b in hit if self.pool.ref_count(b) == 0)
+        return need <= self.pool.num_free_or_reclaimable - pinned
 
     def blocks_needed(self, num_tokens: int) -> int:
         """How many more blocks holding ``num_tokens`` tokens in all would take."""

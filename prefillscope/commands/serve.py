@@ -51,7 +51,7 @@ def resolved_config(server: EngineServer, url: str) -> dict[str, object]:
     """What the server actually runs with: the config plus the KV pool size it resolved."""
     info: dict[str, object] = {"url": url, **dataclasses.asdict(server.config)}
     info["served_model_name"] = server.served.name
-    info["num_gpu_blocks"] = server.core.pool.num_blocks
+    info["num_gpu_blocks"] = server.core.num_gpu_blocks
     info["stream_interval"] = server.options.stream_interval
     disagg = server.options.disagg
     if disagg is not None:
@@ -128,6 +128,9 @@ def serve(
     kv_link_efficiency: KvLinkEfficiency = 1.0,
     kv_link_sharing: KvLinkSharing = "fair",
     kv_transfer: KvTransfer = "after-prefill",
+    cache_model: Annotated[
+        str, typer.Option(help="Prefix cache: blocks (vLLM), radix[:PAGE] (SGLang), slots:N.")
+    ] = _D.cache_model,
 ) -> None:
     """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C.
 
@@ -138,6 +141,7 @@ def serve(
 
     from simengine.embedded import serve as serve_forever
     from simengine.server import ServerOptions
+    from simengine.settings import check_disagg_cache
 
     if not 0 <= port <= 65535:
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
@@ -174,11 +178,13 @@ def serve(
         served_model_name=served_model_name,
         cache_scope=cache_scope,
         lora_modules=lora_modules,
+        cache_model=cache_model,
     )
     try:
         config.validate()
     except InputError as exc:
         raise flag_error(exc, SERVE_FLAGS) from None
+    check_disagg_cache(config, disaggregate is not None)
     disagg = link if disaggregate is not None else None
 
     def announce(server: EngineServer, url: str) -> None:

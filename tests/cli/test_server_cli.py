@@ -54,6 +54,12 @@ def test_serve_listens_prints_its_config_and_stops_on_ctrl_c() -> None:
         (["--max-num-batched-tokens", "8", "--max-num-seqs", "16"], "--max-num-batched-tokens"),
         (["--host-overhead-per-seq-us", "-1"], "--host-overhead-per-seq-us"),
         (["--tensor-parallel-size", "3"], "--tensor-parallel-size"),
+        (["--cache-model", "lru"], "--cache-model"),
+        (["--cache-model", "slots:0"], "--cache-model"),
+        (["--cache-model", "slots"], "--cache-model"),
+        (["--cache-model", "radix:x"], "--cache-model"),
+        (["--cache-model", "slots:4,similarity=2"], "--cache-model"),
+        (["--cache-model", "radix", "--disaggregate", "1:1"], "--cache-model"),
     ],
 )
 def test_bad_flags_are_one_line_errors(
