@@ -11,22 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runfmt.sweep import SweepResult, read_sweep
 from workloads.errors import InputError
 
 
-def sweep_points(folder: Path) -> tuple[dict[str, Any], dict[float, Path]] | None:
+def sweep_points(folder: Path) -> tuple[SweepResult, dict[float, Path]] | None:
     """A sweep folder's ``sweep.json`` and its completed points' run folders by load."""
-    from session.sweep import read_sweep
-
     doc = read_sweep(folder)
     if doc is None:
         return None
-    points = {
-        float(p["value"]): folder / p["run_dir"]
-        for p in doc.get("points", [])
-        if p.get("status") == "complete"
-    }
-    return doc, points
+    return doc, {value: folder / p.run_dir for value, p in doc.completed.items()}
 
 
 def compare_sweeps(
@@ -42,20 +36,18 @@ def compare_sweeps(
             "NEW_RUN", f"{which} is not a sweep folder", "compare two sweeps or two runs"
         )
     (doc_a, points_a), (doc_b, points_b) = a, b
-    if doc_a["axis"] != doc_b["axis"]:
-        raise InputError(
-            "NEW_RUN", f"one sweep is over {doc_a['axis']}, the other over {doc_b['axis']}"
-        )
+    if doc_a.axis != doc_b.axis:
+        raise InputError("NEW_RUN", f"one sweep is over {doc_a.axis}, the other over {doc_b.axis}")
     shared = sorted(set(points_a) & set(points_b))
     if not shared:
         raise InputError(
             "NEW_RUN", "the two sweeps share no completed load", "sweep the same loads"
         )
     results = [
-        (f"{doc_a['axis']}-{value:g}", compare_runs(points_a[value], points_b[value]))
+        (f"{doc_a.axis}-{value:g}", compare_runs(points_a[value], points_b[value]))
         for value in shared
     ]
-    knees = {"axis": doc_a["axis"], "base": doc_a.get("knee"), "new": doc_b.get("knee")}
+    knees = {"axis": doc_a.axis, "base": doc_a.knee, "new": doc_b.knee}
     return knees, results
 
 

@@ -14,6 +14,8 @@ SUMMARY_JSON = "summary.json"
 DIAGNOSIS_JSON = "diagnosis.json"
 #: The verdict of a chunk-size A/B, in the A/B folder (its trials are run directories).
 AB_JSON = "ab.json"
+#: The curve of a sweep (``runfmt.sweep``), in the sweep folder beside its points' runs.
+SWEEP_JSON = "sweep.json"
 
 #: One row per request: times from the intended send, tokens, status.
 REQUESTS_TABLE = "requests"

@@ -48,9 +48,9 @@ from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess
 from runfmt.names import REQUESTS_TABLE, RUN_JSON
+from runfmt.run import Run
 from runfmt.rundir import RunDir
 from runfmt.runinfo import RunInfo
-from runfmt.tables import RunTables
 from runtime import redact, signals
 from runtime.clock import RunClock
 from runtime.collector import frozen_heap
@@ -361,7 +361,7 @@ class _Bench:
         ended = time.time()
         run.close()
         if replay is not None:
-            recorded = RunTables(run).requests
+            recorded = Run.at(run).tables.requests
             expected = replay.after_run(self.plan, recorded, result.composed_prompts)
             run.set_column(REQUESTS_TABLE, "expected_cached_tokens", expected)
         final = info.finished(result.status, result.reason, ended)

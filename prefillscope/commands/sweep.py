@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from runfmt.sweep import SweepResult
 
 
 @takes_bench_flags
@@ -100,14 +103,13 @@ def run_sweep_command(
             file=sys.stderr,
         )
         raise typer.Exit(signals.stop_exit_code()) from None
-    doc = result.to_dict()
     write_html(
-        folder / "sweep.html", render_sweep_html(doc, f"prefillscope sweep — {base.workload}")
+        folder / "sweep.html", render_sweep_html(result, f"prefillscope sweep — {base.workload}")
     )
     if as_json:
-        typer.echo(json.dumps({"out": str(folder)} | doc))
+        typer.echo(json.dumps({"out": str(folder)} | result.to_json()))
     else:
-        _print(doc, folder, Console())
+        _print(result, folder, Console())
     if signals.received() is not None:
         print(
             f"prefillscope: sweep stopped ({signals.stop_name()}) at its point "
@@ -119,7 +121,7 @@ def run_sweep_command(
     raise typer.Exit(3 if incomplete else 0)
 
 
-def _print(doc: dict, folder: Path, console) -> None:
+def _print(doc: SweepResult, folder: Path, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
