@@ -40,14 +40,11 @@ import numpy as np
 import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
-from probes.latency import completed_mask, measured
+from probes.latency import completed_mask
 from probes.metric_registry import DISPATCH_LAG
 from probes.units import fmt_seconds
-from runfmt.names import RUN_JSON, SUMMARY_JSON
-from runfmt.rundir import RunDir
-from runfmt.runinfo import read_run_info
-from runfmt.summary import read_summary
-from runfmt.tables import RunTables
+from runfmt.names import RUN_JSON
+from runfmt.run import open_run
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -113,10 +110,9 @@ class TrialFacts:
     def read(cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str]) -> TrialFacts:
         if not (run_dir / RUN_JSON).exists():  # the trial never started (its server died)
             return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None, None)
-        run = RunDir(run_dir)
-        status = read_run_info(run).status
-        summary = read_summary(run) if run.has(SUMMARY_JSON) else None
-        requests = measured(RunTables(run).requests)
+        run = open_run(run_dir, "trial")
+        status, summary = run.status, run.summary
+        requests = run.tables.measured
         done = requests[completed_mask(requests)]
         counts = summary.requests if summary else {}
         client = summary.client if summary else {}

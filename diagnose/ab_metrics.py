@@ -41,7 +41,6 @@ import pandas as pd
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
 from probes.quantiles import statistic
-from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ class TrialSamples:
             run = load_run(trial.run_dir, f"trial {trial.round} of arm {trial.arm}")
         except InputError:
             return None
-        requests = RunTables(trial.run_dir).requests
+        requests = run.run.tables.requests
         requests = requests.drop_duplicates("id", keep="last").set_index("id")
         ids = run.latencies["id"]
 

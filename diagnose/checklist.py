@@ -113,7 +113,7 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     view = ctx.view
     reasons: list[str] = []
     calls: set[str] = set()
-    why = str(view.info.get("reason") or "")
+    why = str(view.info.reason or "")
     # "interrupted" is how bench records a server that stopped answering (or Ctrl-C, SIGTERM);
     # "failed" is the tool's own stop (bad input found on the way), not the server's.
     if view.status == "interrupted" and not why.startswith(STOP_REASON_PREFIX):

@@ -32,7 +32,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,17 +46,11 @@ from diagnose.metrics import (
     metric_spec,
 )
 from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
-from probes.latency import (
-    completed_mask,
-    measured,
-    measured_window,
-    request_latencies,
-    throughput_bins,
-)
+from probes.latency import measured_window, request_latencies, throughput_bins
 from probes.token_gaps import TokenGaps, token_gaps
-from runfmt.names import RUN_JSON
-from runfmt.rundir import RunDir
-from runfmt.tables import RunTables
+from runfmt.run import Run, open_run
+from runfmt.runinfo import RunInfo
+from runfmt.tables import completed_mask
 from workloads.errors import InputError
 
 #: Workload spec keys that may differ between comparable runs.
@@ -69,7 +62,7 @@ class RunSamples:
     """What a comparison resamples from one run directory."""
 
     path: Path
-    run_json: dict[str, Any]
+    run: Run
     latencies: pd.DataFrame
     gaps: TokenGaps
     throughput: pd.DataFrame
@@ -153,16 +146,9 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
     A run with no request is unusable; one with no completed request too, unless
     ``need_completed`` is False (a NEW run that failed is a result to report).
     """
-    try:
-        run = RunDir(path)
-    except FileNotFoundError:
-        raise InputError(
-            argument, f"no run directory at {path}", "pass a bench --out folder"
-        ) from None
-    if not run.has(RUN_JSON):
-        raise InputError(argument, f"{path} has no {RUN_JSON}", "pass a bench --out folder")
-    tables = RunTables(run)
-    requests = measured(tables.requests)
+    run = open_run(path, argument)
+    run.require_info(argument)
+    requests = run.tables.measured
     if requests.empty:
         raise InputError(argument, f"{path} has no measured requests", "compare finished runs")
     ok = completed_mask(requests)
@@ -176,18 +162,20 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
     window = measured_window(requests)
     return RunSamples(
         path=Path(path),
-        run_json=run.read_json(RUN_JSON),
+        run=run,
         latencies=latencies,
-        gaps=token_gaps(tables.chunks, latencies["id"]),
+        gaps=token_gaps(run.tables.chunks, latencies["id"]),
         throughput=throughput_bins(requests, window, throughput_slices(int(ok.sum()))),
         requests=len(requests),
     )
 
 
-def workload_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """How two ``run.json`` workload specs differ, ignoring seed and run length."""
-    specs = [doc.get("workload") for doc in (base, new)]
-    if any(spec is None for spec in specs):
+def workload_differences(base: RunInfo | None, new: RunInfo | None) -> list[str]:
+    """How the workload specs two ``run.json`` recorded differ, ignoring seed and run
+    length (what was recorded is compared, so that a spec this version cannot rebuild
+    still matches its twin)."""
+    specs = [info.workload if info is not None else {} for info in (base, new)]
+    if not all(specs):
         return ["a run.json has no workload spec, so the runs cannot be shown to match"]
     if not all(isinstance(spec, dict) for spec in specs):
         return [] if specs[0] == specs[1] else [f"workload: {specs[0]!r} vs {specs[1]!r}"]
@@ -272,7 +260,7 @@ def compare_runs(
     """
     base = load_run(base_dir, "BASE_RUN")
     new = load_run(new_dir, "NEW_RUN", need_completed=False)
-    differences = workload_differences(base.run_json, new.run_json)
+    differences = workload_differences(base.run.info, new.run.info)
     if differences and not force:
         raise InputError(
             "NEW_RUN",

@@ -71,11 +71,11 @@ class StepReading:
 
 
 def _next(ctx: Context) -> str:
-    spec = ctx.view.info.get("workload") or {}
-    users = spec.get("concurrency")
+    load = ctx.view.spec.load if ctx.view.spec is not None else None
+    users = load.concurrency if load is not None else None
     rerun = (
         bench_command(ctx.view, load={"concurrency": max(1, int(users) // 2)})
-        if users and not spec.get("rate")
+        if users and load is not None and not load.rate
         else bench_command(ctx.view)
     )
     where = "the server process" if ctx.view.engine is None else "the engine"

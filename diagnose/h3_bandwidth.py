@@ -57,7 +57,7 @@ def window_correlation(gaps: DecodeGaps, kv_bytes: np.ndarray) -> tuple[float, f
 
 
 def _next(ctx: Context) -> str:
-    users = (ctx.view.info.get("workload") or {}).get("concurrency")
+    users = ctx.view.spec.load.concurrency if ctx.view.spec is not None else None
     if users:
         rerun = bench_command(ctx.view, load={"concurrency": max(1, int(users) // 2)})
         return (

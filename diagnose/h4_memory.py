@@ -194,9 +194,9 @@ def _reservation(
 
 
 def _lower_load(ctx: Context) -> str:
-    spec = ctx.view.info.get("workload") or {}
-    if spec.get("concurrency"):
-        return bench_command(ctx.view, load={"concurrency": max(1, int(spec["concurrency"]) // 2)})
-    if spec.get("rate"):
-        return bench_command(ctx.view, load={"rate": float(spec["rate"]) / 2})
+    load = ctx.view.spec.load if ctx.view.spec is not None else None
+    if load is not None and load.concurrency:
+        return bench_command(ctx.view, load={"concurrency": max(1, load.concurrency // 2)})
+    if load is not None and load.rate:
+        return bench_command(ctx.view, load={"rate": float(load.rate) / 2})
     return bench_command(ctx.view) + " --max-concurrency N"

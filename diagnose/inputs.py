@@ -16,23 +16,23 @@ import numpy as np
 import pandas as pd
 
 from diagnose.raw_metrics import RawMetrics
-from probes.latency import completed_mask, measured
 from probes.normalise import ServerSeries
 from probes.timeline import server_series
-from runfmt.names import REQUESTS_TABLE, RUN_JSON
-from runfmt.rundir import RunDir
+from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
-from runfmt.tables import RunTables
-from workloads.errors import InputError
+from runfmt.tables import completed_mask, measured_rows
+from workloads.spec import WorkloadSpec
 
 
 @dataclass
 class RunView:
     """One run's files as frames: ``requests`` are the measured ones (no warm-up),
-    ``every_request`` all that were sent, warm-ups included (they filled the cache too)."""
+    ``every_request`` all that were sent, warm-ups included (they filled the cache too).
+    ``info`` is ``run.json`` (empty sections when the run has none)."""
 
     path: Path
-    info: dict[str, Any]
+    run: Run
+    info: RunInfo
     requests: pd.DataFrame
     every_request: pd.DataFrame
     chunks: pd.DataFrame
@@ -44,11 +44,16 @@ class RunView:
 
     @property
     def status(self) -> str:
-        return str(self.info.get("status") or "unknown")
+        return self.run.status
 
     @property
     def target(self) -> dict[str, Any]:
-        return self.info.get("target") or {}
+        return self.info.target
+
+    @property
+    def spec(self) -> WorkloadSpec | None:
+        """The run's workload, rebuilt from ``run.json`` (``None``: ``run.spec_problem``)."""
+        return self.run.spec
 
     @property
     def engine(self) -> dict[str, Any] | None:
@@ -77,28 +82,19 @@ class RunView:
 
 
 def load_run_view(path: str | Path) -> RunView:
-    """Read a run directory; ``InputError`` (field ``RUN_DIR``) when it is not one."""
-    try:
-        run = RunDir(path)
-    except FileNotFoundError:
-        raise InputError(
-            "RUN_DIR", f"no directory at {path}", "give a bench run directory"
-        ) from None
-    tables = RunTables(run)  # a table with no rows comes with its schema's columns
-    if not run.has(RUN_JSON) and not tables.has(REQUESTS_TABLE):
-        raise InputError(
-            "RUN_DIR", f"{path} holds no run (no run.json, no requests table)", "give a bench run"
-        )
-    info = run.read_json(RUN_JSON) if run.has(RUN_JSON) else {}
-    RunInfo.from_json(info, str(run.path / RUN_JSON))  # a newer format: one line, exit 2
+    """Read a run directory (``runfmt.run.open_run``: ``InputError`` for ``RUN_DIR`` when
+    it is not one, naming the file when a document is unreadable or newer)."""
+    run = open_run(path)
+    tables = run.tables  # a table with no rows comes with its schema's columns
     requests = tables.requests
     return RunView(
         path=run.path,
-        info=info,
-        requests=measured(requests).reset_index(drop=True),
+        run=run,
+        info=run.info or RunInfo.from_json({}),
+        requests=measured_rows(requests).reset_index(drop=True),
         every_request=requests,
         chunks=tables.chunks,
-        server=server_series(run),
+        server=server_series(run.dir),
         raw=RawMetrics(tables.server_metrics),
         gpu=tables.gpu,
         client=tables.client,

@@ -60,9 +60,9 @@ def workload_flags(
     """``--workload … --seed …`` and the load flags and ``--set``s of the run's workload,
     with the load keys in ``load`` (``concurrency``, ``rate`` …) and the family keys in
     ``sets`` replaced."""
-    spec = {**(view.info.get("workload") or {}), **(load or {})}
-    if not spec.get("workload"):
+    if view.spec is None:
         return ["--workload", "WORKLOAD"]
+    spec = {**view.spec.to_dict(), **(load or {})}
     flags = ["--workload", str(spec["workload"]), "--seed", str(spec.get("seed", 0))]
     for key, flag in LOAD_FLAGS:
         if spec.get(key) is None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,13 +31,10 @@ from workloads.build import build_plan
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle, replay_sequence
 from workloads.plan import RequestSpec
-from workloads.spec import load_spec
 from workloads.stats import DEFAULT_BLOCK_SIZE
 
 #: Share of the run's requests whose prompt length must match the rebuilt plan.
 MATCH_SHARE = 0.95
-#: Spec keys that are not load_spec overrides.
-SPEC_META = ("workload", "family", "preset", "params")
 
 
 @dataclass(frozen=True)
@@ -69,15 +65,8 @@ class Replay:
         return own / self.requests if self.requests else 0.0
 
 
-def rebuild_spec(spec: dict[str, Any]):
-    """The ``WorkloadSpec`` ``run.json`` recorded (``WorkloadSpec.to_dict``)."""
-    flat = {k: v for k, v in spec.items() if k not in SPEC_META}
-    flat.update(spec.get("params") or {})
-    return load_spec(str(spec["workload"]), flat)
-
-
 def block_size_of(view: RunView) -> int:
-    oracle = view.info.get("oracle") or {}
+    oracle = view.info.oracle
     if oracle.get("block_size"):
         return int(oracle["block_size"])
     if view.server is not None and view.server.latest("block_size").known:
@@ -98,13 +87,13 @@ def _sent_order(view: RunView, plan_ids: set[str]) -> list[str]:
 
 def replay_oracle(view: RunView) -> tuple[Replay | None, str | None]:
     """The replay, or None and why it could not be made."""
-    spec = view.info.get("workload") or {}
-    if not spec.get("workload"):
-        return None, "run.json has no workload spec to rebuild the plan from"
-    if spec.get("prompt_format") == "text":
+    spec = view.spec
+    if spec is None:
+        return None, f"the plan cannot be rebuilt ({view.run.spec_problem})"
+    if spec.prompt_format == "text":
         return None, "text prompts were rendered by the server's tokenizer: no offline rebuild"
     try:
-        plan = build_plan(rebuild_spec(spec))
+        plan = build_plan(spec)
     except InputError as exc:
         return None, f"the plan cannot be rebuilt ({exc})"
     by_id = {r.id: r for r in plan.requests}

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from probes.latency import completed_mask, measured
+from probes.latency import completed_mask
 from probes.quantiles import describe
-from runfmt.tables import RunTables
+from runfmt.run import Run
 
 #: The statuses under which the chunk size did not change what the model says.
 CONSISTENT = ("identical", "within tolerance")
@@ -64,7 +64,7 @@ def read_outputs(run_dir: Path) -> dict[str, Output]:
     """Completed measured requests that returned their token ids, by request id."""
     if not run_dir.exists():
         return {}
-    requests = measured(RunTables(run_dir).requests)
+    requests = Run.at(run_dir).tables.measured
     if "output_token_ids" not in requests.columns:
         return {}
     requests = requests[completed_mask(requests)]

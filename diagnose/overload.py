@@ -63,17 +63,18 @@ class Rates:
 def offered_rate(ctx: Context) -> float | None:
     """The configured arrival rate (the plan's realised rate when none was configured:
     a few Poisson arrivals can land close together, so it is the second choice)."""
-    plan = ctx.view.info.get("plan") or {}
-    spec = ctx.view.info.get("workload") or {}
-    rate = spec.get("rate") or plan.get("offered_rate_per_s")
+    spec = ctx.view.spec
+    rate = (spec.load.rate if spec is not None else None) or ctx.view.info.plan.get(
+        "offered_rate_per_s"
+    )
     return float(rate) if rate else None
 
 
 def open_loop_only(ctx: Context) -> bool:
     """Whether every measured request arrived open-loop (no closed-loop streams beside
     the arrivals, whose completions would pose as served arrivals)."""
-    spec = ctx.view.info.get("workload") or {}
-    return not spec.get("concurrency")
+    spec = ctx.view.spec
+    return not (spec is not None and spec.load.concurrency)
 
 
 def _served_rate(ctx: Context) -> tuple[float | None, str]:

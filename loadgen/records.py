@@ -13,6 +13,8 @@ from array import array
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from runfmt.tables import COMPLETED_STATUS
+
 
 class ErrorKind(StrEnum):
     """Every way a request can fail, as counted in ``summary.json``'s ``errors``."""
@@ -36,7 +38,7 @@ class ErrorKind(StrEnum):
 
 
 class Status(StrEnum):
-    OK = "ok"
+    OK = COMPLETED_STATUS  # the run format's: ``runfmt.tables`` counts a request by it
     ERROR = "error"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from prefillscope.bench_flags import BenchFlags
+from runfmt.sweep import SweepResult
 
 
 def run_sweep_command(
@@ -56,14 +57,13 @@ def run_sweep_command(
             file=sys.stderr,
         )
         raise typer.Exit(signals.stop_exit_code()) from None
-    doc = result.to_dict()
     write_html(
-        folder / "sweep.html", render_sweep_html(doc, f"prefillscope sweep — {base.workload}")
+        folder / "sweep.html", render_sweep_html(result, f"prefillscope sweep — {base.workload}")
     )
     if as_json:
-        typer.echo(json.dumps({"out": str(folder)} | doc))
+        typer.echo(json.dumps({"out": str(folder)} | result.to_json()))
     else:
-        print_sweep(doc, folder, Console())
+        print_sweep(result, folder, Console())
     if signals.received() is not None:
         print(
             f"prefillscope: sweep stopped ({signals.stop_name()}) at its point "
@@ -75,7 +75,7 @@ def run_sweep_command(
     raise typer.Exit(3 if incomplete else 0)
 
 
-def print_sweep(doc: dict, folder: Path, console) -> None:
+def print_sweep(doc: SweepResult, folder: Path, console) -> None:
     """The sweep's table, its sentence and where its folder and curve are."""
     from rich.table import Table
     from rich.text import Text

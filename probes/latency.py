@@ -46,8 +46,9 @@ from probes.request_counts import completed_mask, error_counts, error_messages, 
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from runfmt.names import WORKER_COLUMN
+from runfmt.run import Run
 from runfmt.rundir import RunDir
-from runfmt.tables import RunTables
+from runfmt.tables import measured_rows as measured
 
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
@@ -58,13 +59,6 @@ def _num(df: pd.DataFrame, column: str) -> np.ndarray:
     if column not in df.columns:
         return np.full(len(df), np.nan)
     return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
-
-
-def measured(requests: pd.DataFrame) -> pd.DataFrame:
-    """The requests that count: every request except warm-up ones."""
-    if "warmup" not in requests.columns:
-        return requests
-    return requests[~requests["warmup"].fillna(False).astype(bool)]
 
 
 def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
@@ -360,5 +354,5 @@ def summarize_frames(
 
 def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
     """The summary of a run directory (what ``summary.json`` holds)."""
-    tables = RunTables(run_dir)
+    tables = Run.at(run_dir).tables
     return summarize_frames(tables.requests, tables.chunks, tables.client, slo)

@@ -44,8 +44,8 @@ from probes.gpu import GpuSampler
 from probes.sampling import PeriodicProbe, ProbeStatus
 from probes.scraper import DEFAULT_INTERVAL_S, MetricsScraper
 from runfmt.names import EVENTS_TABLE, GPU_TABLE, SERVER_METRICS_TABLE
+from runfmt.run import Run
 from runfmt.rundir import RunDir
-from runfmt.tables import RunTables
 from runtime.child import become_child, read_message, say, stop_process
 from runtime.clock import RunClock
 
@@ -177,7 +177,7 @@ class ProbeProcess:
         else:
             ended = _exit_description(proc.returncode)
         reason = f"probe process {ended}: {self._stderr_tail()}"
-        events = RunTables(self.run).probe_events
+        events = Run.at(self.run).tables.probe_events
         journal = self.run.table(EVENTS_TABLE)
         now = self.clock.now()
         for name, status in self.statuses.items():
@@ -208,7 +208,7 @@ def _journaled_attempts(run: RunDir, name: str, events: pd.DataFrame) -> tuple[i
     """A probe's (ok, failed) counts as its journals tell them: the statuses of a child
     that died are those of its last message, samples ago. Every sample of one attempt
     carries that attempt's ``t_s``."""
-    samples = RunTables(run).read(name)
+    samples = Run.at(run).tables.read(name)
     ok = int(samples["t_s"].nunique()) if not samples.empty else 0
     if events.empty:
         return ok, 0

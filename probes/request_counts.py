@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from loadgen.records import Status
-
-
-def completed_mask(requests: pd.DataFrame) -> np.ndarray:
-    """True for requests that finished successfully."""
-    if "status" not in requests.columns:
-        return np.zeros(len(requests), dtype=bool)
-    return (requests["status"] == Status.OK).to_numpy()
+from runfmt.tables import completed_mask
 
 
 def _failed(requests: pd.DataFrame) -> pd.DataFrame:

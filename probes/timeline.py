@@ -19,10 +19,8 @@ from loadgen.records import Status
 from probes.mapping import builtin_mapping, load_mapping
 from probes.mapping_model import MetricMapping
 from probes.normalise import ServerSeries
-from runfmt.names import RUN_JSON
+from runfmt.run import Run
 from runfmt.rundir import RunDir
-from runfmt.runinfo import read_run_info
-from runfmt.tables import RunTables
 from workloads.errors import InputError
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
@@ -75,22 +73,28 @@ def client_events(requests: pd.DataFrame, chunks: pd.DataFrame) -> pd.DataFrame:
     return events.sort_values("t_s", kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
 
 
-def run_mapping(run: RunDir) -> MetricMapping | None:
+def _run(run: Run | RunDir | str) -> Run:
+    return run if isinstance(run, Run) else Run.at(run)
+
+
+def run_mapping(run: Run | RunDir) -> MetricMapping | None:
     """The mapping the run's probe used, as recorded in ``run.json``
     (``probes.server_metrics.mapping_file`` or ``.flavour``); None → detect from data."""
-    if not run.has(RUN_JSON):
+    info = _run(run).info
+    if info is None:
         return None
-    settings = read_run_info(run).probes.get("server_metrics") or {}
+    settings = info.probes.get("server_metrics") or {}
     if settings.get("mapping_file"):
         return load_mapping(settings["mapping_file"])
     flavour = settings.get("flavour")
     return builtin_mapping(flavour) if flavour else None
 
 
-def server_series(run: RunDir, mapping: MetricMapping | None = None) -> ServerSeries | None:
+def server_series(run: Run | RunDir, mapping: MetricMapping | None = None) -> ServerSeries | None:
     """The run's canonical server series, or None when no server metrics were recorded
     or none could be understood (no known flavour and no mapping)."""
-    samples = RunTables(run).server_metrics
+    run = _run(run)
+    samples = run.tables.server_metrics
     if samples.empty:
         return None
     try:
@@ -106,9 +110,9 @@ class Timeline:
     gpu: pd.DataFrame
 
     @classmethod
-    def from_run(cls, run: RunDir | str, mapping: MetricMapping | None = None) -> Timeline:
-        run = run if isinstance(run, RunDir) else RunDir(run)
-        tables = RunTables(run)
+    def from_run(cls, run: Run | RunDir | str, mapping: MetricMapping | None = None) -> Timeline:
+        run = _run(run)
+        tables = run.tables
         return cls(
             client_events(tables.requests, tables.chunks),
             server_series(run, mapping),

@@ -34,6 +34,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from runfmt.names import DIAGNOSIS_JSON
+from runfmt.version import FIRST_FORMAT_VERSION, document_version
+
+#: The ``format_version`` this version writes: the first, so the key is not written (a
+#: ``diagnosis.json`` that names a newer one is refused, as every document of a run).
+DIAGNOSIS_FORMAT_VERSION = FIRST_FORMAT_VERSION
+
 
 class Status(StrEnum):
     SUPPORTED = "supported"
@@ -230,9 +237,11 @@ class Diagnosis:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Diagnosis:
+    def from_json(cls, doc: dict[str, Any], source: str = DIAGNOSIS_JSON) -> Diagnosis:
         """A ``diagnosis.json`` document read back as far as it goes: a missing or mistyped
-        part reads as unknown or empty (a reader shows what is there)."""
+        part reads as unknown or empty (a reader shows what is there); ``InputError``
+        naming ``source`` for a newer format."""
+        document_version(doc, source, DIAGNOSIS_FORMAT_VERSION)
         cache = doc.get("prefix_cache")
         primary = doc.get("primary")
         return cls(

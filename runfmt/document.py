@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from runfmt.rundir import RunDir
-from runfmt.version import document_version
+from runfmt.version import FIRST_FORMAT_VERSION, document_version
 
 #: The dataclass fields of a document that are not its sections.
 _NOT_SECTIONS = {"extra", "order", "format_version"}
@@ -50,6 +50,16 @@ class SectionedDocument:
         given = [k for k in self.order if k in sections]
         keys = [*given, *(k for k in sections if k not in given and (sections[k] or not given))]
         return {"format_version": self.FORMAT_VERSION} | {k: sections[k] for k in keys}
+
+    def as_read(self) -> dict[str, Any]:
+        """The document as its file held it: ``to_json`` with the version read (none for a
+        version-1 file, which had no key; none for one computed, not read)."""
+        doc = self.to_json()
+        if self.format_version is None or self.format_version == FIRST_FORMAT_VERSION:
+            del doc["format_version"]
+        else:
+            doc["format_version"] = self.format_version
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str | None = None) -> Self:

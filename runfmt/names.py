@@ -16,6 +16,8 @@ DIAGNOSIS_JSON = "diagnosis.json"
 AB_JSON = "ab.json"
 #: The verdict of a tenant-isolation experiment, in its own folder (``runfmt.isolation``).
 ISOLATION_JSON = "isolation.json"
+#: The curve of a sweep (``runfmt.sweep``), in the sweep folder beside its points' runs.
+SWEEP_JSON = "sweep.json"
 
 #: One row per request: times from the intended send, tokens, status.
 REQUESTS_TABLE = "requests"

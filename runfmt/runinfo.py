@@ -58,6 +58,19 @@ class RunInfo:
     #: Keys this version does not know (a newer writer's), kept and written back.
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def workload_name(self) -> str | None:
+        """The workload's name as recorded (``--workload``), even when its spec cannot be
+        rebuilt (``runfmt.run.Run.spec`` is the spec itself)."""
+        name = self.workload.get("workload") if isinstance(self.workload, dict) else None
+        return name if isinstance(name, str) and name else None
+
+    @property
+    def seed(self) -> int | None:
+        """The workload's seed as recorded."""
+        seed = self.workload.get("seed") if isinstance(self.workload, dict) else None
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
     def finished(self, status: str, reason: str | None, ended_wall: float) -> RunInfo:
         """This run, over at ``ended_wall`` (Unix time) with ``status`` and ``reason``."""
         started = ended_wall if self.wall_t0 is None else self.wall_t0
@@ -84,7 +97,7 @@ class RunInfo:
             "clock": clock,
             "target": self.target,
             "workload": self.workload,
-            "seed": self.workload.get("seed"),
+            "seed": self.workload.get("seed") if isinstance(self.workload, dict) else None,
             "plan": self.plan,
             "load": self.load,
             "oracle": self.oracle,

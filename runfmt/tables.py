@@ -12,6 +12,11 @@ empty frame with its schema's columns, so a reader can always select them. The w
 (``loadgen.records``, ``loadgen.health``, ``probes.scraper``, ``probes.gpu``,
 ``probes.sampling``) write exactly these columns; ``tests/runfmt/test_run_tables.py``
 holds them to it.
+
+Which requests count is defined here, once: ``measured_rows`` (every request but the
+warm-ups) and ``completed_mask`` (those that finished); ``RunTables.measured`` and
+``.completed`` are them applied. A reader builds no ``RunTables`` itself: it gets one
+with its run (``runfmt.run.open_run``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
@@ -73,6 +79,27 @@ GPU = TableSchema(
 #: The probes' state changes: started, failed, recovered, lost, unavailable.
 PROBE_EVENTS = TableSchema(EVENTS_TABLE, ("t_s", "probe", "event", "reason"))
 
+#: The ``status`` of a request that finished (``loadgen.records.Status``); any other failed.
+COMPLETED_STATUS = "ok"
+
+
+def measured_rows(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that count: every row but the warm-up ones (a row whose ``warmup``
+    is missing counts)."""
+    if "warmup" not in requests.columns:
+        return requests
+    return requests[~requests["warmup"].fillna(False).astype(bool)]
+
+
+def completed_mask(requests: pd.DataFrame) -> np.ndarray:
+    """True for the rows of requests that finished (``COMPLETED_STATUS``)."""
+    import numpy as np
+
+    if "status" not in requests.columns:
+        return np.zeros(len(requests), dtype=bool)
+    return (requests["status"] == COMPLETED_STATUS).to_numpy()
+
+
 #: Every table of the run format, by name.
 SCHEMAS: dict[str, TableSchema] = {
     schema.name: schema for schema in (REQUESTS, CHUNKS, CLIENT, SERVER_METRICS, GPU, PROBE_EVENTS)
@@ -82,13 +109,16 @@ SCHEMAS: dict[str, TableSchema] = {
 class RunTables:
     """The tables of one run directory, read through one door (see the module docstring).
 
-    Each read goes to the files again: a run still being written shows its latest rows.
+    Each read goes to the files again, so that a run still being written shows its latest
+    rows; with ``keep`` (a run opened to be read: ``runfmt.run.open_run``) each table is
+    read once and the same frame handed out again (a reader that changes it copies it).
     pandas is imported by the reads, not with the module: a load generator that only
     writes starts faster without it.
     """
 
-    def __init__(self, run: RunDir | str | Path) -> None:
+    def __init__(self, run: RunDir | str | Path, *, keep: bool = False) -> None:
         self.run = run if isinstance(run, RunDir) else RunDir(run)
+        self._kept: dict[str, pd.DataFrame] | None = {} if keep else None
 
     def has(self, name: str) -> bool:
         """Whether the run wrote table ``name`` (its journal or its parquet file)."""
@@ -97,6 +127,13 @@ class RunTables:
 
     def read(self, name: str) -> pd.DataFrame:
         """Table ``name`` as a DataFrame; ``KeyError`` for a name the format does not have."""
+        if self._kept is None:
+            return self._read(name)
+        if name not in self._kept:
+            self._kept[name] = self._read(name)
+        return self._kept[name]
+
+    def _read(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
         schema = SCHEMAS.get(name)
@@ -139,6 +176,17 @@ class RunTables:
     @property
     def requests(self) -> pd.DataFrame:
         return self.read(REQUESTS.name)
+
+    @property
+    def measured(self) -> pd.DataFrame:
+        """The requests that count (``measured_rows``: warm-ups left out)."""
+        return measured_rows(self.requests)
+
+    @property
+    def completed(self) -> pd.DataFrame:
+        """The measured requests that finished (``completed_mask``)."""
+        measured = self.measured
+        return measured[completed_mask(measured)]
 
     @property
     def chunks(self) -> pd.DataFrame:

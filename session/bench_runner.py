@@ -52,9 +52,9 @@ from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.run import Run
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
-from runfmt.tables import RunTables
 from runtime import redact, signals
 from runtime.clock import RunClock
 from runtime.collector import frozen_heap
@@ -382,7 +382,7 @@ class _Bench:
         ended = time.time()
         run.close()
         if replay is not None:
-            recorded = RunTables(run).requests
+            recorded = Run.at(run).tables.requests
             columns = replay.after_run_columns(self.plan, recorded, result.composed_prompts)
             for column, values in columns.items():
                 if values:

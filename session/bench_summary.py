@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadResult
 from runfmt.names import RUN_JSON, SUMMARY_JSON
+from runfmt.run import Run
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
-from runfmt.tables import RunTables
 from runtime.clock import RunClock
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ async def write_summary(
     from probes.timeline import server_series
 
     summary = summarize(run, options.slo)
-    tables = RunTables(run)
+    tables = Run.at(run).tables
     requests = tables.requests
     chunks = tables.chunks  # the client's longest gap bounds the server's ITL
     if options.percentiles is not None:

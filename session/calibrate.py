@@ -42,6 +42,7 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from probes.latency import request_latencies
 from probes.token_gaps import token_gaps
+from runfmt.run import Run, open_run
 from runfmt.tables import RunTables
 from session.sim_workload import SimWorkload, from_run
 from simengine.core import EngineCore
@@ -98,18 +99,15 @@ def _server_histograms(tables: RunTables) -> dict[str, float]:
     return figures
 
 
-def measure_run(run_dir: Path) -> Measured:
+def measure_run(run: Run) -> Measured:
     """The run's client-side TTFT p50 and mean, ITL p50/p99 (and the server's figures)
     over its measured, completed requests."""
-    tables = RunTables(run_dir)
-    requests = tables.requests
-    measured = requests[~requests["warmup"].astype(bool)]
-    latencies = request_latencies(measured)
-    ok = latencies[latencies["ok"].astype(bool)]
+    tables = run.tables
+    ok = request_latencies(tables.completed)
     ttft = ok["ttft_s"].dropna().to_numpy(dtype=float)
     gaps = token_gaps(tables.chunks, ok["id"]).gap_s
     if ttft.size == 0 or gaps.size == 0:
-        raise InputError("--calibrate", f"{run_dir} has no completed request with token gaps")
+        raise InputError("--calibrate", f"{run.path} has no completed request with token gaps")
     p50, p99 = np.percentile(gaps, [50, 99])
     server = _server_histograms(tables)
     return Measured(
@@ -171,10 +169,13 @@ def _bisect(lo: float, hi: float, too_low, rising: bool = True) -> float:
     return (lo * hi) ** 0.5 if lo > 0 else (lo + hi) / 2
 
 
-def calibrate(run_dir: Path, base: EngineConfig) -> dict[str, Any]:
-    """Fit ``base`` to the run; the fitted config, its fit error, and the replay."""
-    measured = measure_run(run_dir)
-    workload = from_run(run_dir, base.vocab_size)
+def calibrate(run: Run | Path, base: EngineConfig) -> dict[str, Any]:
+    """Fit ``base`` to the run (a ``Path`` is opened as ``--calibrate``); the fitted
+    config, its fit error, and the replay. ``InputError`` when the run's plan cannot be
+    rebuilt (``session.sim_workload.from_run``): other prompts would fit another model."""
+    run = run if isinstance(run, Run) else open_run(run, "--calibrate")
+    workload = from_run(run, base.vocab_size, argument="--calibrate")
+    measured = measure_run(run)
     if measured.decode_step_mean is not None:
         key, target = "decode_step_mean", measured.decode_step_mean
         source = f'{STEP_METRIC}{{kind="decode"}} (mean)'
@@ -217,8 +218,9 @@ def calibrate(run_dir: Path, base: EngineConfig) -> dict[str, Any]:
         for k, v in measured.as_dict().items()
     }
     return {
-        "run": str(run_dir),
+        "run": str(run.path),
         "requests": len(workload),
+        "prompts": workload.prompts,
         "fitted": {name: getattr(config, name) for name in fitted},
         "config": dataclasses.asdict(config),
         "measured": measured.as_dict(),

@@ -10,8 +10,13 @@ Three sources, one shape:
   (the real run appends the tokens the server returned, which a simulation has not);
 * a run directory: its recorded send times and prompt/output lengths, replayed open
   loop (the run's own feedback is in those times already). Prompts are the run's own,
-  rebuilt from the workload its ``run.json`` records, where that plan has the recorded
-  ids and lengths; else fresh tokens of the recorded lengths (no shared prefix).
+  rebuilt from the workload its ``run.json`` records (``runfmt.run.Run.spec``) where
+  that plan has the recorded id and length; a request it does not have so (a later turn,
+  whose prompt held the server's answers) gets fresh tokens of its recorded length, and
+  ``SimWorkload.prompts`` says how many did. A run whose spec cannot be rebuilt, or whose
+  prompts were text rendered by the server's tokenizer, is refused with the reason: a
+  replay of other prompts would fit another workload. Only a run that records no spec at
+  all (one made by hand) is replayed with fresh tokens throughout, and ``prompts`` says so.
 
 ``split(n)`` deals the workload over n engine replicas (open-loop requests round-robin,
 users and sessions pinned to one replica each), so replicas simulate independently.
@@ -27,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from runfmt.run import Run, open_run
 from simengine.core import EngineRequest
 from simengine.driver import Release
 from workloads.errors import InputError
@@ -45,6 +51,8 @@ class SimWorkload:
     users: int = 0
     #: request id → (think time, the next turn of its session)
     next_turn: dict[str, tuple[float, EngineRequest]] = field(default_factory=dict)
+    #: Where a run's replayed prompts came from (``from_run``); ``None`` for a plan.
+    prompts: str | None = None
 
     def __len__(self) -> int:
         return len(self.timed) + len(self.queue) + len(self.next_turn)
@@ -136,52 +144,58 @@ def from_plan(plan: Plan, vocab_size: int, model: str) -> SimWorkload:
     return out
 
 
-def from_run(run_dir: Path, vocab_size: int, seed: int = 0) -> SimWorkload:
-    """A run's measured requests: recorded send times and lengths, replayed open loop."""
-    from runfmt.tables import RunTables
-
-    try:
-        table = RunTables(run_dir).requests
-    except (OSError, ValueError) as exc:
-        raise InputError("--workload", f"cannot read the requests of {run_dir}: {exc}") from None
-    rows = table[(~table["warmup"].astype(bool)) & table["sent_s"].notna()]
-    rows = rows[rows["prompt_tokens"].fillna(0) > 0].sort_values("sent_s")
+def from_run(run: Run, vocab_size: int, seed: int = 0, argument: str = "--workload") -> SimWorkload:
+    """A run's measured requests: recorded send times and lengths, replayed open loop with
+    the run's own prompts (see the module docstring); ``InputError`` for ``argument`` when
+    its plan cannot be rebuilt."""
+    table = run.tables.measured
+    rows = table[table["sent_s"].notna() & (table["prompt_tokens"].fillna(0) > 0)]
+    rows = rows.sort_values("sent_s")
     if rows.empty:
-        raise InputError("--workload", f"{run_dir} holds no measured request with a send time")
+        raise InputError(argument, f"{run.path} holds no measured request with a send time")
     rng = np.random.default_rng(seed)
     t0 = float(rows["sent_s"].iloc[0])
-    planned = _planned_prompts(run_dir, vocab_size)
+    planned = _planned_prompts(run, vocab_size, argument)
     out = SimWorkload()
+    fresh = 0
     for row in rows.itertuples():
         output = row.output_tokens if row.output_tokens and row.output_tokens > 0 else None
         max_tokens = int(output or row.max_tokens or 1)
-        tokens = planned.get(str(row.id))
+        tokens = planned.get(str(row.id)) if planned is not None else None
         if tokens is None or len(tokens) != row.prompt_tokens:
             tokens = rng.integers(FIRST_WORD_ID, vocab_size, size=int(row.prompt_tokens)).tolist()
+            fresh += 1
         req = EngineRequest(str(row.id), tokens, max_tokens, ignore_eos=True)
         out.timed.append((float(row.sent_s) - t0, req))
+    if planned is None:
+        out.prompts = f"fresh tokens of the recorded lengths ({run.spec_problem})"
+    else:
+        out.prompts = f"rebuilt from the run's plan for {len(rows) - fresh} of {len(rows)}"
+        if fresh:
+            out.prompts += f"; {fresh} not in it as recorded (later turns) got fresh tokens"
     return out
 
 
-def _planned_prompts(run_dir: Path, vocab_size: int) -> dict[str, list[int]]:
-    """The run's prompts rebuilt from the workload its run.json records (token-id plans
-    only), so the prefixes its requests shared are shared in the replay too; empty when
-    the plan cannot be rebuilt."""
-    import json
-
+def _planned_prompts(run: Run, vocab_size: int, argument: str) -> dict[str, list[int]] | None:
+    """The run's prompts rebuilt from the workload its run.json records, so the prefixes
+    its requests shared are shared in the replay too; ``None`` when it records none, an
+    ``InputError`` with the reason when its plan cannot be rebuilt."""
     from workloads.build import build_plan
-    from workloads.spec import load_spec
 
+    if run.info is None or not run.info.workload:
+        return None  # a run made by hand: nothing to rebuild, and ``prompts`` says so
+    spec = run.require_spec(argument)
+    if spec.prompt_format != "tokens":
+        raise InputError(
+            argument,
+            f"{run.path}: its {spec.prompt_format} prompts were rendered by the server's "
+            "tokenizer, so their tokens cannot be rebuilt offline",
+            "calibrate on a run with --set prompt_format=tokens",
+        )
     try:
-        spec = json.loads((run_dir / "run.json").read_text())["workload"]
-        if spec.get("prompt_format") != "tokens":
-            return {}
-        load = ("seed", "num_requests", "rate", "arrival", "cv", "concurrency", "duration")
-        overrides = {k: spec[k] for k in load if spec.get(k) is not None}
-        overrides |= {k: v for k, v in (spec.get("params") or {}).items() if v not in ([], None)}
-        plan = build_plan(load_spec(spec["workload"], overrides))
-    except Exception:
-        return {}
+        plan = build_plan(spec)
+    except InputError as exc:
+        raise InputError(argument, f"{run.path}: its plan cannot be rebuilt ({exc})") from None
     return {r.id: r.prompt.token_ids(vocab_size).tolist() for r in plan.requests}
 
 
@@ -194,6 +208,6 @@ def load_workload(
 
     path = Path(source)
     if path.is_dir():
-        return from_run(path, base.vocab_size)
+        return from_run(open_run(path, "--workload"), base.vocab_size)
     spec = load_spec(source, {**dict(parse_assignments(assignments)), **overrides})
     return from_plan(build_plan(spec), base.vocab_size, base.model)

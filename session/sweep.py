@@ -3,8 +3,9 @@ folder, with a saturation search and the knee of the latency–throughput curve.
 
 Points are run in increasing order of load. Each is an ordinary run directory
 (``<out>/rate-4/``, ``<out>/concurrency-64/``) made by ``run_bench`` with everything else
-as given; ``sweep.json`` beside them holds the curve: per point the offered load, the
-achieved request and output-token rates, goodput (with an SLO), and p50/p99 TTFT and ITL.
+as given; ``sweep.json`` beside them holds the curve (``runfmt.sweep``, the document and
+its version): per point the offered load, the achieved request and output-token rates,
+goodput (with an SLO), and p50/p99 TTFT and ITL.
 
 The figure that should rise with the load is goodput (requests/s meeting the SLO) when
 an SLO is given, else the achieved request rate. Saturation: a point whose figure is
@@ -17,57 +18,20 @@ latency.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runfmt.rundir import RunDir
+from runfmt.names import SWEEP_JSON
+from runfmt.sweep import SweepPoint, SweepResult, write_sweep
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
 from session.live_stats import Display
 from workloads.errors import InputError
 
-SWEEP_JSON = "sweep.json"
 AXES = ("rate", "concurrency")
 #: A point must beat the best before it by this share to count as still rising.
 MIN_GAIN = 0.05
-
-
-@dataclass
-class SweepPoint:
-    """One run of the sweep and the figures of its curve."""
-
-    value: float
-    run_dir: str
-    status: str
-    figures: dict[str, float | None] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "run_dir": self.run_dir, "status": self.status} | {
-            k: v for k, v in self.figures.items()
-        }
-
-
-@dataclass
-class Sweep:
-    """What a sweep found: its points, the figure it rose by, saturation and knee."""
-
-    axis: str
-    points: list[SweepPoint]
-    figure: str
-    saturated_at: float | None = None
-    knee: float | None = None
-    stopped_early: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "axis": self.axis,
-            "figure": self.figure,
-            "saturated_at": self.saturated_at,
-            "knee": self.knee,
-            "stopped_early": self.stopped_early,
-            "points": [p.to_dict() for p in self.points],
-        }
 
 
 def parse_values(text: str, axis: str) -> list[float]:
@@ -148,7 +112,7 @@ async def run_sweep(
     search: bool = True,
     min_gain: float = MIN_GAIN,
     display: Any = None,
-) -> Sweep:
+) -> SweepResult:
     """Run ``base`` at each load of ``values`` (increasing) into ``out``; stop at
     saturation when ``search``. ``display(name) -> Display | None`` shows each run."""
     if axis not in AXES:
@@ -157,7 +121,7 @@ async def run_sweep(
         raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
     out.mkdir(parents=True, exist_ok=True)
     figure = rising_figure(base.slo is not None)
-    sweep = Sweep(axis, [], figure)
+    sweep = SweepResult(axis, [], figure)
     other = "concurrency" if axis == "rate" else "rate"
     for value in values:
         name = point_name(axis, value)
@@ -178,16 +142,9 @@ async def run_sweep(
     return sweep
 
 
-def _write(out: Path, sweep: Sweep, min_gain: float) -> None:
+def _write(out: Path, sweep: SweepResult, min_gain: float) -> None:
     saturated = saturation(sweep.points, sweep.figure, min_gain)
     best = knee(sweep.points, sweep.figure, saturated)
     sweep.saturated_at = sweep.points[saturated].value if saturated is not None else None
     sweep.knee = sweep.points[best].value if best is not None else None
-    RunDir(out, create=True).write_json(SWEEP_JSON, sweep.to_dict())
-
-
-def read_sweep(path: Path) -> dict[str, Any] | None:
-    """``sweep.json`` of a sweep folder, or ``None`` when ``path`` is not one."""
-    if not (path / SWEEP_JSON).is_file():
-        return None
-    return RunDir(path).read_json(SWEEP_JSON)
+    write_sweep(out, sweep)

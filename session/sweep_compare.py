@@ -4,7 +4,7 @@ Each load both sweeps completed is compared as two runs are (``diagnose.compare`
 same metrics, intervals and gates); the sweeps' knees are set side by side. The
 comparison passes when every compared load passes. Two folders that are not both sweeps
 are refused in one line, as are sweeps over different axes or with no completed load in
-common. ``sweep.json`` is read through ``session.sweep.read_sweep`` alone.
+common. ``sweep.json`` is read through ``runfmt.sweep.read_sweep`` alone.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.gate import CompareResult
-from session.sweep import point_name, read_sweep
+from runfmt.sweep import SweepResult, read_sweep
+from session.sweep import point_name
 from workloads.errors import InputError
 
 #: Compares two run directories (BASE, NEW): ``diagnose.compare.compare_runs`` with its flags.
@@ -50,17 +51,12 @@ class SweepComparison:
         }
 
 
-def sweep_points(folder: Path) -> tuple[dict[str, Any], dict[float, Path]] | None:
+def sweep_points(folder: Path) -> tuple[SweepResult, dict[float, Path]] | None:
     """A sweep folder's ``sweep.json`` and its completed points' run folders by load."""
     doc = read_sweep(folder)
     if doc is None:
         return None
-    points = {
-        float(p["value"]): folder / p["run_dir"]
-        for p in doc.get("points", [])
-        if p.get("status") == "complete"
-    }
-    return doc, points
+    return doc, {value: folder / p.run_dir for value, p in doc.completed.items()}
 
 
 def compare_sweeps(base: Path, new: Path, compare_runs: CompareRuns) -> SweepComparison | None:
@@ -74,9 +70,9 @@ def compare_sweeps(base: Path, new: Path, compare_runs: CompareRuns) -> SweepCom
             "NEW_RUN", f"{which} is not a sweep folder", "compare two sweeps or two runs"
         )
     (doc_a, points_a), (doc_b, points_b) = a, b
-    axis = doc_a["axis"]
-    if axis != doc_b["axis"]:
-        raise InputError("NEW_RUN", f"one sweep is over {axis}, the other over {doc_b['axis']}")
+    axis = doc_a.axis
+    if axis != doc_b.axis:
+        raise InputError("NEW_RUN", f"one sweep is over {axis}, the other over {doc_b.axis}")
     shared = sorted(set(points_a) & set(points_b))
     if not shared:
         raise InputError(
@@ -86,4 +82,4 @@ def compare_sweeps(base: Path, new: Path, compare_runs: CompareRuns) -> SweepCom
         (point_name(axis, value), compare_runs(points_a[value], points_b[value]))
         for value in shared
     ]
-    return SweepComparison(axis, doc_a.get("knee"), doc_b.get("knee"), compared)
+    return SweepComparison(axis, doc_a.knee, doc_b.knee, compared)

@@ -51,6 +51,9 @@ _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
     "concurrency": (int, {"min": 1, "max": MAX_CONCURRENCY}),
     "prompt_format": (str, {"choices": PROMPT_FORMATS}),
 }
+#: Keys of ``_LOAD_KEYS`` that are not ``Load`` fields (``to_dict`` writes ``cv``, never
+#: ``burstiness``).
+_NOT_LOAD = ("seed", "prompt_format", "burstiness")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,49 @@ class WorkloadSpec:
             "concurrency": load.concurrency,
             "params": params_dict(self.params),
         }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, object]) -> WorkloadSpec:
+        """The spec ``to_dict`` wrote (``run.json``'s ``workload``), rebuilt from its family,
+        preset, load keys and parameters without reading the files it named (a spec file,
+        a trace): the inverse of ``to_dict``. ``InputError`` naming the key that cannot be
+        read back (a family or parameter this version does not know, a value out of range)."""
+        if not isinstance(doc, Mapping):
+            raise InputError("workload", f"expected the spec as a mapping, got {doc!r}")
+        name, family_name = doc.get("workload"), doc.get("family")
+        if not isinstance(name, str) or not name:
+            raise InputError("workload", "the spec names no workload")
+        if family_name not in registry.FAMILY_NAMES:
+            known = ", ".join(registry.FAMILY_NAMES)
+            raise InputError(
+                "family", f"unknown workload family {family_name!r}", f"known: {known}"
+            )
+        family = registry.family(str(family_name))
+        params = doc.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise InputError("params", f"expected a mapping, got {params!r}")
+        preset = doc.get("preset")
+        load = {
+            key: convert(key, kind, doc[key], meta)
+            for key, (kind, meta) in _LOAD_KEYS.items()
+            if doc.get(key) is not None and key not in _NOT_LOAD
+        }
+        seed = convert("seed", int, doc.get("seed") or 0, _LOAD_KEYS["seed"][1])
+        prompt_format = doc.get("prompt_format") or "tokens"
+        prompt_format = convert("prompt_format", str, prompt_format, _LOAD_KEYS["prompt_format"][1])
+        return cls(
+            name=name,
+            family=family,
+            params=make_params(
+                family.params,
+                {k: v for k, v in params.items() if v is not None},
+                f"workload {family.name!r}",
+            ),
+            load=_load(load),
+            seed=int(seed),  # type: ignore[call-overload]
+            preset=preset if isinstance(preset, str) else None,
+            prompt_format=str(prompt_format),
+        )
 
 
 def _read_spec_file(path: Path) -> dict[str, object]:

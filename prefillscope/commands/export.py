@@ -20,18 +20,13 @@ def export(
     out: Annotated[Path | None, typer.Option(help="Write here (default: print).")] = None,
 ) -> None:
     """Export a run's per-request results as CSV or as vLLM's benchmark result JSON."""
-    from prefillscope.report.data import load_report_data
     from prefillscope.report.export import FORMATS, to_csv, to_vllm_json
-    from runfmt.tables import RunTables
+    from runfmt.run import open_run
 
     if format_ not in FORMATS:
         raise InputError("--format", f"unknown format {format_!r}", "use csv or vllm-json")
-    data = load_report_data(run_dir)  # refuses what is not a run, in one line
-    tables = RunTables(run_dir)
-    if format_ == "csv":
-        text = to_csv(tables.requests)
-    else:
-        text = to_vllm_json(data.run, tables.requests, tables.chunks)
+    run = open_run(run_dir)  # refuses what is not a run, or a newer format, in one line
+    text = to_csv(run.tables.requests) if format_ == "csv" else to_vllm_json(run)
     if out is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return

@@ -26,6 +26,7 @@ from prefillscope.report.numbers import (
 )
 from probes.metric_registry import LATENCIES, STAT_LABELS
 from probes.quantiles import STATISTICS, quantiles
+from runfmt.runinfo import RunInfo
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
@@ -77,33 +78,33 @@ ALWAYS = ("target", "flavour", "model", "workload", "seed", "duration")
 def header(data: ReportData) -> Header:
     """Who was measured, with what, and whether the run finished (``run.json`` as
     ``runfmt.runinfo`` writes it)."""
-    workload = data.field("workload.workload")
-    workload_text = workload if isinstance(workload, str) else UNKNOWN
-    wall = known_number(data.field("clock.wall_t0"))
+    info = data.info or RunInfo.from_json({})
+    workload_text = info.workload_name or UNKNOWN
+    wall = known_number(info.wall_t0)
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
-    engine = data.field("target.engine") or {}
+    engine = info.target.get("engine") or {}
     engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
     fields = [
-        ("target", data.field("target.url")),
-        ("flavour", data.field("target.flavour")),
-        ("model", data.field("target.model")),
+        ("target", _given(info.target.get("url"))),
+        ("flavour", _given(info.target.get("flavour"))),
+        ("model", _given(info.target.get("model"))),
         ("engine", engine_text or None),
         ("workload", workload_text),
-        ("seed", data.field("workload.seed")),
-        ("cache protocol", data.field("cache_protocol.applied")),
+        ("seed", info.seed),
+        ("cache protocol", _given(info.cache_protocol.get("applied"))),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
         ("duration", fmt_duration(lookup(data.summary, "throughput.window_s"))),
-        ("command", data.field("command")),
+        ("command", _given(info.command)),
         ("run directory", str(data.path)),
-        ("prefillscope", data.field("tool_version")),
+        ("prefillscope", info.tool_version if data.info is not None else None),
     ]
     status = data.status
     finished = f"the {len(data.requests):,} requests that finished before it stopped"
     notes = {
         "interrupted": f"This run was interrupted: everything below covers only {finished}.",
         "running": f"This run never finished (it was killed): everything below covers {finished}.",
-        "failed": "This run failed: " + fmt_value(data.field("reason")),
+        "failed": "This run failed: " + fmt_value(_given(info.reason)),
     }
     return Header(
         f"prefillscope report — {workload_text}",
@@ -112,6 +113,11 @@ def header(data: ReportData) -> Header:
         notes.get(status),
         [(name, _text(value)) for name, value in fields if value is not None or name in ALWAYS],
     )
+
+
+def _given(value: Any) -> Any:
+    """``value``, or ``None`` when it is empty (a header field that says nothing)."""
+    return None if value in (None, "", [], {}) else value
 
 
 def _text(value: Any) -> str:
@@ -379,7 +385,7 @@ def report_dict(data: ReportData, html_path: str | None) -> dict[str, Any]:
         if len(data.requests)
         else 0,
         "pool": pool,
-        "diagnosis": data.diagnosis,
+        "diagnosis": data.diagnosis.to_json() if data.diagnosis is not None else None,
         "notes": data.notes,
         "html": html_path,
     }

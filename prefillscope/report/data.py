@@ -3,7 +3,8 @@
 The report is read-only over the run directory (``docs/ARCHITECTURE.md``) and must cope with any
 run: an interrupted one (journals, no summary), one against a server that exposed no KV
 pool, one that was never diagnosed. Whatever is absent is recorded in ``notes`` so the
-page says so instead of drawing a misleading empty or zero plot.
+page says so instead of drawing a misleading empty or zero plot. The run is opened once
+(``runfmt.run.open_run``): its documents typed and version-checked, its tables read once.
 """
 
 from __future__ import annotations
@@ -16,25 +17,14 @@ import numpy as np
 import pandas as pd
 
 from probes.canonical import POOL_BUCKETS, Provenance
-from probes.latency import completed_mask, measured, summarize_frames
+from probes.latency import summarize_frames
 from probes.timeline import server_series
 from probes.token_gaps import TokenGaps, token_gaps
-from runfmt.names import (
-    DIAGNOSIS_JSON,
-    REQUESTS_TABLE,
-    RUN_JSON,
-    SERVER_METRICS_TABLE,
-    SUMMARY_JSON,
-)
-from runfmt.rundir import RunDir
+from runfmt.diagnosis import Diagnosis
+from runfmt.names import DIAGNOSIS_JSON, RUN_JSON, SERVER_METRICS_TABLE
+from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
-from runfmt.summary import Summary
-from runfmt.tables import RunTables
-from workloads.errors import InputError
-
-#: The typed reader of each document the report reads raw: it refuses a newer format.
-_FORMATS: dict[str, type[RunInfo] | type[Summary]] = {RUN_JSON: RunInfo, SUMMARY_JSON: Summary}
-FIX_RUN_DIR = "pass the folder a `prefillscope bench --out DIR` run wrote"
+from runfmt.tables import completed_mask, measured_rows
 
 #: A prompt this many times the run's median length counts as a long-prompt arrival.
 LONG_PROMPT_FACTOR = 4.0
@@ -68,22 +58,25 @@ class ReportData:
     """Everything one report shows, read from one run directory."""
 
     path: Path
-    run: dict[str, Any]
+    run: Run
+    #: ``summary.json`` as it was read (checked by ``runfmt.summary.Summary``), or the
+    #: summary recomputed from the tables when the run wrote none.
     summary: dict[str, Any] | None
     requests: pd.DataFrame
     gaps: TokenGaps
     gap_kinds: np.ndarray  # the request kind of each gap in ``gaps``
     pool: PoolTimeline | None
-    diagnosis: dict[str, Any] | None
+    diagnosis: Diagnosis | None
     notes: list[str] = field(default_factory=list)
 
     @property
-    def status(self) -> str:
-        return str(self.run.get("status") or "unknown")
+    def info(self) -> RunInfo | None:
+        """``run.json``, typed; ``None`` when the run has none."""
+        return self.run.info
 
-    def field(self, *paths: str) -> Any:
-        """The first of several dotted paths into ``run.json`` that holds a value."""
-        return lookup(self.run, *paths)
+    @property
+    def status(self) -> str:
+        return self.run.status
 
 
 def lookup(doc: dict[str, Any] | None, *paths: str) -> Any:
@@ -98,18 +91,15 @@ def lookup(doc: dict[str, Any] | None, *paths: str) -> Any:
 
 
 def load_report_data(path: str | Path) -> ReportData:
-    """Read a run directory; raise ``InputError`` when it is not one."""
-    try:
-        run_dir = RunDir(path)
-    except FileNotFoundError as exc:
-        raise InputError("RUN_DIR", f"no run directory at {path}", FIX_RUN_DIR) from exc
-    if not run_dir.has(RUN_JSON) and not RunTables(run_dir).has(REQUESTS_TABLE):
-        raise InputError("RUN_DIR", f"{path} holds no run.json or requests table", FIX_RUN_DIR)
+    """Read a run directory (``runfmt.run.open_run``): ``InputError`` when it is not one,
+    or a document of it is unreadable or of a newer format."""
+    run = open_run(path)
     notes: list[str] = []
-    run = _read_json(run_dir, RUN_JSON, notes)
-    tables = RunTables(run_dir)
+    if run.info is None:
+        notes.append(f"{RUN_JSON} is missing: target and workload are unknown")
+    tables = run.tables
     raw_requests, chunks = tables.requests, tables.chunks
-    summary = _read_json(run_dir, SUMMARY_JSON, notes)
+    summary = run.summary.as_read() if run.summary is not None else None
     if summary is None and not raw_requests.empty:
         summary = summarize_frames(raw_requests, chunks, tables.client)
         notes.append("summary.json is absent: the summary was recomputed from the tables")
@@ -118,38 +108,27 @@ def load_report_data(path: str | Path) -> ReportData:
     gaps = token_gaps(chunks, done)
     if gaps.gap_s.size == 0:
         notes.append("no per-token timings (chunks table empty or absent): ITL plots are empty")
-    pool = pool_timeline(run_dir, notes)
-    notes += probe_problems(run or {})
-    diagnosis = run_dir.read_json(DIAGNOSIS_JSON) if run_dir.has(DIAGNOSIS_JSON) else None
-    if diagnosis is None:
+    pool = pool_timeline(run, notes)
+    notes += probe_problems(run.info)
+    if run.diagnosis is None:
         notes.append(f"{DIAGNOSIS_JSON} is absent: the diagnosis was not run")
     return ReportData(
-        run_dir.path,
-        run or {},
+        run.path,
+        run,
         summary,
         requests,
         gaps,
         gap_kinds(gaps, requests),
         pool,
-        diagnosis,
+        run.diagnosis,
         notes,
     )
 
 
-def _read_json(run_dir: RunDir, name: str, notes: list[str]) -> dict[str, Any] | None:
-    if not run_dir.has(name):
-        if name == RUN_JSON:
-            notes.append(f"{name} is missing: target and workload are unknown")
-        return None
-    doc = run_dir.read_json(name)  # unreadable: InputError naming the file, exit 2
-    _FORMATS[name].from_json(doc, str(run_dir.path / name))  # a newer format: exit 2 too
-    return doc
-
-
-def probe_problems(run: dict[str, Any]) -> list[str]:
+def probe_problems(info: RunInfo | None) -> list[str]:
     """A line for each probe of the run that did not work, with the reason it recorded."""
     lines = []
-    for name, probe in (run.get("probes") or {}).items():
+    for name, probe in (info.probes if info is not None else {}).items():
         status = (probe or {}).get("status") or {}
         if status.get("state") not in (None, "ok"):
             reason = f": {status['reason']}" if status.get("reason") else ""
@@ -173,7 +152,7 @@ def report_requests(df: pd.DataFrame) -> pd.DataFrame:
     ]
     if df.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    df = measured(df).copy()
+    df = measured_rows(df).copy()
     for col in [*columns[2:6], "intended_s", "first_token_s"]:
         df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
     df["id"] = df["id"].astype(str)
@@ -210,16 +189,16 @@ def gap_kinds(gaps: TokenGaps, requests: pd.DataFrame) -> np.ndarray:
 
 
 # -- server metrics → KV pool ------------------------------------------------------------
-def pool_timeline(run_dir: RunDir, notes: list[str]) -> PoolTimeline | None:
+def pool_timeline(run: Run, notes: list[str]) -> PoolTimeline | None:
     """The KV pool's buckets over time, as ``probes.timeline`` reads the server's samples.
 
     Buckets the server exposes are layers with their provenance. When it says only how
     much is active (vLLM), the rest of the pool is free *or* reclaimable and nobody can
     say which: it becomes one ``unknown`` layer, never split and never counted as free.
     """
-    series = server_series(run_dir)
+    series = server_series(run)
     if series is None:
-        recorded = any(run_dir.has(f"{SERVER_METRICS_TABLE}.{ext}") for ext in ("parquet", "jsonl"))
+        recorded = run.tables.has(SERVER_METRICS_TABLE)
         what = (
             "the server metrics are in no known flavour or mapping"
             if recorded

@@ -25,6 +25,7 @@ import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
 from probes.quantiles import quantile
+from runfmt.run import Run
 
 FORMATS = ("csv", "vllm-json")
 #: CSV columns: (header, requests column or derived latency, scale).
@@ -109,8 +110,9 @@ def _peaks(sent: np.ndarray, end: np.ndarray, chunks: pd.DataFrame) -> tuple[flo
     return float(tokens.max()), int(np.cumsum(active)[:buckets].max())
 
 
-def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFrame) -> str:
+def to_vllm_json(run: Run) -> str:
     """``vllm bench serve``'s result JSON for this run."""
+    requests, chunks = run.tables.requests, run.tables.chunks
     runs = measured(requests).reset_index(drop=True)
     ok = completed_mask(runs)
     done = runs[ok]
@@ -131,10 +133,11 @@ def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFra
     gaps = _chunk_gaps(done_chunks)
     itls = [gaps.get(str(rid), []) for rid in done["id"]]
     flat = np.asarray([g for per in itls for g in per], dtype=float)
-    target, workload, plan = run.get("target", {}), run.get("workload", {}), run.get("plan", {})
-    load = run.get("load", {})
-    rate = workload.get("rate")
-    started = run.get("clock", {}).get("wall_t0")
+    info = run.info
+    target, plan, load = (info.target, info.plan, info.load) if info else ({}, {}, {})
+    spec_load = run.spec.load if run.spec is not None else None
+    rate, cv = (spec_load.rate, spec_load.cv) if spec_load is not None else (None, None)
+    started = info.wall_t0 if info is not None else None
     doc: dict[str, Any] = {
         "date": pd.Timestamp(started, unit="s").strftime("%Y%m%d-%H%M%S") if started else None,
         "endpoint_type": target.get("api"),
@@ -144,7 +147,7 @@ def to_vllm_json(run: dict[str, Any], requests: pd.DataFrame, chunks: pd.DataFra
         "tokenizer_id": None,
         "num_prompts": len(runs),
         "request_rate": "inf" if rate is None or rate == float("inf") else rate,
-        "burstiness": float((workload.get("cv") and 1 / workload["cv"] ** 2) or 1.0),
+        "burstiness": float((cv and 1 / cv**2) or 1.0),
         "max_concurrency": load.get("max_concurrency") or plan.get("concurrency"),
         "duration": duration,
         "completed": int(ok.sum()),

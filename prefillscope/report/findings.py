@@ -1,19 +1,17 @@
 """The diagnosis as the report shows it: findings with their tone, evidence lines, the
-decision and the primary finding, read from ``diagnosis.json`` through
-``runfmt.diagnosis``."""
+decision and the primary finding, of the ``Diagnosis`` the run was opened with
+(``runfmt.run``: ``diagnosis.json`` parsed once)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from prefillscope.report.content import STATUS_TONES
 from prefillscope.report.numbers import UNKNOWN, fmt_value
 from runfmt.diagnosis import Diagnosis, Evidence, Finding
 
 
-def findings(diagnosis: dict[str, Any] | None) -> list[Finding]:
-    """The hypotheses and the prefix-cache verdict of a ``diagnosis.json`` document."""
-    return Diagnosis.from_json(diagnosis).findings() if diagnosis else []
+def findings(diagnosis: Diagnosis | None) -> list[Finding]:
+    """The hypotheses and the prefix-cache verdict of a diagnosis."""
+    return diagnosis.findings() if diagnosis is not None else []
 
 
 def tone(status: str) -> str:
@@ -32,22 +30,21 @@ def evidence_line(evidence: Evidence) -> str:
     return text
 
 
-def decision(diagnosis: dict[str, Any] | None) -> tuple[bool | None, list[str], str]:
+def decision(diagnosis: Diagnosis) -> tuple[bool | None, list[str], str]:
     """(hard failure?, reasons, recommendation) from the diagnosis' decision block; the
     recommendation opens with the primary finding when the diagnosis names one."""
-    read = Diagnosis.from_json(diagnosis or {})
-    recommendation = read.decision.recommendation
+    recommendation = diagnosis.decision.recommendation
     primary = primary_line(diagnosis)
     return (
-        read.decision.hard_failure,
-        read.decision.reasons,
+        diagnosis.decision.hard_failure,
+        diagnosis.decision.reasons,
         f"{primary} {recommendation}".strip() if primary else recommendation,
     )
 
 
-def primary_line(diagnosis: dict[str, Any] | None) -> str | None:
+def primary_line(diagnosis: Diagnosis) -> str | None:
     """``Primary finding: H1 (strong confidence) — why.`` from ``diagnosis.primary``."""
-    primary = Diagnosis.from_json(diagnosis or {}).primary
+    primary = diagnosis.primary
     if primary is None or not primary.finding:
         return None
     return (

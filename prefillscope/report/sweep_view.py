@@ -17,6 +17,7 @@ from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.units import fmt_seconds
+from runfmt.sweep import COMPLETE, SweepResult
 
 #: Table columns: (header, figure key, formatter kind).
 COLUMNS = (
@@ -48,38 +49,38 @@ def load_label(axis: str, value: float) -> str:
     return f"{value:g} req/s" if axis == "rate" else f"{value:g} users"
 
 
-def mark(sweep: dict[str, Any], value: float) -> str:
+def mark(sweep: SweepResult, value: float) -> str:
     notes = []
-    if value == sweep.get("knee"):
+    if value == sweep.knee:
         notes.append("knee")
-    if value == sweep.get("saturated_at"):
+    if value == sweep.saturated_at:
         notes.append("saturated")
     return ", ".join(notes)
 
 
-def sweep_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def sweep_rows(sweep: SweepResult) -> tuple[list[str], list[list[str]]]:
     """The sweep table: offered load, the curve's figures, knee and saturation marks.
 
     The goodput column is left out when no SLO was given (it would be all dashes)."""
-    columns = [c for c in COLUMNS if c[1] != "goodput_rps" or sweep["figure"] == "goodput_rps"]
-    load = "offered/s" if sweep["axis"] == "rate" else "users"
+    columns = [c for c in COLUMNS if c[1] != "goodput_rps" or sweep.figure == "goodput_rps"]
+    load = "offered/s" if sweep.axis == "rate" else "users"
     header = [load, *(name for name, _, _ in columns), "note"]
     rows = []
-    for p in sweep["points"]:
-        status = "" if p["status"] == "complete" else p["status"]
-        note = ", ".join(x for x in (mark(sweep, p["value"]), status) if x)
-        cells = [_cell(p.get(key), kind) for _, key, kind in columns]
-        rows.append([f"{p['value']:g}", *cells, note])
+    for p in sweep.points:
+        status = "" if p.status == COMPLETE else p.status
+        note = ", ".join(x for x in (mark(sweep, p.value), status) if x)
+        cells = [_cell(p.figure(key), kind) for _, key, kind in columns]
+        rows.append([f"{p.value:g}", *cells, note])
     return header, rows
 
 
-def sweep_summary(sweep: dict[str, Any]) -> str:
+def sweep_summary(sweep: SweepResult) -> str:
     """One sentence: the knee, and where throughput stopped rising."""
-    what = "goodput" if sweep["figure"] == "goodput_rps" else "throughput"
-    axis = sweep["axis"]
-    knee = sweep.get("knee")
+    what = "goodput" if sweep.figure == "goodput_rps" else "throughput"
+    axis = sweep.axis
+    knee = sweep.knee
     parts = [f"knee at {load_label(axis, knee)}" if knee is not None else "no knee found"]
-    saturated = sweep.get("saturated_at")
+    saturated = sweep.saturated_at
     if saturated is not None:
         parts.append(f"{what} stopped rising at {load_label(axis, saturated)}")
     else:
@@ -87,7 +88,7 @@ def sweep_summary(sweep: dict[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
-def curve_chart(sweep: dict[str, Any]) -> Chart:
+def curve_chart(sweep: SweepResult) -> Chart:
     """p50/p99 TTFT and ITL against the achieved request rate, the knee marked."""
     chart = Chart(
         "sweep-curve",
@@ -96,23 +97,23 @@ def curve_chart(sweep: dict[str, Any]) -> Chart:
         Axis("latency", fmt=fmt_seconds, include_zero=True),
         empty_message="no point completed",
     )
-    points = [p for p in sweep["points"] if isinstance(p.get("achieved_rps"), int | float)]
-    x = [p["achieved_rps"] for p in points]
+    points = [p for p in sweep.points if p.figure("achieved_rps") is not None]
+    x = [p.figure("achieved_rps") for p in points]
     for name, key, dash in CURVES:
-        y = [p.get(key) if isinstance(p.get(key), int | float) else float("nan") for p in points]
+        y = [p.figure(key) if p.figure(key) is not None else float("nan") for p in points]
         color = PALETTE[0] if key.startswith("ttft") else PALETTE[1]
         chart.line(name, x, y, color=color, dash=dash)
-    knee = next((p for p in points if p["value"] == sweep.get("knee")), None)
+    knee = next((p for p in points if p.value == sweep.knee), None)
     if knee is not None:
         chart.vlines(
-            f"knee ({load_label(sweep['axis'], knee['value'])})",
-            [knee["achieved_rps"]],
+            f"knee ({load_label(sweep.axis, knee.value)})",
+            [knee.figure("achieved_rps")],
             color=PALETTE[2],
         )
     return chart
 
 
-def render_sweep_html(sweep: dict[str, Any], title: str) -> str:
+def render_sweep_html(sweep: SweepResult, title: str) -> str:
     """The sweep as one self-contained page: sentence, curve, table."""
     header, rows = sweep_rows(sweep)
     head = el("tr", *(el("th", h, class_="num" if i else None) for i, h in enumerate(header)))

@@ -17,6 +17,7 @@ from diagnose.gate import parse_gate, worsening
 from diagnose.stats import MIN_UNITS, Sample, compare_stats
 from prefillscope.cli import main
 from probes.token_gaps import TokenGaps
+from runfmt.runinfo import RunInfo
 from workloads.errors import InputError
 
 
@@ -202,12 +203,15 @@ def test_gate_parsing_and_direction() -> None:
 def test_seed_and_run_length_do_not_make_another_workload() -> None:
     spec = {"workload": "system-prompt", "seed": 1, "num_requests": 200, "rate": 10.0}
     longer = spec | {"seed": 2, "num_requests": 1000}
-    assert workload_differences({"workload": spec}, {"workload": longer}) == []
+
+    def info(workload: dict) -> RunInfo:
+        return RunInfo.from_json({"workload": workload})
+
+    assert workload_differences(info(spec), info(longer)) == []
     faster = spec | {"rate": 20.0}
-    assert workload_differences({"workload": spec}, {"workload": faster}) == [
-        "workload.rate: 10.0 vs 20.0"
-    ]
-    assert workload_differences({}, {"workload": spec})  # unknown cannot be shown to match
+    assert workload_differences(info(spec), info(faster)) == ["workload.rate: 10.0 vs 20.0"]
+    assert workload_differences(info({}), info(spec))  # unknown cannot be shown to match
+    assert workload_differences(None, info(spec))
 
 
 def _gaps(request: np.ndarray, t_s: np.ndarray, gap_s: np.ndarray) -> TokenGaps:

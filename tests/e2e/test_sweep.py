@@ -103,9 +103,10 @@ def test_the_sweep_table_fits_without_cutting(sweep_dir: Path, width: int) -> No
     from rich.console import Console
 
     from prefillscope.sweep_cli import print_sweep as _print
+    from runfmt.sweep import read_sweep
 
     console = Console(width=width, record=True, file=io.StringIO())
-    _print(json.loads((sweep_dir / "sweep.json").read_text()), sweep_dir, console)
+    _print(read_sweep(sweep_dir), sweep_dir, console)
     text = console.export_text()
     assert "…" not in text
     assert all(len(line) <= width for line in text.splitlines())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,24 @@ def test_a_missing_run_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "--calibrate" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"family": "warp-drive"}, "unknown workload family 'warp-drive'"),
+        ({"prompt_format": "text"}, "text prompts were rendered by the server's tokenizer"),
+    ],
+)
+def test_a_run_whose_plan_cannot_be_rebuilt_is_one_line_naming_why(
+    planted_run: Path, tmp_path: Path, change: dict, why: str
+) -> None:
+    """Not a replay of other prompts: a fit to them would be a fit to another workload."""
+    run = Path(shutil.copytree(planted_run, tmp_path / "run"))
+    info = json.loads((run / "run.json").read_text())
+    info["workload"] |= change
+    (run / "run.json").write_text(json.dumps(info))
+    done = subprocess.run([*CLI, "--calibrate", str(run)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("prefillscope: error: --calibrate: ") and why in done.stderr
+    assert "cannot be rebuilt" in done.stderr and "Traceback" not in done.stderr

@@ -8,17 +8,10 @@ import math
 import pytest
 
 from prefillscope.compare_view import knee_sentence
+from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
-from session.sweep import (
-    SWEEP_JSON,
-    SweepPoint,
-    figures,
-    knee,
-    parse_values,
-    point_name,
-    read_sweep,
-    saturation,
-)
+from runfmt.sweep import SweepPoint, read_sweep
+from session.sweep import figures, knee, parse_values, point_name, saturation
 from session.sweep_compare import compare_sweeps, sweep_points
 from workloads.errors import InputError
 
