@@ -172,6 +172,7 @@ def _progress(done: int, planned: int, row: dict[str, Any]) -> None:
 def _print_calibration(cal: dict[str, Any]) -> None:
     fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
     typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
+    typer.echo(f"  prompts: {cal['prompts']}")
     for key in ("ttft_mean", "ttft_p50", "itl_p50", "itl_p99", "itl_mean", "decode_step_mean"):
         err = cal["relative_error"].get(key)
         if err is None:

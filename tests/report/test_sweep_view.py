@@ -1,11 +1,12 @@
 """``prefillscope.report.sweep_view``: a sweep's table and sentence from a ``sweep.json``
-written by hand."""
+written by hand, read as every sweep is (``runfmt.sweep``)."""
 
 from __future__ import annotations
 
 from prefillscope.report.sweep_view import render_sweep_html, sweep_rows, sweep_summary
+from runfmt.sweep import SweepResult
 
-SWEEP = {
+DOC = {
     "axis": "rate",
     "figure": "achieved_rps",
     "knee": 2.0,
@@ -16,6 +17,7 @@ SWEEP = {
         {"value": 4.0, "status": "failed", "achieved_rps": 2.0, "ttft_p50_s": None},
     ],
 }
+SWEEP = SweepResult.from_json(DOC)
 
 
 def test_the_table_marks_the_knee_saturation_and_failures_and_leaves_out_goodput():
@@ -25,15 +27,15 @@ def test_the_table_marks_the_knee_saturation_and_failures_and_leaves_out_goodput
     assert [r[-1] for r in rows] == ["", "knee", "saturated, failed"]
     ttft = header.index("TTFT p50")
     assert (rows[0][ttft], rows[2][ttft]) == ("50 ms", "–")
-    goodput = sweep_rows({**SWEEP, "figure": "goodput_rps"})[0]
+    goodput = sweep_rows(SweepResult.from_json({**DOC, "figure": "goodput_rps"}))[0]
     assert "goodput/s" in goodput
 
 
 def test_the_sentence_names_the_knee_and_where_the_figure_stopped_rising():
     assert sweep_summary(SWEEP) == ("knee at 2 req/s; throughput stopped rising at 4 req/s.")
-    rising = {**SWEEP, "axis": "concurrency", "figure": "goodput_rps", "knee": None,
+    rising = {**DOC, "axis": "concurrency", "figure": "goodput_rps", "knee": None,
               "saturated_at": None}  # fmt: skip
-    assert sweep_summary(rising) == (
+    assert sweep_summary(SweepResult.from_json(rising)) == (
         "no knee found; goodput still rising at the last point: sweep higher."
     )
 

@@ -11,6 +11,7 @@ from loadgen.records import ChunkEvent, RequestRecord
 from probes.exposition import parse_exposition
 from probes.sampling import ProbeStatus
 from probes.scraper import sample_rows
+from runfmt.run import Run
 from runfmt.rundir import RunDir
 from runfmt.tables import (
     CHUNKS,
@@ -19,6 +20,8 @@ from runfmt.tables import (
     SCHEMAS,
     SERVER_METRICS,
     RunTables,
+    completed_mask,
+    measured_rows,
 )
 
 
@@ -58,3 +61,20 @@ def test_a_name_the_format_does_not_have_is_refused(tmp_path: Path) -> None:
     with pytest.raises(KeyError, match="no table 'request' in the run format; known: requests"):
         RunTables(tmp_path).read("request")
     assert RunTables(tmp_path).requests["id"].tolist() == ["a"]
+
+
+def test_measured_and_completed_are_defined_once_a_missing_warmup_flag_counting(
+    tmp_path: Path,
+) -> None:
+    """The rows every reader counts: a warm-up is left out, a row that lacks the flag (a
+    journal of another writer) is measured, and only an ``ok`` one completed."""
+    rows = [{"id": "w", "warmup": True, "status": "ok"}, {"id": "a", "status": "ok"},
+            {"id": "b", "warmup": False, "status": "error"}]  # fmt: skip
+    RunDir(tmp_path, create=True).table(REQUESTS.name).append_many(rows)
+    tables = Run.at(tmp_path, live=False).tables
+    assert tables.measured["id"].tolist() == ["a", "b"]
+    assert tables.completed["id"].tolist() == ["a"]
+    assert completed_mask(measured_rows(tables.requests)).tolist() == [True, False]
+    assert tables.requests is tables.requests  # a run opened to be read reads a table once
+    live = RunTables(tmp_path)  # a run still being written is read afresh at every ask
+    assert live.requests is not live.requests

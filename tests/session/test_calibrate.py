@@ -31,6 +31,7 @@ def planted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_fit_recovers_the_planted_overhead_and_replays_the_run(planted_run: Path) -> None:
     result = calibrate(planted_run, EngineConfig())
+    assert result["prompts"] == "rebuilt from the run's plan for 16 of 16"  # not fresh tokens
     assert set(result["fitted"]) == {"host_overhead_step_s", "prefill_mfu"}
     # fitted to the server's own decode steps, which the client's gaps would overstate
     assert result["decode_source"].startswith("prefillscope_engine_step_seconds")
