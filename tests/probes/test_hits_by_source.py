@@ -6,6 +6,7 @@ and by source; llama.cpp says computed and cached but no tier, so none is listed
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from probes.exposition import parse_exposition
 from probes.mapping import builtin_mapping
@@ -60,3 +61,25 @@ def test_llamacpp_reports_sources_but_no_tier(fixtures_dir):
     assert hits["sources"]["cached"]["value"] == server["prefix"]["hits"]["value"] > 0
     assert hits["sources"]["computed"]["provenance"] == "measured"
     assert server["max_sequence_tokens"]["max"] == 1510.0
+
+
+def test_vllms_block_residency_histograms_from_a_real_evicting_pool(fixtures_dir):
+    """``--kv-cache-metrics --kv-cache-metrics-sample 1.0`` with a 24-block pool: every
+    evicted block is observed (``fixtures/vllm-cpu/SOURCES.md``)."""
+    mapping = builtin_mapping("vllm")
+    names = ("vllm-cpu/kv-cache-metrics-before.prom", "vllm-cpu/kv-cache-metrics-after.prom")
+    snaps = [mapping.snapshot(parse_exposition((fixtures_dir / n).read_text())) for n in names]
+    server = server_summary(ServerSeries.from_snapshots([0.0, 60.0], snaps), pd.DataFrame())
+    residency = server["kv_block_residency_s"]
+    counts = {name: block["count"] for name, block in residency.items()}
+    assert counts == {
+        "kv_block_lifetime": 32,
+        "kv_block_idle_before_evict": 32,
+        "kv_block_reuse_gap": 20,
+    }
+    lifetime = residency["kv_block_lifetime"]
+    assert lifetime["unit"] == "s" and lifetime["source"] == "vllm:kv_block_lifetime_seconds"
+    assert lifetime["mean"] == pytest.approx(79.567819678 / 32)
+    # A block is idle at most as long as it lived.
+    assert residency["kv_block_idle_before_evict"]["mean"] <= lifetime["mean"]
+    assert server["hits_by_source"]["tiers"]["device"]["tokens"]["value"] == 6272.0 == 7 * 896

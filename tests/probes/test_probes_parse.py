@@ -43,9 +43,9 @@ def values(snap) -> dict[str, float | None]:
 
 
 def test_every_capture_is_collected():
-    # 2 in metrics/, 4 in vllm-cpu/, 4 llama.cpp scrapes: a renamed folder must not
+    # 2 in metrics/, 6 in vllm-cpu/, 4 llama.cpp scrapes: a renamed folder must not
     # silently shrink the parametrised test below to nothing.
-    assert len(CAPTURES) == 10
+    assert len(CAPTURES) == 12
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
