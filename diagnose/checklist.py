@@ -41,8 +41,15 @@ from diagnose import (
 )
 from diagnose.context import Context, DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from diagnose.next_steps import ab_command, chunk_pair, smaller_budget
+from diagnose.next_steps import (
+    BUDGET_FLAG,
+    ab_command,
+    chunk_pair,
+    server_flavour,
+    smaller_budget,
+)
 from diagnose.ranking import NONE, ranked
+from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
 from probes.quantiles import quantile
@@ -162,25 +169,28 @@ def next_measurement(ctx: Context, primary: Primary, findings: dict[str, Finding
 
 def _chunk_step(ctx: Context) -> str:
     budget, _ = ctx.budget
+    kind = server_flavour(ctx.view)
+    knob = chunk_knob(kind)
     if budget is None:
         return (
-            "lower max_num_batched_tokens below the server's current value (not recorded: "
-            "give --max-num-batched-tokens to get a figure), e.g. to half of it"
+            f"lower {knob} below the server's current value (not recorded: give diagnose "
+            f"{BUDGET_FLAG} N to get a figure), e.g. to half of it"
         )
     smaller = smaller_budget(budget)
     if smaller >= budget:
-        return f"keep max_num_batched_tokens at {budget} (already the smallest sensible)"
+        return f"keep {knob} at {budget} (already the smallest sensible)"
     return (
-        f"lower max_num_batched_tokens from {budget} to {smaller} (each step then carries at "
-        f"most {smaller} prompt tokens beside the decodes)"
+        f"lower {knob} from {budget} to {smaller} ({kind.chunk_setting(smaller)}: each step "
+        f"then carries at most {smaller} prompt tokens beside the decodes)"
     )
 
 
 def _concurrency_step(ctx: Context) -> str:
     peak = peak_in_flight(ctx)
     cap = max(1, int(CONTAIN_SHARE * peak))
+    knob = concurrency_knob(server_flavour(ctx.view))
     return (
-        f"cap concurrency at {cap} (--max-num-seqs or the client's limit; "
+        f"cap concurrency at {cap} ({knob} or the client's limit; "
         f"{CONTAIN_SHARE:.0%} of the {peak} requests in flight at the peak)"
     )
 

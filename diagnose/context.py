@@ -71,7 +71,7 @@ class Context:
     def budget(self) -> tuple[int | None, str]:
         """The token budget per step (``max_num_batched_tokens``) and where it came from."""
         if self.options.max_num_batched_tokens:
-            return self.options.max_num_batched_tokens, "--max-num-batched-tokens"
+            return self.options.max_num_batched_tokens, "diagnose --chunk-budget"
         engine = self.view.engine or {}
         if engine.get("max_num_batched_tokens"):
             return int(engine["max_num_batched_tokens"]), "run.json (embedded engine config)"

@@ -28,8 +28,9 @@ import numpy as np
 
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
-from diagnose.next_steps import ab_command, chunk_pair
+from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
 from diagnose.stats import Comparison
+from diagnose.words import chunk_flags_named
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.quantiles import finite
@@ -115,9 +116,8 @@ def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
             )
         )
     if budget is None:
-        missing.append(
-            "the token budget per step (max_num_batched_tokens): give --max-num-batched-tokens"
-        )
+        knob = chunk_flags_named(server_flavour(ctx.view))
+        missing.append(f"the token budget per step ({knob}): give diagnose {BUDGET_FLAG} N")
         return out, missing
     out.append(Evidence("token budget per step", budget, "tokens", where))
     if longest is None or ctx.roofline is None:

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.next_steps import bench_command
-from diagnose.words import percent
+from diagnose.next_steps import bench_command, server_flavour
+from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
 
@@ -153,7 +153,8 @@ def assess(ctx: Context) -> Finding:
     elif not preempt.known and active_peak is None:
         status, summary = Status.INCONCLUSIVE, "Neither preemptions nor pool usage are exposed."
     else:
-        status, summary = Status.NOT_SUPPORTED, _reservation(shares, active_peak, waiting)
+        limit = concurrency_knob(server_flavour(ctx.view))
+        status, summary = Status.NOT_SUPPORTED, _reservation(shares, active_peak, waiting, limit)
     # Preemptions are a counter, not a threshold: any is exhaustion, read on the server.
     strength = (
         PREEMPTED_STRENGTH
@@ -174,8 +175,13 @@ def assess(ctx: Context) -> Finding:
 
 
 def _reservation(
-    shares: dict[str, float | None], active_peak: float | None, waiting: dict[str, Any]
+    shares: dict[str, float | None],
+    active_peak: float | None,
+    waiting: dict[str, Any],
+    limit: str,
 ) -> str:
+    """Why requests waited with the pool not full; ``limit`` names the server's own cap on
+    requests at once (``concurrency_knob``)."""
     parts = ["no preemptions"]
     if active_peak is not None:
         parts.append(f"at most {percent(active_peak)} of blocks active")
@@ -186,7 +192,7 @@ def _reservation(
         )
     queue = (
         f"; requests waited (up to {waiting['max']:.0f}) with the pool not full: the token "
-        "budget or max_num_seqs, not memory, held them"
+        f"budget or {limit}, not memory, held them"
         if (waiting["max"] or 0) >= QUEUE
         else "; no waiting queue"
     )

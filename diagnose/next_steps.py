@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from diagnose.inputs import RunView
+from loadgen.flavours import EMBEDDED, EMBEDDED_CHUNK_KEY, GENERIC, Flavour, known
 from perfmodel.config import EngineConfig
 from workloads.errors import InputError
 from workloads.spec import load_spec
@@ -31,14 +32,17 @@ LOAD_FLAGS = (
 SMALL_CHUNK = 512
 #: The smallest budget a containment proposes.
 MIN_CHUNK = 64
-#: How a launcher template sets the chunk budget, per server flavour.
-LAUNCHERS = {
-    "vllm": "vllm serve {model} --max-num-batched-tokens {{chunk}} --port {{port}}",
-    "sglang": (
-        "python -m sglang.launch_server --model-path {model} "
-        "--chunked-prefill-size {{chunk}} --port {{port}}"
-    ),
-}
+#: The ``diagnose`` flag that gives the server's chunk budget when the run does not say it.
+BUDGET_FLAG = "--chunk-budget"
+
+
+def server_flavour(view: RunView) -> Flavour:
+    """The server the run measured, as the registry knows it (``loadgen.flavours``): the
+    embedded engine when it ran in-process, else the recorded flavour, else the generic
+    OpenAI-compatible one. Its flags are what the advice names."""
+    if view.engine is not None:
+        return EMBEDDED
+    return known(str(view.target.get("flavour") or "")) or GENERIC
 
 
 def _text(value: Any) -> str:
@@ -112,15 +116,14 @@ def engine_flags(view: RunView, changes: Mapping[str, Any], drop: Iterable[str] 
 def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
     """How the A/B (``chunk_flag``) or a rerun reaches the server the run measured."""
     if view.engine is not None:
-        drop = ("max_num_batched_tokens",) if chunk_flag else ()
+        drop = (EMBEDDED_CHUNK_KEY,) if chunk_flag else ()
         return engine_flags(view, {}, drop)
     target = view.target
-    flavour = str(target.get("flavour") or "")
     if chunk_flag:
-        template = LAUNCHERS.get(flavour)
+        template = server_flavour(view).launch_template(str(target.get("model") or "MODEL"))
         if template is None:
             return ["--a", "URL_A", "--b", "URL_B"]
-        return ["--launch", template.format(model=target.get("model") or "MODEL")]
+        return ["--launch", template]
     return ["--endpoint", str(target.get("url") or "URL")]
 
 

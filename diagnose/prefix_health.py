@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.context import Context
-from diagnose.next_steps import bench_command
+from diagnose.next_steps import bench_command, server_flavour
 from diagnose.oracle_replay import Replay, replay_oracle
-from diagnose.words import percent
+from diagnose.words import percent, prefix_cache_knob, reporting_flags
 from runfmt.diagnosis import CacheHealth, Evidence, Finding
 
 TITLE = "Prefix-cache health"
@@ -193,8 +193,8 @@ def assess(ctx: Context) -> Finding:
     status, summary, next_step = _verdict(ctx, observed, expected, replay, evictions, evidence)
     if status == CacheHealth.UNKNOWN and observed is None:
         missing.append(
-            "the observed hit rate: no cached_tokens per request (vLLM: "
-            "--enable-prompt-tokens-details) and no prefix counters"
+            "the observed hit rate: no cached_tokens per request and no prefix counters "
+            f"({reporting_flags(server_flavour(ctx.view))})"
         )
     return Finding(
         "PC",
@@ -245,15 +245,14 @@ def _verdict(
         return (
             CacheHealth.CACHING_OFF,
             f"Prefix caching is off{allowed}: {off}.",
-            "Enable it (vLLM: --enable-prefix-caching) and compare the runs: "
+            f"Enable it ({prefix_cache_knob(server_flavour(view))}) and compare the runs: "
             + bench_command(view, engine={"enable_prefix_caching": True}),
         )
     if observed is None:
         return (
             CacheHealth.UNKNOWN,
             "The server reported no cached tokens and no prefix counters.",
-            "vLLM: start the server with --enable-prompt-tokens-details and rerun with "
-            "server metrics on.",
+            f"{reporting_flags(server_flavour(view))}, and rerun with server metrics on.",
         )
     salted = max(
         (_distinct_share(ctx, c) or 0.0 for c in ("tenant", "lora")),

@@ -81,8 +81,8 @@ def _salted(mode: str, why: str | None, target: Target) -> CacheProtocol:
 
 async def _reset(session: aiohttp.ClientSession, target: Target) -> str | None:
     """Reset the server's prefix cache; ``None`` when done, else why it was not."""
-    if target.flavour == "llamacpp":
-        return await _erase_llamacpp_slots(session, target)
+    if target.capabilities.erase_slots:
+        return await _erase_slots(session, target)
     path = target.capabilities.reset_path
     if path is None:
         return f"the {target.flavour} backend has no cache-reset endpoint"
@@ -90,15 +90,12 @@ async def _reset(session: aiohttp.ClientSession, target: Target) -> str | None:
     async with session.post(target.url(path), headers=headers) as resp:
         if resp.status < 300:
             return None
-        hint = (
-            " (vLLM routes it only with VLLM_SERVER_DEV_MODE=1)"
-            if resp.status == 404 and target.flavour == "vllm"
-            else ""
-        )
+        why = target.kind.reset_hint
+        hint = f" ({why})" if resp.status == 404 and why else ""
         return f"POST {path} answered {resp.status}{hint}"
 
 
-async def _erase_llamacpp_slots(session: aiohttp.ClientSession, target: Target) -> str | None:
+async def _erase_slots(session: aiohttp.ClientSession, target: Target) -> str | None:
     headers = target.headers()
     async with session.get(target.url("/slots"), headers=headers) as resp:
         if resp.status >= 300:

@@ -21,63 +21,27 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from loadgen.flavours import NAMES, NATIVE_APIS, Capabilities, Flavour, flavour
 from runtime import redact
 from workloads.errors import InputError
 
-FLAVOURS = ("vllm", "sglang", "llamacpp", "openai", "embedded")
-APIS = ("completions", "chat", "sglang", "llamacpp")
-
-#: The path each API sends its requests to.
+#: The flavours a target may be (``loadgen.flavours`` owns them).
+FLAVOURS = NAMES
+#: The path each API sends its requests to: OpenAI's two, and each flavour's own.
 REQUEST_PATHS = {
     "completions": "/v1/completions",
     "chat": "/v1/chat/completions",
-    "sglang": "/generate",
-    "llamacpp": "/completion",
+    **{api: f.capabilities.native_path for api, f in NATIVE_APIS.items()},
 }
+APIS = tuple(REQUEST_PATHS)
 #: What a user may have typed after the server's root: an OpenAI SDK base URL ends in
 #: ``/v1``; a copied request URL ends in the endpoint itself. Longest first.
-_ROOT_SUFFIXES = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/models",
-    "/v1",
-    "/generate",
-    "/completion",
+_ROOT_SUFFIXES = tuple(
+    sorted({*REQUEST_PATHS.values(), "/v1/models", "/v1"}, key=len, reverse=True)
 )
 
 #: Environment variables an API key is read from, first one set wins.
 API_KEY_ENV = ("PREFILLSCOPE_API_KEY", "OPENAI_API_KEY")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """Request extras and endpoints a flavour is known to accept."""
-
-    cache_salt: bool = False
-    continuous_usage: bool = False
-    return_token_ids: bool = False
-    ignore_eos: bool = False
-    reset_path: str | None = None
-    native_api: str | None = None
-
-
-CAPABILITIES: dict[str, Capabilities] = {
-    "vllm": Capabilities(True, True, True, True, "/reset_prefix_cache"),
-    "embedded": Capabilities(True, True, True, True, "/reset_prefix_cache"),
-    "sglang": Capabilities(True, True, False, True, "/flush_cache", native_api="sglang"),
-    "llamacpp": Capabilities(False, False, False, True, None, native_api="llamacpp"),
-    "openai": Capabilities(),
-}
-
-#: The API each flavour is driven through unless told otherwise: the one whose stream
-#: says how many tokens each chunk carried and how many prompt tokens were cached.
-DEFAULT_API = {
-    "vllm": "completions",
-    "embedded": "completions",
-    "sglang": "sglang",
-    "llamacpp": "llamacpp",
-    "openai": "completions",
-}
 
 
 def server_root(url: str) -> str:
@@ -161,19 +125,22 @@ class Target:
     def __post_init__(self) -> None:
         self.base_url, query = split_endpoint(self.base_url)
         self.query = self.query or query
-        if self.flavour not in FLAVOURS:
-            raise InputError("--backend", f"unknown backend {self.flavour!r}", _one_of(FLAVOURS))
+        kind = flavour(self.flavour)
         if self.api not in APIS:
             raise InputError("api", f"unknown API {self.api!r}", _one_of(APIS))
-        native = self.capabilities.native_api
-        if self.api in ("sglang", "llamacpp") and self.api != native:
+        if self.api in NATIVE_APIS and self.api != kind.capabilities.native_api:
             raise InputError(
                 "api", f"the {self.api} API needs a {self.api} server, not {self.flavour}"
             )
 
     @property
+    def kind(self) -> Flavour:
+        """The flavour's registry entry (``loadgen.flavours``)."""
+        return flavour(self.flavour)
+
+    @property
     def capabilities(self) -> Capabilities:
-        return CAPABILITIES[self.flavour]
+        return self.kind.capabilities
 
     def url(self, path: str) -> str:
         """The URL of ``path`` on the server, with the endpoint's query string."""
@@ -188,10 +155,11 @@ class Target:
     def paths(self) -> dict[str, str]:
         """The server paths a run uses, by what they are for (``run.json`` says them)."""
         used = {"models": "/v1/models", "requests": REQUEST_PATHS[self.api], "metrics": "/metrics"}
-        if self.flavour in ("vllm", "embedded", "sglang", "llamacpp"):
-            used["tokenize"] = "/tokenize"  # text prompts' tokens (workloads.tokenizer)
-        if self.flavour == "llamacpp" and self.api == "chat":
-            used["chat_template"] = "/apply-template"
+        kind = self.kind
+        if kind.tokenize:
+            used["tokenize"] = kind.tokenize  # text prompts' tokens (workloads.tokenizer)
+        if kind.chat_template_path and self.api == "chat":
+            used["chat_template"] = kind.chat_template_path
         if self.capabilities.reset_path:
             used["reset"] = self.capabilities.reset_path
         return used

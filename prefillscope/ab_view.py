@@ -19,9 +19,11 @@ from rich.table import Table
 
 from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
+from loadgen.flavours import EMBEDDED_CHUNK_KEY
 from probes.metric_registry import STAT_LABELS
 from probes.units import p_value_text
 from session.ab_runner import AbOutcome
+from session.launcher import LaunchTemplate
 
 #: Each arm's figures in the arms table, by metric name.
 ARM_METRICS = (*ITL_QUANTILES, ITL_MAX, "ttft_p50", "ttft_p99", "output_tokens_per_s")
@@ -148,8 +150,20 @@ def _conditions_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+def chunk_knob(doc: dict[str, Any]) -> str | None:
+    """What the A/B's chunk size set on its servers: the flags its ``--launch`` template
+    gave ``{chunk}`` to (``--batch-size/--ubatch-size`` for llama.cpp), the embedded
+    engine's ``max_num_batched_tokens``; None when the servers were given (``--a/--b``)."""
+    if doc.get("launch"):
+        flags = LaunchTemplate(tuple(doc["launch"])).chunk_flags()
+        return "/".join(flags) or None
+    return EMBEDDED_CHUNK_KEY if doc.get("mode") == "embedded" else None
+
+
 def _tradeoff_table(doc: dict[str, Any]) -> Table:
-    table = Table(title="trade-off by chunk size", box=box.SIMPLE_HEAD)
+    knob = chunk_knob(doc)
+    title = f"trade-off by chunk size ({knob})" if knob else "trade-off by chunk size"
+    table = Table(title=title, box=box.SIMPLE_HEAD)
     kinds = doc.get("kinds") or []
     ttft = [heading("ttft_p50", kind) for kind in kinds] or [heading("ttft_p50")]
     columns = (heading("itl_p99"), heading(ITL_MAX), *ttft, heading("ttft_p99"))
@@ -201,6 +215,9 @@ def render(outcome: AbOutcome, console: Console) -> None:
     with the rule that made it."""
     doc = outcome.document
     confidence = doc["settings"]["confidence"]
+    knob = chunk_knob(doc)
+    if knob:
+        console.print(f"[dim]each arm's chunk size set {escape(knob)}[/]")
     console.print(_arms_table(doc))
     if any(arm.get("intervals") for arm in doc["arms"]):
         console.print(_itl_table(doc, confidence))

@@ -29,6 +29,11 @@ class Kind(StrEnum):
     INFO = "info"  # configuration read once (often from a label of an info metric)
 
 
+#: The tiers a cached prompt token can come from, nearest the accelerator first: its own
+#: memory (``device``), host memory it offloaded to (``host``), a disk or remote store
+#: (``storage``), another instance (``p2p``), a connector that does not say (``external``).
+HIT_TIERS: tuple[str, ...] = ("device", "host", "storage", "p2p", "external")
+
 #: Scalar canonical series and their kinds. ``kv_usage`` is the fraction of the pool
 #: pinned by running requests (vLLM's definition: reclaimable blocks are not "used").
 SERIES: dict[str, Kind] = {
@@ -43,10 +48,48 @@ SERIES: dict[str, Kind] = {
     "block_size": Kind.INFO,
     "num_blocks": Kind.INFO,
     "prefix_caching": Kind.INFO,  # 1 enabled, 0 disabled (a disabled cache has no reclaimable)
+    # Where prompt tokens came from, by the engine's own split (vLLM's
+    # prompt_tokens_by_source): computed here, hit in the local prefix cache, or received
+    # from outside (a KV connector: offload tier, another instance, an external store).
+    "prompt_tokens_computed": Kind.COUNTER,
+    "prompt_tokens_cached": Kind.COUNTER,  # local + external, as the server counts them
+    "hits_local": Kind.COUNTER,
+    "hits_external": Kind.COUNTER,
+    # Cached prompt tokens by the tier that supplied them (HIT_TIERS).
+    **{f"hits_tier_{tier}": Kind.COUNTER for tier in HIT_TIERS},
+    # A KV connector's own prefix lookups (vLLM's external_prefix_cache_*), in tokens.
+    "external_prefix_queries": Kind.COUNTER,
+    "external_prefix_hits": Kind.COUNTER,
+    # KV offload transfers (vLLM's OffloadingConnector): bytes and seconds each way.
+    "offload_load_bytes": Kind.COUNTER,
+    "offload_store_bytes": Kind.COUNTER,
+    "offload_load_seconds": Kind.COUNTER,
+    "offload_store_seconds": Kind.COUNTER,
+    # LMCache's own counters, in tokens (retrievals asked for, and found).
+    "lmcache_requested_tokens": Kind.COUNTER,
+    "lmcache_hit_tokens": Kind.COUNTER,
+    # Tokens held in the KV cache now (llama.cpp builds before the unified KV cache), and
+    # the longest sequence seen since start (llama.cpp's n_tokens_max: a high-water mark).
+    "kv_tokens": Kind.GAUGE,
+    "max_sequence_tokens": Kind.GAUGE,
 }
 
-#: Latency histograms, in seconds.
-HISTOGRAMS: tuple[str, ...] = ("ttft", "itl", "e2e")
+#: Histograms: latency (``ttft``, ``itl``, ``e2e``) and KV block residency (vLLM's
+#: sampled ``kv_block_*``: allocation to eviction, idle before eviction, gap between
+#: reuses) in seconds; KV offload transfer sizes in bytes (``HISTOGRAM_UNITS``).
+HISTOGRAMS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "e2e",
+    "kv_block_lifetime",
+    "kv_block_idle_before_evict",
+    "kv_block_reuse_gap",
+    "offload_load_size",
+    "offload_store_size",
+)
+HISTOGRAM_UNITS: dict[str, str] = {
+    name: "bytes" if name.startswith("offload_") else "s" for name in HISTOGRAMS
+}
 
 #: Block-pool buckets an engine may expose directly (disjoint buckets).
 POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")

@@ -4,14 +4,18 @@ another OpenAI-compatible one.
 Evidence, strongest first:
 
 1. metric names on ``/metrics``: the ``detect`` prefixes of the flavour mappings
-   (``probes/mappings/*.toml``, one detector: ``probes.mapping.detect_flavour``), the
-   embedded engine first since it also exports vLLM's names;
-2. ``owned_by`` of ``/v1/models`` (``vllm``, ``sglang``, ``llamacpp``, ``prefillscope``);
-3. endpoints only one server has: ``/props`` (llama.cpp), ``/get_model_info``
-   (SGLang), ``/version`` answering ``{"version": …}`` (vLLM);
+   (``probes/mappings/*.toml``, one detector: ``probes.mapping.detect_flavour``), in the
+   registry's order (``loadgen.flavours.REGISTRY``: the embedded engine first since it
+   also exports vLLM's names);
+2. ``owned_by`` of ``/v1/models`` (each flavour's ``owned_by``: ``vllm``, ``sglang``,
+   ``llamacpp``, ``prefillscope``);
+3. an endpoint only one server has (each flavour's ``evidence``, tried from the
+   registry's last entry up, the most specific first: ``/props`` for llama.cpp,
+   ``/get_model_info`` for SGLang, then ``/version`` answering ``{"version": …}`` for
+   vLLM);
 
-else ``openai``. An endpoint that cannot be reached is bad input (``InputError``, one
-line), not a traceback.
+else the generic OpenAI-compatible flavour. An endpoint that cannot be reached is bad
+input (``InputError``, one line), not a traceback.
 
 What the server says about its model is read at the same time, so that a run needs no
 flag the server can answer: the longest sequence it takes (``max_model_len`` of
@@ -30,15 +34,14 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.target import DEFAULT_API, FLAVOURS, Target, split_endpoint, with_query
+from loadgen.flavours import GENERIC, REGISTRY, Flavour, by_owner, flavour
+from loadgen.target import Target, split_endpoint, with_query
 from probes.exposition import parse_exposition
 from probes.mapping import detect_flavour
 from workloads.errors import InputError
 
 #: Largest vocabulary the bisection over ``/detokenize`` looks for (2^22 ids).
 MAX_VOCAB_PROBE = 1 << 22
-
-_OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp", "prefillscope": "embedded"}
 
 
 class _Probe:
@@ -103,31 +106,28 @@ async def detect_target(
     (``?api_key=K``) goes with every request, detection's too (``Target.query``).
     """
     base_url, query = split_endpoint(base_url)
-    if backend != "auto" and backend not in FLAVOURS:
-        raise InputError(
-            "--backend", f"unknown backend {backend!r}", "use auto or one of " + ", ".join(FLAVOURS)
-        )
+    chosen = flavour(backend) if backend != "auto" else None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         probe = _Probe(session, base_url, headers, query)
         models = await _models(session, base_url, headers, query)
         owner, listed, meta = _first_model(models)
-        flavour = backend if backend != "auto" else await _detect(probe, owner)
-        info = await _server_info(probe, flavour)
+        kind = chosen or await _detect(probe, owner)
+        info = await _server_info(probe, kind)
         name = model or listed
         if not name:
             raise InputError("--model", f"{base_url}/v1/models lists no model", "pass --model NAME")
         facts = ModelFacts.from_listing(meta, info)
         if vocab_size:
             facts.vocab_size, facts.sources["vocab_size"] = vocab_size, "--vocab-size"
-        elif facts.vocab_size is None and flavour in ("vllm", "embedded", "sglang"):
+        elif facts.vocab_size is None and kind.vocab_by_bisection:
             await facts.bisect_vocab(probe, name)
     info.update({"owned_by": owner, "models": meta.get("models", [])})
     return Target(
         base_url=base_url,
-        flavour=flavour,
-        api=api or DEFAULT_API[flavour],
+        flavour=kind.name,
+        api=api or kind.default_api,
         model=name,
         api_key=api_key,
         vocab_size=facts.vocab_size,
@@ -243,45 +243,44 @@ def _first_model(models: Any) -> tuple[str | None, str | None, dict[str, Any]]:
     return first.get("owned_by"), first.get("id"), meta
 
 
-async def _detect(probe: _Probe, owner: str | None) -> str:
+async def _detect(probe: _Probe, owner: str | None) -> Flavour:
     status, text = await probe.get("/metrics")
     if status == 200 and isinstance(text, str):
         found = flavour_from_metrics(text)
         if found:
-            return found
-    if owner in _OWNERS:
-        return _OWNERS[owner]
-    status, body = await probe.get("/props")
-    if status == 200 and isinstance(body, dict) and "default_generation_settings" in body:
-        return "llamacpp"
-    status, body = await probe.get("/get_model_info")
-    if status == 200 and isinstance(body, dict) and "model_path" in body:
-        return "sglang"
-    status, body = await probe.get("/version")
-    if status == 200 and isinstance(body, dict) and "version" in body:
-        return "vllm"
-    return "openai"
+            return flavour(found)
+    named = by_owner(owner)
+    if named is not None:
+        return named
+    for kind in reversed(REGISTRY):
+        if kind.evidence is None:
+            continue
+        status, body = await probe.get(kind.evidence.path)
+        if status == 200 and isinstance(body, dict) and kind.evidence.key in body:
+            return kind
+    return GENERIC
 
 
-async def _server_info(probe: _Probe, flavour: str) -> dict[str, Any]:
-    """Version and build facts for ``run.json`` (what the server says about itself)."""
+async def _server_info(probe: _Probe, kind: Flavour) -> dict[str, Any]:
+    """Version and build facts for ``run.json`` (what the server says about itself at its
+    ``info_path``: vLLM's ``/version``, llama.cpp's ``/props``, SGLang's
+    ``/get_model_info``)."""
     info: dict[str, Any] = {}
-    if flavour in ("vllm", "embedded"):
-        status, body = await probe.get("/version")
-        if status == 200 and isinstance(body, dict):
-            info["version"] = body.get("version")
-    elif flavour == "llamacpp":
-        status, body = await probe.get("/props")
-        if status == 200 and isinstance(body, dict):
-            info["version"] = body.get("build_info")
-            info["total_slots"] = body.get("total_slots")
-            settings = body.get("default_generation_settings")
-            if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
-                info["n_ctx"] = settings["n_ctx"]
-    elif flavour == "sglang":
-        status, body = await probe.get("/get_model_info")
-        if status == 200 and isinstance(body, dict):
-            info["model_path"] = body.get("model_path")
-            if isinstance(body.get("context_length"), int):
-                info["context_length"] = body["context_length"]
+    if kind.info_path is None:
+        return info
+    status, body = await probe.get(kind.info_path)
+    if status != 200 or not isinstance(body, dict):
+        return info
+    if "version" in body:  # /version
+        info["version"] = body.get("version")
+    if "default_generation_settings" in body:  # /props
+        info["version"] = body.get("build_info")
+        info["total_slots"] = body.get("total_slots")
+        settings = body.get("default_generation_settings")
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            info["n_ctx"] = settings["n_ctx"]
+    if "model_path" in body:  # /get_model_info
+        info["model_path"] = body.get("model_path")
+        if isinstance(body.get("context_length"), int):
+            info["context_length"] = body["context_length"]
     return info

@@ -36,6 +36,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadgen.flavours import BY_NAME, MAPPED
 from probes.canonical import HISTOGRAMS, POOL_BUCKETS, SERIES
 from probes.mapping_model import AGGREGATES, HistogramSource, MetricMapping, PoolSpec, Source
 from workloads.errors import InputError
@@ -44,9 +45,9 @@ if TYPE_CHECKING:  # annotations only: the CLI reads BUILTIN_FLAVOURS at start, 
     from probes.exposition import Exposition
 
 MAPPINGS_DIR = Path(__file__).with_name("mappings")
-#: Built-in flavours in detection order: the embedded engine also exposes vLLM's names,
-#: so it must be recognised before vLLM.
-BUILTIN_FLAVOURS: tuple[str, ...] = ("embedded", "vllm", "sglang", "llamacpp")
+#: Flavours with a built-in mapping, in detection order (``loadgen.flavours.REGISTRY``:
+#: the embedded engine also exposes vLLM's names, so it is recognised before vLLM).
+BUILTIN_FLAVOURS: tuple[str, ...] = MAPPED
 
 _SOURCE_KEYS = {
     "metric",
@@ -80,7 +81,18 @@ def builtin_mapping(flavour: str) -> MetricMapping:
         raise InputError(
             "--flavour", f"unknown flavour {flavour!r}", f"one of {', '.join(BUILTIN_FLAVOURS)}"
         )
-    return _load(MAPPINGS_DIR / f"{flavour}.toml", seen=())
+    return _load(_builtin_path(flavour), seen=())
+
+
+def _builtin_path(flavour: str) -> Path:
+    """The mapping file the flavour's registry entry names."""
+    return MAPPINGS_DIR / f"{BY_NAME[flavour].mapping}.toml"
+
+
+def detect_prefixes() -> list[str]:
+    """The first ``detect`` prefix of every built-in mapping (``prefillscope_engine_``,
+    ``vllm:`` …), in detection order: what an error names when none is found."""
+    return [builtin_mapping(f).detect[0] for f in BUILTIN_FLAVOURS if builtin_mapping(f).detect]
 
 
 def load_mapping(path: str | Path) -> MetricMapping:
@@ -114,7 +126,7 @@ def choose_mapping(
     if detected is None:
         raise InputError(
             "--flavour",
-            "no vllm:, sglang:, llamacpp: or prefillscope_engine_ metrics found",
+            f"no metrics with a known prefix ({', '.join(detect_prefixes())}) found",
             "name the flavour with --flavour or describe the metrics with --mapping FILE",
         )
     return builtin_mapping(detected)
@@ -134,7 +146,7 @@ def _load(path: Path, seen: tuple[str, ...]) -> MetricMapping:
             raise InputError(
                 f"{where}: extends", f"cannot extend {parent!r}", f"one of {BUILTIN_FLAVOURS}"
             )
-        base = _load(MAPPINGS_DIR / f"{parent}.toml", seen=(*seen, parent))
+        base = _load(_builtin_path(parent), seen=(*seen, parent))
     flavour = _string(doc.get("flavour", path.stem), f"{where}: flavour")
     series = dict(base.series) if base else {}
     for name, spec in _table(doc.get("series", {}), f"{where}: series").items():

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probes.canonical import Histogram, Provenance, Value
+from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, Value
 from probes.latency import completed_mask, prefix_hit_rates, request_latencies
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.quantiles import QUANTILES
@@ -121,6 +121,72 @@ def _histogram(series: ServerSeries, name: str, client_max: float | None) -> dic
     return out
 
 
+#: Where the server says its prompt tokens came from (``prompt_tokens_by_source``), by key.
+PROMPT_SOURCES = {
+    "computed": "prompt_tokens_computed",
+    "local_cache": "hits_local",
+    "external": "hits_external",
+    "cached": "prompt_tokens_cached",
+}
+#: What a KV offload tier or connector says it moved (counters), and its transfer sizes.
+OFFLOAD_COUNTERS = (
+    "offload_load_bytes",
+    "offload_store_bytes",
+    "offload_load_seconds",
+    "offload_store_seconds",
+    "external_prefix_queries",
+    "external_prefix_hits",
+    "lmcache_requested_tokens",
+    "lmcache_hit_tokens",
+)
+OFFLOAD_HISTOGRAMS = ("offload_load_size", "offload_store_size")
+#: vLLM's sampled KV block residency histograms (``--kv-cache-metrics``).
+RESIDENCY = ("kv_block_lifetime", "kv_block_idle_before_evict", "kv_block_reuse_gap")
+
+
+def hits_by_source(series: ServerSeries) -> dict[str, Any]:
+    """The ``hits_by_source`` section: the server's own account of where cached prompt
+    tokens came from over the run — by tier (``device`` memory, ``host`` memory it
+    offloaded to, ``storage``, another instance ``p2p``, an ``external`` connector that
+    does not say; vLLM's ``prompt_tokens_cached_by_source``), each with its share of the
+    tiers' total, and by source (computed / local cache / external; vLLM's
+    ``prompt_tokens_by_source``, llama.cpp's computed and cached counters). ``reported``
+    says whether the server splits its hits by tier at all; only the tiers it reports
+    are listed. What an offload tier or connector moved (bytes, seconds, transfer sizes,
+    LMCache's tokens) is under ``offload``. Every value keeps its provenance: an
+    increase is ``measured`` when its counter was read; a share keeps the worse of its
+    two parts."""
+    tiers = {tier: series.increase(f"hits_tier_{tier}") for tier in HIT_TIERS}
+    known = {tier: value for tier, value in tiers.items() if value.known}
+    total = Value(
+        math.fsum(v.value or 0.0 for v in known.values()),
+        Provenance.MEASURED,
+        "Σ tiers",
+    )
+    return {
+        "reported": bool(known),
+        "tiers": {
+            tier: {"tokens": value.to_dict(), "share": _ratio(value, total).to_dict()}
+            for tier, value in known.items()
+        },
+        "sources": {key: series.increase(name).to_dict() for key, name in PROMPT_SOURCES.items()},
+        "offload": {
+            **{name: series.increase(name).to_dict() for name in OFFLOAD_COUNTERS},
+            **{name: _plain_histogram(series, name) for name in OFFLOAD_HISTOGRAMS},
+        },
+    }
+
+
+def _plain_histogram(series: ServerSeries, name: str) -> dict[str, Any]:
+    """A non-latency histogram over the run: its count, mean and quantiles in its unit."""
+    hist = series.histogram_increase(name)
+    return histogram_summary(hist) | {
+        "unit": HISTOGRAM_UNITS[name],
+        "source": series.sources.get(name),
+        "provenance": str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN),
+    }
+
+
 def expected_hit_rate(requests: pd.DataFrame) -> Value:
     """The oracle's cached share of prompt tokens over every request sent."""
     rate = prefix_hit_rates(requests)["expected_hit_rate"] if not requests.empty else None
@@ -188,6 +254,10 @@ def server_summary(
                 else None
             ),
         },
+        "hits_by_source": hits_by_source(series),
+        "kv_block_residency_s": {name: _plain_histogram(series, name) for name in RESIDENCY},
+        "max_sequence_tokens": series.level("max_sequence_tokens"),
+        "kv_tokens": series.level("kv_tokens"),
         "preemptions": series.increase("preemptions").to_dict(),
         "prompt_tokens": series.increase("prompt_tokens").to_dict(),
         "generation_tokens": series.increase("generation_tokens").to_dict(),

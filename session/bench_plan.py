@@ -145,10 +145,10 @@ def plan_tokenizer(
 ) -> Tokenizer | None:
     """The tokenizer text prompts are rendered with: ``source`` (``--tokenizer``), else
     the server's own when it serves one (vLLM, SGLang, llama.cpp, the embedded engine:
-    ``workloads.tokenizer.SERVED_TOKENIZERS``)."""
+    its ``tokenize_dialect`` in ``workloads.tokenizer.SERVED_TOKENIZERS``)."""
     if source:
         return load_tokenizer(source, model=target.model, api_key=api_key)
-    served = SERVED_TOKENIZERS.get(target.flavour)
+    served = SERVED_TOKENIZERS.get(target.kind.tokenize_dialect or "")
     if served is not None:
         return served(target.base_url, model=target.model, api_key=api_key, query=target.query)
     return None

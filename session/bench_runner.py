@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadgen.adapters import RequestParams
+from loadgen.flavours import EMBEDDED
 from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.smoke import smoke_test
@@ -145,7 +146,7 @@ async def open_target(
         stack.push_async_callback(asyncio.to_thread, engine.stop)
         target = await detect_target(
             engine.url,
-            backend="embedded",
+            backend=EMBEDDED.name,
             api=options.api,
             model=settings.config.model_name,
             vocab_size=settings.config.vocab_size,

@@ -1,9 +1,13 @@
 """A server per A/B arm, launched from a command template and stopped for sure.
 
 ``--launch "CMD … {chunk} … {port}"`` is split with shlex (never given to a shell) and
-``{chunk}`` / ``{port}`` are replaced in every word, so ``--max-num-batched-tokens
-{chunk}`` and ``env PORT={port} …`` both work; other braces are left alone (a JSON
-argument stays as written). The port is a free one chosen here.
+``{chunk}`` / ``{port}`` are replaced in every word, as often as they occur, so each
+server's own budget flags take it — vLLM's ``--max-num-batched-tokens {chunk}``, SGLang's
+``--chunked-prefill-size {chunk}``, llama.cpp's ``--batch-size {chunk} --ubatch-size
+{chunk}`` (``loadgen.flavours``) — and ``--flag={chunk}`` or ``env PORT={port} …`` work too;
+other braces are left alone (a JSON argument stays as written). A template that sets a
+known budget flag to a number instead of ``{chunk}`` is refused with the word to write.
+The port is a free one chosen here.
 
 Each server runs in its own process group, writes stdout and stderr to a log
 file kept with the A/B's files, and is ready when ``GET /health`` answers 200. One that
@@ -33,6 +37,7 @@ from typing import IO
 
 import httpx
 
+from loadgen.flavours import REGISTRY
 from runtime import redact
 from runtime.lifetime import dying_with_us
 from workloads.errors import InputError
@@ -63,15 +68,43 @@ class LaunchTemplate:
             raise InputError(FLAG, "the command is empty", 'e.g. --launch "vllm serve M …"')
         for placeholder in PLACEHOLDERS:
             if not any(placeholder in word for word in words):
-                raise InputError(
-                    FLAG,
-                    f"the command has no {placeholder}",
-                    "put {chunk} where the token budget goes and {port} where the port goes",
-                )
+                raise InputError(FLAG, f"the command has no {placeholder}", _hint(words))
         return cls(words)
+
+    def chunk_flags(self) -> list[str]:
+        """The flags ``{chunk}`` is the value of (``--batch-size {chunk}``,
+        ``--chunked-prefill-size={chunk}``), in order; empty when it stands elsewhere."""
+        flags = []
+        for before, word in zip(("", *self.words), self.words, strict=False):
+            if "{chunk}" not in word:
+                continue
+            if word.startswith("-") and "=" in word:
+                flags.append(word.split("=", 1)[0])
+            elif before.startswith("-"):
+                flags.append(before)
+        return list(dict.fromkeys(flags))
 
     def command(self, chunk: int, port: int) -> list[str]:
         return [w.replace("{chunk}", str(chunk)).replace("{port}", str(port)) for w in self.words]
+
+
+#: Every known server's flags that set the chunk budget (``loadgen.flavours``).
+BUDGET_FLAGS = {
+    flag: kind for kind in REGISTRY if not kind.engine_keys for flag in kind.chunk_flags
+}
+
+
+def _hint(words: tuple[str, ...]) -> str:
+    """How to mend a template without a placeholder: the budget flag it sets to a number
+    (``--batch-size 2048`` → ``--batch-size {chunk}``), else where each server takes it."""
+    fixed = [f"{w} {{chunk}}" for w in words if w in BUDGET_FLAGS]
+    if fixed:
+        return f"write {' '.join(fixed)} where the budget is set, and {{port}} for the port"
+    examples = ", ".join(
+        f"{kind.label} {' '.join(f'{flag} {{chunk}}' for flag in kind.chunk_flags)}"
+        for kind in dict.fromkeys(BUDGET_FLAGS.values())
+    )
+    return f"put {{chunk}} where the token budget goes ({examples}) and {{port}} for the port"
 
 
 def free_port(host: str = HOST) -> int:

@@ -13,8 +13,8 @@ server's prefix cache sees for a ``/v1/chat/completions`` request):
   "tokens"}``. Exact by construction: it is the server's own. SGLang's ``/tokenize``
   has the same shape for text, without messages (``PromptTokenizer``); llama.cpp's
   takes ``{"content", "add_special"}`` and applies chat templates at
-  ``/apply-template`` (``LlamaCppTokenizer``). ``SERVED_TOKENIZERS`` maps each flavour
-  to its own.
+  ``/apply-template`` (``LlamaCppTokenizer``). ``SERVED_TOKENIZERS`` maps each request
+  shape (a flavour's ``tokenize_dialect``) to its tokenizer.
 * ``LocalTokenizer`` — a model's ``tokenizer.json`` read with the ``tokenizers`` library:
   a model folder, the file itself, or the name of a Hugging Face model already in the
   local cache (nothing is downloaded). Chat messages go through the ``chat_template`` of
@@ -215,12 +215,14 @@ class LlamaCppTokenizer(HttpTokenizer):
         return self.encode(prompt, special=True)
 
 
-#: The tokenizer each server flavour serves (``bench`` uses it for text prompts).
+#: The served tokenizer by the request shape its ``/tokenize`` takes (each flavour's
+#: ``tokenize_dialect`` in ``loadgen.flavours``; ``bench`` uses it for text prompts):
+#: ``messages`` (vLLM's shape, chat messages too), ``prompt`` (text only), ``content``
+#: (llama.cpp's).
 SERVED_TOKENIZERS: dict[str, type[PromptTokenizer] | type[LlamaCppTokenizer]] = {
-    "vllm": ServerTokenizer,
-    "embedded": ServerTokenizer,
-    "sglang": PromptTokenizer,
-    "llamacpp": LlamaCppTokenizer,
+    "messages": ServerTokenizer,
+    "prompt": PromptTokenizer,
+    "content": LlamaCppTokenizer,
 }
 
 

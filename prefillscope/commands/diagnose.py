@@ -50,7 +50,13 @@ def diagnose_run(
         int | None, typer.Option(help="Tensor-parallel GPUs per replica.")
     ] = None,
     max_num_batched_tokens: Annotated[
-        int | None, typer.Option(help="The server's token budget per step, if not recorded.")
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            "--chunk-budget",
+            help="The server's token budget per step (vLLM --max-num-batched-tokens, SGLang "
+            "--chunked-prefill-size, llama.cpp --batch-size), if not recorded.",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print diagnosis.json instead.")] = False,
 ) -> None:

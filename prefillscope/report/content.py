@@ -289,7 +289,21 @@ def server_section(summary: dict[str, Any] | None) -> list[list[str]]:
             shown = f"mean {fmt(entry.get('mean'))}, max {fmt(entry.get('max'))}"
         source = str(entry.get("source") or "")
         rows.append([label, shown, str(entry.get("provenance") or UNKNOWN), source])
-    return rows
+    return rows + hit_tier_rows(server)
+
+
+def hit_tier_rows(server: dict[str, Any]) -> list[list[str]]:
+    """The server's prefix hits by tier (``hits_by_source``), only where it splits them."""
+    tiers = lookup(server, "hits_by_source.tiers")
+    return [
+        [
+            f"prefix hits: {tier} tier",
+            f"{fmt_count(e['tokens'].get('value'))} tokens ({fmt_share(e['share'].get('value'))})",
+            str(e["tokens"].get("provenance") or UNKNOWN),
+            str(e["tokens"].get("source") or ""),
+        ]
+        for tier, e in (tiers if isinstance(tiers, dict) else {}).items()
+    ]
 
 
 def itl_stats_by_kind(data: ReportData) -> list[dict[str, Any]]:

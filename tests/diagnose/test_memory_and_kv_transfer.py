@@ -84,7 +84,7 @@ def test_a_queue_with_room_in_the_pool_is_reservation_not_exhaustion(tmp_path):
     finding = h4_memory.assess(_context(tmp_path, _pool(0.94, 5, 0)))
     assert finding.status == Status.NOT_SUPPORTED
     assert finding.summary.startswith("Reservation, not exhaustion: no preemptions")
-    assert "the token budget or max_num_seqs, not memory, held them" in finding.summary
+    assert "the token budget or vLLM's --max-num-seqs, not memory, held them" in finding.summary
 
 
 def test_h4_without_server_metrics_is_inconclusive(tmp_path):

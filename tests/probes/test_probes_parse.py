@@ -43,9 +43,9 @@ def values(snap) -> dict[str, float | None]:
 
 
 def test_every_capture_is_collected():
-    # 2 in metrics/, 4 in vllm-cpu/, 4 llama.cpp scrapes: a renamed folder must not
+    # 2 in metrics/, 6 in vllm-cpu/, 4 llama.cpp scrapes: a renamed folder must not
     # silently shrink the parametrised test below to nothing.
-    assert len(CAPTURES) == 10
+    assert len(CAPTURES) == 12
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -77,8 +77,29 @@ def test_vllm_under_load_capture():
         "block_size": 128.0,
         "num_blocks": 1365.0,
         "prefix_caching": 1.0,
+        # vLLM 0.32's split of the prompt tokens, and of the cached ones by tier.
+        "prompt_tokens_computed": 8000.0,
+        "prompt_tokens_cached": 0.0,
+        "hits_local": 0.0,
+        "hits_external": 0.0,
+        **{f"hits_tier_{tier}": 0.0 for tier in ("device", "host", "storage", "p2p", "external")},
+        "external_prefix_queries": 0.0,
+        "external_prefix_hits": 0.0,
+        # No KV offload connector, no LMCache, and llama.cpp's own gauges: not exposed.
+        **dict.fromkeys(
+            (
+                "offload_load_bytes",
+                "offload_store_bytes",
+                "offload_load_seconds",
+                "offload_store_seconds",
+                "lmcache_requested_tokens",
+                "lmcache_hit_tokens",
+                "kv_tokens",
+                "max_sequence_tokens",
+            )
+        ),
     }
-    assert all(v.provenance is Provenance.MEASURED for v in snap.series.values())
+    assert all(v.provenance is Provenance.MEASURED for v in snap.series.values() if v.known)
     assert snap.histograms["ttft"].count == 8
     assert snap.histograms["itl"].count == 232
     assert snap.histograms["e2e"].count == 0  # no request had finished yet
