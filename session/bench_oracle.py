@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadgen.flavours import default_cache_model
 from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
@@ -80,16 +81,16 @@ class Geometry:
         }
 
 
-def default_cache_model(flavour_name: str, server_info: Mapping[str, Any] | None = None) -> str:
-    """The cache a server of this flavour keeps: vLLM's and the embedded engine's blocks,
-    SGLang's radix tree, llama.cpp's slots (as many as its ``/props`` ``total_slots``;
-    llama-server's ``-np`` default of 1 when it does not say)."""
-    if flavour_name == "sglang":
-        return "radix"
-    if flavour_name == "llamacpp":
+def server_cache_model(flavour_name: str, server_info: Mapping[str, Any] | None = None) -> str:
+    """The cache a server of this flavour keeps (its registry entry's ``cache_model``:
+    vLLM's and the embedded engine's blocks, SGLang's radix tree, llama.cpp's slots), with
+    the slot count a slots cache needs from the server's ``/props`` ``total_slots``
+    (llama-server's ``-np`` default of 1 when it does not say)."""
+    model = default_cache_model(flavour_name)
+    if model == "slots":
         slots = (server_info or {}).get("total_slots")
         return f"slots:{slots if isinstance(slots, int) and slots > 0 else 1}"
-    return "blocks"
+    return model
 
 
 def _cache_model(
@@ -112,7 +113,7 @@ def _cache_model(
             pass
     if target is None:
         return "blocks", "default"
-    return default_cache_model(target.flavour, target.server_info), f"{target.flavour} default"
+    return server_cache_model(target.flavour, target.server_info), f"{target.flavour} default"
 
 
 @dataclass(frozen=True)
@@ -211,14 +212,14 @@ class RunOracle:
     model: str = ""
     vocab_size: int = DEFAULT_VOCAB_SIZE
 
-    #: Whether the server keeps requests of another ``cache_salt`` apart (llama-server
-    #: takes no salt: one scope for every request).
+    #: Whether the server keeps requests of another ``cache_salt`` apart (its flavour's
+    #: ``cache_salt`` capability; llama-server takes no salt: one scope for every request).
     salted: bool = True
 
     @classmethod
     def for_target(cls, shape: Geometry, target: Target) -> RunOracle:
         vocab = target.vocab_size or DEFAULT_VOCAB_SIZE
-        return cls(shape, target.model, vocab, salted=target.flavour != "llamacpp")
+        return cls(shape, target.model, vocab, salted=target.capabilities.cache_salt)
 
     @property
     def cache_model(self) -> CacheModel:

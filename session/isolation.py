@@ -337,7 +337,8 @@ async def run_isolation(
             await experiment.run(client, victim, attacker, secret)
         verdict, experiments, power = experiment.analysis()
         experiment.notes += experiment.failures()
-        described = target.describe() | {"embedded": engine is not None}
+        described = target.describe()
+        described["embedded"] = engine is not None
         if engine is not None:
             described["engine"] = (options.engine or EngineSettings.default()).describe()
         sections = {
