@@ -220,7 +220,8 @@ class RunDir:
         with contextlib.suppress(OSError), open(self.path / _RESERVE_FILE, "wb") as fh:
             fh.write(bytes(size))
 
-    def _release_reserve(self) -> bool:
+    def release_reserve(self) -> bool:
+        """Give the reserved space back (the run's last document is written); whether any was."""
         try:
             (self.path / _RESERVE_FILE).unlink()
         except OSError:
@@ -241,7 +242,7 @@ class RunDir:
         try:
             self._replace(name, lambda tmp: tmp.write_bytes(data))
         except RunWriteError:
-            if not self._release_reserve():
+            if not self.release_reserve():
                 raise
             self._replace(name, lambda tmp: tmp.write_bytes(data))
 
