@@ -42,16 +42,10 @@ import pandas as pd
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import DISPATCH_LAG, LATENCIES
 from probes.quantiles import describe, finite
-from probes.request_counts import (
-    completed_mask,
-    error_counts,
-    error_messages,
-    kind_counts,
-    suspect_mask,
-    usage_suspects,
-)
+from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
+from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.names import WORKER_COLUMN
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables

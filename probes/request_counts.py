@@ -1,8 +1,7 @@
 """What a run's requests were, counted: by kind, by error class, by the server's message.
 
 Over the requests given (``probes.latency.summarize`` gives the measured ones); a
-request counts as failed when its status is not ``ok``, and as suspect when the usage
-its server reported cannot be right (``usage_suspect``, ``loadgen.records``).
+request counts as failed when its status is not ``ok``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadgen.records import Status, suspect_kind
+from loadgen.records import Status
 
 
 def completed_mask(requests: pd.DataFrame) -> np.ndarray:
@@ -65,20 +64,3 @@ def error_messages(requests: pd.DataFrame, top: int = TOP_ERROR_MESSAGES) -> lis
     ).fillna({"kind": "unknown", "message": "(no message)"})
     counts = frame.astype(str).value_counts(sort=True).head(top)
     return [{"message": m, "kind": k, "count": int(n)} for (k, m), n in counts.items()]
-
-
-def suspect_mask(requests: pd.DataFrame) -> np.ndarray:
-    """True for the requests whose server usage is impossible (``usage_suspect`` set)."""
-    if "usage_suspect" not in requests.columns:
-        return np.zeros(len(requests), dtype=bool)
-    return requests["usage_suspect"].notna().to_numpy(dtype=bool)
-
-
-def usage_suspects(requests: pd.DataFrame) -> dict[str, Any]:
-    """How many requests carry impossible usage, of how many, by kind of impossibility."""
-    suspect = suspect_mask(requests)
-    kinds: dict[str, int] = {}
-    for reason in requests["usage_suspect"][suspect] if suspect.any() else []:
-        for part in str(reason).split("; "):
-            kinds[suspect_kind(part)] = kinds.get(suspect_kind(part), 0) + 1
-    return {"requests": int(suspect.sum()), "of": len(requests), "kinds": kinds}
