@@ -50,7 +50,7 @@ from loadgen.failures import (
     stream_failure,
     truncated,
 )
-from loadgen.records import ChunkTimes, ErrorKind, RequestRecord, Status
+from loadgen.records import ChunkTimes, ErrorKind, RequestRecord, Status, usage_suspect
 from loadgen.sse import MAX_EVENT_BYTES, EventTooLarge
 from loadgen.token_sink import TokenSink, read_body
 from runtime.clock import RunClock
@@ -380,6 +380,13 @@ def _finish(
     record.prompt_tokens = reported if reported is not None else prepared.prompt_tokens
     record.output_tokens = (
         stream.completion_tokens if stream.completion_tokens is not None else stream.tokens
+    )
+    record.usage_suspect = usage_suspect(
+        stream.prompt_tokens,
+        stream.completion_tokens,
+        stream.cached_tokens,
+        stream.tokens,
+        stream.method,
     )
     record.output_token_ids = stream.token_ids
     record.output_logprobs = stream.logprobs

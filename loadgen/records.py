@@ -5,6 +5,12 @@ These are the rows of ``requests.parquet`` and ``chunks.parquet`` (the run forma
 Times are seconds from the run's t=0 on the monotonic clock. Unknown values are
 ``None`` (null in parquet), never 0: a server that does not report ``cached_tokens``
 is not a server that reported zero.
+
+The server's ``usage`` is kept as it said it, but checked (``usage_suspect``): a count
+below zero, more cached tokens than prompt tokens, or a completion count that parts from
+the tokens the stream carried by more than its counting method allows
+(``STREAM_SLACK``) flag the row with the reason, and the summary leaves such rows out of
+the prefix hit rates (``probes.latency``).
 """
 
 from __future__ import annotations
@@ -96,6 +102,8 @@ class RequestRecord:
     #: Sent a second time, on a fresh connection: the first try's pooled connection was
     #: closed by the server before any byte of the request reached it.
     retried: bool = False
+    #: Why the server's ``usage`` cannot be right (``usage_suspect``), or ``None``.
+    usage_suspect: str | None = None
     output_token_ids: list[int] | None = field(default=None, repr=False)
     output_logprobs: list[float] | None = field(default=None, repr=False)
 
@@ -114,3 +122,53 @@ class RequestRecord:
 
 
 _RECORD_COLUMNS = tuple(f.name for f in fields(RequestRecord))
+
+#: How far the server's ``completion_tokens`` may part from the tokens the stream carried,
+#: by how they were counted (``RequestRecord.token_count_method``), as ``(below, above)``:
+#: how many fewer and how many more the server may report. ``usage`` (vLLM's and SGLang's
+#: cumulative counters, llama.cpp's ``tokens_predicted``) and ``token_ids`` count the same
+#: tokens the final usage does, but for one the final usage chunk may add (a stop token
+#: not streamed); ``chunks`` (one per event with text) undercounts a server that puts
+#: several tokens in one event (vLLM's chat stream without continuous usage: 3 events, 8
+#: tokens), so only more events than tokens is impossible; a ``tokenizer`` recount of text
+#: pieces is not exact either way and is not compared.
+STREAM_SLACK: dict[str | None, tuple[float, float]] = {
+    "usage": (1, 1),
+    "token_ids": (1, 1),
+    "chunks": (1, float("inf")),
+}
+
+
+def usage_suspect(
+    prompt: int | None,
+    completion: int | None,
+    cached: int | None,
+    streamed: int,
+    method: str | None,
+) -> str | None:
+    """Why a finished request's reported usage cannot be right (``; ``-joined), or ``None``."""
+    why = [
+        f"negative {name} ({value})"
+        for name, value in (
+            ("prompt_tokens", prompt),
+            ("completion_tokens", completion),
+            ("cached_tokens", cached),
+        )
+        if value is not None and value < 0
+    ]
+    if cached is not None and prompt is not None and cached > prompt >= 0:
+        why.append(f"cached_tokens > prompt_tokens ({cached} > {prompt})")
+    slack = STREAM_SLACK.get(method)
+    if slack is not None and completion is not None and completion >= 0:
+        below, above = slack
+        if not streamed - below <= completion <= streamed + above:
+            why.append(
+                f"completion_tokens != streamed tokens ({completion} vs {streamed} "
+                f"counted by {method})"
+            )
+    return "; ".join(why) or None
+
+
+def suspect_kind(reason: str) -> str:
+    """A ``usage_suspect`` reason's kind, without its figures (what the summary counts)."""
+    return reason.split(" (", 1)[0]

@@ -45,6 +45,7 @@ from probes.quantiles import describe, finite
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
+from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.names import WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
@@ -284,28 +285,53 @@ def client_health(
     return health
 
 
-def _hit_rate(cached: np.ndarray, prompt: np.ndarray) -> tuple[float | None, int]:
+def _hit_rate(
+    cached: np.ndarray, prompt: np.ndarray, what: str, excluded: int
+) -> tuple[float | None, int, str | None]:
+    """Σ cached / Σ prompt over the rows that have both; the rows counted; why ``None``."""
     known = np.isfinite(cached) & np.isfinite(prompt)
     total = prompt[known].sum()
-    if not known.any() or total <= 0:
-        return None, int(known.sum())
-    return float(cached[known].sum() / total), int(known.sum())
+    if known.any() and total > 0:
+        return float(cached[known].sum() / total), int(known.sum()), None
+    if known.any():
+        why = "the requests' prompt_tokens sum to 0"
+    elif excluded:
+        why = f"no request with possible usage carries both prompt_tokens and {what} "
+        why += f"({excluded} left out as usage_suspect)"
+    else:
+        why = f"no request carries both prompt_tokens and {what}"
+    return None, int(known.sum()), why
 
 
 def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
     """Expected (oracle) and observed (server-reported) cached share of prompt tokens.
 
     Observed is over the requests whose server reported ``cached_tokens`` and is
-    ``None`` when it never did: unknown, never 0.
+    ``None`` when it never did: unknown, never 0. Requests whose usage is impossible
+    (``usage_suspect``) count in neither (``usage_suspect_excluded``); a rate that is
+    ``None`` says why (``expected_reason``, ``observed_reason``).
     """
-    prompt = _num(requests, "prompt_tokens")
-    expected, _ = _hit_rate(_num(requests, "expected_cached_tokens"), prompt)
-    observed, reported = _hit_rate(_num(requests, "cached_tokens"), prompt)
-    return {
+    usable = requests[~suspect_mask(requests)]
+    excluded = len(requests) - len(usable)
+    prompt = _num(usable, "prompt_tokens")
+    expected, _, why_expected = _hit_rate(
+        _num(usable, "expected_cached_tokens"), prompt, "expected_cached_tokens", excluded
+    )
+    observed, reported, why_observed = _hit_rate(
+        _num(usable, "cached_tokens"), prompt, "cached_tokens", excluded
+    )
+    rates: dict[str, Any] = {
         "expected_hit_rate": expected,
         "observed_hit_rate": observed,
         "reported_requests": reported,
     }
+    if excluded:
+        rates["usage_suspect_excluded"] = excluded
+    if why_expected:
+        rates["expected_reason"] = why_expected
+    if why_observed:
+        rates["observed_reason"] = why_observed
+    return rates
 
 
 def summarize_frames(
@@ -342,6 +368,7 @@ def summarize_frames(
         goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None
     )
     summary["prefix"] = prefix_hit_rates(done)
+    summary["usage_suspect"] = usage_suspects(done)
     summary["chunks"] = chunk_counts(tokens)
     summary["client"] = client_health(
         latencies["dispatch_lag_s"].to_numpy(),

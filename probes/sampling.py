@@ -46,11 +46,7 @@ class ProbeStatus:
         self.failed += 1
         self.state = "partial" if self.ok else "failed"
         self.reason = self.reason or reason
-        if self.journal is not None:
-            with contextlib.suppress(RunWriteError):  # the run directory reports it
-                self.journal.append(
-                    {"t_s": t_s, "probe": self.probe, "event": "failed", "reason": reason}
-                )
+        self._journal(t_s, "failed", reason)
 
     def lost(self, reason: str, t_s: float | None = None) -> None:
         """The probe itself died (its process crashed or hung): a failed attempt whose
@@ -60,10 +56,14 @@ class ProbeStatus:
 
     def unavailable(self, reason: str) -> None:
         self.state, self.reason = "unavailable", reason
+        self._journal(None, "unavailable", reason)
+
+    def _journal(self, t_s: float | None, event: str, reason: str) -> None:
+        """One row of ``probe_events`` (a failed write is the run directory's to report)."""
         if self.journal is not None:
             with contextlib.suppress(RunWriteError):
                 self.journal.append(
-                    {"t_s": None, "probe": self.probe, "event": "unavailable", "reason": reason}
+                    {"t_s": t_s, "probe": self.probe, "event": event, "reason": reason}
                 )
 
     def off(self, reason: str) -> None:

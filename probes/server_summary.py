@@ -189,9 +189,10 @@ def _plain_histogram(series: ServerSeries, name: str) -> dict[str, Any]:
 
 def expected_hit_rate(requests: pd.DataFrame) -> Value:
     """The oracle's cached share of prompt tokens over every request sent."""
-    rate = prefix_hit_rates(requests)["expected_hit_rate"] if not requests.empty else None
+    rates = prefix_hit_rates(requests) if not requests.empty else {}
+    rate = rates.get("expected_hit_rate")
     if rate is None:
-        return Value.unknown("no request carries both prompt_tokens and expected_cached_tokens")
+        return Value.unknown(rates.get("expected_reason") or "the run has no requests")
     return Value(rate, Provenance.DERIVED, "Σ expected_cached_tokens / Σ prompt_tokens (oracle)")
 
 

@@ -168,6 +168,16 @@ class TableWriter:
         except OSError:
             self._torn = True  # the next write starts a new line
 
+    def truncate(self, size: int) -> None:
+        """Cut the journal back to ``size`` bytes (``size()`` taken before lines to take back)."""
+        assert self._fd is not None
+        os.ftruncate(self._fd, size)
+
+    def size(self) -> int:
+        """The journal's length in bytes."""
+        assert self._fd is not None
+        return os.fstat(self._fd).st_size
+
     def __del__(self) -> None:
         # a writer dropped unclosed (a crashed caller, a test) gives its descriptor back, as
         # a file object would; its lines are already in the file
@@ -220,7 +230,8 @@ class RunDir:
         with contextlib.suppress(OSError), open(self.path / _RESERVE_FILE, "wb") as fh:
             fh.write(bytes(size))
 
-    def _release_reserve(self) -> bool:
+    def release_reserve(self) -> bool:
+        """Give the reserved space back (the run's last document is written); whether any was."""
         try:
             (self.path / _RESERVE_FILE).unlink()
         except OSError:
@@ -241,7 +252,7 @@ class RunDir:
         try:
             self._replace(name, lambda tmp: tmp.write_bytes(data))
         except RunWriteError:
-            if not self._release_reserve():
+            if not self.release_reserve():
                 raise
             self._replace(name, lambda tmp: tmp.write_bytes(data))
 
@@ -294,6 +305,26 @@ class RunDir:
             complete = b"".join(_tagged(line, tag) for line in complete.splitlines(keepends=True))
         self.table(name)._write(complete, 0)
         return complete.count(b"\n")
+
+    def absorb_journals(
+        self, folder: Path, names: Sequence[str], tags: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, int]:
+        """``absorb_journal`` for each of a worker's journals in ``folder`` (``tags`` by
+        table), all or none: when one fails (the disk full), the lines already appended are
+        taken back and ``RunWriteError`` is raised, so the worker's folder still holds every
+        row (``runfmt.tables`` reads it) and none is counted twice. Lines appended by table."""
+        present = [name for name in names if (folder / journal_file(name)).exists()]
+        marks = {name: self.table(name).size() for name in present}
+        try:
+            return {
+                name: self.absorb_journal(name, folder / journal_file(name), tags.get(name))
+                for name in present
+            }
+        except RunWriteError:
+            for name, size in marks.items():
+                with contextlib.suppress(OSError):
+                    self.table(name).truncate(size)
+            raise
 
     def set_column(self, name: str, column: str, values: Mapping[str, Any]) -> None:
         """Set ``column`` in the rows of the closed table ``name`` whose ``id`` is in

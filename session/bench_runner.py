@@ -399,6 +399,7 @@ class _Bench:
         except RunWriteError:
             self.unwritten += (RUN_JSON,)
         summary = await write_summary(run, final, result, self.options, self.prometheus, self.clock)
+        run.release_reserve()
         if not run.has(SUMMARY_JSON):
             self.unwritten += (SUMMARY_JSON,)
         return summary

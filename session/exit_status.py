@@ -149,6 +149,19 @@ class BenchOutcome:
             return EXIT_WRITE_FAILED
         return exit_status(self.status, self.summary, self.max_error_rate, self.min_goodput)
 
+    @property
+    def usage_warning(self) -> str | None:
+        """One line when the server reported usage that cannot be right, else ``None``."""
+        suspect = self.summary.get("usage_suspect") or {}
+        if not suspect.get("requests"):
+            return None
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in (suspect.get("kinds") or {}).items())
+        return (
+            f"{suspect['requests']} of {suspect['of']} completed requests carry impossible "
+            f"usage from the server ({kinds}): kept as reported, flagged usage_suspect in "
+            f"requests, left out of the prefix hit rates; {self.run_dir}"
+        )
+
     def ending(self) -> str:
         """The one line for a run that did not complete: its status, its reason, and the
         requests kept (of those finished, when a failed write kept fewer)."""

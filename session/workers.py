@@ -45,9 +45,8 @@ from runfmt.names import (
     REQUESTS_TABLE,
     SHARDS_DIR,
     WORKER_COLUMN,
-    journal_file,
 )
-from runfmt.rundir import RunDir
+from runfmt.rundir import RunDir, RunWriteError
 from runtime import event_loop, signals
 from runtime.child import become_child
 from runtime.clock import RunClock
@@ -335,16 +334,15 @@ class WorkerPool:
 
     def _conclude(self) -> None:
         """Merge the journals and the results (a worker without one failed its shard)."""
-        shards = []
+        shards, kept_apart = [], False
         for worker in self._workers:
             folder = worker.job.folder
             tags = {CLIENT_TABLE: {WORKER_COLUMN: worker.job.index}}  # each loop's own CPU
-            rows = {
-                name: self.run_dir.absorb_journal(name, folder / journal_file(name), tags.get(name))
-                for name in TABLES
-                if (folder / journal_file(name)).exists()
-            }
-            shutil.rmtree(folder, ignore_errors=True)  # merged: no reader counts it twice
+            try:
+                rows = self.run_dir.absorb_journals(folder, TABLES, tags)
+                shutil.rmtree(folder, ignore_errors=True)  # merged: no reader counts it twice
+            except RunWriteError:  # the disk full: its rows stay in its folder, read there
+                rows, kept_apart = {}, True
             result = worker.result
             if result is None:
                 result = LoadResult(
@@ -355,7 +353,8 @@ class WorkerPool:
                 ).to_json()
             shards.append({"index": worker.job.index, **result})
             self.result.composed_prompts.update(worker.composed)
-        shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)
+        if not kept_apart:
+            shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)
         merge_results(self.result, shards)
 
 

@@ -130,6 +130,8 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
     breach = outcome.slo_breach
     if breach is not None:
         print(f"prefillscope: SLO breached: {breach}; {outcome.run_dir}", file=sys.stderr)
+    if outcome.usage_warning is not None:
+        print(f"prefillscope: warning: {outcome.usage_warning}", file=sys.stderr)
     if outcome.status != "complete":
         print(f"prefillscope: {outcome.ending()}", file=sys.stderr)
 

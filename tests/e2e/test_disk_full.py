@@ -69,4 +69,4 @@ def test_a_disk_full_mid_run_stops_it_with_one_line_and_keeps_what_was_written(
             data = journal.read_bytes()
             assert not data or data.endswith(b"\n"), journal.name
             assert all(json.loads(raw) for raw in data.splitlines()), journal.name
-        assert not list(out.glob("*.tmp"))
+        assert not list(out.glob("*.tmp")) and not (out / ".reserve").exists()

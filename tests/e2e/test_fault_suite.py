@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
+import fault_server
 import pytest
 from bench_support import bench_cli, bench_process, wait_for_rows
 from fault_server import MESSAGES, MODEL
@@ -28,15 +28,7 @@ REQUESTS = 8
 
 
 def start_server(fault: str, keepalive: float = 75.0) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--fault", fault, "--keepalive", str(keepalive)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://"), f"fault server did not start: {url!r}"
-    return proc, url
+    return fault_server.start(fault, keepalive)
 
 
 def bench_args(url: str, out: Path, *extra: str) -> list[str]:

@@ -243,7 +243,12 @@ def test_unreported_cached_tokens_is_unknown_not_zero() -> None:
         for i in range(3)
     ]  # fmt: skip
     prefix = summarize_frames(*frames(records, []), EMPTY)["prefix"]
-    assert prefix == {"expected_hit_rate": 0.5, "observed_hit_rate": None, "reported_requests": 0}
+    assert prefix == {
+        "expected_hit_rate": 0.5,
+        "observed_hit_rate": None,
+        "reported_requests": 0,
+        "observed_reason": "no request carries both prompt_tokens and cached_tokens",
+    }
 
 
 def test_an_empty_run_summarises_without_numbers(tmp_path: Path) -> None:

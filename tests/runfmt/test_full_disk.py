@@ -94,3 +94,20 @@ def test_write_failure_reasons() -> None:
     assert write_failure_reason(folder, OSError(errno.ENOSPC, "x")) == "no space left on /runs/x"
     readonly = write_failure_reason(folder, OSError(errno.EROFS, "Read-only file system"))
     assert readonly == "/runs/x is not writable (Read-only file system)"
+
+
+def test_a_workers_journals_are_absorbed_whole_or_left_in_its_folder(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "12k") as disk:
+        worker = RunDir(tmp_path / "worker", create=True)  # on the roomy disk
+        worker.table("requests").append_many([ROW | {"id": f"w{i}"} for i in range(3)])
+        worker.table("chunks").append_many([ROW | {"id": f"c{i}"} for i in range(12)])
+        worker.close(compact=False)
+        run = RunDir(disk / "run", create=True)
+        with pytest.raises(RunWriteError):  # the requests fit, the chunks do not
+            run.absorb_journals(worker.path, ["requests", "chunks"], {})
+        assert (run.path / "requests.jsonl").read_bytes() == b""  # taken back: not twice
+        assert (run.path / "chunks.jsonl").read_bytes() == b""
+        small = RunDir(tmp_path / "small", create=True)
+        small.table("requests").append(ROW)
+        small.close(compact=False)
+        assert run.absorb_journals(small.path, ["requests", "chunks"], {}) == {"requests": 1}

@@ -3,7 +3,9 @@
 ``python tests/support/fault_server.py --fault NAME [--keepalive S]`` serves ``/v1/models`` and a
 vLLM-shaped ``/v1/completions`` stream (the generator of ``loadgen_servers``), and prints
 its URL. Every other completion request (the 2nd, 4th … by arrival; the first is the
-bench's own test request) gets the fault; ``all-5xx`` and ``slow-bytes`` apply to every
+bench's own test request) gets the fault (``nonsense-usage``: a well-formed stream whose
+final usage is impossible, in turn cached > prompt tokens, negative prompt tokens, and
+40 more completion tokens than were streamed); ``all-5xx`` and ``slow-bytes`` apply to every
 request, ``all-5xx-after-first`` to every request after the first. A separate process, so a test can
 SIGKILL it mid-run and ``prefillscope bench --endpoint`` drives it as it would a server.
 """
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,13 +40,26 @@ def _error(status: int) -> web.Response:
     return web.json_response(body, status=status)
 
 
-def _events(prompt: int, max_tokens: int) -> list[bytes]:
-    """A whole vLLM-shaped stream of ``max_tokens`` tokens, event by event."""
+#: The impossible final usages of ``nonsense-usage``, in turn: (prompt, completion, cached).
+NONSENSE_USAGE = (
+    lambda prompt, n: (prompt, n, prompt + 100),
+    lambda prompt, n: (-5, n, 0),
+    lambda prompt, n: (prompt, n + 40, 0),
+)
+
+
+def _events(prompt: int, max_tokens: int, nonsense: int | None = None) -> list[bytes]:
+    """A whole vLLM-shaped stream of ``max_tokens`` tokens, event by event; with
+    ``nonsense``, its final usage is ``NONSENSE_USAGE[nonsense]``'s."""
     events = [
         _event(i + 1, prompt, "ab", "length" if i + 1 == max_tokens else None, None)
         for i in range(max_tokens)
     ]
-    usage = {"prompt_tokens": prompt, "completion_tokens": max_tokens}
+    usage: dict = {"prompt_tokens": prompt, "completion_tokens": max_tokens}
+    if nonsense is not None:
+        reported, completion, cached = NONSENSE_USAGE[nonsense](prompt, max_tokens)
+        usage = {"prompt_tokens": reported, "completion_tokens": completion}
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     tail = {"id": "cmpl-fault", "object": "text_completion", "choices": [], "usage": usage}
     return [*events, b"data: " + json.dumps(tail).encode() + b"\n\n", b"data: [DONE]\n\n"]
 
@@ -98,7 +114,10 @@ def app(fault: str) -> web.Application:
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         request["index"] = index = next(counter)
-        events = _events(len(body.get("prompt") or []), int(body.get("max_tokens", 4)))
+        nonsense = (index // 2) % len(NONSENSE_USAGE) if fault == "nonsense-usage" else None
+        if index % 2 == 0:
+            nonsense = None
+        events = _events(len(body.get("prompt") or []), int(body.get("max_tokens", 4)), nonsense)
         if fault == "slow-bytes":
             resp = await _start_stream(request)
             for byte in b"".join(events):
@@ -107,7 +126,7 @@ def app(fault: str) -> web.Application:
             await resp.write_eof()
             return resp
         every = fault == "all-5xx" or (fault == "all-5xx-after-first" and index > 0)
-        if fault != "none" and (every or index % 2 == 1):
+        if fault not in ("none", "nonsense-usage") and (every or index % 2 == 1):
             return await _fault(fault, request, events)
         resp = await _start_stream(request)
         for event in events:
@@ -120,6 +139,19 @@ def app(fault: str) -> web.Application:
     application.router.add_get("/v1/models", models)
     application.router.add_post("/v1/completions", completions)
     return application
+
+
+def start(fault: str, keepalive: float = 75.0) -> tuple[subprocess.Popen[str], str]:
+    """This server in a process of its own, with ``fault``; the process and its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--fault", fault, "--keepalive", str(keepalive)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://"), f"fault server did not start: {url!r}"
+    return proc, url
 
 
 def main() -> None:
