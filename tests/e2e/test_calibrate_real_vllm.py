@@ -40,6 +40,7 @@ ENGINE = [
     "gpu=custom:peak_flops=1e12,bandwidth=5e10,memory_gib=2",
     "block_size=128",
     "max_num_batched_tokens=512",  # the fixture's MAX_BATCHED
+    "max_num_seqs=128",  # at most 16 in flight; the engine needs a budget ≥ its sequences
     f"vocab_size={VOCAB_SIZE}",
     f"max_model_len={MAX_MODEL_LEN}",
 ]
