@@ -19,6 +19,7 @@ to serve hundreds of streams in real time and to simulate millions of tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from perfmodel.config import EngineConfig
 from perfmodel.models import GpuSpec, ModelSpec, resolve_gpu, resolve_model
@@ -131,7 +132,7 @@ class CostModel:
             + shape.prefill_tokens
             + shape.decode_tokens
         )
-        nbytes = self.weight_bytes_per_gpu + self.kv_bytes_per_token * kv_tokens
+        nbytes = self.step_bytes(kv_tokens)
         memory_s = nbytes / self._byte_rate
         if fixed is not None:
             return StepCost(
@@ -147,6 +148,16 @@ class CostModel:
             bytes=nbytes,
             bound=bound,
         )
+
+    def step_bytes(self, kv_tokens: Any) -> Any:
+        """Bytes a step moves on one GPU: the weights once, and ``kv_tokens`` tokens' KV
+        (the context its sequences read and what it writes); scalars or numpy arrays."""
+        return self.weight_bytes_per_gpu + self.kv_bytes_per_token * kv_tokens
+
+    @property
+    def fixed_overhead_s(self) -> float:
+        """What every step costs besides its roofline and its per-sequence overhead."""
+        return self._fixed_overhead
 
     def step_time(self, shape: StepShape) -> float:
         """Modelled seconds of a step (before the driver's time scale)."""

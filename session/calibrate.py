@@ -1,16 +1,15 @@
 """``simulate --calibrate RUN_DIR``: fit the cost model to a measured run, then replay it.
 
-The run's recorded requests (send times, prompt and output lengths) are replayed on the
-virtual clock while two figures of the cost model are fitted, each by bisection on a
-quantity it moves monotonically:
+Three figures of the cost model are fitted to the run:
 
-1. the **decode step** to the embedded engine's mean pure-decode step
-   (``prefillscope_engine_step_seconds{kind="decode"}``, the server's clock), else to the
-   client's ITL p50 (vLLM 0.32 has no step-time histogram, and its inter-token latency
-   buckets are too coarse for a median: 5–10 ms is one bucket) — by the per-step
-   host overhead (``host_overhead_step_s``, up from 0), or, when even none gives steps
-   longer than measured, the HBM ``bandwidth_efficiency`` (up to 1);
-2. the **prefill** to the client's mean TTFT: ``prefill_mfu`` within ``MFU_RANGE``.
+1. the **decode**: ``bandwidth_efficiency`` (the fraction of the memory-bandwidth roofline
+   a decode step reaches) and ``host_overhead_per_seq_s`` (what each running sequence
+   adds to a step), by a median regression of the run's pure-decode gaps on the step's
+   roofline seconds and its number of sequences, held to the server's own mean decode
+   step where it has one (``session.calibrate_decode``: how, and how well it fits);
+2. the **prefill** to the client's mean TTFT: ``prefill_mfu`` within ``MFU_RANGE``, by
+   bisection on replays of the run's recorded requests (send times, prompt and output
+   lengths) on the virtual clock with the decode figures fitted.
 
 A replay moves in steps: when a small change of a parameter moves one request's prefill
 into the next step, every figure jumps. Where an arrival falls between two of the
@@ -24,10 +23,9 @@ within the tolerance), and one replay's mean by up to 3 %; the pooled mean by un
 
 The client's TTFT p50, its ITL p50 and p99 and the server's mean ITL (vLLM's histogram
 sum ÷ count, exact; else the client's mean gap) are the checks, reported with the fitted
-figures as predicted vs measured and their relative error; the server's clock is the
-fit's target where it has one because the client's gaps also carry the network and the
-client's own delays. The fitted figures land within ``TOLERANCE`` unless a bound of their
-parameter is hit (the error says so).
+figures as predicted vs measured and their relative error. ``holdout`` is the honest
+check: the fitted figures predict another run (another chunk budget or load) that the
+fit never saw, and the error is reported per metric.
 """
 
 from __future__ import annotations
@@ -40,10 +38,12 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel
 from probes.latency import request_latencies
-from probes.token_gaps import token_gaps
+from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.tables import RunTables
+from session.calibrate_decode import RequestSpans, decode_gaps, fit_decode, request_spans
 from session.sim_workload import SimWorkload, from_run
 from simengine.core import EngineCore
 from simengine.driver import VirtualDriver
@@ -52,7 +52,6 @@ from workloads.errors import InputError
 TOLERANCE = 0.02
 BISECTIONS = 14
 MFU_RANGE = (0.01, 1.0)
-MAX_OVERHEAD_S = 1.0
 #: Replays pooled per figure: enough for ``PHASE_REQUESTS`` replayed requests, at most
 #: ``MAX_PHASES`` (a run of that many requests or more is replayed once).
 PHASE_REQUESTS, MAX_PHASES = 128, 16
@@ -60,6 +59,12 @@ PHASE_REQUESTS, MAX_PHASES = 128, 16
 
 STEP_METRIC = "prefillscope_engine_step_seconds"
 ITL_METRIC = "vllm:inter_token_latency_seconds"
+#: Where the decode fit's figures came from: the client's gaps alone, or held to the
+#: server's mean pure-decode step.
+DECODE_SOURCE = {
+    False: "client: pure-decode token gaps (median regression)",
+    True: f'client: pure-decode token gaps, held to {STEP_METRIC}{{kind="decode"}} (mean)',
+}
 
 
 @dataclass(frozen=True)
@@ -99,24 +104,46 @@ def _server_histograms(tables: RunTables) -> dict[str, float]:
     return figures
 
 
-def measure_run(run: Run) -> Measured:
+@dataclass(frozen=True)
+class RunReading:
+    """What calibration reads of a run: its measured, completed requests, their gaps,
+    the spans the decode fit needs and the server's histogram figures."""
+
+    ttft_s: np.ndarray
+    gaps: TokenGaps
+    spans: RequestSpans
+    server: dict[str, float]
+
+
+def read_run(run: Run, flag: str = "--calibrate") -> RunReading:
+    """The one place calibration reads a run (opened once: ``runfmt.run.open_run``)."""
+    tables = run.tables
+    try:
+        measured, chunks = tables.measured, tables.chunks
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(flag, f"cannot read the run {run.path}: {exc}") from None
+    latencies = request_latencies(measured)
+    ok = latencies["ok"].astype(bool).to_numpy()
+    ttft = latencies.loc[ok, "ttft_s"].dropna().to_numpy(dtype=float)
+    gaps = token_gaps(chunks, latencies.loc[ok, "id"])
+    if ttft.size == 0 or gaps.gap_s.size == 0:
+        raise InputError(flag, f"{run.path} has no completed request with token gaps")
+    spans = request_spans(measured[ok], gaps, chunks)
+    return RunReading(ttft, gaps, spans, _server_histograms(tables))
+
+
+def measure_run(reading: RunReading) -> Measured:
     """The run's client-side TTFT p50 and mean, ITL p50/p99 (and the server's figures)
     over its measured, completed requests."""
-    tables = run.tables
-    ok = request_latencies(tables.completed)
-    ttft = ok["ttft_s"].dropna().to_numpy(dtype=float)
-    gaps = token_gaps(tables.chunks, ok["id"]).gap_s
-    if ttft.size == 0 or gaps.size == 0:
-        raise InputError("--calibrate", f"{run.path} has no completed request with token gaps")
+    gaps = reading.gaps.gap_s
     p50, p99 = np.percentile(gaps, [50, 99])
-    server = _server_histograms(tables)
     return Measured(
-        float(np.median(ttft)),
+        float(np.median(reading.ttft_s)),
         float(p50),
         float(p99),
-        server.get("decode_step_mean"),
-        server.get("itl_mean", float(np.mean(gaps))),
-        float(np.mean(ttft)),
+        reading.server.get("decode_step_mean"),
+        reading.server.get("itl_mean", float(np.mean(gaps))),
+        float(np.mean(reading.ttft_s)),
     )
 
 
@@ -169,64 +196,82 @@ def _bisect(lo: float, hi: float, too_low, rising: bool = True) -> float:
     return (lo * hi) ** 0.5 if lo > 0 else (lo + hi) / 2
 
 
+def _relative_errors(predicted: Measured, measured: Measured) -> dict[str, float | None]:
+    return {
+        k: (getattr(predicted, k) - v) / v if v and getattr(predicted, k) is not None else None
+        for k, v in measured.as_dict().items()
+    }
+
+
 def calibrate(run: Run | Path, base: EngineConfig) -> dict[str, Any]:
     """Fit ``base`` to the run (a ``Path`` is opened as ``--calibrate``); the fitted
     config, its fit error, and the replay. ``InputError`` when the run's plan cannot be
     rebuilt (``session.sim_workload.from_run``): other prompts would fit another model."""
     run = run if isinstance(run, Run) else open_run(run, "--calibrate")
     workload = from_run(run, base.vocab_size, argument="--calibrate")
-    measured = measure_run(run)
-    if measured.decode_step_mean is not None:
-        key, target = "decode_step_mean", measured.decode_step_mean
-        source = f'{STEP_METRIC}{{kind="decode"}} (mean)'
-    else:  # a median needs the client's gaps: the server's ITL buckets are too coarse for it
-        key, target, source = "itl_p50", measured.itl_p50, "client: token gaps (p50)"
-    offsets = phase_offsets(workload, target)
-
-    def decode_at(cfg: EngineConfig) -> float:
-        value = getattr(replay(cfg, workload, offsets), key)
-        return float("inf") if value is None else value
+    reading = read_run(run)
+    measured = measure_run(reading)
+    offsets = phase_offsets(workload, measured.itl_p50)
+    decode = fit_decode(
+        decode_gaps(reading.spans, reading.gaps),
+        CostModel.from_config(base),
+        measured.decode_step_mean,
+    )
+    if decode is None:
+        raise InputError("--calibrate", f"{run.path} has no pure-decode gap to fit the decode to")
+    fitted: dict[str, float] = {
+        "bandwidth_efficiency": decode.bandwidth_efficiency,
+        "host_overhead_per_seq_s": decode.host_overhead_per_seq_s,
+    }
+    config = dataclasses.replace(base, **fitted)
 
     def with_(**changes: float) -> EngineConfig:
         return dataclasses.replace(config, **changes)
 
-    config = dataclasses.replace(base, host_overhead_step_s=0.0)
-    fitted: list[str] = []
-    if decode_at(config) < target:
-        overhead = _bisect(
-            0.0, MAX_OVERHEAD_S, lambda x: decode_at(with_(host_overhead_step_s=x)) < target
-        )
-        config = with_(host_overhead_step_s=overhead)
-        fitted.append("host_overhead_step_s")
-    else:
-        efficiency = _bisect(
-            config.bandwidth_efficiency,
-            1.0,
-            lambda x: decode_at(with_(bandwidth_efficiency=x)) > target,
-        )
-        config = with_(bandwidth_efficiency=efficiency)
-        fitted.append("bandwidth_efficiency")
     mfu = _bisect(
         *MFU_RANGE,
         lambda x: replay(with_(prefill_mfu=x), workload, offsets).ttft_mean > measured.ttft_mean,
     )
     config = with_(prefill_mfu=mfu)
-    fitted.append("prefill_mfu")
+    fitted["prefill_mfu"] = mfu
     predicted = replay(config, workload, offsets)
-    error = {
-        k: (getattr(predicted, k) - v) / v if v and getattr(predicted, k) is not None else None
-        for k, v in measured.as_dict().items()
-    }
     return {
         "run": str(run.path),
         "requests": len(workload),
         "prompts": workload.prompts,
-        "fitted": {name: getattr(config, name) for name in fitted},
+        "fitted": fitted,
+        "decode_fit": decode.as_dict(),
         "config": dataclasses.asdict(config),
         "measured": measured.as_dict(),
         "predicted": predicted.as_dict(),
-        "relative_error": error,
-        "fit_targets": ["ttft_mean", key],
-        "decode_source": source,
+        "relative_error": _relative_errors(predicted, measured),
+        "fit_targets": ["ttft_mean"],
+        "decode_source": DECODE_SOURCE[decode.anchored is not None],
         "tolerance": TOLERANCE,
+    }
+
+
+#: The metrics the held-out check is judged on, and its goal (relative error).
+HOLDOUT_METRICS, HOLDOUT_GOAL = ("ttft_p50", "itl_p50", "itl_p99"), 0.10
+
+
+def holdout(run: Run | Path, config: EngineConfig) -> dict[str, Any]:
+    """Predict a run the fit never saw: replay its recorded requests on ``config`` (the
+    fitted figures on that run's own settings, e.g. its chunk budget) and compare."""
+    run = run if isinstance(run, Run) else open_run(run, "--holdout")
+    workload = from_run(run, config.vocab_size, argument="--holdout")
+    measured = measure_run(read_run(run, "--holdout"))
+    predicted = replay(config, workload, phase_offsets(workload, measured.itl_p50))
+    error = _relative_errors(predicted, measured)
+    return {
+        "run": str(run.path),
+        "requests": len(workload),
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "measured": measured.as_dict(),
+        "predicted": predicted.as_dict(),
+        "relative_error": error,
+        "goal": HOLDOUT_GOAL,
+        "within_goal": {
+            k: error[k] is not None and abs(error[k]) <= HOLDOUT_GOAL for k in HOLDOUT_METRICS
+        },
     }

@@ -53,6 +53,20 @@ def simulate(
         Path | None,
         typer.Option(help="Fit the cost model to this bench run first (and replay it)."),
     ] = None,
+    holdout: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --calibrate: predict this other run with the fitted figures and "
+            "print the error per metric (a held-out check)."
+        ),
+    ] = None,
+    holdout_engine: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Engine KEY=VALUE where the --holdout run's server differed "
+            "(e.g. max_num_batched_tokens=128; repeatable)."
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
     ] = None,
@@ -127,14 +141,21 @@ def simulate(
         raise InputError("--html", f"folder {html.parent} does not exist")
     if workload is None and calibrate is None:
         raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
+    if holdout is not None and (calibrate is None or not holdout.is_dir()):
+        raise InputError("--holdout", f"{holdout} needs --calibrate and a run directory")
+    holdout_base = parse_engine_flags([*(engine or []), *(holdout_engine or [])]).config
     calibration = None
     if calibrate is not None:
         from session.calibrate import calibrate as fit
+        from session.calibrate import holdout as predict_holdout
 
         if not calibrate.is_dir():
             raise InputError("--calibrate", f"{calibrate} is not a run directory")
         calibration = fit(calibrate, base)
         spec.base = dataclasses.replace(base, **calibration["fitted"])
+        if holdout is not None:
+            fitted_b = dataclasses.replace(holdout_base, **calibration["fitted"])
+            calibration["holdout"] = predict_holdout(holdout, fitted_b)
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
     load = load_workload(workload or str(calibrate), set_ or [], overrides, spec.base)
@@ -149,6 +170,8 @@ def simulate(
     else:
         if calibration is not None:
             _print_calibration(calibration)
+            if "holdout" in calibration:
+                _print_holdout(calibration["holdout"])
         _print(result)
     if result["status"] != "complete":
         from runtime import signals
@@ -173,6 +196,13 @@ def _print_calibration(cal: dict[str, Any]) -> None:
     fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
     typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
     typer.echo(f"  prompts: {cal['prompts']}")
+    dec = cal["decode_fit"]
+    typer.echo(
+        f"  decode fit: {dec['gaps']} pure-decode gaps ({dec['mixed_gaps']} beside a prefill "
+        f"left out), median |error| {dec['median_abs_error']:.1%}, mean step "
+        f"{dec['step_mean_fitted_s'] * 1e3:.2f} ms vs {dec['step_mean_measured_s'] * 1e3:.2f} ms"
+        + (f" (at bound {dec['at_bound']})" if dec["at_bound"] else "")
+    )
     for key in ("ttft_mean", "ttft_p50", "itl_p50", "itl_p99", "itl_mean", "decode_step_mean"):
         err = cal["relative_error"].get(key)
         if err is None:
@@ -181,6 +211,24 @@ def _print_calibration(cal: dict[str, Any]) -> None:
         typer.echo(
             f"  {key:<9} measured {cal['measured'][key] * 1e3:9.2f} ms   replayed "
             f"{cal['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%} ({role})"
+        )
+
+
+def _print_holdout(check: dict[str, Any]) -> None:
+    typer.echo(
+        f"held-out check on {check['run']} ({check['requests']} requests, "
+        f"max_num_batched_tokens={check['max_num_batched_tokens']}):"
+    )
+    for key in ("ttft_p50", "itl_p50", "itl_p99", "ttft_mean", "itl_mean"):
+        err = check["relative_error"].get(key)
+        if err is None:
+            continue
+        verdict = check["within_goal"].get(key)
+        mark = "" if verdict is None else ("  within" if verdict else "  OUTSIDE")
+        typer.echo(
+            f"  {key:<9} measured {check['measured'][key] * 1e3:9.2f} ms   predicted "
+            f"{check['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%}"
+            + (f"{mark} ±{check['goal']:.0%}" if mark else "")
         )
 
 

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,13 +109,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """The vLLM CPU target, started once for the session (``EAGER=1``: no compile wait)."""
+@contextmanager
+def vllm_target(log: Path, max_batched: int = 512) -> Iterator[VllmServer]:
+    """The vLLM CPU target on a free port (``EAGER=1``: no compile wait) at a chunk
+    budget of ``max_batched`` tokens, stopped on exit."""
     port = free_port()
-    log = tmp_path_factory.mktemp("vllm-target") / "server.log"
     server = VllmServer(f"http://127.0.0.1:{port}", port, log)
-    env = os.environ | {"PORT": str(port), "EAGER": "1", "MAX_BATCHED": "512"}
+    env = os.environ | {"PORT": str(port), "EAGER": "1", "MAX_BATCHED": str(max_batched)}
     with log.open("wb") as out:
         process = subprocess.Popen(
             # exec'd down to vLLM itself, which then gets SIGTERM if the tests die
@@ -131,6 +132,13 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
         yield server
     finally:
         _stop(process)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The vLLM CPU target, started once for the session."""
+    with vllm_target(tmp_path_factory.mktemp("vllm-target") / "server.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,214 @@
+"""The decode half of ``simulate --calibrate``: decode efficiency and per-sequence overhead.
+
+A pure-decode step of ``n`` sequences reading ``c`` KV tokens costs, in the cost model,
+
+    step = bytes(c + n) / (bandwidth · efficiency) + per-sequence overhead · n + fixed
+
+(``perfmodel.costmodel``: the weights once and the KV read and written, over the
+device's bandwidth; ``fixed`` is the per-step and per-layer overhead). Both unknowns enter
+linearly — ``1 / efficiency`` times the roofline's seconds at full bandwidth, and the
+overhead times ``n`` — so they are fitted by a linear regression of the run's decode gaps
+on those two columns, not by replays:
+
+1. **Observations** (``decode_gaps``): every per-token gap (``probes.token_gaps``' rule)
+   with the number of sequences decoding when it ended (requests between their first
+   and last token, by the client's clock) and the KV tokens they held (prompt plus
+   the output so far, each request's tokens spread evenly over its decode span). A gap
+   during which another request was between its send and its first token shared its
+   step with a prefill chunk: it is left out (those are the ITL tail, which the prefill
+   fit and the replay explain), and their share is reported.
+2. **Fit** (``fit_decode``): the *median* regression (least absolute deviations, by
+   linear programming) with ``efficiency ≤ 1`` and the overhead ≥ 0. The median, not the
+   mean: a busy machine's stalls add a long right tail to the gaps which the engine's
+   deterministic steps never reproduce, and the figure the fit serves is the ITL p50.
+   Where the server's own step histogram gives the mean pure-decode step (the embedded
+   engine's ``prefillscope_engine_step_seconds{kind="decode"}``: sum ÷ count, the
+   server's clock), the fit is held to it: the modelled steps' mean (each gap weighted
+   ``1/n``, one step for its ``n`` gaps) equals it; when the bounds make that impossible
+   the constraint is dropped and ``anchored`` says so.
+
+How well it fits: the median absolute relative residual, and the fitted steps' mean
+against the gaps' (or the server's) mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.optimize import linprog
+
+from perfmodel.costmodel import CostModel
+from probes.token_gaps import TokenGaps
+
+#: The per-sequence overhead's upper bound (seconds): far above any real server's.
+MAX_PER_SEQ_S = 0.1
+#: Gaps regressed at most (an evenly spaced subset of a longer run: the LP stays small).
+MAX_ROWS = 5_000
+
+
+@dataclass(frozen=True)
+class RequestSpans:
+    """Per request (aligned with ``TokenGaps.request_ids``): when it was sent, when its
+    first and last tokens came, and its prompt and output lengths."""
+
+    sent_s: np.ndarray
+    first_token_s: np.ndarray
+    last_token_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+
+@dataclass(frozen=True)
+class DecodeGaps:
+    """Pure-decode gaps: each gap's length, the sequences decoding with it and their KV."""
+
+    gap_s: np.ndarray
+    running: np.ndarray
+    context: np.ndarray
+    #: Gaps left out for sharing their step with another request's prefill.
+    mixed: int
+
+
+@dataclass(frozen=True)
+class DecodeFit:
+    """The fitted decode figures and how well they describe the gaps."""
+
+    bandwidth_efficiency: float
+    host_overhead_per_seq_s: float
+    gaps: int
+    mixed_gaps: int
+    #: Median of |modelled − measured| / measured over the fitted gaps.
+    median_abs_error: float
+    #: Mean pure-decode step: modelled, and measured (the server's, else the gaps').
+    step_mean_fitted_s: float
+    step_mean_measured_s: float
+    #: Whether the server's mean step held the fit (None: the server has none).
+    anchored: bool | None
+    #: The parameter bound the fit ended on, if any.
+    at_bound: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def request_spans(requests: pd.DataFrame, gaps: TokenGaps, chunks: pd.DataFrame) -> RequestSpans:
+    """``RequestSpans`` of the requests ``gaps`` covers: ``requests`` (a run's requests
+    table: ``id``, ``sent_s``, ``prompt_tokens``) and the first and last token-bearing
+    chunk of each (``chunks``: ``request_id``, ``t_s``, ``n_tokens``)."""
+    ids = pd.Index(gaps.request_ids)
+    tokens = chunks[pd.to_numeric(chunks["n_tokens"], errors="coerce").fillna(0) > 0]
+    times = tokens.groupby("request_id")["t_s"].agg(["min", "max"]).reindex(ids)
+    counts = tokens.groupby("request_id")["n_tokens"].sum().reindex(ids)
+    rows = requests.set_index("id").reindex(ids)
+    return RequestSpans(
+        sent_s=rows["sent_s"].to_numpy(dtype=float),
+        first_token_s=times["min"].to_numpy(dtype=float),
+        last_token_s=times["max"].to_numpy(dtype=float),
+        prompt_tokens=rows["prompt_tokens"].fillna(0).to_numpy(dtype=float),
+        output_tokens=counts.fillna(0).to_numpy(dtype=float),
+    )
+
+
+def _active_sum(t: np.ndarray, start: np.ndarray, end: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Σ ``w`` over the spans with ``start < t ≤ end``, for every ``t`` (sorted sums)."""
+    s_order, e_order = np.argsort(start), np.argsort(end)
+    s_cum = np.concatenate([[0.0], np.cumsum(w[s_order])])
+    e_cum = np.concatenate([[0.0], np.cumsum(w[e_order])])
+    started = s_cum[np.searchsorted(start[s_order], t, side="left")]
+    ended = e_cum[np.searchsorted(end[e_order], t, side="left")]
+    return started - ended
+
+
+def decode_gaps(spans: RequestSpans, gaps: TokenGaps) -> DecodeGaps:
+    """The gaps of pure-decode steps, with each step's sequences and KV tokens (the
+    module docstring's rules)."""
+    keep = gaps.gap_s > 0  # a multi-token chunk's first tokens came with the first token
+    gap, end = gaps.gap_s[keep], gaps.t_s[keep]
+    first, last = spans.first_token_s, spans.last_token_s
+    span = np.maximum(last - first, 1e-12)
+    rate = np.where(last > first, np.maximum(spans.output_tokens - 1, 0) / span, 0.0)
+    ones = np.ones_like(first)
+    running = _active_sum(end, first, last, ones)
+    # prompt + rate · (t − first) over the decoding requests, as three sorted sums
+    context = (
+        _active_sum(end, first, last, spans.prompt_tokens)
+        + end * _active_sum(end, first, last, rate)
+        - _active_sum(end, first, last, rate * first)
+    )
+    # requests sent before the gap ended whose first token came after it began
+    sent = np.sort(spans.sent_s)
+    firsts = np.sort(first)
+    prefilling = np.searchsorted(sent, end, side="left") - np.searchsorted(
+        firsts, end - gap, side="right"
+    )
+    pure = (prefilling <= 0) & (running >= 1)
+    return DecodeGaps(
+        gap_s=gap[pure],
+        running=np.rint(running[pure]),
+        context=np.maximum(context[pure], 0.0),
+        mixed=int((~pure).sum()),
+    )
+
+
+def fit_decode(
+    observed: DecodeGaps, cost: CostModel, server_step_mean_s: float | None = None
+) -> DecodeFit | None:
+    """Efficiency and per-sequence overhead fitted to ``observed`` (None: no gaps)."""
+    if observed.gap_s.size == 0:
+        return None
+    pick = np.linspace(0, observed.gap_s.size - 1, min(MAX_ROWS, observed.gap_s.size))
+    pick = np.unique(pick.astype(int))
+    gap, n = observed.gap_s[pick], observed.running[pick]
+    roofline = cost.step_bytes(observed.context[pick] + n) / cost.gpu.bandwidth
+    y = gap - cost.fixed_overhead_s
+    x = np.column_stack([roofline, n])
+    rows = len(y)
+    # variables: u = 1/efficiency (≥ 1), v = overhead per sequence, then e+ and e− per row
+    objective = np.concatenate([[0.0, 0.0], np.ones(2 * rows)])
+    eye = sparse.identity(rows, format="csr")
+    a_eq = sparse.hstack([sparse.csr_matrix(x), eye, -eye], format="csr")
+    bounds = [(1.0, None), (0.0, MAX_PER_SEQ_S)] + [(0.0, None)] * (2 * rows)
+    anchored = None
+    step_target = float(np.average(gap, weights=1.0 / n))
+    solution = None
+    if server_step_mean_s is not None:
+        step_target = server_step_mean_s
+        weights = (1.0 / n) / np.sum(1.0 / n)
+        mean_row = np.concatenate([weights @ x, np.zeros(2 * rows)])
+        solution = linprog(
+            objective,
+            A_eq=sparse.vstack([a_eq, sparse.csr_matrix(mean_row)], format="csr"),
+            b_eq=np.concatenate([y, [server_step_mean_s - cost.fixed_overhead_s]]),
+            bounds=bounds,
+            method="highs",
+        )
+        anchored = bool(solution.success)
+    if solution is None or not solution.success:
+        solution = linprog(objective, A_eq=a_eq, b_eq=y, bounds=bounds, method="highs")
+    if not solution.success:
+        return None
+    u, v = (float(value) for value in solution.x[:2])
+    modelled = x @ np.array([u, v]) + cost.fixed_overhead_s
+    at_bound = (
+        "bandwidth_efficiency = 1"
+        if np.isclose(u, 1.0)
+        else "host_overhead_per_seq_s = 0"
+        if v <= 0.0
+        else None
+    )
+    return DecodeFit(
+        bandwidth_efficiency=1.0 / u,
+        host_overhead_per_seq_s=v,
+        gaps=rows,
+        mixed_gaps=observed.mixed,
+        median_abs_error=float(np.median(np.abs(modelled - gap) / gap)),
+        step_mean_fitted_s=float(np.average(modelled, weights=1.0 / n)),
+        step_mean_measured_s=step_target,
+        anchored=anchored,
+        at_bound=at_bound,
+    )
