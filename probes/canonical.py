@@ -43,10 +43,27 @@ SERIES: dict[str, Kind] = {
     "block_size": Kind.INFO,
     "num_blocks": Kind.INFO,
     "prefix_caching": Kind.INFO,  # 1 enabled, 0 disabled (a disabled cache has no reclaimable)
+    # Prefix hits by the tier that served them (their sum is ``prefix_hits``): the engine's
+    # own device pool, a host-memory tier (CPU offload, SGLang's HiCache L2), storage or a
+    # remote store (SGLang's HiCache L3, LMCache's backends).
+    "prefix_hits_device": Kind.COUNTER,
+    "prefix_hits_host": Kind.COUNTER,
+    "prefix_hits_storage": Kind.COUNTER,
+    # The host-memory tier's pool, in tokens: held now, and its size.
+    "host_pool_used_tokens": Kind.GAUGE,
+    "host_pool_tokens": Kind.INFO,
 }
 
-#: Latency histograms, in seconds.
-HISTOGRAMS: tuple[str, ...] = ("ttft", "itl", "e2e")
+#: Histograms: the request latencies in seconds; the KV transfers between a prefill and a
+#: decode server (disaggregated serving) in the units their names say, one observation a
+#: transfer.
+HISTOGRAMS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "e2e",
+    "kv_transfer_latency_ms",
+    "kv_transfer_speed_gb_s",
+)
 
 #: Block-pool buckets an engine may expose directly (disjoint buckets).
 POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from probes.canonical import Provenance
+from probes.canonical import HISTOGRAMS, Provenance
 from probes.exposition import parse_exposition
 from probes.mapping_model import HistogramSource, MetricMapping, PoolSpec, Source
 
@@ -102,7 +102,7 @@ def test_snapshot_sums_histogram_replicas_and_marks_unmapped_series_unknown():
     ttft = snap.histograms["ttft"]
     assert ttft.bounds == (0.1, math.inf) and ttft.cumulative == (4, 5)
     assert (ttft.count, ttft.sum) == (5, pytest.approx(0.7))
-    assert snap.histogram_sources == {"ttft": "eng_ttft_seconds", "itl": None, "e2e": None}
+    assert snap.histogram_sources == dict.fromkeys(HISTOGRAMS) | {"ttft": "eng_ttft_seconds"}
 
 
 def test_detection_needs_a_detect_prefix_among_the_names():
