@@ -72,11 +72,17 @@ SERIES: dict[str, Kind] = {
     # the longest sequence seen since start (llama.cpp's n_tokens_max: a high-water mark).
     "kv_tokens": Kind.GAUGE,
     "max_sequence_tokens": Kind.GAUGE,
+    # A host-memory tier's pool (CPU offload, SGLang's HiCache L2), in tokens: held now,
+    # and its size.
+    "host_pool_used_tokens": Kind.GAUGE,
+    "host_pool_tokens": Kind.INFO,
 }
 
 #: Histograms: latency (``ttft``, ``itl``, ``e2e``) and KV block residency (vLLM's
 #: sampled ``kv_block_*``: allocation to eviction, idle before eviction, gap between
-#: reuses) in seconds; KV offload transfer sizes in bytes (``HISTOGRAM_UNITS``).
+#: reuses) in seconds; KV offload transfer sizes in bytes; the KV transfers between a
+#: prefill and a decode server (disaggregated serving), one observation a transfer, in
+#: the units their names say (``HISTOGRAM_UNITS``).
 HISTOGRAMS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -86,10 +92,13 @@ HISTOGRAMS: tuple[str, ...] = (
     "kv_block_reuse_gap",
     "offload_load_size",
     "offload_store_size",
+    "kv_transfer_latency_ms",
+    "kv_transfer_speed_gb_s",
 )
+#: The unit of each histogram's observations.
 HISTOGRAM_UNITS: dict[str, str] = {
     name: "bytes" if name.startswith("offload_") else "s" for name in HISTOGRAMS
-}
+} | {"kv_transfer_latency_ms": "ms", "kv_transfer_speed_gb_s": "GB/s"}
 
 #: Block-pool buckets an engine may expose directly (disjoint buckets).
 POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")

@@ -96,6 +96,8 @@ def test_vllm_under_load_capture():
                 "lmcache_hit_tokens",
                 "kv_tokens",
                 "max_sequence_tokens",
+                "host_pool_used_tokens",
+                "host_pool_tokens",
             )
         ),
     }
