@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.target import CAPABILITIES
+from loadgen.flavours import flavour as flavour_named
 from runtime import redact
 from workloads.errors import InputError
 
@@ -96,7 +96,7 @@ class Tenant:
 def default_items(flavour: str) -> tuple[list[str], list[str]]:
     """The two tenants' items when the flags are not given: salts where the server takes
     them, else the ``user`` field."""
-    form = "salt" if CAPABILITIES[flavour].cache_salt else "user"
+    form = "salt" if flavour_named(flavour).capabilities.cache_salt else "user"
     return [f"{form}:prefillscope-tenant-a"], [f"{form}:prefillscope-tenant-b"]
 
 
@@ -113,6 +113,6 @@ def tenants(
         notes.append("--tenant-a and --tenant-b send the same scoping keys: one tenant, a leak")
     for secret in (*victim.secrets(), *attacker.secrets()):
         redact.register(secret)
-    if not CAPABILITIES[flavour].cache_salt and (victim.salt or attacker.salt):
+    if not flavour_named(flavour).capabilities.cache_salt and (victim.salt or attacker.salt):
         notes.append(f"{flavour} takes no cache_salt: the salts are not sent")
     return victim, attacker, notes
