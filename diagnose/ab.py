@@ -10,8 +10,9 @@ cache protocol). The trials of an arm are its independent units.
 
 1. checks that the arms got the same load (``ab_conditions``);
 2. compares each arm with the reference arm on p50/p95/p99 ITL and TTFT, the worst ITL
-   gap, output throughput and, when the plan mixes request kinds, TTFT per kind — a ratio
-   with an interval and a test per metric (``ab_metrics``);
+   gap, output throughput and, when the plan mixes request kinds, TTFT per kind and the
+   per-prefill stall events (``ab_events``) — a ratio with an interval and a test per
+   metric (``ab_metrics``);
 3. decides (``ab_verdict``), lists what the winner gave up (``ab_tradeoffs``) and, with
    ``--check-outputs``, compares what the model said in each arm (``outputs_check``).
 
@@ -28,11 +29,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
+from diagnose.ab_effect import MIN_EFFECT
+from diagnose.ab_events import EVENT_METRICS, EVENT_STALL, StallEvents, event_summary
 from diagnose.ab_metrics import (
     METRICS,
     Comparer,
     TrialSamples,
+    arm_events,
     arm_intervals,
     arm_statistics,
     by_kind,
@@ -43,9 +49,9 @@ from diagnose.ab_metrics import (
     split_metric,
 )
 from diagnose.ab_tradeoffs import with_tradeoffs
-from diagnose.ab_verdict import Decision, Verdict, decide, violated
+from diagnose.ab_verdict import ITL_KEY, Decision, Verdict, decide, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
-from diagnose.stats import CONFIDENCE, RESAMPLES, Comparison
+from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.slo import Slo
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
@@ -109,6 +115,8 @@ class AbSettings:
     seed: int = 0
     #: Compare outputs with this |Δ logprob| tolerance; ``None``: no output check.
     logprob_tolerance: float | None = None
+    #: The smallest change worth telling from none (``--min-effect``, ``ab_effect``).
+    min_effect: float = MIN_EFFECT
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +128,7 @@ class AbSettings:
             "confidence": self.confidence,
             "seed": self.seed,
             "logprob_tolerance": self.logprob_tolerance,
+            "min_effect": self.min_effect,
         }
 
 
@@ -145,6 +154,8 @@ class AbAnalysis:
     #: Per arm: its ITL intervals (``ab_metrics.arm_intervals``) and its per-kind block.
     intervals: list[dict[str, Any]] = field(default_factory=list)
     kind_blocks: list[dict[str, Any]] = field(default_factory=list)
+    #: Per arm: its stall events' block (``ab_events.event_summary``); empty: one kind.
+    event_blocks: list[dict[str, Any]] = field(default_factory=list)
 
     def _arm(self, arm: Arm) -> dict[str, Any]:
         stats = self.stats[arm.index]
@@ -154,6 +165,7 @@ class AbAnalysis:
             | {
                 "intervals": self.intervals[arm.index] if self.intervals else {},
                 "by_kind": self.kind_blocks[arm.index] if self.kind_blocks else {},
+                "events": self.event_blocks[arm.index] if self.event_blocks else None,
                 "trials": [t.to_dict() for t in self.trials if t.arm == arm.index],
             }
         )
@@ -248,6 +260,9 @@ def analyse_ab(
     samples = [[s for s in arm if s is not None] for arm in loaded]
     kinds = request_kinds(samples)
     stats = [arm_statistics(s, kinds) for s in samples]
+    events = arm_events(samples, kinds)
+    for arm_stats, arm in zip(stats, events, strict=True):
+        arm_stats |= {f"{m}_s": _mean(arm.values(m)) for m in EVENT_METRICS} if kinds else {}
     comparisons: list[tuple[Arm, Comparison]] = []
     if all(len(s) >= 2 for s in samples):
         comparer = Comparer(samples, settings, kinds)
@@ -257,6 +272,7 @@ def analyse_ab(
                 found = comparer.compare(settings.reference, arm.index)
                 comparisons += [(arm, found[m]) for m in metrics]
         kind = prefill_kind(kinds)
+        stall, why = stall_unit(kinds, events)
         decision = Decision(
             arms,
             stats,
@@ -264,8 +280,13 @@ def analyse_ab(
             settings.reference,
             settings.slo,
             kind_metric("ttft_p50", kind),
+            stall,
+            why,
+            settings.min_effect,
         )
-        verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
+        # the per-event TTFT is the long prompts' TTFT, already weighed per kind
+        given_up = [m for m in metrics if m != "event_ttft"]
+        verdict = with_tradeoffs(decide(decision, conditions), decision, given_up)
     else:
         reason = "fewer than two trials with completed requests in an arm"
         verdict = Verdict(None, None, f"no verdict: {reason}", [], True)
@@ -281,4 +302,31 @@ def analyse_ab(
         kinds,
         [arm_intervals(s, settings) if s else {} for s in samples],
         [by_kind(stats[i], s, kinds) for i, s in enumerate(samples)],
+        [event_summary(e, settings.resamples, settings.confidence, settings.seed) for e in events]
+        if kinds
+        else [],
+    )
+
+
+def _mean(values: Any) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def stall_unit(kinds: Sequence[str], events: Sequence[StallEvents]) -> tuple[str, str]:
+    """What the stall is judged on, and why (``ab_verdict``'s "the stall's unit"): per
+    event when every arm has ``MIN_UNITS`` long prompts beside the decode streams, else
+    the pooled gaps' p99."""
+    if not kinds:
+        return ITL_KEY, "one request kind: no prefill events, the pooled gaps' p99 is the stall"
+    fewest = min(len(e) for e in events)
+    kind = prefill_kind(kinds)
+    if fewest < MIN_UNITS:
+        return ITL_KEY, (
+            f"{fewest} {kind} prefills beside decode streams in an arm, fewer than "
+            f"{MIN_UNITS} events: the pooled gaps' p99 is the stall"
+        )
+    return EVENT_STALL, (
+        f"each {kind} prefill is one stall event ({fewest} or more per arm): its worst "
+        "decode gap is what the budget decides, while a pooled gap quantile rests on the "
+        "few gaps the stalls make"
     )

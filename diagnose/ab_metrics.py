@@ -22,7 +22,10 @@ Every arm is compared with another on:
   It assumes the trials' maxima are log-normal around the arm's typical worst stall; with
   three trials per arm only a large difference (several-fold, as between chunk sizes
   whose longest prefill step differs) is called;
-* per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests.
+* per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests;
+* per stall event (two kinds or more: each long prompt of the prefill-heavy kind beside
+  the decode streams, ``ab_events``): the mean worst decode gap, decode time lost and
+  TTFT per event, events resampled (trials pooled).
 
 Each arm's own ITL quantiles come with a cluster-bootstrap interval over its pooled trials
 (requests as clusters), and its maximum with the range of its trials' maxima.
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from diagnose.ab_events import EVENT_METRICS, StallEvents, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
 from probes.quantiles import statistic
@@ -62,6 +66,8 @@ ITL_MAX = "itl_max"
 ITL_QUANTILES = ("itl_p50", "itl_p95", "itl_p99")
 #: TTFT statistics compared per request kind.
 KIND_TTFT = ("ttft_p50", "ttft_p95", "ttft_p99")
+#: The request columns a stall event is timed by.
+_TIMES = ("sent_s", "first_token_s")
 
 
 def kind_metric(metric: str, kind: str | None) -> str:
@@ -82,6 +88,9 @@ def ab_metric_spec(name: str) -> MetricSpec:
     if base == ITL_MAX:
         itl = metric_spec(ITL_QUANTILES[0])
         return MetricSpec(ITL_MAX, itl.source, "max", itl.higher_is_better)
+    if base in EVENT_METRICS:  # a mean over events, of gaps or of a TTFT
+        source = metric_spec("ttft_p50" if base == "event_ttft" else ITL_QUANTILES[0]).source
+        return MetricSpec(base, source, "mean", False)
     return metric_spec(base)
 
 
@@ -91,11 +100,13 @@ def higher_is_better(name: str) -> bool:
 
 @dataclass(frozen=True)
 class TrialSamples:
-    """One trial's samples and the kind and prompt length of each completed request."""
+    """One trial's samples, the kind and prompt length of each completed request, and
+    the stall events of its prefill-heavy requests (``attach_events``)."""
 
     run: RunSamples
     kinds: np.ndarray
     prompt_tokens: np.ndarray
+    requests: pd.DataFrame | None = None
 
     @classmethod
     def load(cls, trial: Trial) -> TrialSamples | None:
@@ -115,7 +126,26 @@ class TrialSamples:
 
         kinds = column("kind").fillna("request").astype(str).to_numpy()
         prompts = pd.to_numeric(column("prompt_tokens"), errors="coerce").to_numpy(dtype=float)
-        return cls(run, kinds, prompts)
+        times = pd.DataFrame({c: pd.to_numeric(column(c), errors="coerce") for c in _TIMES})
+        return cls(run, kinds, prompts, times.assign(kind=kinds))
+
+    def events(self, kind: str | None) -> StallEvents:
+        """The stall events of this trial: each completed request of ``kind`` (the
+        prefill-heavy one) against the gaps of every other kind's requests."""
+        if kind is None or self.requests is None:
+            return StallEvents.empty()
+        gaps = self.run.gaps
+        gap_kind = pd.Series(self.kinds, index=self.run.latencies["id"].to_numpy())
+        decode = gap_kind.reindex(gaps.request_ids[gaps.request]).to_numpy() != kind
+        long = self.requests[self.kinds == kind]
+        ttft = self.run.latencies["ttft_s"].to_numpy(dtype=float)[self.kinds == kind]
+        return StallEvents.measure(
+            long["sent_s"].to_numpy(float),
+            long["first_token_s"].to_numpy(float),
+            ttft,
+            gaps.gap_s[decode],
+            gaps.t_s[decode],
+        )
 
     def sample(self, spec: MetricSpec, kind: str | None = None) -> Sample:
         """The values of ``spec``'s source, of one request kind's requests when given."""
@@ -151,12 +181,22 @@ def prefill_kind(kinds: Sequence[str]) -> str | None:
     return kinds[0] if kinds else None
 
 
+def arm_events(
+    samples: Sequence[Sequence[TrialSamples]], kinds: Sequence[str]
+) -> list[StallEvents]:
+    """Each arm's stall events, its trials pooled (none when the traffic has one kind)."""
+    kind = prefill_kind(kinds)
+    return [StallEvents.concat([t.events(kind) for t in arm]) for arm in samples]
+
+
 def reported_metrics(kinds: Sequence[str]) -> list[str]:
-    """Every metric an A/B compares, in the order it reports them."""
+    """Every metric an A/B compares, in the order it reports them (the per-event ones
+    when the traffic mixes kinds)."""
     return [
         *METRICS,
         ITL_MAX,
         *(kind_metric(m, kind) for kind in kinds for m in KIND_TTFT),
+        *(EVENT_METRICS if kinds else ()),
     ]
 
 
@@ -192,6 +232,7 @@ class Comparer:
         self.samples = samples
         self.settings = settings
         self.kinds = list(kinds)
+        self.events = arm_events(samples, self.kinds)
         self.compare = cache(self._compare)
 
     def _trials(
@@ -221,6 +262,15 @@ class Comparer:
         for kind in self.kinds:
             metrics = {kind_metric(m, kind): metric_spec(m).stat for m in KIND_TTFT}
             out |= {c.metric: c for c in self._trials(base, new, metrics, ttft, kind)}
+        if self.kinds:
+            settings = self.settings
+            out |= compare_events(
+                self.events[base],
+                self.events[new],
+                resamples=settings.resamples,
+                confidence=settings.confidence,
+                seed=settings.seed,
+            )
         return out
 
 

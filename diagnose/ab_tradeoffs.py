@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.ab_events import EVENT_METRICS, EVENT_STALL
 from diagnose.ab_metrics import ITL_MAX, ab_metric_spec, higher_is_better, split_metric
 from diagnose.ab_verdict import ArmLike, Decision, Verdict, percent
 from diagnose.stats import Comparison
@@ -34,6 +35,8 @@ def metric_label(name: str) -> str:
     """``ttft_p50[decode]`` → ``TTFT p50 (decode)``: the metric as the registry names it
     (``itl_max``, a trial's worst gap, as ``worst ITL gap``)."""
     base, kind = split_metric(name)
+    if base in EVENT_METRICS:
+        return EVENT_METRICS[base]
     spec = ab_metric_spec(base)
     label = f"worst {spec.metric.short} gap" if base == ITL_MAX else spec.named()
     return f"{label} ({kind})" if kind else label
@@ -66,8 +69,9 @@ def _times(value: float) -> str:
 
 
 def _text(name: str, c: Comparison) -> str:
-    """``ITL p50 +57 % [+40, +75]``; a maximum as ``worst ITL gap 3.2× [2.1×, 4.8×]``."""
-    if split_metric(name)[0] == ITL_MAX:
+    """``ITL p50 +57 % [+40, +75]``; a maximum (or a per-event stall) as ``worst ITL gap
+    3.2× [2.1×, 4.8×]``."""
+    if split_metric(name)[0] in (ITL_MAX, EVENT_STALL):
         return f"{metric_label(name)} {_times(c.ratio)} [{_times(c.ci_low)}, {_times(c.ci_high)}]"
     low, high = percent(c.ci_low, False), percent(c.ci_high, False)
     return f"{metric_label(name)} {percent(c.ratio)} [{low}, {high}]"

@@ -8,9 +8,23 @@ The rule (stated in ``ab.json`` as ``verdict.rule``):
    significantly better than each other arm on a metric that arm misses.
 3. Among several candidates, metrics are taken in priority order — with an ITL SLO,
    p50 TTFT first (ITL is already bounded, so the largest chunk that meets it buys the
-   best TTFT); otherwise p99 ITL first (what the token budget protects), then p50 TTFT.
+   best TTFT); otherwise the stall first (what the token budget protects), then p50 TTFT.
    For each metric, the arms significantly worse than the best one drop out; a single
-   arm left is the winner. Several left after both metrics: no significant difference.
+   arm left is the winner.
+4. Several left after both metrics: "no significant difference" only when every
+   comparison of the decision's metrics between them is *equivalent* — its interval
+   within ±``--min-effect`` (``ab_effect``); otherwise the verdict is ``inconclusive``,
+   naming the comparison that could not decide and the data (events or trials per arm)
+   that would.
+
+**The stall's unit** (``verdict.unit``, and why: ``verdict.unit_reason``). When the
+traffic mixes kinds and every arm served at least ``stats.MIN_UNITS`` long prompts beside
+the decode streams, the stall is judged per event (``ab_events``: each long prompt's
+worst decode gap, trials pooled, events resampled): the question is what each prefill
+does to the decodes, and a pooled gap quantile rests on the few gaps the stalls make.
+Otherwise it is the pooled p99 ITL (gaps resampled in time blocks). The choice is made
+from the number of long prompts, before any comparison is read; the other view is
+reported beside it.
 
 The p50 TTFT weighed is that of the prefill-heavy request kind when the traffic mixes
 kinds (``ab_metrics.prefill_kind``: the long prompts of ``interference``), not the pooled
@@ -18,8 +32,8 @@ one, which falls between the kinds. ``rule_text`` states the rule as applied, in
 (``verdict.rule``); what the winner gives up is ``ab_tradeoffs``'.
 
 "Significantly better" is ``Comparison.significant`` (decided, and the interval excludes
-1) with the ratio on the better side, from ``compare_trials`` over the trials
-of the two arms. Every winner is thus backed by a significant pairwise comparison.
+1) with the ratio on the better side. Every winner is thus backed by a significant
+pairwise comparison.
 """
 
 from __future__ import annotations
@@ -29,9 +43,22 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from diagnose.ab_conditions import Conditions
+from diagnose.ab_effect import (
+    EQUIVALENT,
+    INCONCLUSIVE,
+    MIN_EFFECT,
+    SIGNIFICANT,
+    effect_status,
+    unit_word,
+    units_to_decide,
+)
+from diagnose.ab_events import EVENT_METRICS
 from diagnose.metrics import metric_spec
 from diagnose.stats import Comparison
 from probes.slo import Slo
+
+#: The pooled-gap stall metric, and the SLO metrics.
+ITL_KEY, ITL_SLO, TTFT_SLO = "itl_p99", "itl_p99", "ttft_p99"
 
 
 def sentence_name(metric: str) -> str:
@@ -39,22 +66,22 @@ def sentence_name(metric: str) -> str:
     names it (``itl_p99`` → ``p99 ITL``, ``ttft_p50[long-prompt]`` → ``p50 TTFT
     (long-prompt)``)."""
     base, _, kind = metric.partition("[")
-    name = metric_spec(base).named(stat_first=True)
+    name = EVENT_METRICS.get(base) or metric_spec(base).named(stat_first=True)
     return f"{name} ({kind[:-1]})" if kind else name
 
 
 def _value_text(metric: str, value: float) -> str:
     """A value of ``metric`` (kind suffix allowed) in the registry entry's unit."""
-    return metric_spec(metric.partition("[")[0]).metric.format(value)
+    base = metric.partition("[")[0]
+    return metric_spec(ITL_KEY if base in EVENT_METRICS else base).metric.format(value)
 
 
-#: The metric the decision weighs first without an ITL SLO, and the SLO metrics.
-ITL_KEY, ITL_SLO, TTFT_SLO = "itl_p99", "itl_p99", "ttft_p99"
 RULE = (
     f"refuse unless conditions matched; candidates meet every SLO (ITL on "
     f"{sentence_name(ITL_SLO)}, TTFT on {sentence_name(TTFT_SLO)}); then "
-    f"{sentence_name('ttft_p50')} first with an ITL SLO, else {sentence_name(ITL_KEY)} first, "
-    "then the other; arms significantly worse than the best drop out; one left wins"
+    f"{sentence_name('ttft_p50')} first with an ITL SLO, else the stall first (per prefill "
+    f"event, else {sentence_name(ITL_KEY)}), then the other; arms significantly worse than "
+    "the best drop out; one left wins; no significant difference only within --min-effect"
 )
 MINUS = "\u2212"
 
@@ -83,6 +110,15 @@ class Verdict:
     tradeoffs: list[dict[str, Any]] = field(default_factory=list)
     #: The trade-offs in words (also the end of ``sentence``); ``None`` when there are none.
     tradeoff_sentence: str | None = None
+    #: winner, equivalent (no difference beyond ``min_effect``), inconclusive, no winner,
+    #: refused.
+    outcome: str = ""
+    #: What the stall was judged on: ``events`` (per prefill) or ``gaps`` (pooled), and why.
+    unit: str = "gaps"
+    unit_reason: str = ""
+    min_effect: float = MIN_EFFECT
+    #: For an inconclusive verdict: the comparison that did not decide and the data that would.
+    needed: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,8 +144,13 @@ def change_text(
     return text if significant else f"{text} n.s."
 
 
-def change(c: Comparison) -> str:
-    return change_text(c.ratio, c.ci_low, c.ci_high, c.significant, c.inconclusive is not None)
+def change(c: Comparison, min_effect: float | None = None) -> str:
+    """A comparison in words; with ``min_effect``, a non-significant one that cannot rule
+    out a change that large reads ``inconclusive``, not ``n.s.``."""
+    undecided = c.inconclusive is not None or (
+        min_effect is not None and effect_status(c, min_effect) == INCONCLUSIVE
+    )
+    return change_text(c.ratio, c.ci_low, c.ci_high, c.significant, undecided)
 
 
 def slo_text(slo: Slo | None) -> str:
@@ -143,19 +184,35 @@ class Decision:
     slo: Slo | None
     #: The TTFT metric weighed: ``ttft_p50``, or ``ttft_p50[KIND]`` of the prefill-heavy kind.
     ttft: str = "ttft_p50"
+    #: The stall metric: ``ITL_KEY`` (pooled gaps) or ``ab_events.EVENT_STALL`` (per event).
+    stall: str = ITL_KEY
+    unit_reason: str = ""
+    min_effect: float = MIN_EFFECT
+
+    @property
+    def unit(self) -> str:
+        return "events" if self.stall in EVENT_METRICS else "gaps"
 
     @property
     def keys(self) -> dict[str, str]:
         """The metrics the decision is made on and how they read in a sentence."""
-        return {metric: sentence_name(metric) for metric in (ITL_KEY, self.ttft)}
+        return {metric: sentence_name(metric) for metric in (self.stall, self.ttft)}
+
+    @property
+    def shown(self) -> dict[str, str]:
+        """What the head shows of two arms: the stall (with the decode time lost when it
+        is per event) and the TTFT weighed."""
+        lost = ["event_lost"] if self.unit == "events" else []
+        return {m: sentence_name(m) for m in (self.stall, *lost, self.ttft)}
 
     def value(self, arm: ArmLike, metric: str) -> float:
         return self.stats[arm.index][f"{metric}_s"]
 
     def better(self, better: ArmLike, worse: ArmLike, metric: str) -> bool:
-        """Whether ``better`` is significantly lower than ``worse`` on ``metric``."""
+        """Whether ``better`` is significantly lower than ``worse`` on ``metric``, by a
+        change that may reach ``min_effect`` (``ab_effect``: not equivalent)."""
         c = self.compare(worse.index, better.index)[metric]
-        return c.significant and c.ratio < 1.0
+        return effect_status(c, self.min_effect) == SIGNIFICANT and c.ratio < 1.0
 
     def head(self) -> str:
         """The measured trade-off, before the decision."""
@@ -163,7 +220,12 @@ class Decision:
         if len(self.arms) == 2:
             other = self.arms[1 - self.reference]
             c = self.compare(ref.index, other.index)
-            shown = ", ".join(f"{name} {change(c[m])}" for m, name in self.keys.items())
+            shown = ", ".join(
+                f"{name} {change(c[m], self.min_effect)}" for m, name in self.shown.items()
+            )
+            if self.unit == "events":  # the pooled-gap view beside the per-event one
+                itl = f"{sentence_name(ITL_KEY)} {change(c[ITL_KEY], self.min_effect)}"
+                shown += f" (gaps pooled: {itl})"
             return f"{other.label} vs {ref.label}: {shown}"
         ordered = sorted(self.arms, key=lambda a: a.chunk)
         ranges = []
@@ -191,7 +253,7 @@ def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdic
 
 def _priority(d: Decision) -> list[str]:
     itl_slo = d.slo is not None and d.slo.itl_s is not None
-    return [d.ttft, ITL_KEY] if itl_slo else [ITL_KEY, d.ttft]
+    return [d.ttft, d.stall] if itl_slo else [d.stall, d.ttft]
 
 
 def rule_text(d: Decision) -> str:
@@ -200,7 +262,9 @@ def rule_text(d: Decision) -> str:
     slo = slo_text(d.slo)
     pick = (
         f"the arm significantly best on {first} wins; where {first} does not separate "
-        f"them, {second} decides; otherwise no significant difference"
+        f"them, {second} decides; otherwise no significant difference when every interval "
+        f"lies within {_band(d)}, else inconclusive (the stall judged on {d.unit}: "
+        f"{d.unit_reason or 'pooled ITL gaps'})"
     )
     if slo:
         return (
@@ -212,7 +276,7 @@ def rule_text(d: Decision) -> str:
 
 
 def _reason(d: Decision, winner: ArmLike, separated: list[str], slo: str) -> str:
-    itl, ttft = d.keys[ITL_KEY], d.keys[d.ttft]
+    itl, ttft = d.keys[d.stall], d.keys[d.ttft]
     if slo:
         return f"with {slo}, choose {winner.label}"
     if separated == [d.ttft]:
@@ -223,13 +287,59 @@ def _reason(d: Decision, winner: ArmLike, separated: list[str], slo: str) -> str
     cost = ""
     if len(d.arms) > 2 and fastest is not winner:
         c = d.compare(fastest.index, winner.index)[d.ttft]
-        cost = f" ({ttft} {change(c)} vs {fastest.label})"
+        cost = f" ({ttft} {change(c, d.min_effect)} vs {fastest.label})"
     return f"no SLO given, {itl} first: choose {winner.label}{cost}"
 
 
 def decide(d: Decision, conditions: Conditions) -> Verdict:
     """Apply the rule of the module docstring; ``verdict.rule`` states it for this A/B."""
-    return replace(_decide(d, conditions), rule=rule_text(d))
+    verdict = _decide(d, conditions)
+    outcome = verdict.outcome or ("winner" if verdict.winner is not None else "no winner")
+    return replace(
+        verdict,
+        rule=rule_text(d),
+        outcome="refused" if verdict.refused else outcome,
+        unit=d.unit,
+        unit_reason=d.unit_reason,
+        min_effect=d.min_effect,
+    )
+
+
+def _band(d: Decision) -> str:
+    return f"\u00b1{d.min_effect * 100:g} %"
+
+
+def _undecided(d: Decision, candidates: Sequence[ArmLike], head: str, where: str) -> Verdict:
+    """No arm separated: equivalent when every comparison of the decision's metrics
+    between the candidates lies within ``min_effect``, else inconclusive with the data
+    that would decide the first that does not."""
+    ref = d.arms[d.reference]
+    ordered = sorted(candidates, key=lambda a: a is not ref)  # the reference first
+    for metric in _priority(d):
+        for i, base in enumerate(ordered):
+            for new in ordered[i + 1 :]:
+                c = d.compare(base.index, new.index)[metric]
+                if effect_status(c, d.min_effect) == EQUIVALENT:
+                    continue
+                units = units_to_decide(c, d.min_effect)
+                word = unit_word(c)
+                name = d.keys[metric]
+                size = (
+                    f"about {units} {word} per arm would decide"
+                    if units is not None
+                    else "no size of this A/B would decide it"
+                )
+                shown = change_text(c.ratio, c.ci_low, c.ci_high, True)
+                sentence = (
+                    f"{head}; inconclusive{where}: {name} ({new.label} vs {base.label}) "
+                    f"{shown} cannot rule out a change of {_band(d)} or more; {size}"
+                )
+                needed = {"metric": metric, "arms": [base.label, new.label], "units": units,
+                          "unit": word, "have": list(c.units)}  # fmt: skip
+                return Verdict(None, None, sentence, [], False, outcome=INCONCLUSIVE,
+                               needed=needed)  # fmt: skip
+    sentence = f"{head}; no significant difference{where}: every interval lies within {_band(d)}"
+    return Verdict(None, None, sentence, [], False, outcome=EQUIVALENT)
 
 
 def _decide(d: Decision, conditions: Conditions) -> Verdict:
@@ -243,7 +353,7 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
     if not candidates:
         best = min(d.arms, key=lambda a: d.value(a, ITL_KEY))
         lowest = _value_text(ITL_KEY, d.value(best, ITL_KEY))
-        itl = d.keys[ITL_KEY]
+        itl = sentence_name(ITL_KEY)
         sentence = f"{head}; no chunk size meets {slo} (lowest {itl} {lowest}, {best.label})"
         return Verdict(None, None, sentence, [], False)
     if len(candidates) == 1 and len(d.arms) > 1:
@@ -263,4 +373,4 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
         return Verdict(winner.chunk, winner.label, sentence, separated, False)
     tied = ", ".join(a.label for a in candidates)
     where = f" among {tied}" if len(candidates) < len(d.arms) else ""
-    return Verdict(None, None, f"{head}; no significant difference{where}", [], False)
+    return _undecided(d, candidates, head, where)

@@ -24,18 +24,33 @@ process — is what H2 looks for. Three readings, best first:
 Supported from ``SERVER_RATIO`` (server reading) or ``FLOOR_RATIO`` (client floor: it
 also carries the network and the client's reads) — a correlation with a model, which a
 profile of the server (or a rerun with the suspected overhead removed) would confirm.
+
+**The server's step, consistently above.** A host overhead of a fixed time per step is a
+smaller share of a larger step: 2.5 ms on a 12 ms step (12 running, A100) is +21 %, under
+``SERVER_RATIO``, yet it is on every step the server timed. So the engine's decode-step
+histogram also supports H2 on its own when its *mean* step (exact: the histogram's sum
+over its count) exceeds the roofline at the batch it carried by more than
+``STEP_MARGIN`` across its whole interval, and at most ``BELOW_SHARE`` of the steps fall
+in buckets wholly below the roofline (the excess is on the steps, not on a few slow
+ones). The interval is the mean's normal interval over the steps, its spread bounded
+from the buckets (midpoints, plus the most a value can stray within its bucket), so it
+is wider than the truth, never narrower. Its strength is the interval's low end over
+``STEP_MARGIN``; the finding states the margin and its interval (``step_margin``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 from diagnose.context import Context
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
+from probes.canonical import Histogram
 from probes.quantiles import quantiles
 from runfmt.diagnosis import Evidence, Finding, Status
 
@@ -53,6 +68,63 @@ MIN_FLOOR_GAPS = 50
 #: from which it counts as rising with concurrency.
 RISE_SHARE = 0.5
 CLIENT = "client: chunks (pure-decode gaps)"
+#: The margin by which the server's mean decode step must exceed the roofline, its whole
+#: interval beyond it, for the step histogram alone to support H2.
+STEP_MARGIN = 0.10
+#: Most of the steps that may lie in buckets wholly below the roofline for it to count.
+BELOW_SHARE = 0.10
+#: Confidence of the margin's interval.
+MARGIN_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class StepMargin:
+    """How far the server's decode steps lie above the roofline (module docstring)."""
+
+    margin: float
+    low: float
+    high: float
+    below: float
+    steps: int
+
+    @property
+    def consistent(self) -> bool:
+        return self.low > STEP_MARGIN and self.below <= BELOW_SHARE
+
+    @property
+    def strength(self) -> float:
+        return self.low / STEP_MARGIN
+
+    def text(self) -> str:
+        return (
+            f"{self.margin:+.0%} [{self.low:+.0%}, {self.high:+.0%}] over {self.steps} steps, "
+            f"{self.below:.0%} of them below the roofline"
+        )
+
+
+def step_margin(steps: Histogram, expected_s: float) -> StepMargin | None:
+    """The mean decode step over the roofline step ``expected_s``, minus 1, with its
+    interval; ``None`` without finite-bucket observations or a known mean."""
+    total = steps.cumulative[-1] if steps.cumulative else 0.0
+    if steps.mean is None or total <= 0 or not math.isinf(steps.bounds[-1]):
+        return None
+    counts = np.diff([0.0, *steps.cumulative])
+    if counts[-1] > 0:  # a step past the last finite bound: its spread is unbounded
+        return None
+    lower = np.array([0.0, *steps.bounds[:-2]])
+    upper = np.array(steps.bounds[:-1])
+    counts = counts[:-1]
+    mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
+    spread = np.sum(counts * ((mid - steps.mean) ** 2 + half**2)) / total
+    margin = sps.norm.ppf(0.5 + MARGIN_CONFIDENCE / 2.0) * math.sqrt(spread / total)
+    below = float(np.sum(counts[upper <= expected_s]) / total)
+    return StepMargin(
+        steps.mean / expected_s - 1.0,
+        (steps.mean - margin) / expected_s - 1.0,
+        (steps.mean + margin) / expected_s - 1.0,
+        below,
+        round(total),
+    )
 
 
 @dataclass(frozen=True)
@@ -64,10 +136,16 @@ class StepReading:
     source: str
     batch: int
     context: float
+    #: The step histogram's margin over the roofline (the engine's step clock only).
+    margin: StepMargin | None = None
 
     @property
     def ratio(self) -> float:
         return self.step_s / self.expected_s
+
+    @property
+    def consistently_above(self) -> bool:
+        return self.margin is not None and self.margin.consistent
 
 
 def _next(ctx: Context) -> str:
@@ -100,7 +178,8 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
             batch = float(np.median(ctx.clear.running)) if len(ctx.clear) else 1.0
         expected = float(roofline.decode_step_s(np.array([round(batch)]), [context_tokens])[0])
         source = f'server: {STEP_METRIC}{{kind="decode"}} (batch from {STEP_TOKENS_METRIC})'
-        return StepReading(steps.mean, expected, source, round(batch), context_tokens)
+        margin = step_margin(steps, expected)
+        return StepReading(steps.mean, expected, source, round(batch), context_tokens, margin)
     series = ctx.view.server
     itl = series.histogram_increase("itl") if series is not None else None
     median = itl.quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
@@ -130,7 +209,7 @@ def _trend_evidence(trend: Trend | None, roofline_label: str) -> list[Evidence]:
 
 
 def _server_evidence(reading: StepReading, label: str) -> list[Evidence]:
-    return [
+    evidence = [
         Evidence("server decode step", reading.step_s, "s", reading.source),
         Evidence(
             "roofline step at the server's batch", reading.expected_s, "s", label, "no host work"
@@ -139,6 +218,20 @@ def _server_evidence(reading: StepReading, label: str) -> list[Evidence]:
             "server decode step / roofline step", reading.ratio, "x", f"{reading.source} ÷ {label}"
         ),
     ]
+    margin = reading.margin
+    if margin is not None and reading.consistently_above:
+        evidence.append(
+            Evidence(
+                "server decode step over the roofline (mean)",
+                margin.margin * 100,
+                "%",
+                f"{reading.source} ÷ {label}",
+                f"{MARGIN_CONFIDENCE:.0%} CI [{margin.low:+.1%}, {margin.high:+.1%}] over "
+                f"{margin.steps} steps; {margin.below:.0%} of the steps below the roofline; "
+                f"H2 from +{STEP_MARGIN:.0%} across the interval",
+            )
+        )
+    return evidence
 
 
 def _inconclusive(ctx: Context, summary: str, evidence, missing) -> Finding:
@@ -216,6 +309,18 @@ def _judge(
         if rising is not None
         else ""
     )
+    if reading is not None and reading.consistently_above:
+        assert reading.margin is not None
+        excess = (reading.step_s - reading.expected_s) * 1e3
+        what = (
+            f"the server's decode steps are consistently above the roofline at their batch "
+            f"({reading.batch}): the mean step ({reading.step_s * 1e3:.3g} ms) is "
+            f"{reading.margin.text()} — {excess:.2g} ms per step the GPU's work does not "
+            f"explain, beyond the +{STEP_MARGIN:.0%} margin across its interval"
+        )
+        strength = max(reading.ratio / SERVER_RATIO, reading.margin.strength)
+        summary = f"Correlation with a model, not proof: {what}{growth}."
+        return Status.SUPPORTED, summary, strength, "server"
     if reading is not None:
         ratio, threshold, basis = reading.ratio, SERVER_RATIO, "server"
         what = (

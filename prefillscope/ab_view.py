@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from diagnose.ab_events import EVENT_METRICS
 from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
 from loadgen.flavours import EMBEDDED_CHUNK_KEY
@@ -84,6 +85,21 @@ def _itl_table(doc: dict[str, Any], confidence: float) -> Table:
             escape(arm["label"]),
             *(_interval(arm.get(f"{m}_s"), intervals.get(f"{m}_s")) for m in ITL_QUANTILES),
             _interval(arm.get(f"{ITL_MAX}_s"), [min(maxima), max(maxima)] if maxima else None),
+        )
+    return table
+
+
+def _events_table(doc: dict[str, Any], confidence: float) -> Table:
+    """Each arm's stall events (one per long prompt): the per-event means, intervals."""
+    table = Table(title=f"per prefill event ({confidence:.0%} intervals)", box=box.SIMPLE_HEAD)
+    for name in ("arm", "events", *EVENT_METRICS.values()):
+        table.add_column(name, justify="left" if name == "arm" else "right")
+    for arm in doc["arms"]:
+        events = arm["events"]
+        table.add_row(
+            escape(arm["label"]),
+            str(events["count"]),
+            *(_interval(events[f"{m}_mean_s"], events[f"{m}_interval_s"]) for m in EVENT_METRICS),
         )
     return table
 
@@ -223,6 +239,8 @@ def render(outcome: AbOutcome, console: Console) -> None:
         console.print(_itl_table(doc, confidence))
     if doc.get("kinds"):
         console.print(_kinds_table(doc))
+    if all(arm.get("events") for arm in doc["arms"]):
+        console.print(_events_table(doc, confidence))
     if doc["comparisons"]:
         console.print(_comparisons_table(doc, confidence))
     console.print(_conditions_table(doc))
@@ -240,4 +258,7 @@ def render(outcome: AbOutcome, console: Console) -> None:
     title = "verdict" if verdict["winner"] is not None else "no winner"
     console.print(Panel(escape(verdict["sentence"]), title=title, border_style=style))
     console.print(f"[dim]rule: {escape(verdict['rule'])}[/]")
+    if (verdict.get("needed") or {}).get("units"):
+        needed = verdict["needed"]
+        console.print(f"[dim]to decide: about {needed['units']} {needed['unit']} per arm[/]")
     console.print(f"[dim]files: {escape(str(outcome.out))}[/]")

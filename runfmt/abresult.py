@@ -4,6 +4,16 @@
 intervals, the conditions and the trade-off; the session adds how the A/B ran (status,
 servers, workload, command) and writes it through ``ABResult``. Format versions: 1 is
 every ``ab.json`` written before ``format_version`` existed; 2 adds that key only.
+
+Keys added within version 2 (nothing older changed meaning): ``status: running`` (the
+document written when the A/B starts and after each trial, before its analysis);
+``arms[].events`` (the per-prefill stall events: ``count``, ``alone`` and per metric
+``event_*_mean_s`` with ``event_*_interval_s``) and ``arms[].event_*_s``; the
+``event_stall``/``event_lost``/``event_ttft`` rows of ``comparisons``; ``verdict.outcome``
+(winner, equivalent, inconclusive, no winner, refused), ``verdict.unit`` and
+``unit_reason`` (what the stall was judged on, and why), ``verdict.min_effect`` and
+``verdict.needed`` (for an inconclusive verdict: the comparison and the units per arm
+that would decide); ``settings.min_effect``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ verdict is refused. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the running tri
 ends a bench run; every launched server is stopped (its whole process group: SIGTERM, then
 SIGKILL after ``--stop-grace``) whichever way the A/B ends, and ``ab.json`` is written with
 ``status: interrupted`` (``failed`` after an unexpected error) and the trials done.
+``ab.json`` exists from the start: once the flags and the plan are validated it is
+written ``status: running`` (again after each trial), so that every stop leaves one,
+even a SIGKILL while the servers launch (left ``running``, with the trials done).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,11 +43,12 @@ from runfmt.names import AB_JSON, RUN_JSON
 from runtime import redact, signals
 from runtime.version import package_version
 from session.ab_prediction import confront, predict_arms
+from session.ab_servers import ArmServers
 from session.bench_options import BenchOptions
 from session.bench_plan import resolve_workload
 from session.bench_runner import default_out, run_bench
 from session.exit_status import BenchOutcome
-from session.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
+from session.launcher import LaunchTemplate
 from simengine.settings import EngineSettings
 from workloads.build import build_plan
 from workloads.errors import InputError
@@ -117,65 +121,6 @@ def arm_engine(base: EngineSettings | None, chunk: int) -> EngineSettings:
         fix = f" ({exc.fix})" if exc.fix else ""
         raise InputError("--chunks", f"{chunk}: {exc.field} {exc.problem}{fix}") from None
     return dataclasses.replace(settings, config=config)
-
-
-class ArmServers:
-    """The launched servers of the arms, by arm index."""
-
-    def __init__(self, template: LaunchTemplate, arms: Sequence[Arm], folder: Path, grace_s: float):
-        self.template = template
-        self.arms = arms
-        self.folder = folder
-        self.grace_s = grace_s
-        self.live: dict[int, LaunchedServer] = {}
-        self.records: list[dict[str, Any]] = []
-
-    async def start(self, indices: Sequence[int], timeout_s: float, tag: str = "") -> None:
-        """Start the arms' servers at once and wait until all are healthy (or stop all)."""
-        for i in indices:
-            arm = self.arms[i]
-            port = free_port()
-            name = f"arm {arm.label} (chunk {arm.chunk})"
-            log = self.folder / f"{arm.label.replace('/', '-')}{tag}.log"
-            server = LaunchedServer(self.template.command(arm.chunk, port), port, log, name)
-            self.live[i] = server
-            server.start()
-        waits = [self.live[i].wait_healthy(timeout_s) for i in indices]
-        results = await asyncio.gather(*waits, return_exceptions=True)
-        failure = next((r for r in results if isinstance(r, BaseException)), None)
-        if failure is not None:
-            await self.stop(list(self.live))
-            raise failure
-
-    def url(self, index: int) -> str:
-        return self.live[index].url
-
-    def gone(self, index: int) -> str | None:
-        """Why an arm's server cannot serve a trial (it exited), else ``None``."""
-        server = self.live[index]
-        status = server.exited()
-        if status is None:
-            return None
-        return f"{server.name} exited with status {status}; log tail: {log_tail(server.log_path)}"
-
-    async def stop(self, indices: Sequence[int]) -> None:
-        """Stop the arms' servers (SIGTERM, then SIGKILL after the grace period). A server
-        leaves ``live`` only once stopped, so a stop that was itself cancelled can be redone."""
-        present = [i for i in indices if i in self.live]
-        stopped = await asyncio.gather(*(self.live[i].stop(self.grace_s) for i in present))
-        for index, how in zip(present, stopped, strict=True):
-            server = self.live.pop(index)
-            self.records.append(
-                {
-                    "name": server.name,
-                    "command": server.argv,
-                    "url": server.url,
-                    "log": str(server.log_path),
-                    "pid": server.process.pid if server.process is not None else None,
-                    "ready_s": server.ready_s,
-                    "stopped": how.to_dict(),
-                }
-            )
 
 
 #: The figures each trial's progress line shows, named and written as the registry does.
@@ -277,6 +222,7 @@ class _AbRun:
         self.progress(f"trial {where} …")
         trial, outcome = await self._trial(arm, rnd, warmup)
         self.trials.append(trial)
+        self._write(self._unanalysed() | {"status": "running"})  # what a SIGKILL leaves
         if outcome is None:
             self.progress(f"trial {where}: {trial.reason}")
             return True
@@ -310,20 +256,31 @@ class _AbRun:
                 return
 
     async def run(self) -> AbOutcome:
+        """Validate, write ``ab.json`` as ``running``, run, write it again as it ended
+        (a SIGKILL leaves the ``running`` one, with the trials done)."""
         options = self.options
         ids = open_loop_ids(options.bench)
         if (self.out / AB_JSON).exists() or (self.out / RUN_JSON).exists():
             raise InputError("--out", f"{self.out} already holds a run", "pick a new folder")
         self.out.mkdir(parents=True, exist_ok=True)
+        self.status = "running"
+        self._write(self._unanalysed())
+        return await self._run(ids)
+
+    async def _run(self, ids: frozenset[str]) -> AbOutcome:
+        options = self.options
         error: Exception | None = None
         prediction = self._predict()
+        self.status = "complete"
         try:
             await self._serve_trials()
         except asyncio.CancelledError:  # a stop signal outside a trial's load
             signals.absorb_cancellation()
             self.status, self.reason = "interrupted", signals.stop_reason()
-        except InputError:  # a server that would not start: one line, no ab.json
+        except InputError as exc:  # a server that would not start: one line, exit 2
             await self._stop_servers()
+            self.status, self.reason = "failed", f"{exc.field}: {exc.problem}"
+            self._write(self._unanalysed())
             raise
         except Exception as exc:  # recorded in ab.json, raised after it
             self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
@@ -335,11 +292,34 @@ class _AbRun:
         if prediction is not None:
             reference = analysis.arms[options.settings.reference].chunk
             document["prediction"] = confront(prediction, document["arms"], reference)
-        text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
-        (self.out / AB_JSON).write_text(text)
+        self._write(document)
         if error is not None:
             raise error
         return AbOutcome(self.out, self.status, analysis, document)
+
+    def _write(self, document: dict[str, Any]) -> None:
+        """``ab.json``, replaced whole (written beside it, then renamed): a stop mid-write
+        leaves the previous one."""
+        text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
+        partial = self.out / f".{AB_JSON}.partial"
+        partial.write_text(text)
+        partial.replace(self.out / AB_JSON)
+
+    def _unanalysed(self) -> dict[str, Any]:
+        """``ab.json`` before (or without) the analysis: how the A/B runs, its arms and
+        the trials done so far."""
+        options = self.options
+        arms = [
+            arm.to_dict() | {"trials": [t.to_dict() for t in self.trials if t.arm == arm.index]}
+            for arm in self.arms
+        ]
+        reference = self.arms[options.settings.reference]
+        sections = {
+            "arms": arms,
+            "reference": {"arm": reference.label, "chunk": reference.chunk},
+            "settings": options.settings.to_dict(),
+        }
+        return ABResult.from_sections(sections | self._how()).to_json()
 
     async def _serve_trials(self) -> None:
         """Start the servers (unless one per trial), then run every trial."""
@@ -372,10 +352,14 @@ class _AbRun:
         return predict_arms(options.bench.workload, options.bench.overrides, engine, options.chunks)
 
     def _document(self, analysis: AbAnalysis) -> dict[str, Any]:
+        return analysis.to_dict() | self._how()
+
+    def _how(self) -> dict[str, Any]:
+        """How the A/B ran: its status, target, workload and command."""
         options = self.options
         secrets = [options.bench.api_key]
         launch = options.launch
-        return analysis.to_dict() | {
+        return {
             "status": self.status,
             "reason": self.reason,
             "out": str(self.out),

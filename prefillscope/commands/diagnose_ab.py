@@ -7,9 +7,12 @@ two endpoints (``--a URL --b URL``), or a server launched per arm (``--launch "C
 states the verdict with its uncertainty (``session.ab_runner``, ``diagnose.ab``).
 Registered on the ``diagnose`` group as its ``ab`` sub-command.
 
-Exit status: 0 a verdict or no significant difference; 1 the verdict was refused (the
-conditions did not match); 2 bad input; 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (the
-launched servers stopped, ``ab.json`` written ``interrupted``). ``--json`` prints ``ab.json``.
+Exit status: 0 a verdict, no significant difference (every interval within
+``--min-effect``) or inconclusive (with how much data would decide); 1 the verdict was
+refused (the conditions did not match); 2 bad input; 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+(the launched servers stopped, ``ab.json`` written ``interrupted``). ``ab.json`` is
+written ``running`` once the flags are validated, so every stop leaves one. ``--json``
+prints ``ab.json``.
 
 The runner, the statistics and the view (``prefillscope.ab_view``) are imported when the
 command runs, so the CLI starts without them.
@@ -24,6 +27,7 @@ from typing import Annotated
 
 import typer
 
+from diagnose.ab_effect import MIN_EFFECT
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.diagnose_group import diagnose_app
@@ -133,6 +137,13 @@ def ab(
     ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = RESAMPLES,
     confidence: Annotated[float, typer.Option(help="Confidence level of intervals.")] = CONFIDENCE,
+    min_effect: Annotated[
+        float,
+        typer.Option(
+            help="Smallest change worth telling from none, in %: 'no significant difference' "
+            "only when every interval lies within it, else inconclusive."
+        ),
+    ] = MIN_EFFECT * 100,
     out: Annotated[Path | None, typer.Option(help="A/B folder (default: runs/<time>-ab).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print ab.json only.")] = False,
     predict: Annotated[
@@ -169,6 +180,7 @@ def ab(
         ("--logprob-tolerance", logprob_tolerance, Bound(0, 1e6)),
         ("--startup-timeout", startup_timeout, Bound(0, MAX_SECONDS, above=True)),
         ("--stop-grace", stop_grace, Bound(0, 3600)),
+        ("--min-effect", min_effect, Bound(0, 100, above=True, why="a change in %")),
     ):
         bound.check(flag, value)
     command = ["prefillscope", *sys.argv[1:]]
@@ -181,6 +193,7 @@ def ab(
         resamples=resamples,
         confidence=confidence,
         logprob_tolerance=logprob_tolerance if check_outputs else None,
+        min_effect=min_effect / 100,
     )
     options = AbOptions(
         bench=bench,

@@ -94,10 +94,12 @@ def no_slo(tmp_path_factory):
     return analysis(tmp_path_factory.mktemp("tradeoffs"))
 
 
-def test_the_winner_on_p99_states_that_it_made_p50_and_p95_worse(no_slo):
+def test_the_winner_on_the_stall_states_that_it_made_p50_and_p95_worse(no_slo):
     doc = no_slo.to_dict()
     verdict = doc["verdict"]
-    assert (verdict["winner"], verdict["decided_by"]) == (256, ["itl_p99"])
+    # 30 long prompts per arm: the stall is judged per prefill event, and 256 wins on it
+    assert (verdict["winner"], verdict["decided_by"]) == (256, ["event_stall"])
+    assert verdict["unit"] == "events" and "30 or more per arm" in verdict["unit_reason"]
     worse = {t["metric"]: t for t in verdict["tradeoffs"]}
     assert {"itl_p50", "itl_p95"} <= set(worse)
     assert "itl_p99" not in worse and "itl_max" not in worse
@@ -114,7 +116,9 @@ def test_the_winner_on_p99_states_that_it_made_p50_and_p95_worse(no_slo):
     assert f"ITL p95 {worse['itl_p95']['text'].removeprefix('ITL p95 ')}" in sentence
     assert "worse than 8192" in sentence
     assert verdict["sentence"].endswith(sentence[1:])  # the verdict's sentence says it too
-    assert verdict["rule"].startswith("no SLO given: the arm significantly best on p99 ITL wins")
+    assert verdict["rule"].startswith(
+        "no SLO given: the arm significantly best on worst decode gap per prefill wins"
+    )
 
 
 def test_ttft_is_reported_and_weighed_per_request_kind(no_slo):
@@ -189,8 +193,8 @@ def test_the_view_and_the_verdict_name_and_write_metrics_as_the_registry_does(
     text = buffer.getvalue()
     for heading in ("GAP p50", "GAP p95", "GAP p99", "GAP max", "GAP per arm"):
         assert heading in text
-    assert "ITL p" not in text and " ITL " not in text
+    assert "ITL p" not in text and " ITL " not in text and "ITL mean" not in text
     assert f"{doc['arms'][0]['itl_p99_s']:.3g} ms?" in text  # written in the registry's unit
     verdict = doc["verdict"]
-    assert "p99 GAP" in verdict["sentence"] and "p99 GAP" in verdict["rule"]
+    assert "(gaps pooled: p99 GAP " in verdict["sentence"]  # beside the per-event stall
     assert verdict["tradeoff_sentence"].startswith("trade-off: 256 made GAP p50 +")

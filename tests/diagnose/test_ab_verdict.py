@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from rundirs import write_run
 
@@ -19,8 +21,12 @@ from workloads.errors import InputError
 MATCHED = check_conditions([], [], 0, Tolerances())
 
 
-def decision(stats: dict[int, tuple[float, float]], slo: Slo | None = None) -> Decision:
-    """Arms by chunk with (p99 ITL, p50 TTFT) in ms; a difference over 10 % is significant."""
+def decision(
+    stats: dict[int, tuple[float, float]], slo: Slo | None = None, width: float = 1.1
+) -> Decision:
+    """Arms by chunk with (p99 ITL, p50 TTFT) in ms, each ratio's interval ``[r / width,
+    r * width]`` from 12 units per arm (the default: a difference over 10 % is
+    significant, and none is shown to be under 10 %)."""
     arms = make_arms(list(stats), ["t"] * len(stats))
     values = [
         {"itl_p99_s": itl / 1e3, "ttft_p50_s": ttft / 1e3, "ttft_p99_s": 2 * ttft / 1e3}
@@ -31,10 +37,12 @@ def decision(stats: dict[int, tuple[float, float]], slo: Slo | None = None) -> D
         out = {}
         for metric in ("itl_p99", "ttft_p50"):
             ratio = values[new][f"{metric}_s"] / values[base][f"{metric}_s"]
-            interval = (ratio / 1.1, ratio * 1.1)
+            interval = (ratio / width, ratio * width)
             p = 0.001 if not interval[0] <= 1 <= interval[1] else 0.5
             pair = (values[base][f"{metric}_s"], values[new][f"{metric}_s"])
-            out[metric] = Comparison.judge(metric, ratio, interval, p, pair, "test", 0.95)
+            out[metric] = Comparison.judge(
+                metric, ratio, interval, p, pair, "trials", 0.95, units=(12, 12)
+            )
         return out
 
     return Decision(arms, values, compare, len(arms) - 1, slo)
@@ -102,8 +110,38 @@ def test_itl_ties_are_broken_by_ttft_and_full_ties_have_no_winner():
     tie = decide(decision({1024: (50, 300), 2048: (52, 200)}), MATCHED)
     assert (tie.winner, tie.decided_by) == (2048, ["ttft_p50"])
     assert tie.sentence.endswith("p99 ITL does not differ significantly: choose 2048 for p50 TTFT")
-    same = decide(decision({2048: (90, 200), 4096: (92, 205)}), MATCHED)
-    assert same.winner is None and same.sentence.endswith("no significant difference")
+    same = decide(decision({2048: (90, 200), 4096: (92, 205)}, width=1.05), MATCHED)
+    assert same.winner is None and same.outcome == "equivalent"
+    assert same.sentence.endswith("no significant difference: every interval lies within ±10 %")
+
+
+def test_a_tie_the_intervals_cannot_bound_is_inconclusive_with_the_data_that_would_decide():
+    # −2.2 % [−11, +7.6]: not significant, yet a 10 % change is not ruled out
+    wide = decide(decision({2048: (90, 200), 4096: (92, 205)}), MATCHED)
+    assert wide.winner is None and wide.outcome == "inconclusive"
+    assert "no significant difference" not in wide.sentence
+    assert "p99 ITL \u22122.2 % [\u221211, +7.6] inconclusive" in wide.sentence
+    # within ±10 % by its ratio: the trials at which [r/1.1, r·1.1] would fit inside ±10 %
+    # (Comparison.units_to_separate against 0.9: (log 1.1 / log(0.978 / 0.9))² × 12 = 15.8, so 16)
+    assert wide.needed == {"metric": "itl_p99", "arms": ["4096", "2048"], "units": 16,
+                           "unit": "trials", "have": [12, 12]}  # fmt: skip
+    assert wide.sentence.endswith(
+        "inconclusive: p99 ITL (2048 vs 4096) \u22122.2 % [\u221211, +7.6] cannot rule out a "
+        "change of ±10 % or more; about 16 trials per arm would decide"
+    )
+    # a large change a wide interval cannot tell from none: the size that would exclude it
+    far = decide(decision({2048: (60, 200), 4096: (92, 205)}, width=1.8), MATCHED)
+    assert far.outcome == "inconclusive" and far.needed["units"] > 12
+    assert "p99 ITL \u221235 % [\u221264, +17] inconclusive" in far.sentence
+    # a wider band (--min-effect 25) accepts the first tie as no difference
+    loose = decide(replace(decision({2048: (90, 200), 4096: (92, 205)}), min_effect=0.25), MATCHED)
+    assert loose.outcome == "equivalent" and loose.min_effect == 0.25
+
+
+def test_a_significant_change_inside_the_band_is_no_difference_that_matters():
+    # −0.5 % [−0.7, −0.3] excludes no change, and any change is under 10 %: no winner on it
+    tiny = decide(decision({2048: (91.5, 200), 4096: (92, 200)}, width=1.002), MATCHED)
+    assert tiny.winner is None and tiny.outcome == "equivalent"
 
 
 def test_unmatched_conditions_refuse_whatever_the_numbers():

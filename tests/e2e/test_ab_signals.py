@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -146,3 +147,29 @@ def test_a_killed_a_b_takes_its_launched_servers_along(tmp_path: Path) -> None:
         ab.wait()
     assert all(gone(pid, within_s=30) for pid in running), "a launched server outlived the A/B"
     assert processes_with(marker) == []
+
+
+#: A server that never answers its health check: still launching.
+NEVER_READY = f"{sys.executable} -c 'import time; time.sleep(600)' {{chunk}} {{port}}"
+
+
+@pytest.mark.skipif(SETPRIV is None, reason="util-linux's setpriv is not installed")
+def test_a_kill_while_the_servers_launch_leaves_ab_json_running(tmp_path: Path) -> None:
+    # a stop before the first trial began: ab.json was written when the A/B started
+    out = tmp_path / "ab"
+    ab = subprocess.Popen(
+        [*CLI, "--chunks", "512,1024", "--launch", NEVER_READY, "--out", str(out), *WORKLOAD],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((out / "servers").glob("*.log"))) < 2:  # both servers launching
+            assert ab.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        ab.kill()
+        ab.wait()
+    doc = json.loads((out / "ab.json").read_text())
+    assert doc["status"] == "running" and doc["chunks"] == [512, 1024]
+    assert [arm["trials"] for arm in doc["arms"]] == [[], []]
+    assert doc["settings"]["trials"] == 3 and "verdict" not in doc  # nothing analysed yet

@@ -1,0 +1,49 @@
+"""``diagnose ab`` decides a chunk-size A/B on its stall events, not on a pooled gap quantile.
+
+The A/B of issue 30: six decode streams, four 12k-token prompts per trial, budgets 256
+and 8192 on an A100 (embedded engine, 3 trials per arm: 12 long prompts per arm). At
+8192 every prefill stalls the decodes for about a second; at 256 never for more than a
+few steps. The pooled p99 of gaps sits on a cliff (stalls are ~1 % of the gaps), and
+once said "no significant difference"; per event, the difference is plain and decides.
+Six real trials over loopback (~90 s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ab_support import TIMING_TOLERANCES, ab_json, comparison
+
+pytestmark = pytest.mark.slow
+
+ISSUE_30 = [
+    "--chunks", "256,8192", "--workload", "interference", "--num-requests", "4",
+    "--rate", "0.5", "--seed", "101", "--set", "concurrency=6", "--set", "stream_requests=1",
+    "--set", "stream_output_len=400", "--set", "long_prompt_len=12000",
+    "--engine", "gpu=a100-80gb", "--gpu-telemetry", "off", "--resamples", "1000",
+    *TIMING_TOLERANCES,
+]  # fmt: skip
+
+
+def test_each_prefill_is_an_event_and_the_events_decide(tmp_path: Path):
+    code, doc = ab_json(*ISSUE_30, "--out", tmp_path / "ab")
+    assert code == 0, doc["verdict"]
+    verdict = doc["verdict"]
+    assert verdict["unit"] == "events" and "12 or more per arm" in verdict["unit_reason"]
+    assert (verdict["winner"], verdict["decided_by"]) == (256, ["event_stall"])
+    stall = comparison(doc, "event_stall")
+    assert stall["significant"] and stall["ci_high"] < 0.5 and stall["units"] == [12, 12]
+    assert stall["method"].startswith("events")
+    for arm in doc["arms"]:
+        events = arm["events"]
+        assert events["count"] == 12 and events["alone"] == 0
+        low, high = events["event_stall_interval_s"]
+        assert low <= events["event_stall_mean_s"] <= high
+    small, large = (arm["events"]["event_stall_mean_s"] for arm in doc["arms"])
+    assert large > 0.5 and large > 4 * small  # ~1 s stalls at 8192, every time
+    sentence = verdict["sentence"]
+    assert sentence.startswith("256 vs 8192: worst decode gap per prefill \u2212")
+    assert "(gaps pooled: p99 ITL " in sentence  # the gap-quantile view, beside
+    assert "no significant difference" not in sentence
+    assert "no SLO given, worst decode gap per prefill first: choose 256" in sentence
