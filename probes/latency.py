@@ -307,11 +307,16 @@ def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
     prompt = _num(requests, "prompt_tokens")
     expected, _ = _hit_rate(_num(requests, "expected_cached_tokens"), prompt)
     observed, reported = _hit_rate(_num(requests, "cached_tokens"), prompt)
-    return {
+    rates: dict[str, Any] = {
         "expected_hit_rate": expected,
         "observed_hit_rate": observed,
         "reported_requests": reported,
     }
+    if "expected_offload_tokens" in requests and expected is not None:
+        # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
+        offload, _ = _hit_rate(_num(requests, "expected_offload_tokens"), prompt)
+        rates["expected_hit_rate_by_tier"] = {"gpu": expected - (offload or 0.0), "cpu": offload}
+    return rates
 
 
 def summarize_frames(
