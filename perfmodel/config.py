@@ -42,6 +42,8 @@ _BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, 2**63 - 1, whole=True),
     "vocab_size": Bound(MIN_VOCAB_SIZE, MAX_VOCAB_SIZE, whole=True, why="token ids are 32-bit"),
     **dict.fromkeys(("max_num_batched_tokens", "max_model_len"), Bound(1, MAX_TOKENS, whole=True)),
+    "offload_gb": Bound(0, 1e6, why="a petabyte of host memory"),
+    "offload_gbps": Bound(0, 1e6, above=True),
     **dict.fromkeys(
         ("gpu_memory_utilization", "prefill_mfu", "decode_mfu", "bandwidth_efficiency"),
         Bound(0, 1, above=True),
@@ -101,6 +103,10 @@ class EngineConfig:
     #: The prefix cache it keeps: ``blocks`` (vLLM), ``radix[:PAGE]`` (SGLang) or
     #: ``slots:N`` (llama.cpp), see ``workloads.cache_model``.
     cache_model: str = "blocks"
+    #: A CPU offload tier behind the block pool (vLLM's CPU offloading): its size in GB
+    #: (0: none) and the host link's bandwidth in GB/s, which times loading a hit back.
+    offload_gb: float = 0.0
+    offload_gbps: float = 25.0
 
     @property
     def model_name(self) -> str:
@@ -111,7 +117,12 @@ class EngineConfig:
         """Raise InputError naming the first bad field and the fix."""
         for name, bound in _BOUNDS.items():
             bound.check(name, getattr(self, name))
-        parse_cache_model(self.cache_model, "cache_model")
+        if parse_cache_model(self.cache_model, "cache_model").kind != "blocks" and self.offload_gb:
+            raise InputError(
+                "offload_gb",
+                f"an offload tier backs the block pool, not {self.cache_model}",
+                "use cache_model blocks with an offload tier",
+            )
         model = resolve_model(self.model)
         resolve_gpu(self.gpu)
         if self.cache_scope not in CACHE_SCOPES:

@@ -331,6 +331,12 @@ def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
         rates["expected_reason"] = why_expected
     if why_observed:
         rates["observed_reason"] = why_observed
+    if "expected_offload_tokens" in usable and expected is not None:
+        # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
+        offload, _, _ = _hit_rate(
+            _num(usable, "expected_offload_tokens"), prompt, "expected_offload_tokens", excluded
+        )
+        rates["expected_hit_rate_by_tier"] = {"gpu": expected - (offload or 0.0), "cpu": offload}
     return rates
 
 

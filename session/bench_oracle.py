@@ -70,6 +70,8 @@ class Geometry:
     #: Which cache the server keeps (``workloads.cache_model``) and how that is known.
     cache_model: str = "blocks"
     cache_model_source: str = "default"
+    #: Blocks of a CPU offload tier behind the pool (``num_cpu_blocks``); 0: none.
+    offload_blocks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class Geometry:
             "source": self.source,
             "cache_model": self.cache_model,
             "cache_model_source": self.cache_model_source,
+            "offload_blocks": self.offload_blocks,
         }
 
 
@@ -189,7 +192,18 @@ def geometry(
         source,
         model,
         model_source,
+        _offload_blocks(first),
     )
+
+
+def _offload_blocks(first: Exposition | None) -> int:
+    """The CPU offload tier's blocks, as vLLM's ``cache_config_info`` ``num_cpu_blocks``
+    says (``None`` there, or no scrape: no tier)."""
+    for sample in first.get("vllm:cache_config_info") if first is not None else []:
+        text = sample.labels.get("num_cpu_blocks", "")
+        if text.isdigit():
+            return int(text)
+    return 0
 
 
 def has_later_turns(plan: Plan) -> bool:
@@ -202,6 +216,10 @@ def annotated_after_run(plan: Plan, deadline_s: float | None) -> bool:
     prefix of a generous plan, in plan order)."""
     bounded_closed_loop = deadline_s is not None and all(r.intended_s is None for r in plan)
     return bounded_closed_loop or has_later_turns(plan)
+
+
+#: The requests column with the part of ``expected_cached_tokens`` an offload tier holds.
+EXPECTED_OFFLOAD = "expected_offload_tokens"
 
 
 @dataclass(frozen=True)
@@ -230,13 +248,21 @@ class RunOracle:
 
     def oracle(self) -> PrefixOracle:
         block, blocks, vocab, model = self._args()
-        return PrefixOracle(block, blocks, model, vocab_size=vocab, cache_model=self.cache_model)
+        return PrefixOracle(
+            block,
+            blocks,
+            model,
+            vocab_size=vocab,
+            cache_model=self.cache_model,
+            offload_blocks=self.shape.offload_blocks,
+        )
 
     def replays_after_run(self, plan: Plan, deadline_s: float | None) -> bool:
         """Whether the pass waits for the run (``annotated_after_run``); llama.cpp's slots
         always do: which slot a request lands on depends on what was running when it was
         sent, which only the run's timeline says."""
-        return self.cache_model.kind == "slots" or annotated_after_run(plan, deadline_s)
+        timeline = self.cache_model.kind == "slots" or self.shape.offload_blocks > 0
+        return timeline or annotated_after_run(plan, deadline_s)
 
     def before_sending(self, plan: Plan) -> Plan:
         """A copy of ``plan`` carrying every request's expected cached tokens."""
@@ -267,11 +293,22 @@ class RunOracle:
             }
         recorded = set(requests["id"])
         last = max((i for i, r in enumerate(plan.requests) if r.id in recorded), default=-1)
+        offloaded: list[int | None] = []
         expected = plan_order_expectations(
-            plan, *self._args(), count=last + 1, cache_model=self.cache_model
+            plan,
+            *self._args(),
+            count=last + 1,
+            cache_model=self.cache_model,
+            offload_blocks=self.shape.offload_blocks,
+            offloaded=offloaded,
         )
         by_id = {r.id: e for r, e in zip(plan.requests, expected, strict=False)}
-        return {"expected_cached_tokens": by_id, ORACLE_NOTE: {}}
+        columns = {"expected_cached_tokens": by_id, ORACLE_NOTE: {}}
+        if self.shape.offload_blocks:
+            columns[EXPECTED_OFFLOAD] = {
+                r.id: o for r, o in zip(plan.requests, offloaded, strict=False)
+            }
+        return columns
 
     def _as_it_happened(
         self, plan: Plan, requests: pd.DataFrame, composed: Mapping[str, Prompt]

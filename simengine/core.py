@@ -121,11 +121,17 @@ class EngineCore:
         self.cost = CostModel.from_config(config)
         num_blocks = config.num_gpu_blocks or self.cost.kv_pool_blocks(config.block_size)
         self.cache_model = parse_cache_model(config.cache_model, "cache_model")
+        kv_block_bytes = self.cost.kv_bytes_per_token * config.block_size
+        #: The CPU offload tier's size in blocks (0: none) and a loaded block's seconds.
+        self.offload_blocks = int(config.offload_gb * 1e9 // kv_block_bytes)
+        self._load_s_per_block = kv_block_bytes / (config.offload_gbps * 1e9)
+        self._loaded_blocks = 0
         self.pool = make_pool(
             self.cache_model,
             num_blocks * config.block_size,
             config.block_size,
             enable_caching=config.enable_prefix_caching,
+            offload_blocks=self.offload_blocks,
         )
         self.scheduler = Scheduler(
             self.pool,
@@ -233,7 +239,7 @@ class EngineCore:
         if not sched.empty:
             stats.steps += 1
             self._index += 1
-            duration = self.cost.step_time(sched.shape)
+            duration = self.cost.step_time(sched.shape) + self._offload_load_s()
         return StepResult(
             index=self._index,
             kind=step_kind(sched.shape.prefill_tokens, len(sched.decodes)),
@@ -247,6 +253,15 @@ class EngineCore:
             first_token_ids=first,
             prefill_progress=[(s.request.request_id, s.num_computed) for s, _ in sched.prefills],
         )
+
+    def _offload_load_s(self) -> float:
+        """Seconds this step spends loading offloaded blocks back over the host link."""
+        offload = getattr(self.pool, "offload", None)
+        if offload is None:
+            return 0.0
+        loaded = offload.loaded_blocks - self._loaded_blocks
+        self._loaded_blocks = offload.loaded_blocks
+        return loaded * self._load_s_per_block
 
     def _decode(self, seqs: list[SequenceState]) -> list[SequenceState]:
         """Compute each decode's last sampled token (indexing a block it fills)."""

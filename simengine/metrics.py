@@ -36,6 +36,10 @@ from prometheus_client.registry import Collector
 
 from workloads.cache_model import CACHE_MODEL_INFO
 
+#: The engine's hits by tier and its offload traffic (``..._total`` on the page).
+OFFLOAD_HITS = "prefillscope_engine_prefix_hits_by_tier"
+OFFLOAD_BLOCKS = "prefillscope_engine_offload_blocks"
+
 if TYPE_CHECKING:
     from perfmodel.config import EngineConfig
     from simengine.core import EngineCore, StepResult
@@ -127,6 +131,32 @@ class _EngineStateCollector(Collector):
         for labels, core in self.workers:
             model.add_metric([*labels.values(), str(core.cache_model)], 1.0)
         yield model
+        yield from self._tiers()
+
+    def _tiers(self) -> Iterator[Metric]:
+        """Prefix-cache hits by the tier that held them (gpu, cpu: the offload tier) and
+        the blocks moved between the two."""
+        hits = CounterMetricFamily(
+            OFFLOAD_HITS,
+            "Prompt tokens served from the prefix cache, by tier (gpu; cpu: loaded back).",
+            labels=[*self.names, "tier"],
+        )
+        moved = CounterMetricFamily(
+            OFFLOAD_BLOCKS,
+            "KV blocks moved to (store) and from (load) the CPU offload tier.",
+            labels=[*self.names, "direction"],
+        )
+        for labels, core in self.workers:
+            offload = getattr(core.pool, "offload", None)
+            cpu = offload.hit_tokens if offload is not None else 0
+            values = list(labels.values())
+            hits.add_metric([*values, "gpu"], core.pool.hit_tokens - cpu)
+            hits.add_metric([*values, "cpu"], cpu)
+            if offload is not None:
+                moved.add_metric([*values, "store"], offload.stored_blocks)
+                moved.add_metric([*values, "load"], offload.loaded_blocks)
+        yield hits
+        yield moved
 
     def _cache_config_info(self) -> GaugeMetricFamily:
         family: GaugeMetricFamily | None = None
@@ -138,7 +168,7 @@ class _EngineStateCollector(Collector):
                 "enable_prefix_caching": str(cfg.enable_prefix_caching),
                 "engine": labels["engine"],
                 "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
-                "num_cpu_blocks": "None",
+                "num_cpu_blocks": str(core.offload_blocks or None),
                 "num_gpu_blocks": str(core.num_gpu_blocks),
                 "num_gpu_blocks_override": str(cfg.num_gpu_blocks),
             }

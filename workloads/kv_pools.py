@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from workloads.cache_model import CacheModel
+from workloads.offload import OffloadTier
 from workloads.prefix import BlockPool
 from workloads.radix import RadixCache
 from workloads.slots import SlotCache
@@ -26,9 +27,11 @@ def make_pool(
     block_size: int,
     *,
     enable_caching: bool = True,
+    offload_blocks: int = 0,
 ) -> KvPool:
     """The pool of ``model`` over ``capacity_tokens`` of KV (``None``: unbounded, the
-    oracle's when the server's size is unknown; a block pool is then an index)."""
+    oracle's when the server's size is unknown; a block pool is then an index), with an
+    offload tier of ``offload_blocks`` behind a block pool."""
     if model.kind == "radix":
         pages = None if capacity_tokens is None else capacity_tokens // model.page_size
         return RadixCache(pages, model.page_size, enable_caching=enable_caching)
@@ -37,4 +40,7 @@ def make_pool(
         return SlotCache(model, context, enable_caching=enable_caching)
     if capacity_tokens is None:
         raise ValueError("an unbounded block pool is the oracle's index, not a pool")
-    return BlockPool(capacity_tokens // block_size, block_size, enable_caching=enable_caching)
+    offload = OffloadTier(offload_blocks) if offload_blocks > 0 else None
+    return BlockPool(
+        capacity_tokens // block_size, block_size, enable_caching=enable_caching, offload=offload
+    )

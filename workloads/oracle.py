@@ -142,6 +142,7 @@ class PrefixOracle:
         *,
         vocab_size: int = DEFAULT_VOCAB_SIZE,
         cache_model: CacheModel | None = None,
+        offload_blocks: int = 0,
     ) -> None:
         self.block_size = block_size
         self.num_blocks = num_blocks
@@ -151,7 +152,13 @@ class PrefixOracle:
         blocks = self.cache_model.kind == "blocks"
         tokens = num_blocks * block_size if num_blocks is not None else None
         unbounded_index = blocks and tokens is None
-        self.pool = None if unbounded_index else make_pool(self.cache_model, tokens, block_size)
+        self.pool = (
+            None
+            if unbounded_index
+            else make_pool(self.cache_model, tokens, block_size, offload_blocks=offload_blocks)
+        )
+        #: Of the last ``record``'s cached tokens, those an offload tier held.
+        self.last_offloaded = 0
         self._index: set[int] = set()
         self._unknown = -1  # ids standing for output tokens not known (never a real token)
 
@@ -213,6 +220,7 @@ class PrefixOracle:
         # The claim is capped at the prompt (n - 1 tokens); the whole chain is passed so
         # that committing the output's blocks needs no rehashing.
         hit = seq.claim_prefix(materialised[:n], hashes=hashes)
+        self.last_offloaded = getattr(seq, "offloaded_tokens", 0)
         self._finish(seq, materialised, extra_tokens)
         return hit
 
@@ -269,6 +277,8 @@ def plan_order_expectations(
     *,
     count: int | None = None,
     cache_model: CacheModel | None = None,
+    offload_blocks: int = 0,
+    offloaded: list[int | None] | None = None,
 ) -> list[int | None]:
     """The expected cached tokens of the plan's first ``count`` requests (all by default).
 
@@ -276,18 +286,27 @@ def plan_order_expectations(
     leaving its prompt and a stand-in for its answer in the cache; request k's value
     depends on requests 0..k-1 only, so a prefix of the plan costs only its own length.
     Later turns of a multi-turn session are ``None``: their history is what the server
-    returns (``session.run_oracle`` replays such runs from what was recorded).
+    returns (``session.run_oracle`` replays such runs from what was recorded). With an
+    offload tier of ``offload_blocks``, ``offloaded`` (when given) receives, request by
+    request, the part of each value the tier held.
     """
     oracle = PrefixOracle(
-        block_size, num_blocks, model, vocab_size=vocab_size, cache_model=cache_model
+        block_size,
+        num_blocks,
+        model,
+        vocab_size=vocab_size,
+        cache_model=cache_model,
+        offload_blocks=offload_blocks,
     )
     out: list[int | None] = []
     for r in plan.requests[:count]:
         if r.session is not None and r.turn:
             out.append(None)
-            continue
-        recorded = replay_sequence(plan, r, r.prompt)
-        out.append(oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt)))
+        else:
+            recorded = replay_sequence(plan, r, r.prompt)
+            out.append(oracle.record(recorded, r.scope(model), prompt_len=len(r.prompt)))
+        if offloaded is not None:
+            offloaded.append(None if out[-1] is None else oracle.last_offloaded)
     return out
 
 

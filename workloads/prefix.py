@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workloads.offload import OffloadTier
+
 _HASH_BYTES = 8
 
 
@@ -126,7 +128,14 @@ class BlockPool:
     token data, which is why it is cheap enough to replay whole traces through.
     """
 
-    def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        *,
+        enable_caching: bool = True,
+        offload: OffloadTier | None = None,
+    ) -> None:
         if num_blocks <= 0:
             raise ValueError(f"num_blocks must be positive, got {num_blocks}")
         if block_size <= 0:
@@ -142,6 +151,8 @@ class BlockPool:
         self.evictions = 0
         self.query_tokens = 0
         self.hit_tokens = 0
+        #: The second tier evicted blocks go to (``workloads.offload``); None: one tier.
+        self.offload = offload
 
     #: Sequences of this pool look their prefix up by block hash.
     uses_hashes = True
@@ -227,6 +238,8 @@ class BlockPool:
                 self._reclaimable -= 1
                 if self._cached.get(h) == block:
                     del self._cached[h]
+                    if self.offload is not None:
+                        self.offload.store(h)
                 self.evictions += 1
             self._ref[block] = 1
             out.append(block)
@@ -267,6 +280,8 @@ class BlockPool:
         for block in self._cached.values():
             self._hash[block] = None
         self._cached.clear()
+        if self.offload is not None:
+            self.offload.reset()
         self._reclaimable = 0
         return True
 
@@ -286,6 +301,7 @@ class SequenceBlocks:
         self.hashes: list[int] = []
         self._committed_blocks = 0
         self._peeked: list[int] = []
+        self.offloaded_tokens = 0
 
     @property
     def capacity_tokens(self) -> int:
@@ -304,19 +320,38 @@ class SequenceBlocks:
         if hashes is None:
             hashes = block_hashes(tokens, self.pool.block_size, self.scope)
         self.hashes = list(hashes)
-        hit = self.pool.find_cached(self.hashes, len(tokens))
-        if self.pool.enable_caching:
-            self.pool.record_query(len(tokens), len(hit))
-        self.pool.touch(hit)
+        pool = self.pool
+        hit = self._peeked = pool.find_cached(self.hashes, len(tokens))
+        pool.touch(hit)
         self.blocks = list(hit)
-        self._committed_blocks = len(hit)
-        return len(hit) * self.pool.block_size
+        loaded = self._offloaded(self.hashes, len(tokens))
+        if loaded and pool.offload is not None:
+            wanted = self.hashes[len(hit) : len(hit) + loaded]
+            pool.offload.load(wanted, pool.block_size)  # newest there: not evicted below
+            new = pool.allocate(loaded) or []
+            for block, block_hash in zip(new, wanted, strict=False):
+                pool.cache_block(block, block_hash)
+            self.blocks.extend(new)
+        #: Of the cached tokens, those loaded back from the offload tier.
+        self.offloaded_tokens = (len(self.blocks) - len(hit)) * pool.block_size
+        if pool.enable_caching:
+            pool.record_query(len(tokens), len(self.blocks))
+        self._committed_blocks = len(self.blocks)
+        return len(self.blocks) * pool.block_size
 
     def peek(self, tokens: Sequence[int] | np.ndarray, hashes: Sequence[int]) -> int:
         """Cached tokens if admitted now (``hashes``: the prompt's chain), changing nothing;
         ``fits`` then says whether the pool has room for it."""
         self._peeked = self.pool.find_cached(hashes, len(tokens))
-        return len(self._peeked) * self.pool.block_size
+        return (len(self._peeked) + self._offloaded(hashes, len(tokens))) * self.pool.block_size
+
+    def _offloaded(self, hashes: Sequence[int], num_tokens: int) -> int:
+        """Blocks the offload tier holds right after the GPU hit (capped like the hit)."""
+        pool = self.pool
+        if pool.offload is None or not pool.enable_caching:
+            return 0
+        limit = min(len(hashes), (num_tokens - 1) // pool.block_size)
+        return pool.offload.run(hashes, len(self._peeked), limit)
 
     def fits(self, num_tokens: int) -> bool:
         """Whether claiming the peeked prefix and reserving ``num_tokens`` in all can succeed

@@ -131,6 +131,12 @@ def serve(
     cache_model: Annotated[
         str, typer.Option(help="Prefix cache: blocks (vLLM), radix[:PAGE] (SGLang), slots:N.")
     ] = _D.cache_model,
+    offload_gb: Annotated[
+        float, typer.Option(help="CPU offload tier behind the block pool, GB (0: none).")
+    ] = _D.offload_gb,
+    offload_gbps: Annotated[
+        float, typer.Option(help="Host link bandwidth loading offloaded blocks back, GB/s.")
+    ] = _D.offload_gbps,
 ) -> None:
     """Serve the embedded engine (OpenAI-compatible, vLLM's metrics) until Ctrl-C.
 
@@ -179,6 +185,8 @@ def serve(
         cache_scope=cache_scope,
         lora_modules=lora_modules,
         cache_model=cache_model,
+        offload_gb=offload_gb,
+        offload_gbps=offload_gbps,
     )
     try:
         config.validate()

@@ -100,3 +100,26 @@ def test_metrics_name_the_cache_model(cache_model: str) -> None:
         text = client.get("/metrics").text
     assert f'{CACHE_MODEL_INFO}{{cache_model="{cache_model}"' in text
     assert 'num_gpu_blocks="400"' in text  # the pool in blocks, whatever the model counts in
+
+
+def test_an_offload_tier_serves_what_the_gpu_pool_evicted_and_the_oracle_splits_it() -> None:
+    # Four 320-token prefixes (20 blocks each) in a 50-block pool: the GPU keeps two.
+    base = {"num_gpu_blocks": 50, "fixed_step_s": 0.001}
+    prefixes = [prompt(320, 50 + i) for i in range(4)]
+    tokens = [prefixes[i % 4] + prompt(20, 600 + i) for i in range(16)]
+    hits = {}
+    for gb in (0.0, 1.0):
+        core = EngineCore(EngineConfig(**base, offload_gb=gb))
+        oracle = PrefixOracle(16, 50, SCOPE.model, offload_blocks=core.offload_blocks)
+        seen, expected, offloaded = [], [], []
+        for i, t in enumerate(tokens):
+            run = run_all(core, [EngineRequest(f"r{i}", t, 2, scope=SCOPE, ignore_eos=True)])
+            seen.append(run.cached[f"r{i}"])
+            expected.append(oracle.record(t + run.tokens[f"r{i}"][:-1], SCOPE, prompt_len=len(t)))
+            offloaded.append(oracle.last_offloaded)
+        assert seen == expected
+        offload = core.pool.offload
+        hits[gb] = (sum(seen), sum(offloaded), offload.hit_tokens if offload else 0)
+    assert hits[0.0] == (0, 0, 0)  # round-robin over four prefixes: LRU keeps none
+    total, cpu, engine_cpu = hits[1.0]
+    assert total == 12 * 320 and cpu == engine_cpu == total  # all from the CPU tier
