@@ -14,12 +14,10 @@ must appear nowhere.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from aiohttp import ClientSession, web
 from bench_support import CLI as BENCH_CLI
 from bench_support import requests_table
 from key_gateway import QueryKeyGateway
+from threaded_app import ThreadedApp
 
 from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
@@ -60,18 +59,18 @@ main()
 """
 
 
-class EchoingProxy:
+class EchoingProxy(ThreadedApp):
     """A proxy to an engine that refuses every third completion sent with a bearer key
     with 401, echoing the key in the error body; it records the keys it saw."""
 
     def __init__(self, upstream: str) -> None:
+        super().__init__()
         self.upstream = upstream
-        self.url = ""
         self.keys_seen: set[str] = set()
         self._completions: dict[str, int] = {}
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._handle)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -99,32 +98,6 @@ class EchoingProxy:
                 await resp.write(piece)
             await resp.write_eof()
             return resp
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def __enter__(self) -> EchoingProxy:
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "proxy did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
 
 @pytest.fixture(scope="module")

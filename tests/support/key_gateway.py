@@ -9,23 +9,28 @@ completions, ``/metrics``, ``/tokenize``). It runs on its own loop in a thread.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 from aiohttp import ClientSession, web
+from threaded_app import ThreadedApp
 
 
-class QueryKeyGateway:
+class QueryKeyGateway(ThreadedApp):
     def __init__(self, upstream: str, name: str, key: str) -> None:
+        super().__init__()
         self.upstream = upstream
         self.name = name
         self.key = key
-        self.url = ""
         self.log: list[str] = []
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._session: ClientSession | None = None
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+
+    async def started(self) -> None:
+        self._session = ClientSession()
+
+    async def stopping(self) -> None:
+        if self._session is not None:
+            await self._session.close()
 
     @property
     def refused(self) -> list[str]:
@@ -52,31 +57,3 @@ class QueryKeyGateway:
                 await resp.write(piece)
             await resp.write_eof()
             return resp
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self._session = ClientSession()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
-            await self._session.close()
-
-    def __enter__(self) -> QueryKeyGateway:
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "gateway did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)

@@ -9,16 +9,15 @@ Prometheus binary against such targets.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import httpx
 from aiohttp import web
+from threaded_app import ThreadedApp
 
 from runtime.child import stop_process
 
@@ -29,18 +28,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class ReplayServer:
+class ReplayServer(ThreadedApp):
     """Serve ``responses`` (text, or an int HTTP status) at ``path`` in order."""
 
     def __init__(self, responses: list[str | int], path: str = "/metrics") -> None:
+        super().__init__()
         self.responses = responses
         self.path = path
         self.requests = 0
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get(self.path, self._handle)
 
     async def _handle(self, request: web.Request) -> web.Response:
         response = self.responses[min(self.requests, len(self.responses) - 1)]
@@ -48,34 +46,6 @@ class ReplayServer:
         if isinstance(response, int):
             return web.Response(status=response, text="nope")
         return web.Response(text=response, content_type="text/plain")
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopped = asyncio.Event()
-        app = web.Application()
-        app.router.add_get(self.path, self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self._ready.set()
-        try:
-            await self._stopped.wait()
-        finally:
-            await runner.cleanup()
-
-    def __enter__(self) -> ReplayServer:
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("replay server did not start")
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._loop is not None and self._stopped is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
-            self._thread.join(10)
 
 
 class PrometheusServer:
