@@ -200,12 +200,15 @@ def _planned_prompts(run: Run, vocab_size: int, argument: str) -> dict[str, list
 
 
 def load_workload(
-    source: str, assignments: list[str], overrides: dict[str, object], base: EngineConfig
+    source: str | Run, assignments: list[str], overrides: dict[str, object], base: EngineConfig
 ) -> SimWorkload:
-    """A run directory's recorded requests, or the plan of a workload name/spec/trace."""
+    """A run's recorded requests (an opened ``Run``, or a run directory's path), or the
+    plan of a workload name/spec/trace."""
     from workloads.build import build_plan
     from workloads.spec import load_spec, parse_assignments
 
+    if isinstance(source, Run):
+        return from_run(source, base.vocab_size)
     path = Path(source)
     if path.is_dir():
         return from_run(open_run(path, "--workload"), base.vocab_size)

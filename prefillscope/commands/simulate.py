@@ -145,20 +145,23 @@ def simulate(
         raise InputError("--holdout", f"{holdout} needs --calibrate and a run directory")
     holdout_base = parse_engine_flags([*(engine or []), *(holdout_engine or [])]).config
     calibration = None
+    calibrated = None
     if calibrate is not None:
+        from runfmt.run import open_run
         from session.calibrate import calibrate as fit
         from session.calibrate import holdout as predict_holdout
 
         if not calibrate.is_dir():
             raise InputError("--calibrate", f"{calibrate} is not a run directory")
-        calibration = fit(calibrate, base)
+        calibrated = open_run(calibrate, "--calibrate")  # opened once: fitted, then simulated
+        calibration = fit(calibrated, base)
         spec.base = dataclasses.replace(base, **calibration["fitted"])
         if holdout is not None:
             fitted_b = dataclasses.replace(holdout_base, **calibration["fitted"])
             calibration["holdout"] = predict_holdout(holdout, fitted_b)
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
-    load = load_workload(workload or str(calibrate), set_ or [], overrides, spec.base)
+    load = load_workload(workload or calibrated, set_ or [], overrides, spec.base)
     result = simulate_grid(spec, load, _progress)
     result["calibration"] = calibration
     if html is not None:
