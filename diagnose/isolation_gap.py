@@ -32,7 +32,7 @@ from scipy import stats as sps
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
-from diagnose.stats import percentile_interval, shortfall
+from diagnose.stats import percentile_interval, shortfall, units_to_exclude
 from probes.quantiles import statistic
 
 #: The statistic compared: the median TTFT of each arm.
@@ -69,11 +69,8 @@ class TtftGap:
         bound = self.ci_low_s if self.gap_s > value else self.ci_high_s
         if not all(math.isfinite(x) for x in (self.gap_s, bound, value)):
             return None
-        distance = abs(self.gap_s - value)
-        if distance == 0.0:
-            return None
-        scale = (abs(self.gap_s - bound) / distance) ** 2
-        return max(self.needed_probes or 0, math.ceil(min(self.probes) * scale), 1)
+        needed = units_to_exclude(self.gap_s, bound, value, min(self.probes))
+        return None if needed is None else max(self.needed_probes or 0, needed, 1)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)

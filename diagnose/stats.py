@@ -140,18 +140,26 @@ class Comparison:
         bound = self.ci_low if self.ratio > value else self.ci_high
         if not all(math.isfinite(x) and x > 0 for x in (self.ratio, bound, value)):
             return None
-        distance = abs(math.log(self.ratio) - math.log(value))
-        if distance == 0.0:
-            return None
-        half_width = abs(math.log(self.ratio) - math.log(bound))
-        scale = (half_width / distance) ** 2
-        return max(MIN_UNITS, math.ceil(max(self.units) * scale))
+        logs = (math.log(self.ratio), math.log(bound), math.log(value))
+        needed = units_to_exclude(*logs, max(self.units))
+        return None if needed is None else max(MIN_UNITS, needed)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                for k, v in asdict(self).items()}  # fmt: skip
         out["units"] = list(self.units)
         return out
+
+
+def units_to_exclude(estimate: float, bound: float, value: float, units: int) -> int | None:
+    """Units at which an interval around ``estimate``, whose side facing ``value`` ends at
+    ``bound`` with ``units`` units, would exclude ``value``: its half-width shrinks as
+    1/√n (on the caller's scale: the log of a ratio, a difference as it is); ``None`` when
+    ``estimate`` is ``value`` (no size would)."""
+    distance = abs(estimate - value)
+    if distance == 0.0:
+        return None
+    return math.ceil(units * (abs(estimate - bound) / distance) ** 2)
 
 
 def shortfall(
