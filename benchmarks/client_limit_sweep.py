@@ -77,6 +77,7 @@ from probes.latency import summarize
 from runfmt.tables import RunTables
 from runtime import event_loop
 from runtime.clock import RunClock
+from runtime.quantiles import quantile
 
 HERE = Path(__file__).resolve().parent
 #: Where each client runs by default: (cores, prefillscope processes; 0 = the bare reader).
@@ -209,13 +210,13 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
         "busiest_cpu_share": share,
         "capacity": capacity,
         "throttled_s": throttled,
-        "gap_error_p50_ms": float(np.percentile(np.abs(gap_error), 50) * 1e3),
-        "gap_error_p99_ms": float(np.percentile(np.abs(gap_error), 99) * 1e3),
-        "late_p50_ms": float(np.percentile(late, 50) * 1e3),
-        "late_p99_ms": float(np.percentile(late, 99) * 1e3),
-        "mock_delay_p50_ms": float(np.percentile(mock_delay, 50) * 1e3),
-        "mock_delay_p99_ms": float(np.percentile(mock_delay, 99) * 1e3),
-        "mock_write_p50_ms": float(np.percentile(ticks[:, 2] - ticks[:, 1], 50) * 1e3),
+        "gap_error_p50_ms": quantile(np.abs(gap_error), 0.5) * 1e3,
+        "gap_error_p99_ms": quantile(np.abs(gap_error), 0.99) * 1e3,
+        "late_p50_ms": quantile(late, 0.5) * 1e3,
+        "late_p99_ms": quantile(late, 0.99) * 1e3,
+        "mock_delay_p50_ms": quantile(mock_delay, 0.5) * 1e3,
+        "mock_delay_p99_ms": quantile(mock_delay, 0.99) * 1e3,
+        "mock_write_p50_ms": quantile(ticks[:, 2] - ticks[:, 1], 0.5) * 1e3,
         "mock_streams_max": int(ticks[:, 3].max()),
         "load_average_1m": os.getloadavg()[0],
     }

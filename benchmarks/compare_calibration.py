@@ -27,7 +27,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from diagnose.compare import RunSamples
@@ -36,6 +35,7 @@ from diagnose.metrics import metric_spec
 from diagnose.stats import Sample, compare_stats
 from perfmodel.config import EngineConfig
 from probes.token_gaps import token_gaps
+from runtime.quantiles import quantile
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import VirtualDriver
 from workloads.build import build_plan
@@ -74,7 +74,7 @@ def simulate_run(workload: str, requests: int, rate: float, seed: int) -> RunSam
 def planted(sample: Sample, factor: float) -> Sample:
     """``sample`` with its values above its own p95 multiplied by ``factor``."""
     values = sample.values.copy()
-    values[values > np.percentile(values, 95)] *= factor
+    values[values > quantile(values, 0.95)] *= factor
     return Sample(values, sample.clusters)
 
 

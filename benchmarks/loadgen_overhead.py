@@ -88,6 +88,7 @@ from vllm_bench_serve import vllm_bench_serve
 
 from runfmt.tables import RunTables
 from runtime import event_loop
+from runtime.quantiles import quantile
 
 
 def itl_figures(chunks: pd.DataFrame, step_s: float) -> dict:
@@ -116,10 +117,10 @@ def itl_figures(chunks: pd.DataFrame, step_s: float) -> dict:
     return {
         "gaps": int(gaps.size),
         "mean_itl_ms": float(gaps.mean() * 1e3),
-        "err_p50_ms": float(np.percentile(err, 50) * 1e3),
-        "err_p99_ms": float(np.percentile(err, 99) * 1e3),
-        "client_err_p50_ms": float(np.percentile(client_err, 50) * 1e3),
-        "client_err_p99_ms": float(np.percentile(client_err, 99) * 1e3),
+        "err_p50_ms": quantile(err, 0.5) * 1e3,
+        "err_p99_ms": quantile(err, 0.99) * 1e3,
+        "client_err_p50_ms": quantile(client_err, 0.5) * 1e3,
+        "client_err_p99_ms": quantile(client_err, 0.99) * 1e3,
     }
 
 

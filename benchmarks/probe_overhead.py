@@ -20,12 +20,12 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from probes.exposition import parse_exposition, parse_exposition_cooperatively
 from probes.normalise import ServerSeries
 from probes.scraper import DEFAULT_INTERVAL_S, sample_rows
+from runtime.quantiles import quantile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
@@ -59,7 +59,7 @@ async def stall_p95(parse: Callable[[], Awaitable[object]], repeat: int) -> floa
         await asyncio.sleep(0)
     running.set()
     await task
-    return float(np.percentile(gaps, 95))
+    return quantile(gaps, 0.95)
 
 
 async def stalls(text: str, repeat: int) -> tuple[float, float]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from diagnose.resample import Sample, resampled_statistics
 from diagnose.stats import MIN_UNITS, Comparison, compare_stats
+from runtime.quantiles import quantiles
 
 #: The per-event metrics, as ``ab.json`` names them, and how a verdict reads them.
 EVENT_METRICS = {
@@ -152,7 +153,7 @@ def event_summary(
         interval: list[float | None] = [None, None]
         if sample.n_units >= 2:
             replicates = resampled_statistics(sample, ["mean"], resamples, seed)["mean"]
-            low, high = np.nanquantile(replicates, [alpha / 2.0, 1.0 - alpha / 2.0])
+            low, high = quantiles(replicates, (alpha / 2.0, 1.0 - alpha / 2.0))
             interval = [_known(low), _known(high)]
         out[f"{metric}_mean_s"] = _known(mean)
         out[f"{metric}_interval_s"] = interval

@@ -44,7 +44,7 @@ import pandas as pd
 from diagnose.ab_events import EVENT_METRICS, StallEvents, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
-from probes.quantiles import statistic
+from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ def arm_intervals(samples: Sequence[TrialSamples], settings: AbSettings) -> dict
         replicates = resampled_statistics(gaps, stats, settings.resamples, settings.seed)
         alpha = 1.0 - settings.confidence
         for name, stat in zip(ITL_QUANTILES, stats, strict=True):
-            low, high = np.nanquantile(replicates[stat], [alpha / 2.0, 1.0 - alpha / 2.0])
+            low, high = quantiles(replicates[stat], (alpha / 2.0, 1.0 - alpha / 2.0))
             out[f"{name}_s"] = [_known(low), _known(high)]
     maxima = [s.itl_max for s in samples if np.isfinite(s.itl_max)]
     out[f"{ITL_MAX}_per_trial_s"] = maxima

@@ -52,12 +52,12 @@ from diagnose.ranking import NONE, ranked
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
-from probes.quantiles import quantile
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
+from runtime.quantiles import quantile
 from runtime.signals import STOP_REASON_PREFIX
 
 #: Errors that mean the server failed (not the client, not a bad request), and how to say it.

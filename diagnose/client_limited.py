@@ -29,9 +29,9 @@ from diagnose.inputs import RunView
 from diagnose.next_steps import bench_command
 from diagnose.words import percent
 from probes.latency import client_health, measured_window, request_latencies
-from probes.quantiles import quantile
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime.quantiles import quantile
 
 if TYPE_CHECKING:
     from diagnose.context import Context

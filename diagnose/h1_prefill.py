@@ -33,9 +33,9 @@ from diagnose.stats import Comparison
 from diagnose.words import chunk_flags_named
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
-from probes.quantiles import finite
 from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
 STEP_METRIC = "prefillscope_engine_step_seconds"
@@ -69,7 +69,7 @@ def _step_evidence(mixed: Histogram, decode: Histogram) -> tuple[list[Evidence],
     if not (mixed.mean and decode.mean):
         return out, None
     ratio = mixed.mean / decode.mean
-    p90 = mixed.quantile(0.9)
+    p90 = mixed.bucket_quantile(0.9)
     out.append(
         Evidence(
             "mixed/decode step time ratio",

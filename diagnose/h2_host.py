@@ -51,8 +51,8 @@ from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
 from probes.canonical import Histogram
-from probes.quantiles import quantiles
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
 STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"
@@ -182,7 +182,7 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
         return StepReading(steps.mean, expected, source, round(batch), context_tokens, margin)
     series = ctx.view.server
     itl = series.histogram_increase("itl") if series is not None else None
-    median = itl.quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
+    median = itl.bucket_quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
     if not median or series is None:
         return None
     running = series.level("running")["p50"]

@@ -33,7 +33,7 @@ from scipy import stats as sps
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
 from diagnose.stats import percentile_interval, shortfall, units_to_exclude
-from probes.quantiles import statistic
+from runtime.quantiles import statistic
 
 #: The statistic compared: the median TTFT of each arm.
 STATISTIC = "p50"

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from probes.latency import completed_mask
-from probes.quantiles import describe
 from runfmt.run import Run
+from runtime.quantiles import describe
 
 #: The statuses under which the chunk size did not change what the model says.
 CONSISTENT = ("identical", "within tolerance")

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from probes.quantiles import QUANTILES, STATISTICS
+from runtime.quantiles import QUANTILES, STATISTICS, inverted_cdf_quantiles
 
 #: Least thresholds in the grid a resampled quantile is located on, and the most
 #: units × thresholds (more thresholds for fewer units: exact for small samples).
@@ -140,7 +140,7 @@ class _QuantileGrid:
         exact = len(grid) <= points
         if not exact:
             levels = np.linspace(0.0, 1.0, points)
-            grid = np.unique(np.quantile(band, levels, method="inverted_cdf"))
+            grid = np.unique(inverted_cdf_quantiles(band, levels))
         slot = np.searchsorted(grid, sample.values, "left") + (sample.values >= grid[0])
         width = len(grid) + 2
         units = sample.n_units

@@ -1,7 +1,7 @@
 """Is NEW different from BASE? One statistic, one bootstrap interval, one decision rule.
 
 **What is tested.** Every comparison is the ratio NEW/BASE of one statistic — a mean or a
-quantile (``probes.quantiles``) of the values a run pooled — the very number a report
+quantile (``runtime.quantiles``) of the values a run pooled — the very number a report
 shows. Its interval is a percentile bootstrap (``diagnose.resample``), seeded, each run
 resampled independently:
 
@@ -57,7 +57,7 @@ from scipy import stats as sps
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
-from probes.quantiles import QUANTILES, statistic
+from runtime.quantiles import QUANTILES, statistic
 
 __all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats", "compare_trials"]
 

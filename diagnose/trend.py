@@ -17,6 +17,7 @@ from scipy import sparse
 
 from diagnose.metrics import CONFIDENCE
 from diagnose.resample import resample_sums
+from runtime.quantiles import quantiles
 
 
 @dataclass(frozen=True)
@@ -64,5 +65,5 @@ def fit_trend(
     # A resample whose requests all ran at one batch size has no slope (0/0, x/0).
     replicates = np.where(np.isfinite(replicates), replicates, np.nan)
     alpha = 1.0 - confidence
-    low, high = np.nanquantile(replicates, [alpha / 2, 1 - alpha / 2])
+    low, high = quantiles(replicates, (alpha / 2, 1 - alpha / 2))
     return Trend(slope, float(low), float(high), units)

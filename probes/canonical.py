@@ -183,7 +183,7 @@ class Histogram:
             lower_bound, lower_count = bound, cum
         return lower_bound, math.inf, lower_count, lower_count, rank
 
-    def quantile(self, q: float) -> float | None:
+    def bucket_quantile(self, q: float) -> float | None:
         """The q-quantile by linear interpolation inside the bucket that holds it — the
         estimate PromQL's ``histogram_quantile`` makes. Falls in +Inf → the last finite
         bound (a floor, not a value). None when the histogram is empty."""

@@ -41,7 +41,6 @@ import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import DISPATCH_LAG, LATENCIES
-from probes.quantiles import describe, finite
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
@@ -50,6 +49,7 @@ from runfmt.names import WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
 from runfmt.tables import measured_rows as measured
+from runtime.quantiles import describe, finite
 
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)

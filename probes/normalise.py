@@ -26,7 +26,7 @@ from probes.exposition import Exposition, Sample, exposition_from_rows
 from probes.mapping import choose_mapping
 from probes.mapping_model import MetricMapping, Snapshot
 from probes.pool import pool_breakdown
-from probes.quantiles import QUANTILES
+from runtime.quantiles import QUANTILES
 
 #: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
 POOL_COLUMNS: tuple[str, ...] = ("pool_active", "pool_reclaimable", "pool_free", "pool_total")
@@ -240,8 +240,8 @@ class ServerSeries:
         for name in HISTOGRAMS:
             hist = self.histogram_increase(name, start, end)
             row[f"{name}_count"] = hist.count if hist else None
-            row[f"{name}_p50"] = hist.quantile(0.5) if hist else None
-            row[f"{name}_p99"] = hist.quantile(0.99) if hist else None
+            row[f"{name}_p50"] = hist.bucket_quantile(0.5) if hist else None
+            row[f"{name}_p99"] = hist.bucket_quantile(0.99) if hist else None
         return row
 
 
@@ -266,6 +266,6 @@ def histogram_summary(hist: Histogram | None) -> dict[str, Any]:
     return {
         "count": hist.count,
         "mean": hist.mean,
-        **{q: hist.quantile(pct / 100.0) for q, pct in QUANTILES.items()},
+        **{q: hist.bucket_quantile(pct / 100.0) for q, pct in QUANTILES.items()},
         "overflow": overflow,
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.quantiles import finite, quantile
+from runtime.quantiles import finite, quantile
 from workloads.errors import InputError
 
 #: vLLM's metric names → the column (or ``itl`` gaps) they are read from.

@@ -36,8 +36,8 @@ import pandas as pd
 from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, Value
 from probes.latency import completed_mask, prefix_hit_rates, request_latencies
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
-from probes.quantiles import QUANTILES
 from probes.token_gaps import token_chunks
+from runtime.quantiles import QUANTILES
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
 

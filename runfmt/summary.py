@@ -24,7 +24,7 @@ Section = dict[str, Any]
 @dataclass
 class Summary(SectionedDocument):
     """The sections of ``summary.json``; a latency section is a ``describe()`` dict
-    (``probes.quantiles``), keyed as ``probes.metric_registry`` names it. Others
+    (``runtime.quantiles``), keyed as ``probes.metric_registry`` names it. Others
     (``server_prometheus``, ``error_messages`` …) are in ``extra``."""
 
     FILE: ClassVar[str] = SUMMARY_JSON

@@ -43,6 +43,7 @@ from probes.latency import request_latencies
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.tables import RunTables
+from runtime.quantiles import quantiles
 from session.calibrate_decode import RequestSpans, decode_gaps, fit_decode, request_spans
 from session.sim_workload import SimWorkload, from_run
 from simengine.core import EngineCore
@@ -136,7 +137,7 @@ def measure_run(reading: RunReading) -> Measured:
     """The run's client-side TTFT p50 and mean, ITL p50/p99 (and the server's figures)
     over its measured, completed requests."""
     gaps = reading.gaps.gap_s
-    p50, p99 = np.percentile(gaps, [50, 99])
+    p50, p99 = quantiles(gaps, (0.5, 0.99))
     return Measured(
         float(np.median(reading.ttft_s)),
         float(p50),
@@ -172,7 +173,7 @@ def replay(config: EngineConfig, workload: SimWorkload, offsets: np.ndarray) -> 
     gap = np.concatenate(gaps or [np.array([])])
     if gap.size == 0:
         raise InputError("--calibrate", "the replay produced no token gaps to fit")
-    p50, p99 = np.percentile(gap, [50, 99])
+    p50, p99 = quantiles(gap, (0.5, 0.99))
     step = float(np.mean(decode)) if decode else None
     return Measured(
         float(np.median(ttft)),

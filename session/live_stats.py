@@ -34,8 +34,8 @@ from loadgen.load_options import LoadObserver
 from loadgen.records import ChunkTimes, RequestRecord
 from probes import metric_registry as registry
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-from probes.quantiles import quantiles
 from runtime.clock import RunClock
+from runtime.quantiles import quantiles
 
 WINDOW_S = 10.0
 #: Most samples one tick adds to a rolling window (evenly thinned beyond that).

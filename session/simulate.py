@@ -35,6 +35,7 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from probes.slo import Slo
 from runtime import signals
+from runtime.quantiles import quantiles
 from session.sim_workload import SimWorkload
 from simengine.core import EngineCore
 from simengine.disagg import transfer_wait_s
@@ -143,7 +144,7 @@ def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> di
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return {"p50": None, "p99": None, "max": None}
-    p50, p99 = np.percentile(values, [50, 99])
+    p50, p99 = quantiles(values, (0.5, 0.99))
     return {"p50": float(p50), "p99": float(p99), "max": float(values.max())}
 
 

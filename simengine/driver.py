@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from runtime.quantiles import quantiles
 from runtime.timing import sleep_until
 from simengine.core import (
     EngineCore,
@@ -143,7 +144,7 @@ class RealTimeDriver:
         if not self.lateness:
             return {"count": 0, "p50": 0.0, "p99": 0.0, "max": 0.0}
         values = np.fromiter(self.lateness, dtype=float)
-        p50, p99 = np.percentile(values, [50, 99])
+        p50, p99 = quantiles(values, (0.5, 0.99))
         return {
             "count": len(values),
             "p50": float(p50),

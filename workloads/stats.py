@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from runtime.quantiles import quantile
 from workloads.multi_turn import assumed_prompts
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle, replay_sequence
 from workloads.plan import Plan
@@ -48,7 +49,7 @@ def length_summary(values: list[int]) -> dict[str, float | int]:
         "max": int(arr.max()),
     }
     for q in _PERCENTILES:
-        out[f"p{q}"] = float(np.percentile(arr, q))
+        out[f"p{q}"] = quantile(arr, q / 100)
     return out
 
 

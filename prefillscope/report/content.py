@@ -25,8 +25,8 @@ from prefillscope.report.numbers import (
     known_number,
 )
 from probes.metric_registry import LATENCIES, STAT_LABELS
-from probes.quantiles import STATISTICS, quantiles
 from runfmt.runinfo import RunInfo
+from runtime.quantiles import STATISTICS, quantiles
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
-from probes.quantiles import quantile
 from runfmt.run import Run
+from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
 #: CSV columns: (header, requests column or derived latency, scale).

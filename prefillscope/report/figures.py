@@ -14,9 +14,9 @@ import pandas as pd
 from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
-from probes.quantiles import quantile
 from probes.token_gaps import TokenGaps
 from probes.units import fmt_seconds
+from runtime.quantiles import quantile, quantiles
 
 MAX_KINDS = 5
 CDF_POINTS = 1500
@@ -113,22 +113,26 @@ def itl_cdf_chart(gaps: TokenGaps, kinds: np.ndarray) -> Chart:
 
 
 def windowed_percentiles(
-    t: np.ndarray, values: np.ndarray, quantiles: tuple[float, ...], windows: int
+    t: np.ndarray, values: np.ndarray, levels: tuple[float, ...], windows: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentiles of ``values`` in equal time windows: (window centres, one row per quantile).
+    """Quantiles of ``values`` in equal time windows: (window centres, one row per level).
 
     Every window with a sample counts, however few: a stall is exactly a window where
     few tokens arrived, and it must not be smoothed away. A window with none is NaN, so
     a line through them breaks instead of bridging the silence.
     """
     if t.size == 0:
-        return np.array([]), np.empty((len(quantiles), 0))
+        return np.array([]), np.empty((len(levels), 0))
     edges = np.linspace(t.min(), t.max() + 1e-9, windows + 1)
-    frame = pd.DataFrame({"w": np.digitize(t, edges) - 1, "v": values})
-    stats = frame.groupby("w")["v"].quantile(list(quantiles)).unstack()
-    stats = stats.reindex(range(windows))
+    window = np.digitize(t, edges) - 1
+    stats = np.full((len(levels), windows), np.nan)
+    order = np.argsort(window, kind="stable")
+    present, starts = np.unique(window[order], return_index=True)
+    for w, chunk in zip(present, np.split(values[order], starts[1:]), strict=True):
+        if 0 <= w < windows:
+            stats[:, w] = quantiles(chunk, levels)
     centres = (edges[:-1] + edges[1:]) / 2
-    return centres, stats.to_numpy().T
+    return centres, stats
 
 
 def itl_timeline_chart(gaps: TokenGaps, arrivals: np.ndarray) -> Chart:

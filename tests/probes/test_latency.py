@@ -14,11 +14,11 @@ from rundirs import write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from probes.latency import summarize, summarize_frames
-from probes.quantiles import describe
 from probes.slo import Slo, parse_slo
 from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
+from runtime.quantiles import describe
 from workloads.errors import InputError
 
 EMPTY = pd.DataFrame()

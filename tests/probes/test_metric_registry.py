@@ -9,9 +9,9 @@ from repo_paths import FIXTURES
 from diagnose.metrics import DEFAULT_METRICS, metric_spec
 from prefillscope.report.content import latency_table
 from probes.metric_registry import DISPATCH_LAG, LATENCIES, THROUGHPUTS, by_key
-from probes.quantiles import STATISTICS
 from probes.units import fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+from runtime.quantiles import STATISTICS
 
 SUMMARY = FIXTURES / "golden_v1" / "run" / "summary.json"
 

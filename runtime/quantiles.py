@@ -1,9 +1,18 @@
-"""Named summary statistics: the mean and the quantiles every report and gate uses.
+"""The one quantile definition, and the named summary statistics built on it.
 
-One definition serves ``summary.json``, the comparison of two runs and the A/B verdicts,
-so a "p99" means the same number everywhere: numpy's default (linear interpolation
-between order statistics) over the finite values. Unknown values (NaN) are not samples:
-a request with one output token has no TPOT, and it must not count as a zero.
+Every quantile the project computes from samples is this module's, so a "p99" means the
+same number in ``summary.json``, the comparison of two runs, the A/B verdicts, the
+simulator's and the calibration's figures, the workload statistics and the report:
+numpy's default (linear interpolation between order statistics) over the finite values.
+Unknown values (NaN) are not samples: a request with one output token has no TPOT, and
+it must not count as a zero. A leaf module (numpy only), so that the simulator and the
+workloads, which import no probes, use it as well; ``tests/runtime/test_one_quantile.py``
+fails on a numpy or pandas quantile anywhere else.
+
+One other definition is kept, by name, for the one caller that needs it:
+``inverted_cdf_quantiles`` (values of the sample itself, never between two). A server's
+histogram has buckets, not samples: its estimate is ``probes.canonical.Histogram``'s
+``bucket_quantile``, PromQL's rule.
 
 numpy is imported by the functions, not the module: the CLI shows the statistics' names
 in its ``--help`` (``compare --metric``), which must not wait for numpy.
@@ -77,3 +86,18 @@ def describe(values: Iterable[float] | np.ndarray) -> dict[str, float | int | No
     out.update({name: float(q) for name, q in zip(QUANTILES, quantiles, strict=True)})
     out["count"] = int(arr.size)
     return out
+
+
+def inverted_cdf_quantiles(values: Iterable[float] | np.ndarray, qs: Iterable[float]) -> np.ndarray:
+    """At each of ``qs``, the smallest finite value whose share of values at or below it
+    reaches the level (numpy's ``inverted_cdf``): always a value of the sample, never one
+    between two. Not a figure anyone is shown: ``diagnose.resample`` spreads the grid it
+    locates resampled quantiles on with it, and a grid point that is a sample value is an
+    order statistic, counted exactly at that point. An array (a grid has thousands of
+    levels); NaN at each level when no samples."""
+    import numpy as np
+
+    arr, levels = finite(values), np.asarray(list(qs), dtype=float)
+    if arr.size == 0:
+        return np.full(levels.shape, np.nan)
+    return np.quantile(arr, levels, method="inverted_cdf")

@@ -1,4 +1,4 @@
-"""probes.quantiles.quantile: the one quantile every report, view and check uses."""
+"""runtime.quantiles.quantile: the one quantile every report, view and check uses."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from probes.quantiles import describe, quantile, quantiles
+from runtime.quantiles import describe, quantile, quantiles
 
 
 def test_quantile_is_numpys_linear_interpolation_over_the_finite_values() -> None:
