@@ -9,25 +9,15 @@ Each check is shown failing on a violation planted in a copy of the tree."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import shutil
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from repo_paths import ROOT
+from source_tree import copy_tree, packages
+
 #: The run's documents, by file name and by the ``runfmt.names`` constant that holds it.
 RUN_FILES = {"run.json", "summary.json", "diagnosis.json", "ab.json", "sweep.json"}
 RUN_FILE_NAMES = {"RUN_JSON", "SUMMARY_JSON", "DIAGNOSIS_JSON", "AB_JSON", "SWEEP_JSON"}
 PARSERS = {("json", "loads"), ("json", "load"), ("orjson", "loads")}
-
-
-def _packages() -> list[str]:
-    spec = importlib.util.spec_from_file_location("graph", ROOT / "benchmarks/import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return sorted(module.ALLOWED)
 
 
 def _names_a_run_file(node: ast.AST) -> bool:
@@ -93,7 +83,7 @@ def violations(root: Path) -> list[str]:
     """``path:line: what`` for each run document parsed and each ``RunTables`` built
     outside ``runfmt/`` in the packages under ``root``."""
     found = set()
-    for package in _packages():
+    for package in packages():
         if package == "runfmt":
             continue
         for path in sorted((root / package).rglob("*.py")):
@@ -119,8 +109,7 @@ def test_no_run_document_is_parsed_and_no_run_tables_built_outside_runfmt() -> N
 
 
 def test_each_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
-    for package in _packages():
-        shutil.copytree(ROOT / package, tmp_path / package)
+    copy_tree(tmp_path, packages())
     parsed, raw = Path("diagnose", "planted.py"), Path("session", "planted_raw.py")
     (tmp_path / parsed).write_text(
         "import json\n"

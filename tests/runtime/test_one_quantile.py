@@ -13,27 +13,19 @@ a copy of the tree."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import shutil
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from repo_paths import ROOT
+from source_tree import copy_tree, packages, parsed_modules
+
 #: The one module allowed to compute quantiles with numpy.
 OWNER = Path("runtime", "quantiles.py")
 MODULE = "runtime.quantiles"
 #: numpy's sample-quantile functions, and the method name pandas uses for its own.
 NUMPY_NAMES = {"percentile", "quantile", "nanpercentile", "nanquantile"}
 STATISTICS_NAMES = {"quantiles"}
-
-
-def _packages() -> list[str]:
-    spec = importlib.util.spec_from_file_location("graph", ROOT / "benchmarks/import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return sorted(module.ALLOWED)
+#: Where the rule holds: the installed packages and the benchmarks.
+TOPS = [*packages(), "benchmarks"]
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -84,12 +76,8 @@ def violations(root: Path) -> list[str]:
     """``path:line: what`` for each quantile computed outside ``runtime/quantiles.py`` in
     the packages and benchmarks under ``root``."""
     found: set[str] = set()
-    for top in [*_packages(), "benchmarks"]:
-        for path in sorted((root / top).rglob("*.py")):
-            where = path.relative_to(root)
-            if where == OWNER:
-                continue
-            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for where, tree in parsed_modules(root, TOPS):
+        if where != OWNER:
             found |= _file_violations(tree, where)
     return sorted(found)
 
@@ -99,8 +87,7 @@ def test_no_quantile_is_computed_outside_runtime_quantiles() -> None:
 
 
 def test_the_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
-    for top in [*_packages(), "benchmarks"]:
-        shutil.copytree(ROOT / top, tmp_path / top)
+    copy_tree(tmp_path, TOPS)
     sim, bench = Path("simengine", "planted.py"), Path("benchmarks", "planted.py")
     (tmp_path / sim).write_text(
         "import numpy as np\n"
