@@ -24,7 +24,14 @@ from rich.text import Text
 
 from probes import metric_registry as registry
 from probes.units import fmt_rate
-from session.live_stats import LIVE_THROUGHPUT, Display, LiveSnapshot, LiveStats, Quantiles
+from session.live_stats import (
+    LIVE_STATS,
+    LIVE_THROUGHPUT,
+    Display,
+    LiveSnapshot,
+    LiveStats,
+    Quantiles,
+)
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0
@@ -101,10 +108,6 @@ def _bar(snap: LiveSnapshot, width: int) -> Text:
     bar.append("━" * (sent - done), style="magenta")
     bar.append("━" * (width - sent), style="grey23")
     return bar
-
-
-#: The statistics of each rolling latency, as ``Quantiles`` holds them.
-LIVE_STATS = ("p50", "p90", "p99")
 
 
 def _quantile_row(metric: registry.Metric, q: Quantiles) -> str:

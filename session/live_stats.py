@@ -35,12 +35,16 @@ from loadgen.records import ChunkTimes, RequestRecord
 from probes import metric_registry as registry
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from runtime.clock import RunClock
+from runtime.quantiles import QUANTILES as QUANTILE_PERCENTS
 from runtime.quantiles import quantiles
 
 WINDOW_S = 10.0
 #: Most samples one tick adds to a rolling window (evenly thinned beyond that).
 TICK_SAMPLES = 4096
-QUANTILES = (0.5, 0.9, 0.99)
+#: The statistics of each rolling latency, as ``Quantiles`` holds them (the dashboard's
+#: columns), and their levels from the one quantile table.
+LIVE_STATS = ("p50", "p90", "p99")
+QUANTILES = tuple(QUANTILE_PERCENTS[stat] / 100.0 for stat in LIVE_STATS)
 #: The rolling latencies a snapshot holds, in the order the dashboard shows them.
 LIVE_LATENCIES = (registry.by_key("ttft_s"), registry.by_key("itl_s"), registry.DISPATCH_LAG)
 #: The live output rate is the registry's output tokens per second, over the window.
