@@ -35,7 +35,9 @@ def main() -> None:
     with redact.guarded_streams():
         try:
             with collector.paused():  # a burst of imports (runtime.collector)
-                from prefillscope.app import app
+                from prefillscope.app import build_app
+
+                app = build_app(sys.argv[1] if len(sys.argv) > 1 else None)
         except KeyboardInterrupt as exc:
             _interrupted(exc)
         _run(app)

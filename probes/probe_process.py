@@ -7,7 +7,7 @@ is due or a stream's bytes arrive delays it: the dispatch lag and the ITL tail t
 carry our own noise. In a child process the probes have their own interpreter (and, on
 a multi-core machine, their own core).
 
-The child is ``python -m probes.probe_process`` running the same ``MetricsScraper`` and
+The child is ``python -m probes.probe_child`` running the same ``MetricsScraper`` and
 ``GpuSampler``. Its configuration is one JSON line on stdin, holding the parent's
 ``RunClock`` anchors: ``time.perf_counter`` is CLOCK_MONOTONIC on Linux, one clock for
 the whole system, so ``RunClock(t0=…, wall_t0=…)`` in the child reads the parent's run
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,13 +39,12 @@ import tempfile
 from typing import IO, TYPE_CHECKING, Any
 
 from probes.exposition import Exposition, Sample
-from probes.gpu import GpuSampler
-from probes.sampling import PeriodicProbe, ProbeStatus
-from probes.scraper import DEFAULT_INTERVAL_S, MetricsScraper
+from probes.sampling import ProbeStatus
+from probes.scraper import DEFAULT_INTERVAL_S
 from runfmt.names import EVENTS_TABLE, GPU_TABLE, SERVER_METRICS_TABLE
 from runfmt.run import Run
 from runfmt.rundir import RunDir
-from runtime.child import become_child, read_message, say, stop_process
+from runtime.child import read_message, stop_process
 from runtime.clock import RunClock
 
 if TYPE_CHECKING:
@@ -117,7 +115,7 @@ class ProbeProcess:
         # Started from the event loop's thread, which outlives the child: the parent-death
         # signal follows the thread that forked, so a worker thread would kill it early.
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "probes.probe_process"],
+            [sys.executable, "-m", "probes.probe_child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -234,69 +232,7 @@ def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[dict[str, An
     return message, killed
 
 
-def _encode_exposition(exposition: Exposition | None) -> dict[str, Any] | None:
-    if exposition is None:
-        return None
-    return {
-        "samples": [[s.name, s.labels, s.value] for s in exposition.samples],
-        "types": exposition.types,
-    }
-
-
 def _decode_exposition(data: dict[str, Any] | None) -> Exposition | None:
     if data is None:
         return None
     return Exposition([Sample(*sample) for sample in data["samples"]], data["types"])
-
-
-# -- the child -------------------------------------------------------------------------
-def _on_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """End of stdin (the parent closed it, or died) is the stop message."""
-    if not os.read(sys.stdin.fileno(), 4096):
-        loop.remove_reader(sys.stdin.fileno())
-        stop.set()
-
-
-async def _sample(request: dict[str, Any]) -> None:
-    clock = RunClock(t0=request["t0"], wall_t0=request["wall_t0"])
-    run = RunDir(request["run_dir"])
-    interval_s = request["interval_s"]
-    probes: dict[str, PeriodicProbe] = {}
-    if request["metrics_url"] is not None:
-        probes[SERVER_METRICS_TABLE] = MetricsScraper(
-            request["metrics_url"],
-            clock,
-            run,
-            interval_s=interval_s,
-            timeout_s=request["timeout_s"],
-        )
-    if request["gpu_mode"] != "off":
-        probes[GPU_TABLE] = GpuSampler(clock, run, interval_s=interval_s, mode=request["gpu_mode"])
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_reader(sys.stdin.fileno(), _on_stdin, loop, stop)
-    for probe in probes.values():
-        probe.start()
-    for probe in probes.values():
-        await probe.first_sample()
-    scraper = probes.get(SERVER_METRICS_TABLE)
-    first = scraper.first if isinstance(scraper, MetricsScraper) else None
-    statuses = {name: probe.status for name, probe in probes.items()}
-    say({"t_s": clock.now(), "statuses": _dicts(statuses), "first": _encode_exposition(first)})
-    await stop.wait()
-    await asyncio.gather(*(probe.stop() for probe in probes.values()))
-    say({"t_s": clock.now(), "statuses": _dicts(statuses)})
-
-
-def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
-    return {name: status.to_dict() for name, status in statuses.items()}
-
-
-def main() -> None:
-    become_child()
-    asyncio.run(_sample(json.loads(sys.stdin.buffer.readline())))
-
-
-if __name__ == "__main__":
-    main()

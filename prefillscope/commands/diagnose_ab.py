@@ -234,6 +234,8 @@ def ab(
 
 
 def register(app: typer.Typer) -> None:
-    """``ab`` goes on the ``diagnose`` group (registered by ``commands.diagnose``)."""
+    """``ab`` goes on the ``diagnose`` group (registered by ``commands.diagnose``), once:
+    the group is this process's, the app may be built more than once."""
     del app
-    diagnose_app.command("ab")(ab)
+    if not any(info.callback is ab for info in diagnose_app.registered_commands):
+        diagnose_app.command("ab")(ab)

@@ -1,7 +1,7 @@
 """The probes in a child process: the parent's clock, the run's tables, failures kept.
 
 Scrapes are served from real captures over loopback (``ReplayServer``); the child is the
-real ``python -m probes.probe_process``, crashed with real signals.
+real ``python -m probes.probe_child``, crashed with real signals.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def test_the_ready_line_is_read_on_the_parents_clock(tmp_path: Path) -> None:
     }
     started = clock.now()
     child = subprocess.Popen(
-        [sys.executable, "-m", "probes.probe_process"],
+        [sys.executable, "-m", "probes.probe_child"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -11,8 +11,9 @@ imports is its cost. These tests check, in a fresh interpreter and by ``sys.modu
 * parsing a ``bench`` command line (typer) loads no pydantic: typer 0.29 builds a
   pydantic ``TypeAdapter`` for each option at every start, ~0.1 CPU-s, so the project
   requires an earlier typer;
-* the probe process (``probes.probe_process``), a fresh interpreter per run, loads no
-  pandas, numpy, pyarrow, aiohttp, httpx, pynvml or prometheus_client: it scrapes with
+* the probe process (``probes.probe_child``), a fresh interpreter per run, loads no
+  pandas, numpy, pyarrow, aiohttp, httpx, pynvml or prometheus_client, nor the parent's
+  side of the probes (``probes.probe_process``, ``runfmt.run``): it scrapes with
   the standard library, reads plain pages with ``probes.plain_exposition`` and imports
   NVML only when GPU sampling is on.
 
@@ -27,9 +28,11 @@ import sys
 
 #: What ``session.bench_runner`` must not load, and why it would be wasted there.
 NOT_BEFORE_THE_RUN = ("pandas", "pyarrow", "httpx", "tokenizers", "pynvml", "yaml", "scipy")
-#: What the probe process must not load.
+#: What the probe process must not load: the heavy libraries, and the parent's side of
+#: the probes (``probes.probe_process``), which reads the run's tables (``runfmt.run``).
 NOT_IN_THE_PROBE_PROCESS = (
     *("pandas", "numpy", "pyarrow", "aiohttp", "httpx", "pynvml", "scipy", "prometheus_client"),
+    *("probes.probe_process", "runfmt.run", "runfmt.tables", "runfmt.runinfo"),
 )
 
 
@@ -60,7 +63,7 @@ def test_parsing_a_bench_command_line_loads_no_pydantic() -> None:
 
 
 def test_the_probe_process_stays_light() -> None:
-    loaded = _loaded_after("import probes.probe_process", NOT_IN_THE_PROBE_PROCESS)
+    loaded = _loaded_after("import probes.probe_child", NOT_IN_THE_PROBE_PROCESS)
     assert loaded == [], f"the probe process loads {loaded}"
 
 
