@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
 from rich.text import Text
 
 from probes import metric_registry as registry
@@ -32,6 +31,9 @@ from session.live_stats import (
     LiveStats,
     Quantiles,
 )
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 REFRESH_S = 0.25
 PLAIN_EVERY_S = 5.0
@@ -166,6 +168,8 @@ class LiveDashboard:
         self._live: Live | None = None
 
     async def run(self, stats: LiveStats) -> None:
+        from rich.live import Live  # a terminal's only: plain progress lines need none of it
+
         self._live = Live(
             console=self.console,
             auto_refresh=False,
