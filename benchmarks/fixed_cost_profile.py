@@ -5,9 +5,12 @@ an endpoint, as a user runs it, in a fresh interpreter. The command's own CPU is
 at three points — the run directory's ``close`` (journals compacted into parquet), the
 summary's write and the process's end — into:
 
-* **start-up**: the interpreter, the imports the command needs before its loop, flags;
-* **load**: detection, the smoke request, the plan, the 16 requests, the probe
-  process's start and stop, and what is imported on the way;
+* **start-up**: the interpreter and the imports of the run (aiohttp, numpy, the load
+  generator, the probes' parent side);
+* **command line**: the CLI (typer, rich, the bench command's flags), its parse and
+  validation, up to the run's start;
+* **load**: the workload resolved, detection, the smoke request, the plan, the 16
+  requests, the probe process's start and stop, and what is imported on the way;
 * **close**: compacting the journals (pyarrow, and pandas, which pyarrow's conversions
   import);
 * **summary**: the statistics of ``summary.json``;
@@ -54,6 +57,11 @@ def timed_close(self, *a, **k):
         marks["close"] = cpu()
 rundir.RunDir.close = timed_close
 import session.bench_runner as runner
+run_bench = runner.run_bench
+async def timed_run(*a, **k):
+    marks["command line"] = cpu()
+    return await run_bench(*a, **k)
+runner.run_bench = timed_run
 write_summary = runner.write_summary
 async def timed_summary(*a, **k):
     try:
@@ -73,7 +81,7 @@ marks["probe process"] = cpu(resource.RUSAGE_CHILDREN)
 print(json.dumps(marks), file=sys.stderr)
 """
 
-ORDER = ("start-up", "load", "close", "summary", "report")
+ORDER = ("start-up", "command line", "load", "close", "summary", "report")
 
 
 def bench_argv(url: str, out: Path) -> list[str]:
