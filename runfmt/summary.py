@@ -122,10 +122,14 @@ class SummarySections:
         )
 
     @classmethod
-    def of(cls, summary: SummarySections | Raw | None) -> SummarySections:
+    def of(cls, summary: SummaryLike) -> SummarySections:
         """The typed sections of ``summary``: a summary's JSON object (``None``: no
         summary, every section empty), or sections already typed."""
         return summary if isinstance(summary, SummarySections) else cls.from_dict(summary)
+
+
+#: A summary as a reader may hold it: its typed sections, its JSON object, or none.
+SummaryLike = SummarySections | Raw | None
 
 
 def read_summary(run: RunDir) -> Summary:
