@@ -97,6 +97,12 @@ class SummarySections:
         ``probes.metric_registry`` names them), if the summary has it."""
         return Stats.from_dict(self.raw.get(key))
 
+    def statistic(self, key: str, name: str) -> Any:
+        """One statistic (``p99`` …) of the client's distribution of ``key``, as written;
+        ``None`` when the summary has neither."""
+        stats = self.latency(key)
+        return stats.get(name) if stats is not None else None
+
     @classmethod
     def from_dict(cls, raw: Any) -> Self:
         """The sections of a summary as its JSON object holds them (any version)."""
