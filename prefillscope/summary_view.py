@@ -15,7 +15,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -24,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prefillscope.report import content, numbers
+from runfmt.summary import SummaryLike, SummarySections
 
 #: Columns between two tables set side by side.
 SIDE_GAP = 4
@@ -66,7 +66,7 @@ _DROPPED = (
 )
 
 
-def latency_table(summary: dict[str, Any], width: int) -> Table:
+def latency_table(summary: SummaryLike, width: int) -> Table:
     """The latency table in the richest form that fits ``width`` (labels never wrap)."""
     columns = content.latency_columns()
 
@@ -82,22 +82,21 @@ def latency_table(summary: dict[str, Any], width: int) -> Table:
     return _fitting(variants, width)
 
 
-def _outcome(summary: dict[str, Any]) -> Table:
-    rows = [list(pair) for pair in content.headline(summary)]
-    by_kind = (summary.get("requests") or {}).get("by_kind") or {}
+def _outcome(sections: SummarySections) -> Table:
+    rows = [list(pair) for pair in content.headline(sections)]
+    by_kind = sections.requests.by_kind
     if len(by_kind) > 1:
         rows += [[f"requests: {kind}", f"{n:,}"] for kind, n in by_kind.items()]
-    chunks = summary.get("chunks") or {}
-    rows.append(["multi-token chunks", numbers.fmt_share(chunks.get("multi_token_share"))])
-    errors = content.error_counts(summary)
+    rows.append(["multi-token chunks", numbers.fmt_share(sections.chunks.multi_token_share)])
+    errors = content.error_counts(sections)
     rows += [[f"errors: {kind}", n] for kind, n in errors]
     return _table(["figure", "value"], rows)
 
 
-def _error_messages(summary: dict[str, Any]) -> Text | None:
+def _error_messages(sections: SummarySections) -> Text | None:
     """The server's own words for the failures, most frequent first, each in full (wrapped,
     never cut: the message is what the user acts on)."""
-    rows = content.error_message_rows(summary)
+    rows = content.error_message_rows(sections)
     if not rows:
         return None
     text = Text("top error messages", style="bold")
@@ -107,14 +106,14 @@ def _error_messages(summary: dict[str, Any]) -> Text | None:
     return text
 
 
-def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
+def _server(sections: SummarySections, width: int) -> RenderableType | None:
     """The server's figures; when there are none, why (in full, at any width: the reason
     is what the user has to act on)."""
-    server = content.lookup(summary, "server")
-    if isinstance(server, dict) and server.get("available") is False:
-        reason = server.get("reason") or "no reason recorded"
+    server = sections.server
+    if server is not None and server.available is False:
+        reason = server.reason or "no reason recorded"
         return Text(f"server metrics unknown: {reason}", style="yellow")
-    rows = content.server_section(summary)
+    rows = content.server_section(sections)
     if not rows:
         return None
     columns = ["server figure", "value", "provenance", "source"]
@@ -125,10 +124,10 @@ def _server(summary: dict[str, Any], width: int) -> RenderableType | None:
     return _fitting([variant(4), variant(3), variant(2)], width)
 
 
-def _picked(summary: dict[str, Any]) -> Table | None:
+def _picked(sections: SummarySections) -> Table | None:
     """The percentiles asked for with ``--metric-percentiles``/``--percentile-metrics``."""
-    picked = summary.get("percentiles")
-    if not isinstance(picked, dict) or not picked:
+    picked = sections.percentiles
+    if not picked:
         return None
     labels = list(next(iter(picked.values())))
     names = {key: label for key, label, _ in content.LATENCY_METRICS}
@@ -152,19 +151,20 @@ def command_name() -> str:
 
 
 def summary_renderable(
-    summary: dict[str, Any], run_dir: Path, status: str, reason: str | None, width: int
+    doc: SummaryLike, run_dir: Path, status: str, reason: str | None, width: int
 ) -> RenderableType:
-    """The end-of-run view of ``summary.json``."""
+    """The end-of-run view of ``summary.json`` (its dict, or its typed sections)."""
+    sections = SummarySections.of(doc)
     title = Text("bench ", style="bold") + Text(status, style=STATUS_STYLES.get(status, "bold"))
     if reason:
         title += Text(f" — {reason}", style="dim")
-    parts: list[RenderableType] = [title, latency_table(summary, width)]
-    warning = content.client_warning(summary)
+    parts: list[RenderableType] = [title, latency_table(sections, width)]
+    warning = content.client_warning(sections)
     if warning:
         parts.append(Text("⚠ " + warning, style="bold yellow"))
-    outcome = _outcome(summary)
-    server = _server(summary, width)
-    beside = _server(summary, width - natural_width(outcome) - SIDE_GAP)
+    outcome = _outcome(sections)
+    server = _server(sections, width)
+    beside = _server(sections, width - natural_width(outcome) - SIDE_GAP)
     if (
         isinstance(beside, Table)
         and natural_width(outcome) + SIDE_GAP + natural_width(beside) <= width
@@ -174,10 +174,10 @@ def summary_renderable(
         parts.append(side)
     else:
         parts += [outcome] + ([server] if server is not None else [])
-    picked = _picked(summary)
+    picked = _picked(sections)
     if picked is not None:
         parts.append(picked)
-    messages = _error_messages(summary)
+    messages = _error_messages(sections)
     if messages is not None:
         parts.append(messages)
     parts.append(Text(f"run directory: {run_dir}", style="dim"))

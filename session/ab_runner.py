@@ -40,6 +40,7 @@ from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse
 from probes import metric_registry as registry
 from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
+from runfmt.summary import SummarySections
 from runtime import redact, signals
 from runtime.version import package_version
 from session.ab_prediction import confront, predict_arms
@@ -128,13 +129,13 @@ TRIAL_LINE_FIGURES = ((registry.by_key("itl_s"), "p99"), (registry.by_key("ttft_
 
 
 def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:
-    summary = outcome.summary
-    counts = summary.get("requests", {})
+    sections = SummarySections.of(outcome.summary)
+    counts = sections.requests
     figures = " · ".join(
-        f"{metric.named(stat)} {metric.format(summary.get(metric.key, {}).get(stat))}"
+        f"{metric.named(stat)} {metric.format(sections.statistic(metric.key, stat))}"
         for metric, stat in TRIAL_LINE_FIGURES
     )
-    ok = f"{counts.get('completed', 0)}/{counts.get('total', 0)} ok"
+    ok = f"{counts.completed or 0}/{counts.total or 0} ok"
     return f"trial {where}: {trial.status} · {ok} · {figures} · {trial.seconds:.1f} s"
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.load_options import LoadResult
+from runfmt.summary import SummaryLike, SummarySections
 from runtime import signals
 from workloads.errors import InputError
 
@@ -61,36 +62,37 @@ def check_min_goodput(value: float | None, slo_given: bool) -> float | None:
     return value
 
 
-def slo_breach(summary: dict[str, Any], min_goodput: float | None) -> str | None:
+def slo_breach(summary: SummaryLike, min_goodput: float | None) -> str | None:
     """Why the run breaches its SLO (one line naming the SLO and the share), else ``None``."""
-    goodput = summary.get("goodput") or {}
-    share = goodput.get("share")
-    if min_goodput is None or share is None or share >= min_goodput:
+    sections = SummarySections.of(summary)
+    goodput = sections.goodput
+    share = goodput.share if goodput is not None else None
+    if goodput is None or min_goodput is None or share is None or share >= min_goodput:
         return None
-    slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput["slo"].items())
-    good, total = goodput.get("requests"), (summary.get("requests") or {}).get("total")
+    slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput.slo.items())
+    good, total = goodput.requests, sections.requests.total
     return (
         f"{good} of {total} requests ({share:.1%}) met the SLO {slo}, "
         f"below --min-goodput {min_goodput:g}"
     )
 
 
-def top_message(summary: dict[str, Any]) -> str:
+def top_message(summary: SummaryLike) -> str:
     """``"<count>× <class>: <message>"`` for the most common error message, or ``""``."""
-    messages = summary.get("error_messages") or []
+    messages = SummarySections.of(summary).error_messages
     if not messages:
         return ""
     top = messages[0]
-    text = " ".join(str(top.get("message", "")).split())
+    text = " ".join(top.message.split())
     if len(text) > MESSAGE_CHARS:
         text = text[: MESSAGE_CHARS - 1] + "…"
-    return f"{top.get('count')}× {top.get('kind')}: {text}"
+    return f"{top.count}× {top.kind}: {text}"
 
 
-def requests_failure(summary: dict[str, Any], max_error_rate: float | None) -> str | None:
+def requests_failure(summary: SummaryLike, max_error_rate: float | None) -> str | None:
     """Why the run's requests make it exit 4 (one line), else ``None``."""
-    counts = summary.get("requests") or {}
-    total, ok = int(counts.get("total") or 0), int(counts.get("completed") or 0)
+    counts = SummarySections.of(summary).requests
+    total, ok = int(counts.total or 0), int(counts.completed or 0)
     failed = total - ok
     if total == 0:
         return None
@@ -109,7 +111,7 @@ def requests_failure(summary: dict[str, Any], max_error_rate: float | None) -> s
 
 def exit_status(
     status: str,
-    summary: dict[str, Any],
+    summary: SummaryLike,
     max_error_rate: float | None,
     min_goodput: float | None = None,
 ) -> int:
@@ -152,12 +154,12 @@ class BenchOutcome:
     @property
     def usage_warning(self) -> str | None:
         """One line when the server reported usage that cannot be right, else ``None``."""
-        suspect = self.summary.get("usage_suspect") or {}
-        if not suspect.get("requests"):
+        suspect = SummarySections.of(self.summary).usage_suspect
+        if not suspect.requests:
             return None
-        kinds = ", ".join(f"{kind} ×{n}" for kind, n in (suspect.get("kinds") or {}).items())
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in suspect.kinds.items())
         return (
-            f"{suspect['requests']} of {suspect['of']} completed requests carry impossible "
+            f"{suspect.requests} of {suspect.of} completed requests carry impossible "
             f"usage from the server ({kinds}): kept as reported, flagged usage_suspect in "
             f"requests, left out of the prefix hit rates; {self.run_dir}"
         )
@@ -172,8 +174,8 @@ class BenchOutcome:
                 f"{head}; {result.ok} completed and {result.finished - result.ok} failed "
                 f"requests kept in {self.run_dir}"
             )
-        counts = self.summary.get("requests") or {}
-        kept = int(counts.get("total") or 0) + int(counts.get("warmup_excluded") or 0)
+        counts = SummarySections.of(self.summary).requests
+        kept = int(counts.total or 0) + int(counts.warmup_excluded or 0)
         line = f"{head}; {kept} of {result.finished} finished requests kept in {self.run_dir}"
         if self.unwritten:
             line += f" ({' and '.join(self.unwritten)} not written)"

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from runfmt.names import SWEEP_JSON
+from runfmt.summary import SummaryLike, SummarySections
+from runfmt.summary_sections import GoodputSection
 from runfmt.sweep import SweepPoint, SweepResult, write_sweep
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
@@ -56,27 +58,25 @@ def point_name(axis: str, value: float) -> str:
     return f"{axis}-{value:g}"
 
 
-def figures(summary: dict[str, Any]) -> dict[str, float | None]:
-    """The curve's figures of one run's summary."""
-
-    def get(*path: str) -> float | None:
-        node: Any = summary
-        for key in path:
-            node = node.get(key) if isinstance(node, dict) else None
-        return float(node) if isinstance(node, int | float) else None
-
-    return {
-        "achieved_rps": get("throughput", "requests_per_s"),
-        "output_tokens_per_s": get("throughput", "output_tokens_per_s"),
-        "goodput_rps": get("goodput", "requests_per_s"),
-        "goodput_share": get("goodput", "share"),
-        "ttft_p50_s": get("ttft_s", "p50"),
-        "ttft_p99_s": get("ttft_s", "p99"),
-        "itl_p50_s": get("itl_s", "p50"),
-        "itl_p99_s": get("itl_s", "p99"),
-        "completed": get("requests", "completed"),
-        "failed": get("requests", "failed"),
+def figures(summary: SummaryLike) -> dict[str, float | None]:
+    """The curve's figures of one run's summary (a figure that is no number is ``None``)."""
+    sections = SummarySections.of(summary)
+    throughput, requests = sections.throughput, sections.requests
+    goodput = sections.goodput or GoodputSection()
+    stat = sections.statistic
+    values = {
+        "achieved_rps": throughput.requests_per_s,
+        "output_tokens_per_s": throughput.output_tokens_per_s,
+        "goodput_rps": goodput.requests_per_s,
+        "goodput_share": goodput.share,
+        "ttft_p50_s": stat("ttft_s", "p50"),
+        "ttft_p99_s": stat("ttft_s", "p99"),
+        "itl_p50_s": stat("itl_s", "p50"),
+        "itl_p99_s": stat("itl_s", "p99"),
+        "completed": requests.completed,
+        "failed": requests.failed,
     }
+    return {k: float(v) if isinstance(v, int | float) else None for k, v in values.items()}
 
 
 def rising_figure(slo_given: bool) -> str:

@@ -7,13 +7,14 @@ differ only in markup and can never disagree on a figure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from prefillscope.report.data import ReportData, lookup
+from prefillscope.report.data import ReportData
 from prefillscope.report.figures import group_kinds
 from prefillscope.report.numbers import (
     UNKNOWN,
@@ -26,6 +27,9 @@ from prefillscope.report.numbers import (
 )
 from probes.metric_registry import LATENCIES, STAT_LABELS
 from runfmt.runinfo import RunInfo
+from runfmt.summary import SummaryLike, SummarySections
+from runfmt.summary_sections import Stats
+from runfmt.summary_server import Reading, ServerSection
 from runtime.quantiles import STATISTICS, quantiles
 
 #: (summary key, label, short label for narrow terminals)
@@ -94,7 +98,7 @@ def header(data: ReportData) -> Header:
         ("cache protocol", _given(info.cache_protocol.get("applied"))),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
-        ("duration", fmt_duration(lookup(data.summary, "throughput.window_s"))),
+        ("duration", fmt_duration(data.sections.throughput.window_s)),
         ("command", _given(info.command)),
         ("run directory", str(data.path)),
         ("prefillscope", info.tool_version if data.info is not None else None),
@@ -135,37 +139,38 @@ SERVER_LATENCY = (
 )
 
 
-def latency_table(summary: dict[str, Any] | None, *, short: bool = False) -> list[list[str]]:
+def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str]]:
     """Rows of ``[metric, mean, p50, …, p99.9, count]``: the client's distributions from
     ``summary.json``, then the server's own histograms where it exposed them."""
-    server = lookup(summary, "server") or {}
-    sources = [(summary or {}, LATENCY_METRICS), (server, SERVER_LATENCY)]
+    sections = SummarySections.of(summary)
+    server = sections.server or ServerSection()
+    sources = [(sections.latency, LATENCY_METRICS), (server.latency, SERVER_LATENCY)]
     rows = []
-    for section, metrics in sources:
+    for latency, metrics in sources:
         for key, label, short_label in metrics:
-            stats = section.get(key)
-            if not isinstance(stats, dict) or stats.get("count") is None:
+            stats = latency(key)
+            if stats is None or stats.count is None:
                 continue
-            if key == "itl_s" and stats.get("per"):
-                label += f", per {stats['per']}"
+            if key == "itl_s" and stats.per:
+                label += f", per {stats.per}"
             cells = [histogram_cell(stats, col, short) for col, _ in QUANTILE_COLUMNS]
-            if isinstance(stats.get("quantiles"), dict):
+            if stats.quantiles is not None:
                 cut = any(cell.endswith("*") for cell in cells)
                 label = label.replace("(histogram", "(histogram buckets")
                 label += "; * \u2264 client max" if cut else ""
-            rows.append([short_label if short else label, *cells, fmt_count(stats.get("count"))])
+            rows.append([short_label if short else label, *cells, fmt_count(stats.count)])
     return rows
 
 
-def histogram_cell(stats: dict[str, Any], column: str, short: bool = False) -> str:
+def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
     """A statistic; a server histogram's quantile as the bounds it lies within (``2.5 s–5 s``,
     or only ``≤ 5 s`` when ``short``; ``> 10 s`` past the last bucket), ``*`` when the upper
     end is the client's maximum, not a bucket's."""
-    detail = (stats.get("quantiles") or {}).get(column)
-    if not isinstance(detail, dict):
+    detail = (stats.quantiles or {}).get(column)
+    if detail is None:
         return fmt_duration(stats.get(column))
-    low, high = detail.get("bounds") or (None, None)
-    cut = "*" if high is not None and high != (detail.get("bucket") or [None, None])[1] else ""
+    low, high = detail.low, detail.high
+    cut = "*" if detail.cut else ""
     if high is None:
         return f"> {fmt_duration(low)}"
     if short or not low:
@@ -177,28 +182,29 @@ def latency_columns() -> list[str]:
     return ["metric"] + [name for _, name in QUANTILE_COLUMNS] + ["count"]
 
 
-def headline(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
+def headline(summary: SummaryLike) -> list[tuple[str, str]]:
     """The run's outcome in a few figures: counts, throughput, cache, client health."""
-    s = summary or {}
-    limited = lookup(s, "client.limited")
+    s = SummarySections.of(summary)
+    limited = s.client.limited
     return [
-        ("completed", fmt_count(lookup(s, "requests.completed"))),
-        ("failed", fmt_count(lookup(s, "requests.failed"))),
-        ("requests/s", fmt_rate(lookup(s, "throughput.requests_per_s"), "req/s")),
-        ("output tokens/s", fmt_rate(lookup(s, "throughput.output_tokens_per_s"), "tok/s")),
-        ("prefix hit rate (oracle)", fmt_share(lookup(s, "prefix.expected_hit_rate"))),
-        ("prefix hit rate (observed)", fmt_share(lookup(s, "prefix.observed_hit_rate"))),
-        ("dispatch lag p99", fmt_duration(lookup(s, "client.dispatch_lag_p99_s"))),
+        ("completed", fmt_count(s.requests.completed)),
+        ("failed", fmt_count(s.requests.failed)),
+        ("requests/s", fmt_rate(s.throughput.requests_per_s, "req/s")),
+        ("output tokens/s", fmt_rate(s.throughput.output_tokens_per_s, "tok/s")),
+        ("prefix hit rate (oracle)", fmt_share(s.prefix.expected_hit_rate)),
+        ("prefix hit rate (observed)", fmt_share(s.prefix.observed_hit_rate)),
+        ("dispatch lag p99", fmt_duration(s.client.dispatch_lag_p99_s)),
         *concurrency_wait_rows(s),
         ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
         *goodput_rows(s),
     ]
 
 
-def concurrency_wait_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def concurrency_wait_rows(summary: SummaryLike) -> list[tuple[str, str]]:
     """How long requests waited for a ``--max-concurrency`` slot, when any did: the
     server's pace queued them (counted in TTFT and E2E and in the dispatch lag)."""
-    wait = lookup(summary, "client.concurrency_wait_s.p99")
+    waited = SummarySections.of(summary).client.concurrency_wait
+    wait = waited.get("p99") if waited is not None else None
     if wait is None:
         return []
     return [("concurrency-slot wait p99", fmt_duration(wait))]
@@ -208,23 +214,24 @@ def concurrency_wait_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 SLO_NAMES = {metric.key: metric.short for metric in LATENCIES}
 
 
-def goodput_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def goodput_rows(summary: SummaryLike) -> list[tuple[str, str]]:
     """Goodput and the SLO it was judged by, when the run had one."""
-    goodput = summary.get("goodput")
-    if not isinstance(goodput, dict):
+    goodput = SummarySections.of(summary).goodput
+    if goodput is None:
         return []
-    slo = goodput.get("slo") or {}
+    slo = goodput.slo
     targets = ", ".join(f"{SLO_NAMES.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.items())
-    share = fmt_share(goodput.get("share"))
-    rate = fmt_rate(goodput.get("requests_per_s"), "req/s")
+    share = fmt_share(goodput.share)
+    rate = fmt_rate(goodput.requests_per_s, "req/s")
     return [("goodput (meets every SLO)", f"{share} · {rate}"), ("SLO", targets or UNKNOWN)]
 
 
-def client_warning(summary: dict[str, Any] | None) -> str | None:
+def client_warning(summary: SummaryLike) -> str | None:
     """When the client, not the server, shaped the run: say so and why, up front."""
-    if not lookup(summary, "client.limited"):
+    client = SummarySections.of(summary).client
+    if not client.limited:
         return None
-    reasons = "; ".join(str(r) for r in lookup(summary, "client.reasons") or [])
+    reasons = "; ".join(client.reasons)
     return (
         "The client limited this run"
         + (f" ({reasons})" if reasons else "")
@@ -232,77 +239,70 @@ def client_warning(summary: dict[str, Any] | None) -> str | None:
     )
 
 
-def error_message_rows(summary: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+def error_message_rows(summary: SummaryLike) -> list[tuple[str, str, str]]:
     """(message, class, count) of the most frequent error messages (``summary.json``)."""
-    messages = (summary or {}).get("error_messages")
-    if not isinstance(messages, list):
-        return []
     return [
-        (" ".join(str(m.get("message", "")).split()), str(m.get("kind")), fmt_count(m.get("count")))
-        for m in messages
-        if isinstance(m, dict)
+        (" ".join(m.message.split()), str(m.kind), fmt_count(m.count))
+        for m in SummarySections.of(summary).error_messages
     ]
 
 
-def error_counts(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
-    errors = (summary or {}).get("errors")
-    if not isinstance(errors, dict):
-        return []
+def error_counts(summary: SummaryLike) -> list[tuple[str, str]]:
+    errors = SummarySections.of(summary).errors
     return [(str(kind), fmt_count(n)) for kind, n in errors.items() if known_number(n)]
 
 
-#: The server section's figures: (path in ``summary.server``, label, formatter).
-SERVER_FIGURES: tuple[tuple[str, str, Any], ...] = (
-    ("prefix.observed_hit_rate", "prefix hit rate (server counters)", fmt_share),
-    ("prefix.expected_hit_rate", "prefix hit rate (oracle, all sent)", fmt_share),
-    ("preemptions", "preemptions", fmt_count),
-    ("running", "running requests", fmt_count),
-    ("waiting", "waiting requests", fmt_count),
-    ("kv_usage", "KV usage (active share)", fmt_share),
-    ("block_size", "block size", fmt_count),
-    ("num_blocks", "KV blocks", fmt_count),
+#: The server section's figures: (its reading in ``ServerSection``, label, formatter).
+SERVER_FIGURES: tuple[tuple[Callable[[ServerSection], Reading | None], str, Any], ...] = (
+    (lambda s: s.prefix.observed_hit_rate, "prefix hit rate (server counters)", fmt_share),
+    (lambda s: s.prefix.expected_hit_rate, "prefix hit rate (oracle, all sent)", fmt_share),
+    (lambda s: s.preemptions, "preemptions", fmt_count),
+    (lambda s: s.running, "running requests", fmt_count),
+    (lambda s: s.waiting, "waiting requests", fmt_count),
+    (lambda s: s.kv_usage, "KV usage (active share)", fmt_share),
+    (lambda s: s.block_size, "block size", fmt_count),
+    (lambda s: s.num_blocks, "KV blocks", fmt_count),
 )
 
 
-def server_section(summary: dict[str, Any] | None) -> list[list[str]]:
+def server_section(summary: SummaryLike) -> list[list[str]]:
     """Rows of ``[figure, value, provenance, source]`` from the summary's ``server`` section.
 
     A level (gauge over the run) shows its mean and max; a counter or ratio its value.
     Each keeps the provenance the probe gave it, so a derived or unknown figure is never
     shown as a reading.
     """
-    server = lookup(summary, "server")
-    if not isinstance(server, dict):
+    server = SummarySections.of(summary).server
+    if server is None:
         return []
-    if server.get("available") is False:
-        return [["server metrics", UNKNOWN, UNKNOWN, str(server.get("reason") or "")]]
-    rows = [["flavour", str(server.get("flavour") or UNKNOWN), "", ""]]
-    for path, label, fmt in SERVER_FIGURES:
-        entry = lookup(server, path)
-        if not isinstance(entry, dict):
+    if server.available is False:
+        return [["server metrics", UNKNOWN, UNKNOWN, str(server.reason or "")]]
+    rows = [["flavour", str(server.flavour or UNKNOWN), "", ""]]
+    for reading, label, fmt in SERVER_FIGURES:
+        entry = reading(server)
+        if entry is None:
             continue
-        if "value" in entry:
-            shown = fmt(entry.get("value"))
-        elif entry.get("max") is None:
+        if not entry.level:
+            shown = fmt(entry.value)
+        elif entry.max is None:
             shown = UNKNOWN
         else:
-            shown = f"mean {fmt(entry.get('mean'))}, max {fmt(entry.get('max'))}"
-        source = str(entry.get("source") or "")
-        rows.append([label, shown, str(entry.get("provenance") or UNKNOWN), source])
+            shown = f"mean {fmt(entry.mean)}, max {fmt(entry.max)}"
+        rows.append([label, shown, str(entry.provenance or UNKNOWN), str(entry.source or "")])
     return rows + hit_tier_rows(server)
 
 
-def hit_tier_rows(server: dict[str, Any]) -> list[list[str]]:
+def hit_tier_rows(server: ServerSection) -> list[list[str]]:
     """The server's prefix hits by tier (``hits_by_source``), only where it splits them."""
-    tiers = lookup(server, "hits_by_source.tiers")
+    tiers = server.hits_by_source.tiers if server.hits_by_source is not None else {}
     return [
         [
             f"prefix hits: {tier} tier",
-            f"{fmt_count(e['tokens'].get('value'))} tokens ({fmt_share(e['share'].get('value'))})",
-            str(e["tokens"].get("provenance") or UNKNOWN),
-            str(e["tokens"].get("source") or ""),
+            f"{fmt_count(e.tokens.value)} tokens ({fmt_share(e.share.value)})",
+            str(e.tokens.provenance or UNKNOWN),
+            str(e.tokens.source or ""),
         ]
-        for tier, e in (tiers if isinstance(tiers, dict) else {}).items()
+        for tier, e in tiers.items()
     ]
 
 

@@ -24,6 +24,7 @@ from runfmt.diagnosis import Diagnosis
 from runfmt.names import DIAGNOSIS_JSON, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
+from runfmt.summary import SummarySections
 from runfmt.tables import completed_mask, measured_rows
 
 #: A prompt this many times the run's median length counts as a long-prompt arrival.
@@ -78,16 +79,10 @@ class ReportData:
     def status(self) -> str:
         return self.run.status
 
-
-def lookup(doc: dict[str, Any] | None, *paths: str) -> Any:
-    """Walk dotted paths (``"target.url"``) through nested dicts; first non-empty wins."""
-    for path in paths:
-        node: Any = doc
-        for key in path.split("."):
-            node = node.get(key) if isinstance(node, dict) else None
-        if node not in (None, "", [], {}):
-            return node
-    return None
+    @property
+    def sections(self) -> SummarySections:
+        """``summary``'s sections, typed (all empty when there is no summary)."""
+        return SummarySections.of(self.summary)
 
 
 def load_report_data(path: str | Path) -> ReportData:

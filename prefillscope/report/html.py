@@ -159,7 +159,7 @@ def _header_section(hdr: content.Header) -> Markup:
 
 
 def _client_banner(data: ReportData) -> Markup | None:
-    warning = content.client_warning(data.summary)
+    warning = content.client_warning(data.sections)
     return el("div", warning, class_="banner tone-warn") if warning else None
 
 
@@ -190,26 +190,26 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: 
 
 
 def _summary_section(data: ReportData) -> Markup:
-    latency = content.latency_table(data.summary)
+    latency = content.latency_table(data.sections)
     parts: list[Markup | None] = [el("h2", "Summary")]
     if latency:
         parts.append(_table(content.latency_columns(), latency))
     else:
         parts.append(el("p", "No latency summary (summary.json absent)."))
-    server = content.server_section(data.summary)
+    server = content.server_section(data.sections)
     parts.append(
         el(
             "div",
             el(
                 "div",
                 el("h3", "Outcome"),
-                _table(("figure", "value"), content.headline(data.summary)),
+                _table(("figure", "value"), content.headline(data.sections)),
             ),
             el(
                 "div",
                 el("h3", "Errors by class"),
-                _table(("class", "requests"), content.error_counts(data.summary))
-                if content.error_counts(data.summary)
+                _table(("class", "requests"), content.error_counts(data.sections))
+                if content.error_counts(data.sections)
                 else el("p", "None recorded."),
             ),
             class_="cols",

@@ -86,7 +86,7 @@ def _header(data: ReportData) -> Panel:
 
 
 def _client_warning(data: ReportData) -> RenderableType | None:
-    warning = content.client_warning(data.summary)
+    warning = content.client_warning(data.sections)
     return Text(warning, style=TONE_STYLES["warn"]) if warning else None
 
 
@@ -113,14 +113,14 @@ def _table(
 def _latency(data: ReportData, width: int) -> RenderableType:
     from prefillscope.summary_view import latency_table
 
-    if not content.latency_table(data.summary):
+    if not content.latency_table(data.sections):
         return Text("No latency summary (summary.json absent).", style="dim")
-    return latency_table(data.summary or {}, width)
+    return latency_table(data.sections, width)
 
 
 def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
-    outcome = _table(["figure", "value"], [list(p) for p in content.headline(data.summary)])
-    errors = content.error_counts(data.summary)
+    outcome = _table(["figure", "value"], [list(p) for p in content.headline(data.sections)])
+    errors = content.error_counts(data.sections)
     err_table = (
         _table(["error class", "requests"], [list(p) for p in errors])
         if errors
@@ -128,7 +128,7 @@ def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
     )
     grid = Table.grid(padding=(0, 4))
     grid.add_row(outcome, err_table)
-    server = content.server_section(data.summary)
+    server = content.server_section(data.sections)
     if not server:
         return grid
     columns = ["server figure", "value", "provenance", "source"]
