@@ -45,6 +45,8 @@ from probes.metric_registry import DISPATCH_LAG
 from probes.units import fmt_seconds
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
+from runfmt.summary import SummarySections
+from runfmt.summary_sections import ClientSection
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -114,20 +116,20 @@ class TrialFacts:
         status, summary = run.status, run.summary
         requests = run.tables.measured
         done = requests[completed_mask(requests)]
-        counts = summary.requests if summary else {}
-        client = summary.client if summary else {}
+        sections = summary.typed if summary else SummarySections()
+        counts, client = sections.requests, sections.client
         return cls(
             arm=arm,
             status=status if summary else "failed",
-            requests=int(counts.get("total", len(requests))),
-            failed=int(counts.get("failed", len(requests) - len(done))),
+            requests=int(len(requests) if counts.total is None else counts.total),
+            failed=int(len(requests) - len(done) if counts.failed is None else counts.failed),
             prompt_tokens=_total(done, "prompt_tokens"),
             output_tokens=_total(done, "output_tokens"),
             open_loop_rate=_send_rate(requests, open_loop_ids),
-            observed_hit_rate=_number((summary.prefix if summary else {}).get("observed_hit_rate")),
+            observed_hit_rate=_number(sections.prefix.observed_hit_rate),
             cpu_saturated=_saturated(client),
-            loop_lag_p99_s=_number((client.get("loop_lag_s") or {}).get("p99")),
-            dispatch_lag_p99_s=_number(client.get("dispatch_lag_p99_s")),
+            loop_lag_p99_s=_number(client.loop_lag.get("p99") if client.loop_lag else None),
+            dispatch_lag_p99_s=_number(client.dispatch_lag_p99_s),
         )
 
     @property
@@ -135,9 +137,9 @@ class TrialFacts:
         return self.failed / self.requests if self.requests else 1.0
 
 
-def _saturated(client: dict[str, Any]) -> bool:
+def _saturated(client: ClientSection) -> bool:
     """Whether the client's CPU stayed saturated (``summary.client``'s own rule)."""
-    cpu = (client.get("cpu_share") or {}).get("sustained_max")
+    cpu = client.cpu_sustained_max
     return cpu is not None and cpu >= CPU_SATURATION_SHARE
 
 

@@ -20,7 +20,7 @@ from runfmt.names import RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
-from runfmt.summary import Summary
+from runfmt.summary import Summary, SummarySections
 from runtime.clock import RunClock
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ async def write_summary(
     if prometheus is not None:
         section = await _from_prometheus(prometheus, result, requests, chunks, clock)
         info.probes["prometheus"]["status"] = prometheus.status.to_dict()
-        key = "server_prometheus" if summary["server"].get("available") else "server"
+        scraped = SummarySections.of(summary).server
+        key = "server_prometheus" if scraped is not None and scraped.available else "server"
         summary[key] = section
         with contextlib.suppress(RunWriteError):
             run.write_json(RUN_JSON, info.to_json())
