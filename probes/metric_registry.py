@@ -182,5 +182,11 @@ AB_TTFT_WEIGHED = stat_name(TTFT, "p50")
 #: The A/B's trade-off by chunk size: the stall, the worst gap, the TTFT weighed (also per
 #: kind), the TTFT SLO's metric.
 AB_TRADEOFF = (AB_STALL_GAPS, AB_ITL_MAX, AB_TTFT_WEIGHED, AB_SLO_TTFT)
+#: The figures the simulator's held-out check is judged on (their relative error against
+#: its goal), and what ``simulate --holdout`` prints: those, then the means.
+SIM_HOLDOUT = (*_stats(TTFT, "p50"), *_stats(ITL, "p50", "p99"))
+SIM_HOLDOUT_SHOWN = (*SIM_HOLDOUT, *_stats(TTFT, "mean"), *_stats(ITL, "mean"))
+#: The latency figures ``simulate --calibrate`` prints, measured against replayed.
+SIM_CALIBRATION_SHOWN = (*_stats(TTFT, "mean"), *SIM_HOLDOUT, *_stats(ITL, "mean"))
 #: The client's dispatch lag at p99, a ``summary.json`` client-health figure.
 CLIENT_DISPATCH_LAG = stat_name(DISPATCH_LAG, "p99")
