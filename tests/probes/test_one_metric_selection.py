@@ -1,5 +1,5 @@
 """The metric registry owns every metric selection and every ``*_s`` JSON name
-(``docs/ARCHITECTURE.md``, "One owner per fact"), held mechanically over the installed
+(``docs/ARCHITECTURE.md``, "A metric"), held mechanically over the installed
 packages: outside ``probes/metric_registry.py`` no code types a latency statistic's name
 (a string such as ``"itl_p99"`` or ``"ttft_p50_s"``: a registered latency's prefix, a
 statistic the registry labels, an optional ``_s``) and none builds a ``*_s`` name by hand
