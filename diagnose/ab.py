@@ -52,6 +52,7 @@ from diagnose.ab_tradeoffs import with_tradeoffs
 from diagnose.ab_verdict import ITL_KEY, Decision, Verdict, decide, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
+from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
 from probes.slo import Slo
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
@@ -176,17 +177,12 @@ class AbAnalysis:
         rows = []
         for arm in sorted(self.arms, key=lambda a: a.chunk):
             stats = self.stats[arm.index]
+            by_kind_ttft = {k: _known(stats[json_name(AB_TTFT_WEIGHED, k)]) for k in self.kinds}
             rows.append(
-                {
-                    "chunk": arm.chunk,
-                    "arm": arm.label,
-                    "itl_p99_s": _known(stats["itl_p99_s"]),
-                    "itl_max_s": _known(stats["itl_max_s"]),
-                    "ttft_p50_s": _known(stats["ttft_p50_s"]),
-                    "ttft_p99_s": _known(stats["ttft_p99_s"]),
-                    "ttft_p50_by_kind_s": {
-                        k: _known(stats[f"{kind_metric('ttft_p50', k)}_s"]) for k in self.kinds
-                    },
+                {"chunk": arm.chunk, "arm": arm.label}
+                | {json_name(m): _known(stats[json_name(m)]) for m in AB_TRADEOFF}
+                | {
+                    json_name(AB_TTFT_WEIGHED, part="by_kind"): by_kind_ttft,
                     "meets_slo": (
                         not violated(stats, self.settings.slo) if self.settings.slo else None
                     ),
@@ -262,7 +258,7 @@ def analyse_ab(
     stats = [arm_statistics(s, kinds) for s in samples]
     events = arm_events(samples, kinds)
     for arm_stats, arm in zip(stats, events, strict=True):
-        arm_stats |= {f"{m}_s": _mean(arm.values(m)) for m in EVENT_METRICS} if kinds else {}
+        arm_stats |= {json_name(m): _mean(arm.values(m)) for m in EVENT_METRICS} if kinds else {}
     comparisons: list[tuple[Arm, Comparison]] = []
     if all(len(s) >= 2 for s in samples):
         comparer = Comparer(samples, settings, kinds)
@@ -279,7 +275,7 @@ def analyse_ab(
             comparer.compare,
             settings.reference,
             settings.slo,
-            kind_metric("ttft_p50", kind),
+            kind_metric(AB_TTFT_WEIGHED, kind),
             stall,
             why,
             settings.min_effect,

@@ -41,7 +41,7 @@ import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
 from probes.latency import completed_mask
-from probes.metric_registry import DISPATCH_LAG
+from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from probes.units import fmt_seconds
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
@@ -268,7 +268,7 @@ def _client_check(facts: Sequence[TrialFacts], labels: Sequence[str], tol: Toler
         lambda f: {
             "loop_lag_p99_s": f.loop_lag_p99_s,
             "cpu_saturated": f.cpu_saturated,
-            "dispatch_lag_p99_s": f.dispatch_lag_p99_s,
+            json_name(CLIENT_DISPATCH_LAG): f.dispatch_lag_p99_s,
         },
     )
     bound = (

@@ -34,6 +34,7 @@ import numpy as np
 
 from diagnose.resample import Sample, resampled_statistics
 from diagnose.stats import MIN_UNITS, Comparison, compare_stats
+from probes.metric_registry import json_name
 from runtime.quantiles import quantiles
 
 #: The per-event metrics, as ``ab.json`` names them, and how a verdict reads them.
@@ -155,8 +156,8 @@ def event_summary(
             replicates = resampled_statistics(sample, ["mean"], resamples, seed)["mean"]
             low, high = quantiles(replicates, (alpha / 2.0, 1.0 - alpha / 2.0))
             interval = [_known(low), _known(high)]
-        out[f"{metric}_mean_s"] = _known(mean)
-        out[f"{metric}_interval_s"] = interval
+        out[json_name(metric, part="mean")] = _known(mean)
+        out[json_name(metric, part="interval")] = interval
     return out
 
 

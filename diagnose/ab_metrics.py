@@ -44,6 +44,8 @@ import pandas as pd
 from diagnose.ab_events import EVENT_METRICS, StallEvents, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
+from probes import metric_registry as registry
+from probes.metric_registry import json_name
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 
@@ -51,34 +53,19 @@ if TYPE_CHECKING:
     from diagnose.ab import AbSettings, Trial
 
 #: What every arm is compared on (ratios arm / reference), over all requests.
-METRICS = (
-    "itl_p50",
-    "itl_p95",
-    "itl_p99",
-    "ttft_p50",
-    "ttft_p95",
-    "ttft_p99",
-    "output_tokens_per_s",
-)
+METRICS = registry.AB_COMPARED
 #: The worst inter-token gap of a trial.
-ITL_MAX = "itl_max"
+ITL_MAX = registry.AB_ITL_MAX
 #: ITL statistics reported per arm with an interval.
-ITL_QUANTILES = ("itl_p50", "itl_p95", "itl_p99")
+ITL_QUANTILES = registry.AB_ITL_QUANTILES
 #: TTFT statistics compared per request kind.
-KIND_TTFT = ("ttft_p50", "ttft_p95", "ttft_p99")
+KIND_TTFT = registry.AB_TTFT_QUANTILES
 #: The request columns a stall event is timed by.
 _TIMES = ("sent_s", "first_token_s")
 
 
-def kind_metric(metric: str, kind: str | None) -> str:
-    """``ttft_p50`` of kind ``decode`` → ``ttft_p50[decode]``; no kind: the metric itself."""
-    return metric if kind is None else f"{metric}[{kind}]"
-
-
-def split_metric(name: str) -> tuple[str, str | None]:
-    """``ttft_p50[decode]`` → ``("ttft_p50", "decode")``; ``itl_p99`` → ``("itl_p99", None)``."""
-    base, sep, rest = name.partition("[")
-    return (base, rest[:-1]) if sep and rest.endswith("]") else (name, None)
+#: ``ttft_p50`` of kind ``decode`` → ``ttft_p50[decode]`` and back (the registry's).
+kind_metric, split_metric = registry.kind_name, registry.split_kind
 
 
 def ab_metric_spec(name: str) -> MetricSpec:
@@ -89,8 +76,8 @@ def ab_metric_spec(name: str) -> MetricSpec:
         itl = metric_spec(ITL_QUANTILES[0])
         return MetricSpec(ITL_MAX, itl.source, "max", itl.higher_is_better)
     if base in EVENT_METRICS:  # a mean over events, of gaps or of a TTFT
-        source = metric_spec("ttft_p50" if base == "event_ttft" else ITL_QUANTILES[0]).source
-        return MetricSpec(base, source, "mean", False)
+        source = registry.TTFT if base == "event_ttft" else registry.ITL
+        return MetricSpec(base, source.key, "mean", False)
     return metric_spec(base)
 
 
@@ -258,7 +245,7 @@ class Comparer:
         out[ITL_MAX] = _max_comparison(
             self.samples[base], self.samples[new], self.settings.confidence
         )
-        ttft = metric_spec("ttft_p50")
+        ttft = metric_spec(KIND_TTFT[0])
         for kind in self.kinds:
             metrics = {kind_metric(m, kind): metric_spec(m).stat for m in KIND_TTFT}
             out |= {c.metric: c for c in self._trials(base, new, metrics, ttft, kind)}
@@ -278,18 +265,17 @@ def arm_statistics(samples: Sequence[TrialSamples], kinds: Sequence[str]) -> dic
     """Each metric over the arm's trials pooled: ``itl_p99_s`` …, ``itl_max_s``,
     ``output_tokens_per_s``, ``requests_per_s`` and per kind ``ttft_p50[decode]_s`` …."""
     out: dict[str, float] = {}
-    for name in (*METRICS, "requests_per_s"):
+    for name in registry.AB_ARM_FIGURES:
         spec = metric_spec(name)
         pooled = Sample.concat([s.sample(spec) for s in samples])
-        key = name if spec.higher_is_better else f"{name}_s"
-        out[key] = statistic(pooled.values, spec.stat) if samples else float("nan")
+        out[json_name(name)] = statistic(pooled.values, spec.stat) if samples else float("nan")
     maxima = [s.itl_max for s in samples if np.isfinite(s.itl_max)]
-    out[f"{ITL_MAX}_s"] = max(maxima) if maxima else float("nan")
+    out[json_name(ITL_MAX)] = max(maxima) if maxima else float("nan")
     for kind in kinds:
         for name in KIND_TTFT:
             spec = metric_spec(name)
             pooled = Sample.concat([s.sample(spec, kind) for s in samples])
-            out[f"{kind_metric(name, kind)}_s"] = statistic(pooled.values, spec.stat)
+            out[json_name(name, kind)] = statistic(pooled.values, spec.stat)
     return out
 
 
@@ -301,16 +287,16 @@ def arm_intervals(samples: Sequence[TrialSamples], settings: AbSettings) -> dict
     """The arm's ITL quantiles' intervals (cluster bootstrap of its pooled trials) and the
     range of its trials' maxima."""
     out: dict[str, Any] = {}
-    gaps = Sample.concat([s.sample(metric_spec("itl_p50")) for s in samples])
+    gaps = Sample.concat([s.sample(metric_spec(ITL_QUANTILES[0])) for s in samples])
     stats = [metric_spec(m).stat for m in ITL_QUANTILES]
     if gaps.n_units >= 2:
         replicates = resampled_statistics(gaps, stats, settings.resamples, settings.seed)
         alpha = 1.0 - settings.confidence
         for name, stat in zip(ITL_QUANTILES, stats, strict=True):
             low, high = quantiles(replicates[stat], (alpha / 2.0, 1.0 - alpha / 2.0))
-            out[f"{name}_s"] = [_known(low), _known(high)]
+            out[json_name(name)] = [_known(low), _known(high)]
     maxima = [s.itl_max for s in samples if np.isfinite(s.itl_max)]
-    out[f"{ITL_MAX}_per_trial_s"] = maxima
+    out[json_name(ITL_MAX, part="per_trial")] = maxima
     return out
 
 
@@ -325,5 +311,5 @@ def by_kind(
         out[kind] = {
             "requests": int(sum(np.sum(s.kinds == kind) for s in samples)),
             "prompt_tokens_p50": float(np.median(prompts)) if len(prompts) else None,
-        } | {f"{m}_s": _known(stats[f"{kind_metric(m, kind)}_s"]) for m in KIND_TTFT}
+        } | {json_name(m): _known(stats[json_name(m, kind)]) for m in KIND_TTFT}
     return out

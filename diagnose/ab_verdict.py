@@ -55,10 +55,17 @@ from diagnose.ab_effect import (
 from diagnose.ab_events import EVENT_METRICS
 from diagnose.metrics import metric_spec
 from diagnose.stats import Comparison
+from probes.metric_registry import (
+    AB_SLO_ITL,
+    AB_SLO_TTFT,
+    AB_STALL_GAPS,
+    AB_TTFT_WEIGHED,
+    json_name,
+)
 from probes.slo import Slo
 
-#: The pooled-gap stall metric, and the SLO metrics.
-ITL_KEY, ITL_SLO, TTFT_SLO = "itl_p99", "itl_p99", "ttft_p99"
+#: The pooled-gap stall metric, and the SLO metrics (the registry's selections).
+ITL_KEY, ITL_SLO, TTFT_SLO = AB_STALL_GAPS, AB_SLO_ITL, AB_SLO_TTFT
 
 
 def sentence_name(metric: str) -> str:
@@ -79,7 +86,7 @@ def _value_text(metric: str, value: float) -> str:
 RULE = (
     f"refuse unless conditions matched; candidates meet every SLO (ITL on "
     f"{sentence_name(ITL_SLO)}, TTFT on {sentence_name(TTFT_SLO)}); then "
-    f"{sentence_name('ttft_p50')} first with an ITL SLO, else the stall first (per prefill "
+    f"{sentence_name(AB_TTFT_WEIGHED)} first with an ITL SLO, else the stall first (per prefill "
     f"event, else {sentence_name(ITL_KEY)}), then the other; arms significantly worse than "
     "the best drop out; one left wins; no significant difference only within --min-effect"
 )
@@ -166,9 +173,9 @@ def slo_text(slo: Slo | None) -> str:
 def violated(stats: Mapping[str, float], slo: Slo | None) -> list[str]:
     """The key metrics on which an arm misses an SLO (``itl_p99``, ``ttft_p99``)."""
     missed = []
-    if slo is not None and slo.itl_s is not None and not stats[f"{ITL_SLO}_s"] <= slo.itl_s:
+    if slo is not None and slo.itl_s is not None and not stats[json_name(ITL_SLO)] <= slo.itl_s:
         missed.append(ITL_SLO)
-    if slo is not None and slo.ttft_s is not None and not stats[f"{TTFT_SLO}_s"] <= slo.ttft_s:
+    if slo is not None and slo.ttft_s is not None and not stats[json_name(TTFT_SLO)] <= slo.ttft_s:
         missed.append(TTFT_SLO)
     return missed
 
@@ -183,7 +190,7 @@ class Decision:
     reference: int
     slo: Slo | None
     #: The TTFT metric weighed: ``ttft_p50``, or ``ttft_p50[KIND]`` of the prefill-heavy kind.
-    ttft: str = "ttft_p50"
+    ttft: str = AB_TTFT_WEIGHED
     #: The stall metric: ``ITL_KEY`` (pooled gaps) or ``ab_events.EVENT_STALL`` (per event).
     stall: str = ITL_KEY
     unit_reason: str = ""
@@ -206,7 +213,7 @@ class Decision:
         return {m: sentence_name(m) for m in (self.stall, *lost, self.ttft)}
 
     def value(self, arm: ArmLike, metric: str) -> float:
-        return self.stats[arm.index][f"{metric}_s"]
+        return self.stats[arm.index][json_name(metric)]
 
     def better(self, better: ArmLike, worse: ArmLike, metric: str) -> bool:
         """Whether ``better`` is significantly lower than ``worse`` on ``metric``, by a

@@ -52,6 +52,7 @@ from diagnose.ranking import NONE, ranked
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
+from probes.metric_registry import by_key
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
@@ -78,7 +79,7 @@ class Breach:
     bound_s: float
 
     def __str__(self) -> str:
-        key = self.metric.removesuffix("_s")
+        key = by_key(self.metric).prefix  # itl_s → itl
         return f"{key.upper()} p99 {self.p99_s:.3g} s breaches the SLO {key}<={self.bound_s:g} s"
 
 

@@ -23,18 +23,8 @@ LATENCIES = {metric.prefix: metric.key for metric in registry.LATENCIES}
 _BY_KEY = {metric.key: metric for metric in (*registry.LATENCIES, *registry.THROUGHPUTS)}
 #: Throughput metrics (higher is better), compared as the mean over time slices.
 THROUGHPUTS = tuple(metric.key for metric in registry.THROUGHPUTS)
-#: What ``compare`` shows when no metric is named.
-DEFAULT_METRICS = (
-    "ttft_p50",
-    "ttft_p99",
-    "itl_p50",
-    "itl_p99",
-    "tpot_p50",
-    "e2e_p50",
-    "e2e_p99",
-    "requests_per_s",
-    "output_tokens_per_s",
-)
+#: What ``compare`` shows when no metric is named (the registry's selection).
+DEFAULT_METRICS = registry.COMPARE_DEFAULTS
 
 
 @dataclass(frozen=True)

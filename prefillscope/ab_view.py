@@ -21,13 +21,20 @@ from diagnose.ab_events import EVENT_METRICS
 from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
 from loadgen.flavours import EMBEDDED_CHUNK_KEY
-from probes.metric_registry import STAT_LABELS
+from probes.metric_registry import (
+    AB_ARM_METRICS,
+    AB_SLO_TTFT,
+    AB_STALL_GAPS,
+    AB_TTFT_WEIGHED,
+    STAT_LABELS,
+    json_name,
+)
 from probes.units import p_value_text
 from session.ab_runner import AbOutcome
 from session.launcher import LaunchTemplate
 
-#: Each arm's figures in the arms table, by metric name.
-ARM_METRICS = (*ITL_QUANTILES, ITL_MAX, "ttft_p50", "ttft_p99", "output_tokens_per_s")
+#: Each arm's figures in the arms table, by metric name (the registry's selection).
+ARM_METRICS = AB_ARM_METRICS
 
 
 def heading(name: str, kind: str | None = None) -> str:
@@ -42,7 +49,7 @@ def figure(name: str, row: dict[str, Any]) -> str:
     """A metric's value from an ``ab.json`` row (``itl_p99_s``, ``output_tokens_per_s``),
     written in the registry entry's unit."""
     spec = ab_metric_spec(name)
-    return spec.metric.format(row.get(f"{name}_s" if spec.is_latency else name))
+    return spec.metric.format(row.get(json_name(name)))
 
 
 def _arms_table(doc: dict[str, Any]) -> Table:
@@ -80,11 +87,11 @@ def _itl_table(doc: dict[str, Any], confidence: float) -> Table:
         table.add_column(name, justify="left" if name == "arm" else "right")
     for arm in doc["arms"]:
         intervals = arm.get("intervals") or {}
-        maxima = intervals.get(f"{ITL_MAX}_per_trial_s") or []
+        maxima = intervals.get(json_name(ITL_MAX, part="per_trial")) or []
         table.add_row(
             escape(arm["label"]),
-            *(_interval(arm.get(f"{m}_s"), intervals.get(f"{m}_s")) for m in ITL_QUANTILES),
-            _interval(arm.get(f"{ITL_MAX}_s"), [min(maxima), max(maxima)] if maxima else None),
+            *(_interval(arm.get(json_name(m)), intervals.get(json_name(m))) for m in ITL_QUANTILES),
+            _interval(arm.get(json_name(ITL_MAX)), [min(maxima), max(maxima)] if maxima else None),
         )
     return table
 
@@ -99,7 +106,10 @@ def _events_table(doc: dict[str, Any], confidence: float) -> Table:
         table.add_row(
             escape(arm["label"]),
             str(events["count"]),
-            *(_interval(events[f"{m}_mean_s"], events[f"{m}_interval_s"]) for m in EVENT_METRICS),
+            *(
+                _interval(events[json_name(m, part="mean")], events[json_name(m, part="interval")])
+                for m in EVENT_METRICS
+            ),
         )
     return table
 
@@ -181,20 +191,20 @@ def _tradeoff_table(doc: dict[str, Any]) -> Table:
     title = f"trade-off by chunk size ({knob})" if knob else "trade-off by chunk size"
     table = Table(title=title, box=box.SIMPLE_HEAD)
     kinds = doc.get("kinds") or []
-    ttft = [heading("ttft_p50", kind) for kind in kinds] or [heading("ttft_p50")]
-    columns = (heading("itl_p99"), heading(ITL_MAX), *ttft, heading("ttft_p99"))
+    ttft = [heading(AB_TTFT_WEIGHED, kind) for kind in kinds] or [heading(AB_TTFT_WEIGHED)]
+    columns = (heading(AB_STALL_GAPS), heading(ITL_MAX), *ttft, heading(AB_SLO_TTFT))
     for name in ("chunk", *columns, "meets SLO"):
         table.add_column(name, justify="right")
     for row in doc["tradeoff"]:
         meets = {True: "yes", False: "no", None: "–"}[row["meets_slo"]]
-        by_kind = row.get("ttft_p50_by_kind_s") or {}
-        firsts = [by_kind.get(k) for k in kinds] if kinds else [row["ttft_p50_s"]]
+        by_kind = row.get(json_name(AB_TTFT_WEIGHED, part="by_kind")) or {}
+        firsts = [by_kind.get(k) for k in kinds] if kinds else [row[json_name(AB_TTFT_WEIGHED)]]
         table.add_row(
             escape(row["arm"]),
-            figure("itl_p99", row),
+            figure(AB_STALL_GAPS, row),
             figure(ITL_MAX, row),
-            *(ab_metric_spec("ttft_p50").metric.format(v) for v in firsts),
-            figure("ttft_p99", row),
+            *(ab_metric_spec(AB_TTFT_WEIGHED).metric.format(v) for v in firsts),
+            figure(AB_SLO_TTFT, row),
             meets,
         )
     return table

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-from probes.metric_registry import DISPATCH_LAG, LATENCIES
+from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
@@ -274,7 +274,7 @@ def client_health(
             )
     health = {
         "dispatch_lag_s": lag,
-        "dispatch_lag_p99_s": lag["p99"],
+        json_name(CLIENT_DISPATCH_LAG): lag["p99"],
         "loop_lag_s": loop_lag,
         "cpu_share": cpu,
         "limited": bool(reasons),

@@ -7,6 +7,10 @@ and a throughput by its key; the report and the summary view label them with ``l
 (``short`` on a narrow terminal), the live dashboard and the A/B with ``short`` and a
 statistic (``named``: ``ITL p99``), and every view writes a value in the metric's unit
 with ``format``. A new metric is one entry here, computed in ``probes/latency.py``.
+
+The selections are here too, each named by its use (``COMPARE_DEFAULTS``,
+``AB_ITL_QUANTILES`` …), and so is the name a statistic is written under in a JSON
+document (``json_name``: ``ttft_p50_s``, ``ttft_p50[decode]_s``, ``output_tokens_per_s``).
 Nothing here needs numpy: the CLI's ``--help`` reads these names.
 """
 
@@ -92,9 +96,111 @@ DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual �
                       "dispatch lag", "s", False, REQUESTS_TABLE,
                       "actual send time − intended send time", reported=False)  # fmt: skip
 
+TTFT, TTFT_SENT, ITL, TPOT, E2E, E2E_SENT = LATENCIES
+REQUESTS_PER_S, OUTPUT_TOKENS_PER_S = THROUGHPUTS
+
 _BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG)}
 
 
 def by_key(key: str) -> Metric:
     """The metric whose ``summary.json`` key is ``key`` (``KeyError`` for an unknown one)."""
     return _BY_KEY[key]
+
+
+def stat_name(metric: Metric, stat: str) -> str:
+    """How ``compare``, its gates and the A/B name a statistic of a metric:
+    ``<prefix>_<statistic>`` (``itl_p99``) for a latency, a throughput by its key."""
+    if metric.higher_is_better:
+        return metric.key
+    if stat not in STAT_LABELS:
+        raise ValueError(f"unknown statistic {stat!r} of {metric.key}")
+    return f"{metric.prefix}_{stat}"
+
+
+def stat_of(name: str) -> tuple[Metric, str]:
+    """The metric and statistic a ``stat_name`` names (``itl_p99`` → ITL, ``p99``);
+    ``KeyError`` for a name no latency statistic has."""
+    for metric in sorted(_BY_KEY.values(), key=lambda m: -len(m.prefix)):
+        prefix, sep, stat = name.rpartition("_")
+        if sep and prefix == metric.prefix and stat in STAT_LABELS and not metric.higher_is_better:
+            return metric, stat
+    raise KeyError(f"no latency statistic is named {name!r}")
+
+
+def _stats(metric: Metric, *stats: str) -> tuple[str, ...]:
+    return tuple(stat_name(metric, stat) for stat in stats)
+
+
+def kind_name(name: str, kind: str | None) -> str:
+    """``ttft_p50`` of request kind ``decode`` → ``ttft_p50[decode]``; no kind: ``name``."""
+    return name if kind is None else f"{name}[{kind}]"
+
+
+def split_kind(name: str) -> tuple[str, str | None]:
+    """``ttft_p50[decode]`` → ``("ttft_p50", "decode")``; ``itl_p99`` → ``("itl_p99", None)``."""
+    base, sep, rest = name.partition("[")
+    return (base, rest[:-1]) if sep and rest.endswith("]") else (name, None)
+
+
+_THROUGHPUT_NAMES = frozenset(metric.key for metric in THROUGHPUTS)
+
+
+def json_name(name: str, kind: str | None = None, part: str | None = None) -> str:
+    """The name a statistic (``stat_name``, or another figure in seconds such as the A/B's
+    ``event_stall``) is written under in a JSON document: of one request kind in brackets,
+    a ``part`` of it after an underscore, and ``_s`` for seconds — except a throughput,
+    whose key names its unit: ``ttft_p50_s``, ``ttft_p50[decode]_s``,
+    ``itl_max_per_trial_s``, ``output_tokens_per_s``."""
+    if name in _THROUGHPUT_NAMES and kind is None and part is None:
+        return name
+    full = kind_name(name, kind) + (f"_{part}" if part else "")
+    return f"{full}_s"
+
+
+#: What ``compare`` shows when no metric is named.
+COMPARE_DEFAULTS = (
+    *_stats(TTFT, "p50", "p99"),
+    *_stats(ITL, "p50", "p99"),
+    *_stats(TPOT, "p50"),
+    *_stats(E2E, "p50", "p99"),
+    REQUESTS_PER_S.key,
+    OUTPUT_TOKENS_PER_S.key,
+)
+#: The A/B's ITL quantiles, reported per arm with an interval.
+AB_ITL_QUANTILES = _stats(ITL, "p50", "p95", "p99")
+#: The A/B's TTFT quantiles, of all requests and per request kind.
+AB_TTFT_QUANTILES = _stats(TTFT, "p50", "p95", "p99")
+#: What an A/B compares every arm on (ratios arm / reference), over all requests.
+AB_COMPARED = (*AB_ITL_QUANTILES, *AB_TTFT_QUANTILES, OUTPUT_TOKENS_PER_S.key)
+#: The figures of each A/B arm, its trials pooled (and ``AB_ITL_MAX``).
+AB_ARM_FIGURES = (*AB_COMPARED, REQUESTS_PER_S.key)
+#: The worst inter-token gap of an A/B trial (ITL's ``max``).
+AB_ITL_MAX = stat_name(ITL, "max")
+#: The A/B's arms table: each arm's figures, by name.
+AB_ARM_METRICS = (
+    *AB_ITL_QUANTILES,
+    AB_ITL_MAX,
+    *_stats(TTFT, "p50", "p99"),
+    OUTPUT_TOKENS_PER_S.key,
+)
+#: The A/B's stall judged on pooled gaps, and the metrics its SLOs bound
+#: (``--slo itl=…``, ``ttft=…``).
+AB_STALL_GAPS = AB_SLO_ITL = stat_name(ITL, "p99")
+AB_SLO_TTFT = stat_name(TTFT, "p99")
+#: The TTFT an A/B verdict weighs (of the prefill-heavy kind when the traffic mixes kinds).
+AB_TTFT_WEIGHED = stat_name(TTFT, "p50")
+#: The A/B's trade-off by chunk size: the stall, the worst gap, the TTFT weighed (also per
+#: kind), the TTFT SLO's metric.
+AB_TRADEOFF = (AB_STALL_GAPS, AB_ITL_MAX, AB_TTFT_WEIGHED, AB_SLO_TTFT)
+#: The figures the simulator's held-out check is judged on (their relative error against
+#: its goal), and what ``simulate --holdout`` prints: those, then the means.
+SIM_HOLDOUT = (*_stats(TTFT, "p50"), *_stats(ITL, "p50", "p99"))
+SIM_HOLDOUT_SHOWN = (*SIM_HOLDOUT, *_stats(TTFT, "mean"), *_stats(ITL, "mean"))
+#: The latency figures ``simulate --calibrate`` prints, measured against replayed.
+SIM_CALIBRATION_SHOWN = (*_stats(TTFT, "mean"), *SIM_HOLDOUT, *_stats(ITL, "mean"))
+#: The latencies of each load of a sweep (``sweep.json``'s rows, its table and curves).
+SWEEP_FIGURES = (*_stats(TTFT, "p50", "p99"), *_stats(ITL, "p50", "p99"))
+#: What the simulator predicts for each arm of an A/B (``ab.json``'s ``prediction``).
+AB_PREDICTED = (*_stats(TTFT, "p50", "p99"), *_stats(ITL, "p50", "p99"), AB_ITL_MAX)
+#: The client's dispatch lag at p99, a ``summary.json`` client-health figure.
+CLIENT_DISPATCH_LAG = stat_name(DISPATCH_LAG, "p99")

@@ -15,16 +15,16 @@ import dataclasses
 from typing import Any
 
 from perfmodel.config import EngineConfig
+from probes.metric_registry import AB_PREDICTED, json_name, stat_of
 from session.sim_workload import load_workload
 from session.simulate import GridPoint, SimulateSpec, run_point
 
-#: ab.json's per-arm metric → the simulator's (figure, quantile).
+#: ab.json's per-arm metric → the simulator's (figure, quantile): the registry's
+#: ``AB_PREDICTED``, each under its JSON name.
 METRICS = {
-    "ttft_p50_s": ("ttft_s", "p50"),
-    "ttft_p99_s": ("ttft_s", "p99"),
-    "itl_p50_s": ("itl_s", "p50"),
-    "itl_p99_s": ("itl_s", "p99"),
-    "itl_max_s": ("itl_s", "max"),
+    json_name(name): (metric.key, stat)
+    for name in AB_PREDICTED
+    for metric, stat in (stat_of(name),)
 }
 
 

@@ -40,6 +40,7 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from probes.latency import request_latencies
+from probes.metric_registry import ITL, SIM_HOLDOUT, TTFT, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.tables import RunTables
@@ -60,6 +61,8 @@ PHASE_REQUESTS, MAX_PHASES = 128, 16
 
 STEP_METRIC = "prefillscope_engine_step_seconds"
 ITL_METRIC = "vllm:inter_token_latency_seconds"
+#: The server's own mean ITL, as the measured figures name it.
+ITL_MEAN = stat_name(ITL, "mean")
 #: Where the decode fit's figures came from: the client's gaps alone, or held to the
 #: server's mean pure-decode step.
 DECODE_SOURCE = {
@@ -97,7 +100,7 @@ def _server_histograms(tables: RunTables) -> dict[str, float]:
     figures = {}
     for key, metric, labels in (
         ("decode_step_mean", STEP_METRIC, {"kind": "decode"}),
-        ("itl_mean", ITL_METRIC, None),
+        (ITL_MEAN, ITL_METRIC, None),
     ):
         hist = raw.histogram_increase(metric, labels)
         if hist is not None and hist.count and hist.sum > 0:
@@ -143,7 +146,7 @@ def measure_run(reading: RunReading) -> Measured:
         float(p50),
         float(p99),
         reading.server.get("decode_step_mean"),
-        reading.server.get("itl_mean", float(np.mean(gaps))),
+        reading.server.get(ITL_MEAN, float(np.mean(gaps))),
         float(np.mean(reading.ttft_s)),
     )
 
@@ -246,14 +249,14 @@ def calibrate(run: Run | Path, base: EngineConfig) -> dict[str, Any]:
         "measured": measured.as_dict(),
         "predicted": predicted.as_dict(),
         "relative_error": _relative_errors(predicted, measured),
-        "fit_targets": ["ttft_mean"],
+        "fit_targets": [stat_name(TTFT, "mean")],
         "decode_source": DECODE_SOURCE[decode.anchored is not None],
         "tolerance": TOLERANCE,
     }
 
 
 #: The metrics the held-out check is judged on, and its goal (relative error).
-HOLDOUT_METRICS, HOLDOUT_GOAL = ("ttft_p50", "itl_p50", "itl_p99"), 0.10
+HOLDOUT_METRICS, HOLDOUT_GOAL = SIM_HOLDOUT, 0.10
 
 
 def holdout(run: Run | Path, config: EngineConfig) -> dict[str, Any]:

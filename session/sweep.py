@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
 from runfmt.names import SWEEP_JSON
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import GoodputSection
@@ -69,10 +70,11 @@ def figures(summary: SummaryLike) -> dict[str, float | None]:
         "output_tokens_per_s": throughput.output_tokens_per_s,
         "goodput_rps": goodput.requests_per_s,
         "goodput_share": goodput.share,
-        "ttft_p50_s": stat("ttft_s", "p50"),
-        "ttft_p99_s": stat("ttft_s", "p99"),
-        "itl_p50_s": stat("itl_s", "p50"),
-        "itl_p99_s": stat("itl_s", "p99"),
+        **{
+            json_name(name): stat(metric.key, statistic)
+            for name in SWEEP_FIGURES
+            for metric, statistic in (stat_of(name),)
+        },
         "completed": requests.completed,
         "failed": requests.failed,
     }

@@ -28,6 +28,7 @@ from prefillscope.kv_link_flags import (
     KvTransferOverheadUs,
     disagg_config,
 )
+from probes.metric_registry import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
 from workloads.errors import InputError
 
 #: Columns the grid table needs before rich starts wrapping its cells.
@@ -206,7 +207,7 @@ def _print_calibration(cal: dict[str, Any]) -> None:
         f"{dec['step_mean_fitted_s'] * 1e3:.2f} ms vs {dec['step_mean_measured_s'] * 1e3:.2f} ms"
         + (f" (at bound {dec['at_bound']})" if dec["at_bound"] else "")
     )
-    for key in ("ttft_mean", "ttft_p50", "itl_p50", "itl_p99", "itl_mean", "decode_step_mean"):
+    for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean"):
         err = cal["relative_error"].get(key)
         if err is None:
             continue
@@ -222,7 +223,7 @@ def _print_holdout(check: dict[str, Any]) -> None:
         f"held-out check on {check['run']} ({check['requests']} requests, "
         f"max_num_batched_tokens={check['max_num_batched_tokens']}):"
     )
-    for key in ("ttft_p50", "itl_p50", "itl_p99", "ttft_mean", "itl_mean"):
+    for key in SIM_HOLDOUT_SHOWN:
         err = check["relative_error"].get(key)
         if err is None:
             continue

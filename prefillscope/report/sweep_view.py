@@ -16,24 +16,28 @@ from prefillscope.report.markup import Markup, el, join, void
 from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
+from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
 from probes.units import fmt_seconds
 from runfmt.sweep import COMPLETE, SweepResult
 
+#: The sweep's latencies (the registry's ``SWEEP_FIGURES``): (header, figure key), the
+#: header as a reader names the statistic (``TTFT p50``).
+_LATENCIES = tuple(
+    (metric.named(stat), json_name(name))
+    for name in SWEEP_FIGURES
+    for metric, stat in (stat_of(name),)
+)
 #: Table columns: (header, figure key, formatter kind).
 COLUMNS = (
     ("done/s", "achieved_rps", "rate"),
     ("tok/s", "output_tokens_per_s", "rate"),
     ("goodput/s", "goodput_rps", "rate"),
-    ("TTFT p50", "ttft_p50_s", "time"),
-    ("TTFT p99", "ttft_p99_s", "time"),
-    ("ITL p50", "itl_p50_s", "time"),
-    ("ITL p99", "itl_p99_s", "time"),
+    *((header, key, "time") for header, key in _LATENCIES),
 )
-CURVES = (
-    ("TTFT p50", "ttft_p50_s", None),
-    ("TTFT p99", "ttft_p99_s", "6 4"),
-    ("ITL p50", "itl_p50_s", None),
-    ("ITL p99", "itl_p99_s", "6 4"),
+#: Curves: (label, figure key, dash pattern): the p99s dashed.
+CURVES = tuple(
+    (header, key, "6 4" if stat_of(name)[1] == "p99" else None)
+    for (header, key), name in zip(_LATENCIES, SWEEP_FIGURES, strict=True)
 )
 
 

@@ -58,3 +58,26 @@ def test_the_reports_slo_row_names_each_bound_as_the_registry_does() -> None:
     (_, slo) = goodput_rows({"goodput": goodput})[1]
     names = (by_key("ttft_s").short, by_key("itl_s").short)
     assert slo == f"{names[0]} \u2264 500 ms, {names[1]} \u2264 50 ms"
+
+
+def test_stat_of_inverts_stat_name_for_every_latency_statistic() -> None:
+    """``stat_of`` reads back what ``stat_name`` wrote, the longest prefix winning
+    (``ttft_sent_p50`` is TTFT-as-sent's, not TTFT's); a throughput or an unknown name is
+    no latency statistic."""
+    import pytest
+
+    from probes.metric_registry import (
+        DISPATCH_LAG,
+        LATENCIES,
+        OUTPUT_TOKENS_PER_S,
+        STAT_LABELS,
+        stat_name,
+        stat_of,
+    )
+
+    for metric in (*LATENCIES, DISPATCH_LAG):
+        for stat in STAT_LABELS:
+            assert stat_of(stat_name(metric, stat)) == (metric, stat)
+    for name in (OUTPUT_TOKENS_PER_S.key, "itl_p42", "warp_p99", "itl"):
+        with pytest.raises(KeyError):
+            stat_of(name)

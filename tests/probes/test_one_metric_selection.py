@@ -1,0 +1,115 @@
+"""The metric registry owns every metric selection and every ``*_s`` JSON name
+(``docs/ARCHITECTURE.md``, "A metric"), held mechanically over the installed
+packages: outside ``probes/metric_registry.py`` no code types a latency statistic's name
+(a string such as ``"itl_p99"`` or ``"ttft_p50_s"``: a registered latency's prefix, a
+statistic the registry labels, an optional ``_s``) and none builds a ``*_s`` name by hand
+(an f-string ending in ``_s`` after a formatted value, ``f"{name}_s"``): a selection is
+one of the registry's named tuples and a JSON name comes from ``json_name``. Docstrings
+are prose and are not read. The check is shown failing on a violation planted in a copy
+of the tree."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from repo_paths import ROOT
+from source_tree import copy_tree, packages, parsed_modules
+
+from probes.metric_registry import DISPATCH_LAG, LATENCIES, STAT_LABELS
+
+#: The one module allowed to name metric statistics.
+OWNER = Path("probes", "metric_registry.py")
+_PREFIXES = "|".join(m.prefix for m in (*LATENCIES, DISPATCH_LAG))
+#: A latency statistic's name, as a consumer would type it: ``itl_p99``, ``ttft_p50_s``.
+STAT_NAME = re.compile(rf"^({_PREFIXES})_({'|'.join(STAT_LABELS)})(_s)?$")
+#: Modules outside this worktree's reach while issue 26 is shared out: each keeps its
+#: literal names until its owner routes it through the registry (the names are the same
+#: ones the registry builds, so nothing disagrees today).
+EXEMPT: dict[Path, str] = {
+    Path("runfmt", "summary_sections.py"): "summary.json's client section, read by the run "
+    "format, which sits below probes/ and cannot import the registry; "
+    "test_the_run_format_reads_the_registry_s_names holds it to the registry's name",
+}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the module's, classes' and functions' docstring constants."""
+    out = set()
+    for node in ast.walk(tree):
+        owners = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        if isinstance(node, owners) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _hand_built(node: ast.JoinedStr) -> bool:
+    """``f"{name}_s"``, ``f"{metric}_mean_s"``: a name ending in ``_s`` after a value."""
+    *head, last = node.values
+    return (
+        any(isinstance(p, ast.FormattedValue) for p in head)
+        and isinstance(last, ast.Constant)
+        and isinstance(last.value, str)
+        and last.value.endswith("_s")
+    )
+
+
+def _file_violations(tree: ast.Module, where: Path) -> set[str]:
+    skip = _docstrings(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and _hand_built(node):
+            found.add(f"{where}:{node.lineno}: builds a *_s name ({ast.unparse(node)})")
+            skip |= {id(v) for v in node.values}
+    for node in ast.walk(tree):
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and id(node) not in skip and STAT_NAME.match(text):
+            found.add(f"{where}:{node.lineno}: names {text!r}")
+    return found
+
+
+def violations(root: Path, exempt: dict[Path, str] = EXEMPT) -> list[str]:
+    """``path:line: what`` for each metric statistic named and each ``*_s`` name built
+    outside the registry in the packages under ``root``."""
+    found: set[str] = set()
+    for where, tree in parsed_modules(root, packages()):
+        if where != OWNER and where not in exempt:
+            found |= _file_violations(tree, where)
+    return sorted(found)
+
+
+def test_no_metric_selection_or_json_name_is_typed_outside_the_registry() -> None:
+    assert violations(ROOT) == []
+
+
+def test_every_exemption_is_a_module_of_the_tree() -> None:
+    assert all((ROOT / path).is_file() for path in EXEMPT)
+
+
+def test_the_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
+    copy_tree(tmp_path, packages())
+    planted = Path("diagnose", "planted.py")
+    (tmp_path / planted).write_text(
+        '"""Shows itl_p99 (a docstring is prose)."""\n\nSHOWN = ("itl_p99",)\n'
+    )
+    assert violations(tmp_path) == [f"{planted}:3: names 'itl_p99'"]
+
+
+def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
+    copy_tree(tmp_path, packages())
+    planted = Path("prefillscope", "planted.py")
+    (tmp_path / planted).write_text("def key(name):\n    return f'{name}_s'\n")
+    assert violations(tmp_path) == [f"{planted}:2: builds a *_s name (f'{{name}}_s')"]
+
+
+def test_the_run_format_reads_the_registry_s_names() -> None:
+    """The exempt reader in runfmt reads the dispatch lag under the registry's name."""
+    from probes.metric_registry import CLIENT_DISPATCH_LAG, json_name
+    from runfmt.summary_sections import ClientSection
+
+    assert (
+        ClientSection.from_dict({json_name(CLIENT_DISPATCH_LAG): 0.25}).dispatch_lag_p99_s == 0.25
+    )
