@@ -117,6 +117,7 @@ def judge(outcome: Outcome, ticks: np.ndarray, firsts: np.ndarray, step_s: float
         row["itl_err_p99_ms"] = rep["itl_p99_ms"] - quantile(gaps, 0.99) * 1e3
     row["truth_ttft_mean_ms"] = float(truth.mean()) * 1e3 if truth.size else math.nan
     row["dispatch_lag_p99_ms"] = outcome.dispatch_lag_p99_ms
+    row["workers"] = outcome.workers
     quarter = step_s * 1e3 / 4
     row["late"] = bool(
         row["itl_err_p99_ms"] > quarter or (outcome.dispatch_lag_p99_ms or 0.0) > quarter
@@ -212,8 +213,9 @@ def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace) -
             verdict = "void (mock late)" if row["void"] else ("late" if row["late"] else "")
             if row["late"] and not row["void"] and first_late is None:
                 first_late = s
+            workers = f" (default: {row['workers']} workers)" if name == "default" else ""
             lines.append(
-                f"| {label} | {s} | {row['requests']} | {fmt(row['cpu_us_per_token'])} | "
+                f"| {label}{workers} | {s} | {row['requests']} | {fmt(row['cpu_us_per_token'])} | "
                 f"{fmt(ratio, 2)} | {fmt(figures['startup_cpu_s'], 2)} | "
                 f"{fmt(row['ttft_err_mean_ms'])} / {fmt(row['ttft_err_p99_ms'])}{dagger} | "
                 f"{fmt(row['itl_err_p99_ms'], 2)}{dagger} | {verdict} | "

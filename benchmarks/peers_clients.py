@@ -57,6 +57,8 @@ class Outcome:
     #: What its own result file says: ttft_mean_ms, ttft_p99_ms, itl_p99_ms.
     reported: dict = field(default_factory=dict)
     dispatch_lag_p99_ms: float | None = None
+    #: Its client processes, where it says (prefillscope's run.json).
+    workers: int | None = None
 
 
 def command_cpu(command: list[str], log: Path, env: dict | None = None) -> float:
@@ -99,8 +101,8 @@ def prefillscope(workers: int | None) -> Callable[..., Outcome]:
         ]  # fmt: skip
         cpu = command_cpu(command, tmp / "bench.log")
         wall_to_perf = time.time() - time.perf_counter()
-        wall_t0 = json.loads((run_dir / "run.json").read_text())["clock"]["wall_t0"]
-        t0 = wall_t0 - wall_to_perf  # the run's t=0 on perf_counter
+        info = json.loads((run_dir / "run.json").read_text())
+        t0 = info["clock"]["wall_t0"] - wall_to_perf  # the run's t=0 on perf_counter
         tables = RunTables(run_dir)
         requests_table = tables.requests.set_index("id")
         chunks = tables.chunks
@@ -112,6 +114,7 @@ def prefillscope(workers: int | None) -> Callable[..., Outcome]:
             requests_table["sent_s"] + t0,
             chunks,
             dispatch_lag_p99_ms=None if lag is None else lag * 1e3,
+            workers=info["load"]["workers"],
         )
 
     return run
@@ -230,7 +233,7 @@ def inference_perf(url: str, streams: int, requests: int, max_tokens: int, tmp: 
 CLIENTS: dict[str, tuple[str, Callable[..., Outcome]]] = {
     "bare": ("bare reader (aiohttp + uvloop)", bare),
     "w1": ("prefillscope bench --workers 1", prefillscope(1)),
-    "default": ("prefillscope bench (default workers)", prefillscope(None)),
+    "default": ("prefillscope bench", prefillscope(None)),
     "vllm": ("vllm bench serve", vllm),
     "guidellm": ("guidellm", guidellm),
     "aiperf": ("aiperf", aiperf),
