@@ -8,7 +8,6 @@ worker processes, each with its CPU seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pandas as pd
+from bare_reader import read_streams
 
 from loadgen.load_options import LoadOptions
 from loadgen.run import run_load
@@ -131,27 +131,11 @@ def engine_mean(before: dict, after: dict, key: str) -> float:
 
 
 async def bare(url: str, streams: int, per_stream: int, max_tokens: int) -> tuple[list, int]:
-    """The floor: read each stream, one timestamp per read, events counted per read;
-    each request's send time (just before its POST) is kept for its TTFT."""
+    """The floor (``bare_reader.read_streams``, in this process): read each stream, one
+    timestamp per read, events counted per read; each request's send time (just before
+    its POST) is kept for its TTFT."""
     encoded = [json.dumps(body(max_tokens, i)).encode() for i in range(streams * per_stream)]
-    headers = {"Content-Type": "application/json"}
-    reads: list[tuple[float, list[float], list[int]]] = []
-    queue = iter(encoded)
-
-    async def user(session: aiohttp.ClientSession) -> None:
-        for data in queue:
-            times: list[float] = []
-            events: list[int] = []
-            sent = time.perf_counter()
-            async with session.post(url + "/v1/completions", data=data, headers=headers) as r:
-                async for chunk in r.content.iter_any():
-                    times.append(time.perf_counter())
-                    events.append(chunk.count(b"\n\n"))
-            reads.append((sent, times, events))
-
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(user(session) for _ in range(streams)))
+    reads = await read_streams(url, encoded, streams)
     return reads, streams * per_stream * max_tokens
 
 

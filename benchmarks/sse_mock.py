@@ -11,8 +11,8 @@ answered, then one per tick; the last tick also carries the usage event and
 ``[DONE]``.
 
 It speaks enough of vLLM's API for ``prefillscope bench`` and the benchmarks:
-``GET /v1/models`` (``owned_by: vllm``, ``max_model_len``), ``POST /v1/completions``
-with ``stream: true`` (continuous usage on every event: the cumulative
+``GET /v1/models`` (``owned_by: vllm``, ``max_model_len``), ``GET /health``,
+``POST /v1/completions`` with ``stream: true`` (continuous usage on every event: the cumulative
 ``completion_tokens``), HTTP/1.1 keep-alive with chunked bodies. Anything else is a 404.
 
 Its own truth, for judging a client: every tick's due time, start and end on ``time.perf_counter``
@@ -21,7 +21,9 @@ at ``GET /mock/ticks?since=T`` (ticks that started at or after ``T``), with the 
 A stream's k-th token was written during its first tick + k − 1. And, as vLLM's
 histograms hold them, the sum and count of the times from a request read whole to its
 first token written and between a stream's tokens written, at ``GET /mock/totals``
-(``{"ttft": [sum_s, count], "itl": [sum_s, count]}``).
+(``{"ttft": [sum_s, count], "itl": [sum_s, count]}``); and per stream, the time its request
+was read whole and the time its first token was written, at ``GET /mock/firsts?since=T``
+(streams read at or after ``T``), for a per-request TTFT truth.
 
 Run: ``python benchmarks/sse_mock.py [--port 0] [--step-ms 20] [--model NAME]``; the
 first stdout line is ``{"url": ...}``.
@@ -115,6 +117,8 @@ class Mock:
     totals: dict[str, list[float]] = field(
         default_factory=lambda: {"ttft": [0.0, 0], "itl": [0.0, 0]}
     )
+    #: (request read whole, first token written) of every stream, in order of first tokens.
+    firsts: list[tuple[float, float]] = field(default_factory=list)
     _encoded: dict[tuple[int, int], list[bytes]] = field(default_factory=dict)
 
     def events(self, prompt_tokens: int, max_tokens: int) -> list[bytes]:
@@ -146,6 +150,8 @@ class Mock:
                 stream.transport.write(stream.events[stream.at])
                 now = time.perf_counter()
                 totals, since = (itl, stream.last) if stream.at else (ttft, stream.received)
+                if not stream.at:
+                    self.firsts.append((stream.received, now))
                 totals[0] += now - since
                 totals[1] += 1
                 stream.last = now
@@ -214,6 +220,12 @@ class Connection(asyncio.Protocol):
             self.transport.write(
                 _reply("200 OK", json.dumps(self.mock.ticks_since(since)).encode())
             )
+        elif method == "GET" and url.path == "/mock/firsts":
+            since = float(parse_qs(url.query).get("since", ["0"])[0])
+            firsts = [f for f in self.mock.firsts if f[0] >= since]
+            self.transport.write(_reply("200 OK", json.dumps(firsts).encode()))
+        elif method == "GET" and url.path == "/health":
+            self.transport.write(_reply("200 OK", b"{}"))
         elif method == "GET" and url.path == "/mock/totals":
             self.transport.write(_reply("200 OK", json.dumps(self.mock.totals).encode()))
         elif method == "POST" and url.path == "/v1/completions":

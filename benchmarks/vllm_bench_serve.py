@@ -93,6 +93,7 @@ def vllm_bench_serve(url: str, streams: int, requests: int, max_tokens: int) -> 
         "tokens": tokens,
         "failed": result["failed"],
         "mean_ttft_ms": result["mean_ttft_ms"],
+        "p99_ttft_ms": result["p99_ttft_ms"],
         "mean_itl_ms": result["mean_itl_ms"],
         "p99_itl_ms": result["p99_itl_ms"],
     }
