@@ -47,6 +47,8 @@ def cpu(who=resource.RUSAGE_SELF):
     u = resource.getrusage(who)
     return u.ru_utime + u.ru_stime
 marks = {}
+from runtime.native_threads import settle_blas_threads
+settle_blas_threads()  # as prefillscope.cli.main does, before numpy is imported
 import runfmt.rundir as rundir
 close = rundir.RunDir.close
 def timed_close(self, *a, **k):
