@@ -217,7 +217,8 @@ def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace) -
             verdict = "void (mock late)" if row["void"] else ("late" if row["late"] else "")
             if row["late"] and not row["void"] and first_late is None:
                 first_late = s
-            workers = f" (default: {row['workers']} workers)" if name == "default" else ""
+            count = row["workers"]
+            workers = f" (default: {count} worker{'s' * (count != 1)})" if name == "default" else ""
             per_token = row["cpu_us_per_token"]
             shown = fmt(per_token) if not per_token < 0 else "n/a ‡"
             ratio_shown = fmt(ratio, 2) if not per_token < 0 else "n/a ‡"
