@@ -36,13 +36,22 @@ Per client and stream count:
   ``/mock/ticks``; a point where half its ticks began a quarter step late measures the
   mock, not the client, and is marked void.
 
+Then the open loop (``--open-rates``): ``prefillscope bench --workers 1 --rate R``, Poisson
+arrivals, as many requests as the closed loop's largest point, so that streams start
+and end on different ticks instead of all at once; per rate its mean number of streams
+open (each request's send to last read, summed, over the span), the same TTFT and ITL
+errors, its own dispatch lag and the same *late* rule. It shows the client's error where
+the closed loop's lockstep (every stream ends on one tick, and the next S requests go
+out in one burst) is not what limits it.
+
 Then the fixed cost: a whole 16-request ``prefillscope bench`` (``fixed_costs.bench_cpu``:
 itself and its probe process) and the bare reader's command for 16 requests, best of
 ``--fixed-runs``. The machine's load average before and after is printed with the table.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/peers.py [--streams 64,256,512]
-[--requests 3000] [--max-tokens 100] [--step-ms 20] [--clients bare,w1,...] [--out
-docs/peers.md]``; the peers' side venvs: ``bash benchmarks/peers_setup.sh``.
+Run: ``nice -n 10 .venv/bin/python benchmarks/peers.py [--streams 64,128,256,512]
+[--requests 3000] [--max-tokens 100] [--step-ms 20] [--clients bare,w1,...]
+[--open-rates 64,128,256] [--out docs/peers.md]``; the peers' side venvs: ``bash
+benchmarks/peers_setup.sh``.
 """
 
 from __future__ import annotations
@@ -63,7 +72,7 @@ import pandas as pd
 from client_limit_sweep import token_errors, token_ticks
 from fixed_costs import bench_cpu, compile_sources
 from overhead_clients import ROOT, cores, pin, start_server
-from peers_clients import CLIENTS, NotRun, Outcome, fixed_bare_cpu
+from peers_clients import CLIENTS, OPEN_LOOP, NotRun, Outcome, fixed_bare_cpu
 
 from runtime.quantiles import quantile
 
@@ -163,6 +172,56 @@ def measure(name: str, url: str, args: argparse.Namespace) -> dict:
     return figures
 
 
+def mean_streams(outcome: Outcome) -> float:
+    """Streams open on average: each request's send to its last read, over the span."""
+    assert outcome.chunks is not None and outcome.sent is not None
+    last = outcome.chunks.groupby("request_id")["t_s"].max()
+    sent = outcome.sent.reindex(last.index)
+    span = float(last.max() - sent.min())
+    return float((last - sent).sum()) / span if span > 0 else math.nan
+
+
+def open_loop(url: str, args: argparse.Namespace) -> dict:
+    """The open-loop points of ``--open-rates``, keyed by rate."""
+    _, run = OPEN_LOOP
+    points = {}
+    for rate in args.open_rates:
+        since = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            outcome = run(url, rate, args.requests, args.max_tokens, Path(tmp))
+        ticks = np.asarray(mock_record(url, "/mock/ticks", since), dtype=float).reshape(-1, 4)
+        firsts = np.asarray(mock_record(url, "/mock/firsts", since), dtype=float)
+        row = judge(outcome, ticks, firsts.reshape(-1, 2), args.step_ms / 1e3)
+        row["requests"] = args.requests
+        row["streams_mean"] = mean_streams(outcome)
+        points[rate] = row
+    return points
+
+
+def open_loop_markdown(points: dict) -> list[str]:
+    if not points:
+        return []
+    lines = [
+        f"Open loop, `{OPEN_LOOP[0]}` (Poisson arrivals; streams start and end on different "
+        "ticks):",
+        "",
+        "| rate /s | requests | mean streams | TTFT err mean / p99 ms | ITL err p99 ms | late "
+        "| own dispatch lag p99 ms | mock late p99 / write max ms |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for rate, row in points.items():
+        verdict = "void (mock late)" if row["void"] else ("late" if row["late"] else "")
+        lag = row.get("dispatch_lag_p99_ms")
+        lines.append(
+            f"| {rate} | {row['requests']} | {fmt(row['streams_mean'], 0)} | "
+            f"{fmt(row['ttft_err_mean_ms'])} / {fmt(row['ttft_err_p99_ms'])} | "
+            f"{fmt(row['itl_err_p99_ms'], 2)} | {verdict} | "
+            f"{fmt(lag, 1) if lag is not None else '–'} | "
+            f"{fmt(row['mock_delay_p99_ms'], 2)} / {fmt(row['mock_write_max_ms'], 2)} |"
+        )
+    return [*lines, ""]
+
+
 def machine() -> dict:
     model = next(
         (
@@ -182,7 +241,7 @@ def fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace) -> str:
+def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace, opened: dict) -> str:
     streams = args.streams
     lines = [
         "# The clients side by side",
@@ -245,6 +304,7 @@ def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace) -
     ]
     if truth:
         lines += ["The mock's own mean TTFT (bare reader's runs) at " + ", ".join(truth) + ".", ""]
+    lines += open_loop_markdown(opened)
     lines += [
         "Fixed cost, whole command, 16 small requests (best of "
         f"{args.fixed_runs}): `prefillscope bench` {fmt(sum(fixed['bench16']), 2)} CPU-s "
@@ -257,17 +317,22 @@ def markdown(results: dict, fixed: dict, info: dict, args: argparse.Namespace) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", default="64,256,512", help="comma-separated stream counts")
+    parser.add_argument("--streams", default="64,128,256,512", help="comma-separated stream counts")
     parser.add_argument("--requests", type=int, default=3000, help="requests at the most streams")
     parser.add_argument("--max-tokens", type=int, default=100, help="output tokens per request")
     parser.add_argument("--step-ms", type=float, default=20.0, help="the mock's step")
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"of {', '.join(CLIENTS)}")
     parser.add_argument("--startup-runs", type=int, default=2, help="tiny runs (quietest kept)")
     parser.add_argument("--fixed-runs", type=int, default=3, help="16-request runs (best kept)")
+    parser.add_argument(
+        "--open-rates", default="64,128,256",
+        help="arrival rates (/s) of the open-loop points ('' for none)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "peers.md")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     args.streams = [int(s) for s in args.streams.split(",")]
+    args.open_rates = [int(r) for r in args.open_rates.split(",") if r]
     names = [n for n in args.clients.split(",") if n]
     unknown = sorted(set(names) - set(CLIENTS))
     if unknown:
@@ -281,6 +346,7 @@ def main() -> None:
         pin(info["client_core"])  # every client command inherits it
         compile_sources()
         results = {name: measure(name, url, args) for name in names}
+        opened = open_loop(url, args)
         with tempfile.TemporaryDirectory() as tmp:
             bare16 = [fixed_bare_cpu(url, Path(tmp)) for _ in range(args.fixed_runs)]
         bench16 = min((bench_cpu(url, 16) for _ in range(args.fixed_runs)), key=sum)
@@ -290,11 +356,12 @@ def main() -> None:
     info["wall_s"] = time.perf_counter() - wall0
     info["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     fixed = {"bench16": list(bench16), "bare16": min(bare16)}
-    text = markdown(results, fixed, info, args)
+    text = markdown(results, fixed, info, args, opened)
     args.out.write_text(text)
     print(text)
     if args.json:
-        args.json.write_text(json.dumps({"info": info, "clients": results, "fixed": fixed}))
+        figures = {"info": info, "clients": results, "fixed": fixed, "open_loop": opened}
+        args.json.write_text(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -86,15 +86,17 @@ def bare(url: str, streams: int, requests: int, max_tokens: int, tmp: Path) -> O
     return Outcome(cpu, int(chunks["n_tokens"].sum()), sent, chunks)
 
 
-def prefillscope(workers: int | None) -> Callable[..., Outcome]:
-    """``prefillscope bench`` at ``workers`` (None: its default)."""
+def prefillscope(workers: int | None, open_loop: bool = False) -> Callable[..., Outcome]:
+    """``prefillscope bench`` at ``workers`` (None: its default); ``open_loop``: the second
+    argument of the run is an arrival rate (``--rate``, Poisson), not a stream count."""
+    arrival = "--rate" if open_loop else "--concurrency"
 
     def run(url: str, streams: int, requests: int, max_tokens: int, tmp: Path) -> Outcome:
         run_dir = tmp / "run"
         command = [
             str(Path(sys.executable).parent / "prefillscope"), "bench", "--endpoint", url,
             "--workload", "random", "--num-requests", str(requests),
-            "--concurrency", str(streams), "--random-input-len", str(PROMPT_LEN),
+            arrival, str(streams), "--random-input-len", str(PROMPT_LEN),
             "--random-output-len", str(max_tokens), "--vocab-size", str(VOCAB),
             "--gpu-telemetry", "off", "--out", str(run_dir),
             *(["--workers", str(workers)] if workers else []),
@@ -230,6 +232,9 @@ def inference_perf(url: str, streams: int, requests: int, max_tokens: int, tmp: 
 
 
 #: Every client, by the name ``--clients`` takes, with the name the table shows.
+#: ``prefillscope bench --workers 1`` at an arrival rate: streams that do not end together.
+OPEN_LOOP = ("prefillscope bench --workers 1 --rate R", prefillscope(1, open_loop=True))
+
 CLIENTS: dict[str, tuple[str, Callable[..., Outcome]]] = {
     "bare": ("bare reader (aiohttp + uvloop)", bare),
     "w1": ("prefillscope bench --workers 1", prefillscope(1)),

@@ -1,8 +1,9 @@
 """``benchmarks/peers.py``, the clients side by side against the SSE mock.
 
 At a tiny size (4 streams, 8 requests of 5 tokens; the bare reader and ``prefillscope
-bench --workers 1``) the whole benchmark runs as its command and writes its table: a row
-per client, with finite figures. And the pairing of each request's TTFT with the mock's
+bench --workers 1``, and one open-loop point at 20 requests/s) the whole benchmark runs
+as its command and writes its table: a row per client and per open-loop rate, with
+finite figures. And the pairing of each request's TTFT with the mock's
 truth for it is exact on a record made by hand. No timing bounds: the machine is shared.
 """
 
@@ -31,7 +32,8 @@ def test_a_tiny_run_writes_a_row_per_client(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "peers.py"),
          "--streams", "4", "--requests", "8", "--max-tokens", "5", "--clients", "bare,w1",
-         "--startup-runs", "1", "--fixed-runs", "1", "--out", str(out), "--json", str(figures)],
+         "--startup-runs", "1", "--fixed-runs", "1", "--open-rates", "20",
+         "--out", str(out), "--json", str(figures)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -53,6 +55,10 @@ def test_a_tiny_run_writes_a_row_per_client(tmp_path: Path) -> None:
             assert math.isfinite(row[key]), (name, key, row[key])
         assert math.isfinite(client["startup_cpu_s"]) and client["startup_cpu_s"] > 0
     assert result["fixed"]["bare16"] > 0 and sum(result["fixed"]["bench16"]) > 0
+    opened = result["open_loop"]["20"]  # 8 requests at 20/s: streams open side by side
+    assert opened["ttft_paired"] >= 1 and opened["streams_mean"] > 0
+    assert math.isfinite(opened["ttft_err_mean_ms"]), opened
+    assert "| 20 | 8 |" in text, text
 
 
 def test_each_request_is_paired_with_the_stream_the_mock_wrote() -> None:
