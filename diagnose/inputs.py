@@ -20,6 +20,7 @@ from probes.normalise import ServerSeries
 from probes.timeline import server_series
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
+from runfmt.runinfo_sections import TargetSection
 from runfmt.tables import completed_mask, measured_rows
 from workloads.spec import WorkloadSpec
 
@@ -47,8 +48,8 @@ class RunView:
         return self.run.status
 
     @property
-    def target(self) -> dict[str, Any]:
-        return self.info.target
+    def target(self) -> TargetSection:
+        return self.info.typed.target
 
     @property
     def spec(self) -> WorkloadSpec | None:
@@ -58,8 +59,7 @@ class RunView:
     @property
     def engine(self) -> dict[str, Any] | None:
         """The embedded engine's configuration, when the run drove it."""
-        engine = self.target.get("engine")
-        return engine if isinstance(engine, dict) else None
+        return self.target.engine
 
     @property
     def completed(self) -> pd.DataFrame:

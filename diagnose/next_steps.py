@@ -42,7 +42,7 @@ def server_flavour(view: RunView) -> Flavour:
     OpenAI-compatible one. Its flags are what the advice names."""
     if view.engine is not None:
         return EMBEDDED
-    return known(str(view.target.get("flavour") or "")) or GENERIC
+    return known(view.target.flavour or "") or GENERIC
 
 
 def _text(value: Any) -> str:
@@ -120,11 +120,11 @@ def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
         return engine_flags(view, {}, drop)
     target = view.target
     if chunk_flag:
-        template = server_flavour(view).launch_template(str(target.get("model") or "MODEL"))
+        template = server_flavour(view).launch_template(target.model or "MODEL")
         if template is None:
             return ["--a", "URL_A", "--b", "URL_B"]
         return ["--launch", template]
-    return ["--endpoint", str(target.get("url") or "URL")]
+    return ["--endpoint", target.url or "URL"]
 
 
 def smaller_budget(budget: int) -> int:

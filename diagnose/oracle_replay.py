@@ -66,9 +66,9 @@ class Replay:
 
 
 def block_size_of(view: RunView) -> int:
-    oracle = view.info.oracle
-    if oracle.get("block_size"):
-        return int(oracle["block_size"])
+    recorded = view.info.typed.oracle.block_size
+    if recorded:
+        return recorded
     if view.server is not None and view.server.latest("block_size").known:
         return int(view.server.latest("block_size").value or DEFAULT_BLOCK_SIZE)
     return DEFAULT_BLOCK_SIZE
@@ -112,8 +112,8 @@ def replay_oracle(view: RunView) -> tuple[Replay | None, str | None]:
 
 
 def _replay(view: RunView, plan, order: list[RequestSpec], counted: set[str]) -> Replay:
-    model = str(view.target.get("model") or "")
-    vocab = int(view.target.get("vocab_size") or DEFAULT_VOCAB_SIZE)
+    model = view.target.model or ""
+    vocab = view.target.vocab_size or DEFAULT_VOCAB_SIZE
     size = block_size_of(view)
     scoped = PrefixOracle(size, None, model, vocab_size=vocab)
     unscoped = PrefixOracle(size, None, model, vocab_size=vocab)

@@ -83,11 +83,12 @@ def run_mapping(run: Run | RunDir) -> MetricMapping | None:
     info = _run(run).info
     if info is None:
         return None
-    settings = info.probes.get("server_metrics") or {}
-    if settings.get("mapping_file"):
-        return load_mapping(settings["mapping_file"])
-    flavour = settings.get("flavour")
-    return builtin_mapping(flavour) if flavour else None
+    settings = info.typed.probes.server_metrics
+    if settings is None:
+        return None
+    if settings.mapping_file:
+        return load_mapping(settings.mapping_file)
+    return builtin_mapping(settings.flavour) if settings.flavour else None
 
 
 def server_series(run: Run | RunDir, mapping: MetricMapping | None = None) -> ServerSeries | None:

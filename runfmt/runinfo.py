@@ -4,7 +4,8 @@ Written first with ``status: running`` before anything is sent, so that a run ki
 outright still says what it was; rewritten at the end with its status (``complete``,
 ``interrupted``, ``failed``), the reason and the load generator's account. ``compare``
 requires ``workload`` (the spec, seed included) and ``probes.server_metrics`` tells the
-timeline which mapping read the scrapes.
+timeline which mapping read the scrapes. The bench fills the sections in as dicts;
+readers take them typed, ``RunInfo.typed`` (``runfmt.runinfo_sections``).
 
 Format versions: 1 is every ``run.json`` written before the key ``format_version``
 existed; 2 adds that key and nothing else. ``RunInfo.from_json`` reads both, and refuses
@@ -19,6 +20,7 @@ from typing import Any
 
 from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
+from runfmt.runinfo_sections import RunInfoSections
 from runfmt.version import document_version
 from runtime.version import package_version
 
@@ -57,6 +59,20 @@ class RunInfo:
     format_version: int = RUN_FORMAT_VERSION
     #: Keys this version does not know (a newer writer's), kept and written back.
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def typed(self) -> RunInfoSections:
+        """The sections as they stand, typed for reading (built anew at each ask: the run
+        fills the dicts in as it goes). Readers outside ``runfmt`` ask these."""
+        return RunInfoSections.from_dicts(
+            target=self.target,
+            plan=self.plan,
+            load=self.load,
+            oracle=self.oracle,
+            probes=self.probes,
+            slo=self.slo,
+            cache_protocol=self.cache_protocol,
+        )
 
     @property
     def workload_name(self) -> str | None:

@@ -86,16 +86,18 @@ def header(data: ReportData) -> Header:
     workload_text = info.workload_name or UNKNOWN
     wall = known_number(info.wall_t0)
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
-    engine = info.target.get("engine") or {}
+    sections = info.typed
+    target = sections.target
+    engine = target.engine or {}
     engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
     fields = [
-        ("target", _given(info.target.get("url"))),
-        ("flavour", _given(info.target.get("flavour"))),
-        ("model", _given(info.target.get("model"))),
+        ("target", target.url),
+        ("flavour", target.flavour),
+        ("model", target.model),
         ("engine", engine_text or None),
         ("workload", workload_text),
         ("seed", info.seed),
-        ("cache protocol", _given(info.cache_protocol.get("applied"))),
+        ("cache protocol", sections.cache_protocol),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
         ("duration", fmt_duration(data.sections.throughput.window_s)),

@@ -123,11 +123,11 @@ def load_report_data(path: str | Path) -> ReportData:
 def probe_problems(info: RunInfo | None) -> list[str]:
     """A line for each probe of the run that did not work, with the reason it recorded."""
     lines = []
-    for name, probe in (info.probes if info is not None else {}).items():
-        status = (probe or {}).get("status") or {}
-        if status.get("state") not in (None, "ok"):
-            reason = f": {status['reason']}" if status.get("reason") else ""
-            lines.append(f"the {name.replace('_', ' ')} probe was {status['state']}{reason}")
+    for probe in info.typed.probes if info is not None else ():
+        status = probe.status
+        if not status.worked:
+            reason = f": {status.reason}" if status.reason else ""
+            lines.append(f"the {probe.name.replace('_', ' ')} probe was {status.state}{reason}")
     return lines
 
 

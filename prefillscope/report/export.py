@@ -25,6 +25,7 @@ import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
 from runfmt.run import Run
+from runfmt.runinfo import RunInfo
 from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
@@ -134,21 +135,22 @@ def to_vllm_json(run: Run) -> str:
     itls = [gaps.get(str(rid), []) for rid in done["id"]]
     flat = np.asarray([g for per in itls for g in per], dtype=float)
     info = run.info
-    target, plan, load = (info.target, info.plan, info.load) if info else ({}, {}, {})
+    sections = (info or RunInfo.from_json({})).typed
+    target, plan, load = sections.target, sections.plan, sections.load
     spec_load = run.spec.load if run.spec is not None else None
     rate, cv = (spec_load.rate, spec_load.cv) if spec_load is not None else (None, None)
     started = info.wall_t0 if info is not None else None
     doc: dict[str, Any] = {
         "date": pd.Timestamp(started, unit="s").strftime("%Y%m%d-%H%M%S") if started else None,
-        "endpoint_type": target.get("api"),
-        "backend": target.get("flavour"),
+        "endpoint_type": target.api,
+        "backend": target.flavour,
         "label": None,
-        "model_id": target.get("model"),
+        "model_id": target.model,
         "tokenizer_id": None,
         "num_prompts": len(runs),
         "request_rate": "inf" if rate is None or rate == float("inf") else rate,
         "burstiness": float((cv and 1 / cv**2) or 1.0),
-        "max_concurrency": load.get("max_concurrency") or plan.get("concurrency"),
+        "max_concurrency": load.max_concurrency or plan.concurrency,
         "duration": duration,
         "completed": int(ok.sum()),
         "failed": int((~ok).sum()),
