@@ -174,15 +174,14 @@ def workload_differences(base: RunInfo | None, new: RunInfo | None) -> list[str]
     """How the workload specs two ``run.json`` recorded differ, ignoring seed and run
     length (what was recorded is compared, so that a spec this version cannot rebuild
     still matches its twin)."""
-    specs = [info.workload if info is not None else {} for info in (base, new)]
-    if not all(specs):
+    found = (
+        base.workload_differences(new, SAME_WORKLOAD_ANYWAY)
+        if base is not None and new is not None
+        else None
+    )
+    if found is None:
         return ["a run.json has no workload spec, so the runs cannot be shown to match"]
-    if not all(isinstance(spec, dict) for spec in specs):
-        return [] if specs[0] == specs[1] else [f"workload: {specs[0]!r} vs {specs[1]!r}"]
-    a, b = ({k: v for k, v in s.items() if k not in SAME_WORKLOAD_ANYWAY} for s in specs)
-    return [
-        f"workload.{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(a | b) if a.get(k) != b.get(k)
-    ]
+    return [f"workload{'.' + k if k else ''}: {a!r} vs {b!r}" for k, a, b in found]
 
 
 def _ordered_metrics(metrics: Sequence[str], gates: Sequence[Gate]) -> list[MetricSpec]:

@@ -14,6 +14,7 @@ a version newer than this one with one line saying so.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -86,6 +87,23 @@ class RunInfo:
         """The workload's seed as recorded."""
         seed = self.workload.get("seed") if isinstance(self.workload, dict) else None
         return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    def workload_differences(
+        self, other: RunInfo, ignore: Iterable[str] = ()
+    ) -> list[tuple[str, Any, Any]] | None:
+        """How the workload spec this run recorded differs from ``other``'s, key by key with
+        ``ignore`` left out: ``(key, this run's value, the other's)``, in key order. What
+        was recorded is compared, not a rebuilt spec, so that a spec this version cannot
+        rebuild still matches its twin; one recorded as something other than an object is
+        compared whole, under the key ``""``. ``None`` when either recorded none."""
+        specs = (self.workload, other.workload)
+        if not all(specs):
+            return None
+        if not all(isinstance(spec, dict) for spec in specs):
+            return [] if specs[0] == specs[1] else [("", *specs)]
+        skip = set(ignore)
+        a, b = ({k: v for k, v in s.items() if k not in skip} for s in specs)
+        return [(k, a.get(k), b.get(k)) for k in sorted(a | b) if a.get(k) != b.get(k)]
 
     def finished(self, status: str, reason: str | None, ended_wall: float) -> RunInfo:
         """This run, over at ``ended_wall`` (Unix time) with ``status`` and ``reason``."""
