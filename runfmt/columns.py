@@ -1,18 +1,16 @@
-"""A journal's rows as named numpy columns, on their way to parquet or to a DataFrame.
+"""A journal's rows as named numpy columns, on their way to parquet, to a DataFrame, or to
+a reader that needs no pandas.
 
 ``runfmt.journal.read_journal`` gathers a journal into ``Columns``: the compaction at a
 run's end writes them to parquet through pyarrow (``to_arrow``), with no DataFrame in
-between, and ``runfmt.tables.RunTables`` reads a journal as a DataFrame (``to_frame``).
-Measured with ``benchmarks/loadgen_overhead.py --bench16-only`` against a DataFrame per
-journal written by pandas, with the same packages, this path costs the same (0.86–1.06
-CPU-s against 0.86–0.99 for a whole 16-request bench, six rounds each, ``docs/scaling.md``):
-it is kept as the simpler one, not for speed. pandas is imported either way: pyarrow
-loads it at its first conversion of Python values or numpy arrays when it is installed
-(only ``Array.from_buffers`` and the parquet write do not), and the summary that follows
-is computed on DataFrames.
+between; ``runfmt.tables.RunTables`` reads a table as a DataFrame (``to_frame``) or, for
+the statistics of a bench's own end, as ``Columns`` (``RunTables.columns``, from parquet
+through ``from_arrow``). Neither way imports pandas: pyarrow's own conversions would (see
+``runfmt.arrow_numpy``), and that import was a fifth of a 16-request bench's CPU.
 
 A column is what pyarrow makes of the values: float64 with NaN for numbers with nulls
-(int64 or bool when there are none), objects (``str``, ``None``, lists) otherwise.
+(int64 or bool when there are none), objects (``str``, ``None``, lists as numpy arrays)
+otherwise. Rows are selected as on a DataFrame: ``table[mask]``.
 """
 
 from __future__ import annotations
@@ -46,14 +44,56 @@ class Columns:
     def __len__(self) -> int:
         return self._length
 
+    @property
+    def empty(self) -> bool:
+        """No rows (as ``DataFrame.empty``; a table with columns and no rows is empty)."""
+        return self._length == 0
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
     def get(self, name: str) -> np.ndarray | None:
         return self._data.get(name)
 
+    def __getitem__(self, key: str | np.ndarray) -> Any:
+        """A column by name (``KeyError`` when absent), or the rows a boolean mask or an
+        index array selects, as a new ``Columns``: ``table[table["status"] == "ok"]`` reads
+        as it does on a DataFrame."""
+        if isinstance(key, str):
+            return self._data[key]
+        rows = np.asarray(key)
+        if rows.dtype == bool and rows.shape != (self._length,):
+            raise ValueError(f"a mask of {rows.shape} rows for a table of {self._length}")
+        length = int(rows.sum()) if rows.dtype == bool else len(rows)
+        return Columns({name: values[rows] for name, values in self._data.items()}, length)
+
+    def with_column(self, name: str, values: Any) -> Columns:
+        """The same rows with column ``name`` added (or replaced)."""
+        return Columns({**self._data, name: np.asarray(values)}, self._length)
+
+    def sorted_by(self, name: str) -> Columns:
+        """The rows in ascending order of column ``name`` (stable, as ``sort_values``
+        with ``kind="stable"``; NaN last)."""
+        return self[np.argsort(self._data[name], kind="stable")]
+
     def to_arrow(self) -> pa.Table:
-        """An arrow table of the same rows, each column's type inferred from its values."""
+        """An arrow table of the same rows, each column's type inferred from its values as
+        ``pa.array`` infers it (``runfmt.arrow_numpy.arrow_of``, without pandas)."""
         import pyarrow as pa
 
-        return pa.table({name: pa.array(values) for name, values in self._data.items()})
+        from runfmt.arrow_numpy import arrow_of
+
+        return pa.table({name: arrow_of(values) for name, values in self._data.items()})
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> Columns:
+        """An arrow table's columns as ``to_numpy(zero_copy_only=False)`` gives them
+        (``runfmt.arrow_numpy.numpy_of``, without pandas): the same columns a journal of
+        the same rows reads as."""
+        from runfmt.arrow_numpy import numpy_of
+
+        data = {name: numpy_of(table.column(name)) for name in table.column_names}
+        return cls(data, table.num_rows)
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame of the same rows (imports pandas)."""

@@ -130,17 +130,11 @@ def _batch_shape(obj: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]
 
 def _column(values: list[Any]) -> np.ndarray:
     """JSON values of one column as pyarrow converts them: numbers with nulls as float NaN,
-    strings, lists and mixed values as objects."""
-    import pyarrow as pa
+    strings, lists and mixed values as objects (``runfmt.arrow_numpy.column_of``, which
+    does it without importing pandas)."""
+    from runfmt.arrow_numpy import column_of
 
-    try:
-        return pa.array(values).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        import numpy as np
-
-        column = np.empty(len(values), dtype=object)  # mixed types: kept as they are
-        column[:] = values
-        return column
+    return column_of(values)
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> Columns:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from runfmt.journal import FIX_DAMAGED, one_line, read_journal, warn_once
 from runfmt.names import (
@@ -42,8 +42,14 @@ from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import pandas as pd
+
+    from runfmt.columns import Columns
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,21 @@ SCHEMAS: dict[str, TableSchema] = {
 }
 
 
+def _schema(name: str) -> TableSchema:
+    schema = SCHEMAS.get(name)
+    if schema is None:
+        raise KeyError(f"no table {name!r} in the run format; known: {', '.join(SCHEMAS)}")
+    return schema
+
+
+def _parquet_columns(path: Path) -> Columns:
+    import pyarrow.parquet as pq
+
+    from runfmt.columns import Columns
+
+    return Columns.from_arrow(pq.ParquetFile(path).read())
+
+
 class RunTables:
     """The tables of one run directory, read through one door (see the module docstring).
 
@@ -119,6 +140,7 @@ class RunTables:
     def __init__(self, run: RunDir | str | Path, *, keep: bool = False) -> None:
         self.run = run if isinstance(run, RunDir) else RunDir(run)
         self._kept: dict[str, pd.DataFrame] | None = {} if keep else None
+        self._kept_columns: dict[str, Columns] | None = {} if keep else None
 
     def has(self, name: str) -> bool:
         """Whether the run wrote table ``name`` (its journal or its parquet file)."""
@@ -133,45 +155,78 @@ class RunTables:
             self._kept[name] = self._read(name)
         return self._kept[name]
 
+    def columns(self, name: str) -> Columns:
+        """Table ``name`` as numpy ``Columns``: the rows ``read`` gives, read without pandas
+        (the statistics at a bench's own end need none); ``KeyError`` as ``read``."""
+        if self._kept_columns is None:
+            return self._read_columns(name)
+        if name not in self._kept_columns:
+            self._kept_columns[name] = self._read_columns(name)
+        return self._kept_columns[name]
+
     def _read(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
-        schema = SCHEMAS.get(name)
-        if schema is None:
-            raise KeyError(f"no table {name!r} in the run format; known: {', '.join(SCHEMAS)}")
-        parquet = self.run.path / parquet_file(name)
+        schema = _schema(name)
+        frame = self._parquet(name, lambda path: pd.read_parquet(path))
         journal = self.run.path / journal_file(name)
-        frame = None
-        if parquet.exists():
-            try:
-                frame = pd.read_parquet(parquet)
-            except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
-                reason = one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
-                if not journal.exists():
-                    raise InputError(
-                        str(parquet), f"is unreadable ({reason}) and has no journal", FIX_DAMAGED
-                    ) from None
-                warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
         if frame is None and journal.exists():
             frame = read_journal(journal).to_frame()
-        unmerged = self._unmerged(name)
+        unmerged = [columns.to_frame() for columns in self._unmerged(name)]
         if unmerged:
             frame = pd.concat([f for f in (frame, *unmerged) if f is not None], ignore_index=True)
         if frame is None or (frame.empty and frame.columns.empty):
             return pd.DataFrame(columns=list(schema.columns))
         return frame
 
-    def _unmerged(self, name: str) -> list[pd.DataFrame]:
+    def _read_columns(self, name: str) -> Columns:
+        import numpy as np
+
+        from runfmt.columns import Columns, concat
+
+        schema = _schema(name)
+        table = self._parquet(name, _parquet_columns)
+        journal = self.run.path / journal_file(name)
+        if table is None and journal.exists():
+            table = read_journal(journal)
+        tables = [t for t in (table, *self._unmerged(name)) if t is not None]
+        table = concat(tables) if tables else None
+        if table is None or (table.empty and not table.columns):
+            return Columns({column: np.empty(0, dtype=object) for column in schema.columns})
+        return table
+
+    def _parquet(self, name: str, reader: Callable[[Path], T]) -> T | None:
+        """Table ``name`` read from its parquet file by ``reader``; None when there is none,
+        or when it is unreadable and its journal is there (one warning says so)."""
+        parquet = self.run.path / parquet_file(name)
+        journal = self.run.path / journal_file(name)
+        if not parquet.exists():
+            return None
+        try:
+            return reader(parquet)
+        except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+            reason = one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
+            if not journal.exists():
+                raise InputError(
+                    str(parquet), f"is unreadable ({reason}) and has no journal", FIX_DAMAGED
+                ) from None
+            warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
+        return None
+
+    def _unmerged(self, name: str) -> list[Columns]:
         """Rows of table ``name`` still in the workers' journals (``SHARDS_DIR``): a run
         whose parent process was killed before it could merge them; the ``client``
         samples with the worker that took them."""
-        frames = []
+        import numpy as np
+
+        tables = []
         for journal in sorted((self.run.path / SHARDS_DIR).glob(f"*/{journal_file(name)}")):
-            frame = read_journal(journal).to_frame()
+            table = read_journal(journal)
             if name == CLIENT_TABLE and journal.parent.name.isdigit():
-                frame[WORKER_COLUMN] = int(journal.parent.name)
-            frames.append(frame)
-        return frames
+                worker = np.full(len(table), int(journal.parent.name))
+                table = table.with_column(WORKER_COLUMN, worker)
+            tables.append(table)
+        return tables
 
     @property
     def requests(self) -> pd.DataFrame:
