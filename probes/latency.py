@@ -34,10 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
@@ -45,42 +44,42 @@ from probes.request_counts import completed_mask, error_counts, error_messages, 
 from probes.slo import Slo
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from probes.usage_counts import suspect_mask, usage_suspects
-from runfmt.names import WORKER_COLUMN
+from runfmt.columns import Columns, Table, numbers
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
 from runfmt.tables import measured_rows as measured
 from runtime.quantiles import describe, finite
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
 
 
-def _num(df: pd.DataFrame, column: str) -> np.ndarray:
-    """A column as floats; NaN where null or when the column is absent (unknown, not 0)."""
-    if column not in df.columns:
-        return np.full(len(df), np.nan)
-    return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+def latency_columns(requests: Table, ids: Any = None) -> Columns:
+    """Per-request timings in seconds, one row per request, in the requests' order.
 
-
-def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
-    """Per-request timings in seconds, one row per request (same index, ``id`` kept).
-
-    Columns: ``ttft_s``, ``ttft_sent_s``, ``e2e_s``, ``e2e_sent_s``, ``tpot_s``,
+    Columns: ``id`` (``ids`` when given, else the requests' ``id``, else their position),
+    ``ttft_s``, ``ttft_sent_s``, ``e2e_s``, ``e2e_sent_s``, ``tpot_s``,
     ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and ``ok``. A value that
     cannot be computed (no first token, one output token) is NaN.
     """
-    intended = _num(requests, "intended_s")
-    released = _num(requests, "released_s")
+    intended = numbers(requests, "intended_s")
+    released = numbers(requests, "released_s")
     released = np.where(np.isnan(released), intended, released)  # no cap, or an older run
-    sent = _num(requests, "sent_s")
-    first = _num(requests, "first_token_s")
-    end = _num(requests, "end_s")
-    out_tokens = _num(requests, "output_tokens")
+    sent = numbers(requests, "sent_s")
+    first = numbers(requests, "first_token_s")
+    end = numbers(requests, "end_s")
+    out_tokens = numbers(requests, "output_tokens")
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out_tokens > 1, (end - first) / (out_tokens - 1), np.nan)
-    return pd.DataFrame(
+    if ids is None:
+        ids = np.asarray(requests["id"]) if "id" in requests else np.arange(len(requests))
+    return Columns(
         {
-            "id": requests["id"].to_numpy() if "id" in requests.columns else requests.index,
+            "id": np.asarray(ids),
             "ttft_s": first - intended,
             "ttft_sent_s": first - sent,
             "e2e_s": end - intended,
@@ -91,8 +90,15 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
             "output_tokens": out_tokens,
             "ok": completed_mask(requests),
         },
-        index=requests.index,
+        len(requests),
     )
+
+
+def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """``latency_columns`` as a DataFrame on the requests' index (the id the index when
+    the requests have no ``id``), for the readers that go on in pandas."""
+    ids = None if "id" in requests else requests.index
+    return latency_columns(requests, ids).to_frame(index=requests.index)
 
 
 @dataclass(frozen=True)
@@ -111,19 +117,19 @@ class Window:
         return bool(np.isfinite(self.seconds) and self.seconds > 0)
 
 
-def measured_window(requests: pd.DataFrame) -> Window:
+def measured_window(requests: Table) -> Window:
     """The window throughput is measured over (see the module docstring)."""
-    starts = finite(np.fmin(_num(requests, "intended_s"), _num(requests, "sent_s")))
-    ends = finite(_num(requests, "end_s"))
+    starts = finite(np.fmin(numbers(requests, "intended_s"), numbers(requests, "sent_s")))
+    ends = finite(numbers(requests, "end_s"))
     if starts.size == 0 or ends.size == 0:
         return Window(float("nan"), float("nan"))
     return Window(float(starts.min()), float(ends.max()))
 
 
-def throughput(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
+def throughput(requests: Table, window: Window) -> dict[str, Any]:
     """Completed requests and their output tokens per second over the measured window."""
     ok = completed_mask(requests)
-    tokens = float(np.nansum(_num(requests, "output_tokens")[ok]))
+    tokens = float(np.nansum(numbers(requests, "output_tokens")[ok]))
     rate = (1.0 / window.seconds) if window.valid else None
     return {
         "requests_per_s": int(ok.sum()) * rate if rate is not None else None,
@@ -135,17 +141,19 @@ def throughput(requests: pd.DataFrame, window: Window) -> dict[str, Any]:
     }
 
 
-def throughput_bins(requests: pd.DataFrame, window: Window, bins: int) -> pd.DataFrame:
+def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
     """Throughput in ``bins`` equal slices of the window, by completion time.
 
     The mean over bins equals the run's throughput; their spread is what a comparison
     of two runs' throughput resamples (one run has one throughput, but many slices).
     """
+    import pandas as pd
+
     if not window.valid or bins < 1:
         return pd.DataFrame({"requests_per_s": [], "output_tokens_per_s": []})
     ok = completed_mask(requests)
-    end = _num(requests, "end_s")[ok]
-    tokens = np.nan_to_num(_num(requests, "output_tokens")[ok])
+    end = numbers(requests, "end_s")[ok]
+    tokens = np.nan_to_num(numbers(requests, "output_tokens")[ok])
     edges = np.linspace(window.start_s, window.end_s, bins + 1)
     slot = np.clip(np.searchsorted(edges, end, side="right") - 1, 0, bins - 1)
     width = window.seconds / bins
@@ -157,20 +165,22 @@ def throughput_bins(requests: pd.DataFrame, window: Window, bins: int) -> pd.Dat
     )
 
 
-def meets_slo(latencies: pd.DataFrame, itl_max_s: pd.Series, slo: Slo) -> np.ndarray:
+def meets_slo(latencies: Table, itl_max_s: dict[Any, float], slo: Slo) -> np.ndarray:
     """True for each completed request meeting every SLO given.
 
-    ``latencies`` is ``request_latencies()``; ``itl_max_s`` the worst per-token gap by
+    ``latencies`` is ``latency_columns()``; ``itl_max_s`` the worst per-token gap by
     request id. A metric a request does not have (no gaps or TPOT for a one-token answer)
     cannot be missed.
     """
-    good = latencies["ok"].to_numpy(dtype=bool).copy()
+    good = np.asarray(latencies["ok"], dtype=bool).copy()
     bounds = {"ttft_s": slo.ttft_s, "e2e_s": slo.e2e_s, "tpot_s": slo.tpot_s}
     for column, bound in bounds.items():
         if bound is not None:
-            good &= ~(latencies[column].to_numpy(dtype=float) > bound)
+            good &= ~(np.asarray(latencies[column], dtype=float) > bound)
     if slo.itl_s is not None:
-        good &= ~(latencies["id"].map(itl_max_s).to_numpy(dtype=float) > slo.itl_s)
+        ids = np.asarray(latencies["id"], dtype=object).tolist()
+        worst = np.array([itl_max_s.get(i, np.nan) for i in ids], dtype=float)
+        good &= ~(worst > slo.itl_s)
     return good
 
 
@@ -195,18 +205,18 @@ def _sustained_max(t: np.ndarray, share: np.ndarray, span_s: float) -> float:
     return float(((cumulative[ends + 1] - cumulative[starts]) / (ends + 1 - starts)).max())
 
 
-def cpu_shares(samples: pd.DataFrame) -> dict | None:
-    """The client's CPU share of a core, from its samples in time order: mean, max and the
-    highest mean over any ``CPU_SUSTAIN_S`` span. A run of worker processes (samples
-    with a ``WORKER_COLUMN``) has each worker's in ``workers``: each loop has a core of
-    its own, so the busiest worker's figures are the client's (a mean over workers would
-    hide a saturated one), and ``cores_mean`` is the cores they used together."""
-    share, t = _num(samples, "cpu_share"), _num(samples, "t_s")
+def cpu_shares(t: np.ndarray, share: np.ndarray, owner: np.ndarray | None) -> dict | None:
+    """The client's CPU share of a core, from its samples in time order (times ``t``,
+    shares, and with worker processes the worker of each, ``owner``, -1 unknown): mean,
+    max and the highest mean over any ``CPU_SUSTAIN_S`` span. A run of worker processes
+    has each worker's in ``workers``: each loop has a core of its own, so the busiest
+    worker's figures are the client's (a mean over workers would hide a saturated one),
+    and ``cores_mean`` is the cores they used together."""
     ok = np.isfinite(share)
     if not ok.any():
         return None
-    sharded = WORKER_COLUMN in samples
-    owner = samples[WORKER_COLUMN].fillna(-1).to_numpy()[ok] if sharded else np.zeros(ok.sum())
+    sharded = owner is not None
+    owner = owner[ok] if owner is not None else np.zeros(ok.sum())
     share, t = share[ok], t[ok]
     workers = []
     for k in np.unique(owner):
@@ -231,7 +241,7 @@ def cpu_shares(samples: pd.DataFrame) -> dict | None:
 
 def client_health(
     dispatch_lag_s: np.ndarray,
-    client: pd.DataFrame,
+    client: Table,
     window: Window,
     concurrency_wait_s: np.ndarray | None = None,
 ) -> dict:
@@ -257,15 +267,19 @@ def client_health(
     loop_lag: dict | None = None
     cpu: dict | None = None
     if not client.empty:
-        t = _num(client, "t_s")
+        t = numbers(client, "t_s")
         inside = np.isfinite(t)
         if window.valid:
             inside &= (t >= window.start_s) & (t <= window.end_s)
-        samples = client[inside].sort_values("t_s")
-        loop = finite(_num(samples, "loop_lag_s"))
+        order = np.flatnonzero(inside)[np.argsort(t[inside], kind="stable")]
+        loop = finite(numbers(client, "loop_lag_s")[order])
         if loop.size:
             loop_lag = describe(loop) | {"max": float(loop.max())}
-        cpu = cpu_shares(samples)
+        owner = None
+        if WORKER_COLUMN in client:
+            owner = numbers(client, WORKER_COLUMN)[order]
+            owner = np.where(np.isnan(owner), -1.0, owner)
+        cpu = cpu_shares(t[order], numbers(client, "cpu_share")[order], owner)
         if cpu is not None and cpu["sustained_max"] >= CPU_SATURATION_SHARE:
             which = f" (worker {cpu['busiest_worker']})" if "workers" in cpu else ""
             reasons.append(
@@ -303,7 +317,7 @@ def _hit_rate(
     return None, int(known.sum()), why
 
 
-def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
+def prefix_hit_rates(requests: Table) -> dict[str, Any]:
     """Expected (oracle) and observed (server-reported) cached share of prompt tokens.
 
     Observed is over the requests whose server reported ``cached_tokens`` and is
@@ -313,12 +327,12 @@ def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
     """
     usable = requests[~suspect_mask(requests)]
     excluded = len(requests) - len(usable)
-    prompt = _num(usable, "prompt_tokens")
+    prompt = numbers(usable, "prompt_tokens")
     expected, _, why_expected = _hit_rate(
-        _num(usable, "expected_cached_tokens"), prompt, "expected_cached_tokens", excluded
+        numbers(usable, "expected_cached_tokens"), prompt, "expected_cached_tokens", excluded
     )
     observed, reported, why_observed = _hit_rate(
-        _num(usable, "cached_tokens"), prompt, "cached_tokens", excluded
+        numbers(usable, "cached_tokens"), prompt, "cached_tokens", excluded
     )
     rates: dict[str, Any] = {
         "expected_hit_rate": expected,
@@ -334,25 +348,26 @@ def prefix_hit_rates(requests: pd.DataFrame) -> dict[str, Any]:
     if "expected_offload_tokens" in usable and expected is not None:
         # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
         offload, _, _ = _hit_rate(
-            _num(usable, "expected_offload_tokens"), prompt, "expected_offload_tokens", excluded
+            numbers(usable, "expected_offload_tokens"), prompt, "expected_offload_tokens", excluded
         )
         rates["expected_hit_rate_by_tier"] = {"gpu": expected - (offload or 0.0), "cpu": offload}
     return rates
 
 
 def summarize_frames(
-    requests: pd.DataFrame,
-    chunks: pd.DataFrame,
-    client: pd.DataFrame,
+    requests: Table,
+    chunks: Table,
+    client: Table,
     slo: Slo | None = None,
 ) -> dict[str, Any]:
-    """The run summary (``summary.json``) from the run's tables."""
+    """The run summary (``summary.json``) from the run's tables, as DataFrames or as
+    ``Columns`` (the bench's own end: no pandas)."""
     runs = measured(requests)
     ok = completed_mask(runs)
     done = runs[ok]
     window = measured_window(runs)
-    latencies = request_latencies(runs)
-    done_ids = done["id"] if "id" in done.columns else pd.Series([], dtype=object)
+    latencies = latency_columns(runs)
+    done_ids = done.get("id", [])
     tokens = token_chunks(chunks, done_ids)
     gaps = token_gaps(tokens)
     summary: dict[str, Any] = {
@@ -367,7 +382,7 @@ def summarize_frames(
         "error_messages": error_messages(runs),
     }
     for metric in LATENCY_METRICS:
-        values = gaps.gap_s if metric == "itl_s" else latencies.loc[ok, metric]
+        values = gaps.gap_s if metric == "itl_s" else latencies[metric][ok]
         summary[metric] = describe(values)
     summary["throughput"] = throughput(runs, window)
     summary["goodput"] = (
@@ -377,15 +392,13 @@ def summarize_frames(
     summary["usage_suspect"] = usage_suspects(done)
     summary["chunks"] = chunk_counts(tokens)
     summary["client"] = client_health(
-        latencies["dispatch_lag_s"].to_numpy(),
-        client,
-        window,
-        latencies["concurrency_wait_s"].to_numpy(),
+        latencies["dispatch_lag_s"], client, window, latencies["concurrency_wait_s"]
     )
     return summary
 
 
 def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
-    """The summary of a run directory (what ``summary.json`` holds)."""
+    """The summary of a run directory (what ``summary.json`` holds), read without pandas."""
     tables = Run.at(run_dir).tables
-    return summarize_frames(tables.requests, tables.chunks, tables.client, slo)
+    columns = (tables.columns(name) for name in (REQUESTS_TABLE, CHUNKS_TABLE, CLIENT_TABLE))
+    return summarize_frames(*columns, slo)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from runtime.quantiles import finite, quantile
 from workloads.errors import InputError
 
@@ -50,20 +52,20 @@ def picked_percentiles(
 ) -> dict[str, dict[str, float | None]]:
     """``{metric column: {"p99": seconds, …}}`` for the completed measured requests."""
 
-    from probes.latency import completed_mask, measured, request_latencies
+    from probes.latency import completed_mask, latency_columns, measured
     from probes.token_gaps import token_chunks, token_gaps
 
     runs = measured(requests)
     ok = completed_mask(runs)
-    latencies = request_latencies(runs)
+    latencies = latency_columns(runs)
     out: dict[str, dict[str, float | None]] = {}
     for name in metrics:
         column = METRICS[name]
         if column == "itl_s":
-            done = runs.loc[ok, "id"] if "id" in runs.columns else None
+            done = np.asarray(runs["id"])[ok] if "id" in runs else None
             values = finite(token_gaps(token_chunks(chunks, done)).gap_s)
         else:
-            values = finite(latencies.loc[ok, column])
+            values = finite(latencies[column][ok])
         out[column] = {
             label(p): (quantile(values, p / 100) if values.size else None) for p in percentiles
         }

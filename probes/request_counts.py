@@ -8,51 +8,43 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
+from runfmt.columns import Table, counted, texts
 from runfmt.tables import completed_mask
 
 
-def _failed(requests: pd.DataFrame) -> pd.DataFrame:
+def _failed(requests: Table) -> Table:
     return requests[~completed_mask(requests)]
 
 
-def error_counts(requests: pd.DataFrame) -> dict[str, int]:
-    """Failed requests by error class, most frequent first."""
+def error_counts(requests: Table) -> dict[str, int]:
+    """Failed requests by error class, most frequent first (ties in order of first
+    appearance)."""
     failed = _failed(requests)
-    if failed.empty:
-        return {}
-    kinds = failed.get("error_kind", pd.Series(index=failed.index, dtype=object))
-    counts = kinds.fillna("unknown").astype(str).value_counts()
-    return {str(k): int(v) for k, v in counts.items()}
+    return counted(texts(failed, "error_kind", "unknown"))
 
 
-def kind_counts(requests: pd.DataFrame) -> dict[str, int]:
+def kind_counts(requests: Table) -> dict[str, int]:
     """Requests of each kind (``long-prompt``, ``decode``, ``turn`` …) among those
     recorded, in order of first appearance: they sum to the requests counted, also when
     a run stopped before sending its whole plan (``run.json``'s ``plan.by_kind`` keeps
     what was planned)."""
-    if "kind" not in requests.columns or requests.empty:
+    if "kind" not in requests or requests.empty:
         return {}
-    counts = requests["kind"].fillna("unknown").astype(str).value_counts(sort=False)
-    return {str(k): int(v) for k, v in counts.items()}
+    return counted(texts(requests, "kind", "unknown"), by_count=False)
 
 
 #: How many distinct error messages ``summary.json`` keeps (most frequent first).
 TOP_ERROR_MESSAGES = 5
 
 
-def error_messages(requests: pd.DataFrame, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
+def error_messages(requests: Table, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
     """The most frequent error messages of failed requests — the server's own words —
     with their class and count, most frequent first."""
     failed = _failed(requests)
-    if failed.empty:
-        return []
-    frame = pd.DataFrame(
-        {
-            "kind": failed.get("error_kind", pd.Series(index=failed.index, dtype=object)),
-            "message": failed.get("error_message", pd.Series(index=failed.index, dtype=object)),
-        }
-    ).fillna({"kind": "unknown", "message": "(no message)"})
-    counts = frame.astype(str).value_counts(sort=True).head(top)
-    return [{"message": m, "kind": k, "count": int(n)} for (k, m), n in counts.items()]
+    pairs = zip(
+        texts(failed, "error_kind", "unknown"),
+        texts(failed, "error_message", "(no message)"),
+        strict=True,
+    )
+    counts = list(counted(list(pairs)).items())[:top]
+    return [{"message": m, "kind": k, "count": n} for (k, m), n in counts]

@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, Value
-from probes.latency import completed_mask, prefix_hit_rates, request_latencies
+from probes.latency import completed_mask, latency_columns, prefix_hit_rates
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunks
+from runfmt.columns import Table, factorize
 from runtime.quantiles import QUANTILES
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
@@ -62,19 +63,23 @@ def _finite_max(values: Any) -> float | None:
     return float(arr.max()) if arr.size else None
 
 
-def client_maxima(requests: pd.DataFrame, chunks: pd.DataFrame | None) -> dict[str, float | None]:
+def client_maxima(requests: Table, chunks: Table | None) -> dict[str, float | None]:
     """The client's longest TTFT, E2E (both from the actual send) and chunk gap over every
     request it sent (warm-up included, as the server's counters are): what a server
     histogram of the same span cannot exceed. ``None`` where not measured."""
     out: dict[str, float | None] = {"ttft_s": None, "e2e_s": None, "itl_s": None}
     if not requests.empty:
-        latencies = request_latencies(requests)[completed_mask(requests)]
+        latencies = latency_columns(requests)[completed_mask(requests)]
         out["ttft_s"] = _finite_max(latencies["ttft_sent_s"])
         out["e2e_s"] = _finite_max(latencies["e2e_sent_s"])
     if chunks is not None and not chunks.empty:
         tokens = token_chunks(chunks)
-        gaps = tokens.sort_values("t_s").groupby("request_id")["t_s"].diff()
-        out["itl_s"] = _finite_max(gaps)
+        codes, _ = factorize(tokens["request_id"])
+        t = tokens["t_s"].astype(float)
+        order = np.lexsort((t, codes))  # each request's chunks in time order
+        codes, t = codes[order], t[order]
+        same = codes[1:] == codes[:-1]
+        out["itl_s"] = _finite_max((t[1:] - t[:-1])[same])
     return out
 
 

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from runfmt.columns import Columns, Table, factorize, numbers
+
+#: The columns of a chunk the gaps read.
+CHUNK_COLUMNS = ("request_id", "t_s", "n_tokens")
+#: What ``TokenGaps.per_request`` reduces one request's gaps with.
+_REDUCERS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
 
 
 @dataclass(frozen=True)
@@ -35,32 +41,46 @@ class TokenGaps:
     t_s: np.ndarray
     request_ids: np.ndarray
 
-    def per_request(self, how: str = "max") -> pd.Series:
-        """One value per request with gaps (``max``, ``mean``, ``median``…), by request id."""
-        values = pd.Series(self.gap_s).groupby(self.request).agg(how)
-        values.index = self.request_ids[values.index.to_numpy()]
-        return values
+    def per_request(self, how: str = "max") -> dict[Any, float]:
+        """One value per request with gaps (``max``, ``min``, ``sum``, ``mean``), by
+        request id. A request's gaps lie together (``request`` never decreases)."""
+        if how not in (*_REDUCERS, "mean"):
+            raise ValueError(f"per_request: {how!r} is not one of max, min, sum, mean")
+        if not self.gap_s.size:
+            return {}
+        starts = np.flatnonzero(np.r_[True, self.request[1:] != self.request[:-1]])
+        if how == "mean":
+            sizes = np.diff(np.r_[starts, self.gap_s.size])
+            values = np.add.reduceat(self.gap_s, starts) / sizes
+        else:
+            values = _REDUCERS[how].reduceat(self.gap_s, starts)
+        ids = self.request_ids[self.request[starts]]
+        return dict(zip(ids.tolist(), values.tolist(), strict=True))
 
 
-def token_chunks(chunks: pd.DataFrame, request_ids: Any = None) -> pd.DataFrame:
-    """The chunks that carried tokens, optionally only those of ``request_ids``."""
+def token_chunks(chunks: Table, request_ids: Any = None) -> Columns:
+    """The chunks that carried tokens, optionally only those of ``request_ids``: their
+    ``request_id``, ``t_s`` and ``n_tokens``, in the order they were recorded."""
     if chunks.empty:
-        return pd.DataFrame({"request_id": [], "t_s": [], "n_tokens": []})
-    keep = pd.to_numeric(chunks["n_tokens"], errors="coerce").fillna(0).to_numpy() > 0
+        empty = np.empty(0)
+        return Columns({"request_id": np.empty(0, dtype=object), "t_s": empty, "n_tokens": empty})
+    keep = numbers(chunks, "n_tokens") > 0
+    ids = np.asarray(chunks["request_id"], dtype=object)
     if request_ids is not None:
-        keep &= chunks["request_id"].isin(request_ids).to_numpy()
-    return chunks.loc[keep, ["request_id", "t_s", "n_tokens"]]
+        wanted = set(np.asarray(request_ids, dtype=object).tolist())
+        keep &= np.fromiter((i in wanted for i in ids.tolist()), dtype=bool, count=len(ids))
+    return Columns({name: np.asarray(chunks[name])[keep] for name in CHUNK_COLUMNS})
 
 
-def token_gaps(chunks: pd.DataFrame, request_ids: Any = None) -> TokenGaps:
+def token_gaps(chunks: Table, request_ids: Any = None) -> TokenGaps:
     """Per-token ITL gaps (the rule is the module docstring's), vectorised.
 
     ``request_ids`` restricts the gaps to those requests (the measured, completed ones).
     """
     df = token_chunks(chunks, request_ids)
-    codes, uniques = pd.factorize(df["request_id"])
-    t = df["t_s"].to_numpy(dtype=float)
-    n = df["n_tokens"].to_numpy(dtype=np.int64)
+    codes, uniques = factorize(df["request_id"])
+    t = df["t_s"].astype(float)
+    n = df["n_tokens"].astype(np.int64)
     in_order = np.all((codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1]) & (t[1:] >= t[:-1])))
     if not in_order:  # runs write each request's chunks together and in time order
         order = np.lexsort((t, codes))
@@ -76,14 +96,12 @@ def token_gaps(chunks: pd.DataFrame, request_ids: Any = None) -> TokenGaps:
         per_token, codes, t = per_token[keep], codes[keep], t[keep]
     else:
         per_token, codes, t = (np.repeat(a, repeats) for a in (per_token, codes, t))
-    return TokenGaps(
-        gap_s=per_token, request=codes, t_s=t, request_ids=np.asarray(uniques, dtype=object)
-    )
+    return TokenGaps(gap_s=per_token, request=codes, t_s=t, request_ids=uniques)
 
 
-def chunk_counts(chunks: pd.DataFrame, request_ids: Any = None) -> dict[str, Any]:
+def chunk_counts(chunks: Table, request_ids: Any = None) -> dict[str, Any]:
     """How tokens arrived: token-bearing chunks, multi-token chunks and their share."""
-    n = token_chunks(chunks, request_ids)["n_tokens"].to_numpy(dtype=np.int64)
+    n = token_chunks(chunks, request_ids)["n_tokens"].astype(np.int64)
     multi = int((n > 1).sum())
     return {
         "count": int(n.size),

@@ -8,23 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from loadgen.records import suspect_kind
+from runfmt.columns import Table, present
 
 
-def suspect_mask(requests: pd.DataFrame) -> np.ndarray:
+def suspect_mask(requests: Table) -> np.ndarray:
     """True for the requests whose server usage is impossible (``usage_suspect`` set)."""
-    if "usage_suspect" not in requests.columns:
-        return np.zeros(len(requests), dtype=bool)
-    return requests["usage_suspect"].notna().to_numpy(dtype=bool)
+    return present(requests, "usage_suspect")
 
 
-def usage_suspects(requests: pd.DataFrame) -> dict[str, Any]:
+def usage_suspects(requests: Table) -> dict[str, Any]:
     """How many requests carry impossible usage, of how many, by kind of impossibility."""
     suspect = suspect_mask(requests)
     kinds: dict[str, int] = {}
-    for reason in requests["usage_suspect"][suspect] if suspect.any() else []:
+    reasons = np.asarray(requests["usage_suspect"], dtype=object)[suspect] if suspect.any() else []
+    for reason in reasons:
         for part in str(reason).split("; "):
             kinds[suspect_kind(part)] = kinds.get(suspect_kind(part), 0) + 1
     return {"requests": int(suspect.sum()), "of": len(requests), "kinds": kinds}

@@ -52,8 +52,8 @@ class Columns:
     def __contains__(self, name: object) -> bool:
         return name in self._data
 
-    def get(self, name: str) -> np.ndarray | None:
-        return self._data.get(name)
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._data.get(name, default)
 
     def __getitem__(self, key: str | np.ndarray) -> Any:
         """A column by name (``KeyError`` when absent), or the rows a boolean mask or an
@@ -95,11 +95,94 @@ class Columns:
         data = {name: numpy_of(table.column(name)) for name in table.column_names}
         return cls(data, table.num_rows)
 
-    def to_frame(self) -> pd.DataFrame:
-        """A DataFrame of the same rows (imports pandas)."""
+    def to_frame(self, index: Any = None) -> pd.DataFrame:
+        """A DataFrame of the same rows, with ``index`` when given (imports pandas)."""
         import pandas as pd
 
-        return pd.DataFrame(self._data)
+        return pd.DataFrame(self._data, index=index)
+
+
+#: A run's table as the statistics take it: a ``Columns`` (the bench's own end, without
+#: pandas) or a ``pandas.DataFrame`` (diagnose, report). Both give a column as
+#: ``table[name]``, say ``name in table``, and select rows with ``table[bool_mask]``.
+Table = Any
+
+
+def numbers(table: Table, column: str) -> np.ndarray:
+    """A column as float64: NaN where it is null or not a number, and all NaN when the
+    table has no such column (unknown, not 0) — ``pandas.to_numeric(errors="coerce")``."""
+    if column not in table:
+        return np.full(len(table), np.nan)
+    values = np.asarray(table[column])
+    if values.dtype.kind in "biuf":
+        return values.astype(float)
+    try:
+        return np.array(values.tolist(), dtype=float)  # None is NaN
+    except (TypeError, ValueError):
+        return np.array([_number(v) for v in values.tolist()], dtype=float)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value) if value is not None else np.nan
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def present(table: Table, column: str) -> np.ndarray:
+    """True where a column has a value (not None, not NaN); all False when absent."""
+    if column not in table:
+        return np.zeros(len(table), dtype=bool)
+    values = np.asarray(table[column])
+    if values.dtype.kind in "biu":
+        return np.ones(len(values), dtype=bool)
+    if values.dtype.kind == "f":
+        return ~np.isnan(values)
+    return np.array([v is not None and v == v for v in values.tolist()], dtype=bool)
+
+
+def flags(table: Table, column: str) -> np.ndarray:
+    """A column as bools, a missing value False (``fillna(False).astype(bool)``)."""
+    if column not in table:
+        return np.zeros(len(table), dtype=bool)
+    values = np.asarray(table[column])
+    if values.dtype == bool:
+        return values
+    return np.array([bool(v) and v == v for v in values.tolist()], dtype=bool)
+
+
+def texts(table: Table, column: str, missing: str) -> list[str]:
+    """A column as strings, ``missing`` where null (``fillna(missing).astype(str)``); all
+    ``missing`` when the table has no such column."""
+    if column not in table:
+        return [missing] * len(table)
+    return [missing if v is None or v != v else str(v) for v in np.asarray(table[column]).tolist()]
+
+
+def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``values`` in order of first appearance, -1 for a missing value, and the
+    distinct values (as ``pandas.factorize``), by one pass over a dict."""
+    index: dict[Any, int] = {}
+    listed = np.asarray(values).tolist()
+    codes = np.fromiter(
+        (-1 if v is None or v != v else index.setdefault(v, len(index)) for v in listed),
+        dtype=np.intp,
+        count=len(listed),
+    )
+    uniques = np.empty(len(index), dtype=object)
+    uniques[:] = list(index)
+    return codes, uniques
+
+
+def counted(keys: list[Any], *, by_count: bool = True) -> dict[Any, int]:
+    """How often each key occurs, in order of first appearance, or most frequent first
+    with ties in that order (``value_counts``)."""
+    counts: dict[Any, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    if not by_count:
+        return counts
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
 def concat(tables: list[Columns]) -> Columns:

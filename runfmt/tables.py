@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from runfmt.columns import Columns
+    from runfmt.columns import Columns, Table
 
 T = TypeVar("T")
 
@@ -89,21 +89,23 @@ PROBE_EVENTS = TableSchema(EVENTS_TABLE, ("t_s", "probe", "event", "reason"))
 COMPLETED_STATUS = "ok"
 
 
-def measured_rows(requests: pd.DataFrame) -> pd.DataFrame:
+def measured_rows(requests: Table) -> Table:
     """The requests that count: every row but the warm-up ones (a row whose ``warmup``
-    is missing counts)."""
-    if "warmup" not in requests.columns:
+    is missing counts). A DataFrame or ``Columns`` in, the same kind out."""
+    from runfmt.columns import flags
+
+    if "warmup" not in requests:
         return requests
-    return requests[~requests["warmup"].fillna(False).astype(bool)]
+    return requests[~flags(requests, "warmup")]
 
 
-def completed_mask(requests: pd.DataFrame) -> np.ndarray:
+def completed_mask(requests: Table) -> np.ndarray:
     """True for the rows of requests that finished (``COMPLETED_STATUS``)."""
     import numpy as np
 
-    if "status" not in requests.columns:
+    if "status" not in requests:
         return np.zeros(len(requests), dtype=bool)
-    return (requests["status"] == COMPLETED_STATUS).to_numpy()
+    return np.asarray(requests["status"], dtype=object) == COMPLETED_STATUS
 
 
 #: Every table of the run format, by name.
