@@ -37,8 +37,8 @@ from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, 
 from probes.latency import completed_mask, latency_columns, prefix_hit_rates
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunks
-from runfmt.columns import Table, factorize
-from runtime.quantiles import QUANTILES
+from runfmt.columns import Table, factorize, numbers
+from runtime.quantiles import QUANTILES, finite
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
 
@@ -201,12 +201,10 @@ def expected_hit_rate(requests: pd.DataFrame) -> Value:
     return Value(rate, Provenance.DERIVED, "Σ expected_cached_tokens / Σ prompt_tokens (oracle)")
 
 
-def _last_response_s(requests: pd.DataFrame) -> float:
+def _last_response_s(requests: Table) -> float:
     """When the run's last response ended (run clock); -inf when none did."""
-    if requests.empty or "end_s" not in requests:
-        return float("-inf")
-    ends = pd.to_numeric(requests["end_s"], errors="coerce").dropna()
-    return float(ends.max()) if len(ends) else float("-inf")
+    ends = finite(numbers(requests, "end_s"))
+    return float(ends.max()) if ends.size else float("-inf")
 
 
 def server_summary(
