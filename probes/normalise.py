@@ -19,18 +19,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from probes.canonical import HISTOGRAMS, SERIES, Histogram, Kind, Provenance, Value
 from probes.exposition import Exposition, Sample, exposition_from_rows
 from probes.mapping import choose_mapping
 from probes.mapping_model import MetricMapping, Snapshot
 from probes.pool import pool_breakdown
+from runfmt.columns import Columns, Table, as_columns, numbers
 from runtime.quantiles import QUANTILES
 
 #: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
 POOL_COLUMNS: tuple[str, ...] = ("pool_active", "pool_reclaimable", "pool_free", "pool_total")
 
+#: What a ``server_metrics`` row holds beside its time.
+_SAMPLE_COLUMNS = ("metric", "labels", "value")
 _RANK = {Provenance.UNKNOWN: 0, Provenance.DERIVED: 1, Provenance.MEASURED: 2}
 
 
@@ -41,7 +43,7 @@ class ServerSeries:
     flavour: str
     itl_per: str | None
     pool_unit: str
-    frame: pd.DataFrame
+    frame: Columns
     provenance: dict[str, Provenance]
     sources: dict[str, str | None]
     histograms: dict[str, list[Histogram | None]]
@@ -74,7 +76,14 @@ class ServerSeries:
                 elif sources[name] is None:
                     sources[name] = value.source
             rows.append(row)
-        frame = pd.DataFrame(rows, columns=["t_s", *provenance]).astype(float)
+        names = ["t_s", *provenance]
+        frame = Columns(
+            {
+                name: np.array([row.get(name, np.nan) for row in rows], dtype=float)
+                for name in names
+            },
+            len(rows),
+        )
         first = snapshots[0] if snapshots else None
         for name in HISTOGRAMS:
             sources[name] = next(
@@ -91,26 +100,30 @@ class ServerSeries:
         )
 
     @classmethod
-    def from_samples(
-        cls, samples: pd.DataFrame, mapping: MetricMapping | None = None
-    ) -> ServerSeries:
-        """From a ``server_metrics`` table (long format). Without a mapping the flavour is
-        detected from the first scrape. Only the metrics the mapping reads are rebuilt,
-        and each distinct label set is decoded once: an hour of 0.5 s scrapes is
-        ~3 million rows."""
+    def from_samples(cls, samples: Table, mapping: MetricMapping | None = None) -> ServerSeries:
+        """From a ``server_metrics`` table (long format; ``Columns`` or a DataFrame).
+        Without a mapping the flavour is detected from the first scrape. Only the metrics
+        the mapping reads are rebuilt, and each distinct label set is decoded once: an hour
+        of 0.5 s scrapes is ~3 million rows."""
         if samples.empty:
             return cls.from_snapshots([], [])
-        samples = samples.sort_values("t_s", kind="stable")
-        times = samples["t_s"].to_numpy(dtype=float)
+        samples = as_columns(samples)
+        samples = samples[np.argsort(numbers(samples, "t_s"), kind="stable")]
+        times = numbers(samples, "t_s")
         if mapping is None:
             first = samples[times == times[0]]
-            mapping = choose_mapping(exposition_from_rows(first.to_dict("records")))
-        kept = samples[samples["metric"].isin(mapping.metric_names())]
-        stamps = kept["t_s"].to_numpy(dtype=float)
+            mapping = choose_mapping(exposition_from_rows(first.records()))
+        wanted = set(mapping.metric_names())
+        metrics = np.asarray(samples["metric"], dtype=object).tolist()
+        samples = samples[np.fromiter((m in wanted for m in metrics), bool, len(metrics))]
+        kept = samples
+        stamps = numbers(kept, "t_s")
         decoded: dict[str, dict[str, str]] = {}
         rows = [
             Sample(m, decoded.get(lbl) or decoded.setdefault(lbl, json.loads(lbl)), float(v))
-            for m, lbl, v in zip(kept["metric"], kept["labels"], kept["value"], strict=True)
+            for m, lbl, v in zip(
+                *(kept[c].tolist() for c in ("metric", "labels", "value")), strict=True
+            )
         ]
         scrape_times = np.unique(times)
         bounds = np.searchsorted(stamps, scrape_times, side="left")
@@ -123,7 +136,7 @@ class ServerSeries:
     # -- slicing ---------------------------------------------------------------------------
     @property
     def t_s(self) -> np.ndarray:
-        return self.frame["t_s"].to_numpy()
+        return self.frame["t_s"]
 
     def _rows(self, start: float | None, end: float | None, *, baseline: bool) -> np.ndarray:
         """Row indices in [start, end]; with ``baseline`` also the last scrape before
@@ -145,7 +158,7 @@ class ServerSeries:
             self.flavour,
             self.itl_per,
             self.pool_unit,
-            self.frame.iloc[idx].reset_index(drop=True),
+            self.frame[idx],
             dict(self.provenance),
             dict(self.sources),
             {name: [hists[i] for i in idx] for name, hists in self.histograms.items()},
@@ -155,7 +168,7 @@ class ServerSeries:
     def increase(self, name: str, start: float | None = None, end: float | None = None) -> Value:
         """Reset-aware increase of a counter over [start, end]."""
         _require(name, Kind.COUNTER)
-        values = self.frame[name].to_numpy()[self._rows(start, end, baseline=True)]
+        values = self.frame[name][self._rows(start, end, baseline=True)]
         if np.isnan(values).all():
             return Value.unknown(self.sources.get(name) or f"{name} not exposed")
         if values.size < 2:
@@ -178,7 +191,7 @@ class ServerSeries:
         None when the server never exposed it there. ``samples`` counts the scrapes that
         knew the value, ``scrapes`` all of them: a pool bucket can be pinned at one
         moment and unknown at the next."""
-        values = self.frame[name].to_numpy()[self._rows(start, end, baseline=False)]
+        values = self.frame[name][self._rows(start, end, baseline=False)]
         known = values[np.isfinite(values)]
         out: dict[str, Any] = {
             "provenance": str(self.provenance[name] if known.size else Provenance.UNKNOWN),
@@ -198,7 +211,7 @@ class ServerSeries:
 
     def latest(self, name: str) -> Value:
         """The last known value of any column (config such as ``block_size``)."""
-        values = self.frame[name].to_numpy() if name in self.frame else np.array([])
+        values = self.frame[name] if name in self.frame else np.array([])
         known = values[np.isfinite(values)]
         if not known.size:
             return Value.unknown(self.sources.get(name) or f"{name} not exposed")

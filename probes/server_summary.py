@@ -31,7 +31,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, Value
 from probes.latency import completed_mask, latency_columns, prefix_hit_rates
@@ -192,7 +191,7 @@ def _plain_histogram(series: ServerSeries, name: str) -> dict[str, Any]:
     }
 
 
-def expected_hit_rate(requests: pd.DataFrame) -> Value:
+def expected_hit_rate(requests: Table) -> Value:
     """The oracle's cached share of prompt tokens over every request sent."""
     rates = prefix_hit_rates(requests) if not requests.empty else {}
     rate = rates.get("expected_hit_rate")
@@ -209,11 +208,11 @@ def _last_response_s(requests: Table) -> float:
 
 def server_summary(
     series: ServerSeries | None,
-    requests: pd.DataFrame,
+    requests: Table,
     *,
     probe: dict[str, Any] | None = None,
     source: str = "scrape",
-    chunks: pd.DataFrame | None = None,
+    chunks: Table | None = None,
 ) -> dict[str, Any]:
     """The ``server`` section; with no series every value is unknown and ``probe`` says
     why (the probe's status dict). ``chunks`` (the run's chunk events) give the client's

@@ -11,17 +11,21 @@ gathers them: request lifecycles and chunks as events, the canonical server seri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from loadgen.records import Status
 from probes.mapping import builtin_mapping, load_mapping
 from probes.mapping_model import MetricMapping
 from probes.normalise import ServerSeries
+from runfmt.names import SERVER_METRICS_TABLE
 from runfmt.run import Run
 from runfmt.rundir import RunDir
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
 LIFECYCLE = {
@@ -36,6 +40,8 @@ EVENT_COLUMNS = ["t_s", "kind", "request_id", "n_tokens", "ok"]
 def client_events(requests: pd.DataFrame, chunks: pd.DataFrame) -> pd.DataFrame:
     """Every client event, time-ordered: each request's intended/sent/first token/end
     (``ok`` False on the end of a failed request) and every received chunk."""
+    import pandas as pd
+
     frames = []
     if not requests.empty:
         ok = requests.get("status", pd.Series(Status.OK, index=requests.index)) == Status.OK
@@ -95,7 +101,7 @@ def server_series(run: Run | RunDir, mapping: MetricMapping | None = None) -> Se
     """The run's canonical server series, or None when no server metrics were recorded
     or none could be understood (no known flavour and no mapping)."""
     run = _run(run)
-    samples = run.tables.server_metrics
+    samples = run.tables.columns(SERVER_METRICS_TABLE)  # numpy: no pandas at a bench's end
     if samples.empty:
         return None
     try:
@@ -154,6 +160,8 @@ class Timeline:
         """One row per window of ``width_s`` over the whole span: client counts (sent,
         completed, failed, tokens received, mean in flight), the server's windows
         (``ServerSeries.window_stats``) and GPU means — one table to correlate them."""
+        import pandas as pd
+
         span = self.span
         if span is None or width_s <= 0:
             return pd.DataFrame()

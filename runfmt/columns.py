@@ -95,6 +95,12 @@ class Columns:
         data = {name: numpy_of(table.column(name)) for name in table.column_names}
         return cls(data, table.num_rows)
 
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as dicts of Python values (``DataFrame.to_dict("records")``)."""
+        names = self.columns
+        listed = [self._data[name].tolist() for name in names]
+        return [dict(zip(names, values, strict=True)) for values in zip(*listed, strict=True)]
+
     def to_frame(self, index: Any = None) -> pd.DataFrame:
         """A DataFrame of the same rows, with ``index`` when given (imports pandas)."""
         import pandas as pd
@@ -106,6 +112,13 @@ class Columns:
 #: pandas) or a ``pandas.DataFrame`` (diagnose, report). Both give a column as
 #: ``table[name]``, say ``name in table``, and select rows with ``table[bool_mask]``.
 Table = Any
+
+
+def as_columns(table: Table) -> Columns:
+    """A table as ``Columns`` (a DataFrame's columns taken as numpy arrays)."""
+    if isinstance(table, Columns):
+        return table
+    return Columns({name: table[name].to_numpy() for name in table.columns}, len(table))
 
 
 def numbers(table: Table, column: str) -> np.ndarray:

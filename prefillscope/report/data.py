@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from probes.canonical import POOL_BUCKETS, Provenance
 from probes.latency import summarize_frames
@@ -26,6 +25,9 @@ from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
 from runfmt.summary import SummarySections
 from runfmt.tables import completed_mask, measured_rows
+
+if TYPE_CHECKING:  # pandas is imported by the loads, not with the module: a bench's
+    import pandas as pd  # end-of-run view imports this module and needs no DataFrame
 
 #: A prompt this many times the run's median length counts as a long-prompt arrival.
 LONG_PROMPT_FACTOR = 4.0
@@ -88,6 +90,8 @@ class ReportData:
 def load_report_data(path: str | Path) -> ReportData:
     """Read a run directory (``runfmt.run.open_run``): ``InputError`` when it is not one,
     or a document of it is unreadable or of a newer format."""
+    import pandas as pd
+
     run = open_run(path)
     notes: list[str] = []
     if run.info is None:
@@ -134,6 +138,8 @@ def probe_problems(info: RunInfo | None) -> list[str]:
 # -- requests ----------------------------------------------------------------------------
 def report_requests(df: pd.DataFrame) -> pd.DataFrame:
     """Requests that count (warm-up excluded) with ``ok``, ``ttft_s`` and ``long_prompt``."""
+    import pandas as pd
+
     columns = [
         "id",
         "kind",
@@ -160,6 +166,8 @@ def report_requests(df: pd.DataFrame) -> pd.DataFrame:
 
 def long_prompt_mask(df: pd.DataFrame) -> pd.Series:
     """Requests whose kind names a long prompt, or whose prompt is far above the median."""
+    import pandas as pd
+
     by_kind = df["kind"].str.contains("long", case=False, na=False)
     prompts = df["prompt_tokens"]
     median = prompts.median()
@@ -176,6 +184,8 @@ def long_prompt_arrivals(requests: pd.DataFrame) -> np.ndarray:
 # -- per-token gaps ----------------------------------------------------------------------
 def gap_kinds(gaps: TokenGaps, requests: pd.DataFrame) -> np.ndarray:
     """The request kind of each per-token gap (``"request"`` when the run has no kinds)."""
+    import pandas as pd
+
     if gaps.gap_s.size == 0:
         return np.array([], dtype=object)
     kinds = requests.drop_duplicates("id").set_index("id")["kind"]
@@ -203,9 +213,9 @@ def pool_timeline(run: Run, notes: list[str]) -> PoolTimeline | None:
         return None
     frame, provenance, sources = series.frame, series.provenance, series.sources
     known = {
-        name: frame[f"pool_{name}"].to_numpy(dtype=float)
+        name: np.asarray(frame[f"pool_{name}"], dtype=float)
         for name in (*POOL_BUCKETS, "total")
-        if np.isfinite(frame[f"pool_{name}"].to_numpy(dtype=float)).any()
+        if np.isfinite(np.asarray(frame[f"pool_{name}"], dtype=float)).any()
     }
     if "active" not in known:
         notes.append(f"the {series.flavour} server does not expose its KV pool: it is unknown")
@@ -225,5 +235,5 @@ def pool_timeline(run: Run, notes: list[str]) -> PoolTimeline | None:
             )
         )
     return PoolTimeline(
-        frame["t_s"].to_numpy(dtype=float), layers, series.pool_unit, series.flavour
+        np.asarray(frame["t_s"], dtype=float), layers, series.pool_unit, series.flavour
     )

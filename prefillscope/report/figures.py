@@ -8,15 +8,20 @@ costs the same page as a small one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.token_gaps import TokenGaps
 from probes.units import fmt_seconds
+from runfmt.columns import counted
 from runtime.quantiles import quantile, quantiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_KINDS = 5
 CDF_POINTS = 1500
@@ -72,8 +77,8 @@ def thin_samples(layers: list[np.ndarray], limit: int = POOL_SAMPLES) -> np.ndar
 
 def top_kinds(kinds: np.ndarray) -> list[str]:
     """The most common request kinds (the rest are grouped as "other")."""
-    counts = pd.Series(kinds).value_counts()
-    return [str(k) for k in counts.index[:MAX_KINDS]]
+    counts = counted([k for k in np.asarray(kinds).tolist() if k is not None and k == k])
+    return [str(k) for k in list(counts)[:MAX_KINDS]]
 
 
 def group_kinds(kinds: np.ndarray) -> np.ndarray:

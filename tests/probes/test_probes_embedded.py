@@ -66,7 +66,9 @@ def test_canonical_series_equal_the_engines_truth(tmp_path):
     # Seven later requests each reuse the 32 cached prefix blocks.
     assert truth["prefix_hits"] == 7 * 512 == sum(cached or 0 for _, cached in results)
     # The pool after the run, bucket by bucket, measured.
-    last = series.frame.iloc[-1]
+    last = {
+        name: series.frame[name][-1] for name in ("pool_active", "pool_reclaimable", "pool_free")
+    }
     assert (last["pool_active"], last["pool_reclaimable"], last["pool_free"]) == (
         counts.active,
         counts.reclaimable,

@@ -5,8 +5,8 @@ imports is its cost. These tests check, in a fresh interpreter and by ``sys.modu
 (never by a clock), that
 
 * importing ``session.bench_runner`` — everything a run against an endpoint loads before
-  its first request — loads no pandas or pyarrow (the end of the run needs them for the
-  tables and the summary), no httpx or tokenizers (a text prompt's tokenizer needs them),
+  its first request — loads no pandas or pyarrow (the end of the run needs pyarrow for
+  the parquet tables), no httpx or tokenizers (a text prompt's tokenizer needs them),
   no pynvml (GPU sampling needs it), no PyYAML (a YAML spec file needs it);
 * parsing a ``bench`` command line (typer) loads no pydantic: typer 0.29 builds a
   pydantic ``TypeAdapter`` for each option at every start, ~0.1 CPU-s, so the project
@@ -17,7 +17,11 @@ imports is its cost. These tests check, in a fresh interpreter and by ``sys.modu
   the standard library, reads plain pages with ``probes.plain_exposition`` and imports
   NVML only when GPU sampling is on.
 
-``benchmarks/loadgen_overhead.py --bench16-only`` prints the CPU seconds these stand for.
+* a whole ``bench`` against the embedded engine, its end included (compaction, the
+  summary with its server section, the end-of-run view), never loads pandas: its import
+  alone was a fifth of a 16-request run's CPU (``runfmt.arrow_numpy``).
+
+``benchmarks/fixed_cost_profile.py`` prints the CPU seconds these stand for.
 """
 
 from __future__ import annotations
@@ -68,11 +72,39 @@ def test_the_probe_process_stays_light() -> None:
 
 
 def test_what_is_loaded_lazily_is_still_there_when_used() -> None:
-    """The lazy imports are reached: the end of a run loads pandas, a sampler pynvml."""
-    end = "from probes.latency import summarize; from probes.timeline import server_series"
-    assert _loaded_after(end, ("pandas",)) == ["pandas"]
+    """The lazy imports are reached: the end of a run loads pyarrow (and no pandas), a
+    sampler pynvml."""
+    end = (
+        "from runfmt.rundir import RunDir; import tempfile, pathlib; "
+        "d = pathlib.Path(tempfile.mkdtemp()); run = RunDir(d, create=True); "
+        "run.table('chunks').append({'request_id': 'r', 't_s': 0.5, 'n_tokens': 1}); "
+        "run.close(); assert (d / 'chunks.parquet').exists(); "
+        "from probes.latency import summarize; summarize(d); "
+        "from probes.timeline import server_series; import prefillscope.summary_view"
+    )
+    assert _loaded_after(end, ("pandas", "pyarrow")) == ["pyarrow"]
     gpu = (
         "from probes.gpu import GpuSampler; from runtime.clock import RunClock; "
         "GpuSampler(RunClock()).available()"
     )
     assert _loaded_after(gpu, ("pynvml",)) == ["pynvml"]
+
+
+def test_a_whole_bench_loads_no_pandas(tmp_path) -> None:
+    """A 16-request bench against the embedded engine (which serves ``/metrics``, so the
+    server section is computed), run as the CLI runs it, to its end."""
+    out = tmp_path / "run"
+    statement = (
+        "from prefillscope.cli import main\n"
+        f"sys.argv = ['prefillscope', 'bench', '--workload', 'system-prompt', "
+        f"'--num-requests', '16', '--rate', '40', '--out', {str(out)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+    )
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["completed"] == 16 and summary["server"]["available"]
+    assert "pyarrow" in modules and "pandas" not in modules
