@@ -100,6 +100,7 @@ class EngineConfig:
     def lora_names(self) -> tuple[str, ...]:
         """The served LoRA adapters' names, in the order given."""
         return tuple(n.strip() for n in self.lora_modules.split(",") if n.strip())
+
     #: The prefix cache it keeps: ``blocks`` (vLLM), ``radix[:PAGE]`` (SGLang) or
     #: ``slots:N`` (llama.cpp), see ``workloads.cache_model``.
     cache_model: str = "blocks"
