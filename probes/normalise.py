@@ -115,8 +115,7 @@ class ServerSeries:
             mapping = choose_mapping(exposition_from_rows(first.records()))
         wanted = set(mapping.metric_names())
         metrics = np.asarray(samples["metric"], dtype=object).tolist()
-        samples = samples[np.fromiter((m in wanted for m in metrics), bool, len(metrics))]
-        kept = samples
+        kept = samples[np.fromiter((m in wanted for m in metrics), bool, len(metrics))]
         stamps = numbers(kept, "t_s")
         decoded: dict[str, dict[str, str]] = {}
         rows = [

@@ -1,6 +1,6 @@
 """``summary.json`` of a finished bench run, from its closed tables.
 
-The client's figures (``probes.latency.summarize``: latency, throughput, goodput
+The client's figures (``probes.latency.summarize_frames``: latency, throughput, goodput
 against the SLO, prefix hit rates, the measured requests by kind), vLLM-style extra
 percentiles when asked, and the ``server`` section: from the run's own ``/metrics``
 scrapes, and from a Prometheus server over the run's window when one was given
@@ -16,7 +16,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadResult
-from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
+from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
@@ -41,15 +41,15 @@ async def write_summary(
 ) -> dict[str, Any]:
     """Write ``summary.json`` (and ``run.json`` again once the Prometheus probe's status is
     known); returns what ``summary.json`` holds, ``format_version`` included."""
-    from probes.latency import summarize
+    from probes.latency import summarize_frames
     from probes.percentiles import picked_percentiles
     from probes.server_summary import server_summary
     from probes.timeline import server_series
 
-    summary = summarize(run, options.slo)
     tables = Run.at(run).tables
     requests = tables.columns(REQUESTS_TABLE)  # numpy columns: no pandas at a bench's end
     chunks = tables.columns(CHUNKS_TABLE)  # the client's longest gap bounds the server's ITL
+    summary = summarize_frames(requests, chunks, tables.columns(CLIENT_TABLE), options.slo)
     if options.percentiles is not None:
         metrics, percentiles = options.percentiles
         summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
