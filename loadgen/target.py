@@ -108,6 +108,8 @@ class Target:
     token count, e.g. a ``tokenizers`` tokenizer's) counts the tokens of a text delta
     when the stream says nothing better. ``query``: the endpoint's query string, sent
     with every request (a ``base_url`` given with one has it moved here).
+    ``metrics_status``: the HTTP status detection's ``GET /metrics`` was answered with
+    (``None``: detection did not ask, as with ``--backend``, or got no answer).
     """
 
     base_url: str
@@ -121,6 +123,7 @@ class Target:
     max_model_len: int | None = None
     discovered: dict[str, str] = field(default_factory=dict)
     query: str = field(default="", repr=False)
+    metrics_status: int | None = None
 
     def __post_init__(self) -> None:
         self.base_url, query = split_endpoint(self.base_url)

@@ -113,7 +113,8 @@ async def detect_target(
         probe = _Probe(session, base_url, headers, query)
         models = await _models(session, base_url, headers, query)
         owner, listed, meta = _first_model(models)
-        kind = chosen or await _detect(probe, owner)
+        metrics_status, metrics_text = (None, None) if chosen else await probe.get("/metrics")
+        kind = chosen or await _detect(probe, owner, metrics_status, metrics_text)
         info = await _server_info(probe, kind)
         name = model or listed
         if not name:
@@ -136,6 +137,7 @@ async def detect_target(
         max_model_len=facts.max_model_len,
         discovered=facts.sources,
         query=query,
+        metrics_status=metrics_status,
     )
 
 
@@ -243,8 +245,9 @@ def _first_model(models: Any) -> tuple[str | None, str | None, dict[str, Any]]:
     return first.get("owned_by"), first.get("id"), meta
 
 
-async def _detect(probe: _Probe, owner: str | None) -> Flavour:
-    status, text = await probe.get("/metrics")
+async def _detect(probe: _Probe, owner: str | None, status: int | None, text: Any) -> Flavour:
+    """The flavour from ``/metrics``' answer (``status``, ``text``), the model's owner,
+    then each flavour's evidence page."""
     if status == 200 and isinstance(text, str):
         found = flavour_from_metrics(text)
         if found:

@@ -25,6 +25,11 @@ statuses, and exit; SIGKILL after a grace period. The child dies with its parent
 (``PR_SET_PDEATHSIG``) and ignores SIGINT: Ctrl-C reaches the whole process group, and
 the parent decides how a run ends. A child that crashes or hangs is recorded as a
 failure of its probes, with what it said on stderr; it never costs the run.
+
+A server that answered detection's ``GET /metrics`` with 404 (or 410) has no metrics
+page to scrape: the parent is told so (``metrics_absent``), marks the scraper
+``unavailable`` with that answer, and starts no child unless the GPU sampler needs one —
+a child's interpreter, imports and failed scrapes are a sixth of a small bench's CPU.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from probes.scraper import DEFAULT_INTERVAL_S
 from runfmt.names import EVENTS_TABLE, GPU_TABLE, SERVER_METRICS_TABLE
 from runfmt.run import Run
 from runfmt.rundir import RunDir
+from runtime import redact
 from runtime.child import read_message, stop_process
 from runtime.clock import RunClock
 
@@ -64,7 +70,9 @@ class ProbeProcess:
     """The ``/metrics`` scraper (``metrics_url``, the scrape URL; None for none) and the GPU sampler
     (``gpu_mode`` ``auto`` or ``off``) of a run, sampling ``run`` on ``clock`` from a
     child process; ``start()`` returns once they took their first samples, ``stop()``
-    after their last. No probe on: no child.
+    after their last. No probe to run: no child. ``metrics_absent``: why the server has
+    no page at ``metrics_url`` (``absent_metrics_reason``); the scraper is then
+    ``unavailable`` and does not run.
 
     ``statuses`` holds a ``ProbeStatus`` per probe on; ``first`` the first scrape.
     """
@@ -78,6 +86,7 @@ class ProbeProcess:
         gpu_mode: str = "off",
         interval_s: float = DEFAULT_INTERVAL_S,
         timeout_s: float = 5.0,
+        metrics_absent: str | None = None,
     ) -> None:
         if gpu_mode not in ("auto", "off"):
             raise ValueError(f"gpu mode must be auto or off, got {gpu_mode!r}")
@@ -88,8 +97,12 @@ class ProbeProcess:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.statuses: dict[str, ProbeStatus] = {}
+        self._absent: ProbeStatus | None = None
         if metrics_url is not None:
             self.statuses[SERVER_METRICS_TABLE] = ProbeStatus(SERVER_METRICS_TABLE)
+            if metrics_absent is not None:
+                self._absent = self.statuses[SERVER_METRICS_TABLE]
+                self._absent.unavailable(metrics_absent)  # journaled by stop()
         if gpu_mode != "off":
             self.statuses[GPU_TABLE] = ProbeStatus(GPU_TABLE)
         self.first: Exposition | None = None
@@ -100,13 +113,14 @@ class ProbeProcess:
     async def start(self) -> None:
         """Start the child and wait for its first samples (a child that cannot start is
         recorded in ``statuses``)."""
-        if self._proc is not None or not self.statuses:
+        scrape = self.metrics_url if self._absent is None else None
+        if self._proc is not None or (scrape is None and self.gpu_mode == "off"):
             return
         request = {
             "run_dir": str(self.run.path),
             "t0": self.clock.t0,
             "wall_t0": self.clock.wall_t0,
-            "metrics_url": self.metrics_url,
+            "metrics_url": scrape,
             "gpu_mode": self.gpu_mode,
             "interval_s": self.interval_s,
             "timeout_s": self.timeout_s,
@@ -144,12 +158,14 @@ class ProbeProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             self._adopt_tables()
+            self._journal_absent()
             return
         wait_s = self.timeout_s + _STOP_GRACE_S
         message, killed = await asyncio.to_thread(_stop, proc, wait_s)
         if killed:
             self._silent_s = wait_s
         self._adopt_tables()
+        self._journal_absent()
         if message is not None:
             self._update(message)
         else:
@@ -163,6 +179,15 @@ class ProbeProcess:
         ``close()`` then compacts them, and a run has every table, empty for a probe off."""
         for name in CHILD_TABLES:
             self.run.table(name)
+
+    def _journal_absent(self) -> None:
+        """The absent page's ``unavailable`` row in ``probe_events``, once the child (which
+        owns that journal while it runs) has exited."""
+        status, self._absent = self._absent, None
+        if status is not None and status.reason is not None:
+            status.journal = self.run.table(EVENTS_TABLE)
+            status.unavailable(status.reason)
+            status.journal = None
 
     def _update(self, message: dict[str, Any]) -> None:
         for name, status in message["statuses"].items():
@@ -200,6 +225,18 @@ class ProbeProcess:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+def absent_metrics_reason(url: str | None, status: int | None) -> str | None:
+    """Why ``url`` is not worth scraping, from the HTTP status a GET of it was answered
+    with before the run (404 or 410: the server serves no such page); None otherwise —
+    a refusal (401, 403), a server error or no answer may pass, and the scraper tries."""
+    if url is None or status not in (404, 410):
+        return None
+    return (
+        f"{redact.text(url)} answered HTTP {status} when the target was detected: the server "
+        "serves no metrics there (server-side figures need an engine that exports /metrics)"
+    )
 
 
 def _journaled_attempts(run: RunDir, name: str, events: pd.DataFrame) -> tuple[int, int]:

@@ -51,7 +51,7 @@ from loadgen.smoke import smoke_test
 from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
-from probes.probe_process import ProbeProcess
+from probes.probe_process import ProbeProcess, absent_metrics_reason
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
 from runfmt.rundir import RunDir, RunWriteError
@@ -246,14 +246,14 @@ class _Bench:
     async def measure(self, display: Display | None) -> BenchOutcome:
         """Probes, oracle, load, files — whichever way the load ends."""
         options, clock, run = self.options, self.clock, self.run
+        scrape = metrics_url(self.target.url("/metrics")) if options.server_metrics else None
         probes = ProbeProcess(
             run,
             clock,
-            metrics_url=(
-                metrics_url(self.target.url("/metrics")) if options.server_metrics else None
-            ),
+            metrics_url=scrape,
             gpu_mode=options.gpu,
             interval_s=options.metrics_interval_s,
+            metrics_absent=absent_metrics_reason(scrape, self.target.metrics_status),
         )
         stats = LiveStats(
             clock,

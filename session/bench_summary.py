@@ -55,8 +55,9 @@ async def write_summary(
         summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
     status = info.typed.probes.server_metrics.status  # the bench always records its probes
     probe = dict(status.recorded)
-    # off, or failed (nothing scraped, or the user's mapping file unusable): no series
-    series = server_series(run) if status.state not in ("off", "failed") else None
+    # off, unavailable (no page to scrape) or failed (nothing scraped, or the user's
+    # mapping file unusable): no series
+    series = server_series(run) if status.state not in ("off", "unavailable", "failed") else None
     summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
     if prometheus is not None:
         section = await _from_prometheus(prometheus, result, requests, chunks, clock)

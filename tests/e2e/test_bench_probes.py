@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import fault_server
 import pytest
 from bench_support import bench, bench_cli, read_json
 from probe_servers import PrometheusServer, free_port
@@ -162,3 +163,34 @@ def test_a_mapping_file_with_an_unknown_key_fails_the_probe_not_the_run(tmp_path
     # the end-of-run table says why, in full, on an 80-column pipe
     said = " ".join(done.stdout.split())
     assert "server metrics unknown: mapping file not used:" in said and "metrc" in said
+
+
+def test_a_server_without_a_metrics_page_is_told_once_and_not_scraped(tmp_path: Path) -> None:
+    """A plain OpenAI server answers detection's GET /metrics with 404: the run says so in
+    run.json and the summary, starts no scraper (no failed scrapes journaled), and goes on."""
+    proc, url = fault_server.start("none")
+    run = tmp_path / "run"
+    try:
+        outcome = bench(
+            "shared-prefix",
+            run,
+            endpoint=url,
+            model=fault_server.MODEL,
+            vocab_size=32000,
+            cache_protocol="warm",
+            overrides={"groups": 1, "prefix_len": 16, "suffix_len": 8, "output_len": 4},
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+    assert outcome.status == "complete"
+    metrics = read_json(run, "run.json")["probes"]["server_metrics"]
+    assert metrics["url"] == f"{url}/metrics"
+    status = metrics["status"]
+    assert status["state"] == "unavailable" and "HTTP 404" in status["reason"]
+    assert (status["ok"], status["failed"]) == (0, 0)
+    events = RunTables(run).probe_events
+    assert events[["probe", "event"]].values.tolist() == [["server_metrics", "unavailable"]]
+    assert RunTables(run).server_metrics.empty
+    server = outcome.summary["server"]
+    assert server["available"] is False and "HTTP 404" in server["reason"]

@@ -117,6 +117,17 @@ def test_plain_openai_and_overrides() -> None:
     assert (forced.flavour, forced.model) == ("vllm", "other")
 
 
+def test_detection_keeps_what_metrics_answered_for_the_probes() -> None:
+    """The one GET /metrics of detection is kept on the Target: 404 tells the probes there
+    is no page to scrape; 200 that there is; a forced backend asks nothing."""
+    models = {"data": [{"id": "gpt-x", "owned_by": "someone"}]}
+    assert _detect({"/v1/models": _json(models)}).metrics_status == 404
+    metrics = (FIXTURES / "vllm-cpu" / "tiny-metrics-before.prom").read_text()
+    served = {"/v1/models": _json(models), "/metrics": _body(metrics, "text/plain")}
+    assert _detect(served).metrics_status == 200
+    assert _detect(served, backend="vllm").metrics_status is None
+
+
 def test_the_embedded_engine_is_recognised_and_driven() -> None:
     with EmbeddedServer(EngineConfig(fixed_step_s=0.001, vocab_size=4096)) as server:
         target = asyncio.run(detect_target(server.url))

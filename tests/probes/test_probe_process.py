@@ -23,7 +23,7 @@ from repo_paths import FIXTURES
 from probes.exposition import metrics_url
 from probes.gpu import GPU_TABLE
 from probes.normalise import ServerSeries
-from probes.probe_process import CHILD_TABLES, ProbeProcess
+from probes.probe_process import CHILD_TABLES, ProbeProcess, absent_metrics_reason
 from probes.scraper import SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
@@ -138,6 +138,35 @@ def test_no_probe_no_child_and_empty_tables(tmp_path: Path) -> None:
     run.close()
     for name in CHILD_TABLES:
         assert (run.path / f"{name}.parquet").exists() and RunTables(run).read(name).empty
+
+
+def test_a_page_known_absent_starts_no_child_and_says_why(tmp_path: Path) -> None:
+    """Detection saw /metrics answer 404: no child is started to fail its scrapes; the
+    scraper is unavailable with that answer, journaled once, and the URL's key redacted."""
+    url = "http://127.0.0.1:9/metrics?api_key=sk-secret-1234567890"
+    reason = absent_metrics_reason(url, 404)
+    assert reason is not None and "HTTP 404" in reason and "sk-secret" not in reason
+    assert absent_metrics_reason(url, 403) is None and absent_metrics_reason(url, None) is None
+    assert absent_metrics_reason(None, 404) is None
+    run = RunDir(tmp_path / "run", create=True)
+    probes = ProbeProcess(run, RunClock(), metrics_url=url, metrics_absent=reason)
+
+    async def main() -> None:
+        await probes.start()
+        assert probes._proc is None
+        await probes.stop()
+
+    asyncio.run(main())
+    status = probes.statuses[SERVER_METRICS_TABLE]
+    assert (status.state, status.reason, status.ok, status.failed) == ("unavailable", reason, 0, 0)
+    run.close()
+    assert RunTables(run).server_metrics.empty
+    (event,) = RunTables(run).probe_events.to_dict("records")
+    assert (event["probe"], event["event"], event["reason"]) == (
+        SERVER_METRICS_TABLE,
+        "unavailable",
+        reason,
+    )
 
 
 def signalled(sig: int, after_s: float = 0.0) -> Callable:
