@@ -14,3 +14,7 @@ stream readers), ``exchange`` (one request over the wire, error classes), ``arri
 probes' question (``probes.detect``); the clock and the open-loop timer are
 ``runtime``'s, the run directory ``runfmt``'s.
 """
+
+from runtime.deferred_ca import install as _defer_ca_loading
+
+_defer_ca_loading()  # aiohttp loads the CA bundle on first TLS use, not at import
