@@ -28,6 +28,8 @@ from typing import Any
 #: The module whose import builds the default contexts.
 MODULE = "aiohttp.connector"
 _lock = threading.Lock()
+#: The marked contexts' class, once ``_certs_on_first_use`` built it.
+_MARKED: type | None = None
 
 
 def _certs_on_first_use() -> type:
@@ -60,9 +62,6 @@ def _certs_on_first_use() -> type:
 
     _MARKED = CertsOnFirstUse
     return _MARKED
-
-
-_MARKED: type | None = None
 
 
 class _DeferringLoader:
