@@ -78,6 +78,8 @@ class MetricResult:
     gate: Gate | None = None
     missing: str | None = None
     needed_requests: int | None = None
+    #: What the verdict alone would not say (a trade-off of stalls behind a pooled p99).
+    note: str | None = None
 
     @property
     def worsening(self) -> float:
@@ -145,6 +147,7 @@ class MetricResult:
             "missing": self.missing,
             "reason": self.reason,
             "needed_requests": self.needed_requests,
+            "note": self.note,
         }
         if self.gate is not None:
             out["gate"] = {
@@ -168,6 +171,8 @@ class CompareResult:
     differences: list[str] = field(default_factory=list)
     confidence: float = CONFIDENCE
     inconclusive: str = FAIL
+    #: Why BASE and NEW are different draws of the workload (``None``: one draw).
+    draws: str | None = None
 
     @property
     def failed_gates(self) -> list[MetricResult]:
@@ -206,5 +211,6 @@ class CompareResult:
             "inconclusive_counts_as": self.inconclusive,
             "confidence": self.confidence,
             "workload_differences": self.differences,
+            "draws": self.draws,
             "comparisons": [row.to_dict() for row in self.rows],
         }

@@ -91,13 +91,16 @@ def _verdict(result: CompareResult) -> str:
 
 
 def _notes(result: CompareResult) -> list[str]:
-    """One line per row that does not decide: why, and the run size that would."""
-    return [
+    """One line per row that does not decide (why, and the run size that would) or that
+    carries a note (a trade-off of stalls); then why the runs are different draws."""
+    lines = [
         f"{row.spec.name}: {'gate ' if row.gate_verdict else ''}"
-        f"{row.gate_verdict or row.status}: {row.reason}"
+        f"{row.gate_verdict or row.status}: {text}"
         for row in result.rows
-        if row.reason
+        for text in (row.reason, row.note)
+        if text
     ]
+    return lines + ([f"different draws: {result.draws}"] if result.draws else [])
 
 
 def to_markdown(result: CompareResult, title: str = TITLE) -> str:

@@ -23,6 +23,9 @@ Conventions, stated once here because every report inherits them:
   exactly the stalls a reader sees in a long answer, and for outputs under 100 tokens it
   is the maximum anyway. Share = good / measured requests (a failure is not good service);
   rate = good / window.
+* **Stalls** (``summary.json`` ``stalls``, runs of more than one request kind): each long
+  prompt's prefill is one stall event, with its worst decode gap and the decode time it
+  cost (``probes.stall_events`` defines the event), beside the pooled ITL quantiles.
 * **Client health.** A run is client-limited when its dispatch lag p99 exceeds
   ``DISPATCH_LAG_LIMIT_S`` or the client's CPU share stays at or above
   ``CPU_SATURATION_SHARE`` of one core, averaged over any ``CPU_SUSTAIN_S`` span of the
@@ -42,6 +45,7 @@ from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_L
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
+from probes.stall_events import run_stalls, stall_summary
 from probes.token_gaps import chunk_counts, token_chunks, token_gaps
 from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.columns import Columns, Table, numbers
@@ -391,6 +395,7 @@ def summarize_frames(
     summary["prefix"] = prefix_hit_rates(done)
     summary["usage_suspect"] = usage_suspects(done)
     summary["chunks"] = chunk_counts(tokens)
+    summary["stalls"] = stall_summary(run_stalls(done, latencies["ttft_s"][ok], gaps))
     summary["client"] = client_health(
         latencies["dispatch_lag_s"], client, window, latencies["concurrency_wait_s"]
     )
