@@ -177,6 +177,8 @@ def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
         return f"> {fmt_duration(low)}"
     if short or not low:
         return f"\u2264 {fmt_duration(high)}{cut}"
+    if low == high:  # a bucket wholly above the client's maximum: that maximum bounds it
+        return f"{fmt_duration(high)}{cut}"
     return f"{fmt_duration(low)}\u2013{fmt_duration(high)}{cut}"
 
 
