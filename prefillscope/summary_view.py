@@ -159,6 +159,10 @@ def summary_renderable(
     if reason:
         title += Text(f" — {reason}", style="dim")
     parts: list[RenderableType] = [title, latency_table(sections, width)]
+    stalls = content.stall_rows(sections)
+    if stalls:
+        parts.append(_table(content.STALL_COLUMNS, stalls))
+        parts.append(Text(content.stall_note(sections) or "", style="dim"))
     warning = content.client_warning(sections)
     if warning:
         parts.append(Text("⚠ " + warning, style="bold yellow"))

@@ -25,7 +25,8 @@ from prefillscope.report.numbers import (
     fmt_value,
     known_number,
 )
-from probes.metric_registry import LATENCIES, STAT_LABELS
+from probes.metric_registry import LATENCIES, STALLS, STAT_LABELS, json_name
+from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import Stats
@@ -180,6 +181,48 @@ def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
     if low == high:  # a bucket wholly above the client's maximum: that maximum bounds it
         return f"{fmt_duration(high)}{cut}"
     return f"{fmt_duration(low)}\u2013{fmt_duration(high)}{cut}"
+
+
+#: The stall table's columns (``stall_rows``).
+STALL_COLUMNS = ["per long prefill", "mean", "95 % CI", "worst", "events"]
+
+
+def stall_rows(summary: SummaryLike) -> list[list[str]]:
+    """``summary.json``'s ``stalls`` (``probes.stall_events``): per stall metric its mean
+    over the long prefills, the interval, the worst event and the events; none for a run
+    of one request kind."""
+    stalls = SummarySections.of(summary).raw.get("stalls")
+    if not isinstance(stalls, dict):
+        return []
+    rows = []
+    for metric in STALLS:
+        low, high = stalls.get(json_name(metric.prefix, part="interval")) or (None, None)
+        interval = UNKNOWN if low is None else f"{fmt_duration(low)}\u2013{fmt_duration(high)}"
+        rows.append(
+            [
+                metric.label,
+                metric.format(stalls.get(json_name(metric.prefix, part="mean"))),
+                interval,
+                metric.format(stalls.get(json_name(metric.prefix, part="max"))),
+                fmt_count(stalls.get("events")),
+            ]
+        )
+    return rows
+
+
+def stall_note(summary: SummaryLike) -> str | None:
+    """Which requests the stall events are, and whether the pooled ITL p99 sees them."""
+    stalls = SummarySections.of(summary).raw.get("stalls")
+    if not isinstance(stalls, dict):
+        return None
+    share = stalls.get("stall_gap_share")
+    seen = "sees" if stalls.get("seen_by_itl_p99") else "cannot see"
+    normal = fmt_duration(stalls.get("normal_gap_s"))
+    return (
+        f"{fmt_count(stalls.get('events'))} {stalls.get('kind')} prefills beside decode "
+        f"streams; stall gaps (over {STALL_FACTOR:g}\u00d7 the {normal} normal gap) are "
+        f"{fmt_share(share)} of all gaps: the pooled ITL p99 {seen} them"
+    )
 
 
 def latency_columns() -> list[str]:
