@@ -19,7 +19,8 @@ has stall events.
 only when they are at least 1 − q of a run's gaps (``RunStalls.seen_by``): a budget that
 stalls each long prompt for one or two long steps leaves its stalls under the p99, which
 then improves while the stalls grow. When NEW's stall gaps are below that share, a
-quantile row that would pass (or show no worsening) is inconclusive, saying so; when it
+quantile row whose estimate shows no worsening beyond its gate's limit (no worsening at
+all, without a gate) and that does not fail is inconclusive, saying so; when it
 is worse and BASE's stalls were the unseen ones while NEW's worst gap per prefill is
 shorter, the row notes the trade-off (more frequent, shorter stalls).
 
@@ -307,7 +308,10 @@ def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> Metri
     q = QUANTILES[row.spec.stat] / 100.0
     c = row.comparison
     worse = c.side(1.0) == 1 if row.gate is None else row.gate_verdict == FAIL
-    if not new.seen_by(q) and not worse:
+    # blind: NEW's stalls are under the quantile, and the quantile shows no worsening
+    # beyond what is allowed (an estimate many-fold worse did see something)
+    unchanged = c.ratio <= (row.limit if row.limit is not None else 1.0)
+    if not new.seen_by(q) and not worse and unchanged:
         why = (
             f"NEW's stall gaps are {_stall_text(new)}, under the {1 - q:.1%} above the "
             f"{row.spec.stat}: the {row.spec.stat} cannot see its stalls; judge them with "

@@ -245,7 +245,11 @@ def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
     return out, missing
 
 
-def _status(step_ratio: float | None, a: Attribution, figures: StallFigures) -> tuple[Status, str]:
+def _status(
+    step_ratio: float | None, a: Attribution, figures: StallFigures | None = None
+) -> tuple[Status, str]:
+    """H1's verdict and sentence; ``figures`` the run's stall events (none: no events)."""
+    figures = figures or StallFigures(RunStalls.none(), None)
     status, summary = _status_of(step_ratio, a, figures)
     return status, summary + _stall_sentence(figures)
 

@@ -92,7 +92,7 @@ def _verdict(result: CompareResult) -> str:
 
 def _notes(result: CompareResult) -> list[str]:
     """One line per row that does not decide (why, and the run size that would) or that
-    carries a note (a trade-off of stalls); then why the runs are different draws."""
+    carries a note (a trade-off of stalls)."""
     lines = [
         f"{row.spec.name}: {'gate ' if row.gate_verdict else ''}"
         f"{row.gate_verdict or row.status}: {text}"
@@ -100,7 +100,7 @@ def _notes(result: CompareResult) -> list[str]:
         for text in (row.reason, row.note)
         if text
     ]
-    return lines + ([f"different draws: {result.draws}"] if result.draws else [])
+    return lines
 
 
 def to_markdown(result: CompareResult, title: str = TITLE) -> str:
@@ -115,6 +115,8 @@ def to_markdown(result: CompareResult, title: str = TITLE) -> str:
     ]
     if result.differences:
         lines += ["", f"Compared with --force despite: {'; '.join(result.differences)}."]
+    if result.draws:
+        lines += ["", f"Different draws: {result.draws}."]
     lines += ["", "| " + " | ".join(_columns(result)) + " |"]
     lines.append("|" + "|".join(["---", "---:", "---:", "---:", "---", "---:", "---", "---"]) + "|")
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in result.rows]
@@ -261,4 +263,6 @@ def _print_table(result: CompareResult) -> None:
         console.print(escape(note), soft_wrap=True)
     for difference in result.differences:
         console.print(f"[yellow]compared with --force despite {escape(difference)}[/yellow]")
+    if result.draws:
+        console.print(f"different draws: {escape(result.draws)}", soft_wrap=True)
     console.print(("[bold red]" if not result.passed else "[bold]") + escape(_verdict(result)))
