@@ -94,8 +94,8 @@ class RunSamples:
     throughput: pd.DataFrame
     requests: int = 0
     stalls: RunStalls = field(default_factory=RunStalls.none)
-    #: The time block of each completed request (``request_blocks``), in ``latencies``' order.
-    blocks: np.ndarray | None = None
+    #: Each completed request's intended send, in ``latencies``' order (its time block).
+    starts_s: np.ndarray | None = None
 
     @classmethod
     def of_tables(
@@ -116,10 +116,7 @@ class RunSamples:
             ),
             requests=len(requests),
             stalls=run_stalls(done, latencies["ttft_s"].to_numpy(float), gaps),
-            blocks=request_blocks(
-                pd.to_numeric(done["intended_s"], errors="coerce").to_numpy(float),
-                latencies["e2e_s"].to_numpy(float),
-            ),
+            starts_s=pd.to_numeric(done["intended_s"], errors="coerce").to_numpy(float),
         )
 
     def sample(self, spec: MetricSpec, *, draws: bool = False) -> Sample:
@@ -131,7 +128,9 @@ class RunSamples:
             return Sample.of(self.throughput[spec.source])
         if spec.source in STALL_SOURCES:
             return Sample.of(self.stalls.values(spec.source))
-        blocks = self.blocks if draws else None
+        if not draws or self.starts_s is None:
+            return Sample.of(self.latencies[spec.source])
+        blocks = request_blocks(self.starts_s, self.latencies["e2e_s"].to_numpy(float))
         return Sample.of(self.latencies[spec.source], blocks)
 
     @property
