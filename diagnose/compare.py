@@ -370,36 +370,13 @@ def _decided_row(
 
 
 def compare_runs(
-    base_dir: str | Path,
-    new_dir: str | Path,
-    gates: Sequence[Gate] = (),
-    *,
-    metrics: Sequence[str] | None = None,
-    force: bool = False,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = 0,
-    inconclusive: str = FAIL,
+    base_dir: str | Path, new_dir: str | Path, gates: Sequence[Gate] = (), **settings: Any
 ) -> CompareResult:
-    """Compare two run directories on ``metrics`` (and every gated metric; ``None``: the
-    defaults, and the stall metrics when a run has stall events).
-
-    Refuses (``InputError``) runs of different workloads unless ``force``.
-    ``inconclusive`` is ``"fail"`` or ``"pass"``: what an undecided gate counts as.
-    """
+    """Compare two run directories: ``compare_samples`` (whose keywords ``settings`` are)
+    on the runs read with ``load_run``."""
     base = load_run(base_dir, "BASE_RUN")
     new = load_run(new_dir, "NEW_RUN", need_completed=False)
-    return compare_samples(
-        base,
-        new,
-        gates,
-        metrics=metrics,
-        force=force,
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-        inconclusive=inconclusive,
-    )
+    return compare_samples(base, new, gates, **settings)
 
 
 def different_draws(base: RunSamples, new: RunSamples) -> str | None:
@@ -429,8 +406,14 @@ def compare_samples(
     inconclusive: str = FAIL,
     draws: str | None = None,
 ) -> CompareResult:
-    """``compare_runs`` on runs already read; ``draws`` says why they are different
-    draws when their ``run.json`` cannot (``different_draws`` otherwise)."""
+    """Compare two runs on ``metrics`` (and every gated metric; ``None``: the defaults,
+    and the stall metrics when a run has stall events).
+
+    Refuses (``InputError``) runs of different workloads unless ``force``.
+    ``inconclusive`` is ``"fail"`` or ``"pass"``: what an undecided gate counts as.
+    ``draws`` says why the runs are different draws when their ``run.json`` cannot
+    (``different_draws`` otherwise).
+    """
     if metrics is None:
         stalls = len(base.stalls.events) or len(new.stalls.events)
         metrics = (*DEFAULT_METRICS, *(STALL_METRICS if stalls else ()))

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from compare_support import run_cli
 from rundirs import synth_run, write_run
 
@@ -77,11 +78,20 @@ def test_the_stall_event_has_one_definition_the_longest_kind_against_the_others(
     assert events.stall_s.tolist() == [0.1] and np.allclose(events.lost_s, [0.09])
 
 
+@pytest.fixture(scope="module")
+def budgets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Budget 768: twelve 120 ms steps per prompt; budget 12288: one 900 ms step."""
+    root = tmp_path_factory.mktemp("budgets")
+    return (
+        stalled_run(root / "768", stall_s=0.12, stalls_per_prompt=12, seed=1),
+        stalled_run(root / "12288", stall_s=0.9, stalls_per_prompt=1, seed=1),
+    )
+
+
 def test_the_readme_gates_fail_longer_rarer_stalls_the_pooled_p99_cannot_see(
-    monkeypatch, capsys, tmp_path
+    monkeypatch, capsys, budgets
 ):
-    small = stalled_run(tmp_path / "768", stall_s=0.12, stalls_per_prompt=12, seed=1)
-    large = stalled_run(tmp_path / "12288", stall_s=0.9, stalls_per_prompt=1, seed=1)
+    small, large = budgets
     code, out, _ = run_cli(monkeypatch, capsys, small, large, *README_GATES, "--json")
     rows = rows_of(out)
     assert code == 1
@@ -97,10 +107,9 @@ def test_the_readme_gates_fail_longer_rarer_stalls_the_pooled_p99_cannot_see(
 
 
 def test_in_reverse_the_stall_gate_passes_and_the_p99_reports_the_trade_off(
-    monkeypatch, capsys, tmp_path
+    monkeypatch, capsys, budgets
 ):
-    large = stalled_run(tmp_path / "12288", stall_s=0.9, stalls_per_prompt=1, seed=1)
-    small = stalled_run(tmp_path / "768", stall_s=0.12, stalls_per_prompt=12, seed=1)
+    small, large = budgets
     code, out, _ = run_cli(monkeypatch, capsys, large, small, *README_GATES, "--json")
     rows = rows_of(out)
     assert rows["stall_worst"]["gate"]["verdict"] == "pass"
