@@ -27,9 +27,10 @@ shorter, the row notes the trade-off (more frequent, shorter stalls).
 **Different draws.** When BASE and NEW were drawn with different workload seeds, they
 are two samples of the traffic, not one: bursts of arrivals and the mix of prompt
 lengths differ between draws, and requests near one another in time share a queue. Then
-per-request values are resampled in time blocks of requests (``request_blocks``, the
-blocks' length as for ITL gaps), so that each run's interval carries that between-draw
-variance, and the result says the seeds differ (``CompareResult.draws``).
+per-request values are resampled in time blocks of requests (``request_blocks``) and ITL
+gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``), so that each
+run's interval carries that between-draw variance, and the result says the seeds differ
+(``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
 
@@ -123,14 +124,16 @@ class RunSamples:
         """The values ``spec`` is compared on; ``draws``: BASE and NEW are different draws
         of the workload, so requests are resampled in time blocks."""
         if spec.source == "itl_s":
-            return Sample.of(self.gaps.gap_s, time_blocks(self.gaps))
+            lifetimes = DRAW_BLOCK_LIFETIMES if draws else 1.0
+            return Sample.of(self.gaps.gap_s, time_blocks(self.gaps, lifetimes))
         if spec.source in THROUGHPUTS:
             return Sample.of(self.throughput[spec.source])
         if spec.source in STALL_SOURCES:
             return Sample.of(self.stalls.values(spec.source))
         if not draws or self.starts_s is None:
             return Sample.of(self.latencies[spec.source])
-        blocks = request_blocks(self.starts_s, self.latencies["e2e_s"].to_numpy(float))
+        lifetimes = self.latencies["e2e_s"].to_numpy(float)
+        blocks = request_blocks(self.starts_s, lifetimes, DRAW_BLOCK_LIFETIMES)
         return Sample.of(self.latencies[spec.source], blocks)
 
     @property
@@ -163,7 +166,16 @@ class RunSamples:
         return math.ceil(units * per_unit)
 
 
-def time_blocks(gaps: TokenGaps) -> np.ndarray:
+#: Block length, in median request lifetimes, when BASE and NEW are different draws: the
+#: load a request meets builds up over the lifetime before it, so blocks of one lifetime
+#: are correlated with their neighbours and understate the variance between draws
+#: (``benchmarks/compare_calibration.py``: 60 different-seed A/A pairs of 400 requests,
+#: the z-scores' spread for TPOT and E2E p50 fell from 1.3 to 1.2 at two lifetimes and
+#: no further at four).
+DRAW_BLOCK_LIFETIMES = 2.0
+
+
+def time_blocks(gaps: TokenGaps, lifetimes: float = 1.0) -> np.ndarray:
     """The time block each ITL gap falls in: the units its bootstrap resamples.
 
     A continuous-batching server advances every running request in the same step, so a
@@ -181,20 +193,22 @@ def time_blocks(gaps: TokenGaps) -> np.ndarray:
     np.minimum.at(first, gaps.request, t)
     np.maximum.at(last, gaps.request, t)
     seen = np.isfinite(first)
-    return _blocks(t, float(np.median(last[seen] - first[seen])))
+    return _blocks(t, lifetimes * float(np.median(last[seen] - first[seen])))
 
 
-def request_blocks(start_s: np.ndarray, lifetime_s: np.ndarray) -> np.ndarray:
-    """The time block of each request by its intended send (``start_s``), blocks of one
-    median lifetime (``lifetime_s``: E2E) as ``_blocks`` cuts them; requests with no send
-    time share a block of their own."""
+def request_blocks(
+    start_s: np.ndarray, lifetime_s: np.ndarray, lifetimes: float = 1.0
+) -> np.ndarray:
+    """The time block of each request by its intended send (``start_s``), blocks of
+    ``lifetimes`` median lifetimes (``lifetime_s``: E2E) as ``_blocks`` cuts them;
+    requests with no send time share a block of their own."""
     start_s = np.asarray(start_s, float)
-    lifetimes = np.asarray(lifetime_s, float)
-    lifetimes = lifetimes[np.isfinite(lifetimes)]
+    durations = np.asarray(lifetime_s, float)
+    durations = durations[np.isfinite(durations)]
     known = np.isfinite(start_s)
     out = np.full(len(start_s), -1, dtype=np.int64)
-    if known.any() and lifetimes.size:
-        out[known] = _blocks(start_s[known], float(np.median(lifetimes)))
+    if known.any() and durations.size:
+        out[known] = _blocks(start_s[known], lifetimes * float(np.median(durations)))
     return out
 
 
