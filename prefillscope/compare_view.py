@@ -78,7 +78,9 @@ def _verdict(result: CompareResult) -> str:
     verdict = result.verdict
     if verdict == FAIL:
         names = ", ".join(
-            f"{row.spec.name} {_percent(row.comparison.ratio)}" for row in result.failed_gates
+            f"{row.spec.name} {_percent(row.comparison.ratio)}"
+            + (" (a trade-off of stalls: see its note)" if row.note else "")
+            for row in result.failed_gates
         )
         return f"FAIL: regression beyond its gate (the whole interval): {names}"
     if verdict == INCONCLUSIVE:
