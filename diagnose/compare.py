@@ -356,6 +356,9 @@ def _decided_row(
     spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
 ) -> MetricResult:
     """A row: what is missing, and the run size that would decide it."""
+    if spec.source in STALL_SOURCES and all(run.stalls.kind is None for run in runs):
+        why = "one request kind in both runs: no long prefill beside decode streams to stall"
+        return MetricResult(spec, c, gate, not_applicable=why)
     lacking = [f"{who} has {what}" for who, run in zip(("BASE", "NEW"), runs, strict=True)
                if (what := run.lacks(spec))]  # fmt: skip
     if lacking:

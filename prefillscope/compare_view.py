@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
-from diagnose.gate import FAIL, INCONCLUSIVE, PASS, CompareResult
+from diagnose.gate import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CompareResult
 from probes.units import p_value_text
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def _percent(ratio: float | None) -> str:
 
 _STATUS = {"significant": "yes", "not significant": "no"}
 #: The table's status column at its narrowest: a note under the table says why.
-_SHORT_STATUS = {"inconclusive": "?", "missing": "—"}
+_SHORT_STATUS = {"inconclusive": "?", "missing": "—", NOT_APPLICABLE: "n/a"}
 
 
 def _cells(row: MetricResult) -> list[str]:
@@ -55,7 +55,9 @@ def _cells(row: MetricResult) -> list[str]:
     if row.gate is not None:
         limit = f"{row.gate.max_worsening * 100:g}%"
         verdict = row.gate_verdict
-        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}"}.get(verdict, f"? {limit}")
+        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}", NOT_APPLICABLE: "n/a"}.get(
+            verdict, f"? {limit}"
+        )
     return [
         row.spec.name,
         _value(row, row.comparison.base),
@@ -88,7 +90,9 @@ def _verdict(result: CompareResult) -> str:
         counts = "a failure" if not result.passed else "a pass (--inconclusive pass)"
         return f"INCONCLUSIVE, counted as {counts}: the data cannot decide {names}"
     if verdict == PASS:
-        return f"PASS: {sum(row.gate is not None for row in result.rows)} gate(s) held"
+        held = sum(row.gate_verdict == PASS for row in result.rows)
+        moot = sum(row.gate_verdict == NOT_APPLICABLE for row in result.rows)
+        return f"PASS: {held} gate(s) held" + (f", {moot} not applicable" if moot else "")
     return "no gates given"
 
 
@@ -150,8 +154,9 @@ def _junit_suite(result: CompareResult, name: str = TITLE) -> ET.Element:
                 f"{row.spec.name}: gate {row.gate_verdict} ({row.gate.text if row.gate else ''})"
             )
             ET.SubElement(case, "failure", message=message).text = text
-        elif row.gate_verdict == INCONCLUSIVE:
-            ET.SubElement(case, "skipped", message=f"{row.spec.name}: inconclusive").text = text
+        elif row.gate_verdict in (INCONCLUSIVE, NOT_APPLICABLE):
+            message = f"{row.spec.name}: {row.gate_verdict}"
+            ET.SubElement(case, "skipped", message=message).text = text
         else:
             ET.SubElement(case, "system-out").text = text
     return suite

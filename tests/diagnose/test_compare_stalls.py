@@ -129,10 +129,22 @@ def test_stall_metrics_show_by_default_only_beside_long_prefills(monkeypatch, ca
     report = json.loads(out)
     assert "stall_worst" not in rows_of(out) and report["draws"] is None  # one seed, one draw
     assert rows_of(out)["ttft_p50"]["method"] == "bootstrap"
-    # asked for on runs without long prompts: missing, and the gate cannot pass
+    # the README's gate on runs of one request kind: nothing can stall, the gate is moot
+    code, out, _ = run_cli(monkeypatch, capsys, *one_kind, "--gate", "stall_worst:+25%")
+    assert code == 0 and "PASS: 0 gate(s) held, 1 not applicable" in out
     code, out, _ = run_cli(monkeypatch, capsys, *one_kind, "--gate", "stall_worst:+25%", "--json")
     row = rows_of(out)["stall_worst"]
-    assert code == 1 and row["status"] == "missing" and "no stall events" in row["missing"]
+    assert (
+        code == 0 and row["status"] == "not applicable" and row["gate"]["verdict"] == row["status"]
+    )
+    assert "one request kind in both runs" in row["reason"]
+    # long prompts beside decode streams, but too few events to judge: undecided, not moot
+    few = [stalled_run(tmp_path / f"few{s}", stall_s=0.3, stalls_per_prompt=2, seed=s, prompts=4)
+           for s in (1, 2)]  # fmt: skip
+    code, out, _ = run_cli(monkeypatch, capsys, *few, "--gate", "stall_worst:+25%", "--json")
+    row = rows_of(out)["stall_worst"]
+    assert code == 1 and row["gate"]["verdict"] == "inconclusive"
+    assert "4 stall events (fewer than 10)" in row["reason"]
 
 
 def test_an_unknown_stall_metric_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
