@@ -168,10 +168,10 @@ class RunSamples:
 
 #: Block length, in median request lifetimes, when BASE and NEW are different draws: the
 #: load a request meets builds up over the lifetime before it, so blocks of one lifetime
-#: are correlated with their neighbours and understate the variance between draws
-#: (``benchmarks/compare_calibration.py``: 60 different-seed A/A pairs of 400 requests,
-#: the z-scores' spread for TPOT and E2E p50 fell from 1.3 to 1.2 at two lifetimes and
-#: no further at four).
+#: are correlated with their neighbours and understate the variance between draws. On
+#: 60 different-seed A/A pairs of 400 ``system-prompt`` requests
+#: (``benchmarks/compare_calibration.py``) TPOT and E2E p50 were significant in 13–15 %
+#: of pairs with blocks of one lifetime, 7–8 % with two, no fewer with four.
 DRAW_BLOCK_LIFETIMES = 2.0
 
 
