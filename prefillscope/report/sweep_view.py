@@ -18,7 +18,7 @@ from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
 from probes.units import fmt_seconds
-from runfmt.sweep import COMPLETE, SweepResult
+from runfmt.sweep import COMPLETE, SweepPoint, SweepResult
 
 #: The sweep's latencies (the registry's ``SWEEP_FIGURES``): (header, figure key), the
 #: header as a reader names the statistic (``TTFT p50``).
@@ -53,12 +53,14 @@ def load_label(axis: str, value: float) -> str:
     return f"{value:g} req/s" if axis == "rate" else f"{value:g} users"
 
 
-def mark(sweep: SweepResult, value: float) -> str:
+def mark(sweep: SweepResult, point: SweepPoint) -> str:
     notes = []
-    if value == sweep.knee:
+    if point.status == COMPLETE and point.value == sweep.knee:
         notes.append("knee")
-    if value == sweep.saturated_at:
+    if point.status == COMPLETE and point.value == sweep.saturated_at:
         notes.append("saturated")
+    if point.figure("client_limited"):
+        notes.append("client-limited")
     return ", ".join(notes)
 
 
@@ -72,23 +74,49 @@ def sweep_rows(sweep: SweepResult) -> tuple[list[str], list[list[str]]]:
     rows = []
     for p in sweep.points:
         status = "" if p.status == COMPLETE else p.status
-        note = ", ".join(x for x in (mark(sweep, p.value), status) if x)
+        note = ", ".join(x for x in (mark(sweep, p), status) if x)
         cells = [_cell(p.figure(key), kind) for _, key, kind in columns]
         rows.append([f"{p.value:g}", *cells, note])
     return header, rows
 
 
 def sweep_summary(sweep: SweepResult) -> str:
-    """One sentence: the knee, and where throughput stopped rising."""
+    """One sentence: the knee, where the figure stopped rising (or the server stopped
+    serving what it was offered), and which points the client limited."""
     what = "goodput" if sweep.figure == "goodput_rps" else "throughput"
     axis = sweep.axis
     knee = sweep.knee
-    parts = [f"knee at {load_label(axis, knee)}" if knee is not None else "no knee found"]
-    saturated = sweep.saturated_at
-    if saturated is not None:
-        parts.append(f"{what} stopped rising at {load_label(axis, saturated)}")
+    done = [p for p in sweep.points if p.status == COMPLETE]
+    saturated = next((p for p in done if p.value == sweep.saturated_at), None)
+    if knee is not None:
+        parts = [f"knee at {load_label(axis, knee)}"]
+    elif saturated is not None:
+        parts = [
+            f"saturated from the first point: sweep lower than {load_label(axis, saturated.value)}"
+        ]
     else:
+        parts = ["no knee found (no point completed)"]
+    if saturated is not None:
+        served, offered = saturated.figure("achieved_rps"), saturated.figure("offered_rps")
+        if sweep.saturation_cause == "served_below_offered" and served and offered:
+            parts.append(
+                f"saturated at {load_label(axis, saturated.value)}: served {served:.1f} req/s "
+                f"of the {offered:.1f} offered"
+            )
+        else:
+            parts.append(f"saturated at {load_label(axis, saturated.value)}: {what} stopped rising")
+    elif done and done[-1] is sweep.points[-1]:
         parts.append(f"{what} still rising at the last point: sweep higher")
+    elif done:
+        stopped = sweep.points[len(done)] if len(done) < len(sweep.points) else sweep.points[-1]
+        parts.append(
+            f"the sweep ended at {load_label(axis, stopped.value)} ({stopped.status}) "
+            "before saturation"
+        )
+    limited = [p for p in sweep.points if p.figure("client_limited")]
+    if limited:
+        loads = ", ".join(load_label(axis, p.value) for p in limited)
+        parts.append(f"client-limited at {loads}: their latencies are partly the client's")
     return "; ".join(parts) + "."
 
 
