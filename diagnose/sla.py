@@ -104,6 +104,21 @@ class BoundCheck:
         }
 
 
+def requests_to_decide(bound: Bound, gaps_per_request: float = 1.0) -> int:
+    """The fewest requests a probe needs for ``bound``'s quantile to rest on ``MIN_TAIL``
+    values beyond it: one value a request for a per-request latency, ``gaps_per_request``
+    for ITL (its output tokens less one); a mean or a throughput needs ``MIN_UNITS``."""
+    from diagnose.stats import MIN_TAIL, MIN_UNITS
+    from runtime.quantiles import QUANTILES
+
+    spec = bound.metric
+    if not spec.is_latency or spec.stat == "mean":
+        return MIN_UNITS
+    share = min(QUANTILES[spec.stat], 100.0 - QUANTILES[spec.stat]) / 100.0
+    per_request = max(gaps_per_request, 1.0) if spec.source == "itl_s" else 1.0
+    return max(MIN_UNITS, math.ceil(MIN_TAIL / share / per_request - 1e-9))
+
+
 def probe_verdict(checks: list[BoundCheck]) -> str:
     """``misses`` when any bound is missed, ``meets`` when all are met, else inconclusive."""
     verdicts = {c.verdict for c in checks}

@@ -36,7 +36,7 @@ def test_the_table_marks_the_knee_saturation_client_limits_and_failures():
 def test_the_sentence_names_the_knee_where_it_saturated_and_the_client_limited_points():
     assert sweep_summary(SWEEP) == (
         "knee at 2 req/s; saturated at 4 req/s: throughput stopped rising; client-limited "
-        "at 4 req/s: their latencies are partly the client's."
+        "at 4 req/s: latencies there are partly the client's."
     )
     rising = {**DOC, "axis": "concurrency", "figure": "goodput_rps", "knee": 4.0,
               "saturated_at": None, "saturation_cause": None,
