@@ -137,6 +137,7 @@ def render_html(data: ReportData) -> str:
     return _page(
         hdr.title,
         _header_section(hdr),
+        _answer_section(data),
         _client_banner(data),
         _notes(data.notes),
         _summary_section(data),
@@ -265,18 +266,20 @@ def _plots_section(data: ReportData) -> Markup:
     )
 
 
-def _diagnosis_section(data: ReportData) -> Markup:
-    head = el("h2", "Diagnosis")
+def _answer_section(data: ReportData) -> Markup:
+    """The primary finding and the decision: the first thing on the page."""
+    head = el("h2", "The answer")
     if data.diagnosis is None:
         return el(
             "section",
             head,
             el(
                 "p",
-                "The diagnosis was not run for this run directory. Run ",
+                "The diagnosis could not be run for this run directory. Run ",
                 el("code", content.diagnose_hint(data)),
                 " and regenerate this report to see the hypothesis checklist.",
             ),
+            class_="answer",
         )
     hard, reasons, recommendation = findings.decision(data.diagnosis)
     verdict = {True: "hard failure", False: "no hard failure", None: "unknown"}[hard]
@@ -290,6 +293,14 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el("ul", [el("li", r) for r in reasons], class_="plain") if reasons else None,
         class_="decision",
     )
+    more = el("p", "Every finding with its evidence is in the diagnosis below the plots.")
+    return el("section", head, decision, more, class_="answer")
+
+
+def _diagnosis_section(data: ReportData) -> Markup | None:
+    if data.diagnosis is None:
+        return None
+    head = el("h2", "Diagnosis: every finding")
     rows = [
         el(
             "tr",
@@ -317,7 +328,7 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el("tbody", rows),
         class_="diagnosis",
     )
-    return el("section", head, decision, table)
+    return el("section", head, table)
 
 
 def _list(items: list[str]) -> Markup:

@@ -42,6 +42,8 @@ def report_renderables(
 ) -> list[RenderableType]:
     parts: list[RenderableType | None] = [
         _header(data),
+        Rule("The answer", style="dim"),
+        _answer(data),
         _client_warning(data),
         _notes(data.notes),
         Rule("Summary", style="dim"),
@@ -50,8 +52,8 @@ def report_renderables(
         _itl_by_kind(data),
         _itl_sparkline(data, width),
         _pool(data),
-        Rule("Diagnosis", style="dim"),
-        _diagnosis(data),
+        Rule("Diagnosis: every finding", style="dim") if data.diagnosis is not None else None,
+        _findings(data),
         _errors(data),
         Text(
             f"HTML report with plots: {html_path}"
@@ -192,10 +194,11 @@ def _pool(data: ReportData) -> RenderableType | None:
     )
 
 
-def _diagnosis(data: ReportData) -> RenderableType:
+def _answer(data: ReportData) -> RenderableType:
+    """The primary finding and the decision, before any table."""
     if data.diagnosis is None:
         return Text.assemble(
-            ("The diagnosis was not run. Run ", "yellow"),
+            ("The diagnosis could not be run here. Run ", "yellow"),
             (content.diagnose_hint(data), "bold"),
             (" and re-run the report.", "yellow"),
         )
@@ -212,6 +215,14 @@ def _diagnosis(data: ReportData) -> RenderableType:
         )
     ]
     blocks += [Text(f"  • {r}") for r in reasons]
+    return Group(*blocks)
+
+
+def _findings(data: ReportData) -> RenderableType | None:
+    """Every finding of the diagnosis with its evidence (the answer came first)."""
+    if data.diagnosis is None:
+        return None
+    blocks: list[RenderableType] = []
     for finding in findings.findings(data.diagnosis):
         blocks.append(Text())
         blocks.append(
