@@ -204,5 +204,5 @@ def test_the_answer_comes_before_the_tables_and_the_plots(tmp_path: Path) -> Non
     page = _page(tmp_path)
     answer = page.index("<h2>The answer</h2>")
     assert answer < page.index("Decision: ") < page.index("<h2>Summary</h2>")
-    assert page.index("class=\"decision\"") < page.index("<svg")
+    assert page.index('class="decision"') < page.index("<svg")
     assert page.index("<svg") < page.index("<h2>Diagnosis: every finding</h2>")
