@@ -41,9 +41,9 @@ def report_renderables(
     data: ReportData, width: int, html_path: str | None = None
 ) -> list[RenderableType]:
     parts: list[RenderableType | None] = [
-        _header(data),
-        Rule("The answer", style="dim"),
+        Rule(f"{content.header(data).title}: the answer", style="dim"),
         _answer(data),
+        _header(data),
         _client_warning(data),
         _notes(data.notes),
         Rule("Summary", style="dim"),
@@ -88,8 +88,16 @@ def _header(data: ReportData) -> Panel:
 
 
 def _client_warning(data: ReportData) -> RenderableType | None:
-    warning = content.client_warning(data.sections)
-    return Text(warning, style=TONE_STYLES["warn"]) if warning else None
+    """What shaped the run besides the server: the client, other clients' traffic."""
+    found = [
+        w
+        for w in (
+            content.client_warning(data.sections),
+            content.mixed_traffic_warning(data.sections),
+        )
+        if w
+    ]
+    return Group(*(Text(w, style=TONE_STYLES["warn"]) for w in found)) if found else None
 
 
 def _notes(notes: list[str]) -> RenderableType | None:
@@ -206,7 +214,11 @@ def _answer(data: ReportData) -> RenderableType:
     verdict = {True: ("hard failure", "bad"), False: ("no hard failure", "good")}.get(
         hard, (numbers.UNKNOWN, "muted")
     )
-    blocks: list[RenderableType] = [
+    primary = findings.primary_headline(data.diagnosis)
+    blocks: list[RenderableType] = []
+    if primary is not None:
+        blocks.append(Text(f" {primary[0]} ", style=f"bold reverse {_tone(primary[1])}"))
+    blocks += [
         Text.assemble(
             ("Decision: ", "bold"),
             (f" {verdict[0]} ", f"reverse {_tone(verdict[1])}"),
