@@ -58,9 +58,7 @@ def test_sharegpt_first_prompts_with_their_answer_lengths(
         assert list(r.prompt.token_ids(2000)) == tokenizer.encode(r.text, special=True)
         answer = "A run of tokens whose KV is kept. " * (int(r.text.split()[1][:-1]) % 4 + 1)
         assert r.max_tokens == len(tokenizer.encode(answer, special=False))
-    bigger = build_plan(
-        load_spec(f"sharegpt:{path}", {**first, "num_requests": 30}), tokenizer
-    )
+    bigger = build_plan(load_spec(f"sharegpt:{path}", {**first, "num_requests": 30}), tokenizer)
     assert len(bigger) == 30 and len({r.text for r in bigger}) == 12  # cycled
 
 
