@@ -66,9 +66,23 @@ _DROPPED = (
 )
 
 
-def latency_table(summary: SummaryLike, width: int) -> RenderableType:
-    """The latency table in the richest form that fits ``width`` (labels never wrap), with
-    a legend line for each abbreviation it shows (short labels, ``≤`` bounds, ``*``)."""
+def latency_view(summary: SummaryLike, width: int) -> RenderableType:
+    """``latency_table`` with legend lines for the abbreviations it shows (short labels,
+    ``≤`` bounds, ``*``), packed to ``width``."""
+    table, short = _latency_form(summary, width)
+    legend = content.latency_legend(content.latency_table(summary, short=short))
+    if not legend:
+        return table
+    return Group(table, *(Text(line, style="dim") for line in legend_lines(legend, width)))
+
+
+def latency_table(summary: SummaryLike, width: int) -> Table:
+    """The latency table in the richest form that fits ``width`` (labels never wrap)."""
+    return _latency_form(summary, width)[0]
+
+
+def _latency_form(summary: SummaryLike, width: int) -> tuple[Table, bool]:
+    """The richest table that fits ``width``, and whether its labels are the short ones."""
     columns = content.latency_columns()
 
     def make(short: bool, dropped: tuple[str, ...]) -> Table:
@@ -81,10 +95,7 @@ def latency_table(summary: SummaryLike, width: int) -> RenderableType:
         table = make(short, dropped)
         if natural_width(table) <= width:
             break
-    legend = content.latency_legend(content.latency_table(summary, short=short))
-    if not legend:
-        return table
-    return Group(table, *(Text(line, style="dim") for line in legend_lines(legend, width)))
+    return table, short
 
 
 def legend_lines(items: list[str], width: int) -> list[str]:
@@ -175,7 +186,7 @@ def summary_renderable(
     title = Text("bench ", style="bold") + Text(status, style=STATUS_STYLES.get(status, "bold"))
     if reason:
         title += Text(f" — {reason}", style="dim")
-    parts: list[RenderableType] = [title, latency_table(sections, width)]
+    parts: list[RenderableType] = [title, latency_view(sections, width)]
     for warning in (content.client_warning(sections), content.mixed_traffic_warning(sections)):
         if warning:
             parts.append(Text("⚠ " + warning, style="bold yellow"))

@@ -145,8 +145,9 @@ def print_sweep(doc: SweepResult, folder: Path, console) -> None:
         header, rows = search_rows(doc, header, rows)
     # no box: its column separators would cost nine columns an 80-column terminal lacks
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold underline")
-    for i, name in enumerate(header):
-        table.add_column(name, justify="right" if 0 < i < len(header) - 1 else "left", no_wrap=True)
+    for i, name in enumerate(header):  # the note wraps; numbers never do
+        last = i == len(header) - 1
+        table.add_column(name, justify="right" if i > 0 and not last else "left", no_wrap=not last)
     for row in rows:
         table.add_row(*(Text(c) for c in row))
     console.print(table)

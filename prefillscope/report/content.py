@@ -346,7 +346,7 @@ def server_section(summary: SummaryLike) -> list[list[str]]:
         sent, counted = share
         rows.append(
             [
-                "this run's share of its requests",
+                "this run's share of the server's requests",
                 f"{fmt_share(min(sent / counted, 1.0))} ({sent:,} of {counted:,} TTFTs)",
                 "derived",
                 "client first tokens / server TTFT histogram count",

@@ -121,11 +121,11 @@ def _table(
 
 
 def _latency(data: ReportData, width: int) -> RenderableType:
-    from prefillscope.summary_view import latency_table
+    from prefillscope.summary_view import latency_view
 
     if not content.latency_table(data.sections):
         return Text("No latency summary (summary.json absent).", style="dim")
-    return latency_table(data.sections, width)
+    return latency_view(data.sections, width)
 
 
 def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:

@@ -44,7 +44,7 @@ def test_terminal_view_is_the_default_and_runs_the_diagnosis_first(tmp_path: Pat
     assert "ITL by request kind" in done.stdout
     assert (run / "diagnosis.json").is_file()
     text = done.stdout
-    assert text.index("The answer") < text.index("Decision:") < text.index("Summary")
+    assert text.index("the answer") < text.index("Decision:") < text.index("Summary")
     assert "the diagnosis was run for this report and saved as diagnosis.json" in text
 
 
