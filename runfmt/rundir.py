@@ -25,7 +25,6 @@ does not fit releases it and is written again.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +43,8 @@ from runfmt.journal import (
     read_journal,
 )
 from runfmt.names import journal_file, parquet_file
-from runtime import redact
+from runtime import atomic, redact
+from runtime.atomic import WriteFailed, failure_reason
 from workloads.errors import InputError
 
 #: Bytes ``RunDir.reserve`` sets aside for ``run.json`` and ``summary.json`` at the end.
@@ -52,25 +52,12 @@ RESERVE_BYTES = 256 * 1024
 _RESERVE_FILE = ".reserve"
 
 
-class RunWriteError(OSError):
+class RunWriteError(WriteFailed):
     """A write to the run directory failed; ``reason`` is the one line that says so."""
 
-    def __init__(self, errno_: int | None, reason: str) -> None:
-        super().__init__(errno_, reason)
-        self.reason = reason
 
-    def __str__(self) -> str:
-        return self.reason
-
-
-def write_failure_reason(folder: Path, exc: OSError) -> str:
-    """The one line for a failed write: ``no space left on DIR``, ``DIR is not writable``."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on {folder}"
-    why = exc.strerror or type(exc).__name__
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return f"{folder} is not writable ({why})"
-    return f"cannot write to {folder} ({why})"
+#: The one line for a failed write (``runtime.atomic``).
+write_failure_reason = failure_reason
 
 
 class TableWriter:
@@ -200,7 +187,7 @@ class RunDir:
     def __init__(self, path: str | Path, *, create: bool = False) -> None:
         self.path = Path(path)
         if create:
-            self.path.mkdir(parents=True, exist_ok=True)
+            atomic.make_folder(self.path)
         elif not self.path.is_dir():
             raise FileNotFoundError(f"no run directory at {self.path}")
         self._writers: dict[str, TableWriter] = {}
@@ -223,7 +210,7 @@ class RunDir:
             self.write_failure = reason
             for callback in self._watchers:
                 callback(reason)
-        return RunWriteError(exc.errno, reason)
+        return RunWriteError(exc.errno, reason, cause=exc)
 
     def reserve(self, size: int = RESERVE_BYTES) -> None:
         """Set ``size`` bytes aside for the last documents (released when one does not fit)."""
@@ -259,15 +246,10 @@ class RunDir:
     def _replace(self, name: str, write: Callable[[Path], object]) -> None:
         """``write`` a temp file beside ``name``, then rename it into place; a failed write
         leaves ``name`` as it was and no temp file (``RunWriteError``)."""
-        target = self.path / name
-        tmp = target.with_name(target.name + ".tmp")
         try:
-            write(tmp)
-            tmp.replace(target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise self.failed(exc) from None
+            atomic.replace(self.path / name, write)
+        except WriteFailed as exc:
+            raise self.failed(exc.cause or exc).keeping(exc.kept or "") from None
 
     def compact(self, name: str) -> None:
         """The table's parquet file from its journal (which stays); ``RunWriteError`` when

@@ -138,8 +138,10 @@ def simulate(
         break_even=not no_break_even,
     )
     spec.points()  # an uneven or oversized --gpus is refused before anything runs
-    if html is not None and not html.parent.is_dir():
-        raise InputError("--html", f"folder {html.parent} does not exist")
+    if html is not None:
+        from prefillscope.report.page_file import check_destination
+
+        check_destination(html)
     if workload is None and calibrate is None:
         raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
     if holdout is not None and (calibrate is None or not holdout.is_dir()):
@@ -166,9 +168,10 @@ def simulate(
     result = simulate_grid(spec, load, _progress)
     result["calibration"] = calibration
     if html is not None:
+        from prefillscope.report.page_file import write_html
         from prefillscope.report.simulate_page import render_page
 
-        html.write_text(render_page(result))
+        write_html(html, render_page(result))
     if as_json:
         typer.echo(json.dumps(result))
     else:
