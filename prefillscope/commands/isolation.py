@@ -7,9 +7,11 @@ probe it and a fresh one, in random order, trial after trial (``session.isolatio
 the verdict is ``isolated``, ``leaks`` or ``inconclusive`` (``diagnose.isolation``).
 
 Exit status: 0 a verdict; 1 the verdict is one of ``--fail-on`` (``leaks``,
-``inconclusive``); 2 bad input; 130/143/129 stopped (``isolation.json`` written
-``interrupted``). ``--json`` prints ``isolation.json``. The session, the statistics and
-the view are imported when the command runs, so the CLI starts without them.
+``inconclusive``); 2 bad input; 4 ``failed``: more than a tenth of the measured requests
+failed (``diagnose.isolation.MAX_FAILED_SHARE``); 6 ``isolation.json`` could not be
+written; 130/143/129 stopped (``isolation.json`` written ``interrupted``). ``--json``
+prints ``isolation.json``. The session, the statistics and the view are imported when the
+command runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def isolation(
     from prefillscope.report.isolation import isolation_content
     from prefillscope.report.terminal import render_isolation
     from runtime import signals
+    from session.exit_status import EXIT_REQUESTS_FAILED
     from session.isolation import IsolationOptions, run_isolation
 
     failing = parse_fail_on(fail_on)
@@ -115,6 +118,7 @@ def isolation(
         ("--confidence", confidence, Bound(0.5, 1, above=False)),
         ("--timeout", timeout, Bound(0, 3600, above=True)),
         ("--vocab-size", vocab_size, Bound(2, 2**31, whole=True)),
+        ("--seed", seed, Bound(0, 2**63 - 1, whole=True)),
     ):
         bound.check(flag, value)
     if confidence >= 1:
@@ -144,7 +148,8 @@ def isolation(
             f"the trials done are in {outcome.out}",
             file=sys.stderr,
         )
-        raise typer.Exit(signals.stop_exit_code())
+        failed = outcome.status == "failed"  # its requests failed beyond the bound
+        raise typer.Exit(EXIT_REQUESTS_FAILED if failed else signals.stop_exit_code())
     raise typer.Exit(1 if outcome.verdict in failing else 0)
 
 
