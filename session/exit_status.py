@@ -162,7 +162,8 @@ class BenchOutcome:
         return (
             f"{suspect.requests} of {suspect.of} completed requests carry impossible "
             f"usage from the server ({kinds}): kept as reported, flagged usage_suspect in "
-            f"requests, left out of the prefix hit rates; {self.run_dir}"
+            f"requests, left out of the prefix hit rates (a negative token count out of "
+            f"the throughput too); {self.run_dir}"
         )
 
     def ending(self) -> str:

@@ -10,7 +10,8 @@ request, ``all-5xx-after-first`` to every request after the first. Two faults li
 instead: ``die-after:N`` answers N completions well, then the process exits (every later
 connection refused: a server that died mid-run); ``lying-cache`` answers every request
 well but reports its whole prompt as cached, fresh prompts too (``cached_tokens`` that
-contradict themselves). A separate process, so a test can
+contradict themselves). ``negative-completion`` reports ``completion_tokens: -3`` on
+every other request. A separate process, so a test can
 SIGKILL it mid-run and ``prefillscope bench --endpoint`` drives it as it would a server.
 """
 
@@ -53,6 +54,11 @@ NONSENSE_USAGE = (
 )
 
 
+#: ``negative-completion``'s final usage on every other request: completion_tokens -3.
+NEGATIVE_COMPLETION = len(NONSENSE_USAGE)
+_USAGES = (*NONSENSE_USAGE, lambda prompt, n: (prompt, -3, 0))
+
+
 def _events(
     prompt: int, max_tokens: int, nonsense: int | None = None, cached: int | None = None
 ) -> list[bytes]:
@@ -65,7 +71,7 @@ def _events(
     ]
     usage: dict = {"prompt_tokens": prompt, "completion_tokens": max_tokens}
     if nonsense is not None:
-        reported, completion, cached = NONSENSE_USAGE[nonsense](prompt, max_tokens)
+        reported, completion, cached = _USAGES[nonsense](prompt, max_tokens)
         usage = {"prompt_tokens": reported, "completion_tokens": completion}
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     elif cached is not None:
@@ -125,6 +131,8 @@ def app(fault: str) -> web.Application:
         body = await request.json()
         request["index"] = index = next(counter)
         nonsense = (index // 2) % len(NONSENSE_USAGE) if fault == "nonsense-usage" else None
+        if fault == "negative-completion":
+            nonsense = NEGATIVE_COMPLETION
         if index % 2 == 0:
             nonsense = None
         prompt = len(body.get("prompt") or [])
@@ -140,7 +148,7 @@ def app(fault: str) -> web.Application:
         if fault.startswith("die-after:") and index >= int(fault.split(":")[1]):
             os._exit(0)  # the server dies: this request is cut, every later one refused
         every = fault == "all-5xx" or (fault == "all-5xx-after-first" and index > 0)
-        well = ("none", "nonsense-usage", "lying-cache")
+        well = ("none", "nonsense-usage", "lying-cache", "negative-completion")
         if not (fault in well or fault.startswith("die-after:")) and (every or index % 2 == 1):
             return await _fault(fault, request, events)
         resp = await _start_stream(request)
