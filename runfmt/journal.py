@@ -16,7 +16,7 @@ import base64
 import math
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,12 +144,14 @@ def _rows_table(rows: list[dict[str, Any]]) -> Columns:
     return Columns({name: _column([row.get(name) for row in rows]) for name in names}, len(rows))
 
 
-def read_journal(journal: Path) -> Columns:
+def read_journal(journal: Path, fits: Callable[[dict], bool] | None = None) -> Columns:
     """Every row of a journal, batch lines expanded, in the order they were written.
 
-    A line that is not a JSON object is skipped and counted (one warning line says how
-    many), and the read goes on. The last line without its newline is a write cut short
-    (the run is still going, or crashed mid-line): skipped without a warning.
+    A line that is not a JSON object, or a row that ``fits`` refuses (a column of the
+    wrong type: ``runfmt.tables.TableSchema.fits``), is skipped and counted (one warning
+    line says how many), and the read goes on. The last line without its newline is a
+    write cut short (the run is still going, or crashed mid-line): skipped without a
+    warning.
     numpy and pyarrow are imported here, not with the module: the probe process only
     appends rows.
     """
@@ -179,6 +181,9 @@ def read_journal(journal: Path) -> Columns:
                 skipped += raw.endswith("\n")  # a torn last line is not damage
                 continue
             if BATCH_KEY not in obj:
+                if fits is not None and not fits(obj):
+                    skipped += 1
+                    continue
                 if batch.lengths:
                     flush()
                 rows.append(obj)
