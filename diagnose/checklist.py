@@ -64,6 +64,7 @@ from runtime.signals import STOP_REASON_PREFIX
 #: Errors that mean the server failed (not the client, not a bad request), and how to say it.
 HARD_ERRORS = {
     ErrorKind.CONNECT: "connections refused or failed",
+    ErrorKind.DROPPED: "requests dropped unanswered (connection closed or reset)",
     ErrorKind.STREAM_TRUNCATED: "streams cut off mid-answer (dropped connections)",
     ErrorKind.HTTP_5XX: "server errors (HTTP 5xx)",
     ErrorKind.STREAM_ERROR_EVENT: "streams aborted by the server (error events)",
