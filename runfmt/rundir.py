@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runfmt.journal import (
     BATCH_KEY,
@@ -37,6 +37,7 @@ from runfmt.journal import (
     clean_value,
     dumps_line,
     encode_column,
+    journal_parts,
     loads_line,
     one_line,
     parse_line,
@@ -46,6 +47,9 @@ from runfmt.names import journal_file, parquet_file
 from runtime import atomic, redact
 from runtime.atomic import WriteFailed, failure_reason
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Bytes ``RunDir.reserve`` sets aside for ``run.json`` and ``summary.json`` at the end.
 RESERVE_BYTES = 256 * 1024
@@ -256,11 +260,8 @@ class RunDir:
         it cannot be written, with no parquet file left behind."""
         journal = self.path / journal_file(name)
         if journal.exists():
-            import pyarrow.parquet as pq
-
-            table = read_journal(journal).to_arrow()
             try:
-                self._replace(parquet_file(name), lambda tmp: pq.write_table(table, tmp))
+                self._replace(parquet_file(name), lambda tmp: _write_parquet(journal, tmp))
             except RunWriteError:
                 with contextlib.suppress(OSError):  # an earlier one is stale: the journal reads
                     (self.path / parquet_file(name)).unlink()
@@ -345,6 +346,43 @@ class RunDir:
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
+
+
+def _write_parquet(journal: Path, path: Path) -> None:
+    """The journal as a parquet file at ``path``, converted and written a part at a time
+    (``journal_parts``, one row group each): a long run's rows are never all Python
+    objects at once, nor one row group's encoded pages. Each column's type is what the
+    parts agree on (``promote_options="permissive"``: a column empty in one part takes
+    the others' type, whole numbers and fractions are fractions), as a read of the whole
+    journal infers it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = [part.to_arrow() for part in journal_parts(journal) if part.columns]
+    if not parts:
+        pq.write_table(read_journal(journal).to_arrow(), path)
+        return
+    try:
+        schema = pa.unify_schemas([p.schema for p in parts], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # parts that disagree: read it whole
+        pq.write_table(read_journal(journal).to_arrow(), path)
+        return
+    with pq.ParquetWriter(path, schema) as writer:
+        while parts:
+            writer.write_table(_conformed(parts.pop(0), schema))
+
+
+def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``part`` with ``schema``'s columns in its order (nulls where it has none), cast."""
+    import pyarrow as pa
+
+    columns = [
+        part.column(f.name).cast(f.type)
+        if f.name in part.column_names
+        else pa.nulls(part.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.table(columns, schema=schema)
 
 
 def _tagged(line: bytes, tag: Mapping[str, Any]) -> bytes:
