@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from workloads.errors import InputError
-from workloads.limits import MAX_TOKENS, Bound
+from workloads.limits import MAX_TOKENS, RESAMPLES_BOUND, SEED_BOUND, Bound, check_confidence
 
 _VERDICTS = ("leaks", "inconclusive", "isolated")
 
@@ -114,15 +114,13 @@ def isolation(
     for flag, value, bound in (
         ("--trials", trials, Bound(3, 10_000, whole=True, why="trials run one after another")),
         ("--warmup-trials", warmup_trials, Bound(0, 100, whole=True)),
-        ("--resamples", resamples, Bound(100, 10**6, whole=True)),
-        ("--confidence", confidence, Bound(0.5, 1, above=False)),
+        ("--resamples", resamples, RESAMPLES_BOUND),
         ("--timeout", timeout, Bound(0, 3600, above=True)),
         ("--vocab-size", vocab_size, Bound(2, 2**31, whole=True)),
-        ("--seed", seed, Bound(0, 2**63 - 1, whole=True)),
+        ("--seed", seed, SEED_BOUND),
     ):
         bound.check(flag, value)
-    if confidence >= 1:
-        raise InputError("--confidence", f"{confidence:g} is not below 1", "e.g. 0.95")
+    check_confidence("--confidence", confidence)
     if engine and endpoint:
         raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
     options = IsolationOptions(

@@ -155,8 +155,9 @@ def serve(
 
     if not 0 <= port <= 65535:
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
-    if stream_interval < 1:
-        raise InputError("--stream-interval", f"must be >= 1, got {stream_interval}")
+    Bound(1, 65_536, whole=True, why="tokens per streamed event").check(
+        "--stream-interval", stream_interval
+    )
     Bound(0, 3600, why="an idle connection is closed within the hour").check(
         "--idle-timeout", idle_timeout
     )
