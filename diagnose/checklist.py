@@ -29,26 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from diagnose import (
-    client_limited,
-    h1_prefill,
-    h2_host,
-    h3_bandwidth,
-    h4_memory,
-    h5_kv_transfer,
-    overload,
-    prefix_health,
-)
 from diagnose.context import Context, DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from diagnose.next_steps import (
-    BUDGET_FLAG,
-    ab_command,
-    chunk_pair,
-    server_flavour,
-    smaller_budget,
-)
-from diagnose.ranking import NONE, ranked
+from diagnose.next_steps import BUDGET_FLAG, server_flavour, smaller_budget
+from diagnose.ranking import ranked
+from diagnose.registry import Declaration, declaration, declared
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
@@ -138,16 +123,6 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     return reasons, calls
 
 
-#: What to measure next, by primary finding: a lead-in before the finding's own command.
-MEASURE_FIRST = {
-    "H2": "Profile the server before changing its configuration",
-    "H3": "Measure a smaller decode batch before changing the chunk size or cache policy",
-    "H4": "Measure at a lower load before changing cache policy",
-    "OL": "Measure the capacity before tuning the server",
-    "PC": "Fix the prefix cache first, then measure again",
-    "H5": "Measure the KV transfer alone before changing the P:D split or the link",
-    "CL": "Rerun from a client that keeps up before trusting any latency finding",
-}
 NO_CAUSE = (
     "No cause stands out: measure before changing cache policy or chunk size, and keep "
     "this run as the baseline for `prefillscope compare`."
@@ -155,17 +130,16 @@ NO_CAUSE = (
 
 
 def next_measurement(ctx: Context, primary: Primary, findings: dict[str, Finding]) -> str:
-    """The measurement that would confirm or refute the primary finding."""
-    if primary.finding == "H1":
-        budget, _ = ctx.budget
-        return (
-            "A/B the chunk size before changing cache policy: "
-            f"{ab_command(ctx.view, chunk_pair(budget))}"
-        )
-    if primary.finding not in findings:
+    """The measurement that would confirm or refute the primary finding: its declared
+    advice, else its declared lead-in before its own next step."""
+    found = findings.get(primary.finding)
+    if found is None:
         return NO_CAUSE
-    lead = MEASURE_FIRST.get(primary.finding, "Confirm it before changing the configuration")
-    return f"{lead}: {findings[primary.finding].next}"
+    d = declaration(primary.finding)
+    if d is not None and d.advice is not None:
+        return d.advice(ctx, found)
+    lead = d.measure_first if d is not None else "Confirm it before changing the configuration"
+    return f"{lead}: {found.next}"
 
 
 def _chunk_step(ctx: Context) -> str:
@@ -198,7 +172,13 @@ def _concurrency_step(ctx: Context) -> str:
 
 def _shed_step(ctx: Context, findings: dict[str, Finding]) -> str:
     served = next(
-        (e.value for e in findings["OL"].evidence if e.name.startswith("served rate")), None
+        (
+            e.value
+            for f in findings.values()
+            for e in f.evidence
+            if e.name.startswith("served rate")
+        ),
+        None,
     )
     rate = f" or the offered rate at the {served:.3g} req/s it served" if served else ""
     return f"shed load: {_concurrency_step(ctx)}{rate}"
@@ -208,14 +188,15 @@ def _containment(
     ctx: Context, calls: set[str], primary: Primary, findings: dict[str, Finding]
 ) -> str:
     steps = []
-    cause = primary.finding
-    if cause == "H1" or (cause == NONE and "chunk" in calls):
+    d = declaration(primary.finding)
+    contain = d.contain if d is not None else None  # None: no cause named
+    if contain == "chunk" or (contain is None and "chunk" in calls):
         steps.append(_chunk_step(ctx))
-    if cause == "OL":
+    if contain == "shed":
         steps.append(_shed_step(ctx, findings))
-    elif cause == "H5":
+    elif contain == "transfer":
         steps.append(f"{_concurrency_step(ctx)}, so that fewer KV transfers share the link")
-    elif "concurrency" in calls or cause not in ("H1", NONE) or not steps:
+    elif "concurrency" in calls or contain not in ("chunk", None) or not steps:
         steps.append(_concurrency_step(ctx))
     return (
         f"Hard failure: contain now — {'; and '.join(steps)}. This is bounded and reversible; "
@@ -237,22 +218,30 @@ def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Deci
     )
 
 
-#: The checks, in the order they are shown; each has ``assess(ctx) -> Finding``.
-HYPOTHESES = [h1_prefill, h2_host, h3_bandwidth, h4_memory, overload, client_limited]
-HYPOTHESES.append(h5_kv_transfer)  # P/D only: not applicable on a monolithic server
+def judged(ctx: Context, d: Declaration) -> Finding:
+    """One hypothesis judged, with the latency it explains when it declares how."""
+    finding = d.assess(ctx)
+    if finding.cost_s is None and d.cost is not None:
+        cost = d.cost(ctx, finding)
+        if cost is not None:
+            finding.cost_s, finding.cost_how = cost.seconds, cost.how
+    return finding
 
 
 def run_checklist(
     run_dir: RunDir | str | Path, options: DiagnoseOptions | None = None
 ) -> Diagnosis:
-    """Judge every hypothesis and the prefix cache for one run, rank them, and decide."""
+    """Judge every registered hypothesis and the prefix cache for one run, rank them, and
+    decide (``diagnose.registry``: each declared beside its ``assess``)."""
     path = run_dir.path if isinstance(run_dir, RunDir) else run_dir
     ctx = build_context(load_run_view(path), options or DiagnoseOptions())
-    hypotheses = [m.assess(ctx) for m in HYPOTHESES]
-    cache = prefix_health.assess(ctx)
-    findings = {f.id: f for f in [*hypotheses, cache]}
+    checks = declared()
+    hypotheses = [judged(ctx, d) for d in checks if not d.prefix_cache]
+    caches = [judged(ctx, d) for d in checks if d.prefix_cache]
+    findings = {f.id: f for f in [*hypotheses, *caches]}
     primary = ranked(findings, ctx.client)
     decision = decide(ctx, findings, primary)
+    cache = caches[0] if caches else None
     return Diagnosis(str(ctx.view.path), decision, hypotheses, cache, primary)
 
 

@@ -47,8 +47,10 @@ import numpy as np
 from scipy import stats as sps
 
 from diagnose.context import Context
+from diagnose.costs import decode_share_cost
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
+from diagnose.registry import hypothesis
 from diagnose.trend import Trend, fit_trend
 from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -238,6 +240,16 @@ def _inconclusive(ctx: Context, summary: str, evidence, missing) -> Finding:
     return Finding("H2", TITLE, Status.INCONCLUSIVE, summary, evidence, missing, _next(ctx))
 
 
+@hypothesis(
+    id="H2",
+    title=TITLE,
+    role="step",
+    order=2,
+    precedence=7,
+    reads_latency=True,
+    measure_first="Profile the server before changing its configuration",
+    cost=decode_share_cost,
+)
 def assess(ctx: Context) -> Finding:
     gaps = ctx.clear
     evidence: list[Evidence] = []

@@ -8,7 +8,14 @@ from rundirs import write_run
 
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from diagnose.overload import MIN_ARRIVALS, SERVED_SHARE, assess, offered_rate
+from diagnose.overload import (
+    MIN_ARRIVALS,
+    QUEUE_GROWTH,
+    SERVED_SHARE,
+    assess,
+    offered_rate,
+    overload_strength,
+)
 from diagnose.words import percent
 from loadgen.records import RequestRecord
 from runfmt.diagnosis import Status
@@ -35,8 +42,20 @@ def test_a_server_serving_half_the_offer_with_a_growing_queue_is_overloaded(tmp_
     assert finding.status == Status.SUPPORTED
     served = next(e for e in finding.evidence if e.name.startswith("served rate"))
     assert served.value == pytest.approx(5.0)
-    assert finding.strength == pytest.approx(2.0 * SERVED_SHARE)
+    growth = next(e for e in finding.evidence if e.name.startswith("queue growth")).value
+    assert growth > QUEUE_GROWTH  # the gap's strength, × √(depth / QUEUE_GROWTH)
+    assert finding.strength == pytest.approx(2.0 * SERVED_SHARE * (growth / QUEUE_GROWTH) ** 0.5)
     assert "--rate 4.5" in finding.next and finding.next.startswith("Measure the capacity")
+
+
+def test_overload_strength_grows_with_the_queue_and_the_gap():
+    """1.5× capacity with 203 queued is far past the threshold; the same gap with no queue,
+    or a gap at the threshold with a short one, is near it."""
+    assert overload_strength(1.5, 203) > 10 * overload_strength(1.5, 0)
+    assert overload_strength(1.5, 0) == pytest.approx(1.5 * SERVED_SHARE)
+    assert overload_strength(1 / SERVED_SHARE, QUEUE_GROWTH) == pytest.approx(1.0)
+    assert overload_strength(2.0, 50) > overload_strength(1.5, 50) > overload_strength(1.5, 20)
+    assert overload_strength(None, 203) is None
 
 
 def test_a_server_that_keeps_up_is_not_overloaded(tmp_path):
