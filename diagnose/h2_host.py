@@ -89,6 +89,12 @@ BELOW_SHARE = 0.10
 MARGIN_CONFIDENCE = 0.95
 
 
+def _signed(value: float) -> str:
+    """A whole signed number, with no sign on zero (``+12``, ``-3``, ``0``)."""
+    whole = round(value)
+    return f"{whole:+d}" if whole else "0"
+
+
 @dataclass(frozen=True)
 class StepMargin:
     """How far the server's decode steps lie above the roofline (module docstring)."""
@@ -115,10 +121,8 @@ class StepMargin:
 
     def measured(self) -> str:
         """``+12 % [+9, +14] over the roofline``: the margin as a reader quotes it."""
-        return (
-            f"{100 * self.margin:+.0f} % [{100 * self.low:+.0f}, {100 * self.high:+.0f}] "
-            "over the roofline"
-        )
+        low, mid, high = (_signed(100 * v) for v in (self.low, self.margin, self.high))
+        return f"{mid} % [{low}, {high}] over the roofline"
 
     def steps_to_decide(self) -> int | None:
         """Steps at which the interval would clear ``STEP_MARGIN`` on the side its mean
@@ -435,32 +439,28 @@ def below_margin(
             strength,
             "server",
         )
-    if margin.high <= 0:
+    if margin.high > STEP_MARGIN:  # the interval reaches past the margin: undecided
+        needed = margin.steps_to_decide()
+        size = f"about {needed:,} steps would decide" if needed else "no run length would"
         return (
-            Status.NOT_SUPPORTED,
-            f"{measured[0].upper()}{measured[1:]}: the GPU's work explains it.",
+            Status.WEAKENED if growth else None,
+            f"{measured[0].upper()}{measured[1:]}: under {limit} at this many steps, its "
+            f"interval reaching past it; {size}{growth}.",
             strength,
             "server",
         )
-    if margin.high <= STEP_MARGIN:
+    if margin.low <= 0:  # the roofline lies inside the interval: no host work to show
         return (
             Status.WEAKENED if growth else Status.NOT_SUPPORTED,
-            f"{measured[0].upper()}{measured[1:]}: under {limit} H2 names a cause from "
-            f"({(reading.step_s - reading.expected_s) * 1e3:.2g} ms per step above the GPU's "
-            f"work){growth}.",
+            f"{measured[0].upper()}{measured[1:]}: the GPU's work explains it{growth}.",
             strength,
             "server",
         )
-    needed = margin.steps_to_decide()
-    size = (
-        f"about {needed:,} steps would decide"
-        if needed is not None
-        else "no run length would decide"
-    )
     return (
-        Status.WEAKENED if growth else None,
-        f"{measured[0].upper()}{measured[1:]}: under {limit} at this many steps, its interval "
-        f"reaching past it; {size}{growth}.",
+        Status.WEAKENED if growth else Status.NOT_SUPPORTED,
+        f"{measured[0].upper()}{measured[1:]}: under {limit} H2 names a cause from "
+        f"({(reading.step_s - reading.expected_s) * 1e3:.2g} ms per step above the GPU's "
+        f"work){growth}.",
         strength,
         "server",
     )

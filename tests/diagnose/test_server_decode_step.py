@@ -94,10 +94,13 @@ def test_a_step_under_the_margin_is_reported_as_measured_never_as_the_gpus_work(
 def test_only_a_step_at_the_roofline_is_the_gpus_work_and_a_patchy_excess_is_weakened():
     at = _reading(25.2, 25.4, -0.03, 0.01)
     status, summary, _, _ = below_margin(at, at.margin, "")
-    assert status == Status.NOT_SUPPORTED and "over the roofline" in summary
-    assert "under the 10 % margin" in summary  # [-3, +1]: still under the margin, as measured
-    under = _reading(24.9, 25.4, -0.04, -0.001)
-    assert below_margin(under, under.margin, "")[1].endswith("the GPU's work explains it.")
+    assert status == Status.NOT_SUPPORTED
+    assert summary.endswith("is -1 % [-3, +1] over the roofline (637 steps): the GPU's work "
+                            "explains it.")  # fmt: skip
+    straddles = _reading(28.0, 25.0, -0.03, 0.28)  # the "+12 % [-3, +28]"
+    status, summary, _, _ = below_margin(straddles, straddles.margin, "")
+    assert status is None and "+12 % [-3, +28] over the roofline" in summary
+    assert "under the 10 % margin at this many steps" in summary and "explains" not in summary
     patchy = _reading(29.5, 25.4, 0.12, 0.2, below=0.3)
     status, summary, _, _ = below_margin(patchy, patchy.margin, "")
     assert status == Status.WEAKENED and "30 % of the steps lie wholly below" in summary
