@@ -148,13 +148,21 @@ def _queue_share(ctx: Context) -> tuple[float | None, str]:
     return None, ""
 
 
-def _ttft_growth(ctx: Context) -> float | None:
+def _arrival_ttfts(ctx: Context) -> tuple[tuple[float, float], np.ndarray, np.ndarray] | None:
+    """The sending's thirds, and each completed request's intended send and TTFT."""
     thirds = _thirds(ctx)
     done = ctx.view.completed
     if thirds is None or len(done) < 6:
         return None
     intended = ctx.view.column("intended_s", done)
-    ttft = ctx.view.column("first_token_s", done) - intended
+    return thirds, intended, ctx.view.column("first_token_s", done) - intended
+
+
+def _ttft_growth(ctx: Context) -> float | None:
+    found = _arrival_ttfts(ctx)
+    if found is None:
+        return None
+    thirds, intended, ttft = found
     early = ttft[intended <= thirds[0]]
     late = ttft[intended >= thirds[1]]
     early, late = early[np.isfinite(early)], late[np.isfinite(late)]
@@ -180,12 +188,10 @@ def _queued_seconds(ctx: Context, finding: Finding) -> Cost | None:
     if queue is not None and queue.count and queue.sum is not None:
         how = f"server: {QUEUE_METRIC} (sum over {queue.count:.0f} requests)"
         return Cost(float(queue.sum), how)
-    thirds = _thirds(ctx)
-    done = ctx.view.completed
-    if thirds is None or len(done) < 6:
+    found = _arrival_ttfts(ctx)
+    if found is None:
         return None
-    intended = ctx.view.column("intended_s", done)
-    ttft = ctx.view.column("first_token_s", done) - intended
+    thirds, intended, ttft = found
     early = ttft[(intended <= thirds[0]) & np.isfinite(ttft)]
     if not early.size:
         return None
