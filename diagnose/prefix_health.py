@@ -360,7 +360,7 @@ def _fit_pool(ctx: Context, pool: float, working: float, replay: Replay) -> str:
             f"or keep the pool and send fewer distinct prefixes ({fewer} of {groups} fit): "
             + bench_command(view, sets={"groups": fewer})
         )
-    return "; ".join(steps)
+    return " — ".join(steps)  # each command ends where the next sentence begins
 
 
 def _verdict(

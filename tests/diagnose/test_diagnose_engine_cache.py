@@ -74,7 +74,9 @@ def test_a_pool_smaller_than_the_working_set_thrashes(runs):
     assert "num_gpu_blocks=" in cache.next
 
 
-def test_a_pool_a_third_of_the_working_set_is_named_the_one_cause_and_changed(runs):
+def test_a_pool_a_third_of_the_working_set_is_named_the_one_cause_and_changed(
+    runs, monkeypatch, capsys
+):
     """Primary: the cache, for the latency its lost reuse explains, naming the pool size as
     the one cause of what H4 and H1 see; the decision changes the pool or the prefixes —
     never the rate, which leaves the prefixes' blocks as they are."""
@@ -91,6 +93,11 @@ def test_a_pool_a_third_of_the_working_set_is_named_the_one_cause_and_changed(ru
     assert recommendation.startswith("Fix the prefix cache first")
     assert "--engine num_gpu_blocks=" in recommendation and "--set groups=" in recommendation
     assert "--rate 1.5" in recommendation and "--rate 0.75" not in recommendation
+    bigger, fewer = recommendation.split(" — ")
+    assert fewer.startswith("or keep the pool and send fewer distinct prefixes (")
+    for step in (bigger, fewer):  # both are commands bench accepts
+        command = step[step.index("prefillscope bench") :]
+        assert dry_run(command, monkeypatch, capsys)["requests"] == 48
 
 
 def test_a_per_request_salt_is_an_identity_mismatch(runs):
