@@ -1,25 +1,28 @@
 """The hypothesis checklist over one run, its ranking, and the decision rule.
 
-``run_checklist(run_dir, options)`` judges the competing explanations of a bad latency —
-H1 prefill chunks (``h1_prefill``), H2 host overhead (``h2_host``), H3 KV bandwidth
-(``h3_bandwidth``), H4 pool exhaustion (``h4_memory``), overload (``overload``), a
-client that could not keep up (``client_limited``) — and the prefix cache's health
-(``prefix_health``), each with its evidence, what it lacked and the measurement that
-would settle it. ``diagnose.ranking`` names one primary finding with a confidence and
-links the findings one explains. Then it decides what to do now, following the primary:
+``run_checklist(run_dir, options)`` judges every hypothesis registered in
+``diagnose.registry`` — today H1 prefill chunks (``h1_prefill``), H2 host overhead
+(``h2_host``), H3 KV bandwidth (``h3_bandwidth``), H4 pool exhaustion (``h4_memory``),
+overload (``overload``), a client that could not keep up (``client_limited``), the KV
+transfer (``h5_kv_transfer``) and the prefix cache's health (``prefix_health``) — each
+with its evidence, what it lacked, the measurement that would settle it and, for those
+that point at a cause, the latency it explains (its declared ``cost``).
+``diagnose.ranking`` names one primary finding with a confidence and links the findings
+one explains. Then it decides what to do now, following the primary's declaration:
 
 * a **hard failure** — the engine died (the run was interrupted by the server, not by
   Ctrl-C; a ``failed`` run is the tool's own stop), connections were refused or dropped
   mid-stream, the server answered 5xx or aborted streams, or an absolute SLO
   (``--slo``, else the one the run was benched with) is breached at p99 — justifies
-  immediate, bounded containment: a smaller chunk budget (never the one the server
-  has) when H1 is primary or an ITL SLO broke with no cause named, shed load when the
-  server was overloaded, fewer transfers on the link when the KV transfer (H5) is,
-  lower concurrency otherwise, each with its numbers,
+  immediate, bounded containment (the primary's declared ``contain``): a smaller chunk
+  budget (never the one the server has) when H1 is primary or an ITL SLO broke with no
+  cause named, shed load when the server was overloaded, fewer transfers on the link
+  when the KV transfer (H5) is, lower concurrency otherwise, each with its numbers,
   reversible, to be confirmed by the primary's measurement afterwards;
 * anything else — a relative regression, a "memory at 98 %" — does not: measure first
-  (the primary finding's measurement), and leave the cache policy alone until a
-  measurement says otherwise.
+  (the primary's declared ``measure_first`` or ``advice``, then its own next step, which
+  changes the cause it names), and leave the cache policy alone until a measurement says
+  otherwise.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 from diagnose.context import Context, DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
 from diagnose.next_steps import BUDGET_FLAG, server_flavour, smaller_budget
-from diagnose.ranking import ranked
+from diagnose.ranking import is_problem, ranked
 from diagnose.registry import Declaration, declaration, declared
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
@@ -40,7 +43,7 @@ from probes.latency import request_latencies
 from probes.metric_registry import by_key
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
-from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
+from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary, Status
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.quantiles import quantile
@@ -219,9 +222,12 @@ def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Deci
 
 
 def judged(ctx: Context, d: Declaration) -> Finding:
-    """One hypothesis judged, with the latency it explains when it declares how."""
+    """One hypothesis judged, with the latency it explains when it declares how and points
+    at a cause (supported, weakened, or a cache problem): what a cause the evidence points
+    away from would cost is no figure to show."""
     finding = d.assess(ctx)
-    if finding.cost_s is None and d.cost is not None:
+    pointing = is_problem(finding) or finding.status == Status.WEAKENED
+    if finding.cost_s is None and d.cost is not None and pointing:
         cost = d.cost(ctx, finding)
         if cost is not None:
             finding.cost_s, finding.cost_how = cost.seconds, cost.how
