@@ -66,7 +66,7 @@ OPTIONS = DiagnoseOptions(resamples=300)
 #: A budget whose largest chunk keeps a step well under 4 decode steps on each GPU: a
 #: 512-token chunk of an 8B model takes ~6× a decode step on an A100 and ~4× on an H200
 #: (faster HBM, the same compute) — that *is* H1 — and ~2–3× on an H100.
-CONTROL_BUDGET = {"h100-sxm": 512, "h200": 256, "a100-80gb": 256}
+CONTROL_BUDGET = {"h100-sxm": 512, "h200": 256, "a100-80gb": 256, "l40s": 256}
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def _h2_below(rng: random.Random) -> Scenario:
     engine = [
         f"gpu={gpu}",
         f"model={model}",
-        "max_num_batched_tokens=512",
+        f"max_num_batched_tokens={CONTROL_BUDGET[gpu]}",  # no chunk that starves decodes
         f"host_overhead_step_s={step * rng.uniform(0.02, 0.05):.5f}",
     ]
     return Scenario("h2-below", "none", "shared-prefix", overrides, engine)
