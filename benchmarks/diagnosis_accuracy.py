@@ -361,12 +361,18 @@ SCENARIOS: dict[str, Callable[[random.Random], Scenario]] = {
 AA_TRIALS = 3
 
 
-def draw(seed: int, repeats: int, controls: int | None = None) -> list[Scenario]:
-    """``repeats`` draws of every planted scenario and ``controls`` (default ``repeats``)
-    healthy controls, from one seed."""
+def draw(
+    seed: int, repeats: int, controls: int | None = None, only: set[str] | None = None
+) -> list[Scenario]:
+    """``repeats`` draws of every planted scenario (of those named in ``only``) and
+    ``controls`` (default ``repeats``; none when ``only`` leaves them out) healthy
+    controls, from one seed."""
     rng = random.Random(seed)
-    planted = [make(rng) for _ in range(repeats) for n, make in SCENARIOS.items() if n != "control"]
-    return planted + [_control(rng) for _ in range(repeats if controls is None else controls)]
+    chosen = {n: m for n, m in SCENARIOS.items() if n != "control" and (not only or n in only)}
+    planted = [make(rng) for _ in range(repeats) for make in chosen.values()]
+    if controls is None:
+        controls = repeats if not only or "control" in only else 0
+    return planted + [_control(rng) for _ in range(controls)]
 
 
 def run(scenario: Scenario, out: Path, seed: int | None = None) -> Path:
@@ -425,8 +431,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="draws of each planted cause")
     parser.add_argument("--controls", type=int, default=None, help="healthy controls")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--only", default="", help="comma-separated scenarios to draw (default: all)"
+    )
     args = parser.parse_args()
-    scenarios = draw(args.seed, args.repeats, args.controls)
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
+    if only - set(SCENARIOS):
+        parser.error(f"--only: unknown scenario(s) {sorted(only - set(SCENARIOS))}")
+    scenarios = draw(args.seed, args.repeats, args.controls, only)
     root = Path(tempfile.mkdtemp(prefix="diagnosis-accuracy-"))
     rows = []
     load_before = os.getloadavg()[0]
