@@ -271,8 +271,13 @@ class VirtualDriver:
         until_s: float | None = None,
         record_steps: bool = True,
         release: Release | None = None,
+        timeout_s: float | None = None,
     ) -> SimResult:
         """Admit each request at its arrival time and step until all finish (or ``until_s``).
+
+        With ``timeout_s``, a request still unfinished that long after its arrival is
+        aborted at the first step boundary past it (a client's total timeout: the server
+        stops computing it) and ends with ``error = "timeout"``.
 
         The cyclic garbage collector is paused meanwhile: a simulation allocates a few small
         objects per token and creates no reference cycles, and gen-0 collections over them
@@ -281,7 +286,7 @@ class VirtualDriver:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(ArrivalQueue(arrivals), until_s, record_steps, release)
+            return self._run(ArrivalQueue(arrivals), until_s, record_steps, release, timeout_s)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -292,14 +297,24 @@ class VirtualDriver:
         until_s: float | None,
         record_steps: bool,
         release: Release | None,
+        timeout_s: float | None = None,
     ) -> SimResult:
         timings: dict[str, RequestTiming] = {}
         steps: list[StepRecord] = []
+        deadlines: deque[tuple[float, RequestTiming]] = deque()
         core = self.core
         while pending or core.has_unfinished():
             while pending and pending.next_s() <= self.now:
                 timing = self._arrive(*pending.pop(), timings)
                 if timing.error is not None:
+                    end_request(timing, self.now, release, pending)
+                elif timeout_s is not None:
+                    deadlines.append((timing.arrival_s + timeout_s, timing))
+            while deadlines and deadlines[0][0] <= self.now:
+                _, timing = deadlines.popleft()
+                if timing.finish_reason is None:
+                    core.abort_request(timing.request_id)
+                    timing.error = "timeout"
                     end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:
                 break
@@ -315,6 +330,8 @@ class VirtualDriver:
                 steps.append(StepRecord.of(result, self.now))
             for update in result.updates:
                 timing = timings[update.request_id]
+                if timing.error is not None:  # aborted: the core's last word on it
+                    continue
                 if update.new_tokens:  # the core emits one token per request per step
                     timing.token_times.append(end)
                 if update.finished:
