@@ -15,6 +15,11 @@ Three sources (``tests/fixtures/ground-truth/README.md`` names them):
   server's own queued / first / last token times) and on the distributions, beside
   LLMServingSim's own errors (its ``validation/summary.txt``).
 
+``--without TERM[,TERM]`` replays with cost-model terms left out, for the ablation:
+``moe`` (a mixture of experts priced as a dense model of its total parameters), ``tp``
+(no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``timeout`` (no
+client timeout). Each is a configuration a user could give, not a switch in the model.
+
 Printed: per experiment × stage × metric (TTFT, ITL, TPOT, E2E; mean, p90, p99)
 predicted, actual and error; MAPE per metric-statistic over all rows, and over the CSV's
 rows beside blis-roofline, blis-evolved and llmservingsim; the Mixtral budget triple
@@ -38,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from perfmodel.models import resolve_gpu, resolve_model
 from session.against import METRICS, STATS, score_run
 from session.lifecycle import LifecycleRun, read_lifecycle
 from session.simulate import summarize
@@ -112,14 +118,52 @@ def lifecycle_jobs(fixtures: Path, only: str | None) -> list[tuple[str, Lifecycl
     return [j for j in out if only is None or only in j[0]]
 
 
-def run_lifecycle(jobs: list, base: EngineConfig) -> dict[str, dict[str, Any]]:
+TERMS = ("moe", "tp", "async", "timeout")
+
+
+def dense_stand_in(model: str) -> str:
+    """``model`` as a dense model of its total parameters (the ``moe`` ablation)."""
+    m = resolve_model(model)
+    if not m.experts:
+        return model
+    return (f"custom:params={m.params},layers={m.layers},q_heads={m.q_heads},"
+            f"kv_heads={m.kv_heads},head_dim={m.head_dim},hidden={m.hidden},"
+            f"dtype={m.dtype}")  # fmt: skip
+
+
+def without_link(gpu: str) -> str:
+    """``gpu`` with a free GPU-to-GPU link (the ``tp`` ablation)."""
+    g = resolve_gpu(gpu)
+    return (f"custom:peak_flops={g.peak_flops},bandwidth={g.bandwidth},"
+            f"memory_gib={g.memory_bytes / 2**30},link_gbps=1e9,link_latency_us=0")  # fmt: skip
+
+
+def ablate(run: LifecycleRun, base: EngineConfig, without: set[str]):
+    if "moe" in without:
+        run = dataclasses.replace(run, model=dense_stand_in(run.model))
+    if "tp" in without:
+        base = dataclasses.replace(base, gpu=without_link(base.gpu))
+    if "async" in without:
+        run = dataclasses.replace(run, server_type="")
+        base = dataclasses.replace(base, async_scheduling=False)
+    if "timeout" in without:
+        run = dataclasses.replace(run, timeout_s=1e12)
+    return run, base
+
+
+def run_lifecycle(
+    jobs: list, base: EngineConfig, without: set[str] = frozenset()
+) -> dict[str, dict[str, Any]]:
     results = {}
     for name, run, mem in jobs:
         config = dataclasses.replace(base, gpu_memory_utilization=mem)
+        source_model = run.model
+        run, config = ablate(run, config, without)
         t0 = time.process_time()
         result = score_run(run, config)
         result["cpu_s"] = time.process_time() - t0
         result["name"] = name
+        result["source_model"] = source_model
         results[name] = result
         print(f"  {name:<52} {result['requests']:>6} requests  {result['cpu_s']:6.1f} CPU-s")
     return results
@@ -166,7 +210,7 @@ def _find(results: dict[str, dict], name: str, exp: dict) -> dict | None:
     for result in results.values():
         run = Path(result["run"]).name
         if (
-            result["model"].lower() == exp["model"].lower()
+            result["source_model"].lower() == exp["model"].lower()
             and result["tensor_parallel_size"] == exp["tp"]
             and result["max_num_batched_tokens"] == exp["budget"]
             and run.endswith("-" + exp["workload"])
@@ -182,25 +226,34 @@ def mape(errors: list[float | None]) -> float | None:
 
 
 # -- LLMServingSim bundles ------------------------------------------------------------------
-def bundles(fixtures: Path, base: EngineConfig, only: str | None) -> list[dict[str, Any]]:
+def bundles(
+    fixtures: Path, base: EngineConfig, only: str | None, without: set[str] = frozenset()
+) -> list[dict[str, Any]]:
     out = []
     root = fixtures / "llmservingsim"
     for meta_file in sorted((root / "bench" / "examples").glob("*/*/vllm/meta.json")):
         name = f"{meta_file.parent.parent.parent.name}/{meta_file.parent.parent.name}"
         if only is not None and only not in name:
             continue
-        out.append(bundle(root, meta_file, name, base))
+        out.append(bundle(root, meta_file, name, base, without))
     return out
 
 
-def bundle(root: Path, meta_file: Path, name: str, base: EngineConfig) -> dict[str, Any]:
+def bundle(
+    root: Path, meta_file: Path, name: str, base: EngineConfig, without: set[str]
+) -> dict[str, Any]:
+    """One bundle replayed from its exact workload. vLLM 0.19.0 schedules asynchronously
+    by default (the bundle whose meta.json holds the resolved config says
+    ``async_scheduling: true``)."""
     meta = json.loads(meta_file.read_text())
     engine = meta["engine_kwargs"]
     kv = meta.get("kv_cache") or {}
+    gpu = BUNDLE_GPUS[meta_file.parent.parent.parent.name]
     config = dataclasses.replace(
         base,
-        model=engine["model"],
-        gpu=BUNDLE_GPUS[meta_file.parent.parent.parent.name],
+        model=dense_stand_in(engine["model"]) if "moe" in without else engine["model"],
+        gpu=without_link(gpu) if "tp" in without else gpu,
+        async_scheduling="async" not in without,
         tensor_parallel_size=engine["tensor_parallel_size"],
         max_num_seqs=engine["max_num_seqs"],
         max_num_batched_tokens=engine["max_num_batched_tokens"],
@@ -375,15 +428,19 @@ def main() -> None:
     parser.add_argument("--only", help="replay only experiments whose name holds this")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--quiet", action="store_true", help="no per-row table")
+    parser.add_argument("--without", default="", help=f"leave out terms: {', '.join(TERMS)}")
     args = parser.parse_args()
+    without = {t for t in args.without.split(",") if t}
+    if without - set(TERMS):
+        parser.error(f"--without: unknown term(s) {sorted(without - set(TERMS))}; use {TERMS}")
     base = EngineConfig(gpu="h100-sxm")
     wall0, cpu0 = time.perf_counter(), time.process_time()
     print("replaying inference-perf experiments (H100 SXM):")
-    results = run_lifecycle(lifecycle_jobs(args.fixtures, args.only), base)
+    results = run_lifecycle(lifecycle_jobs(args.fixtures, args.only), base, without)
     every = lifecycle_rows(results)
     ours, theirs = csv_rows(args.fixtures, results)
     print("replaying LLMServingSim bundles (exact token-id workloads):")
-    bundle_results = bundles(args.fixtures, base, args.only)
+    bundle_results = bundles(args.fixtures, base, args.only, without)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     if not args.quiet:
         print_rows(every + [r for r in ours if r["experiment"] in results])

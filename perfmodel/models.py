@@ -240,7 +240,8 @@ _CUSTOM_HELP = (
 
 _DEVICE_HELP = (
     "use one of {} or a device of your own, 'custom:peak_flops=1e12,bandwidth=5e10,memory_gib=16'"
-    " (FLOP/s, bytes/s, GiB; e.g. a CPU, whose efficiencies simulate --calibrate then fits)"
+    " (FLOP/s, bytes/s, GiB; optional link_gbps, link_latency_us; e.g. a CPU, whose"
+    " efficiencies simulate --calibrate then fits)"
 )
 
 
@@ -260,7 +261,14 @@ def resolve_gpu(name: str) -> GpuSpec:
         ) from None
     if not all(0 < f < float("inf") for f in figures):
         raise InputError("gpu", f"custom device {name!r} has a figure <= 0 or not finite")
-    return GpuSpec(name, figures[0], figures[1], figures[2] * GIB)
+    try:  # optional: the GPU-to-GPU link (GB/s one way, µs per small all-reduce)
+        link = float(spec.get("link_gbps", GpuSpec.link_bandwidth / 1e9)) * 1e9
+        latency = float(spec.get("link_latency_us", GpuSpec.link_latency_s * 1e6)) / 1e6
+    except ValueError:
+        raise InputError("gpu", f"custom device {name!r}: link figures must be numbers") from None
+    if not (link > 0 and latency >= 0):
+        raise InputError("gpu", f"custom device {name!r}: link_gbps must be > 0")
+    return GpuSpec(name, figures[0], figures[1], figures[2] * GIB, link, latency)
 
 
 def resolve_model(name: str) -> ModelSpec:

@@ -25,6 +25,8 @@ Which file the workload follows, and why:
   Mixtral tokenizers). The factor is read from the measurements themselves: the stream's
   duration over the client's mean TPOT gives its token count, ``k`` times the requested
   one (``client_tokens_per_token``).
+* **The server** is ``exp-config.yaml``'s; a ``vllm`` server (``server.type``) is
+  simulated with vLLM V1's asynchronous scheduling (``EngineConfig.async_scheduling``).
 * **Timeouts**: ``load.request_timeout`` when set, else the client's default total timeout
   of 300 s (the failures' ``request_latency`` starts at 300.0 s in the overloaded runs).
 
@@ -97,6 +99,8 @@ class LifecycleRun:
     actual: dict[int, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     #: Tokens the client counted per token the server streamed (see the docstring).
     client_tokens_per_token: int = 1
+    #: ``server.type`` of the client configuration (``vllm``: scheduled asynchronously).
+    server_type: str = ""
 
     @property
     def name(self) -> str:
@@ -113,6 +117,7 @@ class LifecycleRun:
             max_num_batched_tokens=self.max_num_batched_tokens,
             max_num_seqs=min(self.max_num_seqs, self.max_num_batched_tokens),
             max_model_len=self.max_model_len,
+            async_scheduling=base.async_scheduling or self.server_type == "vllm",
         )
 
     def stage_bounds(self) -> list[tuple[float, float]]:
@@ -194,6 +199,7 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
         arrivals=arrivals,
         timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
         prompt_len=max(prompt_len, float(system + question)),
+        server_type=str((client.get("server") or {}).get("type") or ""),
     )
     run.client_tokens_per_token = _client_factor(summary, run.output_len)
     run.actual = {i: _actual(d, run) for i, d in raw.items()}

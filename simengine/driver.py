@@ -8,7 +8,10 @@ request's updates to its own asyncio queue. With nothing to do it waits on an ev
 
 ``VirtualDriver`` runs the same core against a simulated clock: requests arrive at given
 times, each step advances the clock by its modelled duration, and the result holds every
-request's token times (TTFT, ITL, E2E) and every step. Replaying one arrival list against
+request's token times (TTFT, ITL, E2E) and every step. With ``async_scheduling`` (vLLM
+V1's default scheduler: step k+1 is scheduled while step k runs), a request arriving
+during a step can join the step after next, not the next one: a busy engine's TTFT
+carries one more step (an idle engine schedules at once). Replaying one arrival list against
 two configurations is a what-if experiment with identical arrivals by construction.
 """
 
@@ -303,8 +306,12 @@ class VirtualDriver:
         steps: list[StepRecord] = []
         deadlines: deque[tuple[float, RequestTiming]] = deque()
         core = self.core
+        lag = core.config.async_scheduling
+        #: Arrivals up to here reach the step about to run: now, or under async scheduling
+        #: the start of the step that just ran (this one was scheduled then).
+        horizon = self.now
         while pending or core.has_unfinished():
-            while pending and pending.next_s() <= self.now:
+            while pending and pending.next_s() <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
                 if timing.error is not None:
                     end_request(timing, self.now, release, pending)
@@ -323,7 +330,7 @@ class VirtualDriver:
                 if not pending:
                     break
                 wake = pending.next_s() if until_s is None else min(pending.next_s(), until_s)
-                self.now = max(self.now, wake)
+                self.now = horizon = max(self.now, wake)
                 continue
             end = self.now + result.duration_s
             if record_steps:
@@ -338,6 +345,7 @@ class VirtualDriver:
                     timing.num_cached_tokens = update.num_cached_tokens
                     timing.finish_reason = update.finish_reason
                     end_request(timing, end, release, pending)
+            horizon = self.now if lag else end
             self.now = end
         return SimResult(timings, steps, self.now, core.stats)
 
