@@ -15,7 +15,9 @@ Three sources (``tests/fixtures/ground-truth/README.md`` names them):
   server's own queued / first / last token times) and on the distributions, beside
   LLMServingSim's own errors (its ``validation/summary.txt``).
 
-``--without TERM[,TERM]`` replays with cost-model terms left out, for the ablation:
+``--stage-seconds S`` caps every load stage at S seconds (a quick replay for
+iterating; the published figures stay the whole stage's). ``--without TERM[,TERM]``
+replays with cost-model terms left out, for the ablation:
 ``moe`` (a mixture of experts priced as a dense model of its total parameters), ``tp``
 (no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``timeout`` (no
 client timeout). Each is a configuration a user could give, not a switch in the model.
@@ -152,11 +154,16 @@ def ablate(run: LifecycleRun, base: EngineConfig, without: set[str]):
 
 
 def run_lifecycle(
-    jobs: list, base: EngineConfig, without: set[str] = frozenset()
+    jobs: list, base: EngineConfig, without: set[str] = frozenset(), cap_s: float | None = None
 ) -> dict[str, dict[str, Any]]:
     results = {}
     for name, run, mem in jobs:
         config = dataclasses.replace(base, gpu_memory_utilization=mem)
+        if cap_s is not None:
+            stages = [
+                dataclasses.replace(s, duration_s=min(s.duration_s, cap_s)) for s in run.stages
+            ]
+            run = dataclasses.replace(run, stages=stages)
         source_model = run.model
         run, config = ablate(run, config, without)
         t0 = time.process_time()
@@ -428,6 +435,12 @@ def main() -> None:
     parser.add_argument("--only", help="replay only experiments whose name holds this")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--quiet", action="store_true", help="no per-row table")
+    parser.add_argument(
+        "--stage-seconds",
+        type=float,
+        help="cap each load stage at this many seconds (a quicker, shorter replay: the "
+        "measured figures are the whole stage's, so transients and overload differ)",
+    )
     parser.add_argument("--without", default="", help=f"leave out terms: {', '.join(TERMS)}")
     args = parser.parse_args()
     without = {t for t in args.without.split(",") if t}
@@ -436,7 +449,8 @@ def main() -> None:
     base = EngineConfig(gpu="h100-sxm")
     wall0, cpu0 = time.perf_counter(), time.process_time()
     print("replaying inference-perf experiments (H100 SXM):")
-    results = run_lifecycle(lifecycle_jobs(args.fixtures, args.only), base, without)
+    jobs = lifecycle_jobs(args.fixtures, args.only)
+    results = run_lifecycle(jobs, base, without, args.stage_seconds)
     every = lifecycle_rows(results)
     ours, theirs = csv_rows(args.fixtures, results)
     print("replaying LLMServingSim bundles (exact token-id workloads):")
