@@ -367,7 +367,9 @@ def board(ours: list[dict], theirs: list[dict], every: list[dict]) -> dict[str, 
             }  # fmt: skip
             for sim in SIMULATORS:
                 rows = [r for r in theirs if r["simulator"] == sim and r["metric"] == metric
-                        and r["stat"] == stat]  # fmt: skip
+                        and r["stat"] == stat
+                        and ours_by.get((r["experiment"], r["stage"], metric, stat)) is not None
+                        ]  # fmt: skip
                 if rows:
                     mine = [ours_by.get((r["experiment"], r["stage"], metric, stat)) for r in rows]
                     entry[sim] = {"theirs": mape([r["error"] for r in rows]), "ours": mape(mine),

@@ -119,6 +119,13 @@ def scores(run: LifecycleRun, summaries: dict[int, dict[str, Any]]) -> list[Scor
     return out
 
 
+def _failures(run: LifecycleRun) -> int | None:
+    """Requests the run measured as failed (None when its files do not say)."""
+    whole = run.actual.get(WHOLE_RUN) or {}
+    count = (whole.get("failures") or {}).get("count")
+    return None if count is None else int(count)
+
+
 def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str, Any]:
     """Replay ``run`` on ``base``'s GPU and cost model; the figures and their errors."""
     config = run.engine(base)
@@ -139,7 +146,7 @@ def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str,
         "client_tokens_per_token": run.client_tokens_per_token,
         "requests": whole["requests"],
         "timed_out": sum(1 for t in timings if t.error == "timeout"),
-        "measured_failures": int(run.actual[WHOLE_RUN]["failures"]["count"] or 0),
+        "measured_failures": _failures(run),
         "configurations": [summaries[k] | {"stage": k} for k in sorted(summaries)],
         "scores": [s.to_dict() for s in scores(run, summaries)],
         "wall_s": wall,
