@@ -187,8 +187,10 @@ class CostModel:
         """Weight bytes one GPU reads in a step of ``tokens`` tokens: all of a dense model's;
         a mixture of experts' shared weights and the experts its tokens touch (the module
         docstring). ``None`` tokens: every weight."""
-        if tokens is None or not self._untouched:
-            return self.weight_bytes_per_gpu + 0.0 * (tokens or 0)
+        if tokens is None:
+            return self.weight_bytes_per_gpu
+        if not self._untouched:
+            return self.weight_bytes_per_gpu + 0.0 * tokens  # an array stays one
         touched = 1 - self._untouched**tokens  # a step computes one token at least
         return self.dense_bytes_per_gpu + self.expert_bytes_per_gpu * touched
 
