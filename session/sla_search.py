@@ -41,6 +41,8 @@ from typing import Any
 from diagnose.sla import INCONCLUSIVE, MEETS, MISSES, Bound, check_bounds, probe_verdict
 from runfmt.names import SWEEP_JSON
 from runfmt.sweep import COMPLETE, SweepResult, write_sweep
+from runtime import atomic
+from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
 from session.sweep import AXES, place_knee, point_name, point_of, rising_figure
@@ -183,6 +185,9 @@ class _Search:
         options = replace(self.base, overrides=overrides, out=self.out / name)
         shown = self.display(name) if self.display is not None else None
         outcome = await run_bench(options, shown)
+        if outcome.write_failure is not None:  # a full disk: the search stops at this probe
+            kept = f"{len(self.probes)} probes before it in {self.out / SWEEP_JSON}"
+            raise WriteFailed(None, outcome.write_failure, f"probe {name} stopped; {kept}")
         point = point_of(value, name, outcome)
         self.sweep.points = [p for p in self.sweep.points if p.value != value] + [point]
         self.sweep.points.sort(key=lambda p: p.value)
@@ -231,7 +236,7 @@ async def find_highest(
         raise InputError("--axis", f"unknown sweep axis {axis!r}", "rate or concurrency")
     if (out / SWEEP_JSON).exists():
         raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(out)
     started = time.monotonic()
     search = _Search(base, axis, bounds, out, display)
     met: float | None = None
