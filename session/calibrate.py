@@ -12,11 +12,17 @@ the actual send, the server's clock where it has one). Then, in order:
    residuals are the run's **step jitter**;
 2. the **steps carrying prompt chunks**, by bisection on replays of the run's recorded
    requests (send times, prompt and output lengths) on the virtual clock:
-   * where the server times its steps by kind (the embedded engine), ``prefill_mfu`` so
-     that the replay's mean chunk-carrying step (prefill only and mixed) is the
-     server's, then ``bandwidth_efficiency`` so that its mean decode step is the
-     server's, twice over (each moves the other's batches a little): the server's own
-     clock, with no client in between;
+   * where the server times its steps by kind (the embedded engine), on the server's
+     own clock, with no client in between: ``prefill_mfu`` so that the replay's seconds
+     per token of the steps carrying prompt chunks (prefill only and mixed) are the
+     server's (per token, not per step: a late engine that merged two chunks into one
+     step took fewer, longer steps for the same tokens), ``bandwidth_efficiency``
+     so that its mean decode step is the server's, and — from the second round on,
+     first — ``host_overhead_per_seq_s`` so that its mean gap per token is the server's
+     (ITL histogram): a step mean cannot tell a per-sequence cost from a slower read,
+     but a per-token mean weighs each step by its sequences. The client's regression
+     cannot either on a busy machine: the client's own handling of each stream adds to
+     its gaps in proportion to the streams, which reads as a per-sequence overhead;
    * else ``prefill_mfu`` so that the replay's mean TTFT plus the **transport** (the
      client's mean TTFT less the server's, ``RunReading.transport_s``) is the client's
      mean TTFT from the actual send.
@@ -74,8 +80,10 @@ TOLERANCE = 0.02
 BISECTIONS = 14
 MFU_RANGE = (0.01, 1.0)
 EFFICIENCY_RANGE = (0.01, 1.0)
-#: Rounds of the step-mean fit (prefill MFU, then bandwidth efficiency).
-STEP_ROUNDS = 2
+#: Rounds of the fit to the server's means (the per-sequence overhead from the second on,
+#: then prefill MFU and bandwidth efficiency), and a later round's bracket (× or ÷
+#: ``NEAR``) and bisections.
+STEP_ROUNDS, NEAR, NEAR_BISECTIONS = 3, 1.25, 8
 #: Replays pooled per figure: enough for ``PHASE_REQUESTS`` replayed requests, at most
 #: ``MAX_PHASES`` (a run of that many requests or more is replayed once).
 PHASE_REQUESTS, MAX_PHASES = 128, 16
@@ -125,7 +133,7 @@ def replay(
     """The workload replayed on ``config``, once per row of ``offsets`` (every recorded
     arrival moved by its own offset): the figures of ``Measured`` over all replays
     pooled, each TTFT plus ``transport_s`` and the gaps widened by ``jitter_s``."""
-    ttfts, gaps, decode, chunk = [], [], [], []
+    ttfts, gaps, decode, chunk, chunk_tokens = [], [], [], [], []
     for shift in offsets:
         arrivals, release = workload.start()
         arrivals = [(t + dt, req) for (t, req), dt in zip(arrivals, shift, strict=True)]
@@ -135,6 +143,9 @@ def replay(
         gaps.extend(np.diff(t.token_times) for t in done)
         decode.extend(s.duration_s for s in result.steps if s.kind == "decode")
         chunk.extend(s.duration_s for s in result.steps if s.kind in CHUNK_KINDS)
+        chunk_tokens.extend(
+            s.prefill_tokens + s.decode_tokens for s in result.steps if s.kind in CHUNK_KINDS
+        )
     ttft = np.array(ttfts, dtype=float) + transport_s
     gap = np.concatenate(gaps or [np.array([])])
     gap = gap[gap > 0]  # the client's rule: a chunk's later tokens came with its first
@@ -150,19 +161,29 @@ def replay(
         float(np.mean(seen)),
         float(ttft.mean()),
         float(np.mean(chunk)) if chunk else None,
+        float(np.sum(chunk) / np.sum(chunk_tokens)) if chunk else None,
     )
 
 
-def _bisect(lo: float, hi: float, below: Callable[[float], bool]) -> float:
+def _bisect(lo: float, hi: float, below: Callable[[float], bool], steps: int = BISECTIONS) -> float:
     """The value in [lo, hi] where ``below(x)`` (x is under the solution) turns false,
-    on a log scale."""
-    for _ in range(BISECTIONS):
-        mid = (lo * hi) ** 0.5
+    on a log scale when ``lo`` > 0."""
+
+    def middle(a: float, b: float) -> float:
+        return (a * b) ** 0.5 if a > 0 else (a + b) / 2
+
+    for _ in range(steps):
+        mid = middle(lo, hi)
         if below(mid):
             lo = mid
         else:
             hi = mid
-    return (lo * hi) ** 0.5
+    return middle(lo, hi)
+
+
+def _near(value: float, bounds: tuple[float, float]) -> tuple[float, float]:
+    """A later round's bracket: within ``NEAR`` of the last round's value."""
+    return max(bounds[0], value / NEAR), min(bounds[1], value * NEAR)
 
 
 def _relative_errors(predicted: Measured, measured: Measured) -> dict[str, float | None]:
@@ -172,9 +193,7 @@ def _relative_errors(predicted: Measured, measured: Measured) -> dict[str, float
     }
 
 
-def calibrate(
-    run: Run | Path, user: EngineConfig, given: Collection[str] = ()
-) -> dict[str, Any]:
+def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) -> dict[str, Any]:
     """Fit the engine ``run`` was measured on (``session.calibrate_target``: what the run
     recorded, the keys of ``given`` taken from ``user``) to the run; the fitted config,
     its fit error, and the replay. ``InputError`` when the run's plan cannot be rebuilt
@@ -185,7 +204,7 @@ def calibrate(
     workload = from_run(run, base.vocab_size, argument="--calibrate")
     reading = read_run(run)
     measured = measure_run(reading)
-    server_steps = measured.decode_step_mean is not None and measured.chunk_step_mean is not None
+    server_steps = measured.decode_step_mean is not None and measured.chunk_token_s is not None
     decode = fit_decode(
         decode_gaps(reading.spans, reading.gaps),
         CostModel.from_config(base),
@@ -208,17 +227,34 @@ def calibrate(
         config = dataclasses.replace(base, **(fitted | changes))
         return replay(config, workload, offsets, transport)
 
-    if server_steps:  # the server's own step means: no client in between
-        targets = ["chunk_step_mean", "decode_step_mean"]
-        for _ in range(STEP_ROUNDS):
+    if server_steps:  # the server's own means: no client in between
+        targets = ["chunk_token_s", "decode_step_mean", "itl_mean"]
+        per_seq = (0.0, 2 * decode.host_overhead_per_seq_s + decode.step_mean_measured_s / 2)
+        for round_ in range(STEP_ROUNDS):
+            mfu, eff, steps = MFU_RANGE, EFFICIENCY_RANGE, BISECTIONS
+            if round_:
+                # per token, the server's mean gap weighs each step by its sequences: what
+                # sets the per-sequence overhead apart from the bandwidth (a step mean cannot)
+                fitted["host_overhead_per_seq_s"] = _bisect(
+                    *per_seq,
+                    lambda x: figures(host_overhead_per_seq_s=x).itl_mean < measured.itl_mean,
+                )
+                mfu, eff = (
+                    _near(fitted["prefill_mfu"], mfu),
+                    _near(fitted["bandwidth_efficiency"], eff),
+                )
+                steps = NEAR_BISECTIONS
             fitted["prefill_mfu"] = _bisect(
-                *MFU_RANGE,
-                lambda x: figures(prefill_mfu=x).chunk_step_mean > measured.chunk_step_mean,
+                *mfu,
+                lambda x: figures(prefill_mfu=x).chunk_token_s > measured.chunk_token_s,
+                steps,
             )
             fitted["bandwidth_efficiency"] = _bisect(
-                *EFFICIENCY_RANGE,
-                lambda x: figures(bandwidth_efficiency=x).decode_step_mean
-                > measured.decode_step_mean,
+                *eff,
+                lambda x: (
+                    figures(bandwidth_efficiency=x).decode_step_mean > measured.decode_step_mean
+                ),
+                steps,
             )
     else:
         targets = [stat_name(TTFT, "mean")]

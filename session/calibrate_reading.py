@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.h1_prefill import STEP_METRIC
+from diagnose.h2_host import STEP_TOKENS_METRIC
 from probes.latency import request_latencies
 from probes.metric_registry import ITL, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
@@ -59,6 +60,8 @@ class Measured:
     ttft_mean: float | None = None
     #: Mean step carrying prompt chunks (the server's own clock), when exposed.
     chunk_step_mean: float | None = None
+    #: Seconds per token scheduled in steps carrying prompt chunks (the server's clock).
+    chunk_token_s: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
         return dataclasses.asdict(self)
@@ -74,6 +77,7 @@ class ServerFigures:
     itl_source: str | None = None
     decode_step_mean: float | None = None
     chunk_step_mean: float | None = None
+    chunk_token_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,12 @@ def _server_figures(run: Run) -> ServerFigures:
         figures["decode_step_mean"] = decode.sum / decode.count
     chunk = [steps[k] for k in CHUNK_KINDS if steps[k] is not None and steps[k].count]
     if chunk:
-        figures["chunk_step_mean"] = sum(h.sum for h in chunk) / sum(h.count for h in chunk)
+        seconds = sum(h.sum for h in chunk)
+        figures["chunk_step_mean"] = seconds / sum(h.count for h in chunk)
+        tokens = [raw.histogram_increase(STEP_TOKENS_METRIC, {"kind": k}) for k in CHUNK_KINDS]
+        scheduled = sum(h.sum for h in tokens if h is not None)
+        if scheduled > 0:
+            figures["chunk_token_s"] = seconds / scheduled
     return ServerFigures(**figures)
 
 
@@ -164,6 +173,7 @@ def measure_run(reading: RunReading) -> Measured:
         server.itl_mean if server.itl_mean is not None else float(np.mean(gaps)),
         float(np.mean(reading.ttft_s)),
         server.chunk_step_mean,
+        server.chunk_token_s,
     )
 
 

@@ -148,4 +148,3 @@ def described(target: TargetConfig) -> str:
         f"{key} {getattr(config, key)} ({target.sources.get(key, 'default')})"
         for key in (*REQUIRED, "tensor_parallel_size")
     )
-

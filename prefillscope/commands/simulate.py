@@ -11,7 +11,6 @@ ends the grid there: the configurations done are printed and written as usual, m
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -165,9 +164,7 @@ def simulate(
         if holdout is not None:  # its own budget: recorded, or given by --holdout-engine
             given_b = (given - {"max_num_batched_tokens"}) | given_keys(holdout_engine or [])
             calibration["holdout"] = predict_holdout(holdout, holdout_base, given_b, calibration)
-        for warning in calibration["warnings"] + calibration.get("holdout", {}).get(
-            "warnings", []
-        ):
+        for warning in calibration["warnings"] + calibration.get("holdout", {}).get("warnings", []):
             print(f"prefillscope: warning: {warning}", file=sys.stderr)
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
@@ -217,7 +214,7 @@ def _print_calibration(cal: dict[str, Any]) -> None:
         f"{dec['step_mean_fitted_s'] * 1e3:.2f} ms vs {dec['step_mean_measured_s'] * 1e3:.2f} ms"
         + (f" (at bound {dec['at_bound']})" if dec["at_bound"] else "")
     )
-    for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean", "chunk_step_mean"):
+    for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean", "chunk_step_mean", "chunk_token_s"):
         err = cal["relative_error"].get(key)
         if err is None:
             continue
