@@ -13,10 +13,10 @@ the actual send, the server's clock where it has one). Then, in order:
 2. the **steps carrying prompt chunks**, by bisection on replays of the run's recorded
    requests (send times, prompt and output lengths) on the virtual clock:
    * where the server times its steps by kind (the embedded engine), on the server's
-     own clock, with no client in between: ``prefill_mfu`` so that the replay's seconds
-     per token of the steps carrying prompt chunks (prefill only and mixed) are the
-     server's (per token, not per step: a late engine that merged two chunks into one
-     step took fewer, longer steps for the same tokens), ``bandwidth_efficiency``
+     own clock, with no client in between: ``prefill_mfu`` so that the replay's mean
+     step carrying prompt chunks (prefill only and mixed) is the server's (per step: the
+     seconds per chunk token, tried too, moved further under a loaded machine's late
+     steps), ``bandwidth_efficiency``
      so that its mean decode step is the server's, and — from the second round on,
      first — ``host_overhead_per_seq_s`` so that its mean gap per token is the server's
      (ITL histogram): a step mean cannot tell a per-sequence cost from a slower read,
@@ -228,7 +228,7 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
         return replay(config, workload, offsets, transport)
 
     if server_steps:  # the server's own means: no client in between
-        targets = ["chunk_token_s", "decode_step_mean", "itl_mean"]
+        targets = ["chunk_step_mean", "decode_step_mean", "itl_mean"]
         per_seq = (0.0, 2 * decode.host_overhead_per_seq_s + decode.step_mean_measured_s / 2)
         for round_ in range(STEP_ROUNDS):
             mfu, eff, steps = MFU_RANGE, EFFICIENCY_RANGE, BISECTIONS
@@ -246,7 +246,7 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
                 steps = NEAR_BISECTIONS
             fitted["prefill_mfu"] = _bisect(
                 *mfu,
-                lambda x: figures(prefill_mfu=x).chunk_token_s > measured.chunk_token_s,
+                lambda x: figures(prefill_mfu=x).chunk_step_mean > measured.chunk_step_mean,
                 steps,
             )
             fitted["bandwidth_efficiency"] = _bisect(
