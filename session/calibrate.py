@@ -17,12 +17,11 @@ the actual send, the server's clock where it has one). Then, in order:
      step carrying prompt chunks (prefill only and mixed) is the server's (per step: the
      seconds per chunk token, tried too, moved further under a loaded machine's late
      steps), ``bandwidth_efficiency``
-     so that its mean decode step is the server's, and — from the second round on,
-     first — ``host_overhead_per_seq_s`` so that its mean gap per token is the server's
-     (ITL histogram): a step mean cannot tell a per-sequence cost from a slower read,
-     but a per-token mean weighs each step by its sequences. The client's regression
-     cannot either on a busy machine: the client's own handling of each stream adds to
-     its gaps in proportion to the streams, which reads as a per-sequence overhead;
+     so that its mean decode step is the server's, twice over (each moves the other's
+     batches a little). The per-sequence overhead stays the regression's: the server's
+     mean gap per token would set it apart from a slower read, but the embedded engine
+     times its gaps on the wall clock (a loaded machine's late wake-ups, which its step
+     histogram does not count), and fitted to it the overhead took up that lateness;
    * else ``prefill_mfu`` so that the replay's mean TTFT plus the **transport** (the
      client's mean TTFT less the server's, ``RunReading.transport_s``) is the client's
      mean TTFT from the actual send.
@@ -80,10 +79,9 @@ TOLERANCE = 0.02
 BISECTIONS = 14
 MFU_RANGE = (0.01, 1.0)
 EFFICIENCY_RANGE = (0.01, 1.0)
-#: Rounds of the fit to the server's means (the per-sequence overhead from the second on,
-#: then prefill MFU and bandwidth efficiency), and a later round's bracket (× or ÷
-#: ``NEAR``) and bisections.
-STEP_ROUNDS, NEAR, NEAR_BISECTIONS = 3, 1.25, 8
+#: Rounds of the fit to the server's step means (prefill MFU, then bandwidth efficiency),
+#: and a later round's bracket (× or ÷ ``NEAR``) and bisections.
+STEP_ROUNDS, NEAR, NEAR_BISECTIONS = 2, 1.25, 8
 #: Replays pooled per figure: enough for ``PHASE_REQUESTS`` replayed requests, at most
 #: ``MAX_PHASES`` (a run of that many requests or more is replayed once).
 PHASE_REQUESTS, MAX_PHASES = 128, 16
@@ -228,17 +226,10 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
         return replay(config, workload, offsets, transport)
 
     if server_steps:  # the server's own means: no client in between
-        targets = ["chunk_step_mean", "decode_step_mean", "itl_mean"]
-        per_seq = (0.0, 2 * decode.host_overhead_per_seq_s + decode.step_mean_measured_s / 2)
+        targets = ["chunk_step_mean", "decode_step_mean"]
         for round_ in range(STEP_ROUNDS):
             mfu, eff, steps = MFU_RANGE, EFFICIENCY_RANGE, BISECTIONS
             if round_:
-                # per token, the server's mean gap weighs each step by its sequences: what
-                # sets the per-sequence overhead apart from the bandwidth (a step mean cannot)
-                fitted["host_overhead_per_seq_s"] = _bisect(
-                    *per_seq,
-                    lambda x: figures(host_overhead_per_seq_s=x).itl_mean < measured.itl_mean,
-                )
                 mfu, eff = (
                     _near(fitted["prefill_mfu"], mfu),
                     _near(fitted["bandwidth_efficiency"], eff),
