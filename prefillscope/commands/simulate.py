@@ -157,12 +157,17 @@ def simulate(
             raise InputError("--calibrate", f"{calibrate} is not a run directory")
         calibrated = open_run(calibrate, "--calibrate")  # opened once: fitted, then simulated
         given = given_keys(engine or [])
+        # the held-out run's own budget: recorded, or given by --holdout-engine
+        given_b = (given - {"max_num_batched_tokens"}) | given_keys(holdout_engine or [])
+        if holdout is not None:  # refused before the fit when its engine is unknown
+            from session.calibrate_target import target_config
+
+            target_config(open_run(holdout, "--holdout"), holdout_base, given_b, "--holdout-engine")
         calibration = fit(calibrated, base, given)
         spec.base = EngineConfig(**calibration["config"])  # the run's engine, fitted
         if chunks is None:
             spec.chunks = [spec.base.max_num_batched_tokens]
-        if holdout is not None:  # its own budget: recorded, or given by --holdout-engine
-            given_b = (given - {"max_num_batched_tokens"}) | given_keys(holdout_engine or [])
+        if holdout is not None:
             calibration["holdout"] = predict_holdout(holdout, holdout_base, given_b, calibration)
         for warning in calibration["warnings"] + calibration.get("holdout", {}).get("warnings", []):
             print(f"prefillscope: warning: {warning}", file=sys.stderr)
