@@ -17,8 +17,14 @@ put on it moves a run's TTFT by 2× from one minute to the next (identical runs,
 apart: TTFT p50 262 and 903 ms at load averages 4 and 14), so runs made one after the
 other compare two machines, not two budgets. The goal is ±10 % on TTFT p50 and ITL p50
 and ±25 % on ITL p99; what is asserted is that the check is computed and judged
-consistently, and the bounds below for gross breakage (see the report in the test's
-output for the errors measured).
+consistently, and the bounds below for gross breakage. Measured (held-out error on TTFT
+p50, ITL p50, ITL p99):
+
+* runs one after the other at load average ~4: −14.1 %, +22.9 %, +10.4 % (the fit before
+  the per-step overhead, transport and jitter: −28.8 %, +18.7 %, −53.9 %);
+* at the same time, load average 16–30 (other sessions' tests): −22.7 %, −58.0 %,
+  −37.3 % (before: −21.4 %, −77.5 %, −57.7 %), and this test's own run −28.5 %, −15.1 %,
+  −32.0 %. The same budget's ITL p50 moved from 6 to 24 ms between such runs.
 """
 
 from __future__ import annotations
