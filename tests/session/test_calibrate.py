@@ -221,3 +221,33 @@ def test_a_run_whose_plan_cannot_be_rebuilt_is_one_line_naming_why(
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("prefillscope: error: --calibrate: ") and why in done.stderr
     assert "cannot be rebuilt" in done.stderr and "Traceback" not in done.stderr
+
+
+def _rename_metric(run: Path, old: str, new: str) -> None:
+    """The run's scrapes as an older vLLM would have named ``old``: ``new``."""
+    import pandas as pd
+
+    for path in run.glob("server_metrics.*"):
+        if path.suffix == ".parquet":
+            table = pd.read_parquet(path)
+            table["metric"] = table["metric"].str.replace(old, new, regex=False)
+            table.to_parquet(path)
+        elif path.suffix == ".jsonl":
+            path.write_text(path.read_text().replace(f'"{old}', f'"{new}'))
+
+
+def test_the_servers_itl_is_read_under_either_of_vllms_names(
+    planted_run: Path, tmp_path: Path
+) -> None:
+    """vLLM's ITL histogram was ``time_per_output_token_seconds`` before it was
+    ``inter_token_latency_seconds``: read through the canonical series, both give the
+    server's mean gap (not the client's)."""
+    from runfmt.run import open_run
+    from session.calibrate_reading import read_run
+
+    older = Path(shutil.copytree(planted_run, tmp_path / "older"))
+    _rename_metric(older, "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+    now, then = (read_run(open_run(run)).server for run in (planted_run, older))
+    assert now.itl_source == "vllm:inter_token_latency_seconds"
+    assert then.itl_source == "vllm:time_per_output_token_seconds"
+    assert now.itl_mean is not None and then.itl_mean == pytest.approx(now.itl_mean)
