@@ -186,8 +186,9 @@ def fit_decode(
     pick = np.linspace(0, observed.gap_s.size - 1, min(MAX_ROWS, observed.gap_s.size))
     pick = np.unique(pick.astype(int))
     gap, n = observed.gap_s[pick], observed.running[pick]
-    roofline = cost.step_bytes(observed.context[pick] + n) / cost.gpu.bandwidth
-    y = gap - cost.fixed_overhead_s
+    roofline = cost.step_bytes(observed.context[pick] + n, n) / cost.gpu.bandwidth
+    comm = cost.comm_time(n)
+    y = gap - cost.fixed_overhead_s - comm
     columns = [roofline, n] + ([np.ones_like(n)] if free_step_overhead else [])
     x = np.column_stack(columns)
     rows, k = len(y), len(columns)
@@ -207,7 +208,9 @@ def fit_decode(
         solution = linprog(
             objective,
             A_eq=sparse.vstack([a_eq, sparse.csr_matrix(mean_row)], format="csr"),
-            b_eq=np.concatenate([y, [server_step_mean_s - cost.fixed_overhead_s]]),
+            b_eq=np.concatenate(
+                [y, [server_step_mean_s - cost.fixed_overhead_s - float(weights @ comm)]]
+            ),
             bounds=bounds,
             method="highs",
         )
@@ -218,7 +221,7 @@ def fit_decode(
         return None
     params = np.asarray(solution.x[:k], dtype=float)
     u, v = float(params[0]), float(params[1])
-    modelled = x @ params + cost.fixed_overhead_s
+    modelled = x @ params + cost.fixed_overhead_s + comm
     at_bound = (
         "bandwidth_efficiency = 1"
         if np.isclose(u, 1.0)
