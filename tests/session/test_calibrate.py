@@ -69,7 +69,7 @@ def _recovered(result: dict, true: EngineConfig) -> None:
 SHAPES = {
     "a100 at 12288, few-shot": (
         ("gpu=a100-80gb", "max_num_batched_tokens=12288"),
-        "few-shot", {"num_requests": 24, "rate": 8.0, "seed": 4},
+        "few-shot", {"num_requests": 24, "rate": 4.0, "seed": 4},
     ),
     "l40s at 512, long prompts": (
         ("gpu=l40s", "max_num_batched_tokens=512"),
