@@ -67,7 +67,8 @@ REQUESTS = TableSchema(
      "released_s", "sent_s", "first_token_s", "end_s", "prompt_tokens", "output_tokens",
      "cached_tokens", "expected_cached_tokens", "max_tokens", "num_chunks", "multi_token_chunks",
      "token_count_method", "finish_reason", "status", "error_kind", "http_status",
-     "error_message", "retried", "usage_suspect", "output_token_ids", "output_logprobs"),
+     "error_message", "retried", "usage_suspect", "output_token_ids", "output_logprobs",
+     "output_text"),
 )  # fmt: skip
 #: One row per streamed read that carried tokens: its request, arrival time, token count.
 CHUNKS = TableSchema(CHUNKS_TABLE, ("request_id", "t_s", "n_tokens"))

@@ -366,6 +366,7 @@ class _Bench:
             cache_protocol=self.options.cache_protocol,
             logprobs=self.options.record_outputs,
             keep_token_ids=self.options.record_outputs,
+            keep_text=self.options.keep_text,
             duration_s=self.deadline_s,
             preconnect=min(users, PRECONNECT),
             text_tokens=self.text_tokens,
