@@ -75,12 +75,18 @@ def _random_lengths(flags: BenchFlags) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def dataset_overrides(flags: BenchFlags) -> dict[str, Any]:
-    """``load_spec`` overrides vLLM's ``--random-*`` flags stand for."""
+def dataset_overrides(flags: BenchFlags, given: dict[str, Any]) -> dict[str, Any]:
+    """``load_spec`` overrides vLLM's ``--random-*`` flags stand for; and, for one of
+    vLLM's datasets (named by its flags, not ``--workload``) with no load said
+    (``given``: the overrides so far), vLLM's default load: every request at once
+    (``--request-rate inf``)."""
     lengths = _random_lengths(flags)
     if lengths and (flags.workload or "random") != "random":
         flag = "--random-" + next(iter(lengths)).replace("_", "-")
         raise InputError(flag, "sets the random dataset's lengths", "drop --workload")
+    load_keys = ("rate", "arrival", "concurrency", "duration")
+    if not flags.workload and not any(given.get(key) is not None for key in load_keys):
+        return lengths | {"rate": float("inf")}
     return lengths
 
 

@@ -14,7 +14,8 @@ no thread competing with the client for the GIL), with numpy over all new reads 
 The rules are the summary's (``probes.latency``; limits from ``probes.client_limits``):
 TTFT from the *intended* send time, ITL per token (a read of n tokens after a gap g
 gives n gaps of g/n; the extra tokens of a request's first read give gaps of 0), and a
-client is limited when its dispatch lag p99 exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU
+client is limited when its dispatch lag p99 (past any ``--max-concurrency`` slot wait: the
+cap's queue is the user's choice) exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU
 stays saturated. Live figures are over a window and thinned to a few thousand samples
 per tick: a view, not the statistics. What each figure is called, its unit and how it
 is written are the metric registry's (``LIVE_LATENCIES``, ``LIVE_THROUGHPUT``).
@@ -215,7 +216,9 @@ class LiveStats(LoadObserver):
     # -- callbacks (once or twice per request: one append each) ------------------------------
     def on_send(self, record: RequestRecord) -> None:
         self.sent += 1
-        self._sends.append((record.sent_s or 0.0, record.intended_s or 0.0))
+        # the lag past a --max-concurrency slot: the cap's queue is the user's choice
+        due = record.released_s if record.released_s is not None else record.intended_s
+        self._sends.append((record.sent_s or 0.0, due or 0.0))
 
     def on_first_token(self, record: RequestRecord) -> None:
         self._firsts.append((record.first_token_s or 0.0, record.intended_s or 0.0))

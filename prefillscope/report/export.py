@@ -179,7 +179,7 @@ def to_vllm_json(run: Run, options: VllmJsonOptions | None = None) -> str:
 def run_options(run: Run) -> VllmJsonOptions:
     """The vLLM options a run was summarised with: its picked percentiles (vLLM's
     defaults when none were) and its SLO's TTFT, TPOT and E2E bounds as ``--goodput``."""
-    summary = run.summary or {}
+    summary = run.summary.to_json() if run.summary is not None else {}
     picked = summary.get("percentiles") or {}
     names = {column: name for name, column in METRICS.items()}
     metrics = tuple(names[c] for c in picked if c in names) or DEFAULT_METRICS
