@@ -6,9 +6,10 @@
 * ``vllm-json`` — the result file ``vllm bench serve --save-result`` writes, with its
   keys and units (milliseconds for the ``*_ms`` statistics, seconds in the per-request
   lists), so scripts and dashboards made for vLLM's results read ours. vLLM times from
-  the moment a request is sent and its ITL is per streamed chunk, so these figures are
-  from the actual send and per chunk (our summary's ITL is per token, from the intended
-  send: see ``summary.json``). Every key vLLM 0.32 writes is there, its peaks
+  the moment a request is sent and its ITL is per streamed event, so these figures are
+  from the actual send and per event (a read of n tokens: its gap, then n − 1 zeros;
+  our summary's ITL is per token, from the intended send: see ``summary.json``). Every
+  key vLLM 0.32 writes is there, its peaks
   (``max_output_tokens_per_s``, ``max_concurrent_requests``) by vLLM's one-second
   buckets and ``queue_times`` as each send's lateness past its intended time. As in
   vLLM, the per-request lists cover every measured request (a failed one's TTFT and
@@ -107,13 +108,21 @@ def _stats(values: np.ndarray, name: str, percentiles: tuple[float, ...]) -> dic
 
 
 def _chunk_gaps(chunks: pd.DataFrame) -> dict[str, list[float]]:
-    """Seconds between consecutive streamed chunks of each request (vLLM's ITL)."""
+    """Each request's gaps as vLLM's client records them (its ITL): one per streamed
+    event, the time since the event before. A read that carried n tokens held n events
+    read together, so it gives its gap then n − 1 gaps of 0 (the first read: n − 1
+    zeros after the first token, whose time is the TTFT)."""
     if chunks.empty:
         return {}
     rows = chunks.sort_values(["request_id", "t_s"])
     out: dict[str, list[float]] = {}
-    for rid, times in rows.groupby("request_id")["t_s"]:
-        out[str(rid)] = np.diff(times.to_numpy(dtype=float)).tolist()
+    for rid, group in rows.groupby("request_id"):
+        times = group["t_s"].to_numpy(dtype=float)
+        counts = np.maximum(group["n_tokens"].to_numpy(dtype=int), 1)
+        gaps: list[float] = [0.0] * int(counts[0] - 1)
+        for gap, n in zip(np.diff(times), counts[1:], strict=True):
+            gaps += [float(gap)] + [0.0] * int(n - 1)
+        out[str(rid)] = gaps
     return out
 
 
