@@ -188,16 +188,17 @@ def to_vllm_json(run: Run, options: VllmJsonOptions | None = None) -> str:
 def run_options(run: Run) -> VllmJsonOptions:
     """The vLLM options a run was summarised with: its picked percentiles (vLLM's
     defaults when none were) and its SLO's TTFT, TPOT and E2E bounds as ``--goodput``."""
-    summary = run.summary.to_json() if run.summary is not None else {}
-    picked = summary.get("percentiles") or {}
+    sections = run.summary.typed if run.summary is not None else None
+    picked = sections.percentiles if sections is not None else {}
     names = {column: name for name, column in METRICS.items()}
     metrics = tuple(names[c] for c in picked if c in names) or DEFAULT_METRICS
     levels = next(iter(picked.values()), {}) if picked else {}
     percentiles = tuple(float(k[1:]) for k in levels) or DEFAULT_PERCENTILES
-    slo = ((summary.get("goodput") or {}).get("slo")) or {}
+    goodput = sections.goodput if sections is not None else None
+    slo = goodput.slo if goodput is not None else {}
     bounds = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2el"}
-    goodput = {bounds[k]: v * _MS for k, v in slo.items() if k in bounds and v is not None}
-    return VllmJsonOptions(metrics, percentiles, goodput or None)
+    bounds_ms = {bounds[k]: v * _MS for k, v in slo.items() if k in bounds and v is not None}
+    return VllmJsonOptions(metrics, percentiles, bounds_ms or None)
 
 
 def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, Any]:

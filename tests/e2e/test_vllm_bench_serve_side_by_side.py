@@ -34,9 +34,17 @@ LINE = (
     "--goodput ttft:500 tpot:50 --percentile-metrics ttft,tpot,itl,e2el "
     "--metric-percentiles 50,90,99 --save-result --save-detailed --result-dir {dir}"
 )
+#: Mean and median of each, but ITL's p90 for its median: vLLM's client stamps each
+#: event of one buffered read microseconds apart, as we do (a read of n tokens: its gap,
+#: then n - 1 zeros), so the median ITL sits between two modes (~0 and a decode step)
+#: and swings with the machine's load for either tool (0.005 ms and 16 ms seen for vLLM
+#: itself on two runs); it is printed, not compared.
 COMPARED = [
-    f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median")
+    *(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "e2el") for stat in ("mean", "median")),
+    "mean_itl_ms",
+    "p90_itl_ms",
 ]
+SHOWN = [*COMPARED, "median_itl_ms"]
 #: The least disagreement called noise: on a shared 2-core machine a few ms, or a share.
 FLOOR_MS = 5.0
 FLOOR_SHARE = 0.25
@@ -70,14 +78,14 @@ def test_a_pasted_vllm_command_line_measures_what_vllm_measures(
         assert abs(doc["total_input_tokens"] - 40 * 256) <= 40  # vLLM re-tokenizes its text
     print(f"\n{'figure':18} {'vllm run 1':>11} {'vllm run 2':>11} {'ours 1':>9} {'ours 2':>9}")
     failures = []
-    for key in COMPARED:
+    for key in SHOWN:
         v, o = [d[key] for d in vllm], [d[key] for d in ours]
         noise = 2 * max(abs(v[0] - v[1]), abs(o[0] - o[1]))
         allowed = max(noise, FLOOR_MS, FLOOR_SHARE * max(v))
         gap = abs(sum(o) / 2 - sum(v) / 2)
         print(f"{key:18} {v[0]:11.2f} {v[1]:11.2f} {o[0]:9.2f} {o[1]:9.2f}  gap {gap:.2f} "
               f"allowed {allowed:.2f}")  # fmt: skip
-        if gap > allowed:
+        if gap > allowed and key in COMPARED:
             failures.append(f"{key}: vLLM {v}, ours {o}, gap {gap:.2f} > {allowed:.2f} ms")
     assert not failures, failures
     # our screen leads with the TTFT vLLM reports under the cap, the intended-send one after
