@@ -19,7 +19,8 @@ becomes here:
   ``--backend openai-chat`` is the chat API; ``--ramp-up-strategy linear|exponential``
   with ``--ramp-up-start-rps``/``--ramp-up-end-rps`` is our ``ramp`` arrival (its
   ``--set ramp=`` shape); ``--temperature 0`` is what we send, another value is refused;
-  vLLM's ``--label NAME`` (no ``=``) names the result file (``--result-label``).
+  vLLM's ``--label NAME`` (no ``=``) names the result file (``--result-label``); a
+  ``--label KEY=VALUE`` is left to ``bench``'s own ``--label``.
 
 ``VllmCompatibleCommand`` runs ``translate`` over ``bench``'s arguments before typer
 parses them, so no vLLM flag reaches click's generic "No such option".
@@ -343,6 +344,9 @@ def translate(args: list[str], note: Callable[[str, str], None] = _note) -> list
             "/"
         ):
             ours.append(token)  # our --endpoint: the server's URL
+            continue
+        if name == "--label" and "=" in (inline if eq else (rest[0] if rest else "")):
+            ours.append(token)  # a KEY=VALUE label: the run's own (--label), not vLLM's name
             continue
         if name == "--backend" and (inline if eq else (rest[0] if rest else "")) not in (
             _BACKEND_APIS
