@@ -67,12 +67,17 @@ class VllmResultFlags:
         return tuple(pairs)
 
 
-def vllm_backend(backend: str, api: str | None) -> str:
+#: vLLM's ``--backend`` values that name its request function for the completions API
+#: (a vLLM client's words, not our server flavours); its default is the second.
+VLLM_CLIENTS = ("vllm", "openai")
+
+
+def vllm_backend(given: str, api: str | None) -> str:
     """vLLM's ``--backend`` of this run: ``openai-chat`` for the chat API, else the one
     given (``vllm``/``openai``), else vLLM's default, ``openai``."""
     if api == "chat":
         return "openai-chat"
-    return backend if backend in ("vllm", "openai") else "openai"
+    return given if given in VLLM_CLIENTS else VLLM_CLIENTS[1]
 
 
 def result_path(
