@@ -261,6 +261,7 @@ class _Bench:
             duration_s=self.deadline_s,
             target_rate=asked_rate(self.plan)[0],
             target_unit=asked_rate(self.plan)[1],
+            capped=options.max_concurrency is not None,
         )
         result = LoadResult(planned=len(self.plan))
         metrics = MetricsMapping(None)
