@@ -105,6 +105,7 @@ VLLM_FLAGS: dict[str, VllmFlag] = {
     "--result-filename": _same(),
     "--metadata": _same(MANY),
     "--profile": _same(0),
+    "--ready-check-timeout-sec": _same(),
     "--help": _same(0),
     "-h": _same(0),
     # the same meaning under our name
@@ -142,9 +143,6 @@ VLLM_FLAGS: dict[str, VllmFlag] = {
     "--self-timed": _refuse("a trace's own timestamps: --workload trace --arrival trace", 0),
     "--no-self-timed": _refuse("a trace at a rate of your own: --workload trace --rate R", 0),
     "--request-id-prefix": _refuse("prefillscope names requests itself (the id column)"),
-    "--ready-check-timeout-sec": _refuse(
-        "prefillscope checks the server once as it starts; wait for its /health first"
-    ),
     "--logprobs": _refuse("no equivalent: prefillscope asks for no logprobs"),
     "--use-beam-search": _refuse("no equivalent: " + _GREEDY, 0),
     "--lora-modules": _refuse(

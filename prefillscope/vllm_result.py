@@ -8,6 +8,9 @@
   the working directory; ``--append-result`` adds it as one more line to the file;
   ``--save-detailed`` keeps the per-request lists (and makes the run keep each answer's
   text for ``generated_texts``). The run directory is written as always.
+* ``--ready-check-timeout-sec N`` waits up to N seconds for the server to answer
+  ``GET /v1/models`` before anything else (vLLM's ready check; 0, the default, skips it);
+  a server still not up then is one line, exit 2.
 * ``--profile`` asks the server to start its profiler (``POST /start_profile``) before
   anything is sent and to stop it (``POST /stop_profile``) once the run is over, as
   vLLM's client does; a server without those endpoints (vLLM serves them only when
@@ -128,6 +131,37 @@ def write_result(path: Path, document: str, append: bool) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(document, encoding="utf-8")
     os.replace(partial, path)
+
+
+def wait_ready(endpoint: str | None, timeout_s: float, api_key: str | None) -> None:
+    """Return once ``GET {endpoint}/v1/models`` answers below 500, or ``InputError``
+    after ``timeout_s`` seconds (0: no check; the embedded engine is ready when started)."""
+    import time
+
+    import httpx
+
+    if endpoint is None or timeout_s <= 0:
+        return
+    base = endpoint if "://" in endpoint else f"http://{endpoint}"
+    url = base.rstrip("/").removesuffix("/v1") + "/v1/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while True:
+        try:
+            status = httpx.get(url, headers=headers, timeout=min(5.0, timeout_s)).status_code
+            if status < 500:
+                return
+            last = f"HTTP {status}"
+        except httpx.HTTPError as exc:
+            last = str(exc) or type(exc).__name__
+        if time.monotonic() >= deadline:
+            raise InputError(
+                "--ready-check-timeout-sec",
+                f"{url} not ready after {timeout_s:g} s ({last})",
+                "start the server first, or wait longer",
+            )
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
 def profiler_call(endpoint: str | None, action: str, api_key: str | None) -> bool:

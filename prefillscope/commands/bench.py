@@ -34,7 +34,7 @@ import typer
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.vllm_cli import VllmCompatibleCommand
-from prefillscope.vllm_result import VllmResultFlags, check_result_dir
+from prefillscope.vllm_result import VllmResultFlags, check_result_dir, wait_ready
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
@@ -192,6 +192,9 @@ def bench(
         bool,
         typer.Option("--profile", help="Run the server's profiler over the run (as vLLM)."),
     ] = False,
+    ready_check_timeout_sec: Annotated[
+        float, typer.Option(help="Wait this long for the server to be up first (as vLLM).")
+    ] = 0.0,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
     from runtime.collector import paused
@@ -236,6 +239,7 @@ def bench(
         options.min_goodput = min_goodput
         options.keep_text = vllm.writes and vllm.detailed
         check_result_dir(vllm)
+        wait_ready(options.endpoint, ready_check_timeout_sec, options.api_key)
         _run(options, as_json, _vllm_ends(flags, options, vllm))
 
 

@@ -14,7 +14,7 @@ from bench_support import bench_cli
 from server_support import fast_config
 from threaded_app import ThreadedApp
 
-from prefillscope.vllm_result import VllmResultFlags, profiler_call, result_path
+from prefillscope.vllm_result import VllmResultFlags, profiler_call, result_path, wait_ready
 from simengine.embedded import EmbeddedServer
 
 SMALL = ["--random-input-len", "32", "--random-output-len", "4", "--num-prompts", "6",
@@ -108,7 +108,51 @@ def test_profile_against_a_server_without_a_profiler_says_so_and_runs(tmp_path: 
         done = bench_cli(
             "--endpoint", server.url, "--random-input-len", "32", "--random-output-len", "4",
             "--num-prompts", "4", "--gpu-telemetry", "off", "--profile",
+            "--ready-check-timeout-sec", "30",
             "--out", str(tmp_path / "run"),
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "/start_profile answered 404" in done.stderr and "not profiled" in done.stderr
+
+
+def test_the_ready_check_waits_for_a_server_that_comes_up_late(tmp_path: Path):
+    """vLLM's --ready-check-timeout-sec: a server listening only after ~1.5 s is waited
+    for; a port where nothing comes up is one line naming the flag, exit 2."""
+    import socket
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"data": []}')
+
+        def log_message(self, *args) -> None:
+            pass
+
+    servers = []
+
+    def start_late() -> None:
+        time.sleep(1.5)
+        servers.append(ThreadingHTTPServer(("127.0.0.1", port), Models))
+        servers[0].serve_forever()
+
+    threading.Thread(target=start_late, daemon=True).start()
+    began = time.monotonic()
+    wait_ready(f"http://127.0.0.1:{port}", 30.0, None)
+    assert time.monotonic() - began >= 1.4
+    servers[0].shutdown()
+    servers[0].server_close()
+    done = bench_cli(
+        "--endpoint", f"http://127.0.0.1:{port}", *SMALL[:6], "--ready-check-timeout-sec", "1",
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    assert done.stderr.startswith("prefillscope: error: --ready-check-timeout-sec:")
+    assert "not ready after 1 s" in done.stderr
