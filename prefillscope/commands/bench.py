@@ -36,6 +36,10 @@ from prefillscope.bench_flags import BenchFlags, takes_bench_flags
 from prefillscope.vllm_cli import VllmCompatibleCommand
 from prefillscope.vllm_result import VllmResultFlags, check_result_dir, wait_ready
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS, Bound
+
+#: vLLM's ready check: 0 (no check) up to a week.
+READY_CHECK = Bound(0, MAX_SECONDS, why="a wait is at most a week")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -206,6 +210,7 @@ def bench(
 
         points = flags.sweep_points()  # --rate 1,2,4,8 or --concurrency 1,8,64
         flags.validate()
+        READY_CHECK.check("--ready-check-timeout-sec", ready_check_timeout_sec)
         check_max_error_rate(max_error_rate)
         check_min_goodput(min_goodput, bool(flags.slo or flags.goodput))
         if points is not None:
