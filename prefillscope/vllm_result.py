@@ -203,6 +203,7 @@ def save(
     rate: float | None,
     max_concurrency: int | None,
     ramp: tuple[str, float, float] | None,
+    tokenizer: str | None = None,
 ) -> Path:
     """Write the run's vllm-json where vLLM would; its path. The percentiles and the
     goodput SLO are those the run was summarised with (``--percentile-metrics``,
@@ -222,6 +223,7 @@ def save(
         ramp=ramp,
     )
     model = run.info.typed.target.model if run.info is not None else None
+    options = replace(options, tokenizer_id=tokenizer or model)  # vLLM's: else the model
     path = result_path(
         flags, backend=backend, rate=rate, max_concurrency=max_concurrency, model=model,
         ramp=ramp, now=datetime.now(),

@@ -296,6 +296,7 @@ def _vllm_ends(
             rate=flags.rate,  # type: ignore[arg-type]  # one load: a number or None
             max_concurrency=flags.max_concurrency,
             ramp=vllm_result.ramp_of(options.overrides),
+            tokenizer=flags.tokenizer,
         )
         print(f"prefillscope: vLLM result file: {path}", file=sys.stderr)
 

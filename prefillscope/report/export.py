@@ -151,7 +151,7 @@ class VllmJsonOptions:
     """What ``vllm bench serve`` was asked that shapes its result file: the percentile
     metrics and levels (``--percentile-metrics``/``--metric-percentiles``), the goodput
     SLO in ms (``--goodput``), whether per-request lists are kept (``--save-detailed``),
-    and the run's ``--backend``, ``--label``, ``--metadata`` and ramp-up."""
+    and the run's ``--backend``, ``--label``, ``--tokenizer``, ``--metadata`` and ramp-up."""
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
@@ -159,6 +159,8 @@ class VllmJsonOptions:
     detailed: bool = True
     backend: str | None = None
     label: str | None = None
+    #: vLLM's ``--tokenizer`` (else its ``--model``), as its ``tokenizer_id``.
+    tokenizer_id: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
     ramp: tuple[str, float, float] | None = None
 
@@ -243,7 +245,7 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
         "backend": options.backend or target.flavour,
         "label": options.label,
         "model_id": target.model,
-        "tokenizer_id": None,
+        "tokenizer_id": options.tokenizer_id,
         "num_prompts": len(runs),
         **dict(options.metadata),
         "request_rate": "inf" if rate is None or rate == float("inf") else rate,

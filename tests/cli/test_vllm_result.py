@@ -38,6 +38,7 @@ def test_save_result_writes_vllms_file_where_vllm_would_with_the_keys_asked(tmp_
     assert (doc["label"], doc["tp"], doc["host"], doc["max_concurrency"]) == (
         "nightly", "1", "cpu", 2,
     )  # fmt: skip
+    assert doc["tokenizer_id"] == doc["model_id"]  # no --tokenizer: vLLM's is the model
     assert {"p50_ttft_ms", "p99_ttft_ms", "p50_e2el_ms", "p99_e2el_ms"} <= set(doc)
     assert not any("tpot" in key or "itl_ms" in key for key in doc)  # not asked for
     # every request met the generous SLO: goodput is the request throughput, not null
