@@ -18,7 +18,10 @@ becomes here:
   our ``--endpoint`` URL and vLLM's ``--endpoint /v1/...`` (a path) picks our ``--api``;
   ``--backend openai-chat`` is the chat API; ``--ramp-up-strategy linear|exponential``
   with ``--ramp-up-start-rps``/``--ramp-up-end-rps`` is our ``ramp`` arrival (its
-  ``--set ramp=`` shape); ``--temperature 0`` is what we send, another value is refused;
+  ``--set ramp=`` shape; vLLM steps the rate per request, request i of n at
+  ``start + (end − start)·i/(n − 1)``, ours moves it over time from the first request
+  to the last expected one, so the two schedules share their end rates, not every gap);
+  ``--temperature 0`` is what we send, another value is refused;
   vLLM's ``--label NAME`` (no ``=``) names the result file (``--result-label``); a
   ``--label KEY=VALUE`` is left to ``bench``'s own ``--label``.
 
