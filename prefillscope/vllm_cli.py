@@ -218,6 +218,13 @@ _BACKEND_APIS = {"openai-chat": "chat"}
 #: vLLM's ``--endpoint`` paths and our ``--api`` for each.
 _PATH_APIS = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
 _RAMPS = ("linear", "exponential")
+#: Flags that say a command line is vLLM's (our own spellings of these are others).
+_VLLM_SPELLINGS = {"--num-prompts", "--request-rate", "--base-url", "--host", "--port",
+                   "--ignore-eos", "--disable-tqdm", "--save-result", "--num-warmups"}  # fmt: skip
+#: Flags that say what to send; a vLLM command line with none sends vLLM's default
+#: dataset, ``random`` (1024 tokens in, 128 out: the random dataset's defaults here too).
+_WHAT_TO_SEND = ("--workload", "--dataset", "--dataset-name", "--random-input-len",
+                 "--random-output-len", "--random-range-ratio")  # fmt: skip
 
 
 @dataclass
@@ -225,9 +232,14 @@ class _Pending:
     """The vLLM flags read together, as given; ``args`` turns them into ours."""
 
     given: dict[str, str] = field(default_factory=dict)
+    #: A flag spelled as only vLLM spells it was seen.
+    vllm_form: bool = False
 
-    def args(self, ours: list[str]) -> list[str]:
+    def args(self, ours: list[str], note: Callable[[str, str], None]) -> list[str]:
         out: list[str] = []
+        if self.vllm_form and not any(flag in ours for flag in _WHAT_TO_SEND):
+            note("--dataset-name", "not given: vLLM's default, random, is sent")
+            out += ["--dataset-name", "random"]
         out += self._endpoint(ours)
         out += self._api()
         out += self._ramp(ours)
@@ -321,7 +333,7 @@ def _values(flag: str, spec: VllmFlag, inline: str | None, rest: list[str]) -> l
 
 
 def _note(flag: str, why: str) -> None:
-    print(f"prefillscope: note: {flag} has no effect here: {why}", file=sys.stderr)
+    print(f"prefillscope: note: {flag} {why}", file=sys.stderr)
 
 
 def translate(args: list[str], note: Callable[[str, str], None] = _note) -> list[str]:
@@ -339,6 +351,7 @@ def translate(args: list[str], note: Callable[[str, str], None] = _note) -> list
         if spec is None:
             ours.append(token)
             continue
+        pending.vllm_form |= name in _VLLM_SPELLINGS
         if spec.kind == "refuse":
             raise InputError(name, "vllm bench serve's; not here", spec.to)
         if name == "--endpoint" and not (inline if eq else (rest[0] if rest else "")).startswith(
@@ -356,7 +369,7 @@ def translate(args: list[str], note: Callable[[str, str], None] = _note) -> list
             continue
         values = _values(name, spec, inline if eq else None, rest)
         if spec.kind == "drop":
-            note(name, spec.to)
+            note(name, "has no effect here: " + spec.to)
         elif spec.kind == "read":
             pending.given[name] = values[0]
         elif spec.kind == "rename" and name == "--random-prefix-len":
@@ -365,7 +378,7 @@ def translate(args: list[str], note: Callable[[str, str], None] = _note) -> list
             to = spec.to if spec.kind == "rename" else name
             for value in values or [None]:
                 ours += [to] if value is None else [to, value]
-    return ours + pending.args(ours)
+    return ours + pending.args(ours, note)
 
 
 class VllmCompatibleCommand(TyperCommand):

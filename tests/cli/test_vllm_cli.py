@@ -180,3 +180,13 @@ def test_refusals_are_one_line_naming_what_to_use(args, field, names):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"prefillscope: error: {field}:")
     assert names in lines[0] and "No such option" not in lines[0]
+
+
+def test_a_vllm_command_line_without_a_dataset_sends_vllms_default_random(capsys):
+    assert translate(["--num-prompts", "5"])[-2:] == ["--dataset-name", "random"]
+    assert "vLLM's default, random" in capsys.readouterr().err
+    # our own spelling, or a dataset named: nothing added
+    assert translate(["--num-requests", "5"]) == ["--num-requests", "5"]
+    assert translate(["--num-prompts", "5", "--random-input-len", "8"]) == [
+        "--num-prompts", "5", "--random-input-len", "8",
+    ]  # fmt: skip
