@@ -45,9 +45,13 @@ COMPARED = [
     "p90_itl_ms",
 ]
 SHOWN = [*COMPARED, "median_itl_ms"]
-#: The least disagreement called noise: on a shared 2-core machine a few ms, or a share.
+#: The least disagreement called noise: a few ms, or a share of vLLM's figure. The share
+#: covers what the two clients do differently on a shared 2-core machine, measured over
+#: six runs of each: vLLM's Python client stamps its send before it builds the request
+#: and its first token after it parses the event, and its CPU (~8 CPU-s a run) competes
+#: with the CPU server it measures; its TTFT came out 0 to 35 % above ours.
 FLOOR_MS = 5.0
-FLOOR_SHARE = 0.25
+FLOOR_SHARE = 0.35
 
 
 def _run(command: list[str]) -> str:
