@@ -45,13 +45,15 @@ COMPARED = [
     "p90_itl_ms",
 ]
 SHOWN = [*COMPARED, "median_itl_ms"]
-#: The least disagreement called noise: a few ms, or a share of vLLM's figure. The share
-#: covers what the two clients do differently on a shared 2-core machine, measured over
-#: six runs of each: vLLM's Python client stamps its send before it builds the request
-#: and its first token after it parses the event, and its CPU (~8 CPU-s a run) competes
-#: with the CPU server it measures; its TTFT came out 0 to 35 % above ours.
+#: The least disagreement called noise: a few ms, or half of vLLM's figure. On a shared
+#: 2-core machine serving from the CPU the two clients do not see quite the same server:
+#: vLLM's Python client stamps its send before it builds the request and its first token
+#: after it parses the event, and its own CPU (~8 CPU-s a run) slows the CPU server it
+#: measures. Over seven alternating pairs here its mean TTFT was 0.8 to 1.75 times ours
+#: (E2E 1.0 to 2.0 times), the ratio following the machine's load; on an idle machine or
+#: a GPU server the share left for it is far more than needed.
 FLOOR_MS = 5.0
-FLOOR_SHARE = 0.35
+FLOOR_SHARE = 0.5
 
 
 def _run(command: list[str]) -> str:
