@@ -276,7 +276,7 @@ class LoadRun:
         prompt: TokenIds | str
         if isinstance(full, str):
             prompt = full
-            prompt_tokens = None if self.sessions.is_later_turn(spec) else spec.prompt_len
+            prompt_tokens = None if spec.composes_history else spec.prompt_len
         else:  # the ids as numpy gives them: ``dumps`` writes the array, no list between
             prompt = full.token_ids(self.target.vocab_size or 0)
             prompt_tokens = len(prompt)
@@ -314,7 +314,7 @@ class LoadRun:
             record.output_text = text
         self._write(record, chunks)
         self.sessions.ended(spec, record.output_token_ids, text)
-        if record.error_kind == ErrorKind.CONNECT:
+        if record.error_kind in (ErrorKind.CONNECT, ErrorKind.DROPPED):
             self._check_server()
         following = self.sessions.next_turn(spec)
         if following is not None and not self._stop.is_set():

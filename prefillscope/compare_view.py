@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
@@ -100,12 +101,20 @@ def _notes(result: CompareResult) -> list[str]:
     ]
 
 
+def _named(path: Any, labels: dict[str, str]) -> str:
+    """A run as a reader knows it: its folder, then its labels (``runs/x [gpu=h100]``)."""
+    from runfmt.runinfo import label_text
+
+    return f"{path} [{label_text(labels)}]" if labels else str(path)
+
+
 def to_markdown(result: CompareResult, title: str = TITLE) -> str:
     """A GitHub-flavoured markdown summary: verdict, runs, one table, the undecided rows."""
     lines = [
         f"### {title} — {_verdict(result)}",
         "",
-        f"BASE `{result.base}` → NEW `{result.new}`. Change = NEW/BASE − 1, with its "
+        f"BASE `{_named(result.base, result.labels[0])}` → "
+        f"NEW `{_named(result.new, result.labels[1])}`. Change = NEW/BASE − 1, with its "
         "bootstrap interval; significant = the interval excludes 0; a gate fails when the "
         "whole interval is beyond its limit, passes when it is all within, else is "
         "inconclusive.",
@@ -214,8 +223,26 @@ def show(compared: Compared, output_format: str, step_summary: str | None) -> No
             _print_table(result)
         typer.echo(knee_sentence(compared.knees()))
     if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as fh:
-            fh.write(markdown(compared) + "\n")
+        _append_step_summary(step_summary, markdown(compared) + "\n")
+
+
+def _append_step_summary(path: str, text: str) -> None:
+    """Append to ``$GITHUB_STEP_SUMMARY``; a write that fails is a warning on stderr, never
+    the gate's verdict (the exit status stays the comparison's)."""
+    import sys
+
+    from runtime.atomic import failure_reason
+
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        where = os.path.dirname(path) or "."
+        print(
+            f"prefillscope: warning: $GITHUB_STEP_SUMMARY ({path}) not written: "
+            f"{failure_reason(where, exc)}; the verdict stands",
+            file=sys.stderr,
+        )
 
 
 def _print_table(result: CompareResult) -> None:
@@ -226,7 +253,9 @@ def _print_table(result: CompareResult) -> None:
 
     console = Console()
     table = Table(
-        title=f"{result.base} → {result.new}",
+        title=escape(
+            f"{_named(result.base, result.labels[0])} → {_named(result.new, result.labels[1])}"
+        ),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 1, 0, 0),

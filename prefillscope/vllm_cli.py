@@ -22,8 +22,8 @@ becomes here:
   ``start + (end − start)·i/(n − 1)``, ours moves it over time from the first request
   to the last expected one, so the two schedules share their end rates, not every gap);
   ``--temperature 0`` is what we send, another value is refused;
-  vLLM's ``--label NAME`` (no ``=``) names the result file (``--result-label``); a
-  ``--label KEY=VALUE`` is left to ``bench``'s own ``--label``.
+  vLLM's ``--label NAME`` (no ``=``) names the result file (``--result-label``) and
+  labels the run ``label=NAME`` (``bench``'s own ``--label KEY=VALUE``, left as it is).
 
 ``VllmCompatibleCommand`` runs ``translate`` over ``bench``'s arguments before typer
 parses them, so no vLLM flag reaches click's generic "No such option".
@@ -246,8 +246,9 @@ class _Pending:
         temperature = self.given.get("--temperature")
         if temperature is not None and _number("--temperature", temperature) != 0:
             raise InputError("--temperature", f"{temperature} is not what we send", _GREEDY)
-        if "--label" in self.given:
-            out += ["--result-label", self.given["--label"]]
+        if "--label" in self.given:  # names the result file, and labels the run
+            name = self.given["--label"]
+            out += ["--result-label", name, "--label", f"label={name}"]
         return out
 
     def _endpoint(self, ours: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
    prompts or the requests sent are only known then (later turns, a duration);
 7. send the (frozen) plan (``loadgen.run.LoadRun``), feeding the live display;
 8. stop the probes, close the run directory (journals → parquet), write
-   ``summary.json`` (``probes.latency.summarize`` + the ``server`` section) and the final
+   ``summary.json`` (``probes.latency.summarize_frames`` + the ``server`` section) and the final
    ``run.json``; stop the embedded engine.
 
 A server that dies mid-run leaves an ``interrupted`` run with every finished request
@@ -71,6 +71,7 @@ from session.bench_plan import (
     added_requests_note,
     asked_rate,
     build_bench_plan,
+    dataset_reuse_note,
     full_text_tokens,
     plan_tokenizer,
     resolve_workload,
@@ -200,6 +201,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             allow_overlong=options.allow_overlong,
         )
         _notice(added_requests_note(plan))
+        _notice(dataset_reuse_note(plan))
         if options.smoke_test:
             await smoke_test(
                 target,

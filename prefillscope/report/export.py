@@ -38,7 +38,7 @@ import pandas as pd
 from probes.latency import completed_mask, measured, request_latencies
 from probes.percentiles import METRICS
 from runfmt.run import Run
-from runfmt.runinfo import RunInfo
+from runfmt.runinfo import RunInfo, label_text
 from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
@@ -237,13 +237,16 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
     spec_load = run.spec.load if run.spec is not None else None
     rate, cv = (spec_load.rate, spec_load.cv) if spec_load is not None else (None, None)
     started = info.wall_t0 if info is not None else None
+    labels = info.labels if info is not None else {}
     completed = int(ok.sum())
     total_out = int(out_lens.sum())
     doc: dict[str, Any] = {
         "date": pd.Timestamp(started, unit="s").strftime("%Y%m%d-%H%M%S") if started else None,
         "endpoint_type": options.backend or target.api,
         "backend": options.backend or target.flavour,
-        "label": options.label,
+        # vLLM's --label (one string): bench's, else the run's ``--label label=…`` (or all
+        # its pairs as text)
+        "label": options.label or labels.get("label") or label_text(labels) or None,
         "model_id": target.model,
         "tokenizer_id": options.tokenizer_id,
         "num_prompts": len(runs),
@@ -307,6 +310,8 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
     for name in STANDARD_ORDER:
         if name in options.metrics and name in values:
             doc |= _stats(values[name], name, options.percentiles)
+    # the run's --label pairs at the top level, as vLLM writes its --metadata
+    doc |= {k: v for k, v in labels.items() if k not in doc}
     if not options.detailed:
         for key in DETAILED_KEYS:
             doc.pop(key, None)

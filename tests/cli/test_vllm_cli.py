@@ -134,6 +134,7 @@ def test_vllms_own_benchmark_command_line_parses_as_pasted():
     assert params["save_result"] and params["save_detailed"]
     assert str(params["result_dir"]) == "out" and params["result_filename"] == "result.json"
     assert list(params["metadata"]) == ["tp=1", "host=cpu"] and params["result_label"] == "nightly"
+    assert list(params["label"]) == ["label=nightly"]  # the run is labelled too
 
 
 def test_host_and_port_make_the_endpoint_and_a_chat_path_the_chat_api():
