@@ -16,10 +16,10 @@ configuration when it is not scraped; ``--block-size``/``--num-gpu-blocks`` over
   whole plan;
 * **after the run, in the order it happened**, for a plan with later turns of sessions,
   whose prompts hold the server's answers, or with sessions replaying the same recorded
-  conversation (a dataset file reused: which copy's turn comes first is the run's timing): every recorded request is ``expect``-ed when
-  it was sent; its prompt joins the cache at its first token (prefilled) and the tokens
-  it returned when it ended; a later turn's prompt is what the load generator composed
-  (``LoadResult.composed_prompts``).
+  conversation (a dataset file reused: which copy's turn comes first is the run's
+  timing): every recorded request is ``expect``-ed when it was sent; its prompt joins the
+  cache at its first token (prefilled) and the tokens it returned when it ended; a later
+  turn's prompt is what the load generator composed (``LoadResult.composed_prompts``).
 
 Values found after the run are written into ``requests`` (``RunDir.set_column``) before
 anything reads it. Nothing on the send path computes an expectation.
