@@ -158,9 +158,8 @@ def _picked(sections: SummarySections) -> Table | None:
     if not picked:
         return None
     labels = list(next(iter(picked.values())))
-    names = {key: label for key, label, _ in content.LATENCY_METRICS}
     rows = [
-        [names.get(metric, metric), *(numbers.fmt_duration(v) for v in values.values())]
+        [content.picked_label(metric), *(numbers.fmt_duration(v) for v in values.values())]
         for metric, values in picked.items()
     ]
     return _table(["percentiles asked for", *labels], rows)

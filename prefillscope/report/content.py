@@ -25,7 +25,17 @@ from prefillscope.report.numbers import (
     fmt_value,
     known_number,
 )
-from probes.metric_registry import LATENCIES, STAT_LABELS
+from probes.metric_registry import (
+    E2E,
+    E2E_SENT,
+    ITL,
+    LATENCIES,
+    STAT_LABELS,
+    TPOT,
+    TTFT,
+    TTFT_SENT,
+    by_key,
+)
 from runfmt.runinfo import RunInfo
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import Stats
@@ -34,6 +44,17 @@ from runtime.quantiles import STATISTICS, quantiles
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
+#: The client's rows when a ``--max-concurrency`` cap queued requests: TTFT and E2E from
+#: the actual send first, as ``vllm bench serve`` times them (after the slot), then from
+#: the intended send (the slot's wait included).
+CAPPED_LATENCY_METRICS = (
+    (TTFT_SENT.key, "TTFT (from actual send, as vllm bench serve)", "TTFT (sent, as vLLM)"),
+    (TTFT.key, "TTFT (from intended send, incl. slot wait)", "TTFT (intended)"),
+    (ITL.key, ITL.label, ITL.short),
+    (TPOT.key, TPOT.label, TPOT.short),
+    (E2E_SENT.key, "E2E (from actual send, as vllm bench serve)", "E2E (sent, as vLLM)"),
+    (E2E.key, "E2E (from intended send, incl. slot wait)", "E2E (intended)"),
+)
 #: (statistic, column heading) of the latency table: every statistic, named as the
 #: registry writes it.
 QUANTILE_COLUMNS = tuple((stat, STAT_LABELS[stat]) for stat in STATISTICS)
@@ -146,7 +167,8 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
     ``summary.json``, then the server's own histograms where it exposed them."""
     sections = SummarySections.of(summary)
     server = sections.server or ServerSection()
-    sources = [(sections.latency, LATENCY_METRICS), (server.latency, SERVER_LATENCY)]
+    client = CAPPED_LATENCY_METRICS if capped(sections) else LATENCY_METRICS
+    sources = [(sections.latency, client), (server.latency, SERVER_LATENCY)]
     rows = []
     for latency, metrics in sources:
         for key, label, short_label in metrics:
@@ -162,6 +184,11 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
                 label += "; * \u2264 client max" if cut else ""
             rows.append([short_label if short else label, *cells, fmt_count(stats.count)])
     return rows
+
+
+def capped(summary: SummaryLike) -> bool:
+    """Whether a ``--max-concurrency`` cap held requests back (``summary.client``)."""
+    return SummarySections.of(summary).client.concurrency_wait is not None
 
 
 def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
@@ -228,6 +255,17 @@ def headline(summary: SummaryLike) -> list[tuple[str, str]]:
         ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
         *goodput_rows(s),
     ]
+
+
+def picked_label(column: str) -> str:
+    """The row label of a percentile picked with ``--percentile-metrics`` (its summary
+    key is the column it was read from, ``probes.percentiles.METRICS``)."""
+    if column == "concurrency_wait_s":
+        return "client queue (--max-concurrency slot wait)"
+    try:
+        return by_key(column).label
+    except KeyError:
+        return column
 
 
 def concurrency_wait_rows(summary: SummaryLike) -> list[tuple[str, str]]:
