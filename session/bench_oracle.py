@@ -15,10 +15,11 @@ configuration when it is not scraped; ``--block-size``/``--num-gpu-blocks`` over
   the values a pass before sending would give them without a start-up pause for the
   whole plan;
 * **after the run, in the order it happened**, for a plan with later turns of sessions,
-  whose prompts hold the server's answers: every recorded request is ``expect``-ed when
-  it was sent; its prompt joins the cache at its first token (prefilled) and the tokens
-  it returned when it ended; a later turn's prompt is what the load generator composed
-  (``LoadResult.composed_prompts``).
+  whose prompts hold the server's answers, or with sessions replaying the same recorded
+  conversation (a dataset file reused: which copy's turn comes first is the run's
+  timing): every recorded request is ``expect``-ed when it was sent; its prompt joins the
+  cache at its first token (prefilled) and the tokens it returned when it ended; a later
+  turn's prompt is what the load generator composed (``LoadResult.composed_prompts``).
 
 Values found after the run are written into ``requests`` (``RunDir.set_column``) before
 anything reads it. Nothing on the send path computes an expectation.
@@ -210,12 +211,32 @@ def has_later_turns(plan: Plan) -> bool:
     return any(r.composes_history for r in plan)
 
 
+def sessions_share_turns(plan: Plan) -> bool:
+    """Whether two sessions replay the same recorded conversation (a dataset file reused):
+    which copy's later turn reaches the server first is the run's timing, so the pass
+    waits for the run and replays it in the order it happened."""
+    opening: set[Prompt] = set()
+    sessions_with_history = {r.session for r in plan if r.carries_history}
+    for r in plan:
+        if r.session in sessions_with_history and r.turn == 0:
+            if r.prompt in opening:
+                return True
+            opening.add(r.prompt)
+    return False
+
+
+def timing_decides(plan: Plan) -> bool:
+    """Whether the order requests reach the server is only known from the run: later
+    turns composed from the server's answers, or sessions that share their turns."""
+    return has_later_turns(plan) or sessions_share_turns(plan)
+
+
 def annotated_after_run(plan: Plan, deadline_s: float | None) -> bool:
     """Whether the oracle can only run once the run is over: a plan with later turns (their
     history is the server's answers), or a closed loop bounded by a duration (it sends a
     prefix of a generous plan, in plan order)."""
     bounded_closed_loop = deadline_s is not None and all(r.intended_s is None for r in plan)
-    return bounded_closed_loop or has_later_turns(plan)
+    return bounded_closed_loop or timing_decides(plan)
 
 
 #: The requests column with the part of ``expected_cached_tokens`` an offload tier holds.
@@ -286,7 +307,7 @@ class RunOracle:
                 self.oracle(), plan, requests, composed, self.model, salted=self.salted
             )
             return {"expected_cached_tokens": replay.expected, ORACLE_NOTE: replay.notes}
-        if has_later_turns(plan):
+        if timing_decides(plan):
             return {
                 "expected_cached_tokens": self._as_it_happened(plan, requests, composed),
                 ORACLE_NOTE: {},

@@ -10,14 +10,16 @@ goodput (with an SLO), and p50/p99 TTFT and ITL.
 The figure that should rise with the load is goodput (requests/s meeting the SLO) when
 an SLO is given, else the achieved request rate. Saturation: a point whose figure is
 less than ``1 + min_gain`` times the best before it gained nothing from more load; on the
-rate axis, also a point whose served rate fell below ``FOLLOW_SHARE`` of the rate its
-schedule offered (``offered_rps``: the plan's intended sends, run.json's
-``offered_rate_per_s``): the server no longer keeps up, whatever the gain over the point
-before. The search stops there (unless told to run every point). The knee is the point
-with the best figure before saturation — the most the server delivers before more load
-buys only latency. Only completed points count: a point stopped by a signal or failed is
-in the table, never the knee nor the saturation point. A point the client limited
-(``summary.json``'s ``client.limited``) is marked: its latencies are partly the client's.
+rate axis, also a point whose served rate (``served_rps``: completions per second from the
+first completion to the last, which a server keeping up matches to the arrivals whatever
+each request's latency) fell below ``FOLLOW_SHARE`` of the rate its schedule offered
+(``offered_rps``: the plan's intended sends, run.json's ``offered_rate_per_s``): the
+server no longer keeps up, whatever the gain over the point before. The search stops
+there (unless told to run every point). The knee is the point with the best figure
+before saturation — the most the server delivers before more load buys only latency.
+Only completed points count: a point stopped by a signal or failed is in the table,
+never the knee nor the saturation point. A point the client limited (``summary.json``'s
+``client.limited``) is marked: its latencies are partly the client's.
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ def rising_figure(slo_given: bool) -> str:
 
 def not_following(point: SweepPoint) -> bool:
     """Whether a rate point served less than ``FOLLOW_SHARE`` of the rate it offered."""
-    served, offered = point.figure("achieved_rps"), point.figure("offered_rps")
+    served = point.figure("served_rps")
+    served = point.figure("achieved_rps") if served is None else served
+    offered = point.figure("offered_rps")
     return served is not None and offered is not None and served < FOLLOW_SHARE * offered
 
 
@@ -170,11 +174,26 @@ def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
     """A point of the curve from a finished bench run (``run_bench``'s outcome)."""
     found = figures(outcome.summary)
     try:
-        offered = open_run(outcome.run_dir).info.typed.plan.offered_rate_per_s
+        run = open_run(outcome.run_dir)
+        offered = run.info.typed.plan.offered_rate_per_s if run.info is not None else None
+        ends = run.tables.completed["end_s"].to_numpy(dtype=float)
     except InputError:  # run.json unwritten: the point has no offered rate to follow
-        offered = None
+        offered, ends = None, None
     found["offered_rps"] = float(offered) if isinstance(offered, int | float) else None
+    found["served_rps"] = served_rate(ends)
     return SweepPoint(value, name, outcome.status, found)
+
+
+def served_rate(ends: Any) -> float | None:
+    """Completions per second between the first completion and the last: a server that
+    keeps up completes requests as fast as they arrive, whatever each one's latency (the
+    achieved rate over the whole window counts one request lifetime on top)."""
+    if ends is None:
+        return None
+    ends = ends[ends == ends]  # NaN: not ended
+    if len(ends) < 3 or not ends.max() > ends.min():
+        return None
+    return float((len(ends) - 1) / (ends.max() - ends.min()))
 
 
 def place_knee(sweep: SweepResult, min_gain: float = MIN_GAIN) -> None:

@@ -97,7 +97,8 @@ def sweep_summary(sweep: SweepResult) -> str:
     else:
         parts = ["no knee found (no point completed)"]
     if saturated is not None:
-        served, offered = saturated.figure("achieved_rps"), saturated.figure("offered_rps")
+        served = saturated.figure("served_rps") or saturated.figure("achieved_rps")
+        offered = saturated.figure("offered_rps")
         if sweep.saturation_cause == "served_below_offered" and served and offered:
             parts.append(
                 f"saturated at {load_label(axis, saturated.value)}: served {served:.1f} req/s "

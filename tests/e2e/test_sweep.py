@@ -55,7 +55,7 @@ def test_the_sweep_stops_at_saturation_and_marks_the_knee(sweep_dir: Path) -> No
         assert saturated["achieved_rps"] < 1.05 * best_before
     else:  # the server served clearly less than the rate offered
         assert doc["saturation_cause"] == "served_below_offered"
-        assert saturated["achieved_rps"] < 0.8 * saturated["offered_rps"]
+        assert saturated["served_rps"] < 0.8 * saturated["offered_rps"]
     assert achieved[doc["knee"]] == best_before
 
 

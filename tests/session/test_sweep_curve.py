@@ -113,3 +113,15 @@ def test_an_interrupted_point_is_never_the_knee_nor_the_saturation_point():
     points[2].figures["achieved_rps"] = 0.1  # a stopped point's collapse is no saturation
     place_knee(sweep)
     assert sweep.knee == 2.0 and sweep.saturated_at is None
+
+
+def test_the_served_rate_follows_the_arrivals_whatever_the_latency():
+    import numpy as np
+
+    from session.sweep import served_rate
+
+    arrivals = np.arange(40) / 10.0  # 10 req/s
+    assert served_rate(arrivals + 0.8) == pytest.approx(10.0)  # a long latency, kept up
+    queued = np.arange(40) / 4.0 + 0.2  # a server completing 4/s whatever it is offered
+    assert served_rate(queued) == pytest.approx(4.0)
+    assert served_rate(np.array([1.0, np.nan])) is None and served_rate(None) is None

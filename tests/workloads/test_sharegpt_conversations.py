@@ -143,6 +143,8 @@ def test_a_file_smaller_than_the_requests_is_reused_and_says_so(
     assert len(plan) == 40
     note = dataset_reuse_note(plan)
     assert note is not None and "holds 6 usable conversations" in note and "reused" in note
+    # copies of one conversation race each other: the oracle replays the run as it happened
+    assert annotated_after_run(plan, None)
     fits = build_plan(load_spec(f"sharegpt:{path}", {"num_requests": 10}), chat_tokenizer)
     assert len(fits) == 10 and dataset_reuse_note(fits) is None
 
@@ -157,20 +159,30 @@ def test_a_tokenizer_without_a_chat_template_names_the_first_turn_form(tmp_path:
 
 def test_whole_conversations_against_the_embedded_engine_match_the_oracle(tmp_path: Path) -> None:
     """Later turns hit their history's blocks, exactly as the oracle said before sending;
-    the file is reused once asked for more turns than it holds, said in one line."""
+    a file asked for more turns than it holds is reused, said in one line, and its copies'
+    race is replayed after the run in the order it happened."""
     path = conversation_file(tmp_path / "sg.json")
+    fast = ("--gpu-telemetry", "off", "--metrics-interval", "0.2", "--dataset", f"sharegpt:{path}")
     with EmbeddedServer(EngineConfig(fixed_step_s=0.001)) as server:
-        out = tmp_path / "run"
+        whole, reused = tmp_path / "whole", tmp_path / "reused"
         done = bench_cli(
-            "--endpoint", server.url, "--dataset", f"sharegpt:{path}", "--num-prompts", "24",
-            "--rate", "20", "--gpu-telemetry", "off", "--metrics-interval", "0.2",
-            "--out", str(out),
+            "--endpoint", server.url, *fast, "--rate", "20", "--out", str(whole),
         )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    reuse = [line for line in done.stderr.splitlines() if "usable conversations" in line]
-    assert len(reuse) == 1 and "holds 6 usable conversations" in reuse[0]
-    requests = requests_table(out)
-    assert len(requests) == 24
-    later = requests[requests["id"].str.endswith("-t000") == False]  # noqa: E712
-    assert len(later) >= 10 and (later["cached_tokens"] > 0).all()
+        assert done.returncode == 0, done.stderr
+        assert "usable conversations" not in done.stderr
+        again = bench_cli(
+            "--endpoint", server.url, *fast, "--num-prompts", "24", "--rate", "20",
+            "--seed", "1", "--out", str(reused),
+        )  # fmt: skip
+    requests = requests_table(whole)
+    assert len(requests) == sum(i % 4 + 1 for i in range(6))
+    later = requests[~requests["id"].str.endswith("-t000")]
+    assert len(later) == 7 and (later["cached_tokens"] > 0).all()
     assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all()
+    assert again.returncode == 0, again.stderr
+    line = [line for line in again.stderr.splitlines() if "usable conversations" in line]
+    assert len(line) == 1 and "holds 6 usable conversations" in line[0]
+    copies = requests_table(reused)
+    assert len(copies) == 24
+    matches = (copies["cached_tokens"] == copies["expected_cached_tokens"]).mean()
+    assert matches >= 0.9, copies[["id", "cached_tokens", "expected_cached_tokens"]]
