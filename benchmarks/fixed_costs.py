@@ -91,7 +91,7 @@ def bench_cpu(url: str, requests: int) -> tuple[float, float]:
             [sys.executable, "-c", BENCH_CPU, "bench", "--endpoint", url,
              "--workload", "random", "--num-requests", str(requests), "--rate", "50",
              "--random-input-len", "16", "--random-output-len", "8", "--vocab-size", str(VOCAB),
-             "--gpu-telemetry", "off", "--out", str(Path(tmp) / "run")],
+             "--gpu-telemetry", "off", "--out", str(Path(tmp) / "run"), "--no-diagnosis"],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
     parent, children = json.loads(done.stderr.strip().splitlines()[-1])

@@ -98,7 +98,7 @@ def prefillscope(workers: int | None, open_loop: bool = False) -> Callable[..., 
             "--workload", "random", "--num-requests", str(requests),
             arrival, str(streams), "--random-input-len", str(PROMPT_LEN),
             "--random-output-len", str(max_tokens), "--vocab-size", str(VOCAB),
-            "--gpu-telemetry", "off", "--out", str(run_dir),
+            "--gpu-telemetry", "off", "--out", str(run_dir), "--no-diagnosis",
             *(["--workers", str(workers)] if workers else []),
         ]  # fmt: skip
         cpu = command_cpu(command, tmp / "bench.log")

@@ -117,7 +117,7 @@ def _title(options: BenchOptions) -> str:
     return f"prefillscope bench · {options.workload} → {where}"
 
 
-def _report(outcome: BenchOutcome, as_json: bool) -> None:
+def _report(outcome: BenchOutcome, as_json: bool, diagnosis: bool = True) -> None:
     from rich.console import Console
 
     from prefillscope.summary_view import summary_renderable
@@ -132,7 +132,7 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
                 outcome.summary, outcome.run_dir, outcome.status, outcome.reason, console.width
             )
         )
-        if outcome.status == "complete":  # the answer last: the diagnosis, when it finds one
+        if diagnosis and outcome.status == "complete":  # the answer last, when there is one
             from prefillscope.bench_ending import diagnosis_headline
 
             found = diagnosis_headline(outcome.run_dir)
@@ -205,6 +205,13 @@ def bench(
     ready_check_timeout_sec: Annotated[
         float, typer.Option(help="Wait this long for the server to be up first (as vLLM).")
     ] = 0.0,
+    no_diagnosis: Annotated[
+        bool,
+        typer.Option(
+            "--no-diagnosis",
+            help="End without diagnosing the run (saves ~1 CPU-s; diagnose RUN_DIR later).",
+        ),
+    ] = False,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
     from runtime.collector import paused
@@ -251,7 +258,7 @@ def bench(
         options.keep_text = vllm.writes and vllm.detailed
         check_result_dir(vllm)
         wait_ready(options.endpoint, ready_check_timeout_sec, options.api_key)
-        _run(options, as_json, _vllm_ends(flags, options, vllm))
+        _run(options, as_json, _vllm_ends(flags, options, vllm), diagnosis=not no_diagnosis)
 
 
 def _sweep(
@@ -313,6 +320,7 @@ def _run(
     options: BenchOptions,
     as_json: bool,
     ended: Callable[[BenchOutcome | None], None] | None = None,
+    diagnosis: bool = True,
 ) -> None:
     """Send the workload, report the run and exit with its status; ``ended`` is called
     with the outcome (``None`` when there is none) before the exit."""
@@ -335,7 +343,7 @@ def _run(
         if ended is not None:
             ended(None)
         raise typer.Exit(status) from None
-    _report(outcome, as_json)
+    _report(outcome, as_json, diagnosis)
     if ended is not None:
         ended(outcome)
     raise typer.Exit(outcome.exit_code)

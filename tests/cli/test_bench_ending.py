@@ -8,13 +8,18 @@ from pathlib import Path
 
 from bench_support import bench_cli
 
+#: A planted prefill stall: one 8k-token prompt, all of it one chunk, beside a decode stream.
+STALL = (
+    "--workload", "interference", "--num-requests", "3", "--rate", "2", "--concurrency",
+    "4", "--seed", "3", "--set", "stream_requests=1", "--set", "stream_output_len=200",
+    "--set", "long_prompt_len=8192", "--engine", "max_num_batched_tokens=8192",
+)  # fmt: skip
+
 
 def test_a_supported_cause_is_the_last_line_of_bench(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = bench_cli(
-        "--workload", "interference", "--num-requests", "3", "--rate", "2", "--concurrency",
-        "4", "--seed", "3", "--set", "stream_requests=1", "--set", "stream_output_len=200",
-        "--set", "long_prompt_len=8192", "--engine", "max_num_batched_tokens=8192",
+        *STALL,
         "--gpu-telemetry", "off", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -24,3 +29,15 @@ def test_a_supported_cause_is_the_last_line_of_bench(tmp_path: Path) -> None:
     tail = text[text.index("next: ") :]
     assert "diagnosis: H1 Prefill chunks starving decodes: supported" in tail
     assert tail.rstrip().endswith(diagnosis["primary"]["why"].split()[-1])
+
+
+def test_no_diagnosis_ends_with_the_summary_and_saves_none(tmp_path: Path) -> None:
+    """``--no-diagnosis``: the same stall, no checklist run, no headline, no file."""
+    out = tmp_path / "run"
+    done = bench_cli(
+        *STALL,
+        "--gpu-telemetry", "off", "--out", str(out), "--no-diagnosis",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (out / "summary.json").exists() and not (out / "diagnosis.json").exists()
+    assert "diagnosis: " not in done.stdout

@@ -92,12 +92,15 @@ def test_what_is_loaded_lazily_is_still_there_when_used() -> None:
 
 def test_a_whole_bench_loads_no_pandas(tmp_path) -> None:
     """A 16-request bench against the embedded engine (which serves ``/metrics``, so the
-    server section is computed), run as the CLI runs it, to its end."""
+    server section is computed), run as the CLI runs it, to its end. ``--no-diagnosis``:
+    the closing diagnosis (``prefillscope.bench_ending``) is the checklist, an analysis of
+    the finished run that reads its tables as DataFrames; the measurement, its files and
+    its summary load no pandas."""
     out = tmp_path / "run"
     statement = (
         "from prefillscope.cli import main\n"
         f"sys.argv = ['prefillscope', 'bench', '--workload', 'system-prompt', "
-        f"'--num-requests', '16', '--rate', '40', '--out', {str(out)!r}]\n"
+        f"'--num-requests', '16', '--rate', '40', '--out', {str(out)!r}, '--no-diagnosis']\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
     )
     code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
