@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from diagnose.context import Context
 from diagnose.next_steps import bench_command
+from diagnose.registry import hypothesis
 from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "KV transfer on the critical path"
@@ -47,6 +48,15 @@ def _next(ctx: Context) -> str:
     )
 
 
+@hypothesis(
+    id="H5",
+    title=TITLE,
+    role="root",
+    order=7,
+    precedence=4,
+    measure_first="Measure the KV transfer alone before changing the P:D split or the link",
+    contain="transfer",
+)
 def assess(ctx: Context) -> Finding:
     raw = ctx.view.raw
     wait = raw.histogram_increase(WAIT_METRIC)

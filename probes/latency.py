@@ -42,7 +42,7 @@ from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_L
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
-from probes.token_gaps import chunk_counts, token_chunks, token_gaps
+from probes.token_gaps import TokenGaps, chunk_counts, token_chunks, token_gaps
 from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.columns import Columns, Table, numbers
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
@@ -366,6 +366,18 @@ def prefix_hit_rates(requests: Table) -> dict[str, Any]:
     return rates
 
 
+def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
+    """Each latency of ``LATENCY_METRICS`` described over the completed requests (ITL over
+    ``gaps``), with its ``max``: the part of ``summary.json`` that ``simulate`` reports too,
+    from the same columns (``latency_columns``) and gaps (``probes.token_gaps``)."""
+    ok = np.asarray(latencies["ok"], dtype=bool)
+    out: dict[str, Any] = {}
+    for metric in LATENCY_METRICS:
+        values = finite(gaps.gap_s if metric == "itl_s" else latencies[metric][ok])
+        out[metric] = describe(values) | {"max": float(values.max()) if values.size else None}
+    return out
+
+
 def summarize_frames(
     requests: Table,
     chunks: Table,
@@ -393,9 +405,7 @@ def summarize_frames(
         "errors": error_counts(runs),
         "error_messages": error_messages(runs),
     }
-    for metric in LATENCY_METRICS:
-        values = gaps.gap_s if metric == "itl_s" else latencies[metric][ok]
-        summary[metric] = describe(values)
+    summary |= latency_summary(latencies, gaps)
     summary["throughput"] = throughput(runs, window)
     summary["goodput"] = (
         goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None
