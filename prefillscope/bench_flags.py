@@ -53,7 +53,8 @@ MAX_WORKERS = 256
 FLAG_BOUNDS: dict[str, Bound] = {
     "num_requests": Bound(1, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
     "duration": Bound(0, MAX_SECONDS, above=True, why="a run is at most a week"),
-    "rate": Bound(0, above=True, inf=True),  # inf: every request at t=0, as vLLM's
+    # inf: every request at t=0, as vLLM's; a finite rate beyond a billion a second is that
+    "rate": Bound(0, 1e9, above=True, inf=True, why="for every request at t=0, use inf"),
     "burstiness": Bound(0, 1e6, above=True),
     "max_concurrency": Bound(1, MAX_CONCURRENCY, whole=True, why=_IN_FLIGHT),
     "concurrency": Bound(

@@ -103,7 +103,12 @@ def _number(key: str, value: object, kind: type, meta: Mapping[str, Any]) -> flo
     cap = meta.get("max", MAX_PLAN_REQUESTS if kind is int else MAX_KNOB)
     if parsed > cap:  # an int knob is a count: of requests, groups, turns
         why = PLAN_REASON if kind is int and "max" not in meta else f"must be <= {cap:g}"
-        raise InputError(key, f"{parsed:g} is above the cap of {cap:g}", why)
+        shown = (
+            f"{parsed:,} is above the cap of {cap:,}"
+            if kind is int
+            else (f"{parsed:g} is above the cap of {cap:g}")
+        )
+        raise InputError(key, shown, why)
     return parsed
 
 

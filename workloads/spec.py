@@ -44,10 +44,11 @@ _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
     "num_requests": (int, {"min": 1}),
     "duration": (float, {"min": 0, "above": True, "max": MAX_SECONDS}),
     "arrival": (str, {"choices": ARRIVALS}),
-    "rate": (float, {"min": 0, "above": True, "inf": True}),  # inf: all at t=0, as vLLM
+    # inf: all at t=0, as vLLM; any rate above is harmless (build.check_span bounds below)
+    "rate": (float, {"min": 0, "above": True, "inf": True, "max": math.inf}),
     "cv": (float, {"min": 0, "above": True}),
     "burstiness": (float, {"min": 0, "above": True}),
-    "start_rate": (float, {"min": 0}),
+    "start_rate": (float, {"min": 0, "max": math.inf}),
     "ramp": (str, {"choices": RAMPS}),
     "concurrency": (int, {"min": 1, "max": MAX_CONCURRENCY}),
     "prompt_format": (str, {"choices": PROMPT_FORMATS}),

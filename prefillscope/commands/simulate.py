@@ -153,6 +153,11 @@ def simulate(
         from prefillscope.report.page_file import check_destination
 
         check_destination(html)
+    from prefillscope.bench_flags import FLAG_BOUNDS  # bench's bounds, named as flags
+
+    for name, value in (("num_requests", num_requests), ("rate", rate),
+                        ("concurrency", concurrency), ("seed", seed)):  # fmt: skip
+        FLAG_BOUNDS[name].check("--" + name.replace("_", "-"), value)
     if workload is None and calibrate is None:
         raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
     if holdout is not None and (calibrate is None or not holdout.is_dir()):
