@@ -63,7 +63,11 @@ class Flavour:
     known). ``tokenize`` / ``detokenize`` are its tokenizer endpoints and ``tokenize_dialect``
     the request shape they take (``workloads.tokenizer.SERVED_TOKENIZERS``);
     ``vocab_by_bisection`` says ``/detokenize`` refuses an unknown id, so the vocabulary
-    size can be found by bisection. ``chunk_flags`` are its launch flags that set the
+    size can be found by bisection, asking with ``detokenize_options`` added to the
+    request, and ``confirm_vocab`` that the bound found may be confirmed by sending it
+    in a prompt (a server that dies on such a prompt says false). ``server_args_path``
+    is an endpoint that dumps the server's arguments (SGLang's ``/get_server_info``), and
+    ``launcher`` the program its ``launch_command`` follows. ``chunk_flags`` are its launch flags that set the
     prompt tokens one step may carry (the chunk budget), ``prefix_cache_flags`` those that
     turn its prefix cache on (or, written ``no …``, the one whose absence does),
     ``concurrency_flags`` those that cap the requests it runs at once, ``usage_flag`` the
@@ -89,6 +93,10 @@ class Flavour:
     tokenize_dialect: str | None = None
     chat_template_path: str | None = None
     vocab_by_bisection: bool = True
+    detokenize_options: tuple[tuple[str, Any], ...] = ()
+    confirm_vocab: bool = True
+    server_args_path: str | None = None
+    launcher: str | None = None
     engine_keys: bool = False
     chunk_flags: tuple[str, ...] = ()
     prefix_cache_flags: tuple[str, ...] = ()
@@ -137,6 +145,8 @@ def _entries(path: Path = REGISTRY_FILE) -> tuple[Flavour, ...]:
                     value = Capabilities(**value)
                 elif key == "evidence":
                     value = Evidence(**value)
+                elif key == "detokenize_options":
+                    value = tuple(value.items())
                 elif isinstance(value, list):
                     value = tuple(value)
                 fields[key] = None if value == "" else value

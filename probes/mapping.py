@@ -19,6 +19,11 @@ for their own engine and pass ``--mapping FILE``). Each canonical series names a
     derived: the sum of several sources, unknown if any part is;
 ``derived = true``
     the series is a stand-in computed by definition, not the quantity itself;
+``zero_if = ["name", …]``
+    a counter the server creates at its first increment (SGLang): absent while one of
+    these metrics is on the page (a gauge of the same fact, or another label set of the
+    same family), or while the page declares its family (``# TYPE``), it reads 0, not
+    unknown;
 ``note = "…"``
     free text for the reader of the file.
 
@@ -58,6 +63,7 @@ _SOURCE_KEYS = {
     "first",
     "sum",
     "derived",
+    "zero_if",
     "note",
 }
 _HISTOGRAM_KEYS = {"metric", "labels", "per", "note"}
@@ -252,6 +258,7 @@ def _source(spec: Any, where: str) -> Source:
         first=_sources(table.get("first", []), f"{where}.first"),
         total=_sources(table.get("sum", []), f"{where}.sum"),
         derived=derived,
+        zero_if=tuple(_strings(table["zero_if"], f"{where}.zero_if")) if "zero_if" in table else (),
     )
 
 

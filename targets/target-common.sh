@@ -49,14 +49,21 @@ port_listeners() {
   ss -Hltnp "sport = :$PORT" 2>/dev/null | grep -oE 'pid=[0-9]+' | cut -d= -f2 | sort -u
 }
 
-# owns_port PID: 0 when nothing but PID's process group listens on $PORT (a server still
-# starting listens nowhere yet), 1 when another process holds the port.
+# launched_for_port PID: 0 when PID's command line names this port (--port $PORT), as
+# every server these scripts start does.
+launched_for_port() {
+  tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qE -- "(^| )--port $PORT( |$)"
+}
+
+# owns_port PID: 0 when PID was launched for $PORT and nothing outside its process group
+# listens on $PORT (a server still starting listens nowhere yet); 1 otherwise.
 owns_port() {
   local pid=$1 listener listeners
+  launched_for_port "$pid" || return 1
   listeners=$(port_listeners)
   # a socket on the port whose owner ss cannot name (another user's) is not ours
   [ -n "$listeners" ] || [ -z "$(ss -Hltn "sport = :$PORT" 2>/dev/null)" ] || return 1
-  for listener in $listeners in $(port_listeners); do
+  for listener in $listeners; do
     [ "$(ps -o pgid= -p "$listener" 2>/dev/null | tr -d ' ')" = "$pid" ] || return 1
   done
   return 0
@@ -97,7 +104,8 @@ pid_stop() {
     echo "no server recorded for port $PORT ($PID_FILE)"; return 0
   fi
   if ! owns_port "$pid"; then
-    echo "pid $pid (recorded for port $PORT) does not hold port $PORT: pid $(port_listeners | tr '\n' ' ')does; not stopping it" >&2
+    local held; held=$(port_listeners | tr '\n' ' ')
+    echo "pid $pid (recorded for port $PORT) is not the server of port $PORT (listening there: ${held:-nothing}); not stopping it" >&2
     exit 1
   fi
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"   # the server shuts its workers down itself
