@@ -31,6 +31,7 @@ from diagnose.context import Context
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
 from diagnose.stats import Comparison
 from diagnose.words import chunk_flags_named
+from perfmodel import engine_metrics
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.units import p_text
@@ -38,7 +39,7 @@ from runfmt.diagnosis import Evidence, Finding, Status
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
-STEP_METRIC = "prefillscope_engine_step_seconds"
+STEP_METRIC = engine_metrics.STEP_SECONDS
 #: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
 STARVE_RATIO = 4.0
 

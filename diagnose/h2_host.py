@@ -50,12 +50,13 @@ from diagnose.context import Context
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
+from perfmodel import engine_metrics
 from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
 from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
-STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"
+STEP_TOKENS_METRIC = engine_metrics.STEP_TOKENS
 #: Server decode step over the roofline step from which the host adds a real share.
 SERVER_RATIO = 1.25
 #: Client ITL floor (median pure-decode gap) over the roofline from which H2 holds.

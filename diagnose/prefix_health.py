@@ -33,10 +33,11 @@ from diagnose.context import Context
 from diagnose.next_steps import bench_command, server_flavour
 from diagnose.oracle_replay import Replay, replay_oracle
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
+from perfmodel import engine_metrics
 from runfmt.diagnosis import CacheHealth, Evidence, Finding
 
 TITLE = "Prefix-cache health"
-EVICTIONS = "prefillscope_engine_prefix_evictions_total"
+EVICTIONS = engine_metrics.PREFIX_EVICTIONS + engine_metrics.COUNTER_SUFFIX
 #: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
 TOLERANCE = 0.1
 #: Share of prompt tokens a cache problem must lose to be a cause worth its own action.

@@ -57,6 +57,7 @@ class HistogramSource:
     metrics: tuple[str, ...]
     labels: tuple[tuple[str, str], ...] = ()
     per: str | None = None
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,7 @@ class MetricMapping:
                         buckets,
                         _matching(exposition.get(name + "_count"), spec.labels),
                         _matching(exposition.get(name + "_sum"), spec.labels),
+                        spec.scale,
                     ), name
         return None
 
@@ -288,13 +290,16 @@ def _describe_all(sources: Iterable[Source]) -> str:
     return " / ".join(names)
 
 
-def _sum_buckets(buckets: list[Sample], counts: list[Sample], sums: list[Sample]) -> Histogram:
-    """One histogram from the buckets of every matching label set (replicas summed)."""
+def _sum_buckets(
+    buckets: list[Sample], counts: list[Sample], sums: list[Sample], scale: float = 1.0
+) -> Histogram:
+    """One histogram from the buckets of every matching label set (replicas summed), its
+    bounds and sum multiplied by ``scale`` into the canonical unit."""
     by_bound: dict[float, float] = {}
     for sample in buckets:
-        bound = float(sample.labels.get("le", "+Inf"))
+        bound = float(sample.labels.get("le", "+Inf")) * scale
         by_bound[bound] = by_bound.get(bound, 0.0) + sample.value
     bounds = tuple(sorted(by_bound))
     cumulative = tuple(by_bound[b] for b in bounds)
     count = math.fsum(s.value for s in counts) if counts else cumulative[-1]
-    return Histogram(bounds, cumulative, count, math.fsum(s.value for s in sums))
+    return Histogram(bounds, cumulative, count, math.fsum(s.value for s in sums) * scale)

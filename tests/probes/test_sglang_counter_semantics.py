@@ -96,7 +96,10 @@ def test_prefix_queries_keep_one_source_for_the_whole_run() -> None:
     scrapes = [
         (0.0, RUNNING + prompt),
         (1.0, RUNNING + prompt + realtime("prefill_compute", 100.0)),
-        (2.0, RUNNING + prompt + realtime("prefill_compute", 150.0) + realtime("prefill_cache", 30)),
+        (
+            2.0,
+            RUNNING + prompt + realtime("prefill_compute", 150.0) + realtime("prefill_cache", 30),
+        ),
     ]
     series = ServerSeries.from_samples(_samples(scrapes), builtin_mapping("sglang"))
     assert series.sources["prefix_queries"] == (
