@@ -31,11 +31,11 @@ from diagnose.context import Context
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
 from diagnose.stats import Comparison
 from diagnose.words import chunk_flags_named
-from perfmodel import engine_metrics
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime import engine_metrics
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"

@@ -50,9 +50,9 @@ from diagnose.context import Context
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.trend import Trend, fit_trend
-from perfmodel import engine_metrics
 from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime import engine_metrics
 from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"

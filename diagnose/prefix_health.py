@@ -33,8 +33,8 @@ from diagnose.context import Context
 from diagnose.next_steps import bench_command, server_flavour
 from diagnose.oracle_replay import Replay, replay_oracle
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
-from perfmodel import engine_metrics
 from runfmt.diagnosis import CacheHealth, Evidence, Finding
+from runtime import engine_metrics
 
 TITLE = "Prefix-cache health"
 EVICTIONS = engine_metrics.PREFIX_EVICTIONS + engine_metrics.COUNTER_SUFFIX

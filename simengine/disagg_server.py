@@ -23,7 +23,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from perfmodel import engine_metrics
+from runtime import engine_metrics
 from simengine.core import StepResult
 from simengine.disagg import DisaggCluster, KvJob, Worker, transfer_wait_s
 from simengine.disagg_driver import RealTimeDisaggDriver

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from perfmodel import engine_metrics
+from runtime import engine_metrics
 from workloads.cache_model import CACHE_MODEL_INFO
 
 #: The engine's hits by tier and its offload traffic (``..._total`` on the page).

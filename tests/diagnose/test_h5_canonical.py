@@ -18,8 +18,8 @@ from rundirs import write_run
 from diagnose import h5_kv_transfer
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from perfmodel.engine_metrics import KV_TRANSFER_SECONDS
 from runfmt.diagnosis import Status
+from runtime.engine_metrics import KV_TRANSFER_SECONDS
 
 TRANSFERS = 10
 SECONDS_EACH = 0.04

@@ -10,8 +10,8 @@ from rundirs import write_run
 from diagnose import h4_memory, h5_kv_transfer
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from perfmodel.engine_metrics import KV_TRANSFER_SECONDS
 from runfmt.diagnosis import Status
+from runtime.engine_metrics import KV_TRANSFER_SECONDS
 
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
 

@@ -1,9 +1,9 @@
-"""The embedded engine's own metric names: the one owner of every
-``prefillscope_engine_*`` name, imported by the engine that exposes them
-(``simengine.metrics``, ``simengine.disagg_server``) and by the readers that need a
-series no canonical one carries (``diagnose``'s step-time and eviction checks,
-``session.calibrate``), so that a rename here renames both sides and no hypothesis turns
-"not applicable" silently. A leaf module: it imports nothing.
+"""The embedded engine's own metric names: the one owner of every ``prefillscope_engine_*``
+name, imported by the engine that exposes them (``simengine.metrics``,
+``simengine.disagg_server``) and by the readers that need a series no canonical one
+carries (``diagnose``'s step-time and eviction checks, the oracle's cache model through
+``workloads.cache_model``), so that a rename here renames both sides and no hypothesis
+turns "not applicable" silently. A leaf module: it imports nothing.
 
 Names are the exposition's base names: a counter is exposed with ``_total`` added
 (``COUNTER_SUFFIX``), a histogram with ``_bucket``/``_sum``/``_count``. The series that
@@ -36,3 +36,5 @@ KV_TRANSFER_SECONDS = PREFIX + "kv_transfer_seconds"
 KV_TRANSFER_BYTES = PREFIX + "kv_transfer_bytes"
 #: Gauge: transfers on the link now (sharing it or queued).
 KV_TRANSFER_QUEUE_DEPTH = PREFIX + "kv_transfer_queue_depth"
+#: Info: the engine's cache model, in a ``cache_model`` label (the oracle's geometry).
+CACHE_MODEL_INFO = PREFIX + "cache_model_info"
