@@ -43,6 +43,8 @@ SMALL_CHUNK = 512
 MIN_CHUNK = 64
 #: The ``diagnose`` flag that gives the server's chunk budget when the run does not say it.
 BUDGET_FLAG = "--chunk-budget"
+#: The words of a ``--launch`` template the A/B fills in per arm (``session.launcher``).
+PLACEHOLDERS = ("{chunk}", "{port}")
 
 
 def server_flavour(view: RunView) -> Flavour:
@@ -170,7 +172,8 @@ def launch_template(view: RunView) -> str | None:
     target = view.target
     if target.command and kind.chunk_flags and not kind.engine_keys:
         argv = _with_flag(list(target.command), kind.chunk_flags, "{chunk}")
-        return shlex.join(_with_flag(argv, ("--port",), "{port}"))
+        argv = _with_flag(argv, ("--port",), "{port}")
+        return " ".join(w if w in PLACEHOLDERS else shlex.quote(w) for w in argv)
     return kind.launch_template(target.model_path or target.model or "MODEL")
 
 
@@ -211,6 +214,11 @@ def ab_command(view: RunView, chunks: Iterable[int]) -> str:
     sizes = ",".join(str(c) for c in sorted(set(chunks)))
     argv = ["prefillscope", "diagnose", "ab", "--chunks", sizes, *workload_flags(view)]
     return shlex.join([*argv, *target_flags(view, chunk_flag=True)])
+
+
+def report_command(view: RunView) -> str:
+    """``prefillscope report`` of the run (its folder)."""
+    return shlex.join(["prefillscope", "report", str(view.path)])
 
 
 def simulate_command(view: RunView, extra: Iterable[str] = ()) -> str:
