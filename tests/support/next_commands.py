@@ -3,7 +3,8 @@
 A finding's ``next`` is prose with commands in it (``…; then: prefillscope bench …``). A
 command starts at ``prefillscope`` and runs to the end of the text or to where prose
 resumes: a dash between spaces (`` — ``), an opening parenthesis after a space, a
-semicolon or a backquote. What is left must split as a shell would (``shlex``).
+semicolon or a backquote. What is left must split as a shell would (``shlex``); a bare
+subcommand name (``prefillscope compare``) names a tool and is no command line.
 
 ``dry_run`` tries one without measuring anything: ``bench`` with ``--dry-run`` (it
 resolves the workload and the target, and exits 0); ``simulate`` and ``report`` as they
@@ -38,7 +39,9 @@ def commands(text: str) -> list[list[str]]:
             elif not quoted and _END.match(rest, index) and index > 0:
                 end = index
                 break
-        found.append(shlex.split(rest[:end].rstrip(" .,:")))
+        words = shlex.split(rest[:end].rstrip(" .,:"))
+        if len(words) > 2:  # `prefillscope compare` names a tool; it is no command line
+            found.append(words)
     return found
 
 
