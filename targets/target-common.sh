@@ -46,7 +46,7 @@ recorded_pid() {
 
 # port_listeners: the PIDs listening on 127.0.0.1:$PORT (TCP), one a line.
 port_listeners() {
-  ss -Hltnp "sport = :$PORT" 2>/dev/null | grep -oE 'pid=[0-9]+' | cut -d= -f2 | sort -u
+  { ss -Hltnp "sport = :$PORT" 2>/dev/null | grep -oE 'pid=[0-9]+' | cut -d= -f2 | sort -u; } || true
 }
 
 # launched_for_port PID: 0 when PID's command line names this port (--port $PORT), as
