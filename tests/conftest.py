@@ -29,8 +29,9 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(_sig, _stop_session)
 
 #: The session-wide real-target fixtures: ``vllm_server``, ``vllm_url`` (real_vllm tests)
-#: and ``sglang_server``, ``sglang_url`` (real_sglang tests).
-pytest_plugins = ["real_vllm", "real_sglang"]
+#: and ``sglang_server``, ``sglang_url`` (real_sglang tests); a failed test that used one
+#: gets its server log's tail (``target_server``).
+pytest_plugins = ["target_server", "real_vllm", "real_sglang"]
 
 
 @pytest.fixture(scope="session")

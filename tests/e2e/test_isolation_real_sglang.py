@@ -12,11 +12,8 @@ not on TTFT, which swings on a busy 2-core machine.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-
-from session.isolation import IsolationOptions, run_isolation
+from real_target_runs import isolation
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow]
 
@@ -25,13 +22,7 @@ TRIALS = 4
 
 
 def _isolation(url: str, out, a: str, b: str) -> dict:
-    options = IsolationOptions(
-        endpoint=url, tenant_a=[a], tenant_b=[b], prefix_tokens=(PREFIX,), trials=TRIALS,
-        resamples=300, out=out,
-    )  # fmt: skip
-    outcome = asyncio.run(run_isolation(options, progress=print))
-    assert outcome.status == "complete"
-    doc = outcome.document
+    doc = isolation(url, out, (a, b), PREFIX, TRIALS)
     (exp,) = doc["experiments"]
     verdict = f"{doc['verdict']['verdict']} by {doc['verdict']['by']}"
     control, cross = exp["control"]["cached_tokens"], exp["cross"]["cached_tokens"]

@@ -11,14 +11,11 @@ whose metric (or the evidence that it is 0) is nowhere on the page.
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
-from typing import Any
 
 import httpx
 import pytest
 from real_sglang import MAX_MODEL_LEN, MODEL, MODEL_DIR, PAGE_SIZE, VOCAB_SIZE
+from real_target_runs import probe
 
 from probes.detect import detect_target
 from probes.exposition import parse_exposition
@@ -27,16 +24,6 @@ from probes.mapping import builtin_mapping, detect_flavour
 pytestmark = pytest.mark.real_sglang
 
 PROMPT = list(range(1000, 1300))
-
-
-def probe(url: str) -> dict[str, Any]:
-    """``prefillscope probe URL --json`` as a separate process."""
-    command = [sys.executable, "-c", "from prefillscope.cli import main; main()", "probe"]
-    done = subprocess.run(
-        [*command, url, "--json"], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def page(url: str) -> str:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from target_server import TargetServer, log_section, target
+from target_server import TargetServer, target
 
 #: Seconds to wait for /health (pytest-timeout's 300 s per test counts fixture setup).
 STARTUP_S = 280.0
@@ -55,11 +55,3 @@ def sglang_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TargetSe
 def sglang_url(sglang_server: TargetServer) -> str:
     """The shared SGLang target's base URL."""
     return sglang_server.url
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    """A failed test that used the server gets the server log's tail in its report."""
-    report = yield
-    log_section(item, "sglang_server", "SGLang target log", report)
-    return report

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from target_server import TargetServer, log_section, target
+from target_server import TargetServer, target
 
 #: Seconds to wait for /health: 35–80 s is usual, a loaded 2-core machine may take more.
 #: Under pytest-timeout's 300 s per test (which counts fixture setup), so that a server
@@ -61,11 +61,3 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TargetServ
 def vllm_url(vllm_server: TargetServer) -> str:
     """The shared vLLM target's base URL."""
     return vllm_server.url
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    """A failed test that used the server gets the server log's tail in its report."""
-    report = yield
-    log_section(item, "vllm_server", "vLLM target log", report)  # also there for vllm_url
-    return report

@@ -114,8 +114,13 @@ def target(
         stop(process)
 
 
-def log_section(item: pytest.Item, fixture: str, title: str, report: pytest.TestReport) -> None:
-    """Add the server log's tail to the report of a failed test that used ``fixture``."""
-    server = getattr(item, "funcargs", {}).get(fixture)
-    if report.failed and isinstance(server, TargetServer):
-        report.sections.append((title, server.log_tail()))
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A failed test that used a target (its server fixture, or the URL fixture that
+    depends on it) gets the server log's tail in its report."""
+    report = yield
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, TargetServer):
+                report.sections.append((f"{value.label} target log", value.log_tail()))
+    return report
