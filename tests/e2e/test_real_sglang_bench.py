@@ -5,8 +5,8 @@ Three shapes, each sent by one closed-loop user after a cache flush (``--cache-p
 reset``: SGLang's ``/flush_cache``), so that each request finds in the radix tree exactly
 what the requests before it left there, as the sequential oracle assumes:
 
-* **shared-prefix**: four system prompts of 300–1400 tokens, a unique suffix each;
-* **multi-turn**: four sessions of three turns, each turn's prompt the last turn's prompt,
+* **shared-prefix**: four system prompts of 300–1200 tokens, a unique suffix each;
+* **multi-turn**: three sessions of three turns, each turn's prompt the last turn's prompt,
   SGLang's answer and a new message (the oracle runs after the run, over what SGLang
   answered);
 * **doc-qa**: a few long documents, several questions on each, Zipf-skewed.
@@ -29,21 +29,23 @@ import pytest
 from bench_support import bench_cli, read_json, requests_table
 from real_sglang import MAX_MODEL_LEN, MODEL, MODEL_DIR, PAGE_SIZE, VOCAB_SIZE
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.slow]
+#: The module's runs are made in one fixture, under its first test's time limit: three
+#: benches of 10–12 requests, minutes on a 2-core machine.
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SHAPES: dict[str, list[str]] = {
     "shared-prefix": [
-        "--workload", "system-prompt", "--num-requests", "16", "--concurrency", "1",
-        "--seed", "3", "--set", "prefix_len=uniform:300-1400", "--set", "output_len=8",
+        "--workload", "system-prompt", "--num-requests", "12", "--concurrency", "1",
+        "--seed", "3", "--set", "prefix_len=uniform:300-1200", "--set", "output_len=8",
     ],
     "multi-turn": [
-        "--workload", "multi-turn", "--num-requests", "12", "--concurrency", "1", "--seed", "5",
-        "--set", "sessions=4", "--set", "turns=3", "--set", "first_len=300",
+        "--workload", "multi-turn", "--num-requests", "9", "--concurrency", "1", "--seed", "5",
+        "--set", "sessions=3", "--set", "turns=3", "--set", "first_len=300",
         "--set", "user_len=64", "--set", "output_len=8", "--set", "think_time=0",
     ],
     "doc-qa": [
-        "--workload", "doc-qa", "--num-requests", "12", "--concurrency", "1", "--seed", "7",
-        "--set", "groups=3", "--set", "prefix_len=uniform:800-2000",
+        "--workload", "doc-qa", "--num-requests", "10", "--concurrency", "1", "--seed", "7",
+        "--set", "groups=3", "--set", "prefix_len=uniform:800-1600",
         "--set", "output_len=8",
     ],
 }  # fmt: skip

@@ -20,7 +20,7 @@ from bench_support import bench_cli
 from next_commands import CLI, commands, dry_run
 from real_sglang import CHUNK, MODEL_DIR
 
-pytestmark = [pytest.mark.real_sglang, pytest.mark.slow]
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
 WORKLOAD = [
     "--workload", "system-prompt", "--num-requests", "6", "--concurrency", "1", "--seed", "11",
