@@ -31,6 +31,8 @@ EXEMPT = {
     "session/calibrate.py": "its ITL name belongs to issue 39 item 4 (wt/calib)",
 }
 
+#: Where the planted violation goes (a module of the diagnosis, in a copy of the tree).
+PLANTED = Path("diagnose", "planted.py")
 MAPPINGS = [builtin_mapping(flavour) for flavour in BUILTIN_FLAVOURS]
 PREFIXES = tuple(sorted({p for m in MAPPINGS for p in (*m.detect, *m.prefix_variants)}))
 NAMES = frozenset(name for m in MAPPINGS for name in m.metric_names())
@@ -80,7 +82,7 @@ def test_the_prefixes_cover_every_flavour_with_metrics() -> None:
 
 def test_a_planted_name_is_found_and_a_docstring_is_not(tmp_path: Path) -> None:
     root = copy_tree(tmp_path, packages())
-    planted = root / "diagnose" / "planted.py"
+    planted = root / PLANTED
     planted.write_text(
         '"""Reads sglang:kv_transfer_latency_ms (prose: allowed)."""\n'
         'LATENCY = "sglang:kv_transfer_latency_ms"\n'
@@ -89,7 +91,7 @@ def test_a_planted_name_is_found_and_a_docstring_is_not(tmp_path: Path) -> None:
     )
     found = violations(root)
     assert found == [
-        "diagnose/planted.py:2: 'sglang:kv_transfer_latency_ms'",
-        "diagnose/planted.py:3: 'prefillscope_engine_step_seconds'",
-        "diagnose/planted.py:4: 'vllm:request_queue_time_seconds'",
+        f"{PLANTED}:2: 'sglang:kv_transfer_latency_ms'",
+        f"{PLANTED}:3: 'prefillscope_engine_step_seconds'",
+        f"{PLANTED}:4: 'vllm:request_queue_time_seconds'",
     ]

@@ -1,4 +1,4 @@
-"""A real server target for the tests (``targets/*.sh run``): started on a free port in
+"""A real server target for the tests (a target script's ``run``): started on a free port in
 its own process group, waited on ``/health``, stopped with SIGTERM then SIGKILL.
 
 Shared by the session-wide fixtures of the real targets (``real_vllm``, ``real_sglang``).
@@ -93,7 +93,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def target(
     script: str, label: str, log: Path, env: Mapping[str, str], startup_s: float
 ) -> Iterator[TargetServer]:
-    """``bash targets/SCRIPT run`` on a free port with ``env`` added, stopped on exit."""
+    """The target script ``script``'s ``run`` on a free port with ``env`` added, stopped on exit."""
     port = free_port()
     server = TargetServer(f"http://127.0.0.1:{port}", port, log, label)
     with log.open("wb") as out:
