@@ -65,6 +65,9 @@ def test_the_same_transfers_named_three_ways_give_one_verdict(tmp_path) -> None:
     findings = {flavour: _finding(tmp_path, flavour) for flavour in NAMINGS}
     share = TRANSFERS * SECONDS_EACH / TTFT_SUM_S
     for flavour, finding in findings.items():
+        print(f"\n{flavour}: H5 {finding.status} — {finding.summary}")
+        for e in finding.evidence:
+            print(f"  {e.name}: {e.value:.4g} {e.unit} — {e.source}")
         assert finding.status == Status.SUPPORTED, (flavour, finding.summary)
         assert finding.strength == pytest.approx(share / h5_kv_transfer.SHARE), flavour
         assert _evidence(finding, "KV wait / TTFT") == pytest.approx(share), flavour
