@@ -10,7 +10,8 @@ measured.
 Runnable as printed against the server the run measured: the A/B's ``--launch`` is the
 command line that server was started with (``run.json`` ``target.server_info.command``:
 the installed program, e.g. the vLLM target's ``vllm-cpu-cli``, its model path and every
-flag), with its chunk-budget flags and ``--port`` made ``{chunk}`` and ``{port}``; where
+flag, behind ``env`` and the settings of its environment, ``server_info.environment``),
+with its chunk-budget flags and ``--port`` made ``{chunk}`` and ``{port}``; where
 the run did not record it, the flavour's template with the model's *path* as the server
 reported it (not the name it serves it by). The chunk sizes compared are the run's own
 budget (the recorded command's flag, SGLang's ``/get_server_info``) and a smaller one.
@@ -173,6 +174,8 @@ def launch_template(view: RunView) -> str | None:
     if target.command and kind.chunk_flags and not kind.engine_keys:
         argv = _with_flag(list(target.command), kind.chunk_flags, "{chunk}")
         argv = _with_flag(argv, ("--port",), "{port}")
+        if target.environment:  # the settings it ran with: env VAR=VALUE … COMMAND
+            argv = ["env", *(f"{k}={v}" for k, v in target.environment.items()), *argv]
         return " ".join(w if w in PLACEHOLDERS else shlex.quote(w) for w in argv)
     return kind.launch_template(target.model_path or target.model or "MODEL")
 

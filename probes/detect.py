@@ -47,7 +47,7 @@ from loadgen.flavours import GENERIC, REGISTRY, Flavour, by_owner, flavour
 from loadgen.target import Target, split_endpoint, with_query
 from probes.exposition import parse_exposition
 from probes.mapping import detect_flavour
-from probes.server_process import server_command
+from probes.server_process import server_process
 from workloads.errors import InputError
 
 #: Largest vocabulary the bisection over ``/detokenize`` looks for (2^22 ids).
@@ -344,9 +344,11 @@ def _launch_command(
     record of its arguments (``launch_command``, after its launcher)."""
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    argv = server_command(parts.hostname or "", port)
-    if argv is not None:
-        info["command"] = argv
+    found = server_process(parts.hostname or "", port)
+    if found is not None:
+        info["command"], environment = found
+        if environment:
+            info["environment"] = environment
         sources["command"] = f"/proc/PID/cmdline of the process listening on port {port}"
         return
     recorded = info.get("launch_command")

@@ -39,13 +39,16 @@ def test_the_launch_is_the_recorded_command_with_chunk_and_port_filled_per_arm(t
         "--served-model-name", "tiny-llama", "--port", "30011",
         "--chunked-prefill-size", "1024", "--page-size", "1",
     ]  # fmt: skip
-    info = {"model_path": str(model), "command": argv}
+    env = {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": "/opt/standin"}
+    info = {"model_path": str(model), "command": argv, "environment": env}
     view = _view(tmp_path, {"flavour": "sglang", "model": "tiny-llama", "server_info": info})
     assert recorded_budget(view) == (1024, "run.json (the server's command line, "
                                            "--chunked-prefill-size)")  # fmt: skip
     template = launch_template(view)
-    assert shlex.split(template) == [*argv[:7], "--port", "{port}", "--chunked-prefill-size",
-                                     "{chunk}", "--page-size", "1"]  # fmt: skip
+    assert shlex.split(template) == [
+        "env", "SGLANG_USE_CPU_ENGINE=1", "PYTHONPATH=/opt/standin", *argv[:7],
+        "--port", "{port}", "--chunked-prefill-size", "{chunk}", "--page-size", "1",
+    ]  # fmt: skip
     budget, _ = build_context(view, DiagnoseOptions()).budget
     (words,) = commands(f"Confirm it: {ab_command(view, chunk_pair(budget))}  — then compare.")
     assert words[words.index("--chunks") + 1] == "512,1024"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench_cli
-from next_commands import CLI, commands, dry_run
+from next_commands import CLI, commands, dry_run, program
 from real_sglang import CHUNK, MODEL_DIR
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -71,7 +71,11 @@ def test_the_proposed_chunk_size_ab_runs_as_printed(diagnosed, tmp_path: Path) -
     _, diagnosis = diagnosed
     h1 = next(h for h in diagnosis["hypotheses"] if h["id"] == "H1")
     (words,) = [w for w in commands(h1["next"]) if w[1:3] == ["diagnose", "ab"]]
-    launch = shlex.split(words[words.index("--launch") + 1])
+    whole = shlex.split(words[words.index("--launch") + 1])
+    launch = program(whole)
+    # with the settings it ran with: the CPU engine and the sgl_kernel stand-in's path
+    assert "SGLANG_USE_CPU_ENGINE=1" in whole
+    assert any(w.startswith("PYTHONPATH=") and "sgl_kernel_standin" in w for w in whole)
     # the server as it was started: the installed interpreter, the model's path, the
     # run's budget against half of it
     assert launch[:3] == [launch[0], "-m", "sglang.launch_server"] and Path(launch[0]).is_file()

@@ -35,7 +35,7 @@ def value(text: str, name: str, **labels: str) -> float | None:
     found = [
         s.value
         for s in parse_exposition(text).get(name)
-        if all(s.labels.get(k) == v for k, v in labels.items())
+        if all(s.labels.get(k, "") == v for k, v in labels.items())  # absent is "", as PromQL
     ]
     return sum(found) if found else None
 

@@ -41,7 +41,7 @@ def test_sglang_says_everything_a_run_needs_and_never_gets_an_unknown_id(
     where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if where == "remote":  # no local process to read: SGLang's own launch_command
-        monkeypatch.setattr("probes.detect.server_command", lambda host, port: None)
+        monkeypatch.setattr("probes.detect.server_process", lambda host, port: None)
     generated: list[object] = []
     asked: list[dict] = []
 

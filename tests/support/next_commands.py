@@ -9,8 +9,8 @@ subcommand name (``prefillscope compare``) names a tool and is no command line.
 ``dry_run`` tries one without measuring anything: ``bench`` with ``--dry-run`` (it
 resolves the workload and the target, and exits 0); ``simulate`` and ``report`` as they
 are (they only read the run); ``diagnose ab`` by rendering its ``--launch`` template for
-each chunk size and checking the program it starts exists, the model path it names
-exists, and the chunk size is in it.
+each chunk size and checking the program it starts (after ``env VAR=VALUE …``) exists,
+the model path it names exists, and the chunk size is in it.
 """
 
 from __future__ import annotations
@@ -45,6 +45,16 @@ def commands(text: str) -> list[list[str]]:
     return found
 
 
+def program(argv: list[str]) -> list[str]:
+    """``argv`` less a leading ``env VAR=VALUE …``: the server's own command."""
+    if argv[:1] != ["env"]:
+        return argv
+    rest = argv[1:]
+    while rest and "=" in rest[0] and not rest[0].startswith("-"):
+        rest = rest[1:]
+    return rest
+
+
 def _flag(words: list[str], flag: str) -> str | None:
     return words[words.index(flag) + 1] if flag in words else None
 
@@ -69,12 +79,11 @@ def dry_run(words: list[str], cwd: Path) -> str:
         chunks = _flag(words, "--chunks")
         assert template and chunks, words
         for chunk in chunks.split(","):
-            argv = [
-                w.replace("{chunk}", chunk).replace("{port}", "1") for w in shlex.split(template)
-            ]
+            words_of = shlex.split(template)
+            argv = program([w.replace("{chunk}", chunk).replace("{port}", "1") for w in words_of])
             assert shutil.which(argv[0]) or Path(argv[0]).is_file(), argv[0]
             assert chunk in argv, (chunk, argv)
-            model = _flag(argv, "--model-path") or (argv[2] if argv[1:2] == ["serve"] else None)
+            model = _flag(argv, "--model-path") or _flag(argv, "serve")
             assert model and Path(model).exists(), ("model path", model)
         return f"diagnose ab: --launch renders for chunks {chunks}; program and model exist"
     raise AssertionError(f"no dry run for {words[:3]}")
