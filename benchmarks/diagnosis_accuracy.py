@@ -13,16 +13,25 @@ h3         a large decode batch at long contexts on a low-bandwidth GPU         
 h4         a KV pool smaller than the running requests need (preemptions)       H4
 overload   open-loop arrivals well above what max_num_seqs can serve            OL
 thrash     a pool smaller than the prefixes' working set                        PC:thrashing
+thrash-x   long prefixes on a pool a third of their working set, a large budget PC:thrashing
+           (thrashing *and* preemptions: one root cause, the pool)
+stall      a few very long prompts amid many long decode streams, a large       H1
+           budget (rare, long stalls: under 1 % of gaps, the pooled p99 improves)
+h2-below   host overhead per step 2–5 % of the roofline step (under H2's        none
+           10 % margin: reported as measured, never named the cause)
 salt       a per-request cache salt over shared prefixes                        PC:identity mismatch
 cache-off  prefix caching disabled under shared prefixes                        PC:caching off
 control    nothing (a budget sized to the GPU, roomy pool, moderate load)      none
+aa         two arms of one healthy configuration, each trial its own seed,      no winner
+           judged by ``diagnose ab``'s analysis (a different-seed A/A)
 =========  ===================================================================  ========
 
-Runs are short (2–8 s each). Printed: one line per run, the confusion matrix of primary
-findings (rows: planted, columns: named), the share named correctly, and the
-confident-wrong count — a wrong primary stated with ``strong`` or ``moderate``
-confidence — with the machine's load while it ran. Every run also has its printed
-commands checked by ``tests/diagnose/test_diagnosis_accuracy.py``.
+Runs are short (2–10 s each). Printed: one line per run, the confusion matrix of primary
+findings (rows: planted, columns: named; an A/A's ``diagnose ab`` outcome as ``no
+winner`` or ``winner``), the share named correctly, and the confident-wrong count — a
+wrong primary stated with ``strong`` or ``moderate`` confidence, or a winner named in an
+A/A — with the machine's load while it ran. Every run also has its printed commands
+checked by ``tests/diagnose/test_diagnosis_accuracy.py``.
 
     .venv/bin/python benchmarks/diagnosis_accuracy.py [--repeats 2] [--seed 0]
 """
@@ -41,8 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
+from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel
 from prefillscope.engine_flags import parse_engine_flags
 from runfmt.diagnosis import Diagnosis
 from session.bench_options import BenchOptions
@@ -54,7 +66,7 @@ OPTIONS = DiagnoseOptions(resamples=300)
 #: A budget whose largest chunk keeps a step well under 4 decode steps on each GPU: a
 #: 512-token chunk of an 8B model takes ~6× a decode step on an A100 and ~4× on an H200
 #: (faster HBM, the same compute) — that *is* H1 — and ~2–3× on an H100.
-CONTROL_BUDGET = {"h100-sxm": 512, "h200": 256, "a100-80gb": 256}
+CONTROL_BUDGET = {"h100-sxm": 512, "h200": 256, "a100-80gb": 256, "l40s": 256}
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,8 @@ class Scenario:
     workload: str
     overrides: dict[str, Any]
     engine: list[str] = field(default_factory=list)
+    #: ``diagnose`` (one run, its primary finding) or ``aa`` (an A/A judged by the A/B).
+    kind: str = "diagnose"
 
     def describe(self) -> str:
         engine = " ".join(e for e in self.engine if not e.startswith("model="))
@@ -190,6 +204,97 @@ def _thrash(rng: random.Random) -> Scenario:
     return Scenario("thrash", "PC:thrashing", "shared-prefix", overrides, engine)
 
 
+def _thrash_exhaust(rng: random.Random) -> Scenario:
+    """The issue's shape, its parameters drawn: 6–10 groups of 4–6k-token prefixes on a
+    pool of 30–40 % of their blocks, a budget of 4–8k tokens, 1–1.5 arrivals a second that
+    keep a few requests running (each needs hundreds of blocks: the pool preempts them
+    too) and overload nothing: the shape the issue met."""
+    groups, prefix = rng.randrange(6, 11), rng.randrange(4000, 6001, 500)
+    overrides = {
+        "num_requests": 32,
+        "rate": rng.choice((1, 1.5)),
+        "seed": rng.randrange(100),
+        "groups": groups,
+        "prefix_len": prefix,
+        "suffix_len": 64,
+        "output_len": 64,
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        f"model={rng.choice(MODELS)}",
+        f"max_num_batched_tokens={rng.choice((4096, 6144, 8192))}",
+        f"num_gpu_blocks={int(groups * prefix / 16 * rng.uniform(0.3, 0.4))}",
+    ]
+    return Scenario("thrash-x", "PC:thrashing", "shared-prefix", overrides, engine)
+
+
+def _stall(rng: random.Random) -> Scenario:
+    """Long stalls too rare for the pooled p99: 3–4 prompts of 10–14k tokens amid 8–12
+    decode streams of 300–500 tokens, with a budget that takes each prompt in 1–2 steps."""
+    overrides = {
+        "num_requests": rng.choice((3, 4)),
+        "rate": 1,
+        "seed": rng.randrange(100),
+        "concurrency": rng.randrange(8, 13),
+        "stream_requests": 1,
+        "stream_output_len": rng.randrange(300, 501, 50),
+        "long_prompt_len": rng.randrange(10000, 14001, 1000),
+    }
+    engine = [
+        f"gpu={rng.choice(FAST_GPUS)}",
+        f"model={rng.choice(MODELS)}",
+        f"max_num_batched_tokens={rng.choice((8192, 12288, 16384))}",
+    ]
+    return Scenario("stall", "H1", "interference", overrides, engine)
+
+
+def _h2_below(rng: random.Random) -> Scenario:
+    """Host overhead per step of 2–5 % of the roofline decode step at the batch and context
+    the run keeps: under H2's margin, so no cause is to be named."""
+    users, gpu, model = (
+        rng.randrange(16, 41, 8),
+        rng.choice(("l40s", *FAST_GPUS)),
+        rng.choice(MODELS),
+    )
+    prompt, output = 256 + 64, 100
+    step = CostModel.from_config(EngineConfig(model=model, gpu=gpu)).decode_step_time(
+        users, prompt + output / 2
+    )
+    overrides = {
+        "num_requests": 2 * users,
+        "concurrency": users,
+        "seed": rng.randrange(100),
+        "groups": 2,
+        "prefix_len": 256,
+        "suffix_len": 64,
+        "output_len": output,
+    }
+    engine = [
+        f"gpu={gpu}",
+        f"model={model}",
+        f"max_num_batched_tokens={CONTROL_BUDGET[gpu]}",  # no chunk that starves decodes
+        f"host_overhead_step_s={step * rng.uniform(0.02, 0.05):.5f}",
+    ]
+    return Scenario("h2-below", "none", "shared-prefix", overrides, engine)
+
+
+def _aa(rng: random.Random) -> Scenario:
+    """One healthy interference configuration for both arms of an A/A (each trial its own
+    seed, ``run_aa``)."""
+    gpu = rng.choice(FAST_GPUS)
+    overrides = {
+        "num_requests": 4,
+        "rate": 1,
+        "seed": rng.randrange(100),
+        "concurrency": rng.choice((4, 6)),
+        "stream_requests": 1,
+        "stream_output_len": 150,
+        "long_prompt_len": rng.randrange(4000, 8001, 1000),
+    }
+    engine = [f"gpu={gpu}", f"model={rng.choice(MODELS)}", "max_num_batched_tokens=512"]
+    return Scenario("aa", "no winner", "interference", overrides, engine, kind="aa")
+
+
 def _salt(rng: random.Random) -> Scenario:
     load = {"num_requests": 40, "rate": rng.choice((10, 20))}
     overrides = _cached_prefixes(rng, load, tenants=1000, tenant_per="request")
@@ -244,31 +349,61 @@ SCENARIOS: dict[str, Callable[[random.Random], Scenario]] = {
     "h4": _h4,
     "overload": _overload,
     "thrash": _thrash,
+    "thrash-x": _thrash_exhaust,
+    "stall": _stall,
+    "h2-below": _h2_below,
     "salt": _salt,
     "cache-off": _cache_off,
     "control": _control,
+    "aa": _aa,
 }
+#: Trials per arm of an A/A (the A/B's minimum).
+AA_TRIALS = 3
 
 
-def draw(seed: int, repeats: int, controls: int | None = None) -> list[Scenario]:
-    """``repeats`` draws of every planted scenario and ``controls`` (default ``repeats``)
-    healthy controls, from one seed."""
+def draw(
+    seed: int, repeats: int, controls: int | None = None, only: set[str] | None = None
+) -> list[Scenario]:
+    """``repeats`` draws of every planted scenario (of those named in ``only``) and
+    ``controls`` (default ``repeats``; none when ``only`` leaves them out) healthy
+    controls, from one seed."""
     rng = random.Random(seed)
-    planted = [make(rng) for _ in range(repeats) for n, make in SCENARIOS.items() if n != "control"]
-    return planted + [_control(rng) for _ in range(repeats if controls is None else controls)]
+    chosen = {n: m for n, m in SCENARIOS.items() if n != "control" and (not only or n in only)}
+    planted = [make(rng) for _ in range(repeats) for make in chosen.values()]
+    if controls is None:
+        controls = repeats if not only or "control" in only else 0
+    return planted + [_control(rng) for _ in range(controls)]
 
 
-def run(scenario: Scenario, out: Path) -> Path:
-    """``prefillscope bench`` of one scenario against the embedded engine; its run folder."""
+def run(scenario: Scenario, out: Path, seed: int | None = None) -> Path:
+    """``prefillscope bench`` of one scenario against the embedded engine (with another
+    workload ``seed`` when given); its run folder."""
+    overrides = dict(scenario.overrides) | ({} if seed is None else {"seed": seed})
     options = BenchOptions(
         scenario.workload,
-        dict(scenario.overrides),
+        overrides,
         engine=parse_engine_flags(scenario.engine),
         out=out,
         gpu="off",
         metrics_interval_s=0.1,
     )
     return asyncio.run(run_bench(options)).run_dir
+
+
+def run_aa(scenario: Scenario, out: Path) -> tuple[str, str, str]:
+    """A different-seed A/A: ``AA_TRIALS`` runs per arm of one configuration, every run
+    its own workload seed, judged by the A/B's analysis. (named, confidence, sentence):
+    ``no winner`` for an equivalent or inconclusive outcome, else ``winner``."""
+    first = int(scenario.overrides["seed"])
+    arms = make_arms([512, 512], ["embedded", "embedded"])
+    trials = [
+        Trial(arm.index, r + 1, run(scenario, out / f"{arm.label[-1]}{r}", first + 10 * k), "ok")
+        for k, (arm, r) in enumerate((a, r) for a in arms for r in range(AA_TRIALS))
+    ]
+    verdict = analyse_ab(arms, trials, AbSettings(trials=AA_TRIALS, reference=1)).verdict
+    if verdict.outcome == "winner":
+        return "winner", "significant", verdict.sentence
+    return ("no winner" if not verdict.refused else "refused"), "", verdict.sentence
 
 
 def named(diagnosis: Diagnosis) -> str:
@@ -296,16 +431,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="draws of each planted cause")
     parser.add_argument("--controls", type=int, default=None, help="healthy controls")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--only", default="", help="comma-separated scenarios to draw (default: all)"
+    )
     args = parser.parse_args()
-    scenarios = draw(args.seed, args.repeats, args.controls)
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
+    if only - set(SCENARIOS):
+        parser.error(f"--only: unknown scenario(s) {sorted(only - set(SCENARIOS))}")
+    scenarios = draw(args.seed, args.repeats, args.controls, only)
     root = Path(tempfile.mkdtemp(prefix="diagnosis-accuracy-"))
     rows = []
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     for index, scenario in enumerate(scenarios):
-        diagnosis = run_checklist(run(scenario, root / f"{index:02d}-{scenario.name}"), OPTIONS)
-        got = named(diagnosis)
-        confidence = diagnosis.primary.confidence
+        folder = root / f"{index:02d}-{scenario.name}"
+        if scenario.kind == "aa":
+            got, confidence, sentence = run_aa(scenario, folder)
+            print(f"    {sentence}", flush=True)
+        else:
+            diagnosis = run_checklist(run(scenario, folder), OPTIONS)
+            got, confidence = named(diagnosis), diagnosis.primary.confidence
         rows.append((scenario.expected, got, confidence))
         mark = "ok " if got == scenario.expected else "BAD"
         print(
@@ -314,13 +459,17 @@ def main() -> None:
             flush=True,
         )
     correct = sum(r[0] == r[1] for r in rows)
-    confident_wrong = sum(r[0] != r[1] and r[2] in ("strong", "moderate") for r in rows)
+    confident_wrong = sum(
+        r[0] != r[1] and r[2] in ("strong", "moderate", "significant") for r in rows
+    )
     print()
     print(confusion(rows))
     print()
+    weak = sum(r[0] == r[1] and r[2] == "weak" for r in rows)
     print(
         f"correct primary findings: {correct}/{len(rows)} ({100 * correct / len(rows):.0f} %); "
-        f"confident-wrong (strong/moderate and wrong): {confident_wrong}"
+        f"confident-wrong (strong/moderate and wrong, or an A/A winner): {confident_wrong}; "
+        f"correct but weak: {weak}"
     )
     print(
         f"conditions: {os.cpu_count()} CPUs, load average {load_before:.2f} before and "

@@ -19,13 +19,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "bench"]
+#: The bench command, which writes its own peak RSS (``VmHWM``: the high-water mark, no
+#: sample missed) to the file named by ``$SOAK_HWM`` as it exits.
+_HWM = (
+    "import atexit, os, pathlib\n"
+    "def hwm():\n"
+    "    for line in pathlib.Path('/proc/self/status').read_text().splitlines():\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            pathlib.Path(os.environ['SOAK_HWM']).write_text(line.split()[1])\n"
+    "atexit.register(hwm)\n"
+    "from prefillscope.cli import main\n"
+    "main()\n"
+)
+CLI = [sys.executable, "-c", _HWM, "bench"]
 
 
 def rss_mb(pid: int) -> float:
@@ -72,9 +85,16 @@ def main() -> int:
     ]  # fmt: skip
     start = time.monotonic()
     log = out.parent / "stderr.txt"  # progress lines: a pipe nobody reads would fill up
+    hwm = out.parent / "peak_rss_kib.txt"
+    env = os.environ | {"SOAK_HWM": str(hwm)}
     with log.open("w") as err:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
-        return _watch(proc, out, log, args, start)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        status = _watch(proc, out, log, args, start)
+    if hwm.exists():
+        print(
+            f"peak RSS of the bench process (VmHWM at exit): {int(hwm.read_text()) / 1024:.1f} MiB"
+        )
+    return status
 
 
 def _watch(

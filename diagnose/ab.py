@@ -280,9 +280,9 @@ def analyse_ab(
             why,
             settings.min_effect,
         )
-        # the per-event TTFT is the long prompts' TTFT, already weighed per kind
-        given_up = [m for m in metrics if m != "event_ttft"]
-        verdict = with_tradeoffs(decide(decision, conditions), decision, given_up)
+        # every reported metric, the per-event ones included: a long prompt's TTFT per
+        # event can be significantly worse where its pooled p50 is not
+        verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
     else:
         reason = "fewer than two trials with completed requests in an arm"
         verdict = Verdict(None, None, f"no verdict: {reason}", [], True)

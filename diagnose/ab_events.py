@@ -26,14 +26,14 @@ rates of this comparison on the virtual-time engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from diagnose.resample import Sample, resampled_statistics
-from diagnose.stats import MIN_UNITS, Comparison, compare_stats
+from diagnose.stats import Comparison, compare_stats
 from probes.metric_registry import json_name
 from runtime.quantiles import quantiles
 
@@ -159,10 +159,3 @@ def event_summary(
         out[json_name(metric, part="mean")] = _known(mean)
         out[json_name(metric, part="interval")] = interval
     return out
-
-
-def events_decide(per_arm: Mapping[int, StallEvents] | Sequence[StallEvents]) -> bool:
-    """Whether the stall is judged per event: every arm has ``MIN_UNITS`` events."""
-    arms = per_arm.values() if isinstance(per_arm, Mapping) else per_arm
-    counts = [len(e) for e in arms]
-    return bool(counts) and min(counts) >= MIN_UNITS

@@ -10,6 +10,12 @@ a metric counts as a trade-off when the comparison is significant (``Comparison
 latencies, lower for throughput. ``verdict.tradeoffs`` lists them; the verdict's
 sentence ends with them in words.
 
+Every reported metric counts, the per-event ones too: a long prompt's TTFT per event
+(``event_ttft``) can be significantly worse where the pooled p50 of its kind is not. A
+significant cost smaller than ``--min-effect`` is still listed, marked as under it
+(``Tradeoff.under_min_effect``: its point estimate is within ±min-effect of no change),
+so the reader sees it and knows the rule would not have weighed it.
+
 Each metric is judged on its own at the A/B's confidence, exactly as the comparisons
 table marks it, with no correction for the ~15 metrics looked at: were the arms alike,
 each would still be called worse with probability (1 − confidence)/2, so a trade-off
@@ -59,6 +65,8 @@ class Tradeoff:
     significant: bool
     method: str
     text: str
+    #: The change is smaller than ``--min-effect`` (listed, and marked so in ``text``).
+    under_min_effect: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"interval": list(self.interval)}
@@ -83,6 +91,10 @@ def _worse(name: str, c: Comparison) -> bool:
     return c.ratio < 1.0 if higher_is_better(name) else c.ratio > 1.0
 
 
+def _under(c: Comparison, min_effect: float) -> bool:
+    return abs(c.ratio - 1.0) < min_effect
+
+
 def find_tradeoffs(d: Decision, winner: ArmLike, metrics: Sequence[str]) -> list[Tradeoff]:
     """Every metric of ``metrics`` on which ``winner`` is significantly worse than another arm."""
     found = []
@@ -94,6 +106,8 @@ def find_tradeoffs(d: Decision, winner: ArmLike, metrics: Sequence[str]) -> list
             c = comparisons.get(name)
             if c is None or not _worse(name, c):
                 continue
+            under = _under(c, d.min_effect)
+            mark = f" (under --min-effect {d.min_effect * 100:g} %)" if under else ""
             found.append(
                 Tradeoff(
                     metric=name,
@@ -104,7 +118,8 @@ def find_tradeoffs(d: Decision, winner: ArmLike, metrics: Sequence[str]) -> list
                     interval=(c.ci_low - 1.0, c.ci_high - 1.0),
                     significant=c.significant,
                     method=c.method,
-                    text=_text(name, c),
+                    text=_text(name, c) + mark,
+                    under_min_effect=under,
                 )
             )
     return found

@@ -14,8 +14,10 @@ The rule (stated in ``ab.json`` as ``verdict.rule``):
 4. Several left after both metrics: "no significant difference" only when every
    comparison of the decision's metrics between them is *equivalent* — its interval
    within ±``--min-effect`` (``ab_effect``); otherwise the verdict is ``inconclusive``,
-   naming the comparison that could not decide and the data (events or trials per arm)
-   that would.
+   naming the comparison that could not decide, its actual reason — an interval that
+   reaches past ±``--min-effect``, or data below the minimums a statistic needs (12 long
+   prompts where a p50 needs 20: ``stats.shortfall``), whatever its interval — and the
+   data (events or trials per arm) that would.
 
 **The stall's unit** (``verdict.unit``, and why: ``verdict.unit_reason``). When the
 traffic mixes kinds and every arm served at least ``stats.MIN_UNITS`` long prompts beside
@@ -316,6 +318,23 @@ def _band(d: Decision) -> str:
     return f"\u00b1{d.min_effect * 100:g} %"
 
 
+def _who(reason: str, base: ArmLike, new: ArmLike) -> str:
+    """A comparison's shortfall (``stats``: ``BASE and NEW: 12 values: …``) with the arms
+    named: ``in both arms, 12 values: …``, ``in 512: …``."""
+    who, sep, rest = reason.partition(": ")
+    arms = {"BASE and NEW": "both arms", "BASE": base.label, "NEW": new.label}
+    return f"in {arms[who]}, {rest}" if sep and who in arms else reason
+
+
+def why_undecided(c: Comparison, base: ArmLike, new: ArmLike, band: str) -> str:
+    """Why a comparison that is not equivalent did not decide: too little data for the
+    statistic (its interval, however narrow, is not trusted), else an interval that
+    reaches past the band."""
+    if c.inconclusive is not None:
+        return f"is not trusted: too little data ({_who(c.inconclusive, base, new)})"
+    return f"cannot rule out a change of {band} or more"
+
+
 def _undecided(d: Decision, candidates: Sequence[ArmLike], head: str, where: str) -> Verdict:
     """No arm separated: equivalent when every comparison of the decision's metrics
     between the candidates lies within ``min_effect``, else inconclusive with the data
@@ -337,12 +356,13 @@ def _undecided(d: Decision, candidates: Sequence[ArmLike], head: str, where: str
                     else "no size of this A/B would decide it"
                 )
                 shown = change_text(c.ratio, c.ci_low, c.ci_high, True)
+                why = why_undecided(c, base, new, _band(d))
                 sentence = (
                     f"{head}; inconclusive{where}: {name} ({new.label} vs {base.label}) "
-                    f"{shown} cannot rule out a change of {_band(d)} or more; {size}"
+                    f"{shown} {why}; {size}"
                 )
                 needed = {"metric": metric, "arms": [base.label, new.label], "units": units,
-                          "unit": word, "have": list(c.units)}  # fmt: skip
+                          "unit": word, "have": list(c.units), "reason": why}  # fmt: skip
                 return Verdict(None, None, sentence, [], False, outcome=INCONCLUSIVE,
                                needed=needed)  # fmt: skip
     sentence = f"{head}; no significant difference{where}: every interval lies within {_band(d)}"

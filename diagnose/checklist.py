@@ -1,25 +1,28 @@
 """The hypothesis checklist over one run, its ranking, and the decision rule.
 
-``run_checklist(run_dir, options)`` judges the competing explanations of a bad latency —
-H1 prefill chunks (``h1_prefill``), H2 host overhead (``h2_host``), H3 KV bandwidth
-(``h3_bandwidth``), H4 pool exhaustion (``h4_memory``), overload (``overload``), a
-client that could not keep up (``client_limited``) — and the prefix cache's health
-(``prefix_health``), each with its evidence, what it lacked and the measurement that
-would settle it. ``diagnose.ranking`` names one primary finding with a confidence and
-links the findings one explains. Then it decides what to do now, following the primary:
+``run_checklist(run_dir, options)`` judges every hypothesis registered in
+``diagnose.registry`` — today H1 prefill chunks (``h1_prefill``), H2 host overhead
+(``h2_host``), H3 KV bandwidth (``h3_bandwidth``), H4 pool exhaustion (``h4_memory``),
+overload (``overload``), a client that could not keep up (``client_limited``), the KV
+transfer (``h5_kv_transfer``) and the prefix cache's health (``prefix_health``) — each
+with its evidence, what it lacked, the measurement that would settle it and, for those
+that point at a cause, the latency it explains (its declared ``cost``).
+``diagnose.ranking`` names one primary finding with a confidence and links the findings
+one explains. Then it decides what to do now, following the primary's declaration:
 
 * a **hard failure** — the engine died (the run was interrupted by the server, not by
   Ctrl-C; a ``failed`` run is the tool's own stop), connections were refused or dropped
   mid-stream, the server answered 5xx or aborted streams, or an absolute SLO
   (``--slo``, else the one the run was benched with) is breached at p99 — justifies
-  immediate, bounded containment: a smaller chunk budget (never the one the server
-  has) when H1 is primary or an ITL SLO broke with no cause named, shed load when the
-  server was overloaded, fewer transfers on the link when the KV transfer (H5) is,
-  lower concurrency otherwise, each with its numbers,
+  immediate, bounded containment (the primary's declared ``contain``): a smaller chunk
+  budget (never the one the server has) when H1 is primary or an ITL SLO broke with no
+  cause named, shed load when the server was overloaded, fewer transfers on the link
+  when the KV transfer (H5) is, lower concurrency otherwise, each with its numbers,
   reversible, to be confirmed by the primary's measurement afterwards;
 * anything else — a relative regression, a "memory at 98 %" — does not: measure first
-  (the primary finding's measurement), and leave the cache policy alone until a
-  measurement says otherwise.
+  (the primary's declared ``measure_first`` or ``advice``, then its own next step, which
+  changes the cause it names), and leave the cache policy alone until a measurement says
+  otherwise.
 """
 
 from __future__ import annotations
@@ -29,33 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from diagnose import (
-    client_limited,
-    h1_prefill,
-    h2_host,
-    h3_bandwidth,
-    h4_memory,
-    h5_kv_transfer,
-    overload,
-    prefix_health,
-)
 from diagnose.context import Context, DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from diagnose.next_steps import (
-    BUDGET_FLAG,
-    ab_command,
-    chunk_pair,
-    server_flavour,
-    smaller_budget,
-)
-from diagnose.ranking import NONE, ranked
+from diagnose.next_steps import BUDGET_FLAG, server_flavour, smaller_budget
+from diagnose.ranking import is_problem, ranked
+from diagnose.registry import Declaration, declaration, declared
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
 from probes.metric_registry import by_key
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
-from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary
+from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary, Status
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.quantiles import quantile
@@ -64,6 +52,7 @@ from runtime.signals import STOP_REASON_PREFIX
 #: Errors that mean the server failed (not the client, not a bad request), and how to say it.
 HARD_ERRORS = {
     ErrorKind.CONNECT: "connections refused or failed",
+    ErrorKind.DROPPED: "requests dropped unanswered (connection closed or reset)",
     ErrorKind.STREAM_TRUNCATED: "streams cut off mid-answer (dropped connections)",
     ErrorKind.HTTP_5XX: "server errors (HTTP 5xx)",
     ErrorKind.STREAM_ERROR_EVENT: "streams aborted by the server (error events)",
@@ -138,16 +127,6 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
     return reasons, calls
 
 
-#: What to measure next, by primary finding: a lead-in before the finding's own command.
-MEASURE_FIRST = {
-    "H2": "Profile the server before changing its configuration",
-    "H3": "Measure a smaller decode batch before changing the chunk size or cache policy",
-    "H4": "Measure at a lower load before changing cache policy",
-    "OL": "Measure the capacity before tuning the server",
-    "PC": "Fix the prefix cache first, then measure again",
-    "H5": "Measure the KV transfer alone before changing the P:D split or the link",
-    "CL": "Rerun from a client that keeps up before trusting any latency finding",
-}
 NO_CAUSE = (
     "No cause stands out: measure before changing cache policy or chunk size, and keep "
     "this run as the baseline for `prefillscope compare`."
@@ -155,17 +134,16 @@ NO_CAUSE = (
 
 
 def next_measurement(ctx: Context, primary: Primary, findings: dict[str, Finding]) -> str:
-    """The measurement that would confirm or refute the primary finding."""
-    if primary.finding == "H1":
-        budget, _ = ctx.budget
-        return (
-            "A/B the chunk size before changing cache policy: "
-            f"{ab_command(ctx.view, chunk_pair(budget))}"
-        )
-    if primary.finding not in findings:
+    """The measurement that would confirm or refute the primary finding: its declared
+    advice, else its declared lead-in before its own next step."""
+    found = findings.get(primary.finding)
+    if found is None:
         return NO_CAUSE
-    lead = MEASURE_FIRST.get(primary.finding, "Confirm it before changing the configuration")
-    return f"{lead}: {findings[primary.finding].next}"
+    d = declaration(primary.finding)
+    if d is not None and d.advice is not None:
+        return d.advice(ctx, found)
+    lead = d.measure_first if d is not None else "Confirm it before changing the configuration"
+    return f"{lead}: {found.next}"
 
 
 def _chunk_step(ctx: Context) -> str:
@@ -198,7 +176,13 @@ def _concurrency_step(ctx: Context) -> str:
 
 def _shed_step(ctx: Context, findings: dict[str, Finding]) -> str:
     served = next(
-        (e.value for e in findings["OL"].evidence if e.name.startswith("served rate")), None
+        (
+            e.value
+            for f in findings.values()
+            for e in f.evidence
+            if e.name.startswith("served rate")
+        ),
+        None,
     )
     rate = f" or the offered rate at the {served:.3g} req/s it served" if served else ""
     return f"shed load: {_concurrency_step(ctx)}{rate}"
@@ -208,14 +192,15 @@ def _containment(
     ctx: Context, calls: set[str], primary: Primary, findings: dict[str, Finding]
 ) -> str:
     steps = []
-    cause = primary.finding
-    if cause == "H1" or (cause == NONE and "chunk" in calls):
+    d = declaration(primary.finding)
+    contain = d.contain if d is not None else None  # None: no cause named
+    if contain == "chunk" or (contain is None and "chunk" in calls):
         steps.append(_chunk_step(ctx))
-    if cause == "OL":
+    if contain == "shed":
         steps.append(_shed_step(ctx, findings))
-    elif cause == "H5":
+    elif contain == "transfer":
         steps.append(f"{_concurrency_step(ctx)}, so that fewer KV transfers share the link")
-    elif "concurrency" in calls or cause not in ("H1", NONE) or not steps:
+    elif "concurrency" in calls or contain not in ("chunk", None) or not steps:
         steps.append(_concurrency_step(ctx))
     return (
         f"Hard failure: contain now — {'; and '.join(steps)}. This is bounded and reversible; "
@@ -237,22 +222,33 @@ def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Deci
     )
 
 
-#: The checks, in the order they are shown; each has ``assess(ctx) -> Finding``.
-HYPOTHESES = [h1_prefill, h2_host, h3_bandwidth, h4_memory, overload, client_limited]
-HYPOTHESES.append(h5_kv_transfer)  # P/D only: not applicable on a monolithic server
+def judged(ctx: Context, d: Declaration) -> Finding:
+    """One hypothesis judged, with the latency it explains when it declares how and points
+    at a cause (supported, weakened, or a cache problem): what a cause the evidence points
+    away from would cost is no figure to show."""
+    finding = d.assess(ctx)
+    pointing = is_problem(finding) or finding.status == Status.WEAKENED
+    if finding.cost_s is None and d.cost is not None and pointing:
+        cost = d.cost(ctx, finding)
+        if cost is not None:
+            finding.cost_s, finding.cost_how = cost.seconds, cost.how
+    return finding
 
 
 def run_checklist(
     run_dir: RunDir | str | Path, options: DiagnoseOptions | None = None
 ) -> Diagnosis:
-    """Judge every hypothesis and the prefix cache for one run, rank them, and decide."""
+    """Judge every registered hypothesis and the prefix cache for one run, rank them, and
+    decide (``diagnose.registry``: each declared beside its ``assess``)."""
     path = run_dir.path if isinstance(run_dir, RunDir) else run_dir
     ctx = build_context(load_run_view(path), options or DiagnoseOptions())
-    hypotheses = [m.assess(ctx) for m in HYPOTHESES]
-    cache = prefix_health.assess(ctx)
-    findings = {f.id: f for f in [*hypotheses, cache]}
+    checks = declared()
+    hypotheses = [judged(ctx, d) for d in checks if not d.prefix_cache]
+    caches = [judged(ctx, d) for d in checks if d.prefix_cache]
+    findings = {f.id: f for f in [*hypotheses, *caches]}
     primary = ranked(findings, ctx.client)
     decision = decide(ctx, findings, primary)
+    cache = caches[0] if caches else None
     return Diagnosis(str(ctx.view.path), decision, hypotheses, cache, primary)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from diagnose.inputs import RunView
 from diagnose.next_steps import bench_command
+from diagnose.registry import hypothesis
 from diagnose.words import percent
 from probes.latency import client_health, measured_window, request_latencies
 from probes.token_gaps import token_gaps
@@ -110,6 +111,15 @@ def read_client_health(view: RunView) -> ClientHealth:
     )
 
 
+@hypothesis(
+    id="CL",
+    title=TITLE,
+    role="client",
+    order=6,
+    may_lead=False,
+    explains_client_clock="the client's own delays are a large part of what it measured",
+    measure_first="Rerun from a client that keeps up before trusting any latency finding",
+)
 def assess(ctx: Context) -> Finding:
     health = ctx.client
     evidence = [

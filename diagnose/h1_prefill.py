@@ -28,7 +28,9 @@ import numpy as np
 
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
+from diagnose.costs import decode_share_cost
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
+from diagnose.registry import hypothesis
 from diagnose.stats import Comparison
 from diagnose.words import chunk_flags_named
 from perfmodel.costmodel import StepShape, attended_pairs
@@ -200,6 +202,25 @@ def _status(step_ratio: float | None, a: Attribution) -> tuple[Status, str]:
     )
 
 
+def _advice(ctx: Context, finding: Finding) -> str:
+    budget, _ = ctx.budget
+    return (
+        "A/B the chunk size before changing cache policy: "
+        f"{ab_command(ctx.view, chunk_pair(budget))}"
+    )
+
+
+@hypothesis(
+    id="H1",
+    title=TITLE,
+    role="step",
+    order=1,
+    precedence=5,
+    reads_latency=True,
+    contain="chunk",
+    advice=_advice,
+    cost=decode_share_cost,
+)
 def assess(ctx: Context) -> Finding:
     evidence: list[Evidence] = []
     missing: list[str] = []

@@ -36,6 +36,16 @@ ones). The interval is the mean's normal interval over the steps, its spread bou
 from the buckets (midpoints, plus the most a value can stray within its bucket), so it
 is wider than the truth, never narrower. Its strength is the interval's low end over
 ``STEP_MARGIN``; the finding states the margin and its interval (``step_margin``).
+
+**Below the margin, reported as measured.** A reading under its threshold is never
+"explained by the GPU's work" when it lies above the roofline: the finding states what
+was measured against the margin it is judged by. With the step histogram's interval:
+wholly under ``STEP_MARGIN`` — not supported, "+8 % [+6, +10] over the roofline: under
+the 10 % margin"; reaching past it — inconclusive, "+12 % [+9, +14] …: under the 10 %
+margin at 637 steps; about 1,233 steps would decide" (the interval's half-width
+shrinking as 1/√steps until it clears the margin: ``steps_to_decide``); past it but with
+more than ``BELOW_SHARE`` of the steps below the roofline — weakened. Only a step at or
+under the roofline (the interval reaching 0) is the GPU's work.
 """
 
 from __future__ import annotations
@@ -47,8 +57,10 @@ import numpy as np
 from scipy import stats as sps
 
 from diagnose.context import Context
+from diagnose.costs import decode_share_cost
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
+from diagnose.registry import hypothesis
 from diagnose.trend import Trend, fit_trend
 from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -78,6 +90,12 @@ BELOW_SHARE = 0.10
 MARGIN_CONFIDENCE = 0.95
 
 
+def _signed(value: float) -> str:
+    """A whole signed number, with no sign on zero (``+12``, ``-3``, ``0``)."""
+    whole = round(value)
+    return f"{whole:+d}" if whole else "0"
+
+
 @dataclass(frozen=True)
 class StepMargin:
     """How far the server's decode steps lie above the roofline (module docstring)."""
@@ -101,6 +119,20 @@ class StepMargin:
             f"{self.margin:+.0%} [{self.low:+.0%}, {self.high:+.0%}] over {self.steps} steps, "
             f"{self.below:.0%} of them below the roofline"
         )
+
+    def measured(self) -> str:
+        """``+12 % [+9, +14] over the roofline``: the margin as a reader quotes it."""
+        low, mid, high = (_signed(100 * v) for v in (self.low, self.margin, self.high))
+        return f"{mid} % [{low}, {high}] over the roofline"
+
+    def steps_to_decide(self) -> int | None:
+        """Steps at which the interval would clear ``STEP_MARGIN`` on the side its mean
+        lies (``None`` when the mean sits on the margin: no size would)."""
+        distance = abs(self.margin - STEP_MARGIN)
+        half = (self.high - self.low) / 2.0
+        if distance <= 0 or half <= 0:
+            return None
+        return math.ceil(self.steps * (half / distance) ** 2)
 
 
 def step_margin(steps: Histogram, expected_s: float) -> StepMargin | None:
@@ -220,7 +252,7 @@ def _server_evidence(reading: StepReading, label: str) -> list[Evidence]:
         ),
     ]
     margin = reading.margin
-    if margin is not None and reading.consistently_above:
+    if margin is not None:
         evidence.append(
             Evidence(
                 "server decode step over the roofline (mean)",
@@ -239,6 +271,16 @@ def _inconclusive(ctx: Context, summary: str, evidence, missing) -> Finding:
     return Finding("H2", TITLE, Status.INCONCLUSIVE, summary, evidence, missing, _next(ctx))
 
 
+@hypothesis(
+    id="H2",
+    title=TITLE,
+    role="step",
+    order=2,
+    precedence=7,
+    reads_latency=True,
+    measure_first="Profile the server before changing its configuration",
+    cost=decode_share_cost,
+)
 def assess(ctx: Context) -> Finding:
     gaps = ctx.clear
     evidence: list[Evidence] = []
@@ -322,6 +364,8 @@ def _judge(
         strength = max(reading.ratio / SERVER_RATIO, reading.margin.strength)
         summary = f"Correlation with a model, not proof: {what}{growth}."
         return Status.SUPPORTED, summary, strength, "server"
+    if reading is not None and reading.margin is not None and reading.ratio < SERVER_RATIO:
+        return below_margin(reading, reading.margin, growth)
     if reading is not None:
         ratio, threshold, basis = reading.ratio, SERVER_RATIO, "server"
         what = (
@@ -361,9 +405,63 @@ def _judge(
             strength,
             basis,
         )
+    return Status.NOT_SUPPORTED, _under(basis, ratio, threshold), strength, basis
+
+
+def _under(basis: str, ratio: float, threshold: float) -> str:
+    """A ratio under H2's threshold, as measured: the GPU's work only at or under 1×."""
+    if ratio <= 1.0:
+        return (
+            f"The decode step ({basis}) is {ratio:.2g}× the roofline step: the GPU's work "
+            "explains it."
+        )
     return (
-        Status.NOT_SUPPORTED,
-        f"The decode step ({basis}) is {ratio:.2g}× the roofline step: the GPU's work explains it.",
+        f"The decode step ({basis}) is {ratio:.3g}× the roofline step ({100 * (ratio - 1):+.0f} "
+        f"%): under the {threshold:g}× H2 is named from on this reading."
+    )
+
+
+def below_margin(
+    reading: StepReading, margin: StepMargin, growth: str
+) -> tuple[Status | None, str, float | None, str]:
+    """The step histogram's margin under ``SERVER_RATIO`` and not consistently above
+    ``STEP_MARGIN``: reported as measured (module docstring)."""
+    strength = max(reading.ratio / SERVER_RATIO, margin.strength)
+    step = f"the server's mean decode step ({reading.step_s * 1e3:.3g} ms at batch {reading.batch})"
+    measured = f"{step} is {margin.measured()} ({margin.steps} steps)"
+    limit = f"the {100 * STEP_MARGIN:.0f} % margin"
+    if margin.low > STEP_MARGIN:  # past the margin, but not on the steps as a whole
+        return (
+            Status.WEAKENED,
+            f"{measured[0].upper()}{measured[1:]}, past {limit}, but {100 * margin.below:.0f} % "
+            f"of the steps lie wholly below the roofline (H2 allows {100 * BELOW_SHARE:.0f} %): "
+            "the excess is "
+            f"on some steps, not all{growth}.",
+            strength,
+            "server",
+        )
+    if margin.high > STEP_MARGIN:  # the interval reaches past the margin: undecided
+        needed = margin.steps_to_decide()
+        size = f"about {needed:,} steps would decide" if needed else "no run length would"
+        return (
+            Status.WEAKENED if growth else None,
+            f"{measured[0].upper()}{measured[1:]}: under {limit} at this many steps, its "
+            f"interval reaching past it; {size}{growth}.",
+            strength,
+            "server",
+        )
+    if margin.low <= 0:  # the roofline lies inside the interval: no host work to show
+        return (
+            Status.WEAKENED if growth else Status.NOT_SUPPORTED,
+            f"{measured[0].upper()}{measured[1:]}: the GPU's work explains it{growth}.",
+            strength,
+            "server",
+        )
+    return (
+        Status.WEAKENED if growth else Status.NOT_SUPPORTED,
+        f"{measured[0].upper()}{measured[1:]}: under {limit} H2 names a cause from "
+        f"({(reading.step_s - reading.expected_s) * 1e3:.2g} ms per step above the GPU's "
+        f"work){growth}.",
         strength,
-        basis,
+        "server",
     )

@@ -23,8 +23,10 @@ from scipy import stats as sps
 
 from diagnose.attribution import DecodeGaps
 from diagnose.context import Context
+from diagnose.costs import decode_share_cost
 from diagnose.h2_host import server_step
 from diagnose.next_steps import bench_command
+from diagnose.registry import hypothesis
 from diagnose.words import percent
 from runfmt.diagnosis import Evidence, Finding, Status
 
@@ -71,6 +73,16 @@ def _next(ctx: Context) -> str:
     )
 
 
+@hypothesis(
+    id="H3",
+    title=TITLE,
+    role="step",
+    order=3,
+    precedence=6,
+    reads_latency=True,
+    measure_first=("Measure a smaller decode batch before changing the chunk size or cache policy"),
+    cost=decode_share_cost,
+)
 def assess(ctx: Context) -> Finding:
     gaps = ctx.clear
     evidence: list[Evidence] = []

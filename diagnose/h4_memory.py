@@ -14,6 +14,14 @@ pool breakdown with its provenance (``probes.pool``: measured, derived or unknow
 the finding says so in words: reservation, not exhaustion. Exhaustion seen in the
 counters is still a correlation with the latency; a rerun at a lower concurrency, or
 with a larger pool, confirms it.
+
+**What it costs.** A preemption throws a sequence's KV away; it is computed again. The
+tokens recomputed are estimated as preemptions × the mean sequence at preemption (its
+prompt and half its output), and their cost is ``diagnose.costs.recompute_cost`` — the
+same unit as the prefix cache's lost reuse, so a pool that thrashes and preempts is
+weighed on what each did. Any preemption is exhaustion (strength 1, at the threshold);
+how far past it is that recomputed share of the prompt work over ``RECOMPUTE_SHARE``, so
+one preemption among hundreds of requests is a weak primary, not a strong one.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from typing import Any
 import numpy as np
 
 from diagnose.context import Context
+from diagnose.costs import recompute_cost
 from diagnose.next_steps import bench_command, report_command, server_flavour
+from diagnose.registry import Cost, hypothesis
 from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -33,8 +43,8 @@ TITLE = "KV pool exhaustion (vs reservation)"
 FULL_SHARE = 0.95
 #: Waiting requests that make a queue (one is a request caught between arrival and step).
 QUEUE = 2
-#: The strength a preemption count carries (a counter that moved, not a ratio).
-PREEMPTED_STRENGTH = 2.0
+#: Share of the prompt work recomputed by preemptions that counts as past the threshold.
+RECOMPUTE_SHARE = 0.05
 
 
 def _source(level: dict[str, Any]) -> str:
@@ -88,6 +98,56 @@ def _pool_evidence(series: ServerSeries) -> tuple[list[Evidence], dict[str, floa
     return out, shares
 
 
+def recomputed_tokens(ctx: Context, preemptions: float) -> float:
+    """Tokens the preemptions recomputed: each the mean sequence at preemption (its prompt
+    and half its output, over the completed requests)."""
+    done = ctx.view.completed
+    prompt = ctx.view.column("prompt_tokens", done)
+    output = ctx.view.column("output_tokens", done)
+    ok = np.isfinite(prompt)
+    if not ok.any():
+        return float("nan")
+    half = np.where(np.isfinite(output), output / 2.0, 0.0)
+    return float(preemptions * np.mean((prompt + half)[ok]))
+
+
+def _preempted(finding: Finding) -> float:
+    value = next((e.value for e in finding.evidence if e.name == "preemptions"), None)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _cost(ctx: Context, finding: Finding) -> Cost | None:
+    """The preemptions' recomputed tokens (``recompute_cost``); a queue alone costs
+    nothing here: overload's queueing is counted by OL."""
+    count = _preempted(finding)
+    if not count:
+        return None
+    return recompute_cost(
+        ctx, recomputed_tokens(ctx, count), f"tokens recomputed by {count:.0f} preemptions"
+    )
+
+
+def _strength(ctx: Context, preemptions: float) -> float:
+    """1 at any preemption; past it, the recomputed share of prompt work over
+    ``RECOMPUTE_SHARE``."""
+    prompt = ctx.view.column("prompt_tokens", ctx.view.completed)
+    total = float(np.nansum(prompt))
+    recomputed = recomputed_tokens(ctx, preemptions)
+    if total <= 0 or not np.isfinite(recomputed):
+        return 1.0
+    return max(1.0, recomputed / total / RECOMPUTE_SHARE)
+
+
+@hypothesis(
+    id="H4",
+    title=TITLE,
+    role="root",
+    order=4,
+    precedence=2,
+    explains={"H1": "preempted sequences are recomputed as prefills"},
+    measure_first="Measure at a lower load before changing cache policy",
+    cost=_cost,
+)
 def assess(ctx: Context) -> Finding:
     series = ctx.view.server
     evidence: list[Evidence] = []
@@ -155,9 +215,9 @@ def assess(ctx: Context) -> Finding:
     else:
         limit = concurrency_knob(server_flavour(ctx.view))
         status, summary = Status.NOT_SUPPORTED, _reservation(shares, active_peak, waiting, limit)
-    # Preemptions are a counter, not a threshold: any is exhaustion, read on the server.
+    # Any preemption is exhaustion, read on the server; past it, what it recomputed.
     strength = (
-        PREEMPTED_STRENGTH
+        _strength(ctx, preempt.value)
         if preempt.value
         else (active_peak / FULL_SHARE if active_peak is not None else None)
     )

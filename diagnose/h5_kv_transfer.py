@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from diagnose.context import Context
 from diagnose.next_steps import bench_command, simulate_command
+from diagnose.registry import hypothesis
 from probes.canonical import Histogram
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -67,6 +68,15 @@ def _next(ctx: Context) -> str:
     )
 
 
+@hypothesis(
+    id="H5",
+    title=TITLE,
+    role="root",
+    order=7,
+    precedence=4,
+    measure_first="Measure the KV transfer alone before changing the P:D split or the link",
+    contain="transfer",
+)
 def assess(ctx: Context) -> Finding:
     series = ctx.view.server
     wait, to_s, source = _seconds(series) if series is not None else (None, 1.0, "")

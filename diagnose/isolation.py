@@ -31,16 +31,34 @@ combines the lengths of a sweep. The rules, in order:
 6. otherwise ``inconclusive`` with the trials at which the interval would leave the
    band it straddles (``by="undecided"``).
 
-The *resolution* is the smallest gap counted as a channel: seconds, or a share of the
-control's gap (default 10 %: an attacker's channel a tenth of a real hit's needs a
-hundred times the probes).
+The *resolution* is the smallest gap counted as a channel: seconds (at most
+``MAX_RESOLUTION_S``: a prefix-cache hit saves a prefill, which is milliseconds to a few
+hundred; a larger band would call any leak ``isolated``), or a share of the control's gap
+(default 10 %, at most ``MAX_RESOLUTION_SHARE``: an attacker's channel a tenth of a real
+hit's needs a hundred times the probes).
+
+**The target cannot fool it.** Two ways a server could make the audit read ``isolated``
+or ``inconclusive`` without earning it are caught before the rules:
+
+* *probes that failed* (a dying server): when more than ``MAX_FAILED_SHARE`` of the
+  measured requests (primes and probes) failed, the experiment is ``failed`` and its
+  verdict ``inconclusive`` (``by="failed_probes"``), unless the server's own word already
+  proved a leak, which no later failure undoes (``failed_verdict``);
+* *cached tokens that contradict themselves* (a lying server): a fresh prefix — random
+  tokens no one sent before — cannot be cached, so a server reporting more than
+  ``FRESH_CACHED_SHARE`` of a fresh probe's prefix as cached has ``cached_tokens`` that
+  mean nothing. ``assess`` names it, sets its counts aside (rules 1 and 3 do not apply)
+  and decides on timing alone, saying so.
+
+No sentence holds ``nan``: a gap that could not be measured (too few answered probes)
+reads "unmeasured" and is inconclusive.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from diagnose.isolation_gap import TtftGap
@@ -52,6 +70,15 @@ INCONCLUSIVE = "inconclusive"
 VERDICTS = (ISOLATED, LEAKS, INCONCLUSIVE)
 #: The default resolution: a tenth of the control's gap.
 DEFAULT_RESOLUTION = "10%"
+#: The largest resolution in seconds: a prefix-cache hit saves a prefill (milliseconds to
+#: a few hundred); a wider band than this would read any real channel as ``isolated``.
+MAX_RESOLUTION_S = 0.5
+#: The largest relative resolution: half the gap a hit makes within the victim's tenant.
+MAX_RESOLUTION_SHARE = 0.5
+#: The share of an experiment's measured requests that may fail before it is ``failed``.
+MAX_FAILED_SHARE = 0.1
+#: A fresh probe reported cached for more than this share of its prefix contradicts itself.
+FRESH_CACHED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -76,10 +103,18 @@ class Resolution:
             value = float(raw) * scale
         except ValueError:
             value = math.nan
-        if not math.isfinite(value) or value <= 0 or (relative and value >= 1):
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(flag, f"{text!r} is not a positive time or share", "e.g. 10% or 2ms")
+        if relative and value > MAX_RESOLUTION_SHARE:
             raise InputError(
-                flag, f"{text!r} is not a positive time or a share below 100 %", "e.g. 10% or 2ms"
-            )
+                flag, f"{text!r} is above {MAX_RESOLUTION_SHARE:.0%} of the control's gap",
+                "a channel half a real hit's is a leak; e.g. 10%",
+            )  # fmt: skip
+        if not relative and value > MAX_RESOLUTION_S:
+            raise InputError(
+                flag, f"{text!r} is above {MAX_RESOLUTION_S * 1e3:g} ms",
+                "a cache hit saves a prefill, at most a few hundred ms; e.g. 2ms",
+            )  # fmt: skip
         return cls(value, relative)
 
     def seconds(self, control_gap_s: float) -> float:
@@ -108,9 +143,16 @@ class CacheEvidence:
     max_hit_tokens: int | None
     #: The most reported for a fresh probe (the baseline a hit must exceed).
     max_miss_tokens: int | None
+    #: Fresh probes reported cached for more than ``FRESH_CACHED_SHARE`` of their prefix
+    #: (impossible: the server's ``cached_tokens`` contradict themselves).
+    fresh_cached: int = 0
+    #: Fresh probes whose cached tokens the server reported.
+    fresh_reported: int = 0
 
     @classmethod
-    def of(cls, hit: Sequence[int | None], miss: Sequence[int | None]) -> CacheEvidence:
+    def of(
+        cls, hit: Sequence[int | None], miss: Sequence[int | None], prefix_tokens: int = 0
+    ) -> CacheEvidence:
         hits = [int(c) for c in hit if c is not None]
         misses = [int(c) for c in miss if c is not None]
         baseline = max(misses, default=0)
@@ -119,7 +161,14 @@ class CacheEvidence:
             hits=sum(c > baseline for c in hits),
             max_hit_tokens=max(hits, default=None),
             max_miss_tokens=max(misses, default=None),
+            fresh_cached=sum(c > FRESH_CACHED_SHARE * prefix_tokens for c in misses),
+            fresh_reported=len(misses),
         )
+
+    @property
+    def set_aside(self) -> CacheEvidence:
+        """The same probes with the server's counts set aside (as if not reported)."""
+        return CacheEvidence(0, 0, None, None, self.fresh_cached, self.fresh_reported)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,15 +202,56 @@ class Verdict:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:+.1f} ms"
+    return f"{seconds * 1e3:+.1f} ms" if math.isfinite(seconds) else "unmeasured"
+
+
+def _band(r: float) -> str:
+    return f"{r * 1e3:.2f} ms" if math.isfinite(r) else "an unmeasured resolution"
 
 
 def _interval(gap: TtftGap) -> str:
+    if not math.isfinite(gap.gap_s):
+        hit, miss = gap.probes
+        return f"unmeasured ({hit} hit and {miss} miss probes answered)"
     return f"{_ms(gap.gap_s)} [{_ms(gap.ci_low_s)}, {_ms(gap.ci_high_s)}]"
+
+
+def contradiction(control: Channel, cross: Channel) -> str | None:
+    """Why the server's ``cached_tokens`` cannot be believed (fresh prefixes reported
+    cached), or ``None``."""
+    lying = control.cache.fresh_cached + cross.cache.fresh_cached
+    if not lying:
+        return None
+    of = control.cache.fresh_reported + cross.cache.fresh_reported
+    return (
+        f"the server's cached_tokens contradict themselves ({lying} of {of} fresh prefixes "
+        f"reported cached): its counts are set aside and the verdict rests on timing alone"
+    )
 
 
 def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
     """The verdict for one prefix length (the rules in the module docstring)."""
+    lying = contradiction(control, cross)
+    if lying is not None:
+        control = Channel(control.gap, control.cache.set_aside)
+        cross = Channel(cross.gap, cross.cache.set_aside)
+        judged = _assess(control, cross, resolution)
+        return replace(judged, sentence=f"{lying}; {judged.sentence}")
+    return _assess(control, cross, resolution)
+
+
+def failed_verdict(verdict: Verdict, reason: str) -> Verdict:
+    """The verdict of an experiment whose requests failed beyond ``MAX_FAILED_SHARE``:
+    ``inconclusive`` (``by="failed_probes"``), unless the server's own word proved a leak."""
+    if verdict.verdict == LEAKS and verdict.by == "cached_tokens":
+        return replace(verdict, sentence=f"{verdict.sentence} (before {reason})")
+    return Verdict(
+        INCONCLUSIVE, "failed_probes", f"{reason}; no verdict rests on the rest",
+        verdict.resolution_s,
+    )  # fmt: skip
+
+
+def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
     r = resolution.seconds(control.gap.gap_s)
     if cross.cache.hits:
         return Verdict(
@@ -176,16 +266,17 @@ def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
             LEAKS,
             "timing",
             f"the attacker's probes of the secret were faster: TTFT hit − miss "
-            f"{_interval(cross.gap)}, beyond the resolution of {r * 1e3:.2f} ms; "
+            f"{_interval(cross.gap)}, beyond the resolution of {_band(r)}; "
             f"{_probes(cross.gap)}",
             r,
         )
     within = -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r
     needed = None if within else _trials_to_decide(cross.gap, r)
     timing = f"TTFT hit − miss {_interval(cross.gap)}" + (
-        f" within ±{r * 1e3:.2f} ms"
+        f" within ±{_band(r)}"
         if within
-        else f" straddles ±{r * 1e3:.2f} ms"
+        else (" against ±" if not math.isfinite(cross.gap.gap_s) else " straddles ±")
+        + _band(r)
         + (f"; about {needed} trials would decide" if needed else "")
     )
     if control.cache.hits and cross.cache.reported >= cross.gap.probes[0] > 0:
@@ -199,11 +290,13 @@ def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
     if not control.gap.ci_high_s < -r:
         short = control.gap.probes_to_exclude(-r) if control.gap.gap_s < -r else None
         why = f"{short} trials would show it" if short else "use a longer prefix"
+        if not math.isfinite(control.gap.gap_s):  # too few answered: not the prefix's fault
+            why = "more answered trials would measure it"
         return Verdict(
             INCONCLUSIVE,
             "no_power",
             f"no power: the victim's own repeat of the prefix was not faster by more than "
-            f"{r * 1e3:.2f} ms (TTFT hit − miss {_interval(control.gap)}); {why}",
+            f"{_band(r)} (TTFT hit − miss {_interval(control.gap)}); {why}",
             r,
             short,
         )
@@ -211,11 +304,15 @@ def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
         return Verdict(
             ISOLATED,
             "timing",
-            f"cached tokens not reported; {timing}, against {_ms(control.gap.gap_s)} within "
+            f"{_unreported(cross.cache)}; {timing}, against {_ms(control.gap.gap_s)} within "
             f"the victim's own tenant",
             r,
         )
     return Verdict(INCONCLUSIVE, "undecided", timing, r, needed)
+
+
+def _unreported(cache: CacheEvidence) -> str:
+    return "cached tokens set aside" if cache.fresh_reported else "cached tokens not reported"
 
 
 def _trials_to_decide(gap: TtftGap, r: float) -> int | None:

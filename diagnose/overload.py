@@ -20,6 +20,14 @@ Supported when served falls below ``SERVED_SHARE`` of offered and either the que
 or queueing dominates TTFT; weakened when only one of the readings points there. A
 closed loop (``--concurrency``) sends only when answered, so it cannot be overloaded in
 this sense: not applicable.
+
+**Strength** grows with both readings: the served/offered gap (offered ÷ served ×
+``SERVED_SHARE``, 1 at the threshold) times the square root of the queue's depth in
+units of ``QUEUE_GROWTH`` (the server's peak waiting requests, else the growth of the
+queue over the sending; 1 below it) — 1.5× capacity with 200 requests queued is far past
+any threshold, not near it. **What it costs** is the seconds requests spent queued
+(request-seconds: the server's queue-time histogram's sum, else each request's TTFT
+beyond the first third's median), ``diagnose.costs``' unit.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import numpy as np
 
 from diagnose.context import Context
 from diagnose.next_steps import bench_command
+from diagnose.registry import Cost, hypothesis
 from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "Overload (offered above served)"
@@ -143,13 +152,21 @@ def _queue_share(ctx: Context) -> tuple[float | None, str]:
     return None, ""
 
 
-def _ttft_growth(ctx: Context) -> float | None:
+def _arrival_ttfts(ctx: Context) -> tuple[tuple[float, float], np.ndarray, np.ndarray] | None:
+    """The sending's thirds, and each completed request's intended send and TTFT."""
     thirds = _thirds(ctx)
     done = ctx.view.completed
     if thirds is None or len(done) < 6:
         return None
     intended = ctx.view.column("intended_s", done)
-    ttft = ctx.view.column("first_token_s", done) - intended
+    return thirds, intended, ctx.view.column("first_token_s", done) - intended
+
+
+def _ttft_growth(ctx: Context) -> float | None:
+    found = _arrival_ttfts(ctx)
+    if found is None:
+        return None
+    thirds, intended, ttft = found
     early = ttft[intended <= thirds[0]]
     late = ttft[intended >= thirds[1]]
     early, late = early[np.isfinite(early)], late[np.isfinite(late)]
@@ -169,6 +186,56 @@ def _next(ctx: Context, rates: Rates | None) -> str:
     )
 
 
+def _queued_seconds(ctx: Context, finding: Finding) -> Cost | None:
+    """Request-seconds spent waiting (module docstring)."""
+    queue = ctx.view.raw.histogram_increase(QUEUE_METRIC)
+    if queue is not None and queue.count and queue.sum is not None:
+        how = f"server: {QUEUE_METRIC} (sum over {queue.count:.0f} requests)"
+        return Cost(float(queue.sum), how)
+    found = _arrival_ttfts(ctx)
+    if found is None:
+        return None
+    thirds, intended, ttft = found
+    early = ttft[(intended <= thirds[0]) & np.isfinite(ttft)]
+    if not early.size:
+        return None
+    excess = np.clip(ttft[np.isfinite(ttft)] - float(np.median(early)), 0.0, None)
+    return Cost(
+        float(excess.sum()),
+        f"{CLIENT}: TTFT beyond the first third's median, summed over {excess.size} requests",
+    )
+
+
+def _depth(ctx: Context, growth: float | None) -> float | None:
+    """The queue's depth: the server's peak waiting requests, else the queue's growth."""
+    series = ctx.view.server
+    if series is not None:
+        peak = series.level("waiting")["max"]
+        if peak is not None:
+            return float(peak)
+    return growth
+
+
+def overload_strength(shortfall: float | None, depth: float | None) -> float | None:
+    """The module docstring's strength: the gap past its threshold × √(depth in units of
+    ``QUEUE_GROWTH``, at least 1)."""
+    if not shortfall:
+        return None
+    return shortfall * SERVED_SHARE * max(1.0, (depth or 0.0) / QUEUE_GROWTH) ** 0.5
+
+
+@hypothesis(
+    id="OL",
+    title=TITLE,
+    role="root",
+    order=5,
+    precedence=1,
+    explains={"H4": "the queue the overload builds is what H4 sees waiting"},
+    reads_latency=True,
+    measure_first="Measure the capacity before tuning the server",
+    contain="shed",
+    cost=_queued_seconds,
+)
 def assess(ctx: Context) -> Finding:
     offered = offered_rate(ctx)
     if offered is None:
@@ -242,7 +309,7 @@ def assess(ctx: Context) -> Finding:
     queued = (share is not None and share >= QUEUE_SHARE) or (
         share is None and ttft_growth is not None and ttft_growth >= TTFT_GROWTH
     )
-    strength = rates.shortfall * SERVED_SHARE if rates.shortfall else None
+    strength = overload_strength(rates.shortfall, _depth(ctx, growth))
     basis = "server" if growth_source.startswith("server") or share is not None else "client"
     signs = [
         text

@@ -23,17 +23,30 @@ The verdict, first match wins:
    the working set (shared blocks + blocks of the requests in flight);
 5. *as expected*: otherwise, when observed is within ``TOLERANCE`` of expected (or
    above it: a warm cache from an earlier run).
+
+**What it costs** is the reuse lost: (the best hit rate the workload allowed − the
+observed) × the prompt tokens, recomputed (``diagnose.costs.recompute_cost``) — the
+unit H4's preemptions are weighed in. **One root cause**: when the cache thrashes
+because the pool is smaller than the working set, the same pool is the one running
+requests ran out of (H4's preemptions) and the prefill H1 blames is its recomputation;
+the finding then names the pool size as the cause (``pool_cause``), and its next step
+changes that cause: a pool that holds the working set, or fewer or shorter prefixes
+that fit the pool (never a lower rate: the prefixes' own blocks do not shrink with it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from diagnose.context import Context
+from diagnose.costs import recompute_cost
 from diagnose.next_steps import bench_command, server_flavour
 from diagnose.oracle_replay import Replay, replay_oracle
+from diagnose.registry import Cost, Link, hypothesis
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
-from runfmt.diagnosis import CacheHealth, Evidence, Finding
+from runfmt.diagnosis import CacheHealth, Evidence, Finding, Status
 from runtime import engine_metrics
 
 TITLE = "Prefix-cache health"
@@ -135,6 +148,100 @@ def _pool_blocks(ctx: Context) -> tuple[float | None, str]:
     return (float(blocks), "run.json oracle geometry") if blocks else (None, "unknown")
 
 
+def _value(f: Finding, prefix: str) -> float | None:
+    found = next((e.value for e in f.evidence if e.name.startswith(prefix)), None)
+    return float(found) if isinstance(found, int | float) else None
+
+
+def _observed_value(cache: Finding) -> float | None:
+    observed = _value(cache, "observed hit rate")
+    return observed if observed is not None else _value(cache, "server-counted hit rate")
+
+
+def lost_reuse_overloads(findings: Mapping[str, Finding]) -> bool:
+    """Whether the reuse the cache lost is what overloaded the server: with the hit rate
+    the workload allowed, the prompt work offered would fit in what was served
+    (offered × (1 − allowed) ≤ served × (1 − observed), prompt tokens per request
+    taken as equal)."""
+    cache, load = findings.get("PC"), findings.get("OL")
+    if cache is None or load is None or cache.strength is None:
+        return False
+    observed = _observed_value(cache)
+    offered, served = _value(load, "offered rate"), _value(load, "served rate")
+    if observed is None or offered is None or not served:
+        return False
+    allowed = observed / 100 + cache.strength * LOST_SHARE
+    return offered * (1 - min(allowed, 1.0)) <= served * (1 - observed / 100)
+
+
+def _pool_short(cache: Finding) -> tuple[float, float] | None:
+    """(pool, working set) in blocks when the cache thrashes on a pool smaller than the
+    working set."""
+    pool, working = _value(cache, "KV pool"), _value(cache, "prefix working set")
+    if cache.status != CacheHealth.THRASHING or pool is None or working is None:
+        return None
+    return (pool, working) if pool < working else None
+
+
+def pool_exhausts(findings: Mapping[str, Finding]) -> bool:
+    """Whether the pool too small for the working set is also the one the running
+    requests ran out of: the cache thrashes on it and H4 counted preemptions."""
+    cache, memory = findings.get("PC"), findings.get("H4")
+    if cache is None or memory is None or _pool_short(cache) is None:
+        return False
+    preempted = _value(memory, "preemptions")
+    return memory.status == Status.SUPPORTED and bool(preempted)
+
+
+def pool_cause(cache: Finding) -> str | None:
+    """The one cause a thrashing cache names: the pool's size against the working set."""
+    short = _pool_short(cache)
+    if short is None:
+        return None
+    pool, working = short
+    return (
+        f"the KV pool size ({pool:,.0f} blocks, {percent(pool / working)} of the "
+        f"{working:,.0f}-block working set)"
+    )
+
+
+def _cost(ctx: Context, finding: Finding) -> Cost | None:
+    """The reuse lost, recomputed: (allowed − observed) × the prompt tokens."""
+    if finding.strength is None:
+        return None
+    done = ctx.view.completed
+    prompt = float(np.nansum(ctx.view.column("prompt_tokens", done)))
+    lost = finding.strength * LOST_SHARE
+    if prompt <= 0 or lost <= 0:
+        return None
+    what = f"prompt tokens a cache should have served ({lost:.0%})"
+    return recompute_cost(ctx, lost * prompt, what)
+
+
+@hypothesis(
+    id="PC",
+    title=TITLE,
+    role="root",
+    order=8,
+    precedence=3,
+    prefix_cache=True,
+    explains={
+        "OL": Link(
+            "with the reuse the workload allowed, the prompt work offered would fit in what "
+            "was served",
+            lost_reuse_overloads,
+        ),
+        "H4": Link(
+            "the pool too small for the prefixes' working set is the pool the running "
+            "requests ran out of",
+            pool_exhausts,
+        ),
+        "H1": "prefixes that are not reused are computed again: more of the prefill H1 blames",
+    },
+    measure_first="Fix the prefix cache first, then measure again",
+    cost=_cost,
+    root_cause=pool_cause,
+)
 def assess(ctx: Context) -> Finding:
     evidence: list[Evidence] = []
     missing: list[str] = []
@@ -231,6 +338,32 @@ def _lost_reuse(
     return (max(known) - (observed or 0.0)) / LOST_SHARE
 
 
+def _fit_pool(ctx: Context, pool: float, working: float, replay: Replay) -> str:
+    """The next step of a pool smaller than the working set: change the pool or the
+    prefixes, never the rate (the shared blocks do not shrink with the load)."""
+    view = ctx.view
+    if view.engine is not None:
+        bigger = bench_command(view, engine={"num_gpu_blocks": int(2 * working)})
+    else:
+        bigger = (
+            f"a KV pool of at least {working:.0f} blocks (more GPU memory for the KV cache: "
+            "a higher memory utilisation, more GPUs or a smaller model), then "
+            + bench_command(view)
+        )
+    steps = [f"Compare with a pool that holds the working set ({working:.0f} blocks): {bigger}"]
+    params = view.spec.params if view.spec is not None else None
+    own = working - replay.shared_blocks  # the requests in flight's own blocks
+    room = (pool - own) / replay.shared_blocks if replay.shared_blocks else 0.0
+    groups = getattr(params, "groups", None)
+    if isinstance(groups, int) and groups > 1 and 0 < room < 1 and int(groups * room) >= 1:
+        fewer = max(1, int(groups * room))
+        steps.append(
+            f"or keep the pool and send fewer distinct prefixes ({fewer} of {groups} fit): "
+            + bench_command(view, sets={"groups": fewer})
+        )
+    return " — ".join(steps)  # each command ends where the next sentence begins
+
+
 def _verdict(
     ctx: Context,
     observed: float | None,
@@ -304,13 +437,7 @@ def _verdict(
                 f"unbounded pool, the server hit {percent(observed)}; the pool "
                 f"({pool:.0f} blocks) is smaller than the working set ({working:.0f})"
                 + (f" and {evictions:.0f} cached blocks were evicted." if evictions else "."),
-                "Compare with a pool that holds the working set (or fewer requests in "
-                "flight): "
-                + (
-                    bench_command(view, engine={"num_gpu_blocks": int(2 * working)})
-                    if view.engine is not None
-                    else bench_command(view) + " --max-concurrency N"
-                ),
+                _fit_pool(ctx, pool, working, replay),
             )
     if expected is not None and expected - observed >= TOLERANCE and not evictions:
         return (

@@ -203,6 +203,8 @@ class Exchanger:
                 failure = stream_failure(stream)
             elif state.streaming:
                 failure = truncated(stream, reason(exc))
+            elif dropped_unanswered(exc, record):  # sent, then closed or reset unanswered
+                failure = Failure(ErrorKind.DROPPED, reason(exc))
             else:
                 failure = Failure(ErrorKind.CONNECT, reason(exc))
         state.released()  # if never released (a refused connection): tried all the same

@@ -2,7 +2,9 @@
 
 Error classes (``ErrorKind``), by what the server did:
 
-* ``connect``: no response at all: refused, reset or closed before a status line;
+* ``connect``: no connection: refused, unreachable, or a name that does not resolve;
+* ``dropped``: the request was sent, and the connection was closed or reset before a
+  status line came back (a server that died, or a proxy that gave up);
 * ``timeout``: the per-request timeout expired (stalled before or during the stream);
 * ``http_429`` / ``http_4xx`` / ``http_5xx``: an error status (message from its body);
 * ``stream_error_event``: the stream itself carried an error event;

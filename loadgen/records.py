@@ -26,6 +26,7 @@ class ErrorKind(StrEnum):
     """Every way a request can fail, as counted in ``summary.json``'s ``errors``."""
 
     CONNECT = "connect"
+    DROPPED = "dropped"
     TIMEOUT = "timeout"
     HTTP_429 = "http_429"
     HTTP_4XX = "http_4xx"

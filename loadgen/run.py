@@ -313,7 +313,7 @@ class LoadRun:
         self._write(record, chunks)
         text = "".join(stream.text) if stream.text is not None else None
         self.sessions.ended(spec, record.output_token_ids, text)
-        if record.error_kind == ErrorKind.CONNECT:
+        if record.error_kind in (ErrorKind.CONNECT, ErrorKind.DROPPED):
             self._check_server()
         following = self.sessions.next_turn(spec)
         if following is not None and not self._stop.is_set():

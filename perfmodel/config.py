@@ -76,6 +76,11 @@ class EngineConfig:
     max_model_len: int = 32768
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
+    #: vLLM V1's async scheduling (the default of the versions the sim-to-real ground
+    #: truth ran: 0.19's resolved config says ``async_scheduling: true``): the next step is
+    #: scheduled while this one runs, so an arrival waits one step more. Honoured by the
+    #: virtual-time driver (``simulate``); the embedded server schedules each step at once.
+    async_scheduling: bool = False
     time_scale: float = 1.0
     fixed_step_s: float | None = None
     host_overhead_step_s: float = 0.0

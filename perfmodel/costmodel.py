@@ -5,12 +5,25 @@ A step is bound by whichever is slower, its arithmetic or its memory traffic:
     step = max(FLOPs / (peak · mfu), bytes / (bandwidth · efficiency))
            + per-step overhead + per-layer overhead · layers + host overhead
 
-FLOPs are ``2 · params`` per token for the linear layers plus ``4 · layers · q_heads ·
-head_dim`` per attended query-key pair. Prefill and decode tokens run at different
-efficiencies (large matmuls vs. skinny ones), so a mixed step adds the two compute times.
-Bytes are the weights (read once per step), the KV context every scheduled sequence reads
-and the KV the step writes. Under tensor parallelism each GPU does 1/tp of the FLOPs and
-holds 1/tp of the weights and KV heads; the step time is one GPU's.
+FLOPs are ``2 · active params`` per token for the linear layers plus ``4 · layers ·
+q_heads · head_dim`` per attended query-key pair. Prefill and decode tokens run at
+different efficiencies (large matmuls vs. skinny ones), so a mixed step adds the two
+compute times. Bytes are the weights (read once per step), the KV context every scheduled
+sequence reads and the KV the step writes. Under tensor parallelism each GPU does 1/tp
+of the FLOPs and holds 1/tp of the weights and KV heads; the step time is one GPU's.
+
+**Mixture of experts** (Mixtral, Qwen3 MoE): a token multiplies by its active
+parameters (the shared layers and ``experts_per_token`` of ``experts`` MLPs), and a step
+reads the shared weights and every expert at least one of its tokens was routed to. With
+routing uniform and independent, n tokens touch ``experts · (1 − (1 − k/experts)^n)``
+experts of a layer on average: one decode reads k experts, a batch of 64 Mixtral tokens
+all 8. A dense model reads all its weights whatever n.
+
+**Tensor parallelism** adds two all-reduces per layer (after attention and after the
+MLP) of the step's activations, ``tokens · hidden · dtype bytes`` each, over the GPUs'
+link: a ring all-reduce moves ``2 (tp − 1)/tp`` of that through each GPU's link, plus the
+link's small-message latency (``GpuSpec.link_bandwidth``, ``link_latency_s``), not
+overlapped with compute (vLLM's all-reduce sits between the layers' matmuls).
 
 Costing a step from a handful of aggregates (not per token) keeps the engine fast enough
 to serve hundreds of streams in real time and to simulate millions of tokens.
@@ -66,6 +79,8 @@ class StepCost:
     flops: float
     bytes: float
     bound: str  # "compute" | "bandwidth" | "fixed"
+    #: Tensor parallelism's all-reduces (0 on one GPU).
+    comm_s: float = 0.0
 
 
 class CostModel:
@@ -79,7 +94,17 @@ class CostModel:
         self.tp = tp
         self.weight_bytes_per_gpu = model.weight_bytes / tp
         self.kv_bytes_per_token = model.kv_bytes_per_token(tp)
-        self._linear_flops_per_token = 2.0 * model.params / tp
+        #: Weights every step reads, and those of all experts (read as routing touches them).
+        self.dense_bytes_per_gpu = model.dense_params * model.dtype_bytes / tp
+        self.expert_bytes_per_gpu = model.expert_params * model.dtype_bytes / tp
+        self._untouched = 1 - model.experts_per_token / model.experts if model.experts else 0.0
+        #: Per step: 2 all-reduces per layer, each a latency and bytes per token through the link.
+        allreduces = 2 * model.layers if tp > 1 else 0
+        self._comm_fixed_s = allreduces * gpu.link_latency_s
+        self._comm_s_per_token = (
+            allreduces * 2 * (tp - 1) / tp * model.hidden * model.dtype_bytes / gpu.link_bandwidth
+        )
+        self._linear_flops_per_token = 2.0 * model.active_params / tp
         self._attn_flops_per_pair = 4.0 * model.layers * model.q_heads * model.head_dim / tp
         self._prefill_flops_rate = gpu.peak_flops * config.prefill_mfu
         self._decode_flops_rate = gpu.peak_flops * config.decode_mfu
@@ -132,27 +157,48 @@ class CostModel:
             + shape.prefill_tokens
             + shape.decode_tokens
         )
-        nbytes = self.step_bytes(kv_tokens)
+        tokens = shape.prefill_tokens + shape.decode_tokens
+        nbytes = self.step_bytes(kv_tokens, tokens)
         memory_s = nbytes / self._byte_rate
+        comm_s = self.comm_time(tokens)
         if fixed is not None:
             return StepCost(
                 fixed, compute_s, memory_s, 0.0, prefill_flops + decode_flops, nbytes, "fixed"
             )
         bound = "compute" if compute_s >= memory_s else "bandwidth"
         return StepCost(
-            duration_s=max(compute_s, memory_s) + overhead,
+            duration_s=max(compute_s, memory_s) + comm_s + overhead,
             compute_s=compute_s,
             memory_s=memory_s,
             overhead_s=overhead,
             flops=prefill_flops + decode_flops,
             bytes=nbytes,
             bound=bound,
+            comm_s=comm_s,
         )
 
-    def step_bytes(self, kv_tokens: Any) -> Any:
-        """Bytes a step moves on one GPU: the weights once, and ``kv_tokens`` tokens' KV
-        (the context its sequences read and what it writes); scalars or numpy arrays."""
-        return self.weight_bytes_per_gpu + self.kv_bytes_per_token * kv_tokens
+    def comm_time(self, tokens: Any) -> Any:
+        """Seconds of a step's tensor-parallel all-reduces for ``tokens`` tokens (0 at tp 1)."""
+        if not self._comm_fixed_s:
+            return 0.0 * tokens
+        return self._comm_fixed_s + self._comm_s_per_token * tokens
+
+    def weight_bytes(self, tokens: Any = None) -> Any:
+        """Weight bytes one GPU reads in a step of ``tokens`` tokens: all of a dense model's;
+        a mixture of experts' shared weights and the experts its tokens touch (the module
+        docstring). ``None`` tokens: every weight."""
+        if tokens is None:
+            return self.weight_bytes_per_gpu
+        if not self._untouched:
+            return self.weight_bytes_per_gpu + 0.0 * tokens  # an array stays one
+        touched = 1 - self._untouched**tokens  # a step computes one token at least
+        return self.dense_bytes_per_gpu + self.expert_bytes_per_gpu * touched
+
+    def step_bytes(self, kv_tokens: Any, tokens: Any = None) -> Any:
+        """Bytes a step moves on one GPU: the weights once (``weight_bytes`` of its
+        ``tokens``), and ``kv_tokens`` tokens' KV (the context its sequences read and what
+        it writes); scalars or numpy arrays."""
+        return self.weight_bytes(tokens) + self.kv_bytes_per_token * kv_tokens
 
     @property
     def fixed_overhead_s(self) -> float:

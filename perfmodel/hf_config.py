@@ -6,7 +6,10 @@ and KV heads, head size, the MLP's intermediate size, the vocabulary and the wei
 dtype (``torch_dtype``). The parameter count is summed from those, for the Llama-family
 layout (gated MLP, no biases): per layer ``hidden · head_dim · (2 · q_heads + 2 · kv_heads)``
 for the attention projections, ``3 · hidden · intermediate`` for the MLP and two norms,
-plus the token embedding, the LM head (unless ``tie_word_embeddings``) and the final norm.
+plus the token embedding, the LM head (unless ``tie_word_embeddings``) and the final norm
+(``perfmodel.models.architecture``). A mixture of experts (``num_local_experts`` or
+``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``) has that many MLPs
+per layer and a router.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from perfmodel.models import ModelSpec
+from perfmodel.models import ModelSpec, architecture
 from workloads.errors import InputError
 
 #: ``torch_dtype`` names as the cost model's dtype names.
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16"}
+#: Where a mixture-of-experts config gives its expert count (Mixtral, Qwen3 MoE).
+_EXPERT_KEYS = ("num_local_experts", "num_experts")
 #: Keys a config must carry for the cost model (``head_dim`` defaults to hidden / heads).
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
@@ -62,10 +67,26 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     if heads % kv_heads or head_dim <= 0:
         raise InputError("model", f"{path}: {heads} heads over {kv_heads} KV heads do not divide")
     vocab = _figure(config, "vocab_size", path) if "vocab_size" in config else 0
-    per_layer = hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * inter + 2 * hidden
-    heads_out = 1 if config.get("tie_word_embeddings") else 2
-    params = layers * per_layer + heads_out * vocab * hidden + hidden
+    experts_key = next((k for k in _EXPERT_KEYS if config.get(k)), None)
+    experts = _figure(config, experts_key, path) if experts_key else 0
+    moe = (
+        _figure(config, "moe_intermediate_size", path)
+        if config.get("moe_intermediate_size")
+        else None
+    )
     dtype = _TORCH_DTYPES.get(str(config.get("torch_dtype", "bfloat16")), "bf16")
-    return ModelSpec(
-        path.parent.name, float(params), layers, hidden, heads, kv_heads, head_dim, dtype
+    return architecture(
+        path.parent.name,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        intermediate=inter,
+        vocab=vocab,
+        head_dim=head_dim,
+        tie_embeddings=bool(config.get("tie_word_embeddings")),
+        experts=experts,
+        experts_per_token=_figure(config, "num_experts_per_tok", path) if experts else 0,
+        moe_intermediate=moe,
+        dtype=dtype,
     )

@@ -10,12 +10,25 @@ Model figures are the public architecture configs (Hugging Face ``config.json``)
 ``qwen2.5-7b`` (7.62 B, 28 layers, hidden 3584, 28 / 4 heads, head 128) and
 ``mistral-7b`` (v0.3: 7.25 B, 32 layers, hidden 4096, 32 / 8 heads, head 128), all bf16.
 
+The models of the public real-GPU measurements the sim-to-real scoreboard replays are
+presets too, summed from their ``config.json`` by ``architecture`` (the same arithmetic
+as ``perfmodel.hf_config``) and also found by their Hugging Face id: Llama-2-7b (MHA:
+32 KV heads), Llama-2-70b, CodeLlama-34b, Mixtral-8x7B and -8x22B (8 experts, 2 per
+token), Qwen3-14B, Qwen3-32B and Qwen3-30B-A3B (128 experts, 8 per token), Llama-3.1-8B.
+A mixture-of-experts model carries its expert count, experts per token and the
+parameters inside its experts: a token's FLOPs use the *active* parameters, a step's
+weight traffic the experts its tokens touch (``perfmodel.costmodel``).
+
 A custom model is either an inline spec,
 ``custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128`` (optional ``hidden``,
 default ``q_heads * head_dim``, and ``dtype``, default bf16), or the path of a ``.json`` or
 ``.toml`` file holding the same keys (plus an optional ``name``).
 
-GPU memory is in GiB as the driver reports it ("80 GB" H100 ≈ 80 GiB of HBM).
+GPU memory is in GiB as the driver reports it ("80 GB" H100 ≈ 80 GiB of HBM). A GPU's
+``link_bandwidth`` is one direction of its GPU-to-GPU link (H100 SXM NVLink 4: 900 GB/s
+both ways, 450 each; PCIe Gen4 x16 32 GB/s, Gen5 64 GB/s per direction) and
+``link_latency_s`` one small all-reduce's latency over it (NVLink ~10 µs, PCIe ~25 µs:
+the published small-message figures of NCCL and vLLM's custom all-reduce).
 """
 
 from __future__ import annotations
@@ -59,10 +72,27 @@ class ModelSpec:
     kv_heads: int
     head_dim: int
     dtype: str = "bf16"
+    #: Mixture of experts: experts per layer (0: a dense model), experts each token is
+    #: routed to, and the parameters inside all experts of all layers.
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_params: float = 0.0
 
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token's forward pass multiplies by (all of a dense model's)."""
+        if not self.experts:
+            return self.params
+        return self.params - self.expert_params * (1 - self.experts_per_token / self.experts)
+
+    @property
+    def dense_params(self) -> float:
+        """Parameters every step reads whatever its tokens' routing (all but the experts)."""
+        return self.params - self.expert_params
 
     @property
     def weight_bytes(self) -> float:
@@ -87,6 +117,89 @@ class GpuSpec:
     peak_flops: float
     bandwidth: float
     memory_bytes: float
+    link_bandwidth: float = 450e9
+    link_latency_s: float = 10e-6
+
+
+def architecture(
+    name: str,
+    *,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    vocab: int,
+    head_dim: int | None = None,
+    tie_embeddings: bool = False,
+    experts: int = 0,
+    experts_per_token: int = 0,
+    moe_intermediate: int | None = None,
+    dtype: str = "bf16",
+) -> ModelSpec:
+    """A Llama-family model (gated MLP, no biases) from its ``config.json`` figures.
+
+    Per layer: ``hidden · head_dim · (2 · heads + 2 · kv_heads)`` attention projections,
+    two norms, and a gated MLP of ``3 · hidden · intermediate``; a mixture of experts has
+    ``experts`` such MLPs of ``moe_intermediate`` (default ``intermediate``) and a router
+    of ``hidden · experts``. Plus the embedding, the LM head (unless tied) and the final
+    norm.
+    """
+    head_dim = head_dim or hidden // heads
+    attention = hidden * head_dim * (2 * heads + 2 * kv_heads) + 2 * hidden
+    if experts:
+        expert_layer = experts * 3 * hidden * (moe_intermediate or intermediate)
+        per_layer = attention + expert_layer + hidden * experts
+    else:
+        expert_layer = 0
+        per_layer = attention + 3 * hidden * intermediate
+    params = layers * per_layer + (1 if tie_embeddings else 2) * vocab * hidden + hidden
+    return ModelSpec(
+        name,
+        float(params),
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        dtype,
+        experts=experts,
+        experts_per_token=experts_per_token if experts else 0,
+        expert_params=float(layers * expert_layer),
+    )
+
+
+_LLAMA2 = {"vocab": 32000}
+_QWEN3 = {"vocab": 151936, "head_dim": 128}
+
+#: The public models of the sim-to-real ground truth, by Hugging Face id → preset.
+HF_IDS: dict[str, ModelSpec] = {
+    "meta-llama/Llama-2-7b-hf": architecture(
+        "llama-2-7b", hidden=4096, layers=32, heads=32, kv_heads=32, intermediate=11008,
+        dtype="fp16", **_LLAMA2),
+    "meta-llama/Llama-2-70b-hf": architecture(
+        "llama-2-70b", hidden=8192, layers=80, heads=64, kv_heads=8, intermediate=28672,
+        dtype="fp16", **_LLAMA2),
+    "codellama/CodeLlama-34b-Instruct-hf": architecture(
+        "codellama-34b", hidden=8192, layers=48, heads=64, kv_heads=8, intermediate=22016,
+        **_LLAMA2),
+    "mistralai/Mixtral-8x7B-v0.1": architecture(
+        "mixtral-8x7b", hidden=4096, layers=32, heads=32, kv_heads=8, intermediate=14336,
+        experts=8, experts_per_token=2, **_LLAMA2),
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": architecture(
+        "mixtral-8x22b", hidden=6144, layers=56, heads=48, kv_heads=8, intermediate=16384,
+        vocab=32768, experts=8, experts_per_token=2),
+    "Qwen/Qwen3-14B": architecture(
+        "qwen3-14b", hidden=5120, layers=40, heads=40, kv_heads=8, intermediate=17408, **_QWEN3),
+    "Qwen/Qwen3-32B": architecture(
+        "qwen3-32b", hidden=5120, layers=64, heads=64, kv_heads=8, intermediate=25600, **_QWEN3),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": architecture(
+        "qwen3-30b-a3b", hidden=2048, layers=48, heads=32, kv_heads=4, intermediate=6144,
+        experts=128, experts_per_token=8, moe_intermediate=768, **_QWEN3),
+    "meta-llama/Llama-3.1-8B": architecture(
+        "llama-3.1-8b", hidden=4096, layers=32, heads=32, kv_heads=8, intermediate=14336,
+        vocab=128256),
+}  # fmt: skip
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -96,8 +209,10 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("llama-3.1-70b", 70.6e9, 80, 8192, 64, 8, 128),
         ModelSpec("qwen2.5-7b", 7.62e9, 28, 3584, 28, 4, 128),
         ModelSpec("mistral-7b", 7.25e9, 32, 4096, 32, 8, 128),
+        *(m for m in HF_IDS.values() if m.name != "llama-3.1-8b"),
     )
 }
+_BY_HF_ID = {hf.lower(): MODELS[m.name] for hf, m in HF_IDS.items()}
 
 GPUS: dict[str, GpuSpec] = {
     g.name: g
@@ -107,6 +222,11 @@ GPUS: dict[str, GpuSpec] = {
         GpuSpec("a100-80gb", 312e12, 2.039e12, 80 * GIB),
         GpuSpec("l40s", 362e12, 0.864e12, 48 * GIB),
         GpuSpec("mi300x", 1307.4e12, 5.3e12, 192 * GIB),
+        # GeForce RTX 4090 (Ada): 165.2 TFLOP/s dense bf16 with fp32 accumulate, 1,008 GB/s
+        # GDDR6X, 24 GB; no NVLink: GPUs talk over PCIe Gen4 x16
+        GpuSpec("rtx-4090", 165.2e12, 1.008e12, 24 * GIB, 32e9, 25e-6),
+        # RTX PRO 6000 Blackwell: ~504 TFLOP/s dense bf16, 1,792 GB/s GDDR7, 96 GB; PCIe Gen5
+        GpuSpec("rtx-pro-6000", 503.8e12, 1.792e12, 96 * GIB, 64e9, 25e-6),
     )
 }
 
@@ -120,7 +240,8 @@ _CUSTOM_HELP = (
 
 _DEVICE_HELP = (
     "use one of {} or a device of your own, 'custom:peak_flops=1e12,bandwidth=5e10,memory_gib=16'"
-    " (FLOP/s, bytes/s, GiB; e.g. a CPU, whose efficiencies simulate --calibrate then fits)"
+    " (FLOP/s, bytes/s, GiB; optional link_gbps, link_latency_us; e.g. a CPU, whose"
+    " efficiencies simulate --calibrate then fits)"
 )
 
 
@@ -140,12 +261,19 @@ def resolve_gpu(name: str) -> GpuSpec:
         ) from None
     if not all(0 < f < float("inf") for f in figures):
         raise InputError("gpu", f"custom device {name!r} has a figure <= 0 or not finite")
-    return GpuSpec(name, figures[0], figures[1], figures[2] * GIB)
+    try:  # optional: the GPU-to-GPU link (GB/s one way, µs per small all-reduce)
+        link = float(spec.get("link_gbps", GpuSpec.link_bandwidth / 1e9)) * 1e9
+        latency = float(spec.get("link_latency_us", GpuSpec.link_latency_s * 1e6)) / 1e6
+    except ValueError:
+        raise InputError("gpu", f"custom device {name!r}: link figures must be numbers") from None
+    if not (link > 0 and latency >= 0):
+        raise InputError("gpu", f"custom device {name!r}: link_gbps must be > 0")
+    return GpuSpec(name, figures[0], figures[1], figures[2] * GIB, link, latency)
 
 
 def resolve_model(name: str) -> ModelSpec:
     """A preset, an inline ``custom:k=v,...`` spec, or a JSON/TOML file of the same keys."""
-    preset = MODELS.get(name.lower())
+    preset = MODELS.get(name.lower()) or _BY_HF_ID.get(name.lower())
     if preset is not None:
         return preset
     from perfmodel.hf_config import hf_config_path, model_from_hf_config

@@ -1,7 +1,8 @@
 """The ``prefillscope`` command line: one typer app (``prefillscope.app``), one module per command.
 
 Every command takes ``--json``. Bad input surfaces as one line on stderr and exit
-status 2 (``InputError``), never as a traceback. The app is imported inside ``main``, so
+status 2 (``InputError``), never as a traceback; a write that failed (``runtime.atomic``)
+as one line saying what was kept and exit status 6. The app is imported inside ``main``, so
 a Ctrl-C pressed while the CLI loads is the same one line and exit status 130 as one
 pressed later. SIGTERM and SIGHUP stop a command as Ctrl-C does (``runtime.signals``),
 with exit status 143 and 129.
@@ -60,6 +61,7 @@ def _run(app: typer.Typer) -> NoReturn:
     """
     import typer
 
+    from runtime.atomic import EXIT_WRITE_FAILED, WriteFailed
     from workloads.errors import InputError
 
     try:  # typer >= 0.26 vendors its own copy of click
@@ -71,6 +73,8 @@ def _run(app: typer.Typer) -> NoReturn:
         status = _invoked_only(app, sys.argv[1:])(standalone_mode=False)
     except InputError as exc:
         _fail(str(exc), 2)
+    except WriteFailed as exc:  # runtime.atomic: the target as it was, no temporary left
+        _fail(f"write failed: {exc}", EXIT_WRITE_FAILED)
     except click_exceptions.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         sys.exit(0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
@@ -214,8 +215,26 @@ def show(compared: Compared, output_format: str, step_summary: str | None) -> No
             _print_table(result)
         typer.echo(knee_sentence(compared.knees()))
     if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as fh:
-            fh.write(markdown(compared) + "\n")
+        _append_step_summary(step_summary, markdown(compared) + "\n")
+
+
+def _append_step_summary(path: str, text: str) -> None:
+    """Append to ``$GITHUB_STEP_SUMMARY``; a write that fails is a warning on stderr, never
+    the gate's verdict (the exit status stays the comparison's)."""
+    import sys
+
+    from runtime.atomic import failure_reason
+
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        where = os.path.dirname(path) or "."
+        print(
+            f"prefillscope: warning: $GITHUB_STEP_SUMMARY ({path}) not written: "
+            f"{failure_reason(where, exc)}; the verdict stands",
+            file=sys.stderr,
+        )
 
 
 def _print_table(result: CompareResult) -> None:

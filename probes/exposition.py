@@ -162,19 +162,40 @@ def metrics_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def get_text(url: str, timeout_s: float = 5.0) -> str:
-    """The exposition text at ``url`` (already a metrics URL), unparsed; one blocking GET.
-    Every failure — refused, timed out, an answer other than HTTP 200 — is an
-    ``InputError`` naming the URL."""
+#: The most a /metrics page may weigh: vLLM's is ~100 KiB; a page beyond this is not a
+#: metrics page a run should journal every half second (the scrape fails, the run goes on).
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+_READ_BYTES = 64 * 1024
+
+
+def get_text(url: str, timeout_s: float = 5.0, max_bytes: int = MAX_PAGE_BYTES) -> str:
+    """The exposition text at ``url`` (already a metrics URL), unparsed; one blocking GET
+    bounded in time (``timeout_s`` for the whole answer, not per read: a page that trickles
+    is cut) and size (``max_bytes``). Every failure — refused, timed out, too large, an
+    answer other than HTTP 200 — is an ``InputError`` naming the URL."""
     import http.client
+    import time
     import urllib.error
     import urllib.request
 
+    deadline = time.monotonic() + timeout_s
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             status = response.status
-            body = response.read()
             charset = response.headers.get_content_charset() or "utf-8"
+            parts: list[bytes] = []
+            size = 0
+            while chunk := response.read1(_READ_BYTES):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise InputError(
+                        "metrics", f"GET {url}: the page is larger than {max_bytes:,} bytes",
+                        "scrape a smaller page (--mapping) or drop --server-metrics",
+                    )  # fmt: skip
+                if time.monotonic() > deadline:
+                    raise InputError("metrics", f"GET {url}: no whole page within {timeout_s:g} s")
+                parts.append(chunk)
+            body = b"".join(parts)
     except urllib.error.HTTPError as exc:
         exc.close()
         status, body, charset = exc.code, b"", "utf-8"

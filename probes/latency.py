@@ -42,7 +42,7 @@ from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_L
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
-from probes.token_gaps import chunk_counts, token_chunks, token_gaps
+from probes.token_gaps import TokenGaps, chunk_counts, token_chunks, token_gaps
 from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.columns import Columns, Table, numbers
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
@@ -126,11 +126,23 @@ def measured_window(requests: Table) -> Window:
     return Window(float(starts.min()), float(ends.max()))
 
 
+def possible_tokens(requests: Table, ok: np.ndarray) -> tuple[np.ndarray, int]:
+    """The output tokens of the rows ``ok`` selects, an impossible (negative) count — a
+    server's usage that cannot be right — as 0; and how many were left out so."""
+    counts = numbers(requests, "output_tokens")[ok]
+    impossible = counts < 0
+    return np.where(impossible, 0.0, np.nan_to_num(counts)), int(impossible.sum())
+
+
 def throughput(requests: Table, window: Window) -> dict[str, Any]:
-    """Completed requests and their output tokens per second over the measured window."""
+    """Completed requests and their output tokens per second over the measured window
+    (a negative token count, which a server's usage can claim, is left out and counted
+    in ``output_tokens_excluded``)."""
     ok = completed_mask(requests)
-    tokens = float(np.nansum(numbers(requests, "output_tokens")[ok]))
+    counts, excluded = possible_tokens(requests, ok)
+    tokens = float(counts.sum())
     rate = (1.0 / window.seconds) if window.valid else None
+    extra = {"output_tokens_excluded": excluded} if excluded else {}
     return {
         "requests_per_s": int(ok.sum()) * rate if rate is not None else None,
         "output_tokens_per_s": tokens * rate if rate is not None else None,
@@ -138,7 +150,7 @@ def throughput(requests: Table, window: Window) -> dict[str, Any]:
         "window_s": window.seconds if window.valid else None,
         "start_s": window.start_s if window.valid else None,
         "end_s": window.end_s if window.valid else None,
-    }
+    } | extra
 
 
 def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
@@ -153,7 +165,7 @@ def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
         return pd.DataFrame({"requests_per_s": [], "output_tokens_per_s": []})
     ok = completed_mask(requests)
     end = numbers(requests, "end_s")[ok]
-    tokens = np.nan_to_num(numbers(requests, "output_tokens")[ok])
+    tokens, _ = possible_tokens(requests, ok)
     edges = np.linspace(window.start_s, window.end_s, bins + 1)
     slot = np.clip(np.searchsorted(edges, end, side="right") - 1, 0, bins - 1)
     width = window.seconds / bins
@@ -354,6 +366,18 @@ def prefix_hit_rates(requests: Table) -> dict[str, Any]:
     return rates
 
 
+def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
+    """Each latency of ``LATENCY_METRICS`` described over the completed requests (ITL over
+    ``gaps``), with its ``max``: the part of ``summary.json`` that ``simulate`` reports too,
+    from the same columns (``latency_columns``) and gaps (``probes.token_gaps``)."""
+    ok = np.asarray(latencies["ok"], dtype=bool)
+    out: dict[str, Any] = {}
+    for metric in LATENCY_METRICS:
+        values = finite(gaps.gap_s if metric == "itl_s" else latencies[metric][ok])
+        out[metric] = describe(values) | {"max": float(values.max()) if values.size else None}
+    return out
+
+
 def summarize_frames(
     requests: Table,
     chunks: Table,
@@ -381,9 +405,7 @@ def summarize_frames(
         "errors": error_counts(runs),
         "error_messages": error_messages(runs),
     }
-    for metric in LATENCY_METRICS:
-        values = gaps.gap_s if metric == "itl_s" else latencies[metric][ok]
-        summary[metric] = describe(values)
+    summary |= latency_summary(latencies, gaps)
     summary["throughput"] = throughput(runs, window)
     summary["goodput"] = (
         goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -79,12 +80,17 @@ class PrometheusSource:
                 "--prometheus", f"{url!r} is not an http(s) URL", "e.g. http://host:9090"
             )
         self.url = url.rstrip("/")
+        # A query string (``?token=T``, how token gateways take their key) goes with every
+        # request as parameters, after the API path, not before it.
+        parts = urlsplit(url)
+        self._params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
         self.selector = selector
         self.timeout_s = timeout_s
         self.status = ProbeStatus("prometheus")
         self._mapping = mapping
         self._client = PrometheusConnect(
-            self.url,
+            base,
             disable_ssl=True,
             retry=Retry(total=1, backoff_factor=0.1, status_forcelist=(502, 503, 504)),
             timeout=timeout_s,
@@ -144,10 +150,11 @@ class PrometheusSource:
     # -- HTTP ------------------------------------------------------------------------------
     def _get(self, promql: str, window: tuple[datetime, datetime, float] | None = None) -> list:
         try:
+            params = dict(self._params) or None  # the library adds its own to the dict
             if window is None:
-                return self._client.custom_query(promql)
+                return self._client.custom_query(promql, params=params)
             start, end, step = window
-            return self._client.custom_query_range(promql, start, end, str(step))
+            return self._client.custom_query_range(promql, start, end, str(step), params=params)
         except requests.RequestException as exc:
             reason = f"Prometheus at {self.url} unreachable: {type(exc).__name__}"
             raise InputError("--prometheus", reason, "is the server up?") from None

@@ -1,6 +1,6 @@
 """What a run's requests were, counted: by kind, by error class, by the server's message.
 
-Over the requests given (``probes.latency.summarize`` gives the measured ones); a
+Over the requests given (``probes.latency.summarize_frames`` gives the measured ones); a
 request counts as failed when its status is not ``ok``.
 """
 

@@ -79,8 +79,14 @@ def token_gaps(chunks: Table, request_ids: Any = None) -> TokenGaps:
     """
     df = token_chunks(chunks, request_ids)
     codes, uniques = factorize(df["request_id"])
-    t = df["t_s"].astype(float)
-    n = df["n_tokens"].astype(np.int64)
+    return gaps_of(codes, df["t_s"].astype(float), df["n_tokens"].astype(np.int64), uniques)
+
+
+def gaps_of(codes: np.ndarray, t: np.ndarray, n: np.ndarray, request_ids: Any) -> TokenGaps:
+    """The gaps of token-bearing chunks given as arrays: each chunk's request (an index
+    into ``request_ids``), arrival time and token count. ``token_gaps`` reads them from a
+    chunks table; the simulator, whose streams it holds as arrays already, calls this."""
+    uniques = np.asarray(request_ids)
     in_order = np.all((codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1]) & (t[1:] >= t[:-1])))
     if not in_order:  # runs write each request's chunks together and in time order
         order = np.lexsort((t, codes))

@@ -23,7 +23,8 @@ is a contract the HTML report renders: ``run``; ``decision`` (``hard_failure``,
 client) and ``prefix_cache``, each
 with ``id``, ``title``, ``status``, ``summary``, ``evidence`` (``name``, ``value``,
 ``unit``, ``source``, ``detail``), ``missing``, ``next``, and the ranking's ``strength``,
-``basis``, ``impact``, ``explains``; and ``primary`` (``finding``, ``confidence``,
+``basis``, ``impact``, ``explains``, ``cost_s`` (the latency the cause explains, in
+request-seconds) with ``cost_how``; and ``primary`` (``finding``, ``confidence``,
 ``why``, ``secondary``: ``diagnose.ranking``). Keys are only ever added.
 """
 
@@ -127,6 +128,10 @@ class Finding:
     impact: float | None = None
     #: Ids of findings this one explains (``PC`` thrashing → more prefill → ``H1``).
     explains: list[str] = field(default_factory=list)
+    #: The latency the cause explains, in request-seconds (``diagnose.costs``), and how
+    #: it was reckoned; None when it cannot be said.
+    cost_s: float | None = None
+    cost_how: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +146,8 @@ class Finding:
             "impact": clean_number(self.impact),
             "basis": self.basis or None,
             "explains": list(self.explains),
+            "cost_s": clean_number(self.cost_s),
+            "cost_how": self.cost_how or None,
         }
 
     @classmethod
@@ -157,6 +164,8 @@ class Finding:
             basis=_text(doc.get("basis")),
             impact=_number(doc.get("impact")),
             explains=[_text(e) for e in _list(doc.get("explains"))],
+            cost_s=_number(doc.get("cost_s")),
+            cost_how=_text(doc.get("cost_how")),
         )
 
 

@@ -16,7 +16,7 @@ import base64
 import math
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,29 +144,43 @@ def _rows_table(rows: list[dict[str, Any]]) -> Columns:
     return Columns({name: _column([row.get(name) for row in rows]) for name in names}, len(rows))
 
 
-def read_journal(journal: Path) -> Columns:
+#: Rows (or batch lines) gathered before they are turned into one part of a table: a
+#: bound on the Python objects held at once while a journal is read in parts.
+PART_ROWS = 4096
+
+
+def read_journal(journal: Path, fits: Callable[[dict], bool] | None = None) -> Columns:
     """Every row of a journal, batch lines expanded, in the order they were written.
 
-    A line that is not a JSON object is skipped and counted (one warning line says how
-    many), and the read goes on. The last line without its newline is a write cut short
-    (the run is still going, or crashed mid-line): skipped without a warning.
-    numpy and pyarrow are imported here, not with the module: the probe process only
-    appends rows.
+    A line that is not a JSON object, or a row that ``fits`` refuses (a column of the
+    wrong type: ``runfmt.tables.TableSchema.fits``), is skipped and counted (one warning
+    line says how many), and the read goes on. The last line without its newline is a
+    write cut short (the run is still going, or crashed mid-line): skipped without a
+    warning. numpy and pyarrow are imported here, not with the module: the probe process
+    only appends rows.
     """
     from runfmt.columns import concat
 
-    tables: list[Columns] = []
+    return concat(list(journal_parts(journal, fits)))
+
+
+def journal_parts(
+    journal: Path, fits: Callable[[dict], bool] | None = None, part_rows: int = PART_ROWS
+) -> Iterator[Columns]:
+    """``read_journal``'s rows in consecutive parts of about ``part_rows`` lines each, so
+    a reader that converts each part (the compaction to parquet) never holds a long
+    run's rows as Python objects at once."""
     rows: list[dict[str, Any]] = []
     batch = _BatchRows()
     skipped = 0
 
-    def flush() -> None:
+    def parts() -> Iterator[Columns]:
         nonlocal rows, batch
         if rows:
-            tables.append(_rows_table(rows))
+            yield _rows_table(rows)
             rows = []
         if batch.lengths:
-            tables.append(batch.table())
+            yield batch.table()
             batch = _BatchRows()
 
     with journal.open(encoding="utf-8", errors="replace") as fh:
@@ -179,21 +193,23 @@ def read_journal(journal: Path) -> Columns:
                 skipped += raw.endswith("\n")  # a torn last line is not damage
                 continue
             if BATCH_KEY not in obj:
-                if batch.lengths:
-                    flush()
+                if fits is not None and not fits(obj):
+                    skipped += 1
+                    continue
+                if batch.lengths or len(rows) >= part_rows:
+                    yield from parts()
                 rows.append(obj)
                 continue
-            if rows or not batch.fits(obj):
-                flush()
+            if rows or not batch.fits(obj) or len(batch.lengths) >= part_rows:
+                yield from parts()
             try:
                 batch.add(obj)
             except (TypeError, ValueError, AttributeError):  # a batch line mangled inside
                 skipped += 1
-    flush()
+    yield from parts()
     if skipped:
         plural = "s" if skipped > 1 else ""
         warn_once(f"{journal}: skipped {skipped} unreadable line{plural}")
-    return concat(tables)
 
 
 def one_line(exc: BaseException) -> str:

@@ -25,12 +25,11 @@ does not fit releases it and is written again.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runfmt.journal import (
     BATCH_KEY,
@@ -38,39 +37,31 @@ from runfmt.journal import (
     clean_value,
     dumps_line,
     encode_column,
+    journal_parts,
     loads_line,
     one_line,
     parse_line,
     read_journal,
 )
 from runfmt.names import journal_file, parquet_file
-from runtime import redact
+from runtime import atomic, redact
+from runtime.atomic import WriteFailed, failure_reason
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Bytes ``RunDir.reserve`` sets aside for ``run.json`` and ``summary.json`` at the end.
 RESERVE_BYTES = 256 * 1024
 _RESERVE_FILE = ".reserve"
 
 
-class RunWriteError(OSError):
+class RunWriteError(WriteFailed):
     """A write to the run directory failed; ``reason`` is the one line that says so."""
 
-    def __init__(self, errno_: int | None, reason: str) -> None:
-        super().__init__(errno_, reason)
-        self.reason = reason
 
-    def __str__(self) -> str:
-        return self.reason
-
-
-def write_failure_reason(folder: Path, exc: OSError) -> str:
-    """The one line for a failed write: ``no space left on DIR``, ``DIR is not writable``."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on {folder}"
-    why = exc.strerror or type(exc).__name__
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return f"{folder} is not writable ({why})"
-    return f"cannot write to {folder} ({why})"
+#: The one line for a failed write (``runtime.atomic``).
+write_failure_reason = failure_reason
 
 
 class TableWriter:
@@ -200,7 +191,7 @@ class RunDir:
     def __init__(self, path: str | Path, *, create: bool = False) -> None:
         self.path = Path(path)
         if create:
-            self.path.mkdir(parents=True, exist_ok=True)
+            atomic.make_folder(self.path)
         elif not self.path.is_dir():
             raise FileNotFoundError(f"no run directory at {self.path}")
         self._writers: dict[str, TableWriter] = {}
@@ -223,7 +214,7 @@ class RunDir:
             self.write_failure = reason
             for callback in self._watchers:
                 callback(reason)
-        return RunWriteError(exc.errno, reason)
+        return RunWriteError(exc.errno, reason, cause=exc)
 
     def reserve(self, size: int = RESERVE_BYTES) -> None:
         """Set ``size`` bytes aside for the last documents (released when one does not fit)."""
@@ -259,26 +250,18 @@ class RunDir:
     def _replace(self, name: str, write: Callable[[Path], object]) -> None:
         """``write`` a temp file beside ``name``, then rename it into place; a failed write
         leaves ``name`` as it was and no temp file (``RunWriteError``)."""
-        target = self.path / name
-        tmp = target.with_name(target.name + ".tmp")
         try:
-            write(tmp)
-            tmp.replace(target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise self.failed(exc) from None
+            atomic.replace(self.path / name, write)
+        except WriteFailed as exc:
+            raise self.failed(exc.cause or exc).keeping(exc.kept or "") from None
 
     def compact(self, name: str) -> None:
         """The table's parquet file from its journal (which stays); ``RunWriteError`` when
         it cannot be written, with no parquet file left behind."""
         journal = self.path / journal_file(name)
         if journal.exists():
-            import pyarrow.parquet as pq
-
-            table = read_journal(journal).to_arrow()
             try:
-                self._replace(parquet_file(name), lambda tmp: pq.write_table(table, tmp))
+                self._replace(parquet_file(name), lambda tmp: _write_parquet(journal, tmp))
             except RunWriteError:
                 with contextlib.suppress(OSError):  # an earlier one is stale: the journal reads
                     (self.path / parquet_file(name)).unlink()
@@ -363,6 +346,43 @@ class RunDir:
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
+
+
+def _write_parquet(journal: Path, path: Path) -> None:
+    """The journal as a parquet file at ``path``, converted and written a part at a time
+    (``journal_parts``, one row group each): a long run's rows are never all Python
+    objects at once, nor one row group's encoded pages. Each column's type is what the
+    parts agree on (``promote_options="permissive"``: a column empty in one part takes
+    the others' type, whole numbers and fractions are fractions), as a read of the whole
+    journal infers it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = [part.to_arrow() for part in journal_parts(journal) if part.columns]
+    if not parts:
+        pq.write_table(read_journal(journal).to_arrow(), path)
+        return
+    try:
+        schema = pa.unify_schemas([p.schema for p in parts], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # parts that disagree: read it whole
+        pq.write_table(read_journal(journal).to_arrow(), path)
+        return
+    with pq.ParquetWriter(path, schema) as writer:
+        while parts:
+            writer.write_table(_conformed(parts.pop(0), schema))
+
+
+def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``part`` with ``schema``'s columns in its order (nulls where it has none), cast."""
+    import pyarrow as pa
+
+    columns = [
+        part.column(f.name).cast(f.type)
+        if f.name in part.column_names
+        else pa.nulls(part.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.table(columns, schema=schema)
 
 
 def _tagged(line: bytes, tag: Mapping[str, Any]) -> bytes:

@@ -1,6 +1,6 @@
 """``summary.json``: the figures of one bench run, typed by section, with its version.
 
-``probes.latency.summarize`` computes the client's sections and
+``probes.latency.summarize_frames`` computes the client's sections and
 ``probes.server_summary`` the server's; the session writes them through ``Summary``,
 which keeps each as the JSON object it is, so a summary read and written back is
 unchanged. Readers take its typed sections, ``Summary.typed`` (``SummarySections``; of a
@@ -19,7 +19,6 @@ from typing import Any, ClassVar, Self
 
 from runfmt.document import SectionedDocument
 from runfmt.names import SUMMARY_JSON
-from runfmt.rundir import RunDir
 from runfmt.summary_sections import (
     ChunksSection,
     ClientSection,
@@ -136,8 +135,3 @@ class SummarySections:
 
 #: A summary as a reader may hold it: its typed sections, its JSON object, or none.
 SummaryLike = SummarySections | Raw | None
-
-
-def read_summary(run: RunDir) -> Summary:
-    """The run's ``summary.json``, typed (``InputError`` when missing or unreadable)."""
-    return Summary.read(run)

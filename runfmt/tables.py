@@ -21,6 +21,7 @@ with its run (``runfmt.run.open_run``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -52,12 +53,41 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+#: The JSON types a column's value may take (``None`` always may, unless required).
+_KINDS: dict[str, tuple[type, ...]] = {
+    "number": (int, float),
+    "int": (int,),
+    "text": (str,),
+    "flag": (bool,),
+    "list": (list,),
+}
+
+
 @dataclass(frozen=True)
 class TableSchema:
-    """One table of a run directory: its name and the columns of its rows."""
+    """One table of a run directory: its name and the columns of its rows; ``kinds``
+    the JSON type of the columns a row must get right (``_KINDS``), ``required`` those it
+    must have. A journal row that breaks them is skipped and counted like a torn line."""
 
     name: str
     columns: tuple[str, ...]
+    kinds: tuple[tuple[str, str], ...] = ()
+    required: tuple[str, ...] = ()
+
+    def fits(self, row: dict) -> bool:
+        """Whether ``row`` (a journal line) has every required column and each kind right."""
+        for column, kind in self.kinds:
+            value = row.get(column)
+            if value is None:
+                if column in self.required:
+                    return False
+                continue
+            allowed = _KINDS[kind]
+            if isinstance(value, bool) and bool not in allowed:
+                return False
+            if not isinstance(value, allowed):
+                return False
+        return True
 
 
 #: One row per request: what was sent, when each stage happened (run clock), tokens, outcome.
@@ -68,6 +98,15 @@ REQUESTS = TableSchema(
      "cached_tokens", "expected_cached_tokens", "max_tokens", "num_chunks", "multi_token_chunks",
      "token_count_method", "finish_reason", "status", "error_kind", "http_status",
      "error_message", "retried", "usage_suspect", "output_token_ids", "output_logprobs"),
+    kinds=(("id", "text"), ("kind", "text"), ("status", "text"), ("warmup", "flag"),
+           *((c, "number") for c in ("intended_s", "released_s", "sent_s", "first_token_s",
+                                     "end_s")),
+           *((c, "int") for c in ("prompt_tokens", "output_tokens", "cached_tokens",
+                                  "expected_cached_tokens", "max_tokens", "num_chunks",
+                                  "multi_token_chunks", "http_status")),
+           *((c, "text") for c in ("token_count_method", "finish_reason", "error_kind",
+                                   "error_message", "usage_suspect"))),
+    required=("id",),
 )  # fmt: skip
 #: One row per streamed read that carried tokens: its request, arrival time, token count.
 CHUNKS = TableSchema(CHUNKS_TABLE, ("request_id", "t_s", "n_tokens"))
@@ -121,6 +160,19 @@ def _schema(name: str) -> TableSchema:
     return schema
 
 
+def unreadable(path: Path) -> str | None:
+    """Why a table file that is there cannot be read (a symlink to itself, a folder, no
+    permission); ``None`` when it is absent or opens."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
 def _parquet_columns(path: Path) -> Columns:
     import pyarrow.parquet as pq
 
@@ -147,7 +199,7 @@ class RunTables:
     def has(self, name: str) -> bool:
         """Whether the run wrote table ``name`` (its journal or its parquet file)."""
         path = self.run.path
-        return (path / journal_file(name)).exists() or (path / parquet_file(name)).exists()
+        return any(os.path.lexists(path / f) for f in (journal_file(name), parquet_file(name)))
 
     def read(self, name: str) -> pd.DataFrame:
         """Table ``name`` as a DataFrame; ``KeyError`` for a name the format does not have."""
@@ -171,9 +223,9 @@ class RunTables:
 
         schema = _schema(name)
         frame = self._parquet(name, lambda path: pd.read_parquet(path))
-        journal = self.run.path / journal_file(name)
-        if frame is None and journal.exists():
-            frame = read_journal(journal).to_frame()
+        if frame is None:
+            journal = self._journal(name)
+            frame = journal.to_frame() if journal is not None else None
         unmerged = [columns.to_frame() for columns in self._unmerged(name)]
         if unmerged:
             frame = pd.concat([f for f in (frame, *unmerged) if f is not None], ignore_index=True)
@@ -188,29 +240,44 @@ class RunTables:
 
         schema = _schema(name)
         table = self._parquet(name, _parquet_columns)
-        journal = self.run.path / journal_file(name)
-        if table is None and journal.exists():
-            table = read_journal(journal)
+        if table is None:
+            table = self._journal(name)
         tables = [t for t in (table, *self._unmerged(name)) if t is not None]
         table = concat(tables) if tables else None
         if table is None or (table.empty and not table.columns):
             return Columns({column: np.empty(0, dtype=object) for column in schema.columns})
         return table
 
+    def _journal(self, name: str) -> Columns | None:
+        """Table ``name`` from its journal (rows of the wrong types skipped and counted);
+        None when there is none; ``InputError`` when it is there but cannot be read."""
+        journal = self.run.path / journal_file(name)
+        why = unreadable(journal)
+        if why is not None:
+            raise InputError(str(journal), f"is unreadable ({why})", FIX_DAMAGED)
+        if not journal.exists():
+            return None
+        return read_journal(journal, _schema(name).fits)
+
     def _parquet(self, name: str, reader: Callable[[Path], T]) -> T | None:
         """Table ``name`` read from its parquet file by ``reader``; None when there is none,
         or when it is unreadable and its journal is there (one warning says so)."""
         parquet = self.run.path / parquet_file(name)
         journal = self.run.path / journal_file(name)
-        if not parquet.exists():
+        if not os.path.lexists(parquet):
             return None
         try:
+            why = unreadable(parquet)
+            if why is not None:
+                raise OSError(why)
             return reader(parquet)
         except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
             reason = one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
-            if not journal.exists():
+            if not journal.is_file():
+                lost = unreadable(journal)
+                also = f", nor is {journal.name} ({lost})" if lost else " and has no journal"
                 raise InputError(
-                    str(parquet), f"is unreadable ({reason}) and has no journal", FIX_DAMAGED
+                    str(parquet), f"is unreadable ({reason}){also}", FIX_DAMAGED
                 ) from None
             warn_once(f"{parquet} is unreadable ({reason}); reading {journal.name} instead")
         return None
@@ -223,7 +290,7 @@ class RunTables:
 
         tables = []
         for journal in sorted((self.run.path / SHARDS_DIR).glob(f"*/{journal_file(name)}")):
-            table = read_journal(journal)
+            table = read_journal(journal, _schema(name).fits)
             if name == CLIENT_TABLE and journal.parent.name.isdigit():
                 worker = np.full(len(table), int(journal.parent.name))
                 table = table.with_column(WORKER_COLUMN, worker)

@@ -41,7 +41,8 @@ from probes import metric_registry as registry
 from runfmt.abresult import ABResult
 from runfmt.names import AB_JSON, RUN_JSON
 from runfmt.summary import SummarySections
-from runtime import redact, signals
+from runtime import atomic, redact, signals
+from runtime.atomic import WriteFailed
 from runtime.version import package_version
 from session.ab_prediction import confront, predict_arms
 from session.ab_servers import ArmServers
@@ -228,6 +229,8 @@ class _AbRun:
             self.progress(f"trial {where}: {trial.reason}")
             return True
         self.progress(_trial_line(where, trial, outcome))
+        if outcome.write_failure is not None:  # the disk the trials write to is full
+            raise WriteFailed(None, outcome.write_failure, f"the trial is in {outcome.run_dir}")
         if outcome.cancelled:
             self.status, self.reason = "interrupted", signals.stop_reason()
         return not outcome.cancelled
@@ -263,7 +266,7 @@ class _AbRun:
         ids = open_loop_ids(options.bench)
         if (self.out / AB_JSON).exists() or (self.out / RUN_JSON).exists():
             raise InputError("--out", f"{self.out} already holds a run", "pick a new folder")
-        self.out.mkdir(parents=True, exist_ok=True)
+        atomic.make_folder(self.out)
         self.status = "running"
         self._write(self._unanalysed())
         return await self._run(ids)
@@ -283,6 +286,9 @@ class _AbRun:
             self.status, self.reason = "failed", f"{exc.field}: {exc.problem}"
             self._write(self._unanalysed())
             raise
+        except WriteFailed as exc:  # the A/B stops at its first failed write (exit 6)
+            self.status, self.reason = "failed", exc.reason
+            error = exc
         except Exception as exc:  # recorded in ab.json, raised after it
             self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
             error = exc
@@ -293,18 +299,31 @@ class _AbRun:
         if prediction is not None:
             reference = analysis.arms[options.settings.reference].chunk
             document["prediction"] = confront(prediction, document["arms"], reference)
+        if isinstance(error, WriteFailed):
+            raise self._kept(error, document)
         self._write(document)
         if error is not None:
             raise error
         return AbOutcome(self.out, self.status, analysis, document)
 
     def _write(self, document: dict[str, Any]) -> None:
-        """``ab.json``, replaced whole (written beside it, then renamed): a stop mid-write
-        leaves the previous one."""
+        """``ab.json``, replaced whole (``runtime.atomic``): a stop or a full disk
+        mid-write leaves the previous one."""
         text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
-        partial = self.out / f".{AB_JSON}.partial"
-        partial.write_text(text)
-        partial.replace(self.out / AB_JSON)
+        atomic.write_text(self.out / AB_JSON, text)
+
+    def _kept(self, error: WriteFailed, document: dict[str, Any]) -> WriteFailed:
+        """``error`` saying what the A/B kept: ``ab.json`` written ``failed`` with the
+        trials done, or, when even that does not fit, the last one written."""
+        done = sum(1 for t in self.trials if t.status == "complete")
+        try:
+            self._write(document)
+            state = "failed"
+        except WriteFailed:
+            state = "as last written"
+        return error.keeping(
+            f"{done} of {len(self.trials)} trials done complete; ab.json ({state}) in {self.out}"
+        )
 
     def _unanalysed(self) -> dict[str, Any]:
         """``ab.json`` before (or without) the analysis: how the A/B runs, its arms and

@@ -16,7 +16,7 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
    prompts or the requests sent are only known then (later turns, a duration);
 7. send the (frozen) plan (``loadgen.run.LoadRun``), feeding the live display;
 8. stop the probes, close the run directory (journals → parquet), write
-   ``summary.json`` (``probes.latency.summarize`` + the ``server`` section) and the final
+   ``summary.json`` (``probes.latency.summarize_frames`` + the ``server`` section) and the final
    ``run.json``; stop the embedded engine.
 
 A server that dies mid-run leaves an ``interrupted`` run with every finished request

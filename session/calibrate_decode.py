@@ -164,8 +164,8 @@ def fit_decode(
     pick = np.linspace(0, observed.gap_s.size - 1, min(MAX_ROWS, observed.gap_s.size))
     pick = np.unique(pick.astype(int))
     gap, n = observed.gap_s[pick], observed.running[pick]
-    roofline = cost.step_bytes(observed.context[pick] + n) / cost.gpu.bandwidth
-    y = gap - cost.fixed_overhead_s
+    roofline = cost.step_bytes(observed.context[pick] + n, n) / cost.gpu.bandwidth
+    y = gap - cost.fixed_overhead_s - cost.comm_time(n)
     x = np.column_stack([roofline, n])
     rows = len(y)
     # variables: u = 1/efficiency (≥ 1), v = overhead per sequence, then e+ and e− per row

@@ -32,10 +32,11 @@ from typing import Any
 from loadgen.load_options import LoadResult
 from runfmt.summary import SummaryLike, SummarySections
 from runtime import signals
+from runtime.atomic import EXIT_WRITE_FAILED
 from workloads.errors import InputError
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REQUESTS_FAILED = 0, 1, 3, 4
-EXIT_SLO_BREACHED, EXIT_WRITE_FAILED = 5, 6
+EXIT_SLO_BREACHED = 5
 #: Characters of a server's error message quoted on the one line.
 MESSAGE_CHARS = 300
 
@@ -161,7 +162,8 @@ class BenchOutcome:
         return (
             f"{suspect.requests} of {suspect.of} completed requests carry impossible "
             f"usage from the server ({kinds}): kept as reported, flagged usage_suspect in "
-            f"requests, left out of the prefix hit rates; {self.run_dir}"
+            f"requests, left out of the prefix hit rates (a negative token count out of "
+            f"the throughput too); {self.run_dir}"
         )
 
     def ending(self) -> str:

@@ -39,12 +39,15 @@ from typing import Any
 import numpy as np
 
 from diagnose.isolation import (
+    MAX_FAILED_SHARE,
     CacheEvidence,
     Channel,
     Resolution,
     Verdict,
     assess,
+    contradiction,
     detectable_below,
+    failed_verdict,
     overall,
 )
 from diagnose.isolation_gap import STATISTIC, ttft_gap
@@ -213,9 +216,10 @@ class _Experiment:
             confidence=self.options.confidence,
             seed=np.random.SeedSequence([self.options.seed, length]),
         )
-        return Channel(
-            gap, CacheEvidence.of(values("hit", "cached_tokens"), values("miss", "cached_tokens"))
+        cached = CacheEvidence.of(
+            values("hit", "cached_tokens"), values("miss", "cached_tokens"), length
         )
+        return Channel(gap, cached)
 
     def failures(self) -> list[str]:
         """A note per prober whose requests failed, with the most common way."""
@@ -232,6 +236,19 @@ class _Experiment:
                 )
         return notes
 
+    def failed_requests(self) -> str | None:
+        """Why the experiment failed when more than ``MAX_FAILED_SHARE`` of its measured
+        requests (primes and probes) did, else ``None``."""
+        measured = [r for r in self.rows if not r["warmup"]]
+        failed = [r for r in measured if not r["ok"]]
+        if not measured or len(failed) <= MAX_FAILED_SHARE * len(measured):
+            return None
+        kinds = Counter(str(r["error_kind"]) for r in failed)
+        return (
+            f"{len(failed)} of {len(measured)} measured requests failed (most as "
+            f"{kinds.most_common(1)[0][0]}), more than {MAX_FAILED_SHARE:.0%}"
+        )
+
     def analysis(self) -> tuple[Verdict, list[dict[str, Any]], dict[str, Any]]:
         lengths = sorted({r["prefix_tokens"] for r in self.rows if not r["warmup"]})
         experiments, verdicts, controls = [], [], []
@@ -241,12 +258,20 @@ class _Experiment:
             verdicts.append((length, verdict))
             controls.append((length, control.gap))
             trials = len({r["trial"] for r in self.rows if r["prefix_tokens"] == length} - {-1})
+            lying = contradiction(control, cross)
+            if lying is not None and lying not in self.notes:
+                self.notes.append(f"at {length} prefix tokens: {lying}")
             experiments.append(
                 {"prefix_tokens": length, "trials": trials,
                  "secret_sha256": self.hashes.get(length), "control": control.to_dict(),
                  "cross": cross.to_dict(), "verdict": verdict.to_dict()}
             )  # fmt: skip
-        return overall(verdicts), experiments, detectable_below(controls)
+        verdict = overall(verdicts)
+        failed = self.failed_requests()
+        if failed is not None and self.status == "complete":
+            self.status, self.reason = "failed", failed
+            verdict = failed_verdict(verdict, failed)
+        return verdict, experiments, detectable_below(controls)
 
 
 def _prefix_lengths(options: IsolationOptions, secret: _Secret, target: Target) -> tuple[int, ...]:

@@ -6,8 +6,10 @@ engines: monolithic (``replicas`` engines, the workload dealt round-robin) or di
 every configuration gets that many GPUs: monolithic runs ``gpus / tp`` replicas and a
 ``P:D`` ratio is scaled to ``k·P : k·D`` with ``k·(P+D)·tp = gpus``.
 
-Per configuration: TTFT and ITL p50/p99/max, goodput under the SLO (the share of requests
-meeting every bound: TTFT, worst gap, TPOT, E2E), output throughput over the makespan,
+Per configuration: TTFT, ITL, TPOT and E2E as bench's ``summary.json`` has them (mean,
+p50 … p99.9 and max, by ``probes.latency``'s code: the same TPOT formula, per-token gap
+rule and SLO rule), goodput under the SLO (the share of requests meeting every bound:
+TTFT, worst gap, TPOT, E2E), output throughput over the makespan,
 and the KV transfer's share of TTFT (the summed post-prefill waits over the summed TTFTs).
 A configuration is on the Pareto front when no other has both a lower TTFT p99 and a
 lower ITL p99. For each P/D configuration, the break-even link bandwidth is the slowest
@@ -33,9 +35,12 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from probes.latency import latency_columns, latency_summary, meets_slo
 from probes.slo import Slo
+from probes.token_gaps import TokenGaps, gaps_of
+from runfmt.columns import Columns
+from runfmt.tables import COMPLETED_STATUS
 from runtime import signals
-from runtime.quantiles import quantiles
 from session.sim_workload import SimWorkload
 from simengine.core import EngineCore
 from simengine.disagg import transfer_wait_s
@@ -141,46 +146,71 @@ def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> di
     }
 
 
-def _quantiles(values: np.ndarray) -> dict[str, float | None]:
-    if values.size == 0:
-        return {"p50": None, "p99": None, "max": None}
-    p50, p99 = quantiles(values, (0.5, 0.99))
-    return {"p50": float(p50), "p99": float(p99), "max": float(values.max())}
+def timing_columns(timings: list[RequestTiming]) -> tuple[Columns, TokenGaps]:
+    """Simulated requests as bench's per-request columns (``probes.latency.latency_columns``
+    reads them) and their per-token gaps (``probes.token_gaps.gaps_of``: one token per
+    chunk): so a simulation is summarised by bench's code, not a second one."""
+    n = len(timings)
+    counts = np.fromiter((len(t.token_times) for t in timings), dtype=np.int64, count=n)
+    arrival = np.fromiter((t.arrival_s for t in timings), dtype=float, count=n)
+    first = np.fromiter(
+        (t.token_times[0] if t.token_times else np.nan for t in timings), dtype=float, count=n
+    )
+    done = np.fromiter(
+        (t.finish_reason is not None and bool(t.token_times) for t in timings), bool, count=n
+    )
+    last = np.fromiter(
+        (t.token_times[-1] if t.token_times else np.nan for t in timings), dtype=float, count=n
+    )
+    end = np.where(done, last, np.nan)
+    ids = np.arange(n)
+    requests = Columns(
+        {
+            "id": ids,
+            "intended_s": arrival,
+            "sent_s": arrival,
+            "first_token_s": first,
+            "end_s": end,
+            "output_tokens": counts.astype(float),
+            "status": np.where(done, COMPLETED_STATUS, "error").astype(object),
+        }
+    )
+    kept = done & (counts > 0)
+    times = np.fromiter(
+        itertools.chain.from_iterable(
+            t.token_times for t, k in zip(timings, kept, strict=True) if k
+        ),
+        dtype=float,
+        count=int(counts[kept].sum()),
+    )
+    codes = np.repeat(ids[kept], counts[kept])
+    gaps = gaps_of(codes, times, np.ones(times.size, dtype=np.int64), ids)
+    return requests, gaps
 
 
 def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> dict[str, Any]:
-    """TTFT/ITL quantiles, goodput, throughput and transfer share of a set of requests."""
-    done = [t for t in timings if t.finish_reason is not None and t.token_times]
-    ttft = np.array([t.ttft_s for t in done], dtype=float)
-    gaps = [t.itls_s for t in done]
-    itl = np.fromiter(itertools.chain.from_iterable(gaps), dtype=float)
-    tokens = sum(len(t.token_times) for t in done)
+    """Bench's latency figures (``probes.latency.latency_summary``: TTFT, ITL, TPOT, E2E,
+    each mean, p50 … p99.9 and max), goodput by bench's rule (``meets_slo``), throughput
+    and the KV transfer's share of TTFT, of a set of simulated requests."""
+    requests, gaps = timing_columns(timings)
+    latencies = latency_columns(requests)
+    ok = np.asarray(latencies["ok"], dtype=bool)
+    ttft = np.asarray(latencies["ttft_s"])[ok]
+    tokens = int(np.asarray(requests["output_tokens"])[ok].sum())
     start = min((t.arrival_s for t in timings), default=0.0)
-    end = max((t.token_times[-1] for t in done), default=start)
-    good = [_meets(t, g, slo) for t, g in zip(done, gaps, strict=True)]
+    end = float(np.nanmax(requests["end_s"])) if ok.any() else start
+    good = meets_slo(latencies, gaps.per_request("max"), slo) if slo else None
     wait_sum = float(np.nansum([max(0.0, w) for w in waits])) if waits else 0.0
     return {
         "requests": len(timings),
-        "completed": len(done),
+        "completed": int(ok.sum()),
         "rejected": sum(1 for t in timings if t.error is not None),
-        "ttft_s": _quantiles(ttft),
-        "itl_s": _quantiles(itl),
-        "goodput": sum(good) / len(timings) if slo and timings else None,
+        **latency_summary(latencies, gaps),
+        "goodput": int(good.sum()) / len(timings) if good is not None and timings else None,
         "output_tokens_per_s": tokens / (end - start) if end > start else None,
         "kv_transfer_share_of_ttft": wait_sum / float(ttft.sum()) if ttft.sum() > 0 else 0.0,
         "output_tokens": tokens,
     }
-
-
-def _meets(timing: RequestTiming, gaps: list[float], slo: Slo) -> bool:
-    n = len(timing.token_times)
-    checks = (
-        (slo.ttft_s, timing.ttft_s),
-        (slo.itl_s, max(gaps) if gaps else None),
-        (slo.tpot_s, (timing.token_times[-1] - timing.token_times[0]) / (n - 1) if n > 1 else None),
-        (slo.e2e_s, timing.e2e_s),
-    )
-    return all(bound is None or value is None or value <= bound for bound, value in checks)
 
 
 def pareto(rows: list[dict[str, Any]]) -> None:

@@ -27,8 +27,11 @@ from runfmt.names import SWEEP_JSON
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import GoodputSection
 from runfmt.sweep import SweepPoint, SweepResult, write_sweep
+from runtime import atomic
+from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
+from session.exit_status import BenchOutcome
 from session.live_stats import Display
 from workloads.errors import InputError
 
@@ -121,7 +124,7 @@ async def run_sweep(
         raise InputError("--axis", f"unknown sweep axis {axis!r}", "rate or concurrency")
     if (out / SWEEP_JSON).exists():
         raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(out)
     figure = rising_figure(base.slo is not None)
     sweep = SweepResult(axis, [], figure)
     other = "concurrency" if axis == "rate" else "rate"
@@ -132,6 +135,8 @@ async def run_sweep(
         options = replace(base, overrides=overrides, out=out / name)
         shown: Display | None = display(name) if display is not None else None
         outcome = await run_bench(options, shown)
+        if outcome.write_failure is not None:  # a full disk: no figures to place on the curve
+            raise _stopped_by_write(out, sweep, min_gain, outcome)
         sweep.points.append(SweepPoint(value, name, outcome.status, figures(outcome.summary)))
         _write(out, sweep, min_gain)
         if outcome.status != "complete":
@@ -142,6 +147,21 @@ async def run_sweep(
             break
     _write(out, sweep, min_gain)
     return sweep
+
+
+def _stopped_by_write(
+    out: Path, sweep: SweepResult, min_gain: float, outcome: BenchOutcome
+) -> WriteFailed:
+    """The sweep's failure when a point's run could not be written: that point is left
+    off the curve (its folder holds what it kept), ``sweep.json`` keeps the points before."""
+    sweep.stopped_early = True
+    try:
+        _write(out, sweep, min_gain)
+        kept = f"{len(sweep.points)} points before it kept in {out / SWEEP_JSON}"
+    except WriteFailed:
+        kept = f"{out / SWEEP_JSON} as last written"
+    where = f"point {outcome.run_dir.name} stopped ({outcome.run_dir})"
+    return WriteFailed(None, outcome.write_failure or "", f"{where}; {kept}")
 
 
 def _write(out: Path, sweep: SweepResult, min_gain: float) -> None:

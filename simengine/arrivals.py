@@ -41,6 +41,12 @@ class RequestArrivals:
 
     def __init__(self) -> None:
         self._pending: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        #: Requests being handled, by connection (an idle timeout never cuts one).
+        self._busy: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+    def busy(self, transport: Any) -> bool:
+        """Whether a request on this connection is being handled (its answer not done)."""
+        return self._busy.get(transport, 0) > 0
 
     def seen(self, transport: asyncio.BaseTransport, now: float) -> None:
         """Bytes arrived on ``transport``: the first after a take starts a request."""
@@ -60,11 +66,14 @@ class RequestArrivals:
         async def stamp_arrival(request: web.Request, handler: Handler) -> web.StreamResponse:
             transport = request.transport
             request[ARRIVAL] = self.take(transport, asyncio.get_running_loop().time())
+            if transport is not None:
+                self._busy[transport] = self._busy.get(transport, 0) + 1
             try:
                 return await handler(request)
             finally:
                 if transport is not None:
                     self._pending.pop(transport, None)
+                    self._busy[transport] = self._busy.get(transport, 1) - 1
 
         return stamp_arrival
 
@@ -77,25 +86,46 @@ class _StampingProtocol(asyncio.Protocol):
         inner: asyncio.Protocol,
         arrivals: RequestArrivals,
         loop: asyncio.AbstractEventLoop,
+        idle_timeout_s: float | None = None,
     ) -> None:
         self._inner = inner
         self._arrivals = arrivals
         self._loop = loop
         self._transport: asyncio.BaseTransport | None = None
+        self._idle_timeout_s = idle_timeout_s
+        self._last_read = loop.time()
+        self._idle_check: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
         self._inner.connection_made(transport)
+        self._watch_idle()
+
+    def _watch_idle(self) -> None:
+        """Close the connection once it has sent nothing for ``idle_timeout_s`` while no
+        request of it is being answered: an idle keep-alive, a client that never sent a
+        request, or one that stopped half-way through sending it."""
+        if self._idle_timeout_s is None or self._transport is None:
+            return
+        idle = self._loop.time() - self._last_read
+        if idle >= self._idle_timeout_s and not self._arrivals.busy(self._transport):
+            self._transport.close()
+            return
+        wait = max(self._idle_timeout_s - idle, 0.0) or self._idle_timeout_s
+        self._idle_check = self._loop.call_later(wait, self._watch_idle)
 
     def data_received(self, data: bytes) -> None:
+        self._last_read = self._loop.time()
         if self._transport is not None:
-            self._arrivals.seen(self._transport, self._loop.time())
+            self._arrivals.seen(self._transport, self._last_read)
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -109,12 +139,18 @@ class StampingSite(web.BaseSite):
     """A TCP site (like ``web.TCPSite``) whose connections stamp request arrivals."""
 
     def __init__(
-        self, runner: web.BaseRunner, host: str, port: int, arrivals: RequestArrivals
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        arrivals: RequestArrivals,
+        idle_timeout_s: float | None = None,
     ) -> None:
         super().__init__(runner)
         self.host = host
         self.port = port
         self.arrivals = arrivals
+        self.idle_timeout_s = idle_timeout_s
 
     @property
     def name(self) -> str:
@@ -125,9 +161,9 @@ class StampingSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         server = self._runner.server
         assert server is not None
-        arrivals = self.arrivals
+        arrivals, idle = self.arrivals, self.idle_timeout_s
         self._server = await loop.create_server(
-            lambda: _StampingProtocol(server(), arrivals, loop),
+            lambda: _StampingProtocol(server(), arrivals, loop, idle),
             self.host,
             self.port,
             reuse_address=True,

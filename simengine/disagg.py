@@ -139,11 +139,6 @@ class DisaggCluster:
             worker.core.abort_request(request_id)
             worker.dirty = True
 
-    def has_work(self) -> bool:
-        return any(w.busy_until is not None or w.dirty for w in self.workers) or bool(
-            self.link.in_flight
-        )
-
     # -- time ----------------------------------------------------------------------------
     def next_event_s(self) -> float | None:
         """When the next step ends or the next transfer is delivered; None when idle."""

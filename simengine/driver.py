@@ -8,7 +8,10 @@ request's updates to its own asyncio queue. With nothing to do it waits on an ev
 
 ``VirtualDriver`` runs the same core against a simulated clock: requests arrive at given
 times, each step advances the clock by its modelled duration, and the result holds every
-request's token times (TTFT, ITL, E2E) and every step. Replaying one arrival list against
+request's token times (TTFT, ITL, E2E) and every step. With ``async_scheduling`` (vLLM
+V1's default scheduler: step k+1 is scheduled while step k runs), a request arriving
+during a step can join the step after next, not the next one: a busy engine's TTFT
+carries one more step (an idle engine schedules at once). Replaying one arrival list against
 two configurations is a what-if experiment with identical arrivals by construction.
 """
 
@@ -271,8 +274,13 @@ class VirtualDriver:
         until_s: float | None = None,
         record_steps: bool = True,
         release: Release | None = None,
+        timeout_s: float | None = None,
     ) -> SimResult:
         """Admit each request at its arrival time and step until all finish (or ``until_s``).
+
+        With ``timeout_s``, a request still unfinished that long after its arrival is
+        aborted at the first step boundary past it (a client's total timeout: the server
+        stops computing it) and ends with ``error = "timeout"``.
 
         The cyclic garbage collector is paused meanwhile: a simulation allocates a few small
         objects per token and creates no reference cycles, and gen-0 collections over them
@@ -281,7 +289,7 @@ class VirtualDriver:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(ArrivalQueue(arrivals), until_s, record_steps, release)
+            return self._run(ArrivalQueue(arrivals), until_s, record_steps, release, timeout_s)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -292,14 +300,28 @@ class VirtualDriver:
         until_s: float | None,
         record_steps: bool,
         release: Release | None,
+        timeout_s: float | None = None,
     ) -> SimResult:
         timings: dict[str, RequestTiming] = {}
         steps: list[StepRecord] = []
+        deadlines: deque[tuple[float, RequestTiming]] = deque()
         core = self.core
+        lag = core.config.async_scheduling
+        #: Arrivals up to here reach the step about to run: now, or under async scheduling
+        #: the start of the step that just ran (this one was scheduled then).
+        horizon = self.now
         while pending or core.has_unfinished():
-            while pending and pending.next_s() <= self.now:
+            while pending and pending.next_s() <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
                 if timing.error is not None:
+                    end_request(timing, self.now, release, pending)
+                elif timeout_s is not None:
+                    deadlines.append((timing.arrival_s + timeout_s, timing))
+            while deadlines and deadlines[0][0] <= self.now:
+                _, timing = deadlines.popleft()
+                if timing.finish_reason is None:
+                    core.abort_request(timing.request_id)
+                    timing.error = "timeout"
                     end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:
                 break
@@ -308,19 +330,22 @@ class VirtualDriver:
                 if not pending:
                     break
                 wake = pending.next_s() if until_s is None else min(pending.next_s(), until_s)
-                self.now = max(self.now, wake)
+                self.now = horizon = max(self.now, wake)
                 continue
             end = self.now + result.duration_s
             if record_steps:
                 steps.append(StepRecord.of(result, self.now))
             for update in result.updates:
                 timing = timings[update.request_id]
+                if timing.error is not None:  # aborted: the core's last word on it
+                    continue
                 if update.new_tokens:  # the core emits one token per request per step
                     timing.token_times.append(end)
                 if update.finished:
                     timing.num_cached_tokens = update.num_cached_tokens
                     timing.finish_reason = update.finish_reason
                     end_request(timing, end, release, pending)
+            horizon = self.now if lag else end
             self.now = end
         return SimResult(timings, steps, self.now, core.stats)
 

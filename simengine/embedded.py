@@ -23,7 +23,7 @@ from aiohttp import web
 from perfmodel.config import EngineConfig
 from simengine.arrivals import StampingSite
 from simengine.disagg_config import DisaggConfig
-from simengine.server import EngineServer, ServerOptions
+from simengine.server import DEFAULT_IDLE_TIMEOUT_S, EngineServer, ServerOptions
 
 _STARTUP_TIMEOUT_S = 30.0
 _SHUTDOWN_GRACE_S = 0.25
@@ -88,7 +88,7 @@ async def start_server(
         shutdown_timeout=_SHUTDOWN_GRACE_S,
     )
     await runner.setup()
-    site = StampingSite(runner, host, port, server.arrivals)
+    site = StampingSite(runner, host, port, server.arrivals, options.idle_timeout_s)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
     url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -125,10 +125,12 @@ class Running(ABC):
         host: str = "127.0.0.1",
         port: int = 0,
         disagg: DisaggConfig | None = None,
+        idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
         self.config = config or EngineConfig()
         self.stream_interval = stream_interval
         self.disagg = disagg
+        self.idle_timeout_s = idle_timeout_s
         self.host = host
         self.port = port
         self.url = ""
@@ -197,7 +199,11 @@ class EmbeddedServer(Running):
         self._stopped = asyncio.Event()
         self.server, runner, self.url = await start_server(
             self.config,
-            ServerOptions(stream_interval=self.stream_interval, disagg=self.disagg),
+            ServerOptions(
+                stream_interval=self.stream_interval,
+                disagg=self.disagg,
+                idle_timeout_s=self.idle_timeout_s,
+            ),
             self.host,
             self.port,
         )

@@ -87,10 +87,6 @@ class LinkSpec:
     def bytes_per_s(self) -> float:
         return self.gbps * 1e9 / 8 * self.efficiency
 
-    def ideal_seconds(self, nbytes: float) -> float:
-        """A lone transfer, start to delivery."""
-        return nbytes / self.bytes_per_s + self.latency_s + self.overhead_s
-
 
 @dataclass(eq=False)
 class Transfer:

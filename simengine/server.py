@@ -18,6 +18,7 @@ and leaves the server serving.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,6 +49,17 @@ from simengine.sse_stream import SseStream
 from simengine.tokenizer import Tokenizer
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+#: The default idle timeout of a connection (``ServerOptions.idle_timeout_s``), as vLLM's.
+DEFAULT_IDLE_TIMEOUT_S = 5.0
+#: Bytes of a request body beyond what its tokens can take: a prompt of ``max_model_len``
+#: token ids is at most ~11 bytes a token (``2147483647,``), as text a few; a body larger
+#: than ``BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN × max_model_len`` is refused (HTTP 413)
+#: before it is read whole, and so never parsed on the event loop.
+BODY_BASE_BYTES = 1024 * 1024
+BODY_BYTES_PER_TOKEN = 32
+#: A body above this is parsed on a worker thread, not on the loop that answers /metrics.
+THREAD_PARSE_BYTES = 256 * 1024
+_log = logging.getLogger("prefillscope.serve")
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,13 @@ class ServerOptions:
     stream_interval: int = 1
     #: Prefill/decode disaggregation (``simengine.disagg_server``); None: one engine.
     disagg: DisaggConfig | None = None
+    #: Seconds a connection may send nothing while none of its requests is being answered
+    #: before it is closed (vLLM's uvicorn closes idle keep-alives after 5 s); None: never.
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.idle_timeout_s is not None and not 0 < self.idle_timeout_s <= 3600:
+            raise ValueError("idle_timeout_s must be in (0, 3600]")
 
 
 class EngineServer:
@@ -94,8 +113,11 @@ class EngineServer:
 
     # -- application ---------------------------------------------------------------------
     def _build_app(self) -> web.Application:
+        #: The largest request body served (see ``BODY_BYTES_PER_TOKEN``).
+        self.max_body_bytes = BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN * self.config.max_model_len
         app = web.Application(
-            middlewares=[self.arrivals.middleware(), _api_errors], client_max_size=64 * 1024**2
+            middlewares=[self.arrivals.middleware(), self._refusals],
+            client_max_size=self.max_body_bytes,
         )
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
@@ -134,6 +156,20 @@ class EngineServer:
                     return
 
     # -- generation ----------------------------------------------------------------------
+    @web.middleware
+    async def _refusals(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """``_api_errors``, and a body over ``max_body_bytes`` refused by its declared
+        length before a byte of it is read."""
+        length = request.content_length
+        if length is not None and length > self.max_body_bytes:
+            return _too_large(self.max_body_bytes, self.config.max_model_len)
+        response = await _api_errors(request, handler)
+        if response.status == 413:
+            return _too_large(self.max_body_bytes, self.config.max_model_len)
+        return response
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, parse_completion)
 
@@ -149,7 +185,7 @@ class EngineServer:
         # Arrival is when the request's first bytes were read (simengine.arrivals), not
         # when this handler ran: the client's TTFT includes the time in between.
         latency = RequestLatency(self.metrics, request[ARRIVAL])
-        req = parse(parse_json_body(await request.read()), self.served)
+        req = parse(await _json_body(request), self.served)
         request_id = req.engine.request_id
         shaper = ResponseShaper(
             req,
@@ -189,7 +225,11 @@ class EngineServer:
         chunked = request.version >= HttpVersion11
         if chunked:
             response.enable_chunked_encoding()
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+        except ConnectionResetError:  # the client left before its first byte: one line
+            _log.warning("client left before its first token; request aborted")
+            return response, False
         sink.attach(request.transport, chunked=chunked)
         finished = await sink.done
         if finished:
@@ -216,7 +256,7 @@ class EngineServer:
 
     # -- everything else -----------------------------------------------------------------
     async def _tokenize(self, request: web.Request) -> web.StreamResponse:
-        body = parse_json_body(await request.read())
+        body = await _json_body(request)
         ids = parse_tokenize(body, self.served)
         strs = (
             [self.tokenizer.token_text(i) for i in ids] if body.get("return_token_strs") else None
@@ -231,7 +271,7 @@ class EngineServer:
         )
 
     async def _detokenize(self, request: web.Request) -> web.StreamResponse:
-        ids = parse_detokenize(parse_json_body(await request.read()), self.served)
+        ids = parse_detokenize(await _json_body(request), self.served)
         return _json({"prompt": self.tokenizer.decode(ids)})
 
     async def _reset_prefix_cache(self, _request: web.Request) -> web.StreamResponse:
@@ -266,6 +306,15 @@ class EngineServer:
         return response
 
 
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON body; a large one parsed on a worker thread (the loop keeps
+    answering /metrics and streaming tokens meanwhile)."""
+    raw = await request.read()
+    if len(raw) > THREAD_PARSE_BYTES:
+        return await asyncio.to_thread(parse_json_body, raw)
+    return parse_json_body(raw)
+
+
 def _json(body: object, status: int = 200) -> web.Response:
     """A compact JSON response, as vLLM (FastAPI) sends them."""
     return web.json_response(body, status=status, dumps=compact_json)
@@ -284,3 +333,13 @@ async def _api_errors(
         if exc.status < 400:
             raise
         return _json(ApiError(exc.status, exc.reason).body(), status=exc.status)
+
+
+def _too_large(limit: int, max_model_len: int) -> web.Response:
+    message = (
+        f"request body larger than {limit:,} bytes: more than a prompt of max_model_len "
+        f"{max_model_len} tokens can take"
+    )
+    response = _json(ApiError(413, message, "prompt").body(), status=413)
+    response.force_close()  # no lingering read of the rest of the body on the loop
+    return response

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS
 from workloads.plan import Plan
 from workloads.spec import WorkloadSpec
 from workloads.text import render_text
@@ -20,7 +21,22 @@ def build_plan(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
             "prompt_format", "text prompts need the target's tokenizer", "give --tokenizer"
         )
     plan = spec.family.build(spec, tokenizer)
+    check_span(plan)
     if spec.prompt_format == "text":
         assert tokenizer is not None
         return render_text(plan, tokenizer)
     return plan
+
+
+def check_span(plan: Plan) -> None:
+    """Refuse a plan whose last intended send is beyond ``MAX_SECONDS`` (a rate of
+    ``1e-300`` sends its second request 10^300 s in: no clock keeps time that far, and no
+    run lasts it)."""
+    last = max((r.intended_s for r in plan.requests if r.intended_s is not None), default=0.0)
+    if not last <= MAX_SECONDS:  # NaN too
+        raise InputError(
+            "rate",
+            f"the plan's last request would be sent {last:.3g} s after the start, beyond "
+            f"a week ({MAX_SECONDS:g} s)",
+            "raise --rate (or time_scale) or send fewer requests",
+        )

@@ -51,7 +51,9 @@ FILE_DATASETS = ("sharegpt", "jsonl")
 class RandomParams:
     input_len: Distribution = field(**dist(1024, 1, "prompt tokens (vLLM --random-input-len)"))
     output_len: Distribution = field(**dist(128, 1, "output tokens (--random-output-len)"))
-    range_ratio: float = field(**number(0.0, 0, "lengths vary uniformly by ± this share"))
+    range_ratio: float = field(
+        **number(0.0, 0, "lengths vary uniformly by ± this share", maximum=1)
+    )
     prefix_len: int = field(**number(0, 0, "tokens of a prefix every prompt shares"))
     requests: int = field(**number(100, 1, "requests when no count/duration is given"))
 

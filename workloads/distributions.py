@@ -297,6 +297,28 @@ def parse_distribution(value: object, field: str) -> Distribution:
     return parser(field, body)
 
 
+def at_most(dist: Distribution, maximum: float, field: str) -> Distribution:
+    """``dist`` checked and clipped so that it never yields a value above ``maximum``
+    (a length beyond any context, a time beyond any run, or a number no int64 holds).
+
+    A bounded distribution that reaches above it, or any whose mean does, is refused; an
+    unbounded tail is clipped at ``maximum``.
+    """
+    if isinstance(dist, Constant | Uniform):
+        highest = dist.value if isinstance(dist, Constant) else dist.high
+        if highest > maximum:
+            raise InputError(
+                field, f"{dist} goes above the cap of {maximum:g}", f"use values <= {maximum:g}"
+            )
+        return dist
+    if not dist.mean <= maximum:
+        raise InputError(field, f"{dist} has mean {dist.mean:g}, above the cap of {maximum:g}")
+    high = dist.clip.high
+    if high is not None and high <= maximum:
+        return dist
+    return replace(dist, clip=Clip(dist.clip.low, maximum))
+
+
 def at_least(dist: Distribution, minimum: float, field: str) -> Distribution:
     """``dist`` checked and clipped so that it never yields a value below ``minimum``.
 

@@ -95,3 +95,19 @@ def check_plan_size(requests: float, what: str, field: str = "num_requests") -> 
             f"{what} asks for {shown} requests, above the cap of {_show(MAX_PLAN_REQUESTS)}",
             PLAN_REASON,
         )
+
+
+#: Every seed flag (``--seed``): numpy seeds are non-negative 64-bit integers.
+SEED_BOUND = Bound(0, 2**63 - 1, whole=True)
+#: Bootstrap resamples (``--resamples``): each is a pass over the data, held in memory.
+RESAMPLES_BOUND = Bound(100, 10**6, whole=True, why="each resample is a pass held in memory")
+#: An interval's confidence level (``--confidence``), below 1 (``check_confidence``).
+CONFIDENCE_BOUND = Bound(0.5, 1)
+
+
+def check_confidence(field: str, value: float) -> float:
+    """``value`` as a confidence level in [0.5, 1), else an ``InputError`` for ``field``."""
+    CONFIDENCE_BOUND.check(field, value)
+    if value >= 1:
+        raise InputError(field, f"{value:g} is not below 1", "e.g. 0.95")
+    return value

@@ -22,6 +22,7 @@ import numpy as np
 
 from workloads.distributions import Distribution
 from workloads.family import Family, arrival_name, make_plan, resolve_arrival, round_robin, schedule
+from workloads.limits import MAX_SECONDS
 from workloads.params import Names, dist, names, number
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
@@ -40,7 +41,9 @@ class MultiTurnParams:
     user_len: Distribution = field(**dist(96, 1, "tokens of each later user message"))
     output_len: Distribution = field(**dist(192, 1, "max_tokens of each turn"))
     think_time: Distribution = field(
-        **dist("exponential:mean=3", 0, "seconds from an answer to the next turn")
+        **dist(
+            "exponential:mean=3", 0, "seconds from an answer to the next turn", maximum=MAX_SECONDS
+        )
     )
     tenants: Names = field(**names("tenant-", "cache_salt values, given to sessions round-robin"))
     loras: Names = field(**names("lora-", "LoRA adapter names, given to sessions round-robin"))

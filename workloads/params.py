@@ -16,9 +16,13 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from workloads.distributions import Distribution, at_least, parse_distribution
+from workloads.distributions import Distribution, at_least, at_most, parse_distribution
 from workloads.errors import InputError
-from workloads.limits import MAX_PLAN_REQUESTS, PLAN_REASON
+from workloads.limits import MAX_PLAN_REQUESTS, MAX_TOKENS, PLAN_REASON
+
+#: The cap of a float knob that does not name its own: no share, exponent or multiplier
+#: of a workload means anything beyond it (and a sample of it must fit an int64).
+MAX_KNOB = 1e6
 
 #: A list of names (tenants as ``cache_salt`` values, LoRA adapters). Given as a count
 #: (``3`` → ``tenant-0 … tenant-2``), a comma-separated string or a list.
@@ -28,19 +32,32 @@ _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
-def dist(default: str | float, minimum: float = 0, doc: str = "") -> dict[str, Any]:
-    """``field(**dist(…))``: a distribution (lengths in tokens, times in seconds) >= ``minimum``."""
+def dist(
+    default: str | float, minimum: float = 0, doc: str = "", *, maximum: float = MAX_TOKENS
+) -> dict[str, Any]:
+    """``field(**dist(…))``: a distribution (lengths in tokens, times in seconds) >= ``minimum``
+    and <= ``maximum`` (default ``MAX_TOKENS``: a length; a time gives ``MAX_SECONDS``)."""
+    parsed = at_most(parse_distribution(default, "default"), maximum, "default")
     return {
-        "default": at_least(parse_distribution(default, "default"), minimum, "default"),
-        "metadata": {"min": minimum, "doc": doc},
+        "default": at_least(parsed, minimum, "default"),
+        "metadata": {"min": minimum, "max": maximum, "doc": doc},
     }
 
 
 def number(
-    default: float | int, minimum: float = 0, doc: str = "", *, above: bool = False
+    default: float | int,
+    minimum: float = 0,
+    doc: str = "",
+    *,
+    above: bool = False,
+    maximum: float | None = None,
 ) -> dict[str, Any]:
-    """``field(**number(…))``: an int or float at least ``minimum`` (above it when ``above``)."""
-    return {"default": default, "metadata": {"min": minimum, "above": above, "doc": doc}}
+    """``field(**number(…))``: an int or float at least ``minimum`` (above it when ``above``)
+    and at most ``maximum`` (default: ``MAX_PLAN_REQUESTS`` for a count, ``MAX_KNOB``)."""
+    meta: dict[str, Any] = {"min": minimum, "above": above, "doc": doc}
+    if maximum is not None:
+        meta["max"] = maximum
+    return {"default": default, "metadata": meta}
 
 
 def names(prefix: str, doc: str = "") -> dict[str, Any]:
@@ -83,9 +100,10 @@ def _number(key: str, value: object, kind: type, meta: Mapping[str, Any]) -> flo
     if not math.isfinite(parsed) or parsed < minimum or (meta.get("above") and parsed == minimum):
         bound = f"> {minimum:g}" if meta.get("above") else f">= {minimum:g}"
         raise InputError(key, f"must be {bound}, got {value!r}")
-    cap = meta.get("max", MAX_PLAN_REQUESTS if kind is int else None)
-    if cap is not None and parsed > cap:  # an int knob is a count: of requests, groups, turns
-        raise InputError(key, f"{parsed:,} is above the cap of {cap:,}", PLAN_REASON)
+    cap = meta.get("max", MAX_PLAN_REQUESTS if kind is int else MAX_KNOB)
+    if parsed > cap:  # an int knob is a count: of requests, groups, turns
+        why = PLAN_REASON if kind is int and "max" not in meta else f"must be <= {cap:g}"
+        raise InputError(key, f"{parsed:g} is above the cap of {cap:g}", why)
     return parsed
 
 
@@ -109,7 +127,8 @@ def _names(key: str, value: object, prefix: str) -> Names:
 def convert(key: str, hint: object, value: object, meta: Mapping[str, Any]) -> object:
     """``value`` read as the field type ``hint`` and checked against ``meta``."""
     if hint is Distribution:
-        return at_least(parse_distribution(value, key), meta.get("min", 0), key)
+        capped = at_most(parse_distribution(value, key), meta.get("max", MAX_TOKENS), key)
+        return at_least(capped, meta.get("min", 0), key)
     if hint is bool:
         return _bool(key, value)
     if hint in (int, float):

@@ -43,7 +43,7 @@ class SharedPrefixParams:
     suffix_len: Distribution = field(**dist(128, 0, "unique tokens after the prefix, per request"))
     output_len: Distribution = field(**dist(128, 1, "max_tokens of each request"))
     zipf: float = field(
-        **number(0.0, 0, "popularity exponent: group g gets a share ∝ 1/(g+1)^zipf")
+        **number(0.0, 0, "popularity exponent: group g gets a share ∝ 1/(g+1)^zipf", maximum=100)
     )
     tenants: Names = field(**names("tenant-", "cache_salt values (a count or a list)"))
     tenant_per: str = field(

@@ -32,7 +32,7 @@ from workloads import registry
 from workloads.arrivals import ARRIVALS
 from workloads.errors import InputError
 from workloads.family import Family
-from workloads.limits import MAX_CONCURRENCY
+from workloads.limits import MAX_CONCURRENCY, MAX_SECONDS
 from workloads.params import convert, known_keys, make_params, params_dict
 
 PROMPT_FORMATS = ("tokens", "text")
@@ -42,7 +42,7 @@ SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
 _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
     "seed": (int, {"min": 0, "max": 2**63 - 1}),
     "num_requests": (int, {"min": 1}),
-    "duration": (float, {"min": 0, "above": True}),
+    "duration": (float, {"min": 0, "above": True, "max": MAX_SECONDS}),
     "arrival": (str, {"choices": ARRIVALS}),
     "rate": (float, {"min": 0, "above": True, "inf": True}),  # inf: all at t=0, as vLLM
     "cv": (float, {"min": 0, "above": True}),

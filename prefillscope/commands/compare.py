@@ -28,7 +28,7 @@ from typing import Annotated
 import typer
 
 from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMPLES
-from workloads.errors import InputError
+from workloads.limits import RESAMPLES_BOUND, SEED_BOUND, check_confidence
 
 
 class Format(StrEnum):
@@ -87,10 +87,9 @@ def compare(
     from prefillscope.compare_view import show
     from session.sweep_compare import compare_sweeps
 
-    if not 0.5 <= confidence < 1.0:
-        raise InputError("--confidence", f"{confidence} is not in [0.5, 1)", "e.g. 0.95")
-    if resamples < 100:
-        raise InputError("--resamples", f"{resamples} is too few", "use 1000 or more")
+    check_confidence("--confidence", confidence)  # workloads.limits: one bound per flag kind
+    RESAMPLES_BOUND.check("--resamples", resamples)
+    SEED_BOUND.check("--seed", seed)
     gates = [parse_gate(text) for text in gate or []]
 
     def one(base: Path, new: Path):

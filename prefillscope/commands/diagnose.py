@@ -27,7 +27,7 @@ from typing import Annotated
 import typer
 
 from prefillscope.diagnose_group import RUN_COMMAND, diagnose_app
-from workloads.errors import InputError
+from workloads.limits import MAX_TOKENS, Bound
 
 
 def diagnose_run(
@@ -68,12 +68,11 @@ def diagnose_run(
     from prefillscope.diagnosis_view import render
     from probes.slo import parse_slo
 
-    for flag, value in (
-        ("--tensor-parallel-size", tensor_parallel_size),
-        ("--max-num-batched-tokens", max_num_batched_tokens),
+    for flag, value, bound in (
+        ("--tensor-parallel-size", tensor_parallel_size, Bound(1, 4096, whole=True)),
+        ("--max-num-batched-tokens", max_num_batched_tokens, Bound(1, MAX_TOKENS, whole=True)),
     ):
-        if value is not None and value <= 0:
-            raise InputError(flag, f"must be a positive integer, got {value}")
+        bound.check(flag, value)
     options = DiagnoseOptions(
         slo=parse_slo(slo) if slo else None,
         model=model,
@@ -82,10 +81,7 @@ def diagnose_run(
         max_num_batched_tokens=max_num_batched_tokens,
     )
     diagnosis = run_checklist(run_dir, options)
-    try:
-        write_diagnosis(run_dir, diagnosis)
-    except OSError as exc:
-        raise InputError("RUN_DIR", f"cannot write diagnosis.json there: {exc.strerror}") from None
+    write_diagnosis(run_dir, diagnosis)  # a failed write: runtime.atomic's one line, exit 6
     if json_out:
         typer.echo(json.dumps(diagnosis.to_json(), indent=2, ensure_ascii=False))
     else:

@@ -21,18 +21,20 @@ def export(
 ) -> None:
     """Export a run's per-request results as CSV or as vLLM's benchmark result JSON."""
     from prefillscope.report.export import FORMATS, to_csv, to_vllm_json
+    from prefillscope.report.page_file import check_destination
     from runfmt.run import open_run
+    from runtime import atomic
 
     if format_ not in FORMATS:
         raise InputError("--format", f"unknown format {format_!r}", "use csv or vllm-json")
+    if out is not None:
+        check_destination(out, "--out")
     run = open_run(run_dir)  # refuses what is not a run, or a newer format, in one line
     text = to_csv(run.tables.requests) if format_ == "csv" else to_vllm_json(run)
     if out is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return
-    if not out.parent.is_dir():
-        raise InputError("--out", f"folder {out.parent} does not exist", "create it first")
-    out.write_text(text, encoding="utf-8")
+    atomic.write_text(out, text)  # whole or not at all: a failed write is exit 6
 
 
 def register(app: typer.Typer) -> None:

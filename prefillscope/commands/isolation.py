@@ -7,9 +7,11 @@ probe it and a fresh one, in random order, trial after trial (``session.isolatio
 the verdict is ``isolated``, ``leaks`` or ``inconclusive`` (``diagnose.isolation``).
 
 Exit status: 0 a verdict; 1 the verdict is one of ``--fail-on`` (``leaks``,
-``inconclusive``); 2 bad input; 130/143/129 stopped (``isolation.json`` written
-``interrupted``). ``--json`` prints ``isolation.json``. The session, the statistics and
-the view are imported when the command runs, so the CLI starts without them.
+``inconclusive``); 2 bad input; 4 ``failed``: more than a tenth of the measured requests
+failed (``diagnose.isolation.MAX_FAILED_SHARE``); 6 ``isolation.json`` could not be
+written; 130/143/129 stopped (``isolation.json`` written ``interrupted``). ``--json``
+prints ``isolation.json``. The session, the statistics and the view are imported when the
+command runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Annotated
 import typer
 
 from workloads.errors import InputError
-from workloads.limits import MAX_TOKENS, Bound
+from workloads.limits import MAX_TOKENS, RESAMPLES_BOUND, SEED_BOUND, Bound, check_confidence
 
 _VERDICTS = ("leaks", "inconclusive", "isolated")
 
@@ -105,20 +107,20 @@ def isolation(
     from prefillscope.report.isolation import isolation_content
     from prefillscope.report.terminal import render_isolation
     from runtime import signals
+    from session.exit_status import EXIT_REQUESTS_FAILED
     from session.isolation import IsolationOptions, run_isolation
 
     failing = parse_fail_on(fail_on)
     for flag, value, bound in (
         ("--trials", trials, Bound(3, 10_000, whole=True, why="trials run one after another")),
         ("--warmup-trials", warmup_trials, Bound(0, 100, whole=True)),
-        ("--resamples", resamples, Bound(100, 10**6, whole=True)),
-        ("--confidence", confidence, Bound(0.5, 1, above=False)),
+        ("--resamples", resamples, RESAMPLES_BOUND),
         ("--timeout", timeout, Bound(0, 3600, above=True)),
         ("--vocab-size", vocab_size, Bound(2, 2**31, whole=True)),
+        ("--seed", seed, SEED_BOUND),
     ):
         bound.check(flag, value)
-    if confidence >= 1:
-        raise InputError("--confidence", f"{confidence:g} is not below 1", "e.g. 0.95")
+    check_confidence("--confidence", confidence)
     if engine and endpoint:
         raise InputError("--engine", "configures the embedded engine only", "drop --endpoint")
     options = IsolationOptions(
@@ -144,7 +146,8 @@ def isolation(
             f"the trials done are in {outcome.out}",
             file=sys.stderr,
         )
-        raise typer.Exit(signals.stop_exit_code())
+        failed = outcome.status == "failed"  # its requests failed beyond the bound
+        raise typer.Exit(EXIT_REQUESTS_FAILED if failed else signals.stop_exit_code())
     raise typer.Exit(1 if outcome.verdict in failing else 0)
 
 

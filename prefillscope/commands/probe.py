@@ -25,6 +25,7 @@ from probes.mapping import BUILTIN_FLAVOURS, choose_mapping
 from probes.mapping_model import Snapshot
 from probes.pool import PoolBreakdown, pool_breakdown
 from workloads.errors import InputError
+from workloads.limits import Bound
 
 if TYPE_CHECKING:
     from probes.exposition import Exposition
@@ -124,6 +125,7 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What a server's /metrics can tell us: canonical series, histograms, the KV pool."""
+    Bound(0, 3600, above=True, why="a scrape waits at most an hour").check("--timeout", timeout)
     exposition, source = _read(url, file, timeout)
     chosen = choose_mapping(exposition, flavour=flavour, mapping_file=mapping)
     snapshot = chosen.snapshot(exposition)

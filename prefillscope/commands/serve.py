@@ -92,6 +92,10 @@ def serve(
     stream_interval: Annotated[
         int, typer.Option(help="Tokens per streamed event after the first.")
     ] = 1,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(help="Close a connection idle this many seconds (vLLM: 5; 0: never)."),
+    ] = 5.0,
     time_scale: Annotated[
         float, typer.Option(help="Wall seconds per modelled second (0.5: twice as fast).")
     ] = _D.time_scale,
@@ -151,8 +155,12 @@ def serve(
 
     if not 0 <= port <= 65535:
         raise InputError("--port", f"{port} is not a TCP port", "use 0..65535 (0: any free port)")
-    if stream_interval < 1:
-        raise InputError("--stream-interval", f"must be >= 1, got {stream_interval}")
+    Bound(1, 65_536, whole=True, why="tokens per streamed event").check(
+        "--stream-interval", stream_interval
+    )
+    Bound(0, 3600, why="an idle connection is closed within the hour").check(
+        "--idle-timeout", idle_timeout
+    )
     # the link's bounds are checked with or without --disaggregate: a typo is a typo
     link = disagg_config(
         disaggregate or "1:1",
@@ -207,7 +215,9 @@ def serve(
             )
         sys.stdout.flush()
 
-    options = ServerOptions(stream_interval=stream_interval, disagg=disagg)
+    options = ServerOptions(
+        stream_interval=stream_interval, disagg=disagg, idle_timeout_s=idle_timeout or None
+    )
     try:
         asyncio.run(serve_forever(config, options, host, port, announce))
     except KeyboardInterrupt:

@@ -4,6 +4,8 @@ The command parses flags, calls :func:`session.simulate.simulate_grid` once and 
 its result: a table per configuration (TTFT and ITL p50/p99/max, goodput, throughput,
 KV-transfer share of TTFT, the Pareto front and the break-even link speed), ``--json``
 (the same result as one object) and ``--html FILE`` (a TTFT p99 vs ITL p99 plot).
+``--against DIR`` replays a measured inference-perf run instead (``session.against``)
+and prints, per load stage, each latency's predicted and measured mean, p90 and p99.
 Each configuration done is one line on stderr. A stop signal (Ctrl-C, SIGTERM, SIGHUP)
 ends the grid there: the configurations done are printed and written as usual, marked
 ``interrupted``, one line says so, and the exit status is 128 + the signal's number.
@@ -53,6 +55,13 @@ def simulate(
     calibrate: Annotated[
         Path | None,
         typer.Option(help="Fit the cost model to this bench run first (and replay it)."),
+    ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            help="Replay an inference-perf run (results/*_lifecycle_metrics.json, "
+            "results/config.yaml, exp-config.yaml) and score the prediction against it."
+        ),
     ] = None,
     holdout: Annotated[
         Path | None,
@@ -114,6 +123,9 @@ def simulate(
     from simengine.disagg_config import parse_ratio
 
     base = parse_engine_flags(engine or []).config
+    if against is not None:
+        _against(against, base, as_json)
+        return
     link = disagg_config(
         "1:1",
         kv_link_gbps,
@@ -138,8 +150,10 @@ def simulate(
         break_even=not no_break_even,
     )
     spec.points()  # an uneven or oversized --gpus is refused before anything runs
-    if html is not None and not html.parent.is_dir():
-        raise InputError("--html", f"folder {html.parent} does not exist")
+    if html is not None:
+        from prefillscope.report.page_file import check_destination
+
+        check_destination(html)
     if workload is None and calibrate is None:
         raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
     if holdout is not None and (calibrate is None or not holdout.is_dir()):
@@ -166,9 +180,10 @@ def simulate(
     result = simulate_grid(spec, load, _progress)
     result["calibration"] = calibration
     if html is not None:
+        from prefillscope.report.page_file import write_html
         from prefillscope.report.simulate_page import render_page
 
-        html.write_text(render_page(result))
+        write_html(html, render_page(result))
     if as_json:
         typer.echo(json.dumps(result))
     else:
@@ -187,6 +202,34 @@ def simulate(
             file=sys.stderr,
         )
         raise typer.Exit(signals.stop_exit_code())
+
+
+def _against(folder: Path, base: Any, as_json: bool) -> None:
+    """``--against``: replay the run in ``folder`` and print predicted vs measured."""
+    from session.against import score_run
+    from session.lifecycle import read_lifecycle
+
+    if not folder.is_dir():
+        raise InputError("--against", f"{folder} is not a folder", "give an inference-perf run")
+    run = read_lifecycle(folder)
+    result = score_run(run, base)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    typer.echo(
+        f"{run.name}: {result['requests']:,} requests replayed · {result['model']} "
+        f"tp {result['tensor_parallel_size']} on {result['gpu']} · budget "
+        f"{result['max_num_batched_tokens']} · {run.arrivals} arrivals · "
+        f"{result['timed_out']} timed out (measured failures {result['measured_failures']})"
+    )
+    typer.echo(f"{'stage':>5}  {'figure':<10} {'predicted ms':>13} {'actual ms':>13} {'error':>7}")
+    for row in result["scores"]:
+        stage = "all" if row["stage"] < 0 else str(row["stage"])
+        err = "–" if row["error"] is None else f"{row['error']:+.1%}"
+        typer.echo(
+            f"{stage:>5}  {row['metric'][:-2] + ' ' + row['stat']:<10} "
+            f"{_ms(row['predicted']):>13} {_ms(row['actual']):>13} {err:>7}"
+        )
 
 
 def _progress(done: int, planned: int, row: dict[str, Any]) -> None:

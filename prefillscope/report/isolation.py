@@ -64,6 +64,8 @@ def _gap(ttft: dict[str, Any]) -> str:
 
 
 def _cached(cache: dict[str, Any]) -> str:
+    if cache.get("fresh_cached"):  # diagnose.isolation.contradiction: counts set aside
+        return "set aside"
     if not cache.get("reported"):
         return "not reported"
     return f"{cache['hits']}/{cache['reported']}"

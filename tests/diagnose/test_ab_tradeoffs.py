@@ -111,6 +111,10 @@ def test_the_winner_on_the_stall_states_that_it_made_p50_and_p95_worse(no_slo):
     # the long prompts wait three times longer with 256: a significant TTFT cost, per kind
     assert worse[kind_metric("ttft_p50", "long-prompt")]["kind"] == "long-prompt"
     assert worse[kind_metric("ttft_p50", "long-prompt")]["change"] > 1.0
+    # … and per event: each long prompt's TTFT is a cost of its own, listed too
+    assert worse["event_ttft"]["change"] > 1.0 and worse["event_ttft"]["significant"]
+    assert "TTFT per long prompt +" in verdict["tradeoff_sentence"]
+    assert not any(t["under_min_effect"] for t in verdict["tradeoffs"])  # all well over 10 %
     sentence = verdict["tradeoff_sentence"]
     assert sentence.startswith("trade-off: 256 made ITL p50 +")
     assert f"ITL p95 {worse['itl_p95']['text'].removeprefix('ITL p95 ')}" in sentence
@@ -198,3 +202,22 @@ def test_the_view_and_the_verdict_name_and_write_metrics_as_the_registry_does(
     verdict = doc["verdict"]
     assert "(gaps pooled: p99 GAP " in verdict["sentence"]  # beside the per-event stall
     assert verdict["tradeoff_sentence"].startswith("trade-off: 256 made GAP p50 +")
+
+
+def test_a_significant_cost_under_the_min_effect_is_listed_and_marked():
+    """+5.3 % [+2.2, +8.4] on p50 TTFT: significant, smaller than --min-effect 10 %. The
+    winner's trade-offs list it, marked, instead of leaving it out."""
+    from test_ab_verdict import MATCHED, decision
+
+    from diagnose.ab_tradeoffs import with_tradeoffs
+    from diagnose.ab_verdict import decide
+
+    d = decision({512: (30, 200), 4096: (180, 190)}, width=1.03)
+    verdict = with_tradeoffs(decide(d, MATCHED), d, ["itl_p99", "ttft_p50"])
+    assert verdict.winner == 512
+    (cost,) = verdict.tradeoffs
+    assert cost["metric"] == "ttft_p50" and cost["under_min_effect"]
+    assert cost["text"] == "TTFT p50 +5.3 % [+2.2, +8.4] (under --min-effect 10 %)"
+    assert verdict.sentence.endswith(
+        "Trade-off: 512 made TTFT p50 +5.3 % [+2.2, +8.4] (under --min-effect 10 %) worse than 4096"
+    )

@@ -124,7 +124,8 @@ def test_a_tie_the_intervals_cannot_bound_is_inconclusive_with_the_data_that_wou
     # within ±10 % by its ratio: the trials at which [r/1.1, r·1.1] would fit inside ±10 %
     # (Comparison.units_to_separate against 0.9: (log 1.1 / log(0.978 / 0.9))² × 12 = 15.8, so 16)
     assert wide.needed == {"metric": "itl_p99", "arms": ["4096", "2048"], "units": 16,
-                           "unit": "trials", "have": [12, 12]}  # fmt: skip
+                           "unit": "trials", "have": [12, 12],
+                           "reason": "cannot rule out a change of ±10 % or more"}  # fmt: skip
     assert wide.sentence.endswith(
         "inconclusive: p99 ITL (2048 vs 4096) \u22122.2 % [\u221211, +7.6] cannot rule out a "
         "change of ±10 % or more; about 16 trials per arm would decide"
@@ -321,3 +322,28 @@ def test_chunk_lists_and_launch_templates_are_checked():
         with pytest.raises(InputError, match="--launch") as error:
             LaunchTemplate.parse(bad)
         assert problem in str(error.value)
+
+
+def test_a_narrow_interval_on_too_little_data_names_its_actual_reason():
+    """An A/A whose long-prompt TTFT rests on 12 values per arm (a p50 needs 20): the
+    interval −0.1 % [−4.3, +4.4] lies inside ±10 %, yet the comparison is not trusted, and
+    the verdict says so — never "cannot rule out a change of ±10 %" beside that interval."""
+    base = decision({512: (90, 200), 2048: (90, 200)})
+    few = "BASE and NEW: 12 values: a p50 needs 20 for 10 beyond it"
+
+    def compare(a: int, b: int) -> dict[str, Comparison]:
+        found = base.compare(a, b)
+        ttft = Comparison.judge(
+            "ttft_p50", 0.999, (0.957, 1.044), 0.9, (0.2, 0.1998), "bootstrap", 0.95,
+            inconclusive=few, units=(12, 12), needed_units=20,
+        )  # fmt: skip
+        return found | {"ttft_p50": ttft}
+
+    verdict = decide(replace(base, compare=compare), MATCHED)
+    assert verdict.outcome == "inconclusive" and verdict.needed["units"] == 20
+    assert "cannot rule out" not in verdict.sentence
+    assert verdict.sentence.endswith(
+        "p50 TTFT (512 vs 2048) −0.1 % [−4.3, +4.4] is not trusted: too little data "
+        "(in both arms, 12 values: a p50 needs 20 for 10 beyond it); about 20 requests per "
+        "arm would decide"
+    )

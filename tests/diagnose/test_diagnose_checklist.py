@@ -224,7 +224,8 @@ def test_the_document_has_the_contract_shape(tmp_path):
     statuses = {"supported", "weakened", "not supported", "inconclusive", "not applicable"}
     keys = {"id", "title", "status", "summary", "evidence", "missing", "next"}
     for finding in doc["hypotheses"]:
-        assert set(finding) == keys | {"strength", "basis", "impact", "explains"}
+        ranking = {"strength", "basis", "impact", "explains", "cost_s", "cost_how"}
+        assert set(finding) == keys | ranking
         assert finding["status"] in statuses and finding["next"]
         for e in finding["evidence"]:
             assert set(e) == {"name", "value", "unit", "source", "detail"} and e["source"]

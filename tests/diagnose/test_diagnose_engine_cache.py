@@ -3,7 +3,9 @@
 Planted: a KV pool (200 blocks) smaller than the prefix working set (8 prefixes of 64
 blocks); a per-request ``cache_salt`` over requests that share two prefixes; a large
 pool (4000 blocks) that a stream of distinct prompts leaves mostly reclaimable. Each run
-uses budget 512, so prefill chunks stay out of the picture.
+uses budget 512, so prefill chunks stay out of the picture — except the issue's shape:
+8 groups of 5k-token prefixes on 875 blocks (a third of their working set) with budget
+6144, at 1.5 req/s (no overload), where the pool thrashes, preempts and stretches steps.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             },
             small,
         ),
+        "pool-third": bench(
+            root / "pool-third",
+            "shared-prefix",
+            {"seed": 2, "prefix_len": 5000, "suffix_len": 64, "output_len": 64}
+            | {"num_requests": 48, "rate": 1.5, "groups": 8},
+            ["max_num_batched_tokens=6144", "num_gpu_blocks=875"],
+        ),
         "reserved": bench(
             root / "reserved",
             "shared-prefix",
@@ -63,6 +72,32 @@ def test_a_pool_smaller_than_the_working_set_thrashes(runs):
     assert evidence_value(cache, "prefix-cache evictions") > 0
     assert evidence_value(cache, "KV pool") == 200 < evidence_value(cache, "prefix working set")
     assert "num_gpu_blocks=" in cache.next
+
+
+def test_a_pool_a_third_of_the_working_set_is_named_the_one_cause_and_changed(
+    runs, monkeypatch, capsys
+):
+    """Primary: the cache, for the latency its lost reuse explains, naming the pool size as
+    the one cause of what H4 and H1 see; the decision changes the pool or the prefixes —
+    never the rate, which leaves the prefixes' blocks as they are."""
+    diagnosis = run_checklist(runs["pool-third"], OPTIONS)
+    cache, memory = diagnosis.prefix_cache, diagnosis.hypothesis("H4")
+    assert cache.status == CacheHealth.THRASHING, cache.summary
+    assert (diagnosis.primary.finding, diagnosis.primary.confidence) == ("PC", "strong")
+    assert "one root cause: the KV pool size (875 blocks, " in diagnosis.primary.why
+    assert cache.cost_s > 0 and "prompt tokens a cache should have served" in cache.cost_how
+    if memory.status == Status.SUPPORTED:  # preemptions counted: the same pool
+        assert "H4" in cache.explains and "Explained by PC" in memory.summary
+        assert cache.cost_s > memory.cost_s  # the lost reuse outweighs what preemption redid
+    recommendation = diagnosis.decision.recommendation
+    assert recommendation.startswith("Fix the prefix cache first")
+    assert "--engine num_gpu_blocks=" in recommendation and "--set groups=" in recommendation
+    assert "--rate 1.5" in recommendation and "--rate 0.75" not in recommendation
+    bigger, fewer = recommendation.split(" — ")
+    assert fewer.startswith("or keep the pool and send fewer distinct prefixes (")
+    for step in (bigger, fewer):  # both are commands bench accepts
+        command = step[step.index("prefillscope bench") :]
+        assert dry_run(command, monkeypatch, capsys)["requests"] == 48
 
 
 def test_a_per_request_salt_is_an_identity_mismatch(runs):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnose.client_limited import ClientHealth
 from diagnose.ranking import ranked
-from runfmt.diagnosis import CacheHealth, Finding, Status
+from runfmt.diagnosis import CacheHealth, Evidence, Finding, Status
 
 QUIET = ClientHealth(limited=False)
 
@@ -54,3 +54,52 @@ def test_a_hypothesis_registered_later_can_be_primary():
     found = _healthy() | {"H9": _finding("H9", Status.SUPPORTED, 2.0, basis="server")}
     primary = ranked(found, QUIET)
     assert primary.finding == "H9" and primary.confidence == "strong"
+
+
+def _thrashing(pool: float, working: float) -> Finding:
+    evidence = [
+        Evidence("KV pool", pool, "blocks", "server: num_gpu_blocks"),
+        Evidence("prefix working set", working, "blocks", "oracle replay"),
+    ]
+    return _finding("PC", CacheHealth.THRASHING, 3.2, basis="server", evidence=evidence, cost_s=7.2)
+
+
+def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_and_preemption():
+    """The issue's shape: 875 blocks against a 2,566-block working set, 2 preemptions. The
+    pool explains H4 and H1; the primary names it, whatever the order H4 was declared in."""
+    found = _healthy()
+    found["H1"] = _finding("H1", Status.SUPPORTED, 5.7, basis="server", impact=0.23, cost_s=6.4)
+    found["H4"] = _finding(
+        "H4",
+        Status.SUPPORTED,
+        1.0,
+        basis="server",
+        cost_s=0.46,
+        evidence=[Evidence("preemptions", 2, "", "server")],
+    )
+    found["PC"] = _thrashing(875, 2566)
+    primary = ranked(found, QUIET)
+    assert (primary.finding, primary.confidence) == ("PC", "strong")
+    assert found["PC"].explains == ["H4", "H1"] and primary.secondary == ["H4", "H1"]
+    assert (
+        "Explained by PC: the pool too small for the prefixes' working set" in found["H4"].summary
+    )
+    cause = "the KV pool size (875 blocks, 34 % of the 2,566-block working set)"
+    assert f"One root cause: {cause}; it produces H4, H1." in found["PC"].summary
+    assert f"one root cause: {cause}" in primary.why
+
+
+def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():
+    found = _healthy()
+    found["H4"] = _finding(
+        "H4",
+        Status.SUPPORTED,
+        4.0,
+        basis="server",
+        cost_s=9.0,
+        evidence=[Evidence("preemptions", 30, "", "server")],
+    )
+    found["PC"] = _thrashing(3000, 2566)  # thrashing, yet the pool holds the working set
+    primary = ranked(found, QUIET)
+    assert primary.finding == "H4" and "One root cause" not in found["PC"].summary
+    assert found["PC"].explains == []

@@ -18,8 +18,8 @@ TTFT_METRIC = "vllm:time_to_first_token_seconds"
 INFO = {"target": {"flavour": "vllm"}}
 
 
-def _context(tmp_path, samples):
-    records, chunks = steady_streams(2, 5, 0.05)
+def _context(tmp_path, samples, streams: int = 2):
+    records, chunks = steady_streams(streams, 5, 0.05)
     path = write_run(tmp_path / "run", records, chunks, INFO, samples)
     return build_context(load_run_view(path), DiagnoseOptions())
 
@@ -72,10 +72,16 @@ def _pool(usage: float, waiting: float, preempted: float) -> list[dict]:
     return rows
 
 
-def test_any_preemption_is_exhaustion(tmp_path):
-    finding = h4_memory.assess(_context(tmp_path, _pool(0.5, 0, 3)))
-    assert finding.status == Status.SUPPORTED and "3 preemptions" in finding.summary
-    assert finding.strength == h4_memory.PREEMPTED_STRENGTH
+def test_any_preemption_is_exhaustion_and_its_strength_is_what_it_recomputed(tmp_path):
+    """One preemption among 100 requests sits at the threshold (a weak primary at best);
+    three among two requests recompute more than the prompt work itself: far past it."""
+    one = h4_memory.assess(_context(tmp_path / "one", _pool(0.5, 0, 1), streams=100))
+    assert one.status == Status.SUPPORTED and "1 preemptions" in one.summary
+    assert one.strength == 1.0  # (100 + 2.5) tokens of 10,000: 1 % < RECOMPUTE_SHARE
+    many = h4_memory.assess(_context(tmp_path / "many", _pool(0.5, 0, 3)))
+    assert many.status == Status.SUPPORTED and "3 preemptions" in many.summary
+    # 3 × (100 prompt + 5/2 output) tokens recomputed of 2 × 100 prompt tokens
+    assert many.strength == pytest.approx(3 * 102.5 / 200 / h4_memory.RECOMPUTE_SHARE)
 
 
 def test_a_queue_while_the_pool_is_full_is_exhaustion(tmp_path):

@@ -3,12 +3,21 @@ completions are laid out by hand (no server samples: the client's readings)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from rundirs import write_run
 
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
-from diagnose.overload import MIN_ARRIVALS, SERVED_SHARE, assess, offered_rate
+from diagnose.overload import (
+    MIN_ARRIVALS,
+    QUEUE_GROWTH,
+    SERVED_SHARE,
+    assess,
+    offered_rate,
+    overload_strength,
+)
+from diagnose.registry import declaration
 from diagnose.words import percent
 from loadgen.records import RequestRecord
 from runfmt.diagnosis import Status
@@ -35,8 +44,31 @@ def test_a_server_serving_half_the_offer_with_a_growing_queue_is_overloaded(tmp_
     assert finding.status == Status.SUPPORTED
     served = next(e for e in finding.evidence if e.name.startswith("served rate"))
     assert served.value == pytest.approx(5.0)
-    assert finding.strength == pytest.approx(2.0 * SERVED_SHARE)
+    growth = next(e for e in finding.evidence if e.name.startswith("queue growth")).value
+    assert growth > QUEUE_GROWTH  # the gap's strength, × √(depth / QUEUE_GROWTH)
+    assert finding.strength == pytest.approx(2.0 * SERVED_SHARE * (growth / QUEUE_GROWTH) ** 0.5)
     assert "--rate 4.5" in finding.next and finding.next.startswith("Measure the capacity")
+
+
+def test_overload_strength_grows_with_the_queue_and_the_gap():
+    """1.5× capacity with 203 queued is far past the threshold; the same gap with no queue,
+    or a gap at the threshold with a short one, is near it."""
+    assert overload_strength(1.5, 203) > 10 * overload_strength(1.5, 0)
+    assert overload_strength(1.5, 0) == pytest.approx(1.5 * SERVED_SHARE)
+    assert overload_strength(1 / SERVED_SHARE, QUEUE_GROWTH) == pytest.approx(1.0)
+    assert overload_strength(2.0, 50) > overload_strength(1.5, 50) > overload_strength(1.5, 20)
+    assert overload_strength(None, 203) is None
+
+
+def test_what_overload_costs_is_the_seconds_requests_queued(tmp_path):
+    """Without the server's queue histogram: each request's TTFT beyond the first third's
+    median, summed — request i of 60 waits 0.1·i s longer than it arrived later."""
+    ctx = _run(tmp_path, 60, lambda i: 0.5 + 0.2 * i)
+    cost = declaration("OL").cost(ctx, assess(ctx))
+    ttft = np.array([0.5 + 0.2 * i - 0.01 - 0.1 * i for i in range(60)])
+    early = np.median(ttft[0.1 * np.arange(60) <= 5.9 / 3])
+    assert cost.seconds == pytest.approx(np.clip(ttft - early, 0, None).sum())
+    assert cost.how.startswith("client: requests: TTFT beyond the first third's median")
 
 
 def test_a_server_that_keeps_up_is_not_overloaded(tmp_path):

@@ -95,8 +95,8 @@ def test_server_killed_mid_run(tmp_path: Path, server: Served) -> None:
     assert status == 3
     _check_interrupted(run, stderr, "stopped answering")
     failed = requests_table(run).query("status != 'ok'")
-    assert set(failed["error_kind"]) <= {"connect", "stream_truncated", "cancelled"}
-    assert {"connect", "stream_truncated"} & set(failed["error_kind"])
+    assert set(failed["error_kind"]) <= {"connect", "dropped", "stream_truncated", "cancelled"}
+    assert {"connect", "dropped", "stream_truncated"} & set(failed["error_kind"])
 
 
 def _to_group(sig: signal.Signals) -> Callable[[subprocess.Popen[str]], None]:

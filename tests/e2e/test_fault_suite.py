@@ -65,7 +65,7 @@ FAULTS = {
     "error-event": ((), "stream_error_event", MESSAGES["error-event"]),
     "malformed-event": ((), "stream_malformed", "event is not a JSON object"),
     "truncated-event": ((), "stream_truncated", "connection closed mid-event"),
-    "no-headers": ((), "connect", "Server disconnected"),
+    "no-headers": ((), "dropped", "Server disconnected"),
     "json-not-sse": ((), "stream_malformed", "expected a text/event-stream answer"),
     "stall-headers": (("--timeout", "2"), "timeout", "no response within 2 s"),
     "stall": (("--timeout", "2"), "timeout", "stream unfinished after 2 s"),
@@ -186,6 +186,6 @@ def test_a_server_killed_mid_run_keeps_every_row(tmp_path: Path) -> None:
     ok = requests[requests["status"] == "ok"]
     assert len(ok) >= 6  # what finished before the kill is all there
     failed = requests[requests["status"] == "error"]
-    assert set(failed["error_kind"]) <= {"connect", "stream_truncated", "cancelled"}
+    assert set(failed["error_kind"]) <= {"connect", "dropped", "stream_truncated", "cancelled"}
     assert len(failed) >= 1 and bench.returncode == EXIT_INTERRUPTED, err
     assert f"{len(ok)} completed" in err or str(len(ok)) in err

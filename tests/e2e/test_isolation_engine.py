@@ -74,6 +74,8 @@ def test_salts_honoured_isolate_the_tenants(honoured):
         "hits": 0,
         "max_hit_tokens": 0,
         "max_miss_tokens": 0,
+        "fresh_cached": 0,
+        "fresh_reported": 20,
     }
     r = exp["verdict"]["resolution_s"]
     assert r == pytest.approx(0.1 * abs(control["ttft"]["gap_s"]))

@@ -201,7 +201,7 @@ def test_server_killed_mid_run(tmp_path: Path) -> None:
     failed = requests[requests["status"] == "error"]
     kinds = set(failed["error_kind"])
     assert "stream_truncated" in kinds  # the streams cut by the kill
-    assert kinds <= {"stream_truncated", "connect", "cancelled"}
+    assert kinds <= {"stream_truncated", "connect", "dropped", "cancelled"}
     assert result.sent < 40  # it stopped sending to a dead server
     assert RunTables(run.run_dir).chunks["request_id"].isin(requests["id"]).all()
 

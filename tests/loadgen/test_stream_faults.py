@@ -185,9 +185,9 @@ def test_a_request_dropped_off_the_keepalive_race_is_not_sent_again(
     nth: int, delays: tuple[float, ...]
 ) -> None:
     """A server that drops a request on a fresh connection, or on one that answered a
-    moment before, may have read it: a ``connect`` failure, never a second send."""
+    moment before, may have read it: a ``dropped`` failure, never a second send."""
     handler, counts = _dropping(nth)
     record = asyncio.run(_send_in_turn(Server(handler), delays))[-1]
     assert not record.ok and not record.retried
-    assert record.error_kind == "connect", record.error_message
+    assert record.error_kind == "dropped", record.error_message
     assert counts == {"dropped": 1, "answered": nth - 1}

@@ -30,6 +30,8 @@ def test_gpu_presets_carry_the_issue_figures() -> None:
         "a100-80gb": (312, 2.039, 80),
         "l40s": (362, 0.864, 48),
         "mi300x": (1307.4, 5.3, 192),
+        "rtx-4090": (165.2, 1.008, 24),
+        "rtx-pro-6000": (503.8, 1.792, 96),
     }
 
 
@@ -40,8 +42,17 @@ def test_model_presets_are_the_public_architectures() -> None:
         "llama-3.1-70b": (80, 64, 8, 128),
         "qwen2.5-7b": (28, 28, 4, 128),
         "mistral-7b": (32, 32, 8, 128),
+        "llama-2-7b": (32, 32, 32, 128),
+        "llama-2-70b": (80, 64, 8, 128),
+        "codellama-34b": (48, 64, 8, 128),
+        "mixtral-8x7b": (32, 32, 8, 128),
+        "mixtral-8x22b": (56, 48, 8, 128),
+        "qwen3-14b": (40, 40, 8, 128),
+        "qwen3-32b": (64, 64, 8, 128),
+        "qwen3-30b-a3b": (48, 32, 4, 128),
     }
-    assert all(m.dtype == "bf16" for m in MODELS.values())
+    fp16 = {"llama-2-7b", "llama-2-70b"}  # their config.json's torch_dtype
+    assert all(m.dtype == ("fp16" if n in fp16 else "bf16") for n, m in MODELS.items())
     assert MODELS["llama-3.1-8b"].kv_bytes_per_token() == 131_072
 
 
@@ -241,3 +252,52 @@ def test_a_device_without_a_preset_is_given_inline() -> None:
         with pytest.raises(InputError) as err:
             resolve_gpu(bad)
         assert err.value.field == "gpu"
+
+
+def test_ground_truth_presets_match_their_config_files() -> None:
+    """The presets' figures are those their public config.json files give (the copies the
+    scoreboard's fixtures hold), parameters and active parameters included."""
+    from pathlib import Path
+
+    from perfmodel.hf_config import model_from_hf_config
+
+    folder = Path(__file__).parents[1] / "fixtures" / "ground-truth" / "training" / "model_configs"
+    names = {"Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf",
+             "Llama-2-70b-hf": "meta-llama/Llama-2-70b-hf",
+             "CodeLlama-34b-Instruct-hf": "codellama/CodeLlama-34b-Instruct-hf",
+             "Mixtral-8x7B-v0.1": "mistralai/Mixtral-8x7B-v0.1"}  # fmt: skip
+    for folder_name, hf_id in names.items():
+        read = model_from_hf_config(folder / folder_name / "config.json")
+        preset = resolve_model(hf_id)
+        assert dataclasses.replace(read, name=preset.name) == preset
+    mixtral = resolve_model("mixtral-8x7b")
+    assert mixtral.params == pytest.approx(46.70e9, rel=1e-3)
+    assert mixtral.active_params == pytest.approx(12.88e9, rel=1e-3)
+    assert resolve_model("qwen3-30b-a3b").active_params == pytest.approx(3.35e9, rel=1e-2)
+
+
+def test_moe_reads_the_experts_its_tokens_touch_and_multiplies_by_active_params() -> None:
+    cost = _cost(model="mixtral-8x7b", tensor_parallel_size=2)
+    one = cost.breakdown(cost.decode_shape(1, 0))
+    many = cost.breakdown(cost.decode_shape(64, 0))
+    model = cost.model
+    # one token: the shared weights and 2 of 8 experts; 64 tokens: all 8 (1 - 0.75**64 ~ 1)
+    assert one.bytes - cost.kv_bytes_per_token == pytest.approx(
+        (model.dense_params + model.expert_params * 2 / 8) * 2 / 2
+    )
+    assert many.bytes - 64 * cost.kv_bytes_per_token == pytest.approx(model.weight_bytes / 2)
+    assert one.flops == pytest.approx(2 * model.active_params / 2 + 4 * 32 * 32 * 128 / 2)
+    dense = _cost(model="llama-2-70b", tensor_parallel_size=4)
+    assert dense.weight_bytes(1) == dense.weight_bytes(512) == dense.weight_bytes_per_gpu
+
+
+def test_tensor_parallel_steps_pay_two_all_reduces_per_layer() -> None:
+    tp1 = _cost(model="codellama-34b", gpu="h200")
+    tp2 = _cost(model="codellama-34b", gpu="h200", tensor_parallel_size=2)
+    assert tp1.breakdown(tp1.decode_shape(8, 100)).comm_s == 0
+    gpu, model = tp2.gpu, tp2.model
+    for tokens in (1, 2048):
+        comm = tp2.breakdown(StepShape(prefill_tokens=tokens, prefill_pairs=tokens)).comm_s
+        bytes_through_link = 2 * (2 - 1) / 2 * tokens * model.hidden * 2
+        expected = 2 * model.layers * (gpu.link_latency_s + bytes_through_link / gpu.link_bandwidth)
+        assert comm == pytest.approx(expected)

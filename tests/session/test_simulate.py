@@ -124,6 +124,25 @@ def test_goodput_counts_requests_meeting_every_bound() -> None:
     assert row["goodput"] == 0.5
 
 
+def test_a_configuration_carries_benchs_latencies_by_benchs_rules() -> None:
+    """TTFT, ITL, TPOT and E2E with mean, p50, p90, p99 and max, as summary.json has them:
+    TPOT is (E2E - TTFT)/(n - 1), ITL the per-token gaps, a TPOT SLO judged per request."""
+    spec = SimulateSpec(EngineConfig(fixed_step_s=0.01), [2048], slo=Slo(tpot_s=0.015))
+    alone = EngineRequest("alone", prompt(64, 1), 5, ignore_eos=True)
+    crowd = [EngineRequest(f"c{i}", prompt(64, 10 + i), 5, ignore_eos=True) for i in range(3)]
+    workload = SimWorkload(timed=[(0.0, alone), *((1.0, r) for r in crowd)])
+    (row,) = simulate_grid(spec, workload)["configurations"]
+    for metric in ("ttft_s", "itl_s", "tpot_s", "e2e_s"):
+        assert {"mean", "p50", "p90", "p99", "max", "count"} <= set(row[metric])
+    # fixed 10 ms steps: every gap and every TPOT is one step, TTFT one step, E2E five
+    assert row["itl_s"]["count"] == 4 * 4 and row["itl_s"]["max"] == pytest.approx(0.01)
+    assert row["tpot_s"]["mean"] == pytest.approx(0.01)
+    assert row["e2e_s"]["max"] == pytest.approx(0.05)
+    assert row["goodput"] == 1.0
+    strict = SimulateSpec(EngineConfig(fixed_step_s=0.01), [2048], slo=Slo(tpot_s=0.009))
+    assert simulate_grid(strict, workload)["configurations"][0]["goodput"] == 0.0
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [

@@ -84,3 +84,40 @@ def test_until_stops_the_clock_early() -> None:
     assert 2.5 <= result.end_s < 2.52
     assert "r4" not in result.requests
     assert result.requests["r0"].finish_reason == "length"
+
+
+def test_a_client_timeout_aborts_the_request_and_frees_its_blocks() -> None:
+    """Two long answers at fixed 10 ms steps: the one past its 1 s timeout is aborted at
+    the first step boundary after it, ends with error "timeout" and gives its blocks back."""
+    core = EngineCore(EngineConfig(fixed_step_s=0.01, max_num_seqs=1))
+    arrivals = [
+        (0.0, EngineRequest("first", prompt(64, 1), 90, ignore_eos=True)),
+        (0.0, EngineRequest("second", prompt(64, 2), 90, ignore_eos=True)),
+    ]
+    result = VirtualDriver(core).run(arrivals, timeout_s=1.0)
+    first, second = result.requests["first"], result.requests["second"]
+    assert first.finish_reason == "length" and len(first.token_times) == 90
+    # max_num_seqs 1: "second" waits 0.9 s for "first", then decodes until the timeout
+    assert second.error == "timeout" and second.finish_reason is None
+    assert 0 < len(second.token_times) < 90
+    assert second.token_times[-1] <= 1.0 + 1e-9
+    assert core.pool.num_free_or_reclaimable == core.pool.num_blocks
+    assert core.stats.aborted_requests == 1
+
+
+def test_async_scheduling_admits_an_arrival_one_step_later() -> None:
+    """vLLM's async scheduling: the step after the running one is already scheduled, so a
+    request arriving mid-step joins the step after next; an idle engine starts at once."""
+    busy = [(0.0, EngineRequest("long", prompt(64, 1), 50, ignore_eos=True))]
+    late = (0.105, EngineRequest("late", prompt(64, 2), 5, ignore_eos=True))
+    ttft = {}
+    for lag in (False, True):
+        config = EngineConfig(fixed_step_s=0.01, async_scheduling=lag)
+        result = VirtualDriver(EngineCore(config)).run([*busy, late])
+        ttft[lag] = result.requests["late"].ttft_s
+        idle = VirtualDriver(EngineCore(config)).run([late])
+        assert idle.requests["late"].ttft_s == pytest.approx(0.01)
+    # arriving at 0.105: the step 0.10-0.11 is running; without the lag it joins 0.11-0.12,
+    # with it 0.12-0.13 (0.11-0.12 was scheduled at 0.10)
+    assert ttft[False] == pytest.approx(0.12 - 0.105)
+    assert ttft[True] == pytest.approx(0.13 - 0.105)

@@ -6,7 +6,12 @@ its URL. Every other completion request (the 2nd, 4th … by arrival; the first 
 bench's own test request) gets the fault (``nonsense-usage``: a well-formed stream whose
 final usage is impossible, in turn cached > prompt tokens, negative prompt tokens, and
 40 more completion tokens than were streamed); ``all-5xx`` and ``slow-bytes`` apply to every
-request, ``all-5xx-after-first`` to every request after the first. A separate process, so a test can
+request, ``all-5xx-after-first`` to every request after the first. Two faults lie or die
+instead: ``die-after:N`` answers N completions well, then the process exits (every later
+connection refused: a server that died mid-run); ``lying-cache`` answers every request
+well but reports its whole prompt as cached, fresh prompts too (``cached_tokens`` that
+contradict themselves). ``negative-completion`` reports ``completion_tokens: -3`` on
+every other request. A separate process, so a test can
 SIGKILL it mid-run and ``prefillscope bench --endpoint`` drives it as it would a server.
 """
 
@@ -16,6 +21,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,17 +54,27 @@ NONSENSE_USAGE = (
 )
 
 
-def _events(prompt: int, max_tokens: int, nonsense: int | None = None) -> list[bytes]:
+#: ``negative-completion``'s final usage on every other request: completion_tokens -3.
+NEGATIVE_COMPLETION = len(NONSENSE_USAGE)
+_USAGES = (*NONSENSE_USAGE, lambda prompt, n: (prompt, -3, 0))
+
+
+def _events(
+    prompt: int, max_tokens: int, nonsense: int | None = None, cached: int | None = None
+) -> list[bytes]:
     """A whole vLLM-shaped stream of ``max_tokens`` tokens, event by event; with
-    ``nonsense``, its final usage is ``NONSENSE_USAGE[nonsense]``'s."""
+    ``nonsense``, its final usage is ``NONSENSE_USAGE[nonsense]``'s; with ``cached``,
+    its usage reports that many cached prompt tokens."""
     events = [
         _event(i + 1, prompt, "ab", "length" if i + 1 == max_tokens else None, None)
         for i in range(max_tokens)
     ]
     usage: dict = {"prompt_tokens": prompt, "completion_tokens": max_tokens}
     if nonsense is not None:
-        reported, completion, cached = NONSENSE_USAGE[nonsense](prompt, max_tokens)
+        reported, completion, cached = _USAGES[nonsense](prompt, max_tokens)
         usage = {"prompt_tokens": reported, "completion_tokens": completion}
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    elif cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     tail = {"id": "cmpl-fault", "object": "text_completion", "choices": [], "usage": usage}
     return [*events, b"data: " + json.dumps(tail).encode() + b"\n\n", b"data: [DONE]\n\n"]
@@ -115,9 +131,13 @@ def app(fault: str) -> web.Application:
         body = await request.json()
         request["index"] = index = next(counter)
         nonsense = (index // 2) % len(NONSENSE_USAGE) if fault == "nonsense-usage" else None
+        if fault == "negative-completion":
+            nonsense = NEGATIVE_COMPLETION
         if index % 2 == 0:
             nonsense = None
-        events = _events(len(body.get("prompt") or []), int(body.get("max_tokens", 4)), nonsense)
+        prompt = len(body.get("prompt") or [])
+        cached = prompt if fault == "lying-cache" else None
+        events = _events(prompt, int(body.get("max_tokens", 4)), nonsense, cached)
         if fault == "slow-bytes":
             resp = await _start_stream(request)
             for byte in b"".join(events):
@@ -125,8 +145,11 @@ def app(fault: str) -> web.Application:
                 await asyncio.sleep(0.0002)
             await resp.write_eof()
             return resp
+        if fault.startswith("die-after:") and index >= int(fault.split(":")[1]):
+            os._exit(0)  # the server dies: this request is cut, every later one refused
         every = fault == "all-5xx" or (fault == "all-5xx-after-first" and index > 0)
-        if fault not in ("none", "nonsense-usage") and (every or index % 2 == 1):
+        well = ("none", "nonsense-usage", "lying-cache", "negative-completion")
+        if not (fault in well or fault.startswith("die-after:")) and (every or index % 2 == 1):
             return await _fault(fault, request, events)
         resp = await _start_stream(request)
         for event in events:

@@ -1,0 +1,153 @@
+"""``simulate --against DIR``: replay a measured inference-perf run and score the prediction.
+
+The run (``session.lifecycle``) is rebuilt as a workload — its prompts, stages, rate,
+arrival process, output lengths and client timeout — and served by the embedded engine
+on a virtual clock with the run's model, tensor parallelism and server limits on the
+given GPU. Requests are summarised per load stage (by send time) and over the whole run
+by bench's code (``session.simulate.summarize``), and each of TTFT, ITL, TPOT and E2E's
+mean, p90 and p99 is set beside the measured figure: ``error = predicted / actual − 1``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from perfmodel.config import EngineConfig
+from probes.slo import Slo
+from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
+from session.sim_workload import FIRST_WORD_ID
+from session.simulate import summarize
+from simengine.core import EngineCore, EngineRequest
+from simengine.driver import RequestTiming, VirtualDriver
+
+#: What the scoreboard compares, in this order.
+METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+STATS = ("mean", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class Score:
+    """One predicted figure beside the measured one (seconds)."""
+
+    stage: int
+    metric: str
+    stat: str
+    predicted: float | None
+    actual: float | None
+
+    @property
+    def error(self) -> float | None:
+        """``predicted / actual − 1``; None when either is missing."""
+        if self.predicted is None or not self.actual:
+            return None
+        return self.predicted / self.actual - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "metric": self.metric,
+            "stat": self.stat,
+            "predicted": self.predicted,
+            "actual": self.actual,
+            "error": self.error,
+        }
+
+
+def workload(
+    run: LifecycleRun, vocab_size: int, seed: int = 0
+) -> list[tuple[float, EngineRequest]]:
+    """The run's requests with their send times (the rules of ``session.lifecycle``)."""
+    rng = np.random.default_rng(seed)
+    prompts = []
+    extra = max(0, round(run.prompt_len) - run.system_prompt_len - run.question_len)
+    own = run.question_len + extra
+    for _ in range(run.num_groups):
+        system = rng.integers(FIRST_WORD_ID, vocab_size, size=run.system_prompt_len)
+        for _ in range(run.prompts_per_group):
+            question = rng.integers(FIRST_WORD_ID, vocab_size, size=own)
+            prompts.append(np.concatenate([system, question]).tolist())
+    times = arrival_times(run, seed)
+    return [
+        (
+            float(t),
+            EngineRequest(f"r{i}", prompts[i % len(prompts)], run.output_len, ignore_eos=True),
+        )
+        for i, t in enumerate(times)
+    ]
+
+
+def replay(run: LifecycleRun, config: EngineConfig, seed: int = 0) -> list[RequestTiming]:
+    """Every request of the run, served on the virtual clock (client timeout honoured)."""
+    arrivals = workload(run, config.vocab_size, seed)
+    result = VirtualDriver(EngineCore(config)).run(
+        arrivals, record_steps=False, timeout_s=run.timeout_s
+    )
+    return [result.requests[req.request_id] for _, req in arrivals]
+
+
+def stage_summaries(
+    run: LifecycleRun, timings: list[RequestTiming], slo: Slo | None = None
+) -> dict[int, dict[str, Any]]:
+    """Bench's summary of the requests sent in each stage, and of the whole run."""
+    out = {WHOLE_RUN: summarize(timings, [], slo or Slo())}
+    if len(run.stages) > 1:
+        sent = np.array([t.arrival_s for t in timings])
+        for i, (start, end) in enumerate(run.stage_bounds()):
+            part = [t for t, s in zip(timings, sent, strict=True) if start <= s < end]
+            out[i] = summarize(part, [], slo or Slo())
+    else:
+        out[0] = out[WHOLE_RUN]
+    return out
+
+
+def scores(run: LifecycleRun, summaries: dict[int, dict[str, Any]]) -> list[Score]:
+    """Each stage × metric × statistic the run measured, predicted beside actual."""
+    out = []
+    for stage, summary in summaries.items():
+        actual = run.actual.get(stage)
+        if actual is None:
+            continue
+        for metric in METRICS:
+            for stat in STATS:
+                out.append(
+                    Score(stage, metric, stat, summary[metric][stat], actual[metric].get(stat))
+                )
+    return out
+
+
+def _failures(run: LifecycleRun) -> int | None:
+    """Requests the run measured as failed (None when its files do not say)."""
+    whole = run.actual.get(WHOLE_RUN) or {}
+    count = (whole.get("failures") or {}).get("count")
+    return None if count is None else int(count)
+
+
+def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str, Any]:
+    """Replay ``run`` on ``base``'s GPU and cost model; the figures and their errors."""
+    config = run.engine(base)
+    t0 = time.perf_counter()
+    timings = replay(run, config, seed)
+    wall = time.perf_counter() - t0
+    summaries = stage_summaries(run, timings)
+    whole = summaries[WHOLE_RUN]
+    return {
+        "run": str(run.path),
+        "model": config.model,
+        "gpu": config.gpu,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "max_num_seqs": config.max_num_seqs,
+        "arrivals": run.arrivals,
+        "timeout_s": run.timeout_s,
+        "client_tokens_per_token": run.client_tokens_per_token,
+        "requests": whole["requests"],
+        "timed_out": sum(1 for t in timings if t.error == "timeout"),
+        "measured_failures": _failures(run),
+        "configurations": [summaries[k] | {"stage": k} for k in sorted(summaries)],
+        "scores": [s.to_dict() for s in scores(run, summaries)],
+        "wall_s": wall,
+    }

@@ -1,0 +1,259 @@
+"""An inference-perf run in its lifecycle-metrics layout, read as a replayable experiment.
+
+The folder holds ``results/*_lifecycle_metrics.json`` (what was measured, in seconds),
+``results/config.yaml`` (the client configuration inference-perf resolved and ran),
+``profile.yaml`` (the one it was asked for) and the server's ``exp-config.yaml`` (model,
+tensor parallelism, ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len``).
+
+Which file the workload follows, and why:
+
+* **Prompts** follow ``results/config.yaml``: ``num_groups`` × ``num_prompts_per_group``
+  single-turn prompts, each a group's shared system prompt and a question of its own.
+  ``profile.yaml`` may ask for multi-turn chat over other counts, but the measured prompt
+  lengths do not grow across the run (they would, turn after turn), so the resolved
+  configuration is what ran. Requests cycle through the prompts in order, so a prompt
+  recurs and the prefix cache (on by default in vLLM's V1 engine) sees it again. The
+  prompt's length is the *measured* mean ``prompt_len``: the chat template adds tokens the
+  configuration does not count, and they are put after the question.
+* **Arrivals** follow ``load.type`` of ``results/config.yaml`` (``constant``: evenly spaced
+  at each stage's rate; ``poisson``: exponential gaps, seeded), stage after stage.
+* **Output lengths** are the requested ``output_len``: the server ran with ``ignore_eos``,
+  and the measured streams say it produced them. inference-perf's ``output_len`` counts
+  the streamed text re-tokenized, which comes out shorter for some models, and its
+  ``inter_token_latency``/``time_per_output_token`` count ``k`` tokens per streamed token
+  (each chunk re-tokenized with its start-of-text token: ``k = 2`` for the Llama and
+  Mixtral tokenizers). The factor is read from the measurements themselves: the stream's
+  duration over the client's mean TPOT gives its token count, ``k`` times the requested
+  one (``client_tokens_per_token``).
+* **The server** is ``exp-config.yaml``'s; a ``vllm`` server (``server.type``) is
+  simulated with vLLM V1's asynchronous scheduling (``EngineConfig.async_scheduling``).
+* **Timeouts**: ``load.request_timeout`` when set, else the client's default total timeout
+  of 300 s (the failures' ``request_latency`` starts at 300.0 s in the overloaded runs).
+
+Measured figures are turned into per-token ones: TPOT ``× (k·n − 1)/(n − 1)`` (n the
+output length; exact per request, so for every quantile), ITL mean likewise, and an ITL
+quantile q from the client's quantile ``1 − (1 − q)/k`` (the k − 1 extra gaps per token
+are near zero and sit below every real one); a quantile the file does not hold (ITL p99
+needs the client's p99.5) is ``None``. TTFT and E2E are the client's, as measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfmodel.config import EngineConfig
+from workloads.errors import InputError
+
+#: The client's total timeout when ``request_timeout`` is null (aiohttp's default).
+DEFAULT_TIMEOUT_S = 300.0
+#: Statistics the scoreboard compares, as inference-perf names them.
+LIFECYCLE_STATS = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
+_CLIENT_LEVELS = {"p50": "median", "p75": "p75", "p90": "p90", "p95": "p95", "p99": "p99",
+                  "p99.9": "p99.9"}  # fmt: skip
+#: inference-perf's names of the four latencies.
+_LATENCY_KEYS = {
+    "ttft_s": "time_to_first_token",
+    "itl_s": "inter_token_latency",
+    "tpot_s": "time_per_output_token",
+    "e2e_s": "request_latency",
+}
+#: The whole run's figures, under the stage index inference-perf's peers use for it.
+WHOLE_RUN = -1
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One load stage: requests per second for so many seconds."""
+
+    rate: float
+    duration_s: float
+
+
+@dataclass
+class LifecycleRun:
+    """What a lifecycle-metrics folder says: the server, the workload and the measurements."""
+
+    path: Path
+    model: str
+    tensor_parallel_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    num_groups: int
+    prompts_per_group: int
+    system_prompt_len: int
+    question_len: int
+    output_len: int
+    stages: list[Stage]
+    arrivals: str
+    timeout_s: float
+    #: Mean prompt length measured by the client (template tokens included).
+    prompt_len: float
+    #: stage index (``WHOLE_RUN`` for the summary) → metric → statistic → seconds.
+    actual: dict[int, dict[str, dict[str, float | None]]] = field(default_factory=dict)
+    #: Tokens the client counted per token the server streamed (see the docstring).
+    client_tokens_per_token: int = 1
+    #: ``server.type`` of the client configuration (``vllm``: scheduled asynchronously).
+    server_type: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def engine(self, base: EngineConfig) -> EngineConfig:
+        """``base`` with this run's model and server limits."""
+        import dataclasses
+
+        return dataclasses.replace(
+            base,
+            model=self.model,
+            tensor_parallel_size=self.tensor_parallel_size,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=min(self.max_num_seqs, self.max_num_batched_tokens),
+            max_model_len=self.max_model_len,
+            async_scheduling=base.async_scheduling or self.server_type == "vllm",
+        )
+
+    def stage_bounds(self) -> list[tuple[float, float]]:
+        """Each stage's [start, end) in seconds from the first send."""
+        out, t = [], 0.0
+        for stage in self.stages:
+            out.append((t, t + stage.duration_s))
+            t += stage.duration_s
+        return out
+
+
+def _load_yaml(path: Path, flag: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(flag, f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(flag, f"{path} is not a mapping")
+    return data
+
+
+def _need(mapping: dict[str, Any], key: str, where: Path, flag: str) -> Any:
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    if value is None:
+        raise InputError(flag, f"{where} has no {key}", "give an inference-perf results folder")
+    return value
+
+
+def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
+    """The run in ``path`` (an inference-perf lifecycle-metrics folder); ``InputError``
+    naming ``flag`` when a file it needs is missing or malformed."""
+    path = Path(path)
+    results = path / "results"
+    server_file = path / "exp-config.yaml"
+    client_file = results / "config.yaml"
+    for needed in (server_file, client_file, results / "summary_lifecycle_metrics.json"):
+        if not needed.is_file():
+            raise InputError(flag, f"{path} lacks {needed.relative_to(path)}",
+                             "give a folder with results/*_lifecycle_metrics.json, "
+                             "results/config.yaml and exp-config.yaml")  # fmt: skip
+    server = _load_yaml(server_file, flag)
+    client = _load_yaml(client_file, flag)
+    data = _need(client, "data", client_file, flag)
+    prefix = _need(data, "shared_prefix", client_file, flag)
+    load = _need(client, "load", client_file, flag)
+    stages = [Stage(float(s["rate"]), float(s["duration"])) for s in load.get("stages") or []]
+    if not stages or any(s.rate <= 0 or s.duration_s <= 0 for s in stages):
+        raise InputError(flag, f"{client_file}: load.stages needs rate > 0 and duration > 0")
+    arrivals = str(load.get("type") or "constant")
+    if arrivals not in ("constant", "poisson"):
+        raise InputError(flag, f"{client_file}: load.type {arrivals!r}", "constant or poisson")
+    stage_files = {WHOLE_RUN: results / "summary_lifecycle_metrics.json"}
+    stage_files |= {i: results / f"stage_{i}_lifecycle_metrics.json" for i in range(len(stages))}
+    raw = {}
+    for index, file in stage_files.items():
+        if file.is_file():
+            try:
+                raw[index] = json.loads(file.read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(flag, f"cannot read {file}: {exc}") from None
+    summary = raw[WHOLE_RUN].get("successes") or {}
+    prompt_len = float((summary.get("prompt_len") or {}).get("mean") or 0.0)
+    system, question = int(prefix["system_prompt_len"]), int(prefix["question_len"])
+    run = LifecycleRun(
+        path=path,
+        model=str(_need(server, "model", server_file, flag)),
+        tensor_parallel_size=int(server.get("tensor_parallelism") or 1),
+        max_num_batched_tokens=int(_need(server, "max_num_batched_tokens", server_file, flag)),
+        max_num_seqs=int(server.get("max_num_seqs") or 256),
+        max_model_len=int(server.get("max_model_len") or 32768),
+        num_groups=int(prefix["num_groups"]),
+        prompts_per_group=int(prefix["num_prompts_per_group"]),
+        system_prompt_len=system,
+        question_len=question,
+        output_len=int(prefix["output_len"]),
+        stages=stages,
+        arrivals=arrivals,
+        timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
+        prompt_len=max(prompt_len, float(system + question)),
+        server_type=str((client.get("server") or {}).get("type") or ""),
+    )
+    run.client_tokens_per_token = _client_factor(summary, run.output_len)
+    run.actual = {i: _actual(d, run) for i, d in raw.items()}
+    return run
+
+
+def _client_factor(successes: dict[str, Any], output_len: int) -> int:
+    """How many tokens the client counted per streamed token (see the module docstring)."""
+    latency = successes.get("latency") or {}
+    try:
+        stream = latency["request_latency"]["mean"] - latency["time_to_first_token"]["mean"]
+        tpot = latency["time_per_output_token"]["mean"]
+    except (KeyError, TypeError):
+        return 1
+    if not tpot or tpot <= 0 or output_len <= 1:
+        return 1
+    counted = stream / tpot + 1
+    return max(1, round(counted / output_len))
+
+
+def _actual(data: dict[str, Any], run: LifecycleRun) -> dict[str, dict[str, float | None]]:
+    """One lifecycle file's latencies per token, in seconds (the module docstring's rules)."""
+    latency = (data.get("successes") or {}).get("latency") or {}
+    k, n = run.client_tokens_per_token, run.output_len
+    per_token = (k * n - 1) / (n - 1) if n > 1 else 1.0
+    out: dict[str, dict[str, float | None]] = {}
+    for metric, key in _LATENCY_KEYS.items():
+        stats = latency.get(key) or {}
+        figures: dict[str, float | None] = {}
+        for stat, name in LIFECYCLE_STATS.items():
+            value = stats.get(name)
+            if metric == "itl_s" and stat != "mean":
+                level = 100 - (100 - float(stat[1:])) / k
+                name = next((v for s, v in _CLIENT_LEVELS.items() if float(s[1:]) == level), None)
+                value = stats.get(name) if name else None
+            elif metric in ("itl_s", "tpot_s") and value is not None:
+                value *= per_token
+            figures[stat] = None if value is None or not math.isfinite(value) else float(value)
+        out[metric] = figures
+    out["failures"] = {"count": float((data.get("failures") or {}).get("count") or 0)}
+    out["successes"] = {"count": float((data.get("successes") or {}).get("count") or 0)}
+    return out
+
+
+def arrival_times(run: LifecycleRun, seed: int = 0) -> np.ndarray:
+    """Send times of every request, stage after stage (``run.arrivals``' process)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for (start, end), stage in zip(run.stage_bounds(), run.stages, strict=True):
+        if run.arrivals == "poisson":
+            count = int(stage.rate * stage.duration_s * 1.2) + 16
+            times = start + np.cumsum(rng.exponential(1.0 / stage.rate, size=count))
+            parts.append(times[times < end])
+        else:
+            count = round(stage.rate * stage.duration_s)
+            parts.append(start + np.arange(count) / stage.rate)
+    return np.concatenate(parts)

@@ -1,0 +1,324 @@
+"""Every command under the faults ``bench`` already survives (issue 43): a full disk, a
+dying and a lying server, a damaged run directory, absurd numbers.
+
+Each test runs the real ``prefillscope`` command line in a process of its own and checks
+the exit status, the one line on stderr (never a traceback), and what was kept: a failed
+write leaves no 0-byte or temporary file and the earlier complete document as it was.
+The absurd-number test takes every numeric option of every command from the command's
+own option list (click's), so a flag added tomorrow is covered without a line here.
+
+``pytest -s`` prints the fault table: ``FAULT command | fault | exit | line``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import fault_server
+import pytest
+from small_disk import small_tmpfs
+
+from runtime.atomic import EXIT_WRITE_FAILED
+from session.exit_status import EXIT_REQUESTS_FAILED
+
+CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()"]
+SERVER_FLAGS = ["--backend", "vllm", "--model", fault_server.MODEL, "--vocab-size", "32000"]
+
+
+def cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The command's one line on stderr (asserting there is no traceback)."""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("prefillscope:")]
+    assert lines, done.stderr
+    return lines[-1]
+
+
+def table_row(command: str, fault: str, done: subprocess.CompletedProcess[str]) -> str:
+    line = one_line(done) if done.returncode else "(none)"
+    row = f"FAULT {command} | {fault} | exit {done.returncode} | {line}"
+    print(row)
+    return line
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A small complete bench run against the fault server (no fault)."""
+    out = tmp_path_factory.mktemp("runs") / "run"
+    proc, url = fault_server.start("none")
+    try:
+        done = cli(
+            "bench", "--endpoint", url, *SERVER_FLAGS, "--no-server-metrics",
+            "--gpu-telemetry", "off", "--workload", "shared-prefix", "--set", "groups=1",
+            "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+            "--num-requests", "12", "--concurrency", "2", "--out", str(out),
+        )  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    assert done.returncode == 0, done.stderr
+    yield out
+
+
+def no_debris(folder: Path) -> None:
+    """No temporary file, and no 0-byte file, in ``folder``."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.name.endswith(".tmp")], files
+    assert not [p for p in files if p.stat().st_size == 0 and p.suffix != ".jsonl"], files
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` to its last byte."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["report", "export", "simulate"])
+def test_a_page_or_file_on_a_full_disk_is_exit_6_and_leaves_nothing(
+    command: str, run_dir: Path, tmp_path: Path
+) -> None:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        target = disk / "out.file"
+        args = {
+            "report": ["report", str(run_dir), "--html", str(target)],
+            "export": ["export", str(run_dir), "--out", str(target)],
+            "simulate": ["simulate", "--workload", "shared-prefix", "--num-requests", "20",
+                         "--html", str(target)],
+        }[command]  # fmt: skip
+        done = cli(*args)
+        line = table_row(command, "full disk", done)
+        assert done.returncode == EXIT_WRITE_FAILED, done.stderr
+        assert f"no space left on {disk}" in line and "nothing written there" in line
+        assert not target.exists()
+        no_debris(disk)
+
+
+def test_diagnose_on_a_full_disk_keeps_the_earlier_diagnosis(run_dir: Path, tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        run = disk / "run"
+        subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+        first = cli("diagnose", str(run), "--json")
+        assert first.returncode == 0, first.stderr
+        before = (run / "diagnosis.json").read_bytes()
+        fill(disk)
+        done = cli("diagnose", str(run), "--slo", "ttft=1ms")
+        line = table_row("diagnose", "full disk", done)
+        assert done.returncode == EXIT_WRITE_FAILED
+        assert "diagnosis.json: the earlier one kept" in line
+        assert (run / "diagnosis.json").read_bytes() == before  # still whole, still readable
+        json.loads(before)
+        no_debris(run)
+
+
+def test_compare_never_turns_a_failed_step_summary_into_a_verdict(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        env = os.environ | {"GITHUB_STEP_SUMMARY": str(disk / "summary.md")}
+        done = cli("compare", str(run_dir), str(run_dir), env=env)
+    table_row("compare", "full disk ($GITHUB_STEP_SUMMARY)", done)
+    assert done.returncode == 0, done.stderr  # two identical runs: the gate's own verdict
+    assert "warning: $GITHUB_STEP_SUMMARY" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_sweep_on_a_full_disk_stops_with_exit_6_and_no_knee_from_it(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "256k") as disk:
+        done = cli(
+            "sweep", "--rates", "20,40", "--workload", "shared-prefix", "--set", "prefix_len=16",
+            "--set", "suffix_len=8", "--set", "output_len=4", "--num-requests", "3000",
+            "--metrics-interval", "0.05", "--engine", "fixed_step_s=0.002",
+            "--gpu-telemetry", "off", "--out", str(disk / "sweep"),
+        )  # fmt: skip
+        line = table_row("sweep", "full disk", done)
+        assert done.returncode == EXIT_WRITE_FAILED, done.stderr
+        assert f"no space left on {disk / 'sweep'}" in line and "point rate-20" in line
+        sweep = disk / "sweep" / "sweep.json"
+        if sweep.exists():  # the points before the failed one; never the failed one as a knee
+            assert json.loads(sweep.read_text())["points"] == []
+        no_debris(disk / "sweep")
+
+
+def test_diagnose_ab_on_a_full_disk_is_exit_6(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        done = cli(
+            "diagnose", "ab", "--workload", "interference", "--num-requests", "4",
+            "--chunks", "512,2048", "--out", str(disk / "ab"),
+        )  # fmt: skip
+        line = table_row("diagnose ab", "full disk", done)
+        assert done.returncode == EXIT_WRITE_FAILED, done.stderr
+        assert "no space left on" in line
+        no_debris(disk)
+
+
+def test_isolation_on_a_full_disk_is_exit_6(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        out = disk / "iso"
+        out.mkdir()
+        fill(disk)
+        done = cli("isolation", "--trials", "3", "--prefix-tokens", "64", "--out", str(out))
+        line = table_row("isolation", "full disk", done)
+        assert done.returncode == EXIT_WRITE_FAILED, done.stderr
+        assert "isolation.json: nothing written there" in line
+        no_debris(out)
+
+
+# -- a dying and a lying server -------------------------------------------------------------
+def isolation_against(fault: str, out: Path) -> subprocess.CompletedProcess[str]:
+    proc, url = fault_server.start(fault)
+    try:
+        return cli(
+            "isolation", "--endpoint", url, *SERVER_FLAGS, "--prefix-tokens", "256",
+            "--trials", "10", "--out", str(out), "--json",
+        )  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_isolation_against_a_server_that_dies_is_failed(tmp_path: Path) -> None:
+    done = isolation_against("die-after:20", tmp_path / "iso")
+    line = table_row("isolation", "dying server", done)
+    doc = json.loads((tmp_path / "iso" / "isolation.json").read_text())
+    print(f"  verdict: {doc['verdict']['sentence']}")
+    assert done.returncode == EXIT_REQUESTS_FAILED
+    assert doc["status"] == "failed" and "measured requests failed" in doc["reason"]
+    assert (doc["verdict"]["verdict"], doc["verdict"]["by"]) == ("inconclusive", "failed_probes")
+    assert "isolation failed" in line
+    assert "nan" not in json.dumps([doc["verdict"], doc["experiments"]]).replace("NaN", "")
+
+
+def test_isolation_against_a_server_whose_cached_tokens_lie(tmp_path: Path) -> None:
+    done = isolation_against("lying-cache", tmp_path / "iso")
+    table_row("isolation", "lying server", done)
+    doc = json.loads((tmp_path / "iso" / "isolation.json").read_text())
+    sentence = doc["verdict"]["sentence"]
+    print(f"  verdict: {doc['verdict']['verdict']}: {sentence}")
+    assert done.returncode == 0 and doc["status"] == "complete"
+    assert "cached_tokens contradict themselves" in sentence and "timing alone" in sentence
+    assert doc["verdict"]["by"] != "cached_tokens"  # its counts decide nothing
+    (exp,) = doc["experiments"]
+    assert exp["cross"]["cached_tokens"]["fresh_cached"] == 10
+    assert "nan" not in sentence
+
+
+# -- a damaged run directory ----------------------------------------------------------------
+READERS = {
+    "report": lambda run: ["report", str(run)],
+    "diagnose": lambda run: ["diagnose", str(run)],
+    "export": lambda run: ["export", str(run)],
+}
+
+
+def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    for name in ("requests.parquet", "requests.jsonl"):
+        (run / name).unlink()
+        (run / name).symlink_to(name)  # a link to itself: there, and never readable
+    lines = set()
+    for command, args in READERS.items():
+        done = cli(*args(run))
+        lines.add(table_row(command, "damaged table (unreadable)", done))
+        assert done.returncode == 2
+    assert len(lines) == 1, lines  # the same answer in all three
+    assert "requests.parquet" in lines.pop()
+
+
+def test_rows_of_the_wrong_types_are_skipped_and_counted_alike(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    (run / "requests.parquet").unlink()
+    with open(run / "requests.jsonl", "a") as fh:
+        fh.write('{"id": 5, "status": null, "ttft_ms": "fast"}\n')
+    for command, args in READERS.items():
+        done = cli(*args(run))
+        print(f"FAULT {command} | damaged table (wrong types) | exit {done.returncode} | "
+              f"{one_line(done)}")  # fmt: skip
+        assert done.returncode == 0
+        assert "requests.jsonl: skipped 1 unreadable line" in done.stderr
+    exported = cli("export", str(run)).stdout.splitlines()
+    assert len(exported) == 1 + 12  # the header and the 12 real rows, no phantom
+
+
+# -- absurd numbers, every numeric option of every command ----------------------------------
+def numeric_options() -> list[tuple[str, str, str]]:
+    """``(command path, flag, int|float)`` for every numeric option the CLI has."""
+    from typer.main import get_command
+
+    from prefillscope.app import build_app
+
+    found = []
+
+    def walk(cmd, path: tuple[str, ...]) -> None:
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            walk(sub, (*path, name))
+        for param in getattr(cmd, "params", []):
+            if param.param_type_name == "option" and param.type.name in ("int", "float"):
+                flag = next(o for o in param.opts if o.startswith("--"))
+                found.append((" ".join(path), flag, param.type.name))
+
+    walk(get_command(build_app()), ())
+    return found
+
+
+#: What each command needs besides the flag to run at all (a flag refused or not), with
+#: ``{out}`` a fresh folder and ``{run}`` a bench run. A new command must be added here.
+BASE_ARGS = {
+    "bench": ["--dry-run", "--workload", "shared-prefix", "--num-requests", "5"],
+    "sweep": ["--rates", "1", "--workload", "shared-prefix", "--num-requests", "3",
+              "--out", "{out}"],
+    "simulate": ["--workload", "shared-prefix", "--num-requests", "5"],
+    "calc chunks": ["--budget", "512", "--prompt", "2048"],
+    "calc prefix": ["--prompt", "2048", "--cached-prefix", "1024"],
+    "calc kv": ["--tokens", "2048"],
+    "compare": ["{run}", "{run}"],
+    "diagnose run": ["{run}"],
+    "diagnose ab": ["--workload", "interference", "--chunks", "512,2048", "--num-requests", "4",
+                    "--out", "{out}"],
+    "isolation": ["--trials", "3", "--prefix-tokens", "64", "--out", "{out}"],
+    "probe": ["http://127.0.0.1:9"],
+    "serve": ["--port", "0"],
+}  # fmt: skip
+ABSURD = {"int": ("1" + "0" * 30, "-" + "1" + "0" * 30), "float": ("1e300", "-1e300", "nan")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, flag, kind", numeric_options())
+def test_an_absurd_number_is_one_line_naming_the_flag(
+    command: str, flag: str, kind: str, run_dir: Path, tmp_path: Path
+) -> None:
+    assert command in BASE_ARGS, f"no base arguments for the command {command!r}: add them"
+    for i, value in enumerate(ABSURD[kind]):
+        out = tmp_path / f"out{i}"
+        base = [a.format(out=out, run=run_dir) for a in BASE_ARGS[command]]
+        path = command.split()
+        path = path[:1] if path == ["diagnose", "run"] else path  # ``diagnose RUN_DIR``
+        done = cli(*path, *base, flag, value, timeout=60)
+        line = one_line(done)
+        assert done.returncode == 2, (value, done.returncode, line)
+        assert flag in line, (value, line)
+        assert not out.exists() or not any(out.iterdir()), "nothing written"

@@ -1,0 +1,105 @@
+"""``simulate --against``: real inference-perf runs read, replayed and scored."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from repo_paths import FIXTURES
+
+from perfmodel.config import EngineConfig
+from session.against import replay, score_run
+from session.lifecycle import WHOLE_RUN, read_lifecycle
+from workloads.errors import InputError
+
+RUNS = FIXTURES / "ground-truth" / "training" / "default_args"
+MIXTRAL = RUNS / "20260218-130541-mixtral-8x7b-v0-1-tp2-general"
+LLAMA_7B = RUNS / "20260217-231439-llama-2-7b-tp1-general"
+CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "simulate"]
+
+
+def _short_copy(src: Path, dst: Path, seconds: float) -> Path:
+    """The run with each load stage cut to ``seconds`` (its measurements kept)."""
+    shutil.copytree(src, dst)
+    config_file = dst / "results" / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    for stage in config["load"]["stages"]:
+        stage["duration"] = seconds
+    config_file.write_text(yaml.safe_dump(config))
+    return dst
+
+
+def test_the_run_is_read_from_the_resolved_config_and_per_token_figures() -> None:
+    run = read_lifecycle(MIXTRAL)
+    assert (run.model, run.tensor_parallel_size, run.max_num_batched_tokens) == (
+        "mistralai/Mixtral-8x7B-v0.1",
+        2,
+        2048,
+    )
+    # results/config.yaml: 10 groups of 10 single-turn prompts (the profile asked 9 x 5
+    # multi-turn), constant arrivals, 8 then 20 req/s for 600 s each
+    assert (run.num_groups, run.prompts_per_group, run.arrivals) == (10, 10, "constant")
+    assert [(s.rate, s.duration_s) for s in run.stages] == [(8.0, 600.0), (20.0, 600.0)]
+    assert run.timeout_s == 300.0 and run.server_type == "vllm"
+    # the client counted two tokens per streamed one: TPOT x (2n-1)/(n-1) is the stream's
+    raw = json.loads((MIXTRAL / "results" / "stage_0_lifecycle_metrics.json").read_text())
+    latency = raw["successes"]["latency"]
+    n = run.output_len
+    assert run.client_tokens_per_token == 2
+    assert run.actual[0]["tpot_s"]["mean"] == pytest.approx(
+        latency["time_per_output_token"]["mean"] * (2 * n - 1) / (n - 1)
+    )
+    stream = latency["request_latency"]["mean"] - latency["time_to_first_token"]["mean"]
+    assert run.actual[0]["tpot_s"]["mean"] == pytest.approx(stream / (n - 1), rel=0.02)
+    # ITL p90 of the tokens is the client's p95; its p99 (the client's p99.5) is not there
+    assert run.actual[0]["itl_s"]["p90"] == latency["inter_token_latency"]["p95"]
+    assert run.actual[0]["itl_s"]["p99"] is None
+    assert run.actual[0]["ttft_s"]["p99"] == latency["time_to_first_token"]["p99"]
+
+
+def test_a_folder_without_the_files_is_one_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        read_lifecycle(tmp_path)
+    assert err.value.field == "--against" and "exp-config.yaml" in str(err.value)
+    result = subprocess.run([*CLI, "--against", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--against" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_replay_repeats_the_prompts_and_meets_the_measured_decode(tmp_path: Path) -> None:
+    run = read_lifecycle(_short_copy(LLAMA_7B, tmp_path / "run", 20.0))
+    config = run.engine(EngineConfig())
+    timings = replay(run, config)
+    assert len(timings) == 8 * 20 + 20 * 20
+    assert all(len(t.token_times) == run.output_len for t in timings)
+    # 100 distinct prompts cycled: after the first cycle, each prompt hits the cache
+    cached = [t.num_cached_tokens for t in timings]
+    assert max(cached[:100]) < run.system_prompt_len and min(cached[100:]) >= 16 * 30
+    result = score_run(run, EngineConfig())
+    rows = {(s["stage"], s["metric"], s["stat"]): s for s in result["scores"]}
+    # the roofline's decode step on an H100 lands within 15 % of the measured stream
+    for stage in (0, 1):
+        assert abs(rows[(stage, "itl_s", "mean")]["error"]) < 0.15
+        assert abs(rows[(stage, "tpot_s", "mean")]["error"]) < 0.15
+    assert rows[(WHOLE_RUN, "itl_s", "p99")]["actual"] is None
+
+
+def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> None:
+    folder = _short_copy(MIXTRAL, tmp_path / "run", 10.0)
+    result = subprocess.run(
+        [*CLI, "--against", str(folder), "--json"], capture_output=True, text=True, check=True
+    )
+    out = json.loads(result.stdout)
+    assert out["tensor_parallel_size"] == 2 and out["requests"] == 280
+    for conf in out["configurations"]:
+        for metric in ("ttft_s", "itl_s", "tpot_s", "e2e_s"):
+            assert {"mean", "p50", "p90", "p99", "max"} <= set(conf[metric])
+            assert conf[metric]["max"] >= conf[metric]["p99"] >= conf[metric]["p50"] > 0
+    stages = {s["stage"] for s in out["scores"]}
+    assert stages == {WHOLE_RUN, 0, 1}

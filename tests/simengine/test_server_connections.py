@@ -1,0 +1,171 @@
+"""The embedded server's connections (``simengine.arrivals``, ``simengine.server``):
+
+* a connection idle for ``idle_timeout_s`` — a keep-alive between requests, a client that
+  connected and never sent a request, one that stopped half-way through its headers — is
+  closed; one whose request is still being answered is not;
+* a body larger than a ``max_model_len`` prompt can take (here 10^7 token ids) is refused
+  with HTTP 413 by its declared length, before it is read, while ``/metrics`` answers
+  within 50 ms;
+* a client that leaves before its first token is one log line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import aiohttp
+import pytest
+
+from perfmodel.config import EngineConfig
+from simengine.embedded import EmbeddedServer
+from simengine.engine_process import EngineProcess
+
+IDLE_S = 0.5
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` (EOF on a read)."""
+    sock.settimeout(seconds)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_idle_and_half_sent_connections_are_closed_after_the_timeout() -> None:
+    with EmbeddedServer(EngineConfig(fixed_step_s=0.002), idle_timeout_s=IDLE_S) as server:
+        silent = [_connect(server.url) for _ in range(20)]
+        half = [_connect(server.url) for _ in range(20)]
+        for sock in half:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+        began = time.monotonic()
+        closed = sum(_closed_within(s, 3 * IDLE_S) for s in silent + half)
+        took = time.monotonic() - began
+        for sock in silent + half:
+            sock.close()
+        print(f"{closed} of 40 idle or half-sent connections closed in {took:.2f} s")
+        assert closed == 40
+
+
+def test_a_connection_whose_answer_is_streaming_is_not_cut() -> None:
+    """A request that streams for longer than the timeout, sending nothing meanwhile."""
+    config = EngineConfig(fixed_step_s=0.05)
+    with EmbeddedServer(config, idle_timeout_s=IDLE_S) as server:
+
+        async def stream() -> tuple[int, int]:
+            body = {"model": config.model_name, "prompt": [5] * 16, "max_tokens": 30,
+                    "stream": True, "ignore_eos": True}  # fmt: skip
+            events = 0
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(f"{server.url}/v1/completions", json=body) as resp,
+            ):
+                async for line in resp.content:
+                    events += line.startswith(b"data: {")
+                return resp.status, events
+
+        began = time.monotonic()
+        status, events = asyncio.run(stream())
+        took = time.monotonic() - began
+    assert status == 200 and events >= 30 and took > 2 * IDLE_S
+
+
+#: A client in a process of its own (the server's loop shares no GIL with it): 10^7 token
+#: ids in one body with its Content-Length, sent when told (a line on stdin); prints the
+#: body's size when ready and the status line it got.
+SENDER = r"""
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+body = b'{"model": "x", "max_tokens": 1, "prompt": [' + b",".join([b"1234"] * 10**7) + b"]}"
+sock = socket.create_connection((host, port), timeout=10)
+print(len(body), flush=True)
+sys.stdin.readline()
+head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+try:
+    sock.sendall(head.encode() + body)
+except OSError:
+    pass  # refused before the rest was read
+print(sock.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+"""
+
+
+def _slowest_metrics(url: str, go_on: Callable[[], bool]) -> float:
+    """The slowest of back-to-back ``GET /metrics`` while ``go_on()``, in seconds."""
+    slowest = 0.0
+    while go_on():
+        began = time.monotonic()
+        sock = _connect(url)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        sock.settimeout(5)
+        assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        sock.close()
+        slowest = max(slowest, time.monotonic() - began)
+    return slowest
+
+
+@pytest.mark.timing
+def test_a_huge_body_is_refused_while_metrics_answer_at_once() -> None:
+    """/metrics answers within 50 ms of its own latency on this machine (measured just
+    before, as long): a loaded shared machine answers a quiet server's /metrics in tens
+    of ms; parsing the body on the loop would add seconds (1.7 s before)."""
+    with EngineProcess(EngineConfig(fixed_step_s=0.002)) as server:  # as bench runs it
+        host, port = server.url.removeprefix("http://").split(":")
+        sender = subprocess.Popen(
+            [sys.executable, "-c", SENDER, host, port],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert sender.stdin is not None and sender.stdout is not None
+        size = int(sender.stdout.readline())
+        until = time.monotonic() + 1.0
+        quiet = _slowest_metrics(server.url, lambda: time.monotonic() < until)
+        sender.stdin.write("go\n")
+        sender.stdin.flush()
+        during = _slowest_metrics(server.url, lambda: sender.poll() is None)
+        status = sender.stdout.read().strip()
+    print(f"{size / 2**20:.0f} MiB body: {status}; slowest /metrics {during * 1e3:.1f} ms "
+          f"(quiet: {quiet * 1e3:.1f} ms)")  # fmt: skip
+    assert status.startswith("HTTP/1.1 413"), status
+    assert during < quiet + 0.05
+
+
+def test_a_client_that_leaves_before_its_first_token_is_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = EngineConfig(fixed_step_s=0.2)  # the first token comes a step after the send
+    caplog.set_level(logging.INFO)
+    with EmbeddedServer(config) as server:
+        for _ in range(5):
+            sock = _connect(server.url)
+            payload = (
+                b'{"model": "%s", "prompt": [5, 6, 7], "max_tokens": 4, "stream": true}'
+                % config.model_name.encode()
+            )
+            sock.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+            )
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            sock.close()  # a reset, before any answer
+        time.sleep(1.0)
+    text = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    assert "Traceback" not in text and not any(r.exc_info for r in caplog.records), text
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith(("aiohttp", "prefill"))]
+    print(f"log lines: {lines}")
+    assert len(lines) <= 5
