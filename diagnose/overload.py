@@ -188,9 +188,11 @@ def _next(ctx: Context, rates: Rates | None) -> str:
 
 def _queued_seconds(ctx: Context, finding: Finding) -> Cost | None:
     """Request-seconds spent waiting (module docstring)."""
-    queue = ctx.view.raw.histogram_increase(QUEUE_METRIC)
-    if queue is not None and queue.count and queue.sum is not None:
-        how = f"server: {QUEUE_METRIC} (sum over {queue.count:.0f} requests)"
+    series = ctx.view.server
+    queue = series.histogram_increase(QUEUE_SERIES) if series is not None else None
+    if series is not None and queue is not None and queue.count and queue.sum is not None:
+        source = f"{QUEUE_SERIES} ({series.sources.get(QUEUE_SERIES)})"
+        how = f"server: {source} (sum over {queue.count:.0f} requests)"
         return Cost(float(queue.sum), how)
     found = _arrival_ttfts(ctx)
     if found is None:

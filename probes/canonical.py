@@ -89,7 +89,8 @@ SERIES: dict[str, Kind] = {
 #: prefill and a decode server (disaggregated serving), one observation a transfer, in
 #: the units their names say (``HISTOGRAM_UNITS``): its time, its size, its speed, and
 #: (``kv_transfer_wait_s``) a request's whole wait from its prefill's end to its KV on
-#: the decode worker; the time a request queued before its first step (``queue_time``).
+#: the decode worker; the time a request queued before its first step (``queue_time``)
+#: and spent in its prefill steps (``prefill_time``).
 HISTOGRAMS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -104,6 +105,7 @@ HISTOGRAMS: tuple[str, ...] = (
     "kv_transfer_size_bytes",
     "kv_transfer_wait_s",
     "queue_time",
+    "prefill_time",
 )
 #: The unit of each histogram's observations.
 HISTOGRAM_UNITS: dict[str, str] = {
