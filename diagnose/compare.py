@@ -284,4 +284,7 @@ def compare_runs(
         )
         comparisons |= {c.metric: c for c in found}
     rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]
-    return CompareResult(base.path, new.path, rows, differences, confidence, inconclusive)
+    labels = tuple(dict(r.run.info.labels) if r.run.info else {} for r in (base, new))
+    return CompareResult(
+        base.path, new.path, rows, differences, confidence, inconclusive, labels=labels
+    )

@@ -168,6 +168,8 @@ class CompareResult:
     differences: list[str] = field(default_factory=list)
     confidence: float = CONFIDENCE
     inconclusive: str = FAIL
+    #: Each run's ``--label`` pairs (run.json's ``labels``): BASE's, NEW's.
+    labels: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
     @property
     def failed_gates(self) -> list[MetricResult]:
@@ -201,6 +203,7 @@ class CompareResult:
         return {
             "base": str(self.base),
             "new": str(self.new),
+            "labels": {"base": self.labels[0], "new": self.labels[1]},
             "passed": self.passed,
             "verdict": self.verdict,
             "inconclusive_counts_as": self.inconclusive,

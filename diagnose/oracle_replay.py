@@ -100,7 +100,7 @@ def replay_oracle(view: RunView) -> tuple[Replay | None, str | None]:
     order = [by_id[i] for i in _sent_order(view, set(by_id))]
     done = view.completed
     prompt = dict(zip(done["id"].astype(str), view.column("prompt_tokens", done), strict=True))
-    known = [r for r in order if r.id in prompt and not (r.session is not None and r.turn)]
+    known = [r for r in order if r.id in prompt and not r.composes_history]
     if not known:
         return None, "none of the run's completed requests is in the rebuilt plan"
     matches = sum(1 for r in known if prompt[r.id] == r.prompt_len)
@@ -120,7 +120,7 @@ def _replay(view: RunView, plan, order: list[RequestSpec], counted: set[str]) ->
     holders: Counter[int] = Counter()
     prompt_tokens = hits = free_hits = 0.0
     for r in order:
-        if r.session is not None and r.turn:
+        if r.composes_history:
             continue  # a later turn's prompt holds what the server answered
         recorded = replay_sequence(plan, r, r.prompt)
         scope = r.scope(model)

@@ -276,7 +276,7 @@ class LoadRun:
         prompt: TokenIds | str
         if isinstance(full, str):
             prompt = full
-            prompt_tokens = None if self.sessions.is_later_turn(spec) else spec.prompt_len
+            prompt_tokens = None if spec.composes_history else spec.prompt_len
         else:  # the ids as numpy gives them: ``dumps`` writes the array, no list between
             prompt = full.token_ids(self.target.vocab_size or 0)
             prompt_tokens = len(prompt)

@@ -49,13 +49,15 @@ class SessionBook:
         return self._turns.get((spec.session, spec.turn + 1))
 
     def has_next(self, spec: RequestSpec) -> bool:
-        return self.next_turn(spec) is not None
+        """Whether ``spec``'s answer is needed: a next turn composes it into its history."""
+        following = self.next_turn(spec)
+        return following is not None and following.composes_history
 
     def full_prompt(self, spec: RequestSpec) -> FullPrompt:
         """What ``spec`` sends: its own prompt, or for a later turn the session's history
         followed by its own (token ids, or text when the plan sends text)."""
         full: FullPrompt = spec.text if spec.text is not None else spec.prompt
-        history = self._history.get(spec.session) if self.is_later_turn(spec) else None
+        history = self._history.get(spec.session) if spec.composes_history else None
         if history is not None:
             previous, answer = history
             if isinstance(previous, str):

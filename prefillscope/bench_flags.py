@@ -131,6 +131,10 @@ class BenchFlags:
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Workload KEY=VALUE (repeatable).")
     ] = None
+    label: Annotated[
+        list[str] | None,
+        typer.Option(help="KEY=VALUE recorded in run.json, shown by runs/compare (repeatable)."),
+    ] = None
     num_requests: Annotated[
         int | None, typer.Option("--num-requests", "--num-prompts", help="Requests to send.")
     ] = None
@@ -341,11 +345,18 @@ class BenchFlags:
             cache_model=str(parse_cache_model(self.cache_model)) if self.cache_model else None,
             allow_overlong=self.allow_overlong,
             percentiles=picked_percentiles(self),
+            labels=_labels(self.label),
             command=command,
             workers=self.workers,
             ray=self.ray,
             ray_placement=self.ray_placement,
         )
+
+
+def _labels(items: list[str] | None) -> dict[str, str]:
+    from runfmt.runinfo import parse_labels
+
+    return parse_labels(items or [])
 
 
 def _flag_parameters() -> list[inspect.Parameter]:

@@ -39,6 +39,10 @@ def main() -> None:
                 from prefillscope.app import build_app
 
                 app = build_app(sys.argv[1] if len(sys.argv) > 1 else None)
+                if "--help" in sys.argv or len(sys.argv) < 3:  # help may be printed
+                    from prefillscope.help_format import names_one_per_line
+
+                    names_one_per_line()
         except KeyboardInterrupt as exc:
             _interrupted(exc)
         _run(app)

@@ -101,12 +101,20 @@ def _notes(result: CompareResult) -> list[str]:
     ]
 
 
+def _named(path: Any, labels: dict[str, str]) -> str:
+    """A run as a reader knows it: its folder, then its labels (``runs/x [gpu=h100]``)."""
+    from runfmt.runinfo import label_text
+
+    return f"{path} [{label_text(labels)}]" if labels else str(path)
+
+
 def to_markdown(result: CompareResult, title: str = TITLE) -> str:
     """A GitHub-flavoured markdown summary: verdict, runs, one table, the undecided rows."""
     lines = [
         f"### {title} — {_verdict(result)}",
         "",
-        f"BASE `{result.base}` → NEW `{result.new}`. Change = NEW/BASE − 1, with its "
+        f"BASE `{_named(result.base, result.labels[0])}` → "
+        f"NEW `{_named(result.new, result.labels[1])}`. Change = NEW/BASE − 1, with its "
         "bootstrap interval; significant = the interval excludes 0; a gate fails when the "
         "whole interval is beyond its limit, passes when it is all within, else is "
         "inconclusive.",
@@ -245,7 +253,9 @@ def _print_table(result: CompareResult) -> None:
 
     console = Console()
     table = Table(
-        title=f"{result.base} → {result.new}",
+        title=escape(
+            f"{_named(result.base, result.labels[0])} → {_named(result.new, result.labels[1])}"
+        ),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 1, 0, 0),

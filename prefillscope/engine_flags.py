@@ -60,6 +60,19 @@ def _convert(key: str, text: str, kind: Any) -> Any:
     return raw
 
 
+def _split(item: str) -> tuple[str, str, str]:
+    """``KEY=VALUE`` as (key in underscores, ``=`` or "", value)."""
+    key, sep, text = item.partition("=")
+    return key.strip().replace("-", "_"), sep, text
+
+
+def given_keys(items: Iterable[str]) -> set[str]:
+    """The ``EngineConfig`` fields that ``items`` set (``simulate --calibrate``: what the
+    user gave, which wins over what the run recorded)."""
+    kinds = _field_types()
+    return {key for key, _, _ in map(_split, items) if key in kinds}
+
+
 def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
     """The engine settings of repeated ``KEY=VALUE`` items, validated."""
     kinds = _field_types()
@@ -67,8 +80,7 @@ def parse_engine_flags(items: Iterable[str]) -> EngineSettings:
     stream_interval = 1
     server: dict[str, str] = {}
     for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip().replace("-", "_")
+        key, sep, text = _split(item)
         if not sep or not key:
             raise InputError(FLAG, f"expected KEY=VALUE, got {item!r}", "e.g. --engine gpu=l40s")
         if key == "stream_interval":

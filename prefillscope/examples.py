@@ -32,7 +32,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "--launch 'vllm serve M --port {port} --max-num-batched-tokens {chunk}'",
     ),
     "simulate": ("prefillscope simulate --workload interference --chunks 512,2048 --rate 2",),
-    "sweep": ("prefillscope sweep --workload system-prompt --rates 1,2,4,8,16 --slo ttft=500",),
+    "sweep": (
+        "prefillscope sweep --workload system-prompt --rates 1,2,4,8,16 --slo ttft=500",
+        'prefillscope sweep --workload system-prompt --rates 2,4,8 --find "ttft_p90<500ms"',
+    ),
+    "runs": ("prefillscope runs runs/ --label gpu=h100",),
     "export": ("prefillscope export runs/20260101T120000Z-doc-qa --format csv",),
     "isolation": (
         "prefillscope isolation --engine cache_scope=global --prefix-tokens 64,256,1024",

@@ -66,20 +66,48 @@ _DROPPED = (
 )
 
 
+def latency_view(summary: SummaryLike, width: int) -> RenderableType:
+    """``latency_table`` with legend lines for the abbreviations it shows (short labels,
+    ``≤`` bounds, ``*``), packed to ``width``."""
+    table, short = _latency_form(summary, width)
+    legend = content.latency_legend(content.latency_table(summary, short=short))
+    if not legend:
+        return table
+    return Group(table, *(Text(line, style="dim") for line in legend_lines(legend, width)))
+
+
 def latency_table(summary: SummaryLike, width: int) -> Table:
     """The latency table in the richest form that fits ``width`` (labels never wrap)."""
+    return _latency_form(summary, width)[0]
+
+
+def _latency_form(summary: SummaryLike, width: int) -> tuple[Table, bool]:
+    """The richest table that fits ``width``, and whether its labels are the short ones."""
     columns = content.latency_columns()
 
-    def variant(short: bool, dropped: tuple[str, ...]) -> Callable[[], Table]:
-        def make() -> Table:
-            keep = [i for i, name in enumerate(columns) if name not in dropped]
-            rows = content.latency_table(summary, short=short)
-            return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
+    def make(short: bool, dropped: tuple[str, ...]) -> Table:
+        keep = [i for i, name in enumerate(columns) if name not in dropped]
+        rows = content.latency_table(summary, short=short)
+        return _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows])
 
-        return make
+    forms = [(False, ())] + [(True, d) for d in _DROPPED]
+    for short, dropped in forms:
+        table = make(short, dropped)
+        if natural_width(table) <= width:
+            break
+    return table, short
 
-    variants = [variant(False, ())] + [variant(True, d) for d in _DROPPED]
-    return _fitting(variants, width)
+
+def legend_lines(items: list[str], width: int) -> list[str]:
+    """``items`` packed into lines of at most ``width`` columns, ``·`` between them, each
+    line indented (an item is never split)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + 3 + len(item) <= width:
+            lines[-1] += f" · {item}"
+        else:
+            lines.append(f"  {item}")
+    return lines
 
 
 def _outcome(sections: SummarySections) -> Table:
@@ -158,10 +186,10 @@ def summary_renderable(
     title = Text("bench ", style="bold") + Text(status, style=STATUS_STYLES.get(status, "bold"))
     if reason:
         title += Text(f" — {reason}", style="dim")
-    parts: list[RenderableType] = [title, latency_table(sections, width)]
-    warning = content.client_warning(sections)
-    if warning:
-        parts.append(Text("⚠ " + warning, style="bold yellow"))
+    parts: list[RenderableType] = [title, latency_view(sections, width)]
+    for warning in (content.client_warning(sections), content.mixed_traffic_warning(sections)):
+        if warning:
+            parts.append(Text("⚠ " + warning, style="bold yellow"))
     outcome = _outcome(sections)
     server = _server(sections, width)
     beside = _server(sections, width - natural_width(outcome) - SIDE_GAP)

@@ -241,6 +241,12 @@ def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         out = raw.astype(np.float64 if dtype.kind in "iu" or dtype.itemsize > 4 else dtype)
         out[~valid] = np.nan
         return out
+    if pa.types.is_dictionary(kind):  # each distinct value made once, shared by its rows
+        values = np.append(numpy_of(array.dictionary), None)
+        indices = numpy_of(array.indices)  # NaN where null (no pyarrow.compute: no pandas)
+        if indices.dtype.kind == "f":
+            indices = np.where(np.isnan(indices), len(values) - 1, indices)
+        return values[indices.astype(np.int64)]
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         child = numpy_of(array.values)  # the whole child: offsets index it as they are
         offsets = np.frombuffer(

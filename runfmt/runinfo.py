@@ -14,6 +14,7 @@ a version newer than this one with one line saying so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from runfmt.rundir import RunDir
 from runfmt.runinfo_sections import RunInfoSections
 from runfmt.version import document_version
 from runtime.version import package_version
+from workloads.errors import InputError
 
 #: The ``format_version`` this version writes.
 RUN_FORMAT_VERSION = 2
@@ -48,6 +50,8 @@ class RunInfo:
     load: dict[str, Any]
     oracle: dict[str, Any]
     slo: dict[str, Any] | None = None
+    #: The user's ``--label KEY=VALUE`` pairs, as given (compare, export, reports, runs).
+    labels: dict[str, str] = field(default_factory=dict)
     probes: dict[str, Any] = field(default_factory=dict)
     cache_protocol: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] | None = None
@@ -126,6 +130,7 @@ class RunInfo:
             "tool": TOOL,
             "tool_version": self.tool_version,
             "command": self.command,
+            **({"labels": self.labels} if self.labels else {}),  # absent: none given
             "status": self.status,
             "reason": self.reason,
             "clock": clock,
@@ -162,6 +167,7 @@ class RunInfo:
             load=doc.get("load") or {},
             oracle=doc.get("oracle") or {},
             slo=doc.get("slo"),
+            labels=_labels(doc.get("labels")),
             probes=doc.get("probes") or {},
             cache_protocol=doc.get("cache_protocol") or {},
             result=doc.get("result"),
@@ -177,10 +183,41 @@ class RunInfo:
 
 #: The keys of ``run.json`` this version writes.
 _KNOWN = {
-    "format_version", "tool", "tool_version", "command", "status", "reason", "clock",
+    "format_version", "tool", "tool_version", "command", "labels", "status", "reason", "clock",
     "target", "workload", "seed", "plan", "load", "oracle", "slo", "probes",
     "cache_protocol", "result", "duration_s",
 }  # fmt: skip
+
+
+def _labels(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def parse_labels(items: Iterable[str], flag: str = "--label") -> dict[str, str]:
+    """``["team=infra", "gpu=h100"]`` → ``{"team": "infra", "gpu": "h100"}``; one line
+    naming ``flag`` for an item that is not KEY=VALUE or a key given twice."""
+    labels: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not _LABEL_KEY.match(key):
+            raise InputError(
+                flag, f"{item!r} is not KEY=VALUE", "e.g. --label gpu=h100 (letters, digits, _.-)"
+            )
+        if key in labels:
+            raise InputError(flag, f"{key} is given twice", "give each key once")
+        labels[key] = value.strip()
+    return labels
+
+
+def label_text(labels: dict[str, str]) -> str:
+    """``KEY=VALUE`` pairs in one string, as a reader typed them (empty without labels)."""
+    return " ".join(f"{k}={v}" for k, v in labels.items())
 
 
 def read_run_info(run: RunDir) -> RunInfo:

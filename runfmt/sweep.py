@@ -3,7 +3,9 @@
 A sweep folder holds one run directory per load and ``sweep.json`` beside them: the axis
 (``rate`` or ``concurrency``), the figure the curve rose by, where it saturated, its knee,
 whether the search stopped early, and per point the load, its run folder, its status and
-its figures (``achieved_rps``, ``ttft_p99_s`` …: ``session.sweep.figures``).
+its figures (``achieved_rps``, ``offered_rps``, ``ttft_p99_s``, ``client_limited`` …:
+``session.sweep.figures``), why it saturated (``saturation_cause``) and, for an SLA
+search (``sweep --find``), ``search``: its bounds, each probe's verdict and the answer.
 ``session.sweep`` writes it through ``SweepResult``; ``compare SWEEP_A SWEEP_B`` and the
 sweep views read it back through ``read_sweep``.
 
@@ -67,6 +69,12 @@ class SweepResult:
     saturated_at: float | None = None
     knee: float | None = None
     stopped_early: bool = False
+    #: Why the sweep saturated where it did: ``served_below_offered`` (the server served
+    #: less than the rate offered) or ``no_gain`` (the figure stopped rising); ``None``
+    #: when it did not saturate.
+    saturation_cause: str | None = None
+    #: An SLA search's bounds, probes and answer (``sweep --find``), else ``None``.
+    search: dict[str, Any] | None = None
 
     @property
     def completed(self) -> dict[float, SweepPoint]:
@@ -82,8 +90,9 @@ class SweepResult:
             "saturated_at": self.saturated_at,
             "knee": self.knee,
             "stopped_early": self.stopped_early,
+            "saturation_cause": self.saturation_cause,
             "points": [p.to_dict() for p in self.points],
-        }
+        } | ({"search": self.search} if self.search is not None else {})
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str = SWEEP_JSON) -> SweepResult:
@@ -103,7 +112,13 @@ class SweepResult:
             saturated_at=_number(doc.get("saturated_at")),
             knee=_number(doc.get("knee")),
             stopped_early=bool(doc.get("stopped_early")),
+            saturation_cause=_text(doc.get("saturation_cause")),
+            search=doc.get("search") if isinstance(doc.get("search"), dict) else None,
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _number(value: Any) -> float | None:

@@ -103,4 +103,5 @@ def run_info(
         },
         oracle={},
         slo=options.slo.to_dict() if options.slo else None,
+        labels=dict(options.labels),
     )

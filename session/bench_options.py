@@ -64,6 +64,8 @@ class BenchOptions:
     max_error_rate: float | None = None
     #: A smaller share of the measured requests meeting ``slo`` makes the run exit 5.
     min_goodput: float | None = None
+    #: ``--label KEY=VALUE`` pairs recorded in ``run.json``.
+    labels: dict[str, str] = field(default_factory=dict)
     #: The command line as typed, for ``run.json`` (secrets are redacted there).
     command: list[str] = field(default_factory=list)
     #: Worker processes sending the plan (``session.workers``); None: as many as the

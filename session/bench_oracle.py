@@ -207,7 +207,7 @@ def _offload_blocks(first: Exposition | None, mapping: MetricMapping | None) -> 
 
 
 def has_later_turns(plan: Plan) -> bool:
-    return any(r.session is not None and (r.turn or 0) >= 1 for r in plan)
+    return any(r.composes_history for r in plan)
 
 
 def annotated_after_run(plan: Plan, deadline_s: float | None) -> bool:

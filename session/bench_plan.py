@@ -120,6 +120,20 @@ def added_requests_note(plan: Plan) -> str | None:
     )
 
 
+def dataset_reuse_note(plan: Plan) -> str | None:
+    """One line when a dataset file holds fewer usable prompts (or conversations) than the
+    plan sends: they are reused, and a reused prompt can hit the prefix cache."""
+    usable, used = plan.spec.get("dataset_usable"), plan.spec.get("dataset_used")
+    if not isinstance(usable, int) or not isinstance(used, int) or used <= usable:
+        return None
+    unit = plan.spec.get("dataset_unit", "prompts")
+    return (
+        f"{plan.spec.get('dataset')} holds {usable:,} usable {unit}; the plan sends {used:,}, "
+        f"so they are reused ({used / usable:.1f}× each on average): repeats can hit the "
+        "prefix cache"
+    )
+
+
 def target_rate(plan: Plan) -> float | None:
     """The offered open-loop rate (requests/s) of the plan's schedule."""
     times = sorted(r.intended_s for r in plan.measured if r.intended_s is not None)

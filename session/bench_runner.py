@@ -71,6 +71,7 @@ from session.bench_plan import (
     added_requests_note,
     asked_rate,
     build_bench_plan,
+    dataset_reuse_note,
     full_text_tokens,
     plan_tokenizer,
     resolve_workload,
@@ -200,6 +201,7 @@ async def run_bench(options: BenchOptions, display: Display | None = None) -> Be
             allow_overlong=options.allow_overlong,
         )
         _notice(added_requests_note(plan))
+        _notice(dataset_reuse_note(plan))
         if options.smoke_test:
             await smoke_test(
                 target,

@@ -27,13 +27,25 @@ on those two columns, not by replays:
    ``1/n``, one step for its ``n`` gaps) equals it; when the bounds make that impossible
    the constraint is dropped and ``anchored`` says so.
 
+3. **A per-step host overhead** (``free_step_overhead``): a server that says nothing of
+   its steps (a real vLLM) may spend most of a decode step outside the roofline — on a
+   CPU, a small model's step is its scheduler and sampler, not its weights. The weights'
+   seconds and such an overhead are both constant across decode steps, so the split
+   between them is read from what varies: the KV read (the slope on the roofline column)
+   sets the efficiency, and the rest of the constant is ``host_overhead_step_s`` — which,
+   unlike the weights' read, a step carrying a prompt chunk pays beside its arithmetic
+   (``perfmodel.costmodel``: ``max(compute, memory) + overhead``). The embedded engine's
+   overhead is recorded in its run, so there the constant stays fixed.
+
 How well it fits: the median absolute relative residual, and the fitted steps' mean
-against the gaps' (or the server's) mean.
+against the gaps' (or the server's) mean. The residuals themselves (measured − modelled,
+seconds) are the run's **step jitter**: what the machine adds to a step that the
+deterministic model never does, which the replay adds back to its gaps' quantiles.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -89,11 +101,17 @@ class DecodeFit:
     anchored: bool | None
     #: The parameter bound the fit ended on, if any.
     at_bound: str | None
+    #: Per-step host overhead found beside the configured one (0 unless fitted).
+    step_overhead_added_s: float = 0.0
+    #: Measured − modelled seconds per fitted gap: the machine's step jitter.
+    residuals_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     def as_dict(self) -> dict[str, object]:
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        del out["residuals_s"]
+        return out
 
 
 def request_spans(requests: pd.DataFrame, gaps: TokenGaps, chunks: pd.DataFrame) -> RequestSpans:
@@ -156,23 +174,30 @@ def decode_gaps(spans: RequestSpans, gaps: TokenGaps) -> DecodeGaps:
 
 
 def fit_decode(
-    observed: DecodeGaps, cost: CostModel, server_step_mean_s: float | None = None
+    observed: DecodeGaps,
+    cost: CostModel,
+    server_step_mean_s: float | None = None,
+    free_step_overhead: bool = False,
 ) -> DecodeFit | None:
-    """Efficiency and per-sequence overhead fitted to ``observed`` (None: no gaps)."""
+    """Efficiency and per-sequence overhead fitted to ``observed`` (None: no gaps); with
+    ``free_step_overhead``, a per-step host overhead beside them (the module docstring)."""
     if observed.gap_s.size == 0:
         return None
     pick = np.linspace(0, observed.gap_s.size - 1, min(MAX_ROWS, observed.gap_s.size))
     pick = np.unique(pick.astype(int))
     gap, n = observed.gap_s[pick], observed.running[pick]
     roofline = cost.step_bytes(observed.context[pick] + n, n) / cost.gpu.bandwidth
-    y = gap - cost.fixed_overhead_s - cost.comm_time(n)
-    x = np.column_stack([roofline, n])
-    rows = len(y)
-    # variables: u = 1/efficiency (≥ 1), v = overhead per sequence, then e+ and e− per row
-    objective = np.concatenate([[0.0, 0.0], np.ones(2 * rows)])
+    comm = cost.comm_time(n)
+    y = gap - cost.fixed_overhead_s - comm
+    columns = [roofline, n] + ([np.ones_like(n)] if free_step_overhead else [])
+    x = np.column_stack(columns)
+    rows, k = len(y), len(columns)
+    # variables: u = 1/efficiency (≥ 1), v = overhead per sequence, [h = overhead per
+    # step], then e+ and e− per row
+    objective = np.concatenate([np.zeros(k), np.ones(2 * rows)])
     eye = sparse.identity(rows, format="csr")
     a_eq = sparse.hstack([sparse.csr_matrix(x), eye, -eye], format="csr")
-    bounds = [(1.0, None), (0.0, MAX_PER_SEQ_S)] + [(0.0, None)] * (2 * rows)
+    bounds = [(1.0, None), (0.0, MAX_PER_SEQ_S)] + [(0.0, None)] * (k - 2 + 2 * rows)
     anchored = None
     step_target = float(np.average(gap, weights=1.0 / n))
     solution = None
@@ -183,7 +208,9 @@ def fit_decode(
         solution = linprog(
             objective,
             A_eq=sparse.vstack([a_eq, sparse.csr_matrix(mean_row)], format="csr"),
-            b_eq=np.concatenate([y, [server_step_mean_s - cost.fixed_overhead_s]]),
+            b_eq=np.concatenate(
+                [y, [server_step_mean_s - cost.fixed_overhead_s - float(weights @ comm)]]
+            ),
             bounds=bounds,
             method="highs",
         )
@@ -192,8 +219,9 @@ def fit_decode(
         solution = linprog(objective, A_eq=a_eq, b_eq=y, bounds=bounds, method="highs")
     if not solution.success:
         return None
-    u, v = (float(value) for value in solution.x[:2])
-    modelled = x @ np.array([u, v]) + cost.fixed_overhead_s
+    params = np.asarray(solution.x[:k], dtype=float)
+    u, v = float(params[0]), float(params[1])
+    modelled = x @ params + cost.fixed_overhead_s + comm
     at_bound = (
         "bandwidth_efficiency = 1"
         if np.isclose(u, 1.0)
@@ -211,4 +239,6 @@ def fit_decode(
         step_mean_measured_s=step_target,
         anchored=anchored,
         at_bound=at_bound,
+        step_overhead_added_s=float(params[2]) if free_step_overhead else 0.0,
+        residuals_s=gap - modelled,
     )

@@ -66,8 +66,7 @@ def recorded_prompts(
         spec = specs.get(row["id"])
         if spec is None or missing(row.get("sent_s")):
             continue
-        later = spec.session is not None and (spec.turn or 0) >= 1
-        prompt = composed.get(spec.id) if later else spec.prompt
+        prompt = composed.get(spec.id) if spec.composes_history else spec.prompt
         if prompt is not None:
             yield spec, prompt, row
 

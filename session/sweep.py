@@ -9,10 +9,15 @@ goodput (with an SLO), and p50/p99 TTFT and ITL.
 
 The figure that should rise with the load is goodput (requests/s meeting the SLO) when
 an SLO is given, else the achieved request rate. Saturation: a point whose figure is
-less than ``1 + min_gain`` times the best before it gained nothing from more load; the
-search stops there (unless told to run every point). The knee is the point with the best
-figure before saturation — the most the server delivers before more load buys only
-latency.
+less than ``1 + min_gain`` times the best before it gained nothing from more load; on the
+rate axis, also a point whose served rate fell below ``FOLLOW_SHARE`` of the rate its
+schedule offered (``offered_rps``: the plan's intended sends, run.json's
+``offered_rate_per_s``): the server no longer keeps up, whatever the gain over the point
+before. The search stops there (unless told to run every point). The knee is the point
+with the best figure before saturation — the most the server delivers before more load
+buys only latency. Only completed points count: a point stopped by a signal or failed is
+in the table, never the knee nor the saturation point. A point the client limited
+(``summary.json``'s ``client.limited``) is marked: its latencies are partly the client's.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from typing import Any
 
 from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
 from runfmt.names import SWEEP_JSON
+from runfmt.run import open_run
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import GoodputSection
-from runfmt.sweep import SweepPoint, SweepResult, write_sweep
+from runfmt.sweep import COMPLETE, SweepPoint, SweepResult, write_sweep
 from runtime import atomic
 from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
@@ -38,6 +44,9 @@ from workloads.errors import InputError
 AXES = ("rate", "concurrency")
 #: A point must beat the best before it by this share to count as still rising.
 MIN_GAIN = 0.05
+#: A rate point serving less than this share of the rate it offered is saturated: a
+#: server keeping up serves what it is offered (less one request lifetime at the end).
+FOLLOW_SHARE = 0.8
 
 
 def parse_values(text: str, axis: str) -> list[float]:
@@ -80,6 +89,7 @@ def figures(summary: SummaryLike) -> dict[str, float | None]:
         },
         "completed": requests.completed,
         "failed": requests.failed,
+        "client_limited": sections.client.limited,
     }
     return {k: float(v) if isinstance(v, int | float) else None for k, v in values.items()}
 
@@ -88,12 +98,19 @@ def rising_figure(slo_given: bool) -> str:
     return "goodput_rps" if slo_given else "achieved_rps"
 
 
+def not_following(point: SweepPoint) -> bool:
+    """Whether a rate point served less than ``FOLLOW_SHARE`` of the rate it offered."""
+    served, offered = point.figure("achieved_rps"), point.figure("offered_rps")
+    return served is not None and offered is not None and served < FOLLOW_SHARE * offered
+
+
 def saturation(points: list[SweepPoint], figure: str, min_gain: float = MIN_GAIN) -> int | None:
-    """Index of the first point that gained less than ``min_gain`` over the best before."""
+    """Index of the first point that gained less than ``min_gain`` over the best before,
+    or that served less than ``FOLLOW_SHARE`` of what it was offered."""
     best: float | None = None
     for i, point in enumerate(points):
         value = point.figures.get(figure) or 0.0
-        if best is not None and value < best * (1 + min_gain):
+        if not_following(point) or (best is not None and value < best * (1 + min_gain)):
             return i
         best = value if best is None else max(best, value)
     return None
@@ -137,7 +154,7 @@ async def run_sweep(
         outcome = await run_bench(options, shown)
         if outcome.write_failure is not None:  # a full disk: no figures to place on the curve
             raise _stopped_by_write(out, sweep, min_gain, outcome)
-        sweep.points.append(SweepPoint(value, name, outcome.status, figures(outcome.summary)))
+        sweep.points.append(point_of(value, name, outcome))
         _write(out, sweep, min_gain)
         if outcome.status != "complete":
             sweep.stopped_early = True
@@ -147,6 +164,33 @@ async def run_sweep(
             break
     _write(out, sweep, min_gain)
     return sweep
+
+
+def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
+    """A point of the curve from a finished bench run (``run_bench``'s outcome)."""
+    found = figures(outcome.summary)
+    try:
+        offered = open_run(outcome.run_dir).info.typed.plan.offered_rate_per_s
+    except InputError:  # run.json unwritten: the point has no offered rate to follow
+        offered = None
+    found["offered_rps"] = float(offered) if isinstance(offered, int | float) else None
+    return SweepPoint(value, name, outcome.status, found)
+
+
+def place_knee(sweep: SweepResult, min_gain: float = MIN_GAIN) -> None:
+    """Set ``sweep``'s saturation point and knee from its completed points only."""
+    done = [p for p in sweep.points if p.status == COMPLETE]
+    saturated = saturation(done, sweep.figure, min_gain)
+    best = knee(done, sweep.figure, saturated)
+    sweep.saturated_at = done[saturated].value if saturated is not None else None
+    sweep.knee = done[best].value if best is not None else None
+    sweep.saturation_cause = (
+        None
+        if saturated is None
+        else "served_below_offered"
+        if not_following(done[saturated])
+        else "no_gain"
+    )
 
 
 def _stopped_by_write(
@@ -165,8 +209,5 @@ def _stopped_by_write(
 
 
 def _write(out: Path, sweep: SweepResult, min_gain: float) -> None:
-    saturated = saturation(sweep.points, sweep.figure, min_gain)
-    best = knee(sweep.points, sweep.figure, saturated)
-    sweep.saturated_at = sweep.points[saturated].value if saturated is not None else None
-    sweep.knee = sweep.points[best].value if best is not None else None
+    place_knee(sweep, min_gain)
     write_sweep(out, sweep)

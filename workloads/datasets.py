@@ -5,10 +5,14 @@
   vLLM's ``--random-range-ratio``), ``output_len`` tokens out, optionally behind a shared
   prefix of ``prefix_len`` tokens (vLLM's ``--random-prefix-len``).
 * ``sharegpt:FILE`` — the ShareGPT JSON (a list of ``{"conversations": [{"from":
-  "human", "value": …}, {"from": "gpt", "value": …}, …]}``): each conversation's first
-  human message is a prompt and its first answer's length in tokens is the output length,
-  as vLLM reads it; conversations without both are skipped; they are taken in a shuffled
-  order drawn from the seed, cycling when more requests are asked for than the file holds.
+  "human", "value": …}, {"from": "gpt", "value": …}, …]}``, read by ``workloads.sharegpt``):
+  by default each conversation is a session whose turns are sent one after another, each
+  with the history the file records (an opening ``system`` message kept as the system
+  message), each answer's length in tokens the turn's output length; ``turns=first`` sends
+  only each conversation's first turn, as vLLM does. Conversations are taken in a
+  shuffled order drawn from the seed, reused when more requests are asked for than the
+  file holds (the plan records how many it held and used: ``dataset_usable``,
+  ``dataset_used``, said in one line before sending).
 * ``jsonl:FILE`` — one JSON object a line: ``{"prompt": "…"}`` or ``{"messages": [{"role",
   "content"}, …]}`` (a chat conversation, sent through the chat API as it is, through the
   model's chat template otherwise), with ``max_tokens`` or ``output_len`` when the line
@@ -35,9 +39,10 @@ from workloads.family import (
     schedule,
     unique_requests,
 )
-from workloads.params import dist, number, option
+from workloads.params import choice, dist, number, option
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
+from workloads.sharegpt import conversations
 
 if TYPE_CHECKING:
     from workloads.spec import WorkloadSpec
@@ -112,25 +117,27 @@ def _read(path: Path, kind: str) -> str:
         raise InputError("--dataset", f"cannot read {path}: {exc}") from None
 
 
-def sharegpt_entries(path: Path) -> list[Entry]:
-    """First human message and first answer of every ShareGPT conversation having both."""
+def sharegpt_items(path: Path) -> list[Any]:
+    """The JSON list a ShareGPT file holds."""
     try:
         data = json.loads(_read(path, "sharegpt"))
     except ValueError as exc:
         raise InputError("--dataset", f"{path} is not ShareGPT JSON: {exc}") from None
     if not isinstance(data, list):
         raise InputError("--dataset", f"{path} is not ShareGPT JSON (a list of conversations)")
+    return data
+
+
+def sharegpt_entries(path: Path) -> list[Entry]:
+    """Every conversation's first turn (vLLM's form): the first user message, sent with
+    the system message when the conversation opens with one, and its recorded answer."""
     entries = []
-    for item in data:
-        turns = item.get("conversations") if isinstance(item, dict) else None
-        if not isinstance(turns, list) or len(turns) < 2:
-            continue
-        first, second = turns[0], turns[1]
-        if not (isinstance(first, dict) and isinstance(second, dict)):
-            continue
-        prompt, answer = first.get("value"), second.get("value")
-        if first.get("from") == "human" and isinstance(prompt, str) and prompt.strip():
-            entries.append(Entry(prompt, answer=answer if isinstance(answer, str) else None))
+    for c in conversations(sharegpt_items(path)):
+        user, answer = c.turns[0]
+        if c.system is None:
+            entries.append(Entry(user, answer=answer))
+        else:
+            entries.append(Entry(None, c.messages(0), answer=answer))
     return entries
 
 
@@ -176,15 +183,27 @@ def _prompt_ids(entry: Entry, tokenizer: Tokenizer) -> list[int]:
     return tokenizer.encode(entry.text, special=True)
 
 
-def build_file(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
-    p: FileParams = spec.params
-    kind = spec.family.name
+def _text_tokenizer(spec: WorkloadSpec, tokenizer: Tokenizer | None) -> Tokenizer:
     if tokenizer is None:
         raise InputError(
             "--tokenizer",
-            f"{kind} prompts are text: their tokens need the server's /tokenize or --tokenizer",
+            f"{spec.family.name} prompts are text: their tokens need the server's /tokenize "
+            "or --tokenizer",
             "give --tokenizer (a model folder, tokenizer.json or HF model name)",
         )
+    return tokenizer
+
+
+def _answer_len(answer: str | None, tokenizer: Tokenizer) -> int | None:
+    return (len(tokenizer.encode(answer, special=False)) or None) if answer else None
+
+
+def build_file(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
+    p: FileParams = spec.params
+    kind = spec.family.name
+    if kind == "sharegpt" and spec.params.turns == "whole":
+        return build_conversations(spec, tokenizer)
+    tokenizer = _text_tokenizer(spec, tokenizer)
     path = Path(p.path)
     entries = sharegpt_entries(path) if kind == "sharegpt" else jsonl_entries(path)
     if not entries:
@@ -197,9 +216,7 @@ def build_file(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
     for i in range(sched.count):
         entry = entries[int(order[i % len(entries)])]
         ids = _prompt_ids(entry, tokenizer)
-        out = entry.max_tokens
-        if out is None and entry.answer:
-            out = len(tokenizer.encode(entry.answer, special=False)) or None
+        out = entry.max_tokens or _answer_len(entry.answer, tokenizer)
         requests.append(
             RequestSpec(
                 id=f"{kind}-{i:06d}",
@@ -211,7 +228,109 @@ def build_file(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
                 messages=entry.messages,
             )
         )
-    return make_plan(spec, requests, arrival, sched.concurrency, dataset=str(path))
+    reuse = {"dataset_usable": len(entries), "dataset_used": sched.count, "dataset_unit": "prompts"}
+    return make_plan(spec, requests, arrival, sched.concurrency, dataset=str(path), **reuse)
+
+
+def _chat_ids(messages: tuple[dict[str, Any], ...], tokenizer: Tokenizer) -> list[int]:
+    try:
+        return _prompt_ids(Entry(None, messages), tokenizer)
+    except InputError as exc:
+        raise InputError(
+            exc.field,
+            f"{exc.problem}: ShareGPT conversations are sent whole, through the chat template",
+            "give --tokenizer a model with a chat template, or --set turns=first "
+            "(first turns only, as plain text, as vLLM sends them)",
+        ) from None
+
+
+def _sessions_for(requests: int, turns: list[int]) -> int:
+    """How many conversations (taken in ``turns``' order, cycling) hold ``requests`` turns."""
+    sessions = covered = 0
+    while covered < requests:
+        covered += turns[sessions % len(turns)]
+        sessions += 1
+    return sessions
+
+
+def build_conversations(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
+    """ShareGPT conversations replayed whole: one session per conversation, its first turn
+    at the session's arrival (or from a closed-loop user), turn k sent ``think_time`` after
+    turn k-1's answer with the recorded history (``workloads.sharegpt``). ``--num-requests``
+    counts turns: the last conversation is cut short to fit."""
+    p: SharegptParams = spec.params
+    tokenizer = _text_tokenizer(spec, tokenizer)
+    path = Path(p.path)
+    found = conversations(sharegpt_items(path))
+    if not found:
+        raise InputError("--dataset", f"{path} holds no usable conversation")
+    arrival = resolve_arrival(spec, SHAREGPT, arrival_name(spec))
+    order = [found[int(j)] for j in rng(spec.seed, "dataset", "sharegpt").permutation(len(found))]
+    load = spec.load
+    asked = load.num_requests or (p.requests if load.duration_s is None else 0) or None
+    if asked is not None:
+        count = _sessions_for(asked, [len(c.turns) for c in order])
+        sized = replace(spec, load=replace(load, num_requests=count))
+        sched = schedule(sized, arrival, count)
+    else:
+        sched = schedule(spec, arrival, len(found))
+    chosen = [order[s % len(order)] for s in range(sched.count)]
+    turns = [len(c.turns) for c in chosen]
+    if asked is not None:  # the last conversation cut to the requests asked for
+        turns[-1] -= sum(turns) - asked
+    total = sum(turns)
+    fallback = p.output_len.sample_int(rng(spec.seed, "lengths", "sharegpt", "output"), total)
+    think = p.think_time.sample(rng(spec.seed, "think", "sharegpt"), total)
+    timed: list[tuple[float, RequestSpec]] = []
+    i = 0
+    for s, (conv, n) in enumerate(zip(chosen, turns, strict=True)):
+        start = sched.at(s)
+        clock = float(s) if start is None else start
+        for k in range(n):
+            pause = float(think[i]) if k else 0.0
+            clock += pause
+            messages = conv.messages(k)
+            out = _answer_len(conv.turns[k][1], tokenizer)
+            request = RequestSpec(
+                id=f"sharegpt-s{s:05d}-t{k:03d}",
+                prompt=Prompt.of_tokens(_chat_ids(messages, tokenizer)),
+                max_tokens=int(out or fallback[i]),
+                intended_s=start if k == 0 else None,
+                kind="sharegpt",
+                session=s,
+                turn=k,
+                think_time_s=pause,
+                messages=messages,
+                carries_history=True,
+            )
+            timed.append((clock, request))
+            i += 1
+    timed.sort(key=lambda pair: pair[0])
+    reuse = {"dataset_usable": len(found), "dataset_used": len(chosen)}
+    return make_plan(
+        spec,
+        [r for _, r in timed],
+        arrival,
+        sched.concurrency,
+        dataset=str(path),
+        dataset_unit="conversations",
+        **reuse,
+    )
+
+
+@dataclass(frozen=True)
+class SharegptParams(FileParams):
+    turns: str = field(
+        **choice(
+            "whole",
+            ("whole", "first"),
+            "whole: every conversation as a session, each turn with its recorded history; "
+            "first: each conversation's first turn only (vllm bench serve's form)",
+        )
+    )
+    think_time: Distribution = field(
+        **dist(0, 0, "seconds from an answer to the conversation's next turn (turns=whole)")
+    )
 
 
 RANDOM = Family(
@@ -223,8 +342,8 @@ RANDOM = Family(
 )
 SHAREGPT = Family(
     name="sharegpt",
-    summary="ShareGPT conversations' first prompts (sharegpt:FILE)",
-    params=FileParams,
+    summary="ShareGPT conversations, replayed whole as sessions (sharegpt:FILE)",
+    params=SharegptParams,
     build=build_file,
 )
 JSONL = Family(

@@ -65,7 +65,7 @@ def assumed_prompts(plan: Plan) -> dict[str, Prompt]:
     full: dict[str, Prompt] = {}
     last: dict[int, RequestSpec] = {}
     for r in sorted(plan.requests, key=lambda r: (r.session or 0, r.turn or 0)):
-        prev = last.get(r.session) if r.session is not None and r.turn else None
+        prev = last.get(r.session) if r.composes_history else None
         if prev is None:
             full[r.id] = r.prompt
         else:

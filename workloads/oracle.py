@@ -300,7 +300,7 @@ def plan_order_expectations(
     )
     out: list[int | None] = []
     for r in plan.requests[:count]:
-        if r.session is not None and r.turn:
+        if r.composes_history:
             out.append(None)
         else:
             recorded = replay_sequence(plan, r, r.prompt)

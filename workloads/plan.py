@@ -123,6 +123,15 @@ class RequestSpec:
     text: str | None = None
     #: A chat conversation sent as it is (a dataset's); ``prompt`` holds its template ids.
     messages: tuple[dict, ...] | None = None
+    #: A later turn whose ``prompt`` already holds its session's history (a dataset's
+    #: recorded conversation): released by its session, but nothing is composed at run time.
+    carries_history: bool = False
+
+    @property
+    def composes_history(self) -> bool:
+        """A later turn of a session whose prompt the load generator composes at run time
+        from the server's answers (unknown before the run)."""
+        return self.session is not None and bool(self.turn) and not self.carries_history
 
     @property
     def prompt_len(self) -> int:

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "export": ("export",),
     "sweep": ("sweep",),
     "isolation": ("isolation",),
+    "runs": ("runs",),
 }
 #: Every command module.
 COMMAND_MODULES = tuple(module for modules in COMMANDS.values() for module in modules)

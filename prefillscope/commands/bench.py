@@ -124,6 +124,12 @@ def _report(outcome: BenchOutcome, as_json: bool) -> None:
                 outcome.summary, outcome.run_dir, outcome.status, outcome.reason, console.width
             )
         )
+        if outcome.status == "complete":  # the answer last: the diagnosis, when it finds one
+            from prefillscope.bench_ending import diagnosis_headline
+
+            found = diagnosis_headline(outcome.run_dir)
+            if found is not None:
+                console.print(found, style="bold", markup=False, highlight=False)
     failing = outcome.requests_failure
     if failing is not None:
         print(f"prefillscope: requests failed: {failing}; {outcome.run_dir}", file=sys.stderr)

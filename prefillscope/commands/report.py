@@ -1,7 +1,11 @@
 """``prefillscope report RUN_DIR [--html FILE] [--json]``: one run, for people.
 
 The terminal view is printed unless ``--json`` asks for the machine-readable content;
-``--html`` additionally writes the self-contained page (plots included) to FILE.
+``--html`` additionally writes the self-contained page (plots included) to FILE. Both open
+with the answer — the primary finding and the decision — and when the run has no
+``diagnosis.json`` the report runs the diagnosis first (``prefillscope diagnose``'s
+checklist with its defaults) and saves it there (kept in memory when the folder cannot be
+written).
 
 The report's readers and renderers (pandas, numpy, rich) are imported when the command
 runs, so the CLI starts without them.
@@ -39,7 +43,7 @@ def report(
     if is_isolation_dir(run_dir):
         _isolation_report(run_dir, html, json_out)
         return
-    data = load_report_data(run_dir)
+    data = with_diagnosis(load_report_data(run_dir))
     if html is not None:
         write_html(html, render_html(data))
     html_path = str(html) if html is not None else None
@@ -47,6 +51,31 @@ def report(
         typer.echo(json.dumps(report_dict(data, html_path), indent=2, default=str))
     else:
         render_terminal(data, Console(), html_path)
+
+
+def with_diagnosis(data):
+    """``data`` with a diagnosis: the saved one, else the checklist run now (and saved in
+    the run folder when it can be); unchanged when the run cannot be diagnosed."""
+    from dataclasses import replace
+
+    from diagnose.checklist import run_checklist, write_diagnosis
+    from diagnose.context import DiagnoseOptions
+    from runfmt.names import DIAGNOSIS_JSON
+    from workloads.errors import InputError
+
+    if data.diagnosis is not None or data.sections.requests.completed in (None, 0):
+        return data
+    try:
+        diagnosis = run_checklist(data.path, DiagnoseOptions())
+    except InputError:
+        return data
+    try:
+        write_diagnosis(data.path, diagnosis)
+        said = f"the diagnosis was run for this report and saved as {DIAGNOSIS_JSON}"
+    except OSError:
+        said = f"the diagnosis was run for this report ({DIAGNOSIS_JSON} could not be saved)"
+    notes = [n for n in data.notes if not n.startswith(DIAGNOSIS_JSON)] + [said]
+    return replace(data, diagnosis=diagnosis, notes=notes)
 
 
 def _isolation_report(folder: Path, html: Path | None, json_out: bool) -> None:

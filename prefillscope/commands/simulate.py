@@ -13,7 +13,6 @@ ends the grid there: the configurations done are printed and written as usual, m
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -162,6 +161,8 @@ def simulate(
     calibration = None
     calibrated = None
     if calibrate is not None:
+        from perfmodel.config import EngineConfig
+        from prefillscope.engine_flags import given_keys
         from runfmt.run import open_run
         from session.calibrate import calibrate as fit
         from session.calibrate import holdout as predict_holdout
@@ -169,11 +170,21 @@ def simulate(
         if not calibrate.is_dir():
             raise InputError("--calibrate", f"{calibrate} is not a run directory")
         calibrated = open_run(calibrate, "--calibrate")  # opened once: fitted, then simulated
-        calibration = fit(calibrated, base)
-        spec.base = dataclasses.replace(base, **calibration["fitted"])
+        given_a = given_keys(engine or [])
+        # the held-out run's own budget: recorded, or given by --holdout-engine
+        given_b = (given_a - {"max_num_batched_tokens"}) | given_keys(holdout_engine or [])
+        if holdout is not None:  # refused before the fit when its engine is unknown
+            from session.calibrate_target import target_config
+
+            target_config(open_run(holdout, "--holdout"), holdout_base, given_b, "--holdout-engine")
+        calibration = fit(calibrated, base, given_a)
+        spec.base = EngineConfig(**calibration["config"])  # the run's engine, fitted
+        if chunks is None:
+            spec.chunks = [spec.base.max_num_batched_tokens]
         if holdout is not None:
-            fitted_b = dataclasses.replace(holdout_base, **calibration["fitted"])
-            calibration["holdout"] = predict_holdout(holdout, fitted_b)
+            calibration["holdout"] = predict_holdout(holdout, holdout_base, given_b, calibration)
+        for warning in calibration["warnings"] + calibration.get("holdout", {}).get("warnings", []):
+            print(f"prefillscope: warning: {warning}", file=sys.stderr)
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
     load = load_workload(workload or calibrated, set_ or [], overrides, spec.base)
@@ -242,6 +253,7 @@ def _progress(done: int, planned: int, row: dict[str, Any]) -> None:
 def _print_calibration(cal: dict[str, Any]) -> None:
     fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
     typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
+    typer.echo(f"  target: {cal['target']}")
     typer.echo(f"  prompts: {cal['prompts']}")
     dec = cal["decode_fit"]
     typer.echo(
@@ -250,7 +262,7 @@ def _print_calibration(cal: dict[str, Any]) -> None:
         f"{dec['step_mean_fitted_s'] * 1e3:.2f} ms vs {dec['step_mean_measured_s'] * 1e3:.2f} ms"
         + (f" (at bound {dec['at_bound']})" if dec["at_bound"] else "")
     )
-    for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean"):
+    for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean", "chunk_step_mean", "chunk_token_s"):
         err = cal["relative_error"].get(key)
         if err is None:
             continue
@@ -272,10 +284,11 @@ def _print_holdout(check: dict[str, Any]) -> None:
             continue
         verdict = check["within_goal"].get(key)
         mark = "" if verdict is None else ("  within" if verdict else "  OUTSIDE")
+        goal = check.get("goals", {}).get(key, check["goal"])
         typer.echo(
             f"  {key:<9} measured {check['measured'][key] * 1e3:9.2f} ms   predicted "
             f"{check['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%}"
-            + (f"{mark} ±{check['goal']:.0%}" if mark else "")
+            + (f"{mark} ±{goal:.0%}" if mark else "")
         )
 
 

@@ -180,6 +180,34 @@ def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
     return f"{fmt_duration(low)}\u2013{fmt_duration(high)}{cut}"
 
 
+def latency_legend(rows: list[list[str]]) -> list[str]:
+    """What the abbreviations of the latency rows as shown (``latency_table``'s, short or
+    not) stand for, one item each: a short label (``TTFT (sent) = from actual send``),
+    the server rows' ``srv``, a bucket bound (``≤ 20 ms``) and the ``*`` mark; empty when
+    nothing shown is abbreviated."""
+    full = {short: label for _, label, short in (*LATENCY_METRICS, *SERVER_LATENCY)}
+    items: list[str] = []
+    for row in rows:
+        short = row[0] if row else ""
+        label = full.get(short)
+        if label is None or label == short:
+            continue
+        if short.startswith("srv "):
+            item = "srv = the server's own histogram"
+        elif label.startswith(short.split(" (")[0]):
+            item = f"{short} = {label[len(short.split(' (')[0]) :].strip(' ()')}"
+        else:
+            item = f"{short} = {label}"
+        if item not in items:
+            items.append(item)
+    cells = [cell for row in rows for cell in row[1:]]
+    if any(cell.startswith("\u2264 ") for cell in cells):
+        items.append("\u2264 x = in the bucket up to x")
+    if any(cell.endswith("*") for cell in cells):
+        items.append("* = up to the client's largest value")
+    return items
+
+
 def latency_columns() -> list[str]:
     return ["metric"] + [name for _, name in QUANTILE_COLUMNS] + ["count"]
 
@@ -241,6 +269,39 @@ def client_warning(summary: SummaryLike) -> str | None:
     )
 
 
+#: The server counting more first tokens than this run sent, by this share (and by two
+#: at least: a request in flight at each edge of the window), means other clients'
+#: requests are in the server's rows.
+MIXED_TRAFFIC_SHARE = 0.1
+
+
+def server_share(summary: SummaryLike) -> tuple[int, int] | None:
+    """(first tokens this run received, first tokens the server's TTFT histogram counted
+    over the same seconds), when the server exposed that histogram."""
+    sections = SummarySections.of(summary)
+    server = sections.server or ServerSection()
+    mine, counted = sections.latency("ttft_s"), server.latency("ttft_s")
+    if mine is None or counted is None or not mine.count or not counted.count:
+        return None
+    return int(mine.count), int(counted.count)
+
+
+def mixed_traffic_warning(summary: SummaryLike) -> str | None:
+    """When the server counted clearly more requests than this run sent: its rows (and
+    every server figure) mix in other clients' traffic; say how much of it was this run's."""
+    share = server_share(summary)
+    if share is None:
+        return None
+    sent, counted = share
+    if counted - sent < 2 or counted <= sent * (1 + MIXED_TRAFFIC_SHARE):
+        return None
+    return (
+        f"The server counted {counted:,} TTFTs over this run while it sent {sent:,} "
+        f"({sent / counted:.0%} of them): other clients' traffic is mixed into the server's "
+        "figures."
+    )
+
+
 def error_message_rows(summary: SummaryLike) -> list[tuple[str, str, str]]:
     """(message, class, count) of the most frequent error messages (``summary.json``)."""
     return [
@@ -280,6 +341,17 @@ def server_section(summary: SummaryLike) -> list[list[str]]:
     if server.available is False:
         return [["server metrics", UNKNOWN, UNKNOWN, str(server.reason or "")]]
     rows = [["flavour", str(server.flavour or UNKNOWN), "", ""]]
+    share = server_share(summary)
+    if share is not None:
+        sent, counted = share
+        rows.append(
+            [
+                "this run's share of the server's requests",
+                f"{fmt_share(min(sent / counted, 1.0))} ({sent:,} of {counted:,} TTFTs)",
+                "derived",
+                "client first tokens / server TTFT histogram count",
+            ]
+        )
     for reading, label, fmt in SERVER_FIGURES:
         entry = reading(server)
         if entry is None:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
 from runfmt.run import Run
-from runfmt.runinfo import RunInfo
+from runfmt.runinfo import RunInfo, label_text
 from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
@@ -140,11 +140,14 @@ def to_vllm_json(run: Run) -> str:
     spec_load = run.spec.load if run.spec is not None else None
     rate, cv = (spec_load.rate, spec_load.cv) if spec_load is not None else (None, None)
     started = info.wall_t0 if info is not None else None
+    labels = info.labels if info is not None else {}
     doc: dict[str, Any] = {
         "date": pd.Timestamp(started, unit="s").strftime("%Y%m%d-%H%M%S") if started else None,
         "endpoint_type": target.api,
         "backend": target.flavour,
-        "label": None,
+        # vLLM's --label (one string) and its --metadata pairs, at the top level as vLLM
+        # writes them: ``--label`` pairs, and the one named ``label`` as the label.
+        "label": labels.get("label") or label_text(labels) or None,
         "model_id": target.model,
         "tokenizer_id": None,
         "num_prompts": len(runs),
@@ -178,4 +181,5 @@ def to_vllm_json(run: Run) -> str:
     }
     doc |= _stats(ttft, "ttft") | _stats(tpot, "tpot") | _stats(flat, "itl")
     doc |= _stats(end - sent, "e2el")
+    doc |= {k: v for k, v in labels.items() if k not in doc}
     return json.dumps(doc, default=float)

@@ -42,6 +42,19 @@ def decision(diagnosis: Diagnosis) -> tuple[bool | None, list[str], str]:
     )
 
 
+def primary_headline(diagnosis: Diagnosis) -> tuple[str, str] | None:
+    """The primary finding as a headline and its tone: ``H1 Prefill chunks starving
+    decodes — supported (strong confidence)``; ``None`` when the diagnosis names none."""
+    primary = diagnosis.primary
+    if primary is None or not primary.finding:
+        return None
+    found = next((f for f in diagnosis.findings() if f.id == primary.finding), None)
+    if found is None:
+        return f"{primary.finding} ({primary.confidence or UNKNOWN} confidence)", "muted"
+    text = f"{found.id} {found.title} — {found.status} ({primary.confidence or UNKNOWN} confidence)"
+    return text, tone(found.status)
+
+
 def primary_line(diagnosis: Diagnosis) -> str | None:
     """``Primary finding: H1 (strong confidence) — why.`` from ``diagnosis.primary``."""
     primary = diagnosis.primary

@@ -48,6 +48,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .tone-good { background: var(--good); } .tone-bad { background: var(--bad); }
 .tone-warn { background: var(--warn); } .tone-mild { background: var(--mild); }
 .tone-muted { background: var(--neutral); }
+.primary .badge { font-size: 15px; padding: 4px 12px; white-space: normal; }
 .banner { border-left: 5px solid var(--warn); background: #fff4e0; padding: 8px 12px;
   margin: 10px 0; }
 .banner.tone-bad { border-color: var(--bad); background: #fdecea; }
@@ -136,7 +137,9 @@ def render_html(data: ReportData) -> str:
     hdr = content.header(data)
     return _page(
         hdr.title,
-        _header_section(hdr),
+        _title_section(hdr),
+        _answer_section(data),
+        _meta_section(hdr),
         _client_banner(data),
         _notes(data.notes),
         _summary_section(data),
@@ -147,20 +150,37 @@ def render_html(data: ReportData) -> str:
 
 
 # -- sections ----------------------------------------------------------------------------
-def _header_section(hdr: content.Header) -> Markup:
+def _title_section(hdr: content.Header) -> Markup:
+    """The page's title and status (the answer follows it, then what the run was)."""
     return el(
         "header",
         el("h1", hdr.title, " ", el("span", hdr.status, class_=f"badge tone-{hdr.status_tone}")),
         el("div", hdr.status_note, class_=f"banner tone-{hdr.status_tone}")
         if hdr.status_note
         else None,
+    )
+
+
+def _meta_section(hdr: content.Header) -> Markup:
+    """What the run was: target, workload, command …"""
+    return el(
+        "section",
+        el("h2", "The run"),
         el("dl", [(el("dt", name), el("dd", value)) for name, value in hdr.fields], class_="meta"),
     )
 
 
 def _client_banner(data: ReportData) -> Markup | None:
-    warning = content.client_warning(data.sections)
-    return el("div", warning, class_="banner tone-warn") if warning else None
+    """What shaped the run besides the server: the client, other clients' traffic."""
+    found = [
+        w
+        for w in (
+            content.client_warning(data.sections),
+            content.mixed_traffic_warning(data.sections),
+        )
+        if w
+    ]
+    return join([el("div", w, class_="banner tone-warn") for w in found]) if found else None
 
 
 def _notes(notes: list[str]) -> Markup | None:
@@ -265,18 +285,20 @@ def _plots_section(data: ReportData) -> Markup:
     )
 
 
-def _diagnosis_section(data: ReportData) -> Markup:
-    head = el("h2", "Diagnosis")
+def _answer_section(data: ReportData) -> Markup:
+    """The primary finding and the decision: the first thing on the page."""
+    head = el("h2", "The answer")
     if data.diagnosis is None:
         return el(
             "section",
             head,
             el(
                 "p",
-                "The diagnosis was not run for this run directory. Run ",
+                "The diagnosis could not be run for this run directory. Run ",
                 el("code", content.diagnose_hint(data)),
                 " and regenerate this report to see the hypothesis checklist.",
             ),
+            class_="answer",
         )
     hard, reasons, recommendation = findings.decision(data.diagnosis)
     verdict = {True: "hard failure", False: "no hard failure", None: "unknown"}[hard]
@@ -290,6 +312,20 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el("ul", [el("li", r) for r in reasons], class_="plain") if reasons else None,
         class_="decision",
     )
+    primary = findings.primary_headline(data.diagnosis)
+    lead = (
+        el("p", el("span", primary[0], class_=f"badge tone-{primary[1]}"), class_="primary")
+        if primary is not None
+        else None
+    )
+    more = el("p", "Every finding with its evidence is in the diagnosis below the plots.")
+    return el("section", head, lead, decision, more, class_="answer")
+
+
+def _diagnosis_section(data: ReportData) -> Markup | None:
+    if data.diagnosis is None:
+        return None
+    head = el("h2", "Diagnosis: every finding")
     rows = [
         el(
             "tr",
@@ -317,7 +353,7 @@ def _diagnosis_section(data: ReportData) -> Markup:
         el("tbody", rows),
         class_="diagnosis",
     )
-    return el("section", head, decision, table)
+    return el("section", head, table)
 
 
 def _list(items: list[str]) -> Markup:

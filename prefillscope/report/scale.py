@@ -151,11 +151,11 @@ class Scale:
         return self.p0 + self._unit(arr) * (self.p1 - self.p0)
 
     def label(self, value: float) -> str:
-        """A tick's label. A time axis says every tick in one unit, that of its largest
-        tick, up to seconds (ticks are round numbers of seconds; in minutes they are not)."""
+        """A tick's label. A linear time axis says every tick in one unit, that of its
+        largest tick; a log one spans decades, so each tick is said in its own unit (10 µs,
+        1 ms, 1 s: in the largest tick's unit the smallest would round to "0"); both up to
+        seconds (ticks are round numbers of seconds; in minutes they are not)."""
         if self.axis.fmt is fmt_seconds:
-            largest = max(abs(t) for t in self.ticks)
-            return seconds_in_unit(
-                value, time_unit(min(largest, 1.0)) if largest < 1 else ("s", 1.0)
-            )
+            size = abs(value) if self.axis.log else max(abs(t) for t in self.ticks)
+            return seconds_in_unit(value, time_unit(size) if size < 1 else ("s", 1.0))
         return self.axis.fmt(value)

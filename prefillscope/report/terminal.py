@@ -41,6 +41,8 @@ def report_renderables(
     data: ReportData, width: int, html_path: str | None = None
 ) -> list[RenderableType]:
     parts: list[RenderableType | None] = [
+        Rule(f"{content.header(data).title}: the answer", style="dim"),
+        _answer(data),
         _header(data),
         _client_warning(data),
         _notes(data.notes),
@@ -50,8 +52,8 @@ def report_renderables(
         _itl_by_kind(data),
         _itl_sparkline(data, width),
         _pool(data),
-        Rule("Diagnosis", style="dim"),
-        _diagnosis(data),
+        Rule("Diagnosis: every finding", style="dim") if data.diagnosis is not None else None,
+        _findings(data),
         _errors(data),
         Text(
             f"HTML report with plots: {html_path}"
@@ -86,8 +88,16 @@ def _header(data: ReportData) -> Panel:
 
 
 def _client_warning(data: ReportData) -> RenderableType | None:
-    warning = content.client_warning(data.sections)
-    return Text(warning, style=TONE_STYLES["warn"]) if warning else None
+    """What shaped the run besides the server: the client, other clients' traffic."""
+    found = [
+        w
+        for w in (
+            content.client_warning(data.sections),
+            content.mixed_traffic_warning(data.sections),
+        )
+        if w
+    ]
+    return Group(*(Text(w, style=TONE_STYLES["warn"]) for w in found)) if found else None
 
 
 def _notes(notes: list[str]) -> RenderableType | None:
@@ -111,11 +121,11 @@ def _table(
 
 
 def _latency(data: ReportData, width: int) -> RenderableType:
-    from prefillscope.summary_view import latency_table
+    from prefillscope.summary_view import latency_view
 
     if not content.latency_table(data.sections):
         return Text("No latency summary (summary.json absent).", style="dim")
-    return latency_table(data.sections, width)
+    return latency_view(data.sections, width)
 
 
 def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
@@ -192,10 +202,11 @@ def _pool(data: ReportData) -> RenderableType | None:
     )
 
 
-def _diagnosis(data: ReportData) -> RenderableType:
+def _answer(data: ReportData) -> RenderableType:
+    """The primary finding and the decision, before any table."""
     if data.diagnosis is None:
         return Text.assemble(
-            ("The diagnosis was not run. Run ", "yellow"),
+            ("The diagnosis could not be run here. Run ", "yellow"),
             (content.diagnose_hint(data), "bold"),
             (" and re-run the report.", "yellow"),
         )
@@ -203,7 +214,11 @@ def _diagnosis(data: ReportData) -> RenderableType:
     verdict = {True: ("hard failure", "bad"), False: ("no hard failure", "good")}.get(
         hard, (numbers.UNKNOWN, "muted")
     )
-    blocks: list[RenderableType] = [
+    primary = findings.primary_headline(data.diagnosis)
+    blocks: list[RenderableType] = []
+    if primary is not None:
+        blocks.append(Text(f" {primary[0]} ", style=f"bold reverse {_tone(primary[1])}"))
+    blocks += [
         Text.assemble(
             ("Decision: ", "bold"),
             (f" {verdict[0]} ", f"reverse {_tone(verdict[1])}"),
@@ -212,6 +227,14 @@ def _diagnosis(data: ReportData) -> RenderableType:
         )
     ]
     blocks += [Text(f"  • {r}") for r in reasons]
+    return Group(*blocks)
+
+
+def _findings(data: ReportData) -> RenderableType | None:
+    """Every finding of the diagnosis with its evidence (the answer came first)."""
+    if data.diagnosis is None:
+        return None
+    blocks: list[RenderableType] = []
     for finding in findings.findings(data.diagnosis):
         blocks.append(Text())
         blocks.append(

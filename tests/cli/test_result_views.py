@@ -10,7 +10,12 @@ from run_shapes import planted_diagnosis, steady_streams
 from rundirs import computed_summary, write_run
 
 from prefillscope.diagnosis_view import render
-from prefillscope.summary_view import latency_table, natural_width, summary_renderable
+from prefillscope.summary_view import (
+    latency_table,
+    latency_view,
+    natural_width,
+    summary_renderable,
+)
 
 #: Text whose brackets rich would read as markup if a view forgot to escape it.
 MARKUP = "[bold red]not markup[/]"
@@ -40,6 +45,21 @@ def test_the_latency_table_takes_the_richest_form_that_fits_the_width(tmp_path):
     assert len(narrow_columns) < len(wide_columns)
     for width in (60, 80, 120):
         assert natural_width(latency_table(summary, width)) <= width
+
+
+def test_every_abbreviation_shown_has_a_legend_line_at_80_and_120_columns(tmp_path):
+    """Issue 41: "TTFT (sent)", "*" and "≤ 20 ms" appeared with no legend."""
+    summary = _summary(tmp_path)
+    for width in (80, 120):  # every short label shown is explained, within the width
+        text = _text(latency_view(summary, width), width)
+        assert all(len(line) <= width for line in text.splitlines())
+        if "TTFT (sent)" in text:
+            assert "TTFT (sent) = from actual send" in text
+        assert "ITL (per token)" in text or "ITL = per token" in text
+    narrow = _text(latency_view(summary, 80), 80)
+    assert "ITL = per token" in narrow and "TTFT = from intended send" in narrow
+    wide = _text(latency_view(summary, 200), 200)
+    assert "ITL (per token)" in wide and "ITL = per token" not in wide  # nothing abbreviated
 
 
 def test_the_summary_says_why_server_metrics_are_unknown_in_full(tmp_path):

@@ -85,11 +85,13 @@ def test_a_stop_signal_ends_the_sweep_at_its_point_with_its_curve(
     assert sweep.returncode == 128 + sig, stderr
     said = [line for line in stderr.splitlines() if line.startswith("prefillscope:")]
     name = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
-    assert said == [
+    assert said[0].startswith("prefillscope: sweep: 2 points")  # the estimate, before
+    assert said[1:] == [
         f"prefillscope: sweep stopped ({name}) at its point 1 of 2; what it measured is in {out}"
     ]
     document = read_json(out, "sweep.json")
     assert [p["status"] for p in document["points"]] == ["interrupted"]
+    assert document["knee"] is None and document["saturated_at"] is None  # not on a stop
     assert document["stopped_early"] and (out / "sweep.html").is_file()
     run = read_json(out / "concurrency-2", "run.json")
     assert run["reason"] == f"cancelled ({name})"

@@ -35,12 +35,17 @@ def test_json_and_html_from_one_call(tmp_path: Path) -> None:
     assert page.startswith("<!DOCTYPE html>") and 'id="kv-pool"' in page
 
 
-def test_terminal_view_is_the_default(tmp_path: Path) -> None:
+def test_terminal_view_is_the_default_and_runs_the_diagnosis_first(tmp_path: Path) -> None:
+    """Issue 41: the report leads with the answer, running the diagnosis when none is
+    saved (and saving it), before the summary's tables."""
     run = report_run(tmp_path / "run", RunShape(diagnosis=False))
     done = _cli(str(run))
     assert done.returncode == 0, done.stderr
     assert "ITL by request kind" in done.stdout
-    assert f"prefillscope diagnose {run}" in done.stdout.replace("\n", "")
+    assert (run / "diagnosis.json").is_file()
+    text = done.stdout
+    assert text.index("the answer") < text.index("Decision:") < text.index("Summary")
+    assert "the diagnosis was run for this report and saved as diagnosis.json" in text
 
 
 def test_bad_paths_are_one_line_errors(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def test_missing_pool_diagnosis_and_summary_are_said_not_drawn_as_zero(tmp_path:
     assert _series(_svgs(page)["kv-pool"]) == []
     assert "the server exposed no KV-pool metrics" in page
     assert "the KV pool is unknown" in page
-    assert "The diagnosis was not run" in page and "prefillscope diagnose " in page
+    assert "The diagnosis could not be run" in page and "prefillscope diagnose " in page
     assert "summary was recomputed from the tables" in page
     assert "ITL (per token)" in page  # the recomputed summary is shown
 
@@ -197,3 +197,12 @@ def test_a_hundred_thousand_requests_make_a_bounded_page(tmp_path: Path) -> None
         )
         assert 0 < dots <= MAX_POINTS
     assert "long-prompt arrivals" in page
+
+
+def test_the_answer_comes_before_the_tables_and_the_plots(tmp_path: Path) -> None:
+    """Issue 41: the decision box sat ~2,900 px down, below four plots."""
+    page = _page(tmp_path)
+    answer = page.index("<h2>The answer</h2>")
+    assert answer < page.index("Decision: ") < page.index("<h2>Summary</h2>")
+    assert page.index('class="decision"') < page.index("<svg")
+    assert page.index("<svg") < page.index("<h2>Diagnosis: every finding</h2>")

@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pytest
 
 from prefillscope.report.figures import cdf_points, sample_keeping_extremes, thin_samples
 from prefillscope.report.markup import Markup, el, void
@@ -161,3 +162,17 @@ def test_lines_break_where_values_are_missing_and_steps_hold() -> None:
     points = [tuple(map(float, p.split(","))) for p in held[1:].split("L")]
     assert len(points) == 5  # (0,1) (1,1) (1,2) (2,2) (2,3): horizontal then vertical
     assert points[0][1] == points[1][1] and points[1][0] == points[2][0]
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "labels"),
+    [
+        (1e-5, 1.0, ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s"]),
+        (1e-5, 1e-3, ["10 µs", "20 µs", "50 µs", "100 µs", "200 µs", "500 µs", "1 ms"]),
+        (0.05, 30.0, ["10 ms", "100 ms", "1 s", "10 s", "100 s"]),
+    ],
+)
+def test_log_time_ticks_are_said_in_their_own_unit_at_every_scale(lo, hi, labels) -> None:
+    """Issue 41: a 10 µs–1 s axis labelled its two lowest ticks "0 s"."""
+    scale = Scale.fit(Axis("latency", log=True, fmt=fmt_seconds), np.array([lo, hi]))
+    assert [scale.label(t) for t in scale.ticks] == labels

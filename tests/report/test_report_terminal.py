@@ -72,5 +72,5 @@ def test_missing_pieces_are_named(tmp_path: Path) -> None:
     run = report_run(tmp_path / "r", RunShape(pool=None, diagnosis=False, status="interrupted"))
     text = _render(run, 80)
     assert "interrupted" in text and "This run was interrupted" in text
-    assert "The diagnosis was not run" in text and "prefillscope diagnose" in text
+    assert "The diagnosis could not be run" in text and "prefillscope diagnose" in text
     assert "KV pool is unknown" in text

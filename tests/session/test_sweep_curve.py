@@ -10,8 +10,8 @@ import pytest
 from prefillscope.compare_view import knee_sentence
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
-from runfmt.sweep import SweepPoint, read_sweep
-from session.sweep import figures, knee, parse_values, point_name, saturation
+from runfmt.sweep import SweepPoint, SweepResult, read_sweep
+from session.sweep import figures, knee, parse_values, place_knee, point_name, saturation
 from session.sweep_compare import compare_sweeps, sweep_points
 from workloads.errors import InputError
 
@@ -89,3 +89,27 @@ def test_a_sweep_against_a_run_or_another_axis_or_no_shared_load_is_refused(tmp_
         with pytest.raises(InputError) as err:
             compare_sweeps(tmp_path / "a", tmp_path / other, lambda a, b: None)
         assert err.value.field == "NEW_RUN" and words in err.value.problem
+
+
+def test_a_rate_point_serving_under_the_share_offered_is_saturated_though_it_gained():
+    """Offered 80, served 36 req/s: throughput rose over the point before, but the server
+    no longer keeps up (issue 38's sweep called it the knee, "still rising")."""
+    points = _points(10.0, 19.5, 36.0)
+    for point, offered in zip(points, (10.2, 20.1, 80.0), strict=True):
+        point.figures["offered_rps"] = offered
+    assert saturation(points, "achieved_rps") == 2
+    sweep = SweepResult("rate", points, "achieved_rps")
+    place_knee(sweep)
+    assert (sweep.knee, sweep.saturated_at) == (2.0, 3.0)
+    assert sweep.saturation_cause == "served_below_offered"
+
+
+def test_an_interrupted_point_is_never_the_knee_nor_the_saturation_point():
+    points = _points(1.0, 2.0, 9.0)
+    points[2].status = "stopped"  # SIGTERM during the third point: its rate is partial
+    sweep = SweepResult("rate", points, "achieved_rps")
+    place_knee(sweep)
+    assert sweep.knee == 2.0 and sweep.saturated_at is None and sweep.saturation_cause is None
+    points[2].figures["achieved_rps"] = 0.1  # a stopped point's collapse is no saturation
+    place_knee(sweep)
+    assert sweep.knee == 2.0 and sweep.saturated_at is None

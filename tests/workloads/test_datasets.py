@@ -50,16 +50,15 @@ def test_sharegpt_first_prompts_with_their_answer_lengths(
     tmp_path: Path, tokenizer: LocalTokenizer
 ) -> None:
     path = sharegpt(tmp_path / "sg.json")
-    plan = build_plan(load_spec(f"sharegpt:{path}", {"prompt_format": "text"}), tokenizer)
+    first = {"prompt_format": "text", "turns": "first"}
+    plan = build_plan(load_spec(f"sharegpt:{path}", first), tokenizer)
     assert len(plan) == 12  # the whole file; the two conversations without a pair skipped
     for r in plan:
         assert r.text is not None and r.text.startswith("Question")
         assert list(r.prompt.token_ids(2000)) == tokenizer.encode(r.text, special=True)
         answer = "A run of tokens whose KV is kept. " * (int(r.text.split()[1][:-1]) % 4 + 1)
         assert r.max_tokens == len(tokenizer.encode(answer, special=False))
-    bigger = build_plan(
-        load_spec(f"sharegpt:{path}", {"prompt_format": "text", "num_requests": 30}), tokenizer
-    )
+    bigger = build_plan(load_spec(f"sharegpt:{path}", {**first, "num_requests": 30}), tokenizer)
     assert len(bigger) == 30 and len({r.text for r in bigger}) == 12  # cycled
 
 
