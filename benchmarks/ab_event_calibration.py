@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from diagnose.ab_effect import effect_status
-from diagnose.ab_events import EVENT_STALL, StallEvents, compare_events
+from diagnose.ab_events import EVENT_STALL, StallEvents, compare_events, scaled
 from perfmodel.config import EngineConfig
 from session.sim_workload import from_plan
 from simengine.core import EngineCore
@@ -109,7 +109,7 @@ def main() -> None:
                     for k in (0, 1)
                 )
                 for factor, rows in found.items():
-                    rows.append(outcome(base, new.scaled(EVENT_STALL, factor), seed=pair))
+                    rows.append(outcome(base, scaled(new, EVENT_STALL, factor), seed=pair))
             cells = [rate_text(found[f]) for f in (1.0, *PLANTED)]
             line = f"{events:>6}  {chunk:>5}  {cells[0]:>17}"
             elapsed = time.perf_counter() - started

@@ -1,128 +1,228 @@
-"""How often the ``compare`` gate is wrong: A/A false positives and planted-regression detection.
+"""How often ``compare`` is wrong: different-seed A/A false positives, and detection.
 
-Data: virtual-time runs of the embedded engine (``simengine.driver.VirtualDriver``: the engine's
-scheduler and cost model on a simulated clock, no client, no wall time) serving a real
-workload plan (``workloads.build.build_plan``), one seed per run, ``--pairs`` × 2 runs per run
-size. An A/A pair is two seeds of one configuration. A planted regression multiplies
-NEW's ITL gaps above its own p95 by f, which multiplies its pooled p99 by exactly f (the
-order above p95 is kept) and leaves everything below alone: +30 % and +100 % are planted
-on the NEW run of each A/A pair.
+Data: virtual-time runs of the embedded engine (``simengine.driver.VirtualDriver``: the
+engine's scheduler and cost model on a simulated clock, no client, no wall time) serving
+a real workload plan (``workloads.build.build_plan``, closed-loop users released as the
+engine finishes their requests: ``session.sim_workload``). Every run has a seed of its
+own, so an A/A pair is two *different draws* of one configuration — the case where
+BASE and NEW differ in their arrivals and prompts, not only in the server's noise. Each
+run becomes the tables ``compare`` reads (``RunSamples.of_tables``: requests with their
+kinds and times, per-token chunks) and each pair goes through ``compare_samples``, the
+code ``prefillscope compare`` runs, with its default metrics and gates.
 
-Each pair goes through the code ``compare`` runs: the ITL sample of a run directory
-(``RunSamples.sample``: gaps resampled in time blocks), ``compare_stats`` and the gate's
-verdict (``diagnose.gate``). Printed per run size and gate limit: how often an A/A pair
-does not pass (the false-positive rate: exit 1 under the default ``--inconclusive
-fail``; in brackets, exit 1 under ``--inconclusive pass``, i.e. a FAIL on evidence) and
-how often each planted regression does not pass (the detection rate; in brackets, FAIL
-on evidence). Goals: false positives ≤ 5 %, detection ≥ 90 %.
+Two traffics:
 
-Run: ``.venv/bin/python benchmarks/compare_calibration.py [--workload system-prompt]
-[--sizes 200,1000] [--pairs 40] [--gates 10,25,50]``. About 2 minutes per 40 pairs of
-1000 requests on one core.
+* **Quick start** (``--workload``, default ``system-prompt``, one request kind): per
+  default metric, the share of A/A pairs called significant, once the way ``compare``
+  read different draws before (requests independent: ``draws=None``) and once as it does
+  now (requests resampled in time blocks: the seeds differ); then the ``itl_p99:+25%``
+  gate against planted regressions (NEW's gaps above its p95 multiplied by f, which
+  multiplies its p99 by f).
+* **Stalls** (``interference`` as in issue 38: 14k-token prompts amid 10 decode streams
+  on an a100-80gb, budget 768): the stall metrics' A/A false positives, the README's
+  gates (``stall_worst:+25%``, ``itl_p99:+25%``) on A/A pairs, on the budget raised to
+  12288 (longer, rarer stalls: the regression a pooled p99 misses) and on NEW's stall
+  events planted 1.5× and 2× worse.
+
+Printed: shares of pairs. "sig." = the metric's interval excludes 0 (its status
+``significant``); "not passed" = the gate's verdict is not PASS (exit 1 under the default
+``--inconclusive fail``), in brackets FAIL on evidence. Goals: A/A significant and A/A
+FAIL ≤ 5 % for every metric and gate; detection (FAIL) ≥ 90 %.
+
+Run: ``.venv/bin/python benchmarks/compare_calibration.py`` (a few minutes: 20 pairs of
+400 requests, 20 stall pairs); ``--full`` for 40 pairs of 200 and 1000 requests and 40
+stall pairs (about half an hour on one core).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from diagnose.compare import RunSamples
-from diagnose.gate import FAIL, PASS, Gate, MetricResult
-from diagnose.metrics import metric_spec
-from diagnose.stats import Sample, compare_stats
+from diagnose.compare import RunSamples, compare_samples
+from diagnose.gate import FAIL, PASS, SIGNIFICANT, CompareResult, parse_gate
+from diagnose.metrics import DEFAULT_METRICS, STALL_METRICS
 from perfmodel.config import EngineConfig
-from probes.token_gaps import token_gaps
+from probes.stall_events import STALL_FIELDS
 from runtime.quantiles import quantile
-from simengine.core import EngineCore, EngineRequest
+from session.sim_workload import from_plan
+from simengine.core import EngineCore
 from simengine.driver import VirtualDriver
 from workloads.build import build_plan
 from workloads.spec import load_spec
 
-ITL_P99 = metric_spec("itl_p99")
-PLANTED = (1.3, 2.0)
-VOCAB = 32000
+RESAMPLES = 1000
+PLANTED_P99 = (1.3, 2.0)
+PLANTED_STALL = (1.5, 2.0)
+#: The issue's a100 example: 14k-token long prompts amid 10 decode streams.
+STALL_TRAFFIC = {"concurrency": 10, "long_prompt_len": 14000, "rate": 0.5}
+STALL_GPU = "a100-80gb"
+STALL_BUDGETS = (768, 12288)
+#: The README's recommended gates.
+README_GATES = ("stall_worst:+25%", "itl_p99:+25%")
+DRAWS = "the seeds differ: two draws of the workload"
 
 
-def simulate_run(workload: str, requests: int, rate: float, seed: int) -> RunSamples:
-    """One virtual-time run of ``requests`` of ``workload`` at ``rate``, as compare reads it."""
-    spec = load_spec(workload, {"num_requests": requests, "rate": rate, "seed": seed})
-    arrivals = [
-        (
-            r.intended_s or 0.0,
-            EngineRequest(
-                request_id=r.id,
-                prompt_token_ids=r.prompt.token_ids(VOCAB).tolist(),
-                max_tokens=r.max_tokens,
-                ignore_eos=True,
-            ),
-        )
-        for r in build_plan(spec).requests
-        if not r.warmup
+def simulate_run(
+    workload: str, params: dict, seed: int, *, gpu: str = "h100-sxm", budget: int | None = None
+) -> RunSamples:
+    """One virtual-time run of ``workload`` with ``params``, as ``compare`` reads it."""
+    plan = build_plan(load_spec(workload, params | {"seed": seed}))
+    config = EngineConfig(model="llama-3.1-8b", gpu=gpu)
+    if budget is not None:
+        config = dataclasses.replace(config, max_num_batched_tokens=budget)
+    arrivals, release = from_plan(plan, config.vocab_size, config.model).start()
+    result = VirtualDriver(EngineCore(config)).run(arrivals, record_steps=False, release=release)
+    planned = {r.id: r for r in plan.requests if not r.warmup}
+    rows, chunks = [], []
+    for rid, timing in result.requests.items():
+        if rid not in planned:
+            continue
+        times = timing.token_times
+        rows.append({
+            "id": rid,
+            "kind": planned[rid].kind,
+            "prompt_tokens": len(planned[rid].prompt),
+            "intended_s": timing.arrival_s,
+            "sent_s": timing.arrival_s,
+            "first_token_s": times[0] if times else np.nan,
+            "end_s": times[-1] if times else np.nan,
+            "output_tokens": len(times),
+            "status": "ok" if times and timing.error is None else "error",
+        })  # fmt: skip
+        chunks += [(rid, t, 1) for t in times]
+    requests = pd.DataFrame(rows)
+    chunk_table = pd.DataFrame(chunks, columns=["request_id", "t_s", "n_tokens"])
+    return RunSamples.of_tables(Path(f"seed-{seed}"), None, requests, chunk_table)
+
+
+def planted_p99(run: RunSamples, factor: float) -> RunSamples:
+    """``run`` with its ITL gaps above their own p95 multiplied by ``factor``."""
+    gaps = run.gaps.gap_s.copy()
+    gaps[gaps > quantile(gaps, 0.95)] *= factor
+    return dataclasses.replace(run, gaps=dataclasses.replace(run.gaps, gap_s=gaps))
+
+
+def planted_stall(run: RunSamples, factor: float) -> RunSamples:
+    """``run`` with every stall event's worst decode gap multiplied by ``factor``."""
+    events = run.stalls.events.scaled(STALL_FIELDS["stall_worst_s"], factor)
+    return dataclasses.replace(run, stalls=dataclasses.replace(run.stalls, events=events))
+
+
+def compared(base: RunSamples, new: RunSamples, gates: list[str], seed: int, draws: bool):
+    return compare_samples(
+        base,
+        new,
+        [parse_gate(g) for g in gates],
+        resamples=RESAMPLES,
+        seed=seed,
+        draws=DRAWS if draws else None,
+        metrics=None,
+    )
+
+
+def significant(results: list[CompareResult], metric: str) -> float:
+    rows = [next(r for r in res.rows if r.spec.name == metric) for res in results]
+    return sum(r.status == SIGNIFICANT for r in rows) / len(rows)
+
+
+def gate_text(results: list[CompareResult], metric: str) -> str:
+    """Share not passed and, in brackets, share FAIL on evidence, of ``metric``'s gate."""
+    verdicts = [next(r for r in res.rows if r.spec.name == metric).gate_verdict for res in results]
+    n = len(verdicts)
+    return (
+        f"{sum(v != PASS for v in verdicts) / n:6.1%} ({sum(v == FAIL for v in verdicts) / n:5.1%})"
+    )
+
+
+def quick_start(workload: str, size: int, rate: float, pairs: int) -> None:
+    started = time.perf_counter()
+    params = {"num_requests": size, "rate": rate}
+    runs = [
+        [simulate_run(workload, params, 1000 * size + 2 * pair + k) for k in (0, 1)]
+        for pair in range(pairs)
     ]
-    core = EngineCore(EngineConfig(model="llama-3.1-8b", gpu="h100-sxm"))
-    result = VirtualDriver(core).run(arrivals, record_steps=False)
-    rows = [(rid, t) for rid, timing in result.requests.items() for t in timing.token_times]
-    chunks = pd.DataFrame(rows, columns=["request_id", "t_s"]).assign(n_tokens=1)
-    gaps = token_gaps(chunks, list(result.requests))
-    empty = pd.DataFrame()
-    return RunSamples(Path(f"seed-{seed}"), {}, empty, gaps, empty, requests=len(arrivals))
+    gate = ["itl_p99:+25%"]
+    before = [compared(a, b, gate, i, draws=False) for i, (a, b) in enumerate(runs)]
+    after = [compared(a, b, gate, i, draws=True) for i, (a, b) in enumerate(runs)]
+    print(
+        f"\n{workload} at {rate:g} req/s, {size} requests per run, {pairs} different-seed A/A pairs"
+    )
+    print(f"{'metric':<20} {'A/A sig. before':>16} {'A/A sig. after':>15}")
+    for metric in DEFAULT_METRICS:
+        print(
+            f"{metric:<20} {significant(before, metric):>16.1%} {significant(after, metric):>15.1%}"
+        )
+    print(f"gate itl_p99:+25%, not passed (FAIL):  A/A {gate_text(after, 'itl_p99')}", end="")
+    for factor in PLANTED_P99:
+        planted = [compared(a, planted_p99(b, factor), gate, i, draws=True)
+                   for i, (a, b) in enumerate(runs)]  # fmt: skip
+        print(f"   +{(factor - 1) * 100:.0f}% planted {gate_text(planted, 'itl_p99')}", end="")
+    print(f"\n({time.perf_counter() - started:.0f} s)")
 
 
-def planted(sample: Sample, factor: float) -> Sample:
-    """``sample`` with its values above its own p95 multiplied by ``factor``."""
-    values = sample.values.copy()
-    values[values > quantile(values, 0.95)] *= factor
-    return Sample(values, sample.clusters)
+def stalls(pairs: int, long_prompts: int) -> None:
+    started = time.perf_counter()
+    streams = math.ceil(long_prompts * 2 / 10 * 1.5) + 2  # each stream outlasts the prompts
+    params = STALL_TRAFFIC | {"num_requests": long_prompts, "stream_requests": streams}
+    low, high = STALL_BUDGETS
 
+    def run(seed: int, budget: int) -> RunSamples:
+        return simulate_run("interference", params, seed, gpu=STALL_GPU, budget=budget)
 
-def verdicts(base: Sample, new: Sample, gates: list[Gate], seed: int) -> list[str]:
-    """The gate verdict (pass, fail, inconclusive) of each gate on ``itl_p99``."""
-    (c,) = compare_stats(base, new, {"itl_p99": "p99"}, resamples=1000, seed=seed)
-    return [MetricResult(ITL_P99, c, gate).gate_verdict or "" for gate in gates]
-
-
-def rate_text(outcomes: list[str]) -> str:
-    """Share not passed (exit 1 by default) and, in brackets, share failed on evidence."""
-    n = len(outcomes)
-    not_passed = sum(o != PASS for o in outcomes) / n
-    failed = sum(o == FAIL for o in outcomes) / n
-    return f"{not_passed:6.1%} ({failed:5.1%})"
+    gates = list(README_GATES)
+    aa, forward, reverse = [], [], []
+    planted: dict[float, list[CompareResult]] = {f: [] for f in PLANTED_STALL}
+    for pair in range(pairs):
+        base, again, raised = run(2 * pair, low), run(2 * pair + 1, low), run(2 * pair + 1, high)
+        aa.append(compared(base, again, gates, pair, draws=True))
+        forward.append(compared(base, raised, gates, pair, draws=True))
+        reverse.append(compared(raised, base, gates, pair, draws=True))
+        for factor, rows in planted.items():
+            rows.append(compared(base, planted_stall(again, factor), gates, pair, draws=True))
+    print(
+        f"\ninterference on {STALL_GPU}: {long_prompts} long prompts of 14k tokens amid 10 "
+        f"decode streams, budget {low}; {pairs} different-seed pairs"
+    )
+    print("A/A significant: " + ", ".join(f"{m} {significant(aa, m):.1%}" for m in STALL_METRICS))
+    print(f"{'gate, not passed (FAIL)':<26}" + "".join(f"{g:>22}" for g in gates))
+    cases = [
+        ("A/A", aa),
+        (f"budget {low} -> {high}", forward),
+        (f"budget {high} -> {low}", reverse),
+    ]
+    cases += [(f"stalls {f:g}x planted", rows) for f, rows in planted.items()]
+    for name, results in cases:
+        cells = "".join(f"{gate_text(results, g.split(':')[0]):>22}" for g in gates)
+        print(f"{name:<26}{cells}")
+    notes = sum(bool(r.note) for res in reverse for r in res.rows if r.spec.name == "itl_p99")
+    print(f"budget {high} -> {low}: itl_p99 rows noting the stall trade-off: {notes}/{pairs}")
+    print(f"({time.perf_counter() - started:.0f} s)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="system-prompt")
-    parser.add_argument("--sizes", default="200,1000", help="requests per run, comma-separated")
+    parser.add_argument(
+        "--sizes", default=None, help="requests per run (default 400; --full 200,1000)"
+    )
     parser.add_argument("--rate", type=float, default=10.0, help="arrivals per second")
-    parser.add_argument("--pairs", type=int, default=40)
-    parser.add_argument("--gates", default="10,25,50", help="gate limits in %% on itl_p99")
+    parser.add_argument("--pairs", type=int, default=None, help="A/A pairs (default 20; --full 40)")
+    parser.add_argument("--long-prompts", type=int, default=12, help="long prompts per stall run")
+    parser.add_argument("--full", action="store_true", help="the full size (about half an hour)")
     args = parser.parse_args()
-    gates = [Gate(ITL_P99, float(x) / 100.0) for x in args.gates.split(",")]
-    print(f"workload {args.workload} at {args.rate:g} req/s, {args.pairs} A/A pairs per size")
-    print("share not passed (exit 1 by default), in brackets share FAIL on evidence")
-    header = f"{'requests':>8}  {'gate':>10}  {'A/A (false pos.)':>17}"
-    print(header + "".join(f"  {f'+{(f - 1) * 100:.0f}% planted':>17}" for f in PLANTED))
-    for size in (int(s) for s in args.sizes.split(",")):
-        started = time.perf_counter()
-        outcomes: dict[float, list[list[str]]] = {f: [] for f in (1.0, *PLANTED)}
-        for pair in range(args.pairs):
-            base, new = (
-                simulate_run(args.workload, size, args.rate, 1000 * size + 2 * pair + k).sample(
-                    ITL_P99
-                )
-                for k in (0, 1)
-            )
-            for factor in outcomes:
-                changed = new if factor == 1.0 else planted(new, factor)
-                outcomes[factor].append(verdicts(base, changed, gates, seed=pair))
-        for i, gate in enumerate(gates):
-            cells = [rate_text([row[i] for row in outcomes[f]]) for f in (1.0, *PLANTED)]
-            line = f"{size:>8}  {gate.text:>10}  {cells[0]:>17}"
-            print(line + "".join(f"  {cell:>17}" for cell in cells[1:]))
-        print(f"{'':>8}  ({time.perf_counter() - started:.0f} s for {2 * args.pairs} runs)")
+    pairs = args.pairs or (40 if args.full else 20)
+    sizes = args.sizes or ("200,1000" if args.full else "400")
+    print("shares of A/A pairs; gates: not passed (exit 1 by default), in brackets FAIL")
+    for size in (int(s) for s in sizes.split(",")):
+        quick_start(args.workload, size, args.rate, pairs)
+    stalls(pairs, args.long_prompts)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,13 @@ import numpy as np
 
 from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
 from diagnose.ab_effect import MIN_EFFECT
-from diagnose.ab_events import EVENT_METRICS, EVENT_STALL, StallEvents, event_summary
+from diagnose.ab_events import (
+    EVENT_METRICS,
+    EVENT_STALL,
+    StallEvents,
+    event_summary,
+    event_values,
+)
 from diagnose.ab_metrics import (
     METRICS,
     Comparer,
@@ -258,7 +264,8 @@ def analyse_ab(
     stats = [arm_statistics(s, kinds) for s in samples]
     events = arm_events(samples, kinds)
     for arm_stats, arm in zip(stats, events, strict=True):
-        arm_stats |= {json_name(m): _mean(arm.values(m)) for m in EVENT_METRICS} if kinds else {}
+        if kinds:
+            arm_stats |= {json_name(m): _mean(event_values(arm, m)) for m in EVENT_METRICS}
     comparisons: list[tuple[Arm, Comparison]] = []
     if all(len(s) >= 2 for s in samples):
         comparer = Comparer(samples, settings, kinds)

@@ -46,6 +46,7 @@ from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
 from probes import metric_registry as registry
 from probes.metric_registry import json_name
+from probes.stall_events import NO_KIND, kinds_longest_first, prefill_kind
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 
@@ -111,7 +112,7 @@ class TrialSamples:
                 return ids.map(requests[name])
             return pd.Series(None, index=ids.index, dtype=object)
 
-        kinds = column("kind").fillna("request").astype(str).to_numpy()
+        kinds = column("kind").fillna(NO_KIND).astype(str).to_numpy()
         prompts = pd.to_numeric(column("prompt_tokens"), errors="coerce").to_numpy(dtype=float)
         times = pd.DataFrame({c: pd.to_numeric(column(c), errors="coerce") for c in _TIMES})
         return cls(run, kinds, prompts, times.assign(kind=kinds))
@@ -148,24 +149,15 @@ class TrialSamples:
 
 
 def request_kinds(arms: Sequence[Sequence[TrialSamples]]) -> list[str]:
-    """The request kinds of every arm's completed requests, longest median prompt first;
-    empty when the traffic has a single kind (pooled TTFT is then per kind already)."""
+    """The request kinds of every arm's completed requests, longest median prompt first
+    (``probes.stall_events.kinds_longest_first``); empty when the traffic has a single
+    kind (pooled TTFT is then per kind already)."""
     trials = [t for arm in arms for t in arm]
-    kinds = sorted({k for t in trials for k in t.kinds})
-    if len(kinds) < 2:
+    if not trials:
         return []
-
-    def median_prompt(kind: str) -> float:
-        values = np.concatenate([t.prompt_tokens[t.kinds == kind] for t in trials])
-        values = values[np.isfinite(values)]
-        return float(np.median(values)) if len(values) else 0.0
-
-    return sorted(kinds, key=lambda k: (-median_prompt(k), k))
-
-
-def prefill_kind(kinds: Sequence[str]) -> str | None:
-    """The kind whose TTFT the decision weighs: the longest prompts (``None``: one kind)."""
-    return kinds[0] if kinds else None
+    kinds = np.concatenate([t.kinds for t in trials])
+    prompts = np.concatenate([t.prompt_tokens for t in trials])
+    return kinds_longest_first(kinds, prompts)
 
 
 def arm_events(

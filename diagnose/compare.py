@@ -8,9 +8,31 @@ Metrics are named ``<latency>_<statistic>`` — latency one of ``ttft``, ``ttft_
 Each metric is a ratio NEW/BASE with a bootstrap interval (``diagnose.stats``, whose
 docstring states the test and its assumptions): per-request values for TTFT/TPOT/E2E,
 per-token ITL gaps resampled in time blocks (``time_blocks``: gaps at one time share
-the server's steps; the pooled p99 of the resampled blocks' gaps is recomputed), and
+the server's steps; the pooled p99 of the resampled blocks' gaps is recomputed),
 throughput in equal time slices of each run's measured window (one run has one
-throughput, but its slices vary).
+throughput, but its slices vary), and the stall metrics ``stall_worst`` / ``stall_lost``
+per stall event (each long prompt's prefill, ``probes.stall_events``; events resampled,
+as ``diagnose ab`` does). Without ``--metric`` the stall metrics are shown whenever a run
+has stall events.
+
+**Stalls a pooled quantile cannot see.** A pooled ITL quantile q reaches the stall gaps
+only when they are at least 1 − q of a run's gaps (``RunStalls.seen_by``): a budget that
+stalls each long prompt for one or two long steps leaves its stalls under the p99, which
+then improves while the stalls grow. When NEW's stall gaps are below that share, a
+quantile row whose estimate shows no worsening beyond its gate's limit (no worsening at
+all, without a gate) and that does not fail is inconclusive, saying so; when it
+is worse and BASE's stalls were the unseen ones while NEW's worst gap per prefill is
+shorter, the row notes the trade-off (more frequent, shorter stalls).
+
+**Different draws.** When BASE and NEW were drawn with different workload seeds, they
+are two samples of the traffic, not one: bursts of arrivals and the mix of prompt
+lengths differ between draws, and requests near one another in time share a queue. Then
+per-request values are resampled in time blocks of requests (``request_blocks``) and ITL
+gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``), so that each
+run's interval carries that between-draw variance, and the result says the seeds differ
+(``CompareResult.draws``).
+``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
+different-seed pairs for every default metric.
 
 A gate ``METRIC:+X%`` reads that interval against its limit: pass, fail or inconclusive
 (``diagnose.gate``).
@@ -30,8 +52,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,16 +64,20 @@ from diagnose.metrics import (
     CONFIDENCE,
     DEFAULT_METRICS,
     RESAMPLES,
+    STALL_METRICS,
+    STALL_SOURCES,
     THROUGHPUTS,
     MetricSpec,
     metric_spec,
 )
 from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
 from probes.latency import measured_window, request_latencies, throughput_bins
+from probes.stall_events import RunStalls, run_stalls
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
 from runfmt.tables import completed_mask
+from runtime.quantiles import QUANTILES
 from workloads.errors import InputError
 
 #: Workload spec keys that may differ between comparable runs.
@@ -62,18 +89,52 @@ class RunSamples:
     """What a comparison resamples from one run directory."""
 
     path: Path
-    run: Run
+    run: Run | None
     latencies: pd.DataFrame
     gaps: TokenGaps
     throughput: pd.DataFrame
     requests: int = 0
+    stalls: RunStalls = field(default_factory=RunStalls.none)
+    #: Each completed request's intended send, in ``latencies``' order (its time block).
+    starts_s: np.ndarray | None = None
 
-    def sample(self, spec: MetricSpec) -> Sample:
+    @classmethod
+    def of_tables(
+        cls, path: Path, run: Run | None, requests: pd.DataFrame, chunks: Any
+    ) -> RunSamples:
+        """What a comparison reads from a run's measured requests and its chunks."""
+        ok = completed_mask(requests)
+        latencies = request_latencies(requests)[ok]
+        gaps = token_gaps(chunks, latencies["id"])
+        done = requests[ok]
+        return cls(
+            path=path,
+            run=run,
+            latencies=latencies,
+            gaps=gaps,
+            throughput=throughput_bins(
+                requests, measured_window(requests), throughput_slices(int(ok.sum()))
+            ),
+            requests=len(requests),
+            stalls=run_stalls(done, latencies["ttft_s"].to_numpy(float), gaps),
+            starts_s=pd.to_numeric(done["intended_s"], errors="coerce").to_numpy(float),
+        )
+
+    def sample(self, spec: MetricSpec, *, draws: bool = False) -> Sample:
+        """The values ``spec`` is compared on; ``draws``: BASE and NEW are different draws
+        of the workload, so requests are resampled in time blocks."""
         if spec.source == "itl_s":
-            return Sample.of(self.gaps.gap_s, time_blocks(self.gaps))
+            lifetimes = DRAW_BLOCK_LIFETIMES if draws else 1.0
+            return Sample.of(self.gaps.gap_s, time_blocks(self.gaps, lifetimes))
         if spec.source in THROUGHPUTS:
             return Sample.of(self.throughput[spec.source])
-        return Sample.of(self.latencies[spec.source])
+        if spec.source in STALL_SOURCES:
+            return Sample.of(self.stalls.values(spec.source))
+        if not draws or self.starts_s is None:
+            return Sample.of(self.latencies[spec.source])
+        lifetimes = self.latencies["e2e_s"].to_numpy(float)
+        blocks = request_blocks(self.starts_s, lifetimes, DRAW_BLOCK_LIFETIMES)
+        return Sample.of(self.latencies[spec.source], blocks)
 
     @property
     def completed(self) -> int:
@@ -89,6 +150,8 @@ class RunSamples:
             return None
         if spec.source == "itl_s":
             return "no ITL gaps (no request streamed two tokens)"
+        if spec.source in STALL_SOURCES:
+            return "no stall events (no long prompt of another kind beside decode streams)"
         return f"no {spec.source.removesuffix('_s')} values"
 
     def requests_for(self, spec: MetricSpec, units: int, now: int) -> int:
@@ -96,12 +159,23 @@ class RunSamples:
         ten completions per throughput slice, else this run's requests per unit."""
         if spec.source in THROUGHPUTS:
             per_unit = COMPLETIONS_PER_SLICE * self.requests / max(self.completed, 1)
+        elif spec.source in STALL_SOURCES:  # events come with the long prompts
+            per_unit = self.requests / max(len(self.stalls.events), 1)
         else:
             per_unit = self.requests / max(now, 1)
         return math.ceil(units * per_unit)
 
 
-def time_blocks(gaps: TokenGaps) -> np.ndarray:
+#: Block length, in median request lifetimes, when BASE and NEW are different draws: the
+#: load a request meets builds up over the lifetime before it, so blocks of one lifetime
+#: are correlated with their neighbours and understate the variance between draws. On
+#: 60 different-seed A/A pairs of 400 ``system-prompt`` requests
+#: (``benchmarks/compare_calibration.py``) TPOT and E2E p50 were significant in 13–15 %
+#: of pairs with blocks of one lifetime, 7–8 % with two, no fewer with four.
+DRAW_BLOCK_LIFETIMES = 2.0
+
+
+def time_blocks(gaps: TokenGaps, lifetimes: float = 1.0) -> np.ndarray:
     """The time block each ITL gap falls in: the units its bootstrap resamples.
 
     A continuous-batching server advances every running request in the same step, so a
@@ -109,8 +183,7 @@ def time_blocks(gaps: TokenGaps) -> np.ndarray:
     at one time, not only within a request (virtual-time A/A runs of 1000 requests
     differed by ±14 % in pooled p99 ITL while request clusters gave intervals of ±3 %).
     Blocks of one median request lifetime (first to last token) hold most of that
-    correlation; a run shorter than ``2 × MIN_UNITS`` lifetimes gets that many blocks,
-    shorter than a lifetime (then the interval is narrower than the truth).
+    correlation (``_blocks``).
     """
     t = gaps.t_s
     if t.size == 0:
@@ -120,7 +193,29 @@ def time_blocks(gaps: TokenGaps) -> np.ndarray:
     np.minimum.at(first, gaps.request, t)
     np.maximum.at(last, gaps.request, t)
     seen = np.isfinite(first)
-    lifetime = float(np.median(last[seen] - first[seen]))
+    return _blocks(t, lifetimes * float(np.median(last[seen] - first[seen])))
+
+
+def request_blocks(
+    start_s: np.ndarray, lifetime_s: np.ndarray, lifetimes: float = 1.0
+) -> np.ndarray:
+    """The time block of each request by its intended send (``start_s``), blocks of
+    ``lifetimes`` median lifetimes (``lifetime_s``: E2E) as ``_blocks`` cuts them;
+    requests with no send time share a block of their own."""
+    start_s = np.asarray(start_s, float)
+    durations = np.asarray(lifetime_s, float)
+    durations = durations[np.isfinite(durations)]
+    known = np.isfinite(start_s)
+    out = np.full(len(start_s), -1, dtype=np.int64)
+    if known.any() and durations.size:
+        out[known] = _blocks(start_s[known], lifetimes * float(np.median(durations)))
+    return out
+
+
+def _blocks(t: np.ndarray, lifetime: float) -> np.ndarray:
+    """Blocks of ``lifetime`` seconds over the span of ``t``; a span shorter than
+    ``2 × MIN_UNITS`` lifetimes gets that many blocks, shorter than a lifetime (then the
+    interval is narrower than the truth)."""
     start, span = float(t.min()), float(t.max() - t.min())
     length = min(lifetime, span / (2 * MIN_UNITS))
     if not length > 0:
@@ -158,16 +253,7 @@ def load_run(path: str | Path, argument: str, *, need_completed: bool = True) ->
             f"{path} has no completed requests ({len(requests)} failed)",
             "compare against a run whose requests completed",
         )
-    latencies = request_latencies(requests)[ok]
-    window = measured_window(requests)
-    return RunSamples(
-        path=Path(path),
-        run=run,
-        latencies=latencies,
-        gaps=token_gaps(run.tables.chunks, latencies["id"]),
-        throughput=throughput_bins(requests, window, throughput_slices(int(ok.sum()))),
-        requests=len(requests),
-    )
+    return RunSamples.of_tables(Path(path), run, requests, run.tables.chunks)
 
 
 def workload_differences(base: RunInfo | None, new: RunInfo | None) -> list[str]:
@@ -190,7 +276,11 @@ def _ordered_metrics(metrics: Sequence[str], gates: Sequence[Gate]) -> list[Metr
 
 
 #: How ``shortfall`` words a unit and a value of each metric source.
-_WORDS = {"itl_s": ("time blocks", "gaps")} | dict.fromkeys(THROUGHPUTS, ("time slices", "slices"))
+_WORDS = (
+    {"itl_s": ("time blocks", "gaps")}
+    | dict.fromkeys(THROUGHPUTS, ("time slices", "slices"))
+    | dict.fromkeys(STALL_SOURCES, ("stall events", "events"))
+)
 
 
 def _few_streams(runs: tuple[RunSamples, RunSamples]) -> tuple[str, int] | None:
@@ -212,7 +302,63 @@ def _few_streams(runs: tuple[RunSamples, RunSamples]) -> tuple[str, int] | None:
 def _row(
     spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
 ) -> MetricResult:
+    """A row: what is missing, and the run size that would decide it; a pooled ITL
+    quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``)."""
+    row = _decided_row(spec, c, gate, runs)
+    return _stall_view(row, runs) if spec.source == "itl_s" else row
+
+
+def _stall_text(stalls: RunStalls) -> str:
+    events = stalls.events
+    return f"{stalls.share:.1%} of its gaps ({events.stalled_gaps} beside {len(events)} prefills)"
+
+
+def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> MetricResult:
+    """What a pooled ITL quantile says of the stalls (the module docstring's rule)."""
+    if row.missing or row.spec.stat not in QUANTILES or QUANTILES[row.spec.stat] <= 50:
+        return row
+    base, new = (run.stalls for run in runs)
+    q = QUANTILES[row.spec.stat] / 100.0
+    c = row.comparison
+    worse = c.side(1.0) == 1 if row.gate is None else row.gate_verdict == FAIL
+    # blind: NEW's stalls are under the quantile, and the quantile shows no worsening
+    # beyond what is allowed (an estimate many-fold worse did see something)
+    unchanged = c.ratio <= (row.limit if row.limit is not None else 1.0)
+    if not new.seen_by(q) and not worse and unchanged:
+        why = (
+            f"NEW's stall gaps are {_stall_text(new)}, under the {1 - q:.1%} above the "
+            f"{row.spec.stat}: the {row.spec.stat} cannot see its stalls; judge them with "
+            f"{' or '.join(STALL_METRICS)}"
+        )
+        reasons = [why, *([c.inconclusive] if c.inconclusive else [])]
+        blind = replace(c, significant=False, inconclusive="; ".join(reasons))
+        return replace(row, comparison=blind, needed_requests=None)
+    if worse and not base.seen_by(q) and new.seen_by(q) and len(new.events) and len(base.events):
+        worst = _mean_ratio(base, new)
+        if worst < 1.0:
+            note = (
+                f"trade-off, not a bare regression: NEW stalls more often (stall gaps "
+                f"{_stall_text(new)}, BASE {_stall_text(base)}: under the {1 - q:.1%} its "
+                f"{row.spec.stat} sees) but shorter (worst decode gap per prefill "
+                f"{(worst - 1) * 100:+.0f} %)"
+            )
+            return replace(row, note=note)
+    return row
+
+
+def _mean_ratio(base: RunStalls, new: RunStalls) -> float:
+    """NEW/BASE of the mean worst decode gap per prefill."""
+    key = STALL_SOURCES[0]
+    return float(np.mean(new.values(key)) / np.mean(base.values(key)))
+
+
+def _decided_row(
+    spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
+) -> MetricResult:
     """A row: what is missing, and the run size that would decide it."""
+    if spec.source in STALL_SOURCES and all(run.stalls.kind is None for run in runs):
+        why = "one request kind in both runs: no long prefill beside decode streams to stall"
+        return MetricResult(spec, c, gate, not_applicable=why)
     lacking = [f"{who} has {what}" for who, run in zip(("BASE", "NEW"), runs, strict=True)
                if (what := run.lacks(spec))]  # fmt: skip
     if lacking:
@@ -241,25 +387,56 @@ def _row(
 
 
 def compare_runs(
-    base_dir: str | Path,
-    new_dir: str | Path,
+    base_dir: str | Path, new_dir: str | Path, gates: Sequence[Gate] = (), **settings: Any
+) -> CompareResult:
+    """Compare two run directories: ``compare_samples`` (whose keywords ``settings`` are)
+    on the runs read with ``load_run``."""
+    base = load_run(base_dir, "BASE_RUN")
+    new = load_run(new_dir, "NEW_RUN", need_completed=False)
+    return compare_samples(base, new, gates, **settings)
+
+
+def different_draws(base: RunSamples, new: RunSamples) -> str | None:
+    """Why BASE and NEW are different draws of the workload (their seeds differ), or
+    ``None`` (one draw, or a run.json that does not say)."""
+    seeds = [run.run.info.seed if run.run is not None and run.run.info else None
+             for run in (base, new)]  # fmt: skip
+    if None in seeds or seeds[0] == seeds[1]:
+        return None
+    return (
+        f"the seeds differ (BASE {seeds[0]}, NEW {seeds[1]}): two draws of the workload; "
+        "per-request metrics are resampled in time blocks of requests, so the intervals "
+        "carry the variance between draws"
+    )
+
+
+def compare_samples(
+    base: RunSamples,
+    new: RunSamples,
     gates: Sequence[Gate] = (),
     *,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] | None = None,
     force: bool = False,
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
     inconclusive: str = FAIL,
+    draws: str | None = None,
 ) -> CompareResult:
-    """Compare two run directories on ``metrics`` (and every gated metric).
+    """Compare two runs on ``metrics`` (and every gated metric; ``None``: the defaults,
+    and the stall metrics when a run has stall events).
 
     Refuses (``InputError``) runs of different workloads unless ``force``.
     ``inconclusive`` is ``"fail"`` or ``"pass"``: what an undecided gate counts as.
+    ``draws`` says why the runs are different draws when their ``run.json`` cannot
+    (``different_draws`` otherwise).
     """
-    base = load_run(base_dir, "BASE_RUN")
-    new = load_run(new_dir, "NEW_RUN", need_completed=False)
-    differences = workload_differences(base.run.info, new.run.info)
+    if metrics is None:
+        stalls = len(base.stalls.events) or len(new.stalls.events)
+        metrics = (*DEFAULT_METRICS, *(STALL_METRICS if stalls else ()))
+    info = (base.run.info if base.run else None, new.run.info if new.run else None)
+    differences = workload_differences(*info) if base.run or new.run else []
+    draws = draws or different_draws(base, new)
     if differences and not force:
         raise InputError(
             "NEW_RUN",
@@ -274,17 +451,19 @@ def compare_runs(
     comparisons: dict[str, Comparison] = {}
     for source, group in by_source.items():
         found = compare_stats(
-            base.sample(group[0]),
-            new.sample(group[0]),
+            base.sample(group[0], draws=draws is not None),
+            new.sample(group[0], draws=draws is not None),
             {spec.name: spec.stat for spec in group},
             resamples=resamples,
             confidence=confidence,
             seed=seed,
-            names=_WORDS.get(source, ("requests", "requests")),
+            names=_WORDS.get(source, ("time blocks" if draws else "requests", "requests")),
         )
         comparisons |= {c.metric: c for c in found}
     rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]
-    labels = tuple(dict(r.run.info.labels) if r.run.info else {} for r in (base, new))
+    labels = tuple(
+        dict(r.run.info.labels) if r.run is not None and r.run.info else {} for r in (base, new)
+    )
     return CompareResult(
-        base.path, new.path, rows, differences, confidence, inconclusive, labels=labels
+        base.path, new.path, rows, differences, confidence, inconclusive, labels, draws
     )

@@ -12,7 +12,9 @@ its limit — 1 + X for a latency, 1 − X for a throughput — one rule for eve
   ``"fail"`` by default: a gate that cannot see must not pass).
 
 A row without a gate is ``significant`` (the interval excludes 1), ``not significant``,
-``inconclusive`` or ``missing``.
+``inconclusive`` or ``missing``. A stall metric of runs with one request kind (no long
+prefills beside decode streams, so no stall can happen) is ``not applicable``: its gate
+neither passes nor fails, and does not hold a comparison up.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ SIGNIFICANT, NOT_SIGNIFICANT, INCONCLUSIVE, MISSING = (
     "significant", "not significant", "inconclusive", "missing",
 )  # fmt: skip
 PASS, FAIL = "pass", "fail"
+#: A row (and its gate) that cannot apply to these runs (``MetricResult.not_applicable``).
+NOT_APPLICABLE = "not applicable"
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,10 @@ class MetricResult:
     gate: Gate | None = None
     missing: str | None = None
     needed_requests: int | None = None
+    #: What the verdict alone would not say (a trade-off of stalls behind a pooled p99).
+    note: str | None = None
+    #: Why the metric cannot apply to these runs (a stall metric of one-kind runs).
+    not_applicable: str | None = None
 
     @property
     def worsening(self) -> float:
@@ -85,7 +93,10 @@ class MetricResult:
 
     @property
     def status(self) -> str:
-        """significant, not significant, inconclusive or missing (the interval vs 1)."""
+        """significant, not significant, inconclusive, missing (the interval vs 1) or not
+        applicable."""
+        if self.not_applicable:
+            return NOT_APPLICABLE
         if self.missing:
             return MISSING
         if self.comparison.inconclusive:
@@ -105,6 +116,8 @@ class MetricResult:
         """pass, fail or inconclusive: the interval against the gate's limit."""
         if self.gate is None or self.limit is None:
             return None
+        if self.not_applicable:
+            return NOT_APPLICABLE
         if self.missing or self.comparison.inconclusive:
             return INCONCLUSIVE
         worse_side = -1 if self.spec.higher_is_better else 1
@@ -121,6 +134,8 @@ class MetricResult:
     def reason(self) -> str | None:
         """Why this row does not decide, in one line; ``None`` when it does."""
         c = self.comparison
+        if self.not_applicable:
+            return self.not_applicable
         if self.missing:
             return f"missing: {self.missing}"
         if c.inconclusive and self.needed_requests is None:
@@ -145,6 +160,8 @@ class MetricResult:
             "missing": self.missing,
             "reason": self.reason,
             "needed_requests": self.needed_requests,
+            "note": self.note,
+            "not_applicable": self.not_applicable,
         }
         if self.gate is not None:
             out["gate"] = {
@@ -170,6 +187,8 @@ class CompareResult:
     inconclusive: str = FAIL
     #: Each run's ``--label`` pairs (run.json's ``labels``): BASE's, NEW's.
     labels: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    #: Why BASE and NEW are different draws of the workload (``None``: one draw).
+    draws: str | None = None
 
     @property
     def failed_gates(self) -> list[MetricResult]:
@@ -209,5 +228,6 @@ class CompareResult:
             "inconclusive_counts_as": self.inconclusive,
             "confidence": self.confidence,
             "workload_differences": self.differences,
+            "draws": self.draws,
             "comparisons": [row.to_dict() for row in self.rows],
         }

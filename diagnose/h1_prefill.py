@@ -9,7 +9,13 @@ Evidence, best first:
    the run — a server-side measurement.
 2. **Client attribution** (any server, ``diagnose.attribution``): gaps that overlapped a
    long prefill over gaps that overlapped none, with cluster-bootstrap intervals.
-3. **Budget vs prompts**: the token budget (``run.json``'s engine config or
+3. **Stall events** (any server, ``probes.stall_events``, the events ``summary.json``
+   carries): per long prompt of the prefill-heavy kind, the worst decode gap beside its
+   prefill and the decode time it cost, with intervals over events, and the stall gaps'
+   share of all gaps (under 1 %, the pooled ITL p99 cannot see them). Without step kinds
+   and without enough gaps for the attribution, the worst gap per prefill over the normal
+   gap decides, when its whole interval lies on one side of ``STARVE_RATIO``.
+4. **Budget vs prompts**: the token budget (``run.json``'s engine config or
    ``--max-num-batched-tokens``) against the longest fresh prompt — the largest chunk a
    step can carry — and, with a roofline, what such a step costs next to a decode step.
 
@@ -24,6 +30,8 @@ chunk-size A/B confirms it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
@@ -31,10 +39,20 @@ from diagnose.context import Context
 from diagnose.costs import decode_share_cost
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
 from diagnose.registry import hypothesis
-from diagnose.stats import Comparison
+from diagnose.stats import MIN_UNITS, Comparison
 from diagnose.words import chunk_flags_named
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
+from probes.latency import latency_columns
+from probes.metric_registry import STALL_LOST, STALL_WORST
+from probes.stall_events import (
+    STALL_FACTOR,
+    SUMMARY_CONFIDENCE,
+    RunStalls,
+    mean_interval,
+    run_stalls,
+)
+from probes.token_gaps import token_gaps
 from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
 from runtime import engine_metrics
@@ -106,6 +124,87 @@ def _attribution_evidence(a: Attribution) -> list[Evidence]:
     return out
 
 
+@dataclass(frozen=True)
+class StallFigures:
+    """The run's stall events and what H1 reads of them: the worst decode gap per prefill
+    over the normal gap (its mean and interval), ``None`` without events."""
+
+    stalls: RunStalls
+    stretch: tuple[float, float, float] | None
+
+    @property
+    def decides(self) -> bool:
+        return self.stretch is not None and len(self.stalls.events) >= MIN_UNITS
+
+
+def stall_figures(ctx: Context) -> StallFigures:
+    """The stall events of the run's completed requests (``probes.stall_events``)."""
+    done = ctx.view.completed
+    gaps = token_gaps(ctx.view.chunks, done.get("id"))
+    stalls = run_stalls(done, latency_columns(done)["ttft_s"], gaps)
+    worst = stalls.values(STALL_WORST.key)
+    normal = stalls.events.normal_s
+    interval = mean_interval(worst, SUMMARY_CONFIDENCE, ctx.options.resamples, ctx.options.seed)
+    if interval is None or not normal > 0:
+        return StallFigures(stalls, None)
+    low, high = interval
+    return StallFigures(stalls, (float(np.mean(worst)) / normal, low / normal, high / normal))
+
+
+def _stall_evidence(figures: StallFigures) -> list[Evidence]:
+    stalls = figures.stalls
+    if stalls.kind is None:
+        return []
+    source = "client: requests + chunks (a stall event per long prefill, probes.stall_events)"
+    events = stalls.events
+    out = [Evidence(f"{stalls.kind} prefills beside decode streams", len(events), "events", source)]
+    if figures.stretch is None:
+        return out
+    for metric in (STALL_WORST, STALL_LOST):
+        values = stalls.values(metric.key)
+        worst = metric.format(float(np.max(values)))
+        detail = f"mean over events; worst {worst}"
+        out.append(Evidence(metric.label, float(np.mean(values)), "s", source, detail))
+    mean, low, high = figures.stretch
+    out.append(
+        Evidence(
+            "worst decode gap per prefill / normal gap",
+            mean,
+            "x",
+            source,
+            f"[95 % CI {low:.3g}–{high:.3g}]; normal gap {events.normal_s * 1e3:.3g} ms "
+            "(the median decode gap)",
+        )
+    )
+    seen = "sees them" if stalls.seen_by(0.99) else "cannot see them (under 1 %)"
+    out.append(
+        Evidence(
+            "stall gaps, share of all ITL gaps",
+            stalls.share,
+            "share",
+            source,
+            f"{events.stalled_gaps} decode gaps over {STALL_FACTOR:g}× the normal gap beside "
+            f"a long prefill; the pooled ITL p99 {seen}",
+        )
+    )
+    return out
+
+
+def _stall_sentence(figures: StallFigures) -> str:
+    """One sentence of what the stall events say, or empty."""
+    if figures.stretch is None:
+        return ""
+    stalls = figures.stalls
+    mean, low, high = figures.stretch
+    worst = STALL_WORST.format(float(np.mean(stalls.values(STALL_WORST.key))))
+    blind = "" if stalls.seen_by(0.99) else ", too few for the pooled ITL p99 to see"
+    return (
+        f" Per {stalls.kind} prefill ({len(stalls.events)} events) the decode streams' worst "
+        f"gap was {worst}, {mean:.3g}× the normal gap [{low:.3g}–{high:.3g}]; stall gaps "
+        f"are {stalls.share:.1%} of all gaps{blind}."
+    )
+
+
 def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
     budget, where = ctx.budget
     fresh = finite(ctx.view.fresh_tokens())
@@ -149,7 +248,18 @@ def _budget_evidence(ctx: Context) -> tuple[list[Evidence], list[str]]:
     return out, missing
 
 
-def _status(step_ratio: float | None, a: Attribution) -> tuple[Status, str]:
+def _status(
+    step_ratio: float | None, a: Attribution, figures: StallFigures | None = None
+) -> tuple[Status, str]:
+    """H1's verdict and sentence; ``figures`` the run's stall events (none: no events)."""
+    figures = figures or StallFigures(RunStalls.none(), None)
+    status, summary = _status_of(step_ratio, a, figures)
+    return status, summary + _stall_sentence(figures)
+
+
+def _status_of(
+    step_ratio: float | None, a: Attribution, figures: StallFigures
+) -> tuple[Status, str]:
     by_client = a.mean if a.enough else None
     client_says = (
         None if by_client is None else by_client.ratio >= STARVE_RATIO and by_client.significant
@@ -192,6 +302,19 @@ def _status(step_ratio: float | None, a: Attribution) -> tuple[Status, str]:
             f"Gaps overlapping long prefills look {by_client.ratio:.2g}× longer, but the "
             "difference is not significant."
         )
+    if figures.decides and figures.stretch is not None:
+        _, low, high = figures.stretch
+        if low >= STARVE_RATIO:
+            return Status.SUPPORTED, (
+                "Correlation, not proof: the worst decode gap beside each long prefill was "
+                f"{low:.3g}× the normal gap or more (client timestamps; the server shows no "
+                "step kinds). A chunk-size A/B would confirm it."
+            )
+        if high < STARVE_RATIO:
+            return Status.NOT_SUPPORTED, (
+                f"The worst decode gap beside each long prefill was under {high:.3g}× the "
+                f"normal gap: below the {STARVE_RATIO:g}× that starves decodes."
+            )
     if a.windows == 0:
         return Status.NOT_APPLICABLE, (
             f"No long prefill (≥ {LONG_PREFILL_TOKENS} fresh tokens) ran while decodes did, "
@@ -243,12 +366,14 @@ def assess(ctx: Context) -> Finding:
             f"enough decode gaps on both sides of a long prefill (have {a.overlapping} "
             f"overlapping and {a.clear} clear; need {MIN_GAPS} each)"
         )
+    figures = stall_figures(ctx)
+    evidence += _stall_evidence(figures)
     found, lacking = _budget_evidence(ctx)
     evidence += found
     missing += lacking
     if ctx.roofline is None:
         missing += ctx.roofline_missing
-    status, summary = _status(step_ratio, a)
+    status, summary = _status(step_ratio, a, figures)
     budget, _ = ctx.budget
     next_step = (
         f"{ab_command(ctx.view, chunk_pair(budget))}  — the same arrivals and lengths at "

@@ -1,7 +1,8 @@
 """The metrics two runs are compared on, by name, and a comparison's default settings.
 
-Metrics are named ``<latency>_<statistic>`` (``itl_p99``, ``ttft_p50``) or
-``requests_per_s`` / ``output_tokens_per_s``; ``metric_spec`` says where a metric's samples
+Metrics are named ``<latency>_<statistic>`` (``itl_p99``, ``ttft_p50``),
+``requests_per_s`` / ``output_tokens_per_s``, or ``stall_worst`` / ``stall_lost`` (the mean
+over a run's stall events, ``probes.stall_events``); ``metric_spec`` says where a metric's samples
 come from and which way is better. Nothing here needs numpy, pandas or scipy: the CLI shows
 these names and defaults in ``--help`` on every start, before anything is compared.
 """
@@ -20,11 +21,17 @@ RESAMPLES = 2000
 CONFIDENCE = 0.95
 #: Latency metric prefixes and the per-request column (or ``itl_s``) each comes from.
 LATENCIES = {metric.prefix: metric.key for metric in registry.LATENCIES}
-_BY_KEY = {metric.key: metric for metric in (*registry.LATENCIES, *registry.THROUGHPUTS)}
+_BY_KEY = {
+    metric.key: metric for metric in (*registry.LATENCIES, *registry.THROUGHPUTS, *registry.STALLS)
+}
 #: Throughput metrics (higher is better), compared as the mean over time slices.
 THROUGHPUTS = tuple(metric.key for metric in registry.THROUGHPUTS)
-#: What ``compare`` shows when no metric is named (the registry's selection).
+#: What ``compare`` shows when no metric is named (the registry's selection), and besides
+#: them when a run has stall events (the mean over long prefills of each stall metric).
 DEFAULT_METRICS = registry.COMPARE_DEFAULTS
+STALL_METRICS = registry.COMPARE_STALLS
+#: The stall metrics' sources (``summary.json`` keys), compared over events.
+STALL_SOURCES = tuple(metric.key for metric in registry.STALLS)
 
 
 @dataclass(frozen=True)
@@ -48,19 +55,24 @@ class MetricSpec:
     def named(self, *, stat_first: bool = False) -> str:
         """How a reader names it, as the registry does: ``ITL p99`` (``p99 ITL`` with
         ``stat_first``) for a latency statistic, the label of a throughput."""
-        if not self.is_latency:
+        if not self.is_latency or self.source in STALL_SOURCES:
             return self.metric.label
         return self.metric.named(self.stat, stat_first=stat_first)
 
 
 #: The metric names ``compare`` and its gates accept, in one line.
-METRIC_GRAMMAR = f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}"
+METRIC_GRAMMAR = (
+    f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)} or "
+    f"{' or '.join(STALL_METRICS)} (per long prefill)"
+)
 
 
 def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
     """The spec of a metric name; ``InputError`` naming ``flag`` for an unknown one."""
     if name in THROUGHPUTS:
         return MetricSpec(name, name, "mean", _BY_KEY[name].higher_is_better)
+    if name in registry.STALL_NAMES:  # a mean over stall events
+        return MetricSpec(name, registry.STALL_NAMES[name].key, "mean", False)
     prefix, _, stat = name.rpartition("_")
     if prefix in LATENCIES and stat in STATISTICS:
         return MetricSpec(

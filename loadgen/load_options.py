@@ -36,6 +36,8 @@ class LoadOptions:
     logprobs: bool = False
     #: Keep every request's returned token ids on its record (always kept for sessions).
     keep_token_ids: bool = False
+    #: Keep every request's streamed text on its record (``output_text``).
+    keep_text: bool = False
     #: Users serving warm-up requests; default: the run's concurrency (or 8).
     warmup_concurrency: int | None = None
     #: The narrowest spin window of the send timer (``timing.Waker`` widens it to how

@@ -107,6 +107,8 @@ class RequestRecord:
     usage_suspect: str | None = None
     output_token_ids: list[int] | None = field(default=None, repr=False)
     output_logprobs: list[float] | None = field(default=None, repr=False)
+    #: The streamed answer's text, when the run keeps it (``LoadOptions.keep_text``).
+    output_text: str | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -284,9 +284,8 @@ class LoadRun:
         want_ids = self.options.keep_token_ids or more
         salt = self._cache.salt_for(spec.tenant)
         body = self.adapter.body(Outgoing(spec, prompt, salt, want_ids))
-        return Prepared(
-            dumps(body), prompt, prompt_tokens, want_ids, more and isinstance(full, str)
-        )
+        want_text = (more and isinstance(full, str)) or self.options.keep_text
+        return Prepared(dumps(body), prompt, prompt_tokens, want_ids, want_text)
 
     async def _request(self, spec: RequestSpec, intended_s: float, prepared: Prepared) -> None:
         record = new_record(spec, intended_s)
@@ -310,8 +309,10 @@ class LoadRun:
             # still held for its send time, or refused a connection, was released, not sent
             if record.sent_s is not None:
                 self.result.sent += 1
-        self._write(record, chunks)
         text = "".join(stream.text) if stream.text is not None else None
+        if self.options.keep_text:
+            record.output_text = text
+        self._write(record, chunks)
         self.sessions.ended(spec, record.output_token_ids, text)
         if record.error_kind in (ErrorKind.CONNECT, ErrorKind.DROPPED):
             self._check_server()

@@ -295,7 +295,7 @@ class BenchFlags:
             "seed": self.seed,
         }
         overrides.update({k: v for k, v in given.items() if v is not None})
-        overrides.update(dataset_overrides(self))
+        overrides.update(dataset_overrides(self, overrides))
         if self.burstiness is not None and self.arrival is None and "arrival" not in overrides:
             overrides["arrival"] = "gamma"
         return overrides

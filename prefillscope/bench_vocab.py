@@ -12,6 +12,7 @@ embedded engine models, as on ``serve`` and ``diagnose``; NVML sampling is
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workloads.errors import InputError
@@ -57,12 +58,23 @@ def _dataset(flags: BenchFlags) -> str | None:
     if not given:
         return None
     kind, _, file = given.partition(":")
+    vllm_form = bool(name or path)  # the flags the user typed name the error
     if kind not in DATASETS:
+        if vllm_form:
+            raise InputError(
+                "--dataset-name", f"unknown dataset {kind!r}", "use random, sharegpt or jsonl"
+            )
         raise InputError(
             "--dataset", f"unknown dataset {kind!r}", "use random, sharegpt:FILE or jsonl:FILE"
         )
     if DATASETS[kind] and not file:
+        if vllm_form:
+            raise InputError("--dataset-path", f"{kind} needs a file", "give --dataset-path FILE")
         raise InputError("--dataset", f"{kind} needs a file", f"write {kind}:FILE")
+    if file and not Path(file).expanduser().is_file():
+        flag = "--dataset-path" if vllm_form else "--dataset"
+        problem = "is a folder, not a file" if Path(file).expanduser().is_dir() else "no such file"
+        raise InputError(flag, f"{file}: {problem}", "give the path of the dataset file")
     return given
 
 
@@ -75,12 +87,18 @@ def _random_lengths(flags: BenchFlags) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def dataset_overrides(flags: BenchFlags) -> dict[str, Any]:
-    """``load_spec`` overrides vLLM's ``--random-*`` flags stand for."""
+def dataset_overrides(flags: BenchFlags, given: dict[str, Any]) -> dict[str, Any]:
+    """``load_spec`` overrides vLLM's ``--random-*`` flags stand for; and, for one of
+    vLLM's datasets (named by its flags, not ``--workload``) with no load said
+    (``given``: the overrides so far), vLLM's default load: every request at once
+    (``--request-rate inf``)."""
     lengths = _random_lengths(flags)
     if lengths and (flags.workload or "random") != "random":
         flag = "--random-" + next(iter(lengths)).replace("_", "-")
         raise InputError(flag, "sets the random dataset's lengths", "drop --workload")
+    load_keys = ("rate", "arrival", "concurrency", "duration")
+    if not flags.workload and not any(given.get(key) is not None for key in load_keys):
+        return lengths | {"rate": float("inf")}
     return lengths
 
 

@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
-from diagnose.gate import FAIL, INCONCLUSIVE, PASS, CompareResult
+from diagnose.gate import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CompareResult
 from probes.units import p_value_text
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _percent(ratio: float | None) -> str:
 
 _STATUS = {"significant": "yes", "not significant": "no"}
 #: The table's status column at its narrowest: a note under the table says why.
-_SHORT_STATUS = {"inconclusive": "?", "missing": "—"}
+_SHORT_STATUS = {"inconclusive": "?", "missing": "—", NOT_APPLICABLE: "n/a"}
 
 
 def _cells(row: MetricResult) -> list[str]:
@@ -56,7 +56,9 @@ def _cells(row: MetricResult) -> list[str]:
     if row.gate is not None:
         limit = f"{row.gate.max_worsening * 100:g}%"
         verdict = row.gate_verdict
-        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}"}.get(verdict, f"? {limit}")
+        gate = {"fail": f"FAIL >{limit}", "pass": f"ok ≤{limit}", NOT_APPLICABLE: "n/a"}.get(
+            verdict, f"? {limit}"
+        )
     return [
         row.spec.name,
         _value(row, row.comparison.base),
@@ -79,7 +81,9 @@ def _verdict(result: CompareResult) -> str:
     verdict = result.verdict
     if verdict == FAIL:
         names = ", ".join(
-            f"{row.spec.name} {_percent(row.comparison.ratio)}" for row in result.failed_gates
+            f"{row.spec.name} {_percent(row.comparison.ratio)}"
+            + (" (a trade-off of stalls: see its note)" if row.note else "")
+            for row in result.failed_gates
         )
         return f"FAIL: regression beyond its gate (the whole interval): {names}"
     if verdict == INCONCLUSIVE:
@@ -87,18 +91,23 @@ def _verdict(result: CompareResult) -> str:
         counts = "a failure" if not result.passed else "a pass (--inconclusive pass)"
         return f"INCONCLUSIVE, counted as {counts}: the data cannot decide {names}"
     if verdict == PASS:
-        return f"PASS: {sum(row.gate is not None for row in result.rows)} gate(s) held"
+        held = sum(row.gate_verdict == PASS for row in result.rows)
+        moot = sum(row.gate_verdict == NOT_APPLICABLE for row in result.rows)
+        return f"PASS: {held} gate(s) held" + (f", {moot} not applicable" if moot else "")
     return "no gates given"
 
 
 def _notes(result: CompareResult) -> list[str]:
-    """One line per row that does not decide: why, and the run size that would."""
-    return [
+    """One line per row that does not decide (why, and the run size that would) or that
+    carries a note (a trade-off of stalls)."""
+    lines = [
         f"{row.spec.name}: {'gate ' if row.gate_verdict else ''}"
-        f"{row.gate_verdict or row.status}: {row.reason}"
+        f"{row.gate_verdict or row.status}: {text}"
         for row in result.rows
-        if row.reason
+        for text in (row.reason, row.note)
+        if text
     ]
+    return lines
 
 
 def _named(path: Any, labels: dict[str, str]) -> str:
@@ -121,6 +130,8 @@ def to_markdown(result: CompareResult, title: str = TITLE) -> str:
     ]
     if result.differences:
         lines += ["", f"Compared with --force despite: {'; '.join(result.differences)}."]
+    if result.draws:
+        lines += ["", f"Different draws: {result.draws}."]
     lines += ["", "| " + " | ".join(_columns(result)) + " |"]
     lines.append("|" + "|".join(["---", "---:", "---:", "---:", "---", "---:", "---", "---"]) + "|")
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in result.rows]
@@ -152,8 +163,9 @@ def _junit_suite(result: CompareResult, name: str = TITLE) -> ET.Element:
                 f"{row.spec.name}: gate {row.gate_verdict} ({row.gate.text if row.gate else ''})"
             )
             ET.SubElement(case, "failure", message=message).text = text
-        elif row.gate_verdict == INCONCLUSIVE:
-            ET.SubElement(case, "skipped", message=f"{row.spec.name}: inconclusive").text = text
+        elif row.gate_verdict in (INCONCLUSIVE, NOT_APPLICABLE):
+            message = f"{row.spec.name}: {row.gate_verdict}"
+            ET.SubElement(case, "skipped", message=message).text = text
         else:
             ET.SubElement(case, "system-out").text = text
     return suite
@@ -287,4 +299,6 @@ def _print_table(result: CompareResult) -> None:
         console.print(escape(note), soft_wrap=True)
     for difference in result.differences:
         console.print(f"[yellow]compared with --force despite {escape(difference)}[/yellow]")
+    if result.draws:
+        console.print(f"different draws: {escape(result.draws)}", soft_wrap=True)
     console.print(("[bold red]" if not result.passed else "[bold]") + escape(_verdict(result)))

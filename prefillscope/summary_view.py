@@ -158,9 +158,8 @@ def _picked(sections: SummarySections) -> Table | None:
     if not picked:
         return None
     labels = list(next(iter(picked.values())))
-    names = {key: label for key, label, _ in content.LATENCY_METRICS}
     rows = [
-        [names.get(metric, metric), *(numbers.fmt_duration(v) for v in values.values())]
+        [content.picked_label(metric), *(numbers.fmt_duration(v) for v in values.values())]
         for metric, values in picked.items()
     ]
     return _table(["percentiles asked for", *labels], rows)
@@ -187,6 +186,10 @@ def summary_renderable(
     if reason:
         title += Text(f" — {reason}", style="dim")
     parts: list[RenderableType] = [title, latency_view(sections, width)]
+    stalls = content.stall_rows(sections)
+    if stalls:
+        parts.append(_table(content.STALL_COLUMNS, stalls))
+        parts.append(Text(content.stall_note(sections) or "", style="dim"))
     for warning in (content.client_warning(sections), content.mixed_traffic_warning(sections)):
         if warning:
             parts.append(Text("⚠ " + warning, style="bold yellow"))

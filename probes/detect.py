@@ -232,6 +232,12 @@ async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict, 
             body = await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         reason = str(exc) or type(exc).__name__
+        if base_url.startswith("https://") and _plain_http(exc):
+            raise InputError(
+                "--endpoint",
+                f"{base_url} answered TLS with plain HTTP ({reason})",
+                "use http://" + base_url.removeprefix("https://"),
+            ) from None
         raise InputError(
             "--endpoint",
             f"cannot reach {base_url}: {reason}",
@@ -244,9 +250,28 @@ async def _models(session: aiohttp.ClientSession, base_url: str, headers: dict, 
             "pass the server's API key (--api-key or PREFILLSCOPE_API_KEY)",
         )
     try:
-        return json.loads(body) if status < 400 else None
+        listing = json.loads(body)
     except ValueError:
-        return None
+        # Every OpenAI-compatible server answers in JSON, its errors too.
+        what = body[:60].decode("utf-8", "replace").split("\n")[0].strip() or "an empty body"
+        raise InputError(
+            "--endpoint",
+            f"{base_url} is not an OpenAI-compatible server: GET /v1/models answered "
+            f"{status} with {what!r}, not JSON",
+            "point --endpoint at the LLM server's base URL, whose /v1/models lists its model",
+        ) from None
+    return listing if status < 400 else None
+
+
+def _plain_http(exc: BaseException) -> bool:
+    """Whether a failed TLS handshake met a server speaking plain HTTP (not a certificate
+    that failed to verify)."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return False
+    text = str(exc).lower()
+    return isinstance(exc, aiohttp.ClientSSLError) or any(
+        mark in text for mark in ("wrong_version_number", "record layer", "packet length")
+    )
 
 
 def _first_model(models: Any) -> tuple[str | None, str | None, dict[str, Any]]:

@@ -11,7 +11,9 @@ Conventions, stated once here because every report inherits them:
   dispatch lag, ``sent_s - intended_s``. Part of it may be a wait for a
   ``--max-concurrency`` slot (``concurrency_wait_s = released_s - intended_s``, 0 for runs
   that predate ``released_s``): the cap's queue, which a slow server fills, rather than
-  the client's speed; the client-health reason says so when it is.
+  the client's speed. Under a cap, TTFT and E2E from the actual send are what ``vllm
+  bench serve`` reports (it times from its own send, after the slot), so the screen
+  leads with them there (``prefillscope.report.content``).
 * **ITL is per token** (``probes.token_gaps`` states and applies the rule).
 * **TPOT** = (E2E − TTFT)/(output_tokens − 1) = (end − first token)/(output_tokens − 1),
   defined for requests with at least two output tokens.
@@ -23,7 +25,11 @@ Conventions, stated once here because every report inherits them:
   exactly the stalls a reader sees in a long answer, and for outputs under 100 tokens it
   is the maximum anyway. Share = good / measured requests (a failure is not good service);
   rate = good / window.
-* **Client health.** A run is client-limited when its dispatch lag p99 exceeds
+* **Stalls** (``summary.json`` ``stalls``, runs of more than one request kind): each long
+  prompt's prefill is one stall event, with its worst decode gap and the decode time it
+  cost (``probes.stall_events`` defines the event), beside the pooled ITL quantiles.
+* **Client health.** A run is client-limited when its dispatch lag p99, less any wait
+  for a ``--max-concurrency`` slot (a cap is the user's choice), exceeds
   ``DISPATCH_LAG_LIMIT_S`` or the client's CPU share stays at or above
   ``CPU_SATURATION_SHARE`` of one core, averaged over any ``CPU_SUSTAIN_S`` span of the
   measured window (over the whole window when it is shorter); with worker processes,
@@ -42,6 +48,7 @@ from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_L
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
 from probes.slo import Slo
+from probes.stall_events import run_stalls, stall_summary
 from probes.token_gaps import TokenGaps, chunk_counts, token_chunks, token_gaps
 from probes.usage_counts import suspect_mask, usage_suspects
 from runfmt.columns import Columns, Table, numbers
@@ -260,21 +267,22 @@ def client_health(
     """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it.
 
     ``concurrency_wait_s``: each request's wait for a ``--max-concurrency`` slot, part of
-    its dispatch lag, reported when any request waited; when it alone passes the bound,
-    the reason names the cap."""
+    its dispatch lag, reported when any request waited. A cap is the user's choice, so
+    its queue does not make the client limited: the bound is checked on the lag past
+    the slot (``sent − released``), the client's own."""
     lag = describe(dispatch_lag_s)
     waits = finite(concurrency_wait_s) if concurrency_wait_s is not None else np.empty(0)
     waited = describe(waits)
+    own = dispatch_lag_s
+    if concurrency_wait_s is not None:
+        own = dispatch_lag_s - np.nan_to_num(concurrency_wait_s, nan=0.0)
+    own_p99 = describe(own)["p99"]
     reasons: list[str] = []
-    if lag["p99"] is not None and lag["p99"] > DISPATCH_LAG_LIMIT_S:
+    if own_p99 is not None and own_p99 > DISPATCH_LAG_LIMIT_S:
         label = DISPATCH_LAG.named("p99")
-        reason = f"{label} {lag['p99'] * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
-        if waited["p99"] is not None and waited["p99"] > DISPATCH_LAG_LIMIT_S:
-            reason += (
-                f", of which waiting for a --max-concurrency slot p99 "
-                f"{waited['p99'] * 1e3:.1f} ms: the cap's queue, filled by the server's "
-                "pace, not the client's speed (a larger cap measures the server at this rate)"
-            )
+        reason = f"{label} {own_p99 * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
+        if waited["p99"] is not None and waited["p99"] > 0:
+            reason += " past the --max-concurrency slot wait"
         reasons.append(reason)
     loop_lag: dict | None = None
     cpu: dict | None = None
@@ -413,6 +421,7 @@ def summarize_frames(
     summary["prefix"] = prefix_hit_rates(done)
     summary["usage_suspect"] = usage_suspects(done)
     summary["chunks"] = chunk_counts(tokens)
+    summary["stalls"] = stall_summary(run_stalls(done, latencies["ttft_s"][ok], gaps))
     summary["client"] = client_health(
         latencies["dispatch_lag_s"], client, window, latencies["concurrency_wait_s"]
     )

@@ -96,10 +96,26 @@ DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual �
                       "dispatch lag", "s", False, REQUESTS_TABLE,
                       "actual send time − intended send time", reported=False)  # fmt: skip
 
+#: The stall metrics: per long prefill (``probes.stall_events``: its one definition of an
+#: event), a mean over events. ``compare`` and its gates name each by its ``prefix``
+#: (``stall_worst:+25%``); ``summary.json``'s ``stalls`` writes ``<prefix>_mean_s`` and so on.
+STALLS: tuple[Metric, ...] = (
+    Metric("stall_worst_s", "stall_worst", "worst decode gap per prefill", "worst stall", "s",
+           False, CHUNKS_TABLE, "per long prompt: the longest decode gap overlapping its "
+           "prefill (send → first token); mean over long prompts", reported=False),
+    Metric("stall_lost_s", "stall_lost", "decode time lost per prefill", "stall time lost", "s",
+           False, CHUNKS_TABLE, "per long prompt: the decode gaps overlapping its prefill, "
+           "each gap's excess over the median decode gap, summed; mean over long prompts",
+           reported=False),
+)  # fmt: skip
+
 TTFT, TTFT_SENT, ITL, TPOT, E2E, E2E_SENT = LATENCIES
+STALL_WORST, STALL_LOST = STALLS
+#: The stall metrics by the name ``compare`` gives them (their prefix).
+STALL_NAMES = {metric.prefix: metric for metric in STALLS}
 REQUESTS_PER_S, OUTPUT_TOKENS_PER_S = THROUGHPUTS
 
-_BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG)}
+_BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG, *STALLS)}
 
 
 def by_key(key: str) -> Metric:
@@ -120,7 +136,8 @@ def stat_name(metric: Metric, stat: str) -> str:
 def stat_of(name: str) -> tuple[Metric, str]:
     """The metric and statistic a ``stat_name`` names (``itl_p99`` → ITL, ``p99``);
     ``KeyError`` for a name no latency statistic has."""
-    for metric in sorted(_BY_KEY.values(), key=lambda m: -len(m.prefix)):
+    latencies = (m for m in _BY_KEY.values() if m not in STALLS)
+    for metric in sorted(latencies, key=lambda m: -len(m.prefix)):
         prefix, sep, stat = name.rpartition("_")
         if sep and prefix == metric.prefix and stat in STAT_LABELS and not metric.higher_is_better:
             return metric, stat
@@ -166,6 +183,10 @@ COMPARE_DEFAULTS = (
     REQUESTS_PER_S.key,
     OUTPUT_TOKENS_PER_S.key,
 )
+#: What ``compare`` shows besides ``COMPARE_DEFAULTS`` when a run has stall events.
+COMPARE_STALLS = tuple(STALL_NAMES)
+#: The A/B's per-event metrics (``ab.json`` names) and the stall metric each one is.
+AB_EVENTS = {"event_stall": STALL_WORST, "event_lost": STALL_LOST}
 #: The A/B's ITL quantiles, reported per arm with an interval.
 AB_ITL_QUANTILES = _stats(ITL, "p50", "p95", "p99")
 #: The A/B's TTFT quantiles, of all requests and per request kind.

@@ -1,6 +1,12 @@
 """Percentiles a user picks, as ``vllm bench serve``'s ``--percentile-metrics`` and
-``--metric-percentiles`` pick them: any of ``ttft``, ``tpot``, ``itl``, ``e2el`` at any
-percentiles, over the run's completed measured requests (ITL per token, as everywhere).
+``--metric-percentiles`` pick them: any of ``ttft``, ``tpot``, ``itl``, ``e2el``,
+``client_queue_time`` and ``e2el_including_client_queue`` at any percentiles, over the
+run's completed measured requests (ITL per token, as everywhere).
+
+Each name keeps vLLM's meaning: ``ttft`` and ``e2el`` are timed from the actual send
+(``ttft_sent_s``, ``e2e_sent_s``), ``client_queue_time`` is the wait for a
+``--max-concurrency`` slot (``concurrency_wait_s``) and ``e2el_including_client_queue``
+is E2E from the intended send (``e2e_s``). The summary keys them by that column.
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ from runtime.quantiles import finite, quantile
 from workloads.errors import InputError
 
 #: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
-METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "itl_s", "e2el": "e2e_s"}
+METRICS = {
+    "ttft": "ttft_sent_s",
+    "tpot": "tpot_s",
+    "itl": "itl_s",
+    "e2el": "e2e_sent_s",
+    "client_queue_time": "concurrency_wait_s",
+    "e2el_including_client_queue": "e2e_s",
+}
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:
@@ -23,7 +36,7 @@ def parse_metrics(text: str) -> tuple[str, ...]:
         raise InputError(
             "--percentile-metrics",
             f"unknown metric {bad[0] if bad else text!r}",
-            "e.g. ttft,tpot,itl,e2el",
+            f"known: {', '.join(METRICS)}",
         )
     return names
 

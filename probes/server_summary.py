@@ -13,11 +13,17 @@ bucket; a quantile inside a bucket is a linear interpolation (PromQL's
 numeric value for old readers and says how it was made, in ``quantiles.<q>``:
 ``method`` (``interpolated``; ``floor`` past the last finite bucket; ``clamped`` when the
 interpolation exceeded the client's maximum), the ``bucket`` it lies in and the
-``bounds`` the true value lies within (the bucket, its upper end cut at the client's
-maximum). The client's maximum of the same span (``client_max_s``) bounds the server's:
-the server sees a request between its arrival and its last byte, inside the client's
-send → receive (TTFT and E2E from the actual send; ITL as the longest gap between two
-chunks of one request). A value above it is clamped to it, and the method says so.
+``bounds`` the true value lies within. The client's maximum of the same span
+(``client_max_s``) bounds the server's: the server sees a request between its arrival and
+its last byte, inside the client's send → receive (TTFT and E2E from the actual send; ITL
+as the longest gap between two chunks of one request). One rule makes the three agree:
+the client's maximum caps the value *and* both bounds — ``bounds`` is the bucket with
+each end cut at the client's maximum, and ``value`` the interpolation clamped into
+``bounds`` (``clamped`` when that moved it) — so ``bounds[0] ≤ value ≤ bounds[1] ≤
+client_max_s`` always holds. The server's clock may run a few ms past the client's, so
+a whole bucket can lie above the client's maximum (a 0.1–0.25 s bucket beside a 0.0966 s
+client maximum): then both bounds are the client's maximum, ``bucket`` keeps what the
+server counted and ``note`` says the two disagree.
 
 Counters are taken over the whole scraped span (the scraper starts before the first
 request and takes a last scrape after the last), so warm-up requests are in the server's
@@ -88,19 +94,21 @@ def _quantile_detail(
     """How one quantile was made (see the module docstring)."""
     lower, upper = hist.bucket(q) or (math.nan, math.nan)
     method = "floor" if math.isinf(upper) else "interpolated"
-    high, note = upper, None
-    if client_max is not None:
-        if value > client_max:
-            value, method = client_max, "clamped"
-        if lower <= client_max < high:
-            high = client_max
-        elif client_max < lower:
-            note = "the bucket lies above the client's maximum: the server counted more"
+    low, high, note = lower, upper, None
+    if client_max is not None:  # the one rule: the client's maximum caps value and bounds
+        low, high = min(lower, client_max), min(upper, client_max)
+        if client_max < lower:
+            note = (
+                "the bucket lies above the client's maximum: the server counted more "
+                "(its clock ran past the client's); the client's maximum is the bound"
+            )
+        if value > high:
+            value, method = high, "clamped"
     out = {
         "value": value,
         "method": method,
         "bucket": [lower, None if math.isinf(upper) else upper],
-        "bounds": [lower, None if math.isinf(high) else high],
+        "bounds": [low, None if math.isinf(high) else high],
     }
     return out | ({"note": note} if note else {})
 

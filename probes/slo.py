@@ -28,7 +28,7 @@ class Slo:
         return bool(self.to_dict())
 
 
-_SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+_SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
 _SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s)"
 
 

@@ -59,6 +59,9 @@ class BenchOptions:
     #: Keep every request's output token ids and their logprobs (``diagnose ab
     #: --check-outputs`` compares what the model said across configurations).
     record_outputs: bool = False
+    #: Keep each request's streamed text (the ``output_text`` column; vLLM's
+    #: ``generated_texts``).
+    keep_text: bool = False
     #: A larger failed share of the measured requests makes the run exit 4
     #: (``session.exit_status``); a run where none succeeded exits 4 regardless.
     max_error_rate: float | None = None

@@ -263,6 +263,7 @@ class _Bench:
             duration_s=self.deadline_s,
             target_rate=asked_rate(self.plan)[0],
             target_unit=asked_rate(self.plan)[1],
+            capped=options.max_concurrency is not None,
         )
         result = LoadResult(planned=len(self.plan))
         metrics = MetricsMapping(None)
@@ -368,6 +369,7 @@ class _Bench:
             cache_protocol=self.options.cache_protocol,
             logprobs=self.options.record_outputs,
             keep_token_ids=self.options.record_outputs,
+            keep_text=self.options.keep_text,
             duration_s=self.deadline_s,
             preconnect=min(users, PRECONNECT),
             text_tokens=self.text_tokens,

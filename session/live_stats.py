@@ -12,9 +12,11 @@ done in :meth:`LiveStats.snapshot`, a few times a second, on the same event loop
 no thread competing with the client for the GIL), with numpy over all new reads at once.
 
 The rules are the summary's (``probes.latency``; limits from ``probes.client_limits``):
-TTFT from the *intended* send time, ITL per token (a read of n tokens after a gap g
+TTFT from the *intended* send time (from the actual send under a ``--max-concurrency``
+cap, as the end-of-run table leads with it), ITL per token (a read of n tokens after a gap g
 gives n gaps of g/n; the extra tokens of a request's first read give gaps of 0), and a
-client is limited when its dispatch lag p99 exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU
+client is limited when its dispatch lag p99 (past any ``--max-concurrency`` slot wait: the
+cap's queue is the user's choice) exceeds ``DISPATCH_LAG_LIMIT_S`` or its CPU
 stays saturated. Live figures are over a window and thinned to a few thousand samples
 per tick: a view, not the statistics. What each figure is called, its unit and how it
 is written are the metric registry's (``LIVE_LATENCIES``, ``LIVE_THROUGHPUT``).
@@ -116,11 +118,17 @@ class LiveSnapshot:
     tokens_per_s: float | None
     cpu_share: float | None
     limited: list[str] = field(default_factory=list)
+    #: A ``--max-concurrency`` cap: ``ttft`` is from the actual send (as vLLM times it).
+    capped: bool = False
 
     def latencies(self) -> list[tuple[registry.Metric, Quantiles]]:
         """Each rolling latency with the registry entry that names it and writes its values."""
         by_key = {"ttft_s": self.ttft, "itl_s": self.itl, "dispatch_lag_s": self.dispatch_lag}
-        return [(metric, by_key[metric.key]) for metric in LIVE_LATENCIES]
+        metrics = list(LIVE_LATENCIES)
+        if self.capped:  # the rolling TTFT is from the actual send: named so
+            by_key[registry.TTFT_SENT.key] = self.ttft
+            metrics = [registry.TTFT_SENT if m.key == "ttft_s" else m for m in metrics]
+        return [(metric, by_key[metric.key]) for metric in metrics]
 
     @property
     def in_flight(self) -> int:
@@ -191,6 +199,7 @@ class LiveStats(LoadObserver):
         target_rate: float | None = None,
         target_unit: str = "req/s",
         window_s: float = WINDOW_S,
+        capped: bool = False,
     ) -> None:
         self.clock = clock
         self.total = total
@@ -198,6 +207,7 @@ class LiveStats(LoadObserver):
         self.target_rate = target_rate
         self.target_unit = target_unit
         self.window_s = window_s
+        self.capped = capped
         self.sent = self.finished = self.ok = 0
         self.errors: Counter[str] = Counter()
         self._sends: list[tuple[float, float]] = []
@@ -215,10 +225,14 @@ class LiveStats(LoadObserver):
     # -- callbacks (once or twice per request: one append each) ------------------------------
     def on_send(self, record: RequestRecord) -> None:
         self.sent += 1
-        self._sends.append((record.sent_s or 0.0, record.intended_s or 0.0))
+        # the lag past a --max-concurrency slot: the cap's queue is the user's choice
+        due = record.released_s if record.released_s is not None else record.intended_s
+        self._sends.append((record.sent_s or 0.0, due or 0.0))
 
     def on_first_token(self, record: RequestRecord) -> None:
-        self._firsts.append((record.first_token_s or 0.0, record.intended_s or 0.0))
+        # under a --max-concurrency cap, from the actual send: vLLM's TTFT, the table's first
+        start = record.sent_s if self.capped else record.intended_s
+        self._firsts.append((record.first_token_s or 0.0, start or 0.0))
 
     def on_stream(self, record: RequestRecord, chunks: ChunkTimes) -> None:
         self._streams[record.id] = _Stream(chunks)
@@ -295,6 +309,7 @@ class LiveStats(LoadObserver):
             send_rate=sends / seen if seen > 0.5 else None,
             target_rate=self.target_rate,
             target_unit=self.target_unit,
+            capped=self.capped,
             tokens_per_s=tokens / seen if seen > 0.5 else None,
             cpu_share=cpu,
             limited=_limits(lag, cpu, elapsed),

@@ -7,7 +7,8 @@ was (the basis of coordinated-omission-safe latency). The closed-loop process ha
 schedule: ``concurrency`` users each send their next request when the last one ends.
 
 Renewal processes (poisson, gamma, constant) send their first request at t=0; the
-ramp is a Poisson process whose rate moves linearly from ``start_rate`` to ``rate``.
+ramp is a Poisson process whose rate moves from ``start_rate`` to ``rate``, linearly or
+exponentially (``RAMPS``, vLLM's ``--ramp-up-strategy``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 from workloads.errors import InputError
 
 ARRIVALS = ("poisson", "gamma", "constant", "ramp", "closed", "trace")
+#: How a ramp's rate moves from its start to its end.
+RAMPS = ("linear", "exponential")
 
 #: Gaps drawn per batch when a duration, not a count, bounds the schedule.
 _BATCH = 4096
@@ -103,31 +106,53 @@ class ConstantRate(_Renewal):
 
 @dataclass(frozen=True)
 class Ramp:
-    """Poisson arrivals whose rate rises (or falls) linearly from ``start_rate`` to ``rate``.
+    """Poisson arrivals whose rate rises (or falls) from ``start_rate`` to ``rate``:
+    linearly, or (``shape="exponential"``) by a constant factor per second,
+    ``r(t) = r0 · (r1/r0)^(t/span)``.
 
     The ramp spans ``duration`` when one is given, else the time in which ``count``
-    requests are expected, ``2 · count / (start_rate + rate)``; after the span the rate
-    stays at ``rate``. Times come from unit-rate arrivals mapped through the inverse of
-    the integrated rate (time rescaling), so the count in any window is Poisson with the
-    integral of the rate over it.
+    requests are expected (linear: ``2 · count / (r0 + r1)``; exponential:
+    ``count · ln(r1/r0) / (r1 − r0)``); after the span the rate stays at ``rate``. Times
+    come from unit-rate arrivals mapped through the inverse of the integrated rate (time
+    rescaling), so the count in any window is Poisson with the integral of the rate over it.
     """
 
     name: ClassVar[str] = "ramp"
 
     start_rate: float
     rate: float
+    shape: str = "linear"
 
     @property
     def peak_rate(self) -> float:
         return max(self.start_rate, self.rate)
 
+    def _growth(self) -> float | None:
+        """``ln(r1/r0)`` of an exponential ramp between two different rates, else None."""
+        r0, r1 = self.start_rate, self.rate
+        if self.shape != "exponential" or r0 == r1:
+            return None
+        return math.log(r1 / r0)
+
+    def _expected(self, span: float) -> float:
+        """Requests expected over the ramp's span: the integral of its rate."""
+        growth = self._growth()
+        if growth is None:
+            return (self.start_rate + self.rate) * span / 2.0
+        return (self.rate - self.start_rate) * span / growth
+
     def span(self, count: int | None, duration: float | None) -> float:
         if duration is not None:
             return duration
-        return 2.0 * (count or 1) / (self.start_rate + self.rate)
+        return (count or 1) / self._expected(1.0)
 
     def _inverse(self, y: np.ndarray, span: float) -> np.ndarray:
         r0, r1 = self.start_rate, self.rate
+        growth = self._growth()
+        if growth is not None:
+            at_end = self._expected(span)
+            inside = span * np.log1p(np.minimum(y, at_end) * growth / (r0 * span)) / growth
+            return np.where(y <= at_end, inside, span + (y - at_end) / r1)
         slope = (r1 - r0) / (2.0 * span)
         at_end = (r0 + r1) * span / 2.0
         inside = 2.0 * y / (r0 + np.sqrt(np.maximum(r0 * r0 + 4.0 * slope * y, 0.0)))
@@ -137,7 +162,7 @@ class Ramp:
         self, rng: np.random.Generator, count: int | None, duration: float | None
     ) -> np.ndarray:
         span = self.span(count, duration)
-        expected = (self.start_rate + self.rate) * span / 2.0
+        expected = self._expected(span)
         n = count if count is not None else int(expected + 10 * math.sqrt(expected) + 10)
         unit = np.cumsum(rng.exponential(1.0, size=n))
         return _cut(self._inverse(unit, span), count, duration)
@@ -192,6 +217,7 @@ def make_arrival(
     rate: float | None = None,
     cv: float | None = None,
     start_rate: float = 0.0,
+    ramp: str = "linear",
     concurrency: int | None = None,
     trace_offsets_s: tuple[float, ...] | None = None,
     time_scale: float = 1.0,
@@ -217,4 +243,8 @@ def make_arrival(
         return Gamma(rate, positive("cv", 1.0 if cv is None else cv))
     if isinstance(start_rate, bool) or not math.isfinite(start_rate) or start_rate < 0:
         raise InputError("start_rate", f"must be >= 0, got {start_rate!r}")
-    return Ramp(float(start_rate), rate)
+    if ramp not in RAMPS:
+        raise InputError("ramp", f"unknown ramp {ramp!r}", f"known: {', '.join(RAMPS)}")
+    if ramp == "exponential" and start_rate == 0:
+        raise InputError("start_rate", "an exponential ramp cannot start at 0", "start above 0")
+    return Ramp(float(start_rate), rate, ramp)

@@ -85,6 +85,7 @@ def resolve_arrival(
         rate=family.default_rate if load.rate is None else load.rate,
         cv=load.cv,
         start_rate=load.start_rate,
+        ramp=load.ramp,
         concurrency=load.concurrency,
         trace_offsets_s=trace_offsets_s,
         time_scale=time_scale,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads import registry
-from workloads.arrivals import ARRIVALS
+from workloads.arrivals import ARRIVALS, RAMPS
 from workloads.errors import InputError
 from workloads.family import Family
 from workloads.limits import MAX_CONCURRENCY, MAX_SECONDS
@@ -48,6 +48,7 @@ _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
     "cv": (float, {"min": 0, "above": True}),
     "burstiness": (float, {"min": 0, "above": True}),
     "start_rate": (float, {"min": 0}),
+    "ramp": (str, {"choices": RAMPS}),
     "concurrency": (int, {"min": 1, "max": MAX_CONCURRENCY}),
     "prompt_format": (str, {"choices": PROMPT_FORMATS}),
 }
@@ -67,6 +68,8 @@ class Load:
     cv: float | None = None
     start_rate: float = 0.0
     concurrency: int | None = None
+    #: How a ramp's rate moves (``RAMPS``).
+    ramp: str = "linear"
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class WorkloadSpec:
             "rate": load.rate,
             "cv": load.cv,
             "start_rate": load.start_rate,
+            **({"ramp": load.ramp} if load.ramp != "linear" else {}),
             "concurrency": load.concurrency,
             "params": params_dict(self.params),
         }

@@ -33,9 +33,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefillscope.bench_flags import BenchFlags, takes_bench_flags
+from prefillscope.vllm_cli import VllmCompatibleCommand
+from prefillscope.vllm_result import VllmResultFlags, check_result_dir, wait_ready
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS, Bound
+
+#: vLLM's ready check: 0 (no check) up to a week.
+READY_CHECK = Bound(0, MAX_SECONDS, why="a wait is at most a week")
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.table import Table
 
     from session.bench_options import BenchOptions
@@ -168,6 +176,35 @@ def bench(
         float | None,
         typer.Option(help="Exit 5 when a smaller share of requests meets --slo (0–1, e.g. 0.9)."),
     ] = None,
+    save_result: Annotated[
+        bool, typer.Option("--save-result", help="Also write vLLM's result JSON (as vLLM).")
+    ] = False,
+    save_detailed: Annotated[
+        bool,
+        typer.Option("--save-detailed", help="Keep the per-request lists in it (as vLLM)."),
+    ] = False,
+    append_result: Annotated[
+        bool, typer.Option("--append-result", help="Append it as a line to the file (as vLLM).")
+    ] = False,
+    result_dir: Annotated[
+        Path | None, typer.Option(help="Folder of vLLM's result JSON (as vLLM).")
+    ] = None,
+    result_filename: Annotated[
+        str | None, typer.Option(help="Name of vLLM's result JSON (as vLLM).")
+    ] = None,
+    result_label: Annotated[
+        str | None, typer.Option(help="Its label, vLLM's --label (which is read as this).")
+    ] = None,
+    metadata: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE into vLLM's result JSON (as vLLM).")
+    ] = None,
+    profile: Annotated[
+        bool,
+        typer.Option("--profile", help="Run the server's profiler over the run (as vLLM)."),
+    ] = False,
+    ready_check_timeout_sec: Annotated[
+        float, typer.Option(help="Wait this long for the server to be up first (as vLLM).")
+    ] = 0.0,
 ) -> None:
     """Replay a workload against a server (default: the embedded engine); measure it."""
     from runtime.collector import paused
@@ -179,6 +216,7 @@ def bench(
 
         points = flags.sweep_points()  # --rate 1,2,4,8 or --concurrency 1,8,64
         flags.validate()
+        READY_CHECK.check("--ready-check-timeout-sec", ready_check_timeout_sec)
         check_max_error_rate(max_error_rate)
         check_min_goodput(min_goodput, bool(flags.slo or flags.goodput))
         if points is not None:
@@ -201,11 +239,19 @@ def bench(
                 max_concurrency=flags.max_concurrency,
             )
             return
+        vllm = VllmResultFlags(
+            save_result, save_detailed, append_result, result_dir, result_filename,
+            result_label, tuple(metadata or ()), profile,
+        )  # fmt: skip
+        vllm.check()
         command = ["prefillscope", *sys.argv[1:]]
         options = flags.options(endpoint=endpoint, out=out, command=command)
         options.max_error_rate = max_error_rate
         options.min_goodput = min_goodput
-        _run(options, as_json)
+        options.keep_text = vllm.writes and vllm.detailed
+        check_result_dir(vllm)
+        wait_ready(options.endpoint, ready_check_timeout_sec, options.api_key)
+        _run(options, as_json, _vllm_ends(flags, options, vllm))
 
 
 def _sweep(
@@ -233,8 +279,43 @@ def _sweep(
     )
 
 
-def _run(options: BenchOptions, as_json: bool) -> None:
-    """Send the workload, report the run and exit with its status."""
+def _vllm_ends(
+    flags: BenchFlags, options: BenchOptions, vllm: VllmResultFlags
+) -> Callable[[BenchOutcome | None], None]:
+    """Start the server's profiler now (``--profile``); the returned call stops it and
+    writes vLLM's result file (``--save-result``) once the run is over."""
+    from prefillscope import vllm_result
+
+    profiling = vllm.profile and vllm_result.profiler_call(
+        options.endpoint, "start_profile", options.api_key
+    )
+
+    def end(outcome: BenchOutcome | None) -> None:
+        if profiling:
+            vllm_result.profiler_call(options.endpoint, "stop_profile", options.api_key)
+        if outcome is None or not vllm.writes:
+            return
+        path = vllm_result.save(
+            outcome.run_dir,
+            vllm,
+            backend=vllm_result.vllm_backend(flags.backend, flags.api),
+            rate=flags.rate,  # type: ignore[arg-type]  # one load: a number or None
+            max_concurrency=flags.max_concurrency,
+            ramp=vllm_result.ramp_of(options.overrides),
+            tokenizer=flags.tokenizer,
+        )
+        print(f"prefillscope: vLLM result file: {path}", file=sys.stderr)
+
+    return end
+
+
+def _run(
+    options: BenchOptions,
+    as_json: bool,
+    ended: Callable[[BenchOutcome | None], None] | None = None,
+) -> None:
+    """Send the workload, report the run and exit with its status; ``ended`` is called
+    with the outcome (``None`` when there is none) before the exit."""
     from prefillscope.dashboard import make_display
     from runtime import signals
     from session.bench_runner import run_bench
@@ -251,10 +332,14 @@ def _run(options: BenchOptions, as_json: bool) -> None:
             )
         else:
             print(f"prefillscope: bench cancelled ({name}) before the run started", file=sys.stderr)
+        if ended is not None:
+            ended(None)
         raise typer.Exit(status) from None
     _report(outcome, as_json)
+    if ended is not None:
+        ended(outcome)
     raise typer.Exit(outcome.exit_code)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
+    app.command("bench", cls=VllmCompatibleCommand)(bench)

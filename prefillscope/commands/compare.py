@@ -27,7 +27,13 @@ from typing import Annotated
 
 import typer
 
-from diagnose.metrics import CONFIDENCE, DEFAULT_METRICS, METRIC_GRAMMAR, RESAMPLES
+from diagnose.metrics import (
+    CONFIDENCE,
+    DEFAULT_METRICS,
+    METRIC_GRAMMAR,
+    RESAMPLES,
+    STALL_METRICS,
+)
 from workloads.limits import RESAMPLES_BOUND, SEED_BOUND, check_confidence
 
 
@@ -58,7 +64,8 @@ def compare(
         list[str] | None,
         typer.Option(
             "--metric",
-            help=f"A metric to show (repeatable; default {', '.join(DEFAULT_METRICS)}). "
+            help=f"A metric to show (repeatable; default {', '.join(DEFAULT_METRICS)}, and "
+            f"{', '.join(STALL_METRICS)} when a run has stall events). "
             f"Names: {METRIC_GRAMMAR}.",
         ),
     ] = None,
@@ -97,7 +104,7 @@ def compare(
             base,
             new,
             gates,
-            metrics=metric or DEFAULT_METRICS,
+            metrics=metric or None,
             force=force,
             resamples=resamples,
             confidence=confidence,

@@ -25,7 +25,20 @@ from prefillscope.report.numbers import (
     fmt_value,
     known_number,
 )
-from probes.metric_registry import LATENCIES, STAT_LABELS
+from probes.metric_registry import (
+    E2E,
+    E2E_SENT,
+    ITL,
+    LATENCIES,
+    STALLS,
+    STAT_LABELS,
+    TPOT,
+    TTFT,
+    TTFT_SENT,
+    by_key,
+    json_name,
+)
+from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import Stats
@@ -34,6 +47,17 @@ from runtime.quantiles import STATISTICS, quantiles
 
 #: (summary key, label, short label for narrow terminals)
 LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
+#: The client's rows when a ``--max-concurrency`` cap queued requests: TTFT and E2E from
+#: the actual send first, as ``vllm bench serve`` times them (after the slot), then from
+#: the intended send (the slot's wait included).
+CAPPED_LATENCY_METRICS = (
+    (TTFT_SENT.key, "TTFT (from actual send, as vllm bench serve)", "TTFT (sent, as vLLM)"),
+    (TTFT.key, "TTFT (from intended send, incl. slot wait)", "TTFT (intended)"),
+    (ITL.key, ITL.label, ITL.short),
+    (TPOT.key, TPOT.label, TPOT.short),
+    (E2E_SENT.key, "E2E (from actual send, as vllm bench serve)", "E2E (sent, as vLLM)"),
+    (E2E.key, "E2E (from intended send, incl. slot wait)", "E2E (intended)"),
+)
 #: (statistic, column heading) of the latency table: every statistic, named as the
 #: registry writes it.
 QUANTILE_COLUMNS = tuple((stat, STAT_LABELS[stat]) for stat in STATISTICS)
@@ -146,7 +170,8 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
     ``summary.json``, then the server's own histograms where it exposed them."""
     sections = SummarySections.of(summary)
     server = sections.server or ServerSection()
-    sources = [(sections.latency, LATENCY_METRICS), (server.latency, SERVER_LATENCY)]
+    client = CAPPED_LATENCY_METRICS if capped(sections) else LATENCY_METRICS
+    sources = [(sections.latency, client), (server.latency, SERVER_LATENCY)]
     rows = []
     for latency, metrics in sources:
         for key, label, short_label in metrics:
@@ -164,6 +189,11 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
     return rows
 
 
+def capped(summary: SummaryLike) -> bool:
+    """Whether a ``--max-concurrency`` cap held requests back (``summary.client``)."""
+    return SummarySections.of(summary).client.concurrency_wait is not None
+
+
 def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
     """A statistic; a server histogram's quantile as the bounds it lies within (``2.5 s–5 s``,
     or only ``≤ 5 s`` when ``short``; ``> 10 s`` past the last bucket), ``*`` when the upper
@@ -177,7 +207,51 @@ def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
         return f"> {fmt_duration(low)}"
     if short or not low:
         return f"\u2264 {fmt_duration(high)}{cut}"
+    if low == high:  # a bucket wholly above the client's maximum: that maximum bounds it
+        return f"{fmt_duration(high)}{cut}"
     return f"{fmt_duration(low)}\u2013{fmt_duration(high)}{cut}"
+
+
+#: The stall table's columns (``stall_rows``).
+STALL_COLUMNS = ["per long prefill", "mean", "95 % CI", "worst", "events"]
+
+
+def stall_rows(summary: SummaryLike) -> list[list[str]]:
+    """``summary.json``'s ``stalls`` (``probes.stall_events``): per stall metric its mean
+    over the long prefills, the interval, the worst event and the events; none for a run
+    of one request kind."""
+    stalls = SummarySections.of(summary).raw.get("stalls")
+    if not isinstance(stalls, dict):
+        return []
+    rows = []
+    for metric in STALLS:
+        low, high = stalls.get(json_name(metric.prefix, part="interval")) or (None, None)
+        interval = UNKNOWN if low is None else f"{fmt_duration(low)}\u2013{fmt_duration(high)}"
+        rows.append(
+            [
+                metric.label,
+                metric.format(stalls.get(json_name(metric.prefix, part="mean"))),
+                interval,
+                metric.format(stalls.get(json_name(metric.prefix, part="max"))),
+                fmt_count(stalls.get("events")),
+            ]
+        )
+    return rows
+
+
+def stall_note(summary: SummaryLike) -> str | None:
+    """Which requests the stall events are, and whether the pooled ITL p99 sees them."""
+    stalls = SummarySections.of(summary).raw.get("stalls")
+    if not isinstance(stalls, dict):
+        return None
+    share = stalls.get("stall_gap_share")
+    seen = "sees" if stalls.get("seen_by_itl_p99") else "cannot see"
+    normal = fmt_duration(stalls.get("normal_gap_s"))
+    return (
+        f"{fmt_count(stalls.get('events'))} {stalls.get('kind')} prefills beside decode "
+        f"streams; stall gaps (over {STALL_FACTOR:g}\u00d7 the {normal} normal gap) are "
+        f"{fmt_share(share)} of all gaps: the pooled ITL p99 {seen} them"
+    )
 
 
 def latency_legend(rows: list[list[str]]) -> list[str]:
@@ -228,6 +302,17 @@ def headline(summary: SummaryLike) -> list[tuple[str, str]]:
         ("client-limited", UNKNOWN if limited is None else fmt_value(bool(limited))),
         *goodput_rows(s),
     ]
+
+
+def picked_label(column: str) -> str:
+    """The row label of a percentile picked with ``--percentile-metrics`` (its summary
+    key is the column it was read from, ``probes.percentiles.METRICS``)."""
+    if column == "concurrency_wait_s":
+        return "client queue (--max-concurrency slot wait)"
+    try:
+        return by_key(column).label
+    except KeyError:
+        return column
 
 
 def concurrency_wait_rows(summary: SummaryLike) -> list[tuple[str, str]]:

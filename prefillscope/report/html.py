@@ -216,6 +216,11 @@ def _summary_section(data: ReportData) -> Markup:
         parts.append(_table(content.latency_columns(), latency))
     else:
         parts.append(el("p", "No latency summary (summary.json absent)."))
+    stalls = content.stall_rows(data.sections)
+    if stalls:
+        parts.append(el("h3", "Stalls: each long prefill beside the decode streams"))
+        parts.append(_table(content.STALL_COLUMNS, stalls))
+        parts.append(el("p", content.stall_note(data.sections) or ""))
     server = content.server_section(data.sections)
     parts.append(
         el(

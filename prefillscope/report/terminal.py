@@ -48,6 +48,7 @@ def report_renderables(
         _notes(data.notes),
         Rule("Summary", style="dim"),
         _latency(data, width),
+        _stalls(data),
         _pairs_side_by_side(data, width),
         _itl_by_kind(data),
         _itl_sparkline(data, width),
@@ -145,6 +146,14 @@ def _pairs_side_by_side(data: ReportData, width: int) -> RenderableType:
     keep = len(columns) if width >= NARROW else len(columns) - 1  # sources are long prose
     server_table = _table(columns[:keep], [row[:keep] for row in server], numeric_from=len(columns))
     return Group(grid, server_table)
+
+
+def _stalls(data: ReportData) -> RenderableType | None:
+    rows = content.stall_rows(data.sections)
+    if not rows:
+        return None
+    table = _table(content.STALL_COLUMNS, rows, title="Stalls: each long prefill")
+    return Group(table, Text(content.stall_note(data.sections) or "", style="dim"))
 
 
 def _itl_by_kind(data: ReportData) -> RenderableType | None:

@@ -38,6 +38,16 @@ def test_the_wrapped_command_has_the_shared_options_then_its_own():
         "as_json",
         "max_error_rate",
         "min_goodput",
+        # vllm bench serve's result, profiler and ready-check flags (prefillscope.vllm_result)
+        "save_result",
+        "save_detailed",
+        "append_result",
+        "result_dir",
+        "result_filename",
+        "result_label",
+        "metadata",
+        "profile",
+        "ready_check_timeout_sec",
     ]
 
 

@@ -23,11 +23,13 @@ def _refused(call, **flags) -> InputError:
     return err.value
 
 
-def test_the_workload_comes_from_workload_a_dataset_or_vllms_random_lengths():
+def test_the_workload_comes_from_workload_a_dataset_or_vllms_random_lengths(tmp_path):
+    sg = tmp_path / "sg.json"
+    sg.write_text("[]")
     assert workload_name(BenchFlags(workload="multi-turn")) == "multi-turn"
-    assert workload_name(BenchFlags(dataset="sharegpt:sg.json")) == "sharegpt:sg.json"
-    assert workload_name(BenchFlags(dataset_name="sharegpt", dataset_path="sg.json")) == (
-        "sharegpt:sg.json"
+    assert workload_name(BenchFlags(dataset=f"sharegpt:{sg}")) == f"sharegpt:{sg}"
+    assert workload_name(BenchFlags(dataset_name="sharegpt", dataset_path=str(sg))) == (
+        f"sharegpt:{sg}"
     )
     assert workload_name(BenchFlags(dataset_name="random")) == "random"
     assert workload_name(BenchFlags(random_input_len=1024)) == "random"
@@ -50,9 +52,31 @@ def test_what_to_send_is_refused_naming_the_flag_when_unclear(flags, field):
 
 def test_random_lengths_become_the_random_datasets_keys_and_no_other_workloads():
     flags = BenchFlags(random_input_len=512, random_range_ratio=0.1)
-    assert dataset_overrides(flags) == {"input_len": 512, "range_ratio": 0.1}
-    err = _refused(dataset_overrides, workload="multi-turn", random_output_len=8)
-    assert err.field == "--random-output-len"
+    assert dataset_overrides(flags, {"rate": 4.0}) == {"input_len": 512, "range_ratio": 0.1}
+    with pytest.raises(InputError) as err:
+        dataset_overrides(BenchFlags(workload="multi-turn", random_output_len=8), {})
+    assert err.value.field == "--random-output-len"
+
+
+def test_a_vllm_dataset_with_no_load_is_sent_all_at_once_as_vllm_sends_it():
+    flags = BenchFlags(random_input_len=512)
+    assert dataset_overrides(flags, {})["rate"] == float("inf")
+    assert "rate" not in dataset_overrides(flags, {"concurrency": 4})
+    assert "rate" not in dataset_overrides(BenchFlags(workload="random"), {})
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ({"dataset_name": "sharegpt", "dataset_path": "missing.json"}, "--dataset-path"),
+        ({"dataset": "sharegpt:missing.json"}, "--dataset"),
+        ({"dataset_name": "alpaca"}, "--dataset-name"),
+    ],
+)
+def test_a_missing_file_or_unknown_dataset_names_the_flag_typed(flags, field):
+    err = _refused(workload_name, **flags)
+    assert err.field == field
+    assert "no such file" in str(err) or "unknown dataset" in str(err)
 
 
 def test_gpu_names_a_preset_for_the_embedded_engine_and_its_old_meaning_still_works(capsys):

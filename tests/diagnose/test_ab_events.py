@@ -13,7 +13,14 @@ from diagnose.ab_effect import (
     unit_word,
     units_to_decide,
 )
-from diagnose.ab_events import EVENT_STALL, StallEvents, compare_events, event_summary
+from diagnose.ab_events import (
+    EVENT_STALL,
+    StallEvents,
+    compare_events,
+    event_summary,
+    event_values,
+    scaled,
+)
 from diagnose.stats import MIN_UNITS, Comparison
 
 
@@ -49,7 +56,7 @@ def test_each_prefill_gets_the_worst_gap_beside_it_and_the_time_it_cost():
     assert list(events.ttft_s) == [0.4, 0.2]
     pooled = StallEvents.concat([events, events])
     assert len(pooled) == 4 and pooled.alone == 2
-    assert pooled.values("event_lost") == pytest.approx([0.58, 0.0, 0.58, 0.0], abs=1e-6)
+    assert event_values(pooled, "event_lost") == pytest.approx([0.58, 0.0, 0.58, 0.0], abs=1e-6)
 
 
 def events_of(stalls: list[float]) -> StallEvents:
@@ -63,7 +70,9 @@ OTHER_TWELVE = events_of(list(0.3 * RNG.lognormal(0, 0.1, 12)))
 
 
 def test_events_are_the_units_a_doubled_stall_is_found_and_too_few_cannot_decide():
-    found = compare_events(TWELVE, TWELVE.scaled(EVENT_STALL, 2.0), resamples=2000, confidence=0.95)
+    found = compare_events(
+        TWELVE, scaled(TWELVE, EVENT_STALL, 2.0), resamples=2000, confidence=0.95
+    )
     stall = found[EVENT_STALL]
     assert stall.significant and stall.ratio == pytest.approx(2.0)
     assert stall.units == (12, 12) and stall.method.startswith("events")
@@ -71,7 +80,7 @@ def test_events_are_the_units_a_doubled_stall_is_found_and_too_few_cannot_decide
     assert not found["event_ttft"].significant  # left alone
     assert effect_status(stall, 0.10) == SIGNIFICANT and unit_word(stall) == "events"
     six = events_of(list(TWELVE.stall_s[:6]))
-    few = compare_events(six, six.scaled(EVENT_STALL, 2.0), resamples=500, confidence=0.95)
+    few = compare_events(six, scaled(six, EVENT_STALL, 2.0), resamples=500, confidence=0.95)
     assert few[EVENT_STALL].inconclusive and not few[EVENT_STALL].significant
     assert units_to_decide(few[EVENT_STALL], 0.10) == MIN_UNITS  # the minimum's events
 

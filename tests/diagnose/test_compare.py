@@ -56,7 +56,9 @@ def test_two_runs_of_one_configuration_pass_their_gates(monkeypatch, capsys, run
         "max_worse_by": 0.1, "failed": False, "verdict": "pass", "text": "itl_p99:+10%"
     }  # fmt: skip
     assert itl["method"] == "cluster bootstrap" and itl["status"] == "not significant"
-    assert by_metric["ttft_p50"]["method"] == "bootstrap"
+    # Two seeds are two draws: requests are resampled in time blocks, and it says so.
+    assert by_metric["ttft_p50"]["method"] == "cluster bootstrap"
+    assert "seeds differ (BASE 1, NEW 2)" in report["draws"]
     # A p99 of 200 TTFTs rests on 2 of them: shown, but undecided.
     assert by_metric["ttft_p99"]["status"] == "inconclusive"
     assert "at least 1000 requests per run" in by_metric["ttft_p99"]["reason"]

@@ -4,13 +4,16 @@ Requests are due every 25 ms and each takes ~55 ms (11 fixed 5 ms engine steps),
 with ``--max-concurrency 1`` every request waits in the client behind the one before.
 Measured from the actual send, TTFT stays at one step — the server was never slow;
 measured from the intended send it grows with the backlog, which is what a user of
-this schedule would see. The lag is reported and the run is flagged client-limited,
-in the summary and on screen, with the reason naming the cap's queue.
+this schedule would see. The lag and the slot wait are reported, but the cap is the
+user's choice: the run is not flagged client-limited, and the screen leads with TTFT and
+E2E from the actual send (what ``vllm bench serve`` reports under a cap), the
+intended-send rows after them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,11 +53,17 @@ def test_intended_ttft_grows_while_sent_ttft_stays_flat(tmp_path: Path) -> None:
     assert summary["ttft_s"]["p99"] > 0.8 > 10 * summary["ttft_sent_s"]["p50"]
     client = summary["client"]
     assert client["dispatch_lag_p99_s"] > 0.8
-    assert client["limited"] is True
-    assert any("dispatch lag" in reason for reason in client["reasons"])
-    # nearly all of the lag is the wait for the cap's one slot, and the reason says so
+    # nearly all of the lag is the wait for the cap's one slot: the cap's queue, not a
+    # client too slow for its schedule
     assert client["concurrency_wait_s"]["p99"] > 0.8
-    assert any("--max-concurrency slot" in reason for reason in client["reasons"])
-    # On screen: the live lines and the final table say so.
-    assert "CLIENT-LIMITED: dispatch lag p99" in done.stdout
-    assert "The client limited this run" in done.stdout
+    # a busy machine may still make the client late past its slot (that is a limit, and
+    # named as one), but the slot's wait itself is never counted as the client's lag
+    wait_ms = client["concurrency_wait_s"]["p99"] * 1e3
+    for reason in client["reasons"]:
+        lag = re.match(r"dispatch lag.*? ([\d.]+) ms > ", reason)
+        assert lag is None or float(lag.group(1)) < wait_ms / 2, (reason, wait_ms)
+        assert lag is None or "past the --max-concurrency slot wait" in reason
+    # the table leads with the send-timed TTFT, labelled as vLLM's, the intended one next
+    rows = [line.split()[:3] for line in done.stdout.splitlines() if line.startswith(" TTFT")]
+    assert rows[0][1:] in (["(from", "actual"], ["(sent,", "as"]), rows
+    assert rows[1][1:] in (["(from", "intended"], ["(intended)", rows[1][2]]), rows

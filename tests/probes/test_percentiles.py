@@ -53,7 +53,7 @@ def test_picked_percentiles_use_only_completed_measured_requests():
     requests = pd.DataFrame([r.to_row() for r in records])
     chunk_frame = pd.DataFrame([asdict(c) for c in chunks])
     out = picked_percentiles(requests, chunk_frame, ("ttft", "itl"), (50.0, 90.0))
-    assert out["ttft_s"] == pytest.approx({"p50": 0.3, "p90": 0.46})
+    assert out["ttft_sent_s"] == pytest.approx({"p50": 0.3, "p90": 0.46})  # vLLM's: from send
     assert out["itl_s"] == pytest.approx({"p50": 0.15, "p90": 0.19})
 
 

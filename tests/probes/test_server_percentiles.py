@@ -40,10 +40,9 @@ def e2e_exposition(counts: tuple[int, ...], total_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture
-def wide_bucket_run(tmp_path: Path) -> RunDir:
-    """Client E2E 4.0 … 5.79 s; the server's histogram: 3 in 2.5–5 s, 7 in 5–10 s."""
-    ends = [4.0, 4.4, 4.8, 5.1, 5.2, 5.3, 5.4, 5.5, 5.6, 5.79]
+def e2e_run(path: Path, ends: list[float]) -> RunDir:
+    """Ten requests whose client E2E are ``ends``; the server's histogram: 3 in 2.5–5 s,
+    7 in 5–10 s."""
     records = [
         RequestRecord(id=f"r{i}", intended_s=0.0, sent_s=0.0, first_token_s=0.5, end_s=e,
                       output_tokens=2)
@@ -53,7 +52,45 @@ def wide_bucket_run(tmp_path: Path) -> RunDir:
     empty = e2e_exposition((0, 0, 0, 0, 0, 0), 0.0)
     full = e2e_exposition((0, 0, 3, 10, 10, 10), sum(ends))
     samples = scrape_rows(empty, 0.0) + scrape_rows(full, 6.0)
-    return RunDir(write_run(tmp_path / "run", records, chunks, samples=samples))
+    return RunDir(write_run(path, records, chunks, samples=samples))
+
+
+@pytest.fixture
+def wide_bucket_run(tmp_path: Path) -> RunDir:
+    """Client E2E 4.0 … 5.79 s; the server's histogram: 3 in 2.5–5 s, 7 in 5–10 s."""
+    return e2e_run(tmp_path / "run", [4.0, 4.4, 4.8, 5.1, 5.2, 5.3, 5.4, 5.5, 5.6, 5.79])
+
+
+def assert_self_consistent(block: dict) -> int:
+    """The one rule of ``probes.server_summary``: bounds[0] ≤ value ≤ bounds[1] ≤ the
+    client's maximum, each bound the bucket's end cut at that maximum; the value at a
+    bound exactly when clamped or a floor. Returns the quantiles checked."""
+    client_max = block["client_max_s"]
+    for q, detail in block["quantiles"].items():
+        low, high = detail["bounds"]
+        lower, upper = detail["bucket"]
+        assert block[q] == detail["value"], q
+        assert low == min(lower, client_max) and high == min(upper or high, client_max), q
+        assert low <= detail["value"] <= high <= client_max, (q, detail, client_max)
+        assert detail["method"] in ("interpolated", "clamped", "floor"), q
+        if client_max < lower:
+            assert detail["method"] == "clamped" and "above the client" in detail["note"], q
+    return len(block["quantiles"])
+
+
+def test_a_bucket_wholly_above_the_clients_maximum_bounds_and_clamps_alike(tmp_path):
+    # The server's clock ran past the client's: every request the client saw took at most
+    # 4.9 s, yet the server counted seven in its 5–10 s bucket (the p50's).
+    run = e2e_run(tmp_path / "run", [4.0, 4.1, 4.2, 4.3, 4.4, 4.5, 4.6, 4.7, 4.8, 4.9])
+    e2e = server_summary(server_series(run), RunTables(run).requests)["e2e_s"]
+    p50 = e2e["quantiles"]["p50"]
+    assert p50["bucket"] == [5.0, 10.0]
+    assert p50["bounds"] == [pytest.approx(4.9), pytest.approx(4.9)]
+    assert p50["value"] == pytest.approx(4.9) and p50["method"] == "clamped"
+    assert "above the client's maximum" in p50["note"]
+    assert assert_self_consistent(e2e) == 5
+    row = next(r for r in latency_table({"server": {"e2e_s": e2e}}) if "E2E" in r[0])
+    assert row[2] == "4.9 s*"  # the bound that holds, not a bucket the value lies under
 
 
 def test_an_interpolation_beyond_the_clients_slowest_request_is_clamped_and_says_so(
@@ -106,10 +143,5 @@ def test_no_server_quantile_of_an_embedded_run_exceeds_the_clients_maximum(tmp_p
     for metric in ("ttft_s", "itl_s", "e2e_s"):
         block = server[metric]
         assert block["client_max_s"] > 0, metric
-        for q, detail in block["quantiles"].items():
-            seen += 1
-            assert block[q] == detail["value"] <= block["client_max_s"], (metric, q)
-            assert detail["method"] in ("interpolated", "clamped", "floor")
-            low, high = detail["bounds"]
-            assert low <= detail["value"] and (high is None or detail["value"] <= high)
+        seen += assert_self_consistent(block)  # also when the server's clock ran past
     assert seen == 15

@@ -15,7 +15,7 @@ from repo_paths import FIXTURES
 from rundirs import write_run
 
 from loadgen.records import ChunkEvent, RequestRecord, Status
-from prefillscope.report.export import to_csv, to_vllm_json
+from prefillscope.report.export import VllmJsonOptions, to_csv, to_vllm_json
 from runfmt.run import Run, open_run
 from workloads.spec import load_spec
 
@@ -53,18 +53,24 @@ def test_vllm_json_counts_and_rates_over_the_measured_requests(run: Run):
     assert doc["request_throughput"] == pytest.approx(2.0)
     assert doc["output_throughput"] == pytest.approx(8.0)
     assert (doc["request_rate"], doc["max_concurrency"], doc["backend"]) == (4.0, 8, "vllm")
-    assert doc["errors"] == ["boom"]
+    # per request, every measured one, as vLLM's lists: "" for a completed request
+    assert doc["errors"] == ["", "", "boom"]
+    assert doc["output_lens"] == [5, 3, 0] and doc["input_lens"] == [10, 20, 0]
 
 
-def test_vllm_json_times_from_the_send_in_ms_and_itl_per_chunk(run: Run):
+def test_vllm_json_times_from_the_send_in_ms_and_itl_per_event(run: Run):
     doc = json.loads(to_vllm_json(run))
-    assert doc["ttfts"] == pytest.approx([0.1, 0.2]) and doc["latencies"] == pytest.approx(
-        [0.5, 0.8]
-    )
-    assert doc["itls"] == [pytest.approx([0.1, 0.3]), pytest.approx([0.6])]
+    # a failed request's TTFT and latency are 0 in vLLM's lists
+    assert doc["ttfts"] == pytest.approx([0.1, 0.2, 0.0])
+    assert doc["latencies"] == pytest.approx([0.5, 0.8, 0.0])
+    assert doc["start_times"] == pytest.approx([0.0, 0.2, 0.3])
+    # b's last read carried 2 tokens: two events read together, the second's gap 0
+    assert doc["itls"] == [pytest.approx([0.1, 0.3]), pytest.approx([0.6, 0.0]), []]
     assert doc["mean_ttft_ms"] == pytest.approx(150.0)
-    assert doc["mean_itl_ms"] == pytest.approx(1000.0 / 3)
+    assert doc["mean_itl_ms"] == pytest.approx(1000.0 / 4)
     assert doc["mean_tpot_ms"] == pytest.approx(200.0)  # (0.4/4 + 0.6/2) / 2
+    # vLLM's default statistics: ttft, tpot, itl at p99, no e2el
+    assert "p99_ttft_ms" in doc and "mean_e2el_ms" not in doc
 
 
 def test_every_statistic_we_write_is_a_key_vllm_writes(run: Run):
@@ -95,7 +101,29 @@ def test_vllm_json_peaks_and_queue_times_by_hand(run: Run):
     assert doc["rtfx"] == 0.0
 
 
-def test_we_write_every_key_a_vllm_result_has(run: Run):
-    ours = json.loads(to_vllm_json(run))
+def test_we_write_the_keys_vllms_own_result_file_has(run: Run):
+    """vLLM's default file (no --save-detailed) and ours asked the same: the same keys."""
+    ours = json.loads(to_vllm_json(run, VllmJsonOptions(detailed=False)))
     vllm = json.loads((FIXTURES / "vllm-cpu" / "bench-serve-tiny.json").read_text())
-    assert set(vllm) - set(ours) == set()
+    assert set(ours) == set(vllm)
+
+
+def test_with_save_detailed_goodput_and_percentiles_the_keys_are_vllms(run: Run):
+    """vLLM's file of --save-detailed --goodput ttft:500 tpot:50 --percentile-metrics
+    ttft,tpot,itl,e2el --metric-percentiles 50,90,99 (recorded from the real target):
+    ours, asked the same, has its keys; its goodput is computed, from the send."""
+    asked = VllmJsonOptions(
+        metrics=("ttft", "tpot", "itl", "e2el"), percentiles=(50.0, 90.0, 99.0),
+        goodput_ms={"ttft": 150.0, "tpot": 500.0},
+    )  # fmt: skip
+    ours = json.loads(to_vllm_json(run, asked))
+    vllm = json.loads((FIXTURES / "vllm-cpu" / "bench-serve-detailed.json").read_text())
+    assert set(ours) == set(vllm)
+    # a: TTFT 0.1 s, TPOT 0.1 s (good); b: TTFT 0.2 s > 150 ms (not good); window 1.0 s
+    assert ours["request_goodput"] == pytest.approx(1.0)
+    assert ours["p90_e2el_ms"] == pytest.approx(500 + 0.9 * 300)
+    assert ours["generated_texts"] == [None, None, None]  # this run kept no text
+
+
+def test_without_goodput_request_goodput_is_null_as_in_vllm(run: Run):
+    assert json.loads(to_vllm_json(run, VllmJsonOptions()))["request_goodput"] is None

@@ -71,3 +71,23 @@ def test_a_worker_s_batches_give_the_parent_the_same_gaps() -> None:
         parent.absorb(0, batch)
     assert _itl_samples(parent) == GAPS
     assert parent.finished == 2 and sum(n for _, _, n in parent._ticks) == 8
+
+
+def test_under_a_cap_the_live_ttft_is_from_the_actual_send_and_named_so() -> None:
+    """A request held 2 s for a --max-concurrency slot, answered 0.1 s after its send:
+    capped, the live TTFT is 0.1 s (vLLM's) and its row says from the send; uncapped, the
+    same request's TTFT is from the intended send; the slot's wait is no dispatch lag."""
+    from probes.metric_registry import TTFT, TTFT_SENT
+
+    for capped, ttft, metric in ((True, 0.1, TTFT_SENT), (False, 2.1, TTFT)):
+        clock = RunClock()
+        stats = LiveStats(clock, total=1, capped=capped)
+        now = clock.now()
+        record = RequestRecord(id="a", intended_s=now - 2.1, released_s=now - 0.1,
+                               sent_s=now - 0.1, first_token_s=now)  # fmt: skip
+        stats.on_send(record)
+        stats.on_first_token(record)
+        snap = stats.snapshot()
+        assert abs(snap.ttft.p50 - ttft) < 1e-6
+        assert snap.latencies()[0][0] == metric
+        assert snap.dispatch_lag.p50 == 0.0 and not snap.limited

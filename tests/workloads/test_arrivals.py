@@ -79,6 +79,24 @@ def test_ramp_sized_by_count_spans_the_expected_time() -> None:
     assert times[-1] == pytest.approx(2 * 2000 / 20.0, rel=0.05)
 
 
+def test_exponential_ramp_grows_by_a_constant_factor_per_second() -> None:
+    # r(t) = 1 · 16^(t/100): the integral over [0, 50] is 100·(4-1)/ln 16 ≈ 108.2 and
+    # over [50, 100] 100·(16-4)/ln 16 ≈ 432.8 (four times as many: the rate quadrupled)
+    ramp = Ramp(start_rate=1.0, rate=16.0, shape="exponential")
+    times = ramp.times(_rng(), None, 100.0)
+    first, second = (times < 50).sum(), (times >= 50).sum()
+    assert first == pytest.approx(108.2, rel=0.2)
+    assert second == pytest.approx(432.8, rel=0.1)
+    # sized by a count, it spans count · ln(r1/r0) / (r1 - r0)
+    counted = Ramp(start_rate=2.0, rate=18.0, shape="exponential").times(_rng(), 2000, None)
+    assert counted[-1] == pytest.approx(2000 * np.log(9.0) / 16.0, rel=0.05)
+    assert make_arrival("ramp", rate=4, start_rate=1, ramp="exponential") == Ramp(
+        1.0, 4.0, "exponential"
+    )
+    with pytest.raises(InputError, match="cannot start at 0"):
+        make_arrival("ramp", rate=4, start_rate=0, ramp="exponential")
+
+
 def test_trace_times_scale() -> None:
     trace = TraceTimes((0.0, 1.0, 2.5, 4.0), time_scale=0.5)
     assert trace.times(_rng(), None, None).tolist() == [0.0, 0.5, 1.25, 2.0]
