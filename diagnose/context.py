@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
 from diagnose.client_limited import ClientHealth, read_client_health
 from diagnose.inputs import RunView
+from diagnose.next_steps import recorded_budget
 from diagnose.roofline import Roofline, resolve_roofline
 from probes.slo import Slo
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -75,7 +76,7 @@ class Context:
         engine = self.view.engine or {}
         if engine.get("max_num_batched_tokens"):
             return int(engine["max_num_batched_tokens"]), "run.json (embedded engine config)"
-        return None, "unknown"
+        return recorded_budget(self.view)
 
 
 def build_context(view: RunView, options: DiagnoseOptions) -> Context:

@@ -31,7 +31,8 @@ from perfmodel.costmodel import StepShape, attended_pairs
 from runfmt.diagnosis import Finding
 from runtime.quantiles import finite
 
-PREFILL_TIME_METRIC = "vllm:request_prefill_time_seconds"
+#: The canonical histogram of each request's prefill time (``probes.canonical``).
+PREFILL_TIME = "prefill_time"
 
 
 def in_flight(ctx: Context) -> float:
@@ -61,9 +62,11 @@ def prefill_s_per_token(ctx: Context) -> tuple[float | None, str]:
         )
         seconds = ctx.roofline.cost.step_time(shape) * ctx.roofline.time_scale / chunk
         return seconds, f"{ctx.roofline.label}, a {chunk}-token chunk"
-    prefill = ctx.view.raw.histogram_increase(PREFILL_TIME_METRIC)
-    if prefill is not None and prefill.count and fresh.size and fresh.sum() > 0:
-        return prefill.sum / float(fresh.sum()), f"server: {PREFILL_TIME_METRIC} ÷ fresh tokens"
+    series = ctx.view.server
+    prefill = series.histogram_increase(PREFILL_TIME) if series is not None else None
+    if series is not None and prefill is not None and prefill.count and fresh.sum() > 0:
+        source = f"{PREFILL_TIME} ({series.sources.get(PREFILL_TIME)})"
+        return prefill.sum / float(fresh.sum()), f"server: {source} ÷ fresh tokens"
     return None, "no roofline and no prefill time from the server"
 
 

@@ -55,10 +55,11 @@ from probes.stall_events import (
 from probes.token_gaps import token_gaps
 from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime import engine_metrics
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
-STEP_METRIC = "prefillscope_engine_step_seconds"
+STEP_METRIC = engine_metrics.STEP_SECONDS
 #: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
 STARVE_RATIO = 4.0
 

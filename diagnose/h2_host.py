@@ -64,10 +64,11 @@ from diagnose.registry import hypothesis
 from diagnose.trend import Trend, fit_trend
 from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
+from runtime import engine_metrics
 from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
-STEP_TOKENS_METRIC = "prefillscope_engine_step_tokens"
+STEP_TOKENS_METRIC = engine_metrics.STEP_TOKENS
 #: Server decode step over the roofline step from which the host adds a real share.
 SERVER_RATIO = 1.25
 #: Client ITL floor (median pure-decode gap) over the roofline from which H2 holds.

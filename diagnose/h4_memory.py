@@ -32,7 +32,7 @@ import numpy as np
 
 from diagnose.context import Context
 from diagnose.costs import recompute_cost
-from diagnose.next_steps import bench_command, server_flavour
+from diagnose.next_steps import bench_command, report_command, server_flavour
 from diagnose.registry import Cost, hypothesis
 from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
@@ -156,7 +156,7 @@ def assess(ctx: Context) -> Finding:
     if gpu is not None:
         evidence.append(gpu)
     next_step = (
-        "`prefillscope report RUN_DIR` shows the pool stacked over time; to test exhaustion, "
+        f"`{report_command(ctx.view)}` shows the pool stacked over time; to test exhaustion, "
         f"rerun at a lower concurrency and compare: {_lower_load(ctx)}"
     )
     if series is None:

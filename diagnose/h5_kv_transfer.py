@@ -2,48 +2,68 @@
 time a prompt's KV spends crossing from the prefill to the decode worker is a large
 share of TTFT.
 
-Readings, from the server's own metrics (all over the run, as histogram increases):
+Readings, from the server's canonical series (``probes.canonical``, read through the
+flavour's mapping in ``probes/mappings/``, so a vLLM, an SGLang and the embedded server
+with the same transfers give the same verdict), all over the run as histogram increases:
 
-* **the post-prefill wait per request**: ``prefillscope_engine_kv_transfer_seconds``
-  (the embedded engine: prefill end → KV on the decode worker), else vLLM's NIXL
-  ``vllm:nixl_xfer_time_seconds`` (per transfer, which is a per-request figure when
-  the cache is sent whole);
-* against **TTFT** (``vllm:time_to_first_token_seconds``): the share of TTFT the wait
-  is, and the wait against the rest of TTFT (queue + prefill + the first decode step);
-* **the link**: bytes per transfer (``vllm:nixl_bytes_transferred``), the throughput
-  the transfers achieved (bytes over transfer seconds), and the deepest queue of
-  transfers sharing it (``prefillscope_engine_kv_transfer_queue_depth``) — a link that
-  many transfers share delivers each at a fraction of its rate.
+* **the post-prefill wait per request**: ``kv_transfer_wait_s`` (the embedded engine:
+  prefill end → KV on the decode worker), else ``kv_transfer_latency_ms`` (per transfer:
+  vLLM's NIXL transfer time, SGLang's KV transfer latency; a per-request figure when the
+  cache is sent whole);
+* against **TTFT** (``ttft``): the share of TTFT the wait is, and the wait against the
+  rest of TTFT (queue + prefill + the first decode step);
+* **the link**: bytes per transfer (``kv_transfer_size_bytes``), the throughput the
+  transfers achieved (bytes over transfer time), and the deepest queue of transfers
+  sharing it (``kv_transfer_queue_depth``) — a link that many transfers share delivers
+  each at a fraction of its rate.
 
-Supported from ``SHARE`` of TTFT, weakened from ``PARTIAL_SHARE`` of that; not
+Each piece of evidence names the canonical series and the server metric it was read
+from. Supported from ``SHARE`` of TTFT, weakened from ``PARTIAL_SHARE`` of that; not
 applicable on a server without transfer metrics (a monolithic engine).
 """
 
 from __future__ import annotations
 
 from diagnose.context import Context
-from diagnose.next_steps import bench_command
+from diagnose.next_steps import bench_command, simulate_command
 from diagnose.registry import hypothesis
+from probes.canonical import Histogram
+from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
 
 TITLE = "KV transfer on the critical path"
-WAIT_METRIC = "prefillscope_engine_kv_transfer_seconds"
-XFER_METRIC = "vllm:nixl_xfer_time_seconds"
-BYTES_METRIC = "vllm:nixl_bytes_transferred"
-DEPTH_METRIC = "prefillscope_engine_kv_transfer_queue_depth"
-TTFT_METRIC = "vllm:time_to_first_token_seconds"
+#: Canonical series H5 reads (``probes.canonical``).
+WAIT = "kv_transfer_wait_s"
+XFER_MS = "kv_transfer_latency_ms"
+SIZE = "kv_transfer_size_bytes"
+DEPTH = "kv_transfer_queue_depth"
+TTFT = "ttft"
 #: Share of TTFT spent waiting for the KV from which the transfer is on the critical path.
 SHARE = 0.2
 #: Below this share of the threshold "not supported"; between, weakened.
 PARTIAL_SHARE = 0.5
 
 
+def _source(series: ServerSeries, name: str) -> str:
+    """A canonical series and the server metric it came from: ``ttft
+    (vllm:time_to_first_token_seconds)``."""
+    metric = series.sources.get(name)
+    return f"{name} ({metric})" if metric else name
+
+
+def _seconds(series: ServerSeries) -> tuple[Histogram | None, float, str]:
+    """The KV wait's histogram, the factor that makes its values seconds, its source."""
+    wait = series.histogram_increase(WAIT)
+    if wait is not None and wait.count:
+        return wait, 1.0, _source(series, WAIT)
+    return series.histogram_increase(XFER_MS), 1e-3, _source(series, XFER_MS)
+
+
 def _next(ctx: Context) -> str:
     return (
         "Measure the transfer alone: rerun with the KV sent per chunk (serve "
         "--kv-transfer overlap) or over a faster link, and predict both first with "
-        "prefillscope simulate --workload … --disaggregate P:D --kv-link-gbps G "
-        "(prefillscope calc kv --chunk N --chunk-ms T gives the exposed time per request); "
+        f"{simulate_command(ctx.view, ['--disaggregate', '1:1', '--kv-transfer', 'overlap'])}; "
         f"then: {bench_command(ctx.view)}"
     )
 
@@ -58,50 +78,48 @@ def _next(ctx: Context) -> str:
     contain="transfer",
 )
 def assess(ctx: Context) -> Finding:
-    raw = ctx.view.raw
-    wait = raw.histogram_increase(WAIT_METRIC)
-    source = WAIT_METRIC
-    if wait is None or not wait.count:
-        wait, source = raw.histogram_increase(XFER_METRIC), XFER_METRIC
-    if wait is None or not wait.count:
+    series = ctx.view.server
+    wait, to_s, source = _seconds(series) if series is not None else (None, 1.0, "")
+    if series is None or wait is None or not wait.count:
         return Finding(
             "H5",
             TITLE,
             Status.NOT_APPLICABLE,
             "No KV transfer metrics: not a disaggregated (P/D) server.",
             next=(
-                "To weigh P/D for this workload before deploying it, predict it: prefillscope "
-                "simulate --workload … --disaggregate 1:1 --gpus 2 (TTFT, ITL, break-even link)"
+                "To weigh P/D for this workload before deploying it, predict it: "
+                f"{simulate_command(ctx.view, ['--disaggregate', '1:1', '--gpus', '2'])} "
+                "(TTFT, ITL, break-even link)"
             ),
         )
-    evidence = [Evidence("KV wait per request (mean)", wait.sum / wait.count, "s", source)]
+    wait_sum = wait.sum * to_s
+    evidence = [Evidence("KV wait per request (mean)", wait_sum / wait.count, "s", source)]
     missing: list[str] = []
-    ttft = raw.histogram_increase(TTFT_METRIC)
-    sent = raw.histogram_increase(BYTES_METRIC)
-    xfer = raw.histogram_increase(XFER_METRIC)
+    ttft = series.histogram_increase(TTFT)
+    sent = series.histogram_increase(SIZE)
+    xfer = series.histogram_increase(XFER_MS)
     if sent is not None and sent.count:
         evidence.append(
-            Evidence("bytes per transfer (mean)", sent.sum / sent.count, "B", BYTES_METRIC)
+            Evidence("bytes per transfer (mean)", sent.sum / sent.count, "B", _source(series, SIZE))
         )
         if xfer is not None and xfer.sum > 0:
             evidence.append(
                 Evidence(
                     "achieved link throughput per transfer",
-                    sent.sum * 8 / xfer.sum / 1e9,
+                    sent.sum * 8 / (xfer.sum * 1e-3) / 1e9,
                     "Gb/s",
-                    f"{BYTES_METRIC} ÷ {XFER_METRIC}",
+                    f"{_source(series, SIZE)} ÷ {_source(series, XFER_MS)}",
                     "below the line rate when transfers share the link or carry fixed costs",
                 )
             )
-    depth = raw.rows(DEPTH_METRIC)
-    if not depth.empty:
+    depth = series.level(DEPTH)
+    if depth["max"] is not None:
         evidence.append(
-            Evidence(
-                "deepest transfer queue", float(depth["value"].max()), "transfers", DEPTH_METRIC
-            )
+            Evidence("deepest transfer queue", depth["max"], "transfers", _source(series, DEPTH))
         )
+    ttft_source = _source(series, TTFT)
     if ttft is None or not ttft.count or not ttft.sum:
-        missing.append(f"the server's TTFT histogram ({TTFT_METRIC})")
+        missing.append(f"the server's TTFT histogram ({ttft_source})")
         return Finding(
             "H5",
             TITLE,
@@ -111,18 +129,18 @@ def assess(ctx: Context) -> Finding:
             missing,
             _next(ctx),
         )
-    share = min(1.0, wait.sum / ttft.sum)
-    rest = max(ttft.sum - wait.sum, 0.0) / ttft.count
+    share = min(1.0, wait_sum / ttft.sum)
+    rest = max(ttft.sum - wait_sum, 0.0) / ttft.count
     evidence += [
-        Evidence("TTFT (mean)", ttft.sum / ttft.count, "s", TTFT_METRIC),
+        Evidence("TTFT (mean)", ttft.sum / ttft.count, "s", ttft_source),
         Evidence(
-            "KV wait / TTFT", share, "share", f"{source} ÷ {TTFT_METRIC}", "sums over the run"
+            "KV wait / TTFT", share, "share", f"{source} ÷ {ttft_source}", "sums over the run"
         ),
         Evidence(
             "KV wait / rest of TTFT",
-            (wait.sum / wait.count) / rest if rest > 0 else float("inf"),
+            (wait_sum / wait.count) / rest if rest > 0 else float("inf"),
             "x",
-            f"{source} ÷ ({TTFT_METRIC} − {source})",
+            f"{source} ÷ ({ttft_source} − {source})",
             "the rest: queue, prefill and the first decode step",
         ),
     ]

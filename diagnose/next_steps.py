@@ -1,10 +1,20 @@
 """The commands a finding recommends: the same workload, the one thing changed.
 
 A finding's ``next`` is a measurement a reader can paste: ``prefillscope diagnose ab``
-(the controlled A/B that confirms or refutes a chunk-size hypothesis) or ``prefillscope
-bench`` with one setting changed. Both replay the run's own workload — name, seed, load
-flags, and every family parameter that differs from the workload's defaults — so the
-comparison is with traffic the run already measured.
+(the controlled A/B that confirms or refutes a chunk-size hypothesis), ``prefillscope
+bench`` with one setting changed, or ``prefillscope simulate`` of the run. All replay the
+run's own workload — name, seed, load flags, and every family parameter that differs
+from the workload's defaults — so the comparison is with traffic the run already
+measured.
+
+Runnable as printed against the server the run measured: the A/B's ``--launch`` is the
+command line that server was started with (``run.json`` ``target.server_info.command``:
+the installed program, e.g. the vLLM target's ``vllm-cpu-cli``, its model path and every
+flag, behind ``env`` and the settings of its environment, ``server_info.environment``),
+with its chunk-budget flags and ``--port`` made ``{chunk}`` and ``{port}``; where
+the run did not record it, the flavour's template with the model's *path* as the server
+reported it (not the name it serves it by). The chunk sizes compared are the run's own
+budget (the recorded command's flag, SGLang's ``/get_server_info``) and a smaller one.
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ SMALL_CHUNK = 512
 MIN_CHUNK = 64
 #: The ``diagnose`` flag that gives the server's chunk budget when the run does not say it.
 BUDGET_FLAG = "--chunk-budget"
+#: The words of a ``--launch`` template the A/B fills in per arm (``session.launcher``).
+PLACEHOLDERS = ("{chunk}", "{port}")
 
 
 def server_flavour(view: RunView) -> Flavour:
@@ -113,6 +125,61 @@ def engine_flags(view: RunView, changes: Mapping[str, Any], drop: Iterable[str] 
     ]
 
 
+def _with_flag(argv: list[str], flags: Iterable[str], value: str) -> list[str]:
+    """``argv`` with each of ``flags`` set to ``value`` (``--flag V`` or ``--flag=V``
+    replaced in place, appended where absent)."""
+    out = list(argv)
+    for flag in flags:
+        for index, word in enumerate(out):
+            if word == flag and index + 1 < len(out):
+                out[index + 1] = value
+                break
+            if word.startswith(flag + "="):
+                out[index] = f"{flag}={value}"
+                break
+        else:
+            out += [flag, value]
+    return out
+
+
+def _flag_value(argv: Iterable[str], flag: str) -> str | None:
+    words = list(argv)
+    for index, word in enumerate(words):
+        if word == flag and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def recorded_budget(view: RunView) -> tuple[int | None, str]:
+    """The chunk budget the server ran with, as it said (SGLang's ``/get_server_info``)
+    or as its recorded command line sets it; ``None`` when neither says."""
+    target = view.target
+    if target.chunk_budget:
+        return target.chunk_budget, "run.json (the server's own arguments)"
+    kind = server_flavour(view)
+    if target.command and kind.chunk_flags:
+        text = _flag_value(target.command, kind.chunk_flags[0])
+        if text is not None and text.isdigit():
+            return int(text), f"run.json (the server's command line, {kind.chunk_flags[0]})"
+    return None, "unknown"
+
+
+def launch_template(view: RunView) -> str | None:
+    """The ``diagnose ab --launch`` template that starts the server the run measured
+    again, at ``{chunk}`` on ``{port}``; None when nothing says how."""
+    kind = server_flavour(view)
+    target = view.target
+    if target.command and kind.chunk_flags and not kind.engine_keys:
+        argv = _with_flag(list(target.command), kind.chunk_flags, "{chunk}")
+        argv = _with_flag(argv, ("--port",), "{port}")
+        if target.environment:  # the settings it ran with: env VAR=VALUE … COMMAND
+            argv = ["env", *(f"{k}={v}" for k, v in target.environment.items()), *argv]
+        return " ".join(w if w in PLACEHOLDERS else shlex.quote(w) for w in argv)
+    return kind.launch_template(target.model_path or target.model or "MODEL")
+
+
 def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
     """How the A/B (``chunk_flag``) or a rerun reaches the server the run measured."""
     if view.engine is not None:
@@ -120,7 +187,7 @@ def target_flags(view: RunView, chunk_flag: bool) -> list[str]:
         return engine_flags(view, {}, drop)
     target = view.target
     if chunk_flag:
-        template = server_flavour(view).launch_template(target.model or "MODEL")
+        template = launch_template(view)
         if template is None:
             return ["--a", "URL_A", "--b", "URL_B"]
         return ["--launch", template]
@@ -150,6 +217,16 @@ def ab_command(view: RunView, chunks: Iterable[int]) -> str:
     sizes = ",".join(str(c) for c in sorted(set(chunks)))
     argv = ["prefillscope", "diagnose", "ab", "--chunks", sizes, *workload_flags(view)]
     return shlex.join([*argv, *target_flags(view, chunk_flag=True)])
+
+
+def report_command(view: RunView) -> str:
+    """``prefillscope report`` of the run (its folder)."""
+    return shlex.join(["prefillscope", "report", str(view.path)])
+
+
+def simulate_command(view: RunView, extra: Iterable[str] = ()) -> str:
+    """``prefillscope simulate`` of the run's own workload (its folder) with ``extra``."""
+    return shlex.join(["prefillscope", "simulate", "--workload", str(view.path), *extra])
 
 
 def bench_command(

@@ -11,9 +11,10 @@ that: the load, or the capacity, has to change. Three readings:
   arrivals were over before enough completed, over the whole run;
 * **a growing queue**: the server's waiting requests (else the client's requests in
   flight) over the last third of the sending against the first third;
-* **TTFT dominated by queueing**: the server's queue time (vLLM's
-  ``request_queue_time_seconds``) over its TTFT; without it, the TTFT of the last third
-  of arrivals over the first third's (waiting grows with every arrival).
+* **TTFT dominated by queueing**: the server's queue time (the canonical ``queue_time``:
+  vLLM's ``request_queue_time_seconds``, SGLang's ``queue_time_seconds``) over its
+  TTFT; without it, the TTFT of the last third of arrivals over the first third's
+  (waiting grows with every arrival).
 
 Supported when served falls below ``SERVED_SHARE`` of offered and either the queue grows
 or queueing dominates TTFT; weakened when only one of the readings points there. A
@@ -53,8 +54,8 @@ TTFT_GROWTH = 2.0
 MIN_ARRIVALS = 10
 #: Fewest completions during the sending to read a served rate from.
 MIN_COMPLETIONS = 5
-QUEUE_METRIC = "vllm:request_queue_time_seconds"
-TTFT_METRIC = "vllm:time_to_first_token_seconds"
+#: The canonical histograms of the queue-time share (``probes.canonical``).
+QUEUE_SERIES, TTFT_SERIES = "queue_time", "ttft"
 CLIENT = "client: requests"
 
 
@@ -140,11 +141,14 @@ def _queue_growth(ctx: Context) -> tuple[float | None, str]:
 
 
 def _queue_share(ctx: Context) -> tuple[float | None, str]:
-    raw = ctx.view.raw
-    queue, ttft = raw.histogram_increase(QUEUE_METRIC), raw.histogram_increase(TTFT_METRIC)
+    series = ctx.view.server
+    if series is None:
+        return None, ""
+    queue, ttft = series.histogram_increase(QUEUE_SERIES), series.histogram_increase(TTFT_SERIES)
     known = queue is not None and ttft is not None and min(queue.count, ttft.count) >= 5
     if known and queue.mean is not None and ttft.mean:
-        return queue.mean / ttft.mean, f"server: {QUEUE_METRIC} ÷ {TTFT_METRIC} (means)"
+        names = [f"{n} ({series.sources.get(n)})" for n in (QUEUE_SERIES, TTFT_SERIES)]
+        return queue.mean / ttft.mean, f"server: {names[0]} ÷ {names[1]} (means)"
     return None, ""
 
 
@@ -184,9 +188,11 @@ def _next(ctx: Context, rates: Rates | None) -> str:
 
 def _queued_seconds(ctx: Context, finding: Finding) -> Cost | None:
     """Request-seconds spent waiting (module docstring)."""
-    queue = ctx.view.raw.histogram_increase(QUEUE_METRIC)
-    if queue is not None and queue.count and queue.sum is not None:
-        how = f"server: {QUEUE_METRIC} (sum over {queue.count:.0f} requests)"
+    series = ctx.view.server
+    queue = series.histogram_increase(QUEUE_SERIES) if series is not None else None
+    if series is not None and queue is not None and queue.count and queue.sum is not None:
+        source = f"{QUEUE_SERIES} ({series.sources.get(QUEUE_SERIES)})"
+        how = f"server: {source} (sum over {queue.count:.0f} requests)"
         return Cost(float(queue.sum), how)
     found = _arrival_ttfts(ctx)
     if found is None:

@@ -47,9 +47,10 @@ from diagnose.oracle_replay import Replay, replay_oracle
 from diagnose.registry import Cost, Link, hypothesis
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
 from runfmt.diagnosis import CacheHealth, Evidence, Finding, Status
+from runtime import engine_metrics
 
 TITLE = "Prefix-cache health"
-EVICTIONS = "prefillscope_engine_prefix_evictions_total"
+EVICTIONS = engine_metrics.PREFIX_EVICTIONS + engine_metrics.COUNTER_SUFFIX
 #: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
 TOLERANCE = 0.1
 #: Share of prompt tokens a cache problem must lose to be a cause worth its own action.

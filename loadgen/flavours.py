@@ -57,21 +57,25 @@ class Flavour:
     """One server kind.
 
     ``owned_by`` are the ``/v1/models`` ``owned_by`` values that name it; ``evidence`` the
-    endpoint that proves it when the metrics and ``owned_by`` say nothing, and that says
-    its version and model facts (``info_path``). ``mapping`` is the stem of its
-    built-in metric mapping (``probes/mappings/<mapping>.toml``; ``None``: no metrics
-    known). ``tokenize`` / ``detokenize`` are its tokenizer endpoints and ``tokenize_dialect``
-    the request shape they take (``workloads.tokenizer.SERVED_TOKENIZERS``);
-    ``vocab_by_bisection`` says ``/detokenize`` refuses an unknown id, so the vocabulary
-    size can be found by bisection. ``chunk_flags`` are its launch flags that set the
-    prompt tokens one step may carry (the chunk budget), ``prefix_cache_flags`` those that
-    turn its prefix cache on (or, written ``no …``, the one whose absence does),
+    endpoint that proves it when the metrics and ``owned_by`` say nothing, and that says its
+    version and model facts (``info_path``). ``mapping`` is the stem of its built-in metric
+    mapping (``probes/mappings/<mapping>.toml``; ``None``: no metrics known). ``tokenize`` /
+    ``detokenize`` are its tokenizer endpoints and ``tokenize_dialect`` the request shape
+    they take (``workloads.tokenizer.SERVED_TOKENIZERS``); ``vocab_by_bisection`` says
+    ``/detokenize`` refuses an unknown id, so the vocabulary size can be found by bisection,
+    asking with ``detokenize_options`` added to the request, and ``confirm_vocab`` that the
+    bound found may be confirmed by sending it in a prompt (a server that dies on such a
+    prompt says false). ``server_args_path`` is an endpoint that dumps the server's
+    arguments (SGLang's ``/get_server_info``), and ``launcher`` the program its
+    ``launch_command`` follows. ``chunk_flags`` are its launch flags that set the prompt
+    tokens one step may carry (the chunk budget), ``prefix_cache_flags`` those that turn its
+    prefix cache on (or, written ``no …``, the one whose absence does),
     ``concurrency_flags`` those that cap the requests it runs at once, ``usage_flag`` the
     one without which its usage says no cached tokens, ``metrics_flag`` the one without
-    which it serves no ``/metrics``; ``launch`` the ``diagnose ab --launch`` template
-    that sets the budget per arm. ``engine_keys`` says those settings are ``EngineConfig``
-    keys set with ``bench --engine KEY=VALUE`` (the embedded engine), not flags of a
-    server's command line. ``cache_model`` is the prefix-cache model its server uses
+    which it serves no ``/metrics``; ``launch`` the ``diagnose ab --launch`` template that
+    sets the budget per arm. ``engine_keys`` says those settings are ``EngineConfig`` keys
+    set with ``bench --engine KEY=VALUE`` (the embedded engine), not flags of a server's
+    command line. ``cache_model`` is the prefix-cache model its server uses
     (``workloads/prefix.py``): ``blocks`` (hash-chained blocks), ``radix`` (a token radix
     tree) or ``slots``.
     """
@@ -89,6 +93,10 @@ class Flavour:
     tokenize_dialect: str | None = None
     chat_template_path: str | None = None
     vocab_by_bisection: bool = True
+    detokenize_options: tuple[tuple[str, Any], ...] = ()
+    confirm_vocab: bool = True
+    server_args_path: str | None = None
+    launcher: str | None = None
     engine_keys: bool = False
     chunk_flags: tuple[str, ...] = ()
     prefix_cache_flags: tuple[str, ...] = ()
@@ -137,6 +145,8 @@ def _entries(path: Path = REGISTRY_FILE) -> tuple[Flavour, ...]:
                     value = Capabilities(**value)
                 elif key == "evidence":
                     value = Evidence(**value)
+                elif key == "detokenize_options":
+                    value = tuple(value.items())
                 elif isinstance(value, list):
                     value = tuple(value)
                 fields[key] = None if value == "" else value

@@ -76,13 +76,21 @@ SERIES: dict[str, Kind] = {
     # and its size.
     "host_pool_used_tokens": Kind.GAUGE,
     "host_pool_tokens": Kind.INFO,
+    # The same tier's size in KV blocks, where the engine counts it so (vLLM's CPU
+    # offload, ``num_cpu_blocks``).
+    "host_pool_blocks": Kind.INFO,
+    # KV transfers waiting for a disaggregated (P/D) link, sharing it or queued.
+    "kv_transfer_queue_depth": Kind.GAUGE,
 }
 
 #: Histograms: latency (``ttft``, ``itl``, ``e2e``) and KV block residency (vLLM's
 #: sampled ``kv_block_*``: allocation to eviction, idle before eviction, gap between
 #: reuses) in seconds; KV offload transfer sizes in bytes; the KV transfers between a
 #: prefill and a decode server (disaggregated serving), one observation a transfer, in
-#: the units their names say (``HISTOGRAM_UNITS``).
+#: the units their names say (``HISTOGRAM_UNITS``): its time, its size, its speed, and
+#: (``kv_transfer_wait_s``) a request's whole wait from its prefill's end to its KV on
+#: the decode worker; the time a request queued before its first step (``queue_time``)
+#: and spent in its prefill steps (``prefill_time``).
 HISTOGRAMS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -94,10 +102,15 @@ HISTOGRAMS: tuple[str, ...] = (
     "offload_store_size",
     "kv_transfer_latency_ms",
     "kv_transfer_speed_gb_s",
+    "kv_transfer_size_bytes",
+    "kv_transfer_wait_s",
+    "queue_time",
+    "prefill_time",
 )
 #: The unit of each histogram's observations.
 HISTOGRAM_UNITS: dict[str, str] = {
-    name: "bytes" if name.startswith("offload_") else "s" for name in HISTOGRAMS
+    name: "bytes" if name.startswith("offload_") or name.endswith("_bytes") else "s"
+    for name in HISTOGRAMS
 } | {"kv_transfer_latency_ms": "ms", "kv_transfer_speed_gb_s": "GB/s"}
 
 #: Block-pool buckets an engine may expose directly (disjoint buckets).

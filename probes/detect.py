@@ -21,16 +21,25 @@ What the server says about its model is read at the same time, so that a run nee
 flag the server can answer: the longest sequence it takes (``max_model_len`` of
 ``/v1/models`` — vLLM, SGLang, the embedded engine —, SGLang's ``/get_model_info``
 ``context_length``, llama.cpp's per-slot ``n_ctx``) and the vocabulary size (llama.cpp's
-``n_vocab``; else, where the server detokenizes, the first token id ``/detokenize``
-refuses, found by bisection in a few dozen small requests). ``Target.discovered`` says
-where each fact came from.
+``n_vocab``; else, where the server detokenizes, the first token id its detokenizer
+refuses or decodes to nothing, found by bisection in a few dozen small requests:
+``/detokenize`` for vLLM, confirmed by ``/v1/completions`` refusing that id; SGLang's
+``/v1/detokenize`` with ``skip_special_tokens`` off, where every id of the vocabulary
+decodes to text, unconfirmed, since SGLang 0.5.23 dies on a prompt holding an id past
+its vocabulary). The served model's path (vLLM's ``/v1/models`` ``root``, SGLang's
+``/get_model_info`` ``model_path``, not the served name) and, for a server on this
+machine, the command line it was started with (``probes.server_process``; else SGLang's
+``/get_server_info`` ``launch_command``) go into ``server_info``, for the commands a
+diagnosis proposes. ``Target.discovered`` says where each fact came from.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -38,6 +47,7 @@ from loadgen.flavours import GENERIC, REGISTRY, Flavour, by_owner, flavour
 from loadgen.target import Target, split_endpoint, with_query
 from probes.exposition import parse_exposition
 from probes.mapping import detect_flavour
+from probes.server_process import server_process
 from workloads.errors import InputError
 
 #: Largest vocabulary the bisection over ``/detokenize`` looks for (2^22 ids).
@@ -120,11 +130,14 @@ async def detect_target(
         if not name:
             raise InputError("--model", f"{base_url}/v1/models lists no model", "pass --model NAME")
         facts = ModelFacts.from_listing(meta, info)
+        facts.sources["model"] = "--model" if model else "/v1/models data[0].id"
         if vocab_size:
             facts.vocab_size, facts.sources["vocab_size"] = vocab_size, "--vocab-size"
         elif facts.vocab_size is None and kind.vocab_by_bisection:
-            await facts.bisect_vocab(probe, name)
+            await facts.bisect_vocab(probe, name, kind)
     info.update({"owned_by": owner, "models": meta.get("models", [])})
+    _locate_model(info, meta, facts.sources)
+    _launch_command(info, base_url, kind, facts.sources)
     return Target(
         base_url=base_url,
         flavour=kind.name,
@@ -165,18 +178,23 @@ class ModelFacts:
         facts._set("vocab_size", meta.get("n_vocab"), "/v1/models meta.n_vocab")
         return facts
 
-    async def bisect_vocab(self, probe: _Probe, model: str) -> None:
-        """The vocabulary size: the first token id ``/detokenize`` refuses or decodes to
-        nothing (vLLM answers ``""`` for an unknown id), found by bisection, then
-        confirmed by ``/v1/completions`` refusing a prompt of that id (refused before any
-        generation). Nothing is set when the server has no ``/detokenize``, knows every
-        id, or does not confirm."""
+    async def bisect_vocab(self, probe: _Probe, model: str, kind: Flavour) -> None:
+        """The vocabulary size: the first token id the flavour's detokenizer refuses or
+        decodes to nothing (vLLM answers ``""`` for an unknown id, SGLang too), found by
+        bisection, then, where the flavour allows it (``confirm_vocab``), confirmed by
+        ``/v1/completions`` refusing a prompt of that id (vLLM refuses it before any
+        generation). Nothing is set when the server has no detokenizer, knows every id,
+        or does not confirm."""
+        path = kind.detokenize or "/detokenize"
+        extra = dict(kind.detokenize_options)
 
         async def known(token_id: int) -> bool | None:
-            status, body = await probe.post("/detokenize", {"model": model, "tokens": [token_id]})
+            body_out = {"model": model, "tokens": [token_id], **extra}
+            status, body = await probe.post(path, body_out)
             if status is None or status in (404, 405) or status >= 500:
                 return None
-            return status == 200 and isinstance(body, dict) and bool(body.get("prompt"))
+            text = body.get("prompt", body.get("text")) if isinstance(body, dict) else None
+            return status == 200 and bool(text)
 
         if await known(0) is not True and await known(1) is not True:
             return
@@ -196,6 +214,9 @@ class ModelFacts:
             if answer is None:
                 return
             good, bad = (middle, bad) if answer else (good, middle)
+        if not kind.confirm_vocab:
+            self._set("vocab_size", bad, f"{path} (every id below it decodes, {bad} does not)")
+            return
         body = {"model": model, "prompt": [bad], "max_tokens": 1}
         status, _ = await probe.post("/v1/completions", body)
         if status is not None and 400 <= status < 500:
@@ -267,6 +288,8 @@ def _first_model(models: Any) -> tuple[str | None, str | None, dict[str, Any]]:
         meta["max_model_len"] = first["max_model_len"]
     if isinstance(extra, dict) and isinstance(extra.get("n_ctx"), int):
         meta["n_ctx"] = extra["n_ctx"]
+    if isinstance(first.get("root"), str) and first["root"] != first.get("id"):
+        meta["root"] = first["root"]  # vLLM: the model's path when it is served by another name
     return first.get("owned_by"), first.get("id"), meta
 
 
@@ -311,4 +334,49 @@ async def _server_info(probe: _Probe, kind: Flavour) -> dict[str, Any]:
         info["model_path"] = body.get("model_path")
         if isinstance(body.get("context_length"), int):
             info["context_length"] = body["context_length"]
+    if kind.server_args_path is not None:  # SGLang's /get_server_info: its ServerArgs
+        status, args = await probe.get(kind.server_args_path)
+        if status == 200 and isinstance(args, dict):
+            for key in ("version", "launch_command", "context_length"):
+                if args.get(key) is not None:
+                    info.setdefault(key, args[key])
+            budgets = [args.get(_arg_key(flag)) for flag in kind.chunk_flags]
+            if budgets and isinstance(budgets[0], int):
+                info["chunk_budget"] = budgets[0]
     return info
+
+
+def _arg_key(flag: str) -> str:
+    """A server flag's name in a dump of its arguments: ``--chunked-prefill-size`` →
+    ``chunked_prefill_size``."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _locate_model(info: dict[str, Any], meta: dict[str, Any], sources: dict[str, str]) -> None:
+    """The served model's path, not its served name: SGLang's ``/get_model_info``, else
+    vLLM's ``/v1/models`` ``root``."""
+    if isinstance(info.get("model_path"), str):
+        sources["model_path"] = "/get_model_info model_path"
+    elif isinstance(meta.get("root"), str):
+        info["model_path"] = meta["root"]
+        sources["model_path"] = "/v1/models root"
+
+
+def _launch_command(
+    info: dict[str, Any], base_url: str, kind: Flavour, sources: dict[str, str]
+) -> None:
+    """How the server was started: the local listener's command line, else SGLang's own
+    record of its arguments (``launch_command``, after its launcher)."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    found = server_process(parts.hostname or "", port)
+    if found is not None:
+        info["command"], environment = found
+        if environment:
+            info["environment"] = environment
+        sources["command"] = f"/proc/PID/cmdline of the process listening on port {port}"
+        return
+    recorded = info.get("launch_command")
+    if isinstance(recorded, str) and kind.launcher:
+        info["command"] = [*shlex.split(kind.launcher), *shlex.split(recorded)]
+        sources["command"] = f"{kind.server_args_path} launch_command"

@@ -19,11 +19,18 @@ for their own engine and pass ``--mapping FILE``). Each canonical series names a
     derived: the sum of several sources, unknown if any part is;
 ``derived = true``
     the series is a stand-in computed by definition, not the quantity itself;
+``zero_if = ["name", …]``
+    a counter the server creates at its first increment (SGLang): absent while one of
+    these metrics is on the page (a gauge of the same fact, or another label set of the
+    same family), or while the page declares its family (``# TYPE``), it reads 0, not
+    unknown;
 ``note = "…"``
     free text for the reader of the file.
 
 Histograms name a base metric (``_bucket``/``_sum``/``_count`` are found from it) and may
-say ``per = "event"|"token"`` (vLLM's ITL is per output event, SGLang's per token). The
+say ``per = "event"|"token"`` (vLLM's ITL is per output event, SGLang's per token) and
+``scale`` (bucket bounds and sum multiplied into the canonical unit: vLLM's seconds of a
+KV transfer into ``kv_transfer_latency_ms``'s milliseconds). The
 ``[pool]`` table gives the unit of the pool buckets, blocks reserved by the engine, and
 sources for ``active``/``reclaimable``/``free``/``total`` where the engine exposes them.
 A mapping may ``extends = "vllm"`` another built-in. Unknown keys are errors that name
@@ -58,9 +65,10 @@ _SOURCE_KEYS = {
     "first",
     "sum",
     "derived",
+    "zero_if",
     "note",
 }
-_HISTOGRAM_KEYS = {"metric", "labels", "per", "note"}
+_HISTOGRAM_KEYS = {"metric", "labels", "per", "scale", "note"}
 _POOL_KEYS = {"unit", "reserved", "note", *POOL_BUCKETS, "total"}
 _TOP_KEYS = {
     "flavour",
@@ -252,6 +260,7 @@ def _source(spec: Any, where: str) -> Source:
         first=_sources(table.get("first", []), f"{where}.first"),
         total=_sources(table.get("sum", []), f"{where}.sum"),
         derived=derived,
+        zero_if=tuple(_strings(table["zero_if"], f"{where}.zero_if")) if "zero_if" in table else (),
     )
 
 
@@ -269,10 +278,14 @@ def _histogram_source(spec: Any, where: str) -> HistogramSource:
     per = table.get("per")
     if per not in (None, "event", "token"):
         raise InputError(f"{where}.per", f"must be 'event' or 'token', got {per!r}")
+    scale = table.get("scale", 1.0)
+    if not isinstance(scale, int | float) or isinstance(scale, bool) or scale <= 0:
+        raise InputError(f"{where}.scale", f"must be a positive number, got {scale!r}")
     return HistogramSource(
         metrics=tuple(_strings(table["metric"], f"{where}.metric")),
         labels=_labels(table.get("labels", {}), f"{where}.labels"),
         per=per,
+        scale=float(scale),
     )
 
 

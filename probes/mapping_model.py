@@ -8,6 +8,7 @@ scrape into a ``Snapshot``. The files these are read from, and their keys, are
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,10 +41,12 @@ class Source:
     first: tuple[Source, ...] = ()
     total: tuple[Source, ...] = ()
     derived: bool = False
+    #: Metrics whose presence says this (not yet created) counter is 0 (``zero_if``).
+    zero_if: tuple[str, ...] = ()
 
     def metric_names(self) -> set[str]:
         """Every metric this source may read (for scrape filtering and PromQL)."""
-        names = set(self.metrics)
+        names = set(self.metrics) | set(self.zero_if)
         for part in (*self.first, *self.total):
             names |= part.metric_names()
         return names
@@ -54,6 +57,7 @@ class HistogramSource:
     metrics: tuple[str, ...]
     labels: tuple[tuple[str, str], ...] = ()
     per: str | None = None
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -178,7 +182,47 @@ class MetricMapping:
                 value = AGGREGATES[source.aggregate](values) * source.scale
                 provenance = Provenance.DERIVED if source.derived else Provenance.MEASURED
                 return Value(value, provenance, where)
+        if source.zero_if and self._not_created_yet(source, exposition):
+            # Created at its first increment: the page shows the server counts it.
+            provenance = Provenance.DERIVED if source.derived else Provenance.MEASURED
+            return Value(0.0, provenance, _describe(source.metrics[0], source))
         return Value.unknown(f"{_describe_all((source,))} not exposed")
+
+    def _not_created_yet(self, source: Source, exposition: Exposition) -> bool:
+        """Whether the page shows this server counts ``source`` although no sample is
+        there yet: a ``zero_if`` metric is on it, or its family is declared."""
+        evidence = [n for base in source.zero_if for n in self.spellings(base)]
+        if any(exposition.get(name) for name in evidence):
+            return True
+        declared = exposition.types
+        return any(
+            declared.get(name.removesuffix("_total")) == "counter" or name in declared
+            for base in source.metrics
+            for name in self.spellings(base)
+        )
+
+    def pinned(self, choices: dict[str, int]) -> MetricMapping:
+        """This mapping with the series in ``choices`` held to one of their ``first``
+        alternatives (by index), so that every scrape of a run reads a series from the
+        same source."""
+        series = dict(self.series)
+        for name, index in choices.items():
+            source = series[name]
+            if source.first and 0 <= index < len(source.first):
+                option = source.first[index]
+                series[name] = _derive_source(option) if source.derived else option
+        return dataclasses.replace(self, series=series)
+
+    def option_used(self, name: str, exposition: Exposition) -> int | None:
+        """Which ``first`` alternative of series ``name`` this scrape resolves through
+        (None: the series has no alternatives, or none is exposed)."""
+        source = self.series.get(name)
+        if source is None or not source.first:
+            return None
+        for index, option in enumerate(source.first):
+            if self.resolve(option, exposition).known:
+                return index
+        return None
 
     def _histogram(
         self, spec: HistogramSource | None, exposition: Exposition
@@ -193,6 +237,7 @@ class MetricMapping:
                         buckets,
                         _matching(exposition.get(name + "_count"), spec.labels),
                         _matching(exposition.get(name + "_sum"), spec.labels),
+                        spec.scale,
                     ), name
         return None
 
@@ -218,6 +263,10 @@ def _values(samples: list[Sample], label: str | None) -> list[float]:
     return out
 
 
+def _derive_source(source: Source) -> Source:
+    return dataclasses.replace(source, derived=True)
+
+
 def _derive(value: Value) -> Value:
     return Value(value.value, Provenance.DERIVED, value.source)
 
@@ -241,13 +290,16 @@ def _describe_all(sources: Iterable[Source]) -> str:
     return " / ".join(names)
 
 
-def _sum_buckets(buckets: list[Sample], counts: list[Sample], sums: list[Sample]) -> Histogram:
-    """One histogram from the buckets of every matching label set (replicas summed)."""
+def _sum_buckets(
+    buckets: list[Sample], counts: list[Sample], sums: list[Sample], scale: float = 1.0
+) -> Histogram:
+    """One histogram from the buckets of every matching label set (replicas summed), its
+    bounds and sum multiplied by ``scale`` into the canonical unit."""
     by_bound: dict[float, float] = {}
     for sample in buckets:
-        bound = float(sample.labels.get("le", "+Inf"))
+        bound = float(sample.labels.get("le", "+Inf")) * scale
         by_bound[bound] = by_bound.get(bound, 0.0) + sample.value
     bounds = tuple(sorted(by_bound))
     cumulative = tuple(by_bound[b] for b in bounds)
     count = math.fsum(s.value for s in counts) if counts else cumulative[-1]
-    return Histogram(bounds, cumulative, count, math.fsum(s.value for s in sums))
+    return Histogram(bounds, cumulative, count, math.fsum(s.value for s in sums) * scale)

@@ -127,9 +127,9 @@ class ServerSeries:
         scrape_times = np.unique(times)
         bounds = np.searchsorted(stamps, scrape_times, side="left")
         ends = np.append(bounds[1:], len(rows))
-        snapshots = [
-            mapping.snapshot(Exposition(rows[lo:hi])) for lo, hi in zip(bounds, ends, strict=True)
-        ]
+        expositions = [Exposition(rows[lo:hi]) for lo, hi in zip(bounds, ends, strict=True)]
+        mapping = one_source_per_series(mapping, expositions)
+        snapshots = [mapping.snapshot(exposition) for exposition in expositions]
         return cls.from_snapshots([float(t) for t in scrape_times], snapshots)
 
     # -- slicing ---------------------------------------------------------------------------
@@ -255,6 +255,23 @@ class ServerSeries:
             row[f"{name}_p50"] = hist.bucket_quantile(0.5) if hist else None
             row[f"{name}_p99"] = hist.bucket_quantile(0.99) if hist else None
         return row
+
+
+def one_source_per_series(mapping: MetricMapping, expositions: list[Exposition]) -> MetricMapping:
+    """``mapping`` with every series that resolved through different ``first``
+    alternatives in different scrapes held to the one the mapping prefers among them: a
+    run's counter is one series, never one source's total spliced onto another's (SGLang's
+    ``prefix_queries`` from ``prompt_tokens_total`` before the first hit and from
+    ``realtime_tokens_total`` after). Scrapes without that source read unknown there."""
+    choices: dict[str, int] = {}
+    for name, source in mapping.series.items():
+        if not source.first:
+            continue
+        used = {mapping.option_used(name, exposition) for exposition in expositions}
+        used.discard(None)
+        if len(used) > 1:
+            choices[name] = min(used)  # type: ignore[type-var]
+    return mapping.pinned(choices) if choices else mapping
 
 
 def _require(name: str, kind: Kind) -> None:

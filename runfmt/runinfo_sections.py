@@ -40,10 +40,20 @@ def _whole(value: Any) -> int | None:
     return int(value) if float(value).is_integer() else None
 
 
+def _strings(value: Any) -> Mapping[str, str] | None:
+    """A JSON object of strings, read-only; None when absent or not one."""
+    if not isinstance(value, Mapping) or not value:
+        return None
+    return MappingProxyType({str(k): str(v) for k, v in value.items()})
+
+
 @dataclass(frozen=True)
 class TargetSection:
     """The server the run measured: where, what kind, which model, and the embedded
-    engine's settings when the run drove it in-process (``None`` otherwise)."""
+    engine's settings when the run drove it in-process (``None`` otherwise). From what
+    the server said about itself (``server_info``): its model's path (``model`` is the
+    name it serves it by), the command line it was started with and its chunk budget,
+    the settings of its environment, each ``None`` where it did not say."""
 
     url: str | None
     flavour: str | None
@@ -51,10 +61,17 @@ class TargetSection:
     model: str | None
     vocab_size: int | None
     engine: Mapping[str, Any] | None
+    model_path: str | None = None
+    command: tuple[str, ...] | None = None
+    environment: Mapping[str, str] | None = None
+    chunk_budget: int | None = None
 
     @classmethod
     def from_dict(cls, raw: Raw) -> Self:
         engine = raw.get("engine")
+        info = as_object(raw.get("server_info"))
+        command = info.get("command")
+        argv = tuple(str(w) for w in command) if isinstance(command, list) and command else None
         return cls(
             url=_text(raw.get("url")),
             flavour=_text(raw.get("flavour")),
@@ -62,6 +79,10 @@ class TargetSection:
             model=_text(raw.get("model")),
             vocab_size=_whole(raw.get("vocab_size")),
             engine=MappingProxyType(dict(engine)) if isinstance(engine, Mapping) else None,
+            model_path=_text(info.get("model_path")),
+            command=argv,
+            environment=_strings(info.get("environment")),
+            chunk_budget=_whole(info.get("chunk_budget")),
         )
 
 

@@ -193,18 +193,18 @@ def geometry(
         source,
         model,
         model_source,
-        _offload_blocks(first),
+        _offload_blocks(first, mapping),
     )
 
 
-def _offload_blocks(first: Exposition | None) -> int:
-    """The CPU offload tier's blocks, as vLLM's ``cache_config_info`` ``num_cpu_blocks``
-    says (``None`` there, or no scrape: no tier)."""
-    for sample in first.get("vllm:cache_config_info") if first is not None else []:
-        text = sample.labels.get("num_cpu_blocks", "")
-        if text.isdigit():
-            return int(text)
-    return 0
+def _offload_blocks(first: Exposition | None, mapping: MetricMapping | None) -> int:
+    """The host offload tier's blocks, the canonical ``host_pool_blocks`` read through
+    the server's mapping (vLLM's ``cache_config_info`` ``num_cpu_blocks``; unknown there,
+    or no scrape: no tier)."""
+    if first is None or mapping is None:
+        return 0
+    blocks = mapping.snapshot(first).series["host_pool_blocks"].value
+    return int(blocks) if blocks else 0
 
 
 def has_later_turns(plan: Plan) -> bool:

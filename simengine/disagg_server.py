@@ -23,6 +23,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from runtime import engine_metrics
 from simengine.core import StepResult
 from simengine.disagg import DisaggCluster, KvJob, Worker, transfer_wait_s
 from simengine.disagg_driver import RealTimeDisaggDriver
@@ -48,7 +49,7 @@ class _LinkCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
-            "prefillscope_engine_kv_transfer_queue_depth",
+            engine_metrics.KV_TRANSFER_QUEUE_DEPTH,
             "KV transfers on the prefill→decode link (sharing it or queued).",
             labels=list(self.labels),
         )
@@ -84,13 +85,11 @@ class KvTransferMetrics:
             XFER_BYTES_BUCKETS,
         )
         self.wait = hist(
-            "prefillscope_engine_kv_transfer_seconds",
+            engine_metrics.KV_TRANSFER_SECONDS,
             "Per request: seconds between its prefill's end and its KV on the decode worker.",
             STEP_SECONDS_BUCKETS,
         )
-        self.bytes = counter(
-            "prefillscope_engine_kv_transfer_bytes", "KV bytes sent over the link."
-        )
+        self.bytes = counter(engine_metrics.KV_TRANSFER_BYTES, "KV bytes sent over the link.")
         self.external_queries = counter(
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries from KV connector cross-instance cache sharing, "

@@ -34,11 +34,12 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from runtime import engine_metrics
 from workloads.cache_model import CACHE_MODEL_INFO
 
 #: The engine's hits by tier and its offload traffic (``..._total`` on the page).
-OFFLOAD_HITS = "prefillscope_engine_prefix_hits_by_tier"
-OFFLOAD_BLOCKS = "prefillscope_engine_offload_blocks"
+OFFLOAD_HITS = engine_metrics.PREFIX_HITS_BY_TIER
+OFFLOAD_BLOCKS = engine_metrics.OFFLOAD_BLOCKS
 
 if TYPE_CHECKING:
     from perfmodel.config import EngineConfig
@@ -106,13 +107,13 @@ class _EngineStateCollector(Collector):
             yield family
         yield self._cache_config_info()
         blocks = GaugeMetricFamily(
-            "prefillscope_engine_kv_blocks",
+            engine_metrics.KV_BLOCKS,
             "KV blocks by bucket: active (pinned by running requests), reclaimable "
             "(unpinned, still a prefix-cache hit), free (no valid data).",
             labels=[*self.names, "state"],
         )
         evictions = CounterMetricFamily(
-            "prefillscope_engine_prefix_evictions",
+            engine_metrics.PREFIX_EVICTIONS,
             "Cached blocks whose KV was overwritten to make room (prefix-cache evictions).",
             labels=self.names,
         )
@@ -263,12 +264,12 @@ class ServerMetrics:
             ]
 
         self._step_seconds = by_kind(
-            "prefillscope_engine_step_seconds",
+            engine_metrics.STEP_SECONDS,
             "Wall time of one engine step by kind (prefill only, decode only, mixed).",
             STEP_SECONDS_BUCKETS,
         )
         self._step_tokens = by_kind(
-            "prefillscope_engine_step_tokens",
+            engine_metrics.STEP_TOKENS,
             "Tokens scheduled in one engine step (prompt + decode) by kind.",
             TOKEN_BUCKETS,
         )

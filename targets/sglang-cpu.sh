@@ -5,23 +5,25 @@
 # (CUDA kernels, flashinfer, DeepEP/DeepGEMM, ...), which a CPU server never imports;
 # every other requirement it declares is installed at its own pins. Its torch==2.14.1
 # pin and torchvision 0.29.1 are met from this machine kind's local wheels (PyPI's
-# builds for CUDA, which run on the CPU). SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1,
-# --device cpu) falls back to torch's own kernels where the CPU has no AMX (sgl-kernel's
-# CPU build is not installed), with the torch_native attention backend. Model: the same
-# random-weight Llama as the vLLM target, built locally by make_tiny_hf_llama.py, served
-# offline (HF_HUB_OFFLINE=1). Nothing is fetched from a model hub.
+# builds for CUDA, which run on the CPU). Model: the same random-weight Llama as the vLLM
+# target, built locally by make_tiny_hf_llama.py, served offline (HF_HUB_OFFLINE=1).
+# Nothing is fetched from a model hub.
 #
-# On this machine kind 'start' fails: SGLang's CPU engine imports sgl-kernel's CPU build
-# (kernels/ops/kvcache/cache_move.py: "from sgl_kernel import copy_all_layer_kv_cache_cpu"
-# -> No module named 'sgl_kernel'), which PyPI does not carry (sglang-kernel 0.4.10 is a
-# CUDA build: "libcuda.so.1: cannot open shared object file"). tests/fixtures/sglang/
-# README.md has the details; 'setup' is what its fixtures' generators run under.
+# sgl_kernel: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, --device cpu) imports a few
+# names of sgl-kernel's CPU build at import time, and PyPI has no CPU build of it
+# (sglang-kernel is a CUDA build: "libcuda.so.1: cannot open shared object file"). This
+# script puts prefillscope's import-only stand-in (targets/sgl_kernel_standin) on the
+# server's PYTHONPATH: every name resolves and raises if called, naming the op and the
+# setting that needs it. It registers no torch.ops.sgl_kernel.*, and that (not the CPU's
+# AMX) is what makes SGLang use its torch fallbacks (RMSNorm, request-to-token map) with
+# the torch_native attention backend. Serving a BF16 Llama at TP1 without speculative
+# decoding or quantization calls none of the stand-in's names.
 #
 #   targets/sglang-cpu.sh setup     # venv + sglang + model dir (~5 min cold, ~6 GB venv)
 #   targets/sglang-cpu.sh start     # serve on 127.0.0.1:$PORT in the background, waits for /health
 #   targets/sglang-cpu.sh run       # same server in the foreground (for a launcher that owns it)
-#   targets/sglang-cpu.sh stop      # stop the server started by 'start' (by its PID)
-#   targets/sglang-cpu.sh status
+#   targets/sglang-cpu.sh stop      # stop the server 'start' started on $PORT (by its PID; one PID file a port)
+#   targets/sglang-cpu.sh status    # exit 0 when the server on $PORT answers /health, else 1
 #
 # Env: SGLANG_DIR (default $PREFILLSCOPE_TARGETS_DIR/sglang, i.e. ~/.cache/prefillscope-targets/sglang),
 #      PORT (30011), MODEL_PRESET (tiny|small), CHUNK (512, --chunked-prefill-size),
@@ -41,6 +43,7 @@ PY=$DIR/venv/bin/python
 LABEL=sglang
 # shellcheck source=target-common.sh
 . "$HERE/target-common.sh"
+hf_preset
 
 
 # Requirements of the sglang wheel that serve GPUs only (CUDA/ROCm kernels and their
@@ -54,6 +57,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 DO_NOT_TRACK=1 SGLANG_USE_CPU_ENG
 # One core for the engine's threads, the other left to the HTTP server, the tokenizer
 # and the load generator (SGLang's default binds every core of the NUMA node).
 export SGLANG_CPU_OMP_THREADS_BIND=${SGLANG_CPU_OMP_THREADS_BIND:-0}
+export PYTHONPATH=$HERE/sgl_kernel_standin${PYTHONPATH:+:$PYTHONPATH}
 
 setup() {
   mkdir -p "$DIR"/{models,logs}
@@ -67,6 +71,8 @@ setup() {
     venv/bin/pip install torch==2.14.1 torchvision==0.29.1
     venv/bin/pip install --no-deps "sglang==$SGLANG_VERSION"
     # Its declared requirements for this platform, at its pins, less the GPU-only ones.
+    # The filter parses them with 'packaging', which a cold venv does not have yet.
+    venv/bin/pip install -q packaging
     venv/bin/python - "$GPU_ONLY" > requirements.txt <<'EOF'
 import importlib.metadata as md
 import sys

@@ -28,8 +28,10 @@ def _stop_session(signum: int, frame: object) -> None:
 for _sig in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(_sig, _stop_session)
 
-#: The session-wide vLLM target fixture (``vllm_server``, ``vllm_url``) for real_vllm tests.
-pytest_plugins = ["real_vllm"]
+#: The session-wide real-target fixtures: ``vllm_server``, ``vllm_url`` (real_vllm tests)
+#: and ``sglang_server``, ``sglang_url`` (real_sglang tests); a failed test that used one
+#: gets its server log's tail (``target_server``).
+pytest_plugins = ["target_server", "real_vllm", "real_sglang"]
 
 
 @pytest.fixture(scope="session")

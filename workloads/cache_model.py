@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime import engine_metrics
 from workloads.errors import InputError
 from workloads.limits import MAX_CONCURRENCY, MAX_TOKENS, Bound
 
 KINDS = ("blocks", "radix", "slots")
 #: The embedded engine's series naming its cache model in a ``cache_model`` label.
-CACHE_MODEL_INFO = "prefillscope_engine_cache_model_info"
+CACHE_MODEL_INFO = engine_metrics.CACHE_MODEL_INFO
 #: llama.cpp's default ``--slot-prompt-similarity`` (common/common.h).
 DEFAULT_SIMILARITY = 0.1
 _FIX = "use blocks, radix, radix:PAGE or slots:N (e.g. slots:4)"

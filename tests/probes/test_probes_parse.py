@@ -98,6 +98,8 @@ def test_vllm_under_load_capture():
                 "max_sequence_tokens",
                 "host_pool_used_tokens",
                 "host_pool_tokens",
+                "host_pool_blocks",  # cache_config_info num_cpu_blocks="None": no CPU tier
+                "kv_transfer_queue_depth",
             )
         ),
     }

@@ -1,0 +1,40 @@
+"""The embedded engine's own metric names: the one owner of every ``prefillscope_engine_*``
+name, imported by the engine that exposes them (``simengine.metrics``,
+``simengine.disagg_server``) and by the readers that need a series no canonical one
+carries (``diagnose``'s step-time and eviction checks, the oracle's cache model through
+``workloads.cache_model``), so that a rename here renames both sides and no hypothesis
+turns "not applicable" silently. A leaf module: it imports nothing.
+
+Names are the exposition's base names: a counter is exposed with ``_total`` added
+(``COUNTER_SUFFIX``), a histogram with ``_bucket``/``_sum``/``_count``. The series that
+canonical ones carry (pool buckets, hits by tier, the KV-transfer wait and queue) are
+read through ``probes/mappings/embedded.toml``, which names them there too.
+"""
+
+from __future__ import annotations
+
+#: What every name starts with; ``probes/mappings/embedded.toml`` detects the engine by it.
+PREFIX = "prefillscope_engine_"
+#: The suffix prometheus_client adds to a counter's name in the exposition.
+COUNTER_SUFFIX = "_total"
+
+#: Histogram: seconds per engine step, ``kind`` = prefill | decode | mixed.
+STEP_SECONDS = PREFIX + "step_seconds"
+#: Histogram: tokens per engine step, by the same ``kind``.
+STEP_TOKENS = PREFIX + "step_tokens"
+#: Gauge: KV blocks by ``state`` = active | reclaimable | free.
+KV_BLOCKS = PREFIX + "kv_blocks"
+#: Counter: prefix-cache blocks evicted.
+PREFIX_EVICTIONS = PREFIX + "prefix_evictions"
+#: Counter: cached prompt tokens by the ``tier`` that held them (gpu | cpu).
+PREFIX_HITS_BY_TIER = PREFIX + "prefix_hits_by_tier"
+#: Gauge: blocks in the CPU offload tier.
+OFFLOAD_BLOCKS = PREFIX + "offload_blocks"
+#: Histogram: per request, seconds from its prefill's end to its KV on the decode worker.
+KV_TRANSFER_SECONDS = PREFIX + "kv_transfer_seconds"
+#: Counter: KV bytes sent over the prefill→decode link.
+KV_TRANSFER_BYTES = PREFIX + "kv_transfer_bytes"
+#: Gauge: transfers on the link now (sharing it or queued).
+KV_TRANSFER_QUEUE_DEPTH = PREFIX + "kv_transfer_queue_depth"
+#: Info: the engine's cache model, in a ``cache_model`` label (the oracle's geometry).
+CACHE_MODEL_INFO = PREFIX + "cache_model_info"
