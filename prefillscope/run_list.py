@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from probes.metric_registry import RUNS_HEADLINE
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.runinfo import label_text
@@ -22,12 +23,6 @@ from workloads.errors import InputError
 
 #: Folders below DIR searched for runs (a sweep's points are two down from its parent).
 MAX_DEPTH = 3
-#: The headline latencies: (JSON key, summary key, statistic).
-HEADLINE = (
-    ("ttft_p50_s", "ttft_s", "p50"),
-    ("ttft_p99_s", "ttft_s", "p99"),
-    ("itl_p99_s", "itl_s", "p99"),
-)
 
 
 def run_folders(root: Path) -> list[Path]:
@@ -66,7 +61,7 @@ def run_row(folder: Path, root: Path) -> dict[str, Any]:
         "measured": requests.total,
         "requests_per_s": sections.throughput.requests_per_s,
     }
-    for key, source, stat in HEADLINE:
+    for key, source, stat in RUNS_HEADLINE:
         value = sections.statistic(source, stat)
         row[key] = float(value) if isinstance(value, int | float) else None
     return row
@@ -104,9 +99,7 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
             str(r.get("target", "–")),
             str(r.get("status")),
             f"{done}/{measured}" if isinstance(done, int) and isinstance(measured, int) else "–",
-            time(r.get("ttft_p50_s")),
-            time(r.get("ttft_p99_s")),
-            time(r.get("itl_p99_s")),
+            *(time(r.get(key)) for key, _, _ in RUNS_HEADLINE),
             f"{rate:.2f}" if isinstance(rate, int | float) else "–",
         ])  # fmt: skip
     return header, cells

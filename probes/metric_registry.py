@@ -183,6 +183,12 @@ COMPARE_DEFAULTS = (
     REQUESTS_PER_S.key,
     OUTPUT_TOKENS_PER_S.key,
 )
+#: The headline latencies ``prefillscope runs`` lists: (its JSON key, the summary key,
+#: the statistic) — ``("ttft_p50_s", "ttft_s", "p50")``.
+RUNS_HEADLINE = tuple(
+    (json_name(stat_name(metric, stat)), metric.key, stat)
+    for metric, stat in ((TTFT, "p50"), (TTFT, "p99"), (ITL, "p99"))
+)
 #: What ``compare`` shows besides ``COMPARE_DEFAULTS`` when a run has stall events.
 COMPARE_STALLS = tuple(STALL_NAMES)
 #: The A/B's per-event metrics (``ab.json`` names) and the stall metric each one is.

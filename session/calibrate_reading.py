@@ -120,9 +120,9 @@ def _server_figures(run: Run) -> ServerFigures:
     figures: dict[str, object] = {}
     ttft, itl = series.histogram_increase("ttft"), series.histogram_increase("itl")
     if ttft is not None and ttft.count:
-        figures |= {"ttft_mean": ttft.mean, "ttft_count": int(ttft.count)}
+        figures |= dict(ttft_mean=ttft.mean, ttft_count=int(ttft.count))  # ServerFigures
     if itl is not None and itl.count and itl.sum > 0:
-        figures |= {"itl_mean": itl.mean, "itl_source": series.sources.get("itl")}
+        figures |= dict(itl_mean=itl.mean, itl_source=series.sources.get("itl"))
     steps = {k: raw.histogram_increase(STEP_METRIC, {"kind": k}) for k in ("decode", *CHUNK_KINDS)}
     decode = steps["decode"]
     if decode is not None and decode.count and decode.sum > 0:
