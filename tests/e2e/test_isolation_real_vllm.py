@@ -32,8 +32,11 @@ def test_two_salts_are_isolated_by_vllms_own_report(vllm_url, tmp_path):
     assert doc["settings"]["cache_between_trials"] == "reset"  # the target has dev mode on
     assert exp["control"]["cached_tokens"]["hits"] == TRIALS
     assert exp["control"]["cached_tokens"]["max_hit_tokens"] == PREFIX
+    # no hit across tenants, and vLLM's counts agree with themselves: none of the fresh
+    # prefixes (the misses) was reported cached, so they are not set aside
     assert exp["cross"]["cached_tokens"] == {
         "reported": TRIALS, "hits": 0, "max_hit_tokens": 0, "max_miss_tokens": 0,
+        "fresh_cached": 0, "fresh_reported": TRIALS,
     }  # fmt: skip
     assert (doc["verdict"]["verdict"], doc["verdict"]["by"]) == ("isolated", "cached_tokens")
 
