@@ -46,6 +46,7 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from perfmodel.models import resolve_gpu, resolve_model
+from runtime.quantiles import statistic
 from session.against import METRICS, STATS, score_run
 from session.lifecycle import LifecycleRun, read_lifecycle
 from session.simulate import summarize
@@ -308,9 +309,8 @@ def bundle(
     ):
         ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
         per_request[metric] = 100 * float(np.median(np.abs(p[ok] / m[ok] - 1)))
-        for stat, q in (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99)):
-            a = float(np.nanmean(m)) if q is None else float(np.nanpercentile(m, q))
-            b = float(np.nanmean(p)) if q is None else float(np.nanpercentile(p, q))
+        for stat in ("mean", "p50", "p90", "p99"):
+            a, b = statistic(m, stat), statistic(p, stat)  # the one quantile definition
             row = {"metric": metric, "stat": stat, "predicted": b, "actual": a}
             dist.append(row | {"error": b / a - 1})
     theirs = _their_summary(meta_file.parent.parent / "validation" / "summary.txt")

@@ -45,6 +45,7 @@ import numpy as np
 from probes.metric_registry import STALL_LOST, STALL_WORST, json_name
 from probes.token_gaps import TokenGaps
 from runfmt.columns import Table, numbers, texts
+from runtime.quantiles import quantiles
 
 #: A decode gap overlapping a long prefill is a stall gap when it is longer than this
 #: many normal steps (the run's median decode gap).
@@ -226,7 +227,7 @@ def mean_interval(
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
     alpha = 1.0 - confidence
-    low, high = np.quantile(means, (alpha / 2.0, 1.0 - alpha / 2.0))
+    low, high = quantiles(means, (alpha / 2.0, 1.0 - alpha / 2.0))
     return float(low), float(high)
 
 

@@ -48,6 +48,7 @@ def test_the_wrapped_command_has_the_shared_options_then_its_own():
         "metadata",
         "profile",
         "ready_check_timeout_sec",
+        "no_diagnosis",  # bench's closing diagnosis (prefillscope.bench_ending)
     ]
 
 
