@@ -181,7 +181,8 @@ def test_a_holdout_run_is_predicted_with_the_error_per_metric(
     assert check["max_num_batched_tokens"] == 256 and check["requests"] == 16
     for key in ("ttft_p50", "itl_p50", "itl_p99"):
         error = check["relative_error"][key]
-        assert check["within_goal"][key] == (abs(error) <= check["goal"])
+        # each metric against its own goal: ±10 % for a median, ±25 % for ITL p99
+        assert check["within_goal"][key] == (abs(error) <= check["goals"][key])
     # the decode the fit found predicts the other run's median gap
     assert abs(check["relative_error"]["itl_p50"]) <= 0.10, check
 
