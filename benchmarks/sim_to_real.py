@@ -453,6 +453,18 @@ def budget_triple(ours: list[dict]) -> list[dict[str, Any]]:
     return out
 
 
+def budget_binding(fixtures: Path, results: dict[str, dict]) -> dict[int, dict[str, int]]:
+    """Per budget of the triple, the replay's steps and those that spent the whole budget
+    (the only steps another budget could have scheduled differently)."""
+    exps, _ = csv_experiments(fixtures)
+    out = {}
+    for budget, names in BUDGET_RUNS.items():
+        result = _find(results, names[0], exps[names[0]]) if names[0] in exps else None
+        if result is not None:
+            out[budget] = {k: result[k] for k in ("steps", "budget_bound_steps")}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES)
@@ -493,6 +505,10 @@ def main() -> None:
                   f"{'sign ok' if t['sign_ok'] else 'SIGN WRONG'}  "
                   f"{t['points_off']:5.1f} points off (2048 repeats differ by "
                   f"{t['noise']:.1%})")  # fmt: skip
+    binding = budget_binding(args.fixtures, results)
+    for budget, b in binding.items():
+        print(f"  budget {budget}: the whole budget spent in {b['budget_bound_steps']:,} of "
+              f"{b['steps']:,} replayed steps")  # fmt: skip
     for b in bundle_results:
         print(
             f"\nLLMServingSim bundle {b['name']} ({b['requests']} requests, {b['cpu_s']:.1f} CPU-s)"
@@ -515,7 +531,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"lifecycle": results, "rows": every, "csv_rows": ours,
                                          "published_rows": theirs, "board": table,
-                                         "budget_triple": triple, "bundles": bundle_results,
+                                         "budget_triple": triple, "budget_binding": binding,
+                                         "bundles": bundle_results,
                                          "wall_s": wall, "cpu_s": cpu}, default=str))  # fmt: skip
 
 

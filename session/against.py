@@ -80,10 +80,13 @@ def workload(
     ]
 
 
-def replay(run: LifecycleRun, config: EngineConfig, seed: int = 0) -> list[RequestTiming]:
-    """Every request of the run, served on the virtual clock (client timeout honoured)."""
+def replay(
+    run: LifecycleRun, config: EngineConfig, seed: int = 0, core: EngineCore | None = None
+) -> list[RequestTiming]:
+    """Every request of the run, served on the virtual clock (client timeout honoured) by
+    ``core`` (a new engine of ``config`` when not given)."""
     arrivals = workload(run, config.vocab_size, seed)
-    result = VirtualDriver(EngineCore(config)).run(
+    result = VirtualDriver(core or EngineCore(config)).run(
         arrivals, record_steps=False, timeout_s=run.timeout_s
     )
     return [result.requests[req.request_id] for _, req in arrivals]
@@ -130,7 +133,8 @@ def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str,
     """Replay ``run`` on ``base``'s GPU and cost model; the figures and their errors."""
     config = run.engine(base)
     t0 = time.perf_counter()
-    timings = replay(run, config, seed)
+    core = EngineCore(config)
+    timings = replay(run, config, seed, core)
     wall = time.perf_counter() - t0
     summaries = stage_summaries(run, timings)
     whole = summaries[WHOLE_RUN]
@@ -141,6 +145,9 @@ def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str,
         "tensor_parallel_size": config.tensor_parallel_size,
         "max_num_batched_tokens": config.max_num_batched_tokens,
         "max_num_seqs": config.max_num_seqs,
+        "steps": core.stats.steps,
+        # where a different budget could have scheduled differently (simengine.scheduler)
+        "budget_bound_steps": core.scheduler.budget_bound_steps,
         "arrivals": run.arrivals,
         "timeout_s": run.timeout_s,
         "client_tokens_per_token": run.client_tokens_per_token,

@@ -18,6 +18,9 @@ With chunked prefill off, a prompt is scheduled whole or not at all. A sequence 
 admitted unless it can eventually fit (the engine rejects the rest at add time), and a
 step in which nothing can move preempts the newest sequence, so the scheduler cannot
 livelock. When decodes take the whole budget, prefill simply waits for a later step.
+``budget_bound_steps`` counts the steps that spent the whole budget: the only steps in
+which a different budget could have scheduled differently (0 of them, and the budget
+changes nothing but the KV pool).
 
 Per-step work is proportional to the number of running sequences, never to their
 lengths: block hashing happens only when a block fills or a sequence is admitted.
@@ -137,6 +140,8 @@ class Scheduler:
         self.running: list[SequenceState] = []
         self._done_in_running = 0
         self.num_preemptions = 0
+        #: Steps that spent the whole token budget (where the budget set the schedule).
+        self.budget_bound_steps = 0
 
     @property
     def num_running(self) -> int:
@@ -185,6 +190,8 @@ class Scheduler:
             self._preempt(self.running.pop(), out)
         out.shape.decode_tokens = len(out.decodes)
         out.shape.num_running = len(self.running)
+        if out.shape.prefill_tokens + out.shape.decode_tokens >= self.budget:
+            self.budget_bound_steps += 1
         return out
 
     def _schedule_decodes(self, out: Schedule) -> list[SequenceState]:

@@ -10,29 +10,39 @@ client's pure-decode gaps, and the prefill to the client's mean TTFT from the ac
 send, less the transport the server's TTFT histogram shows; the server's mean ITL is
 read through the canonical ``itl`` series (either of vLLM's two names).
 
-The held-out check: calibrate on a run at ``max_num_batched_tokens`` 512, predict a run
-of the same plan at 128 (a second server). The two runs are benched **at the same
-time**, one against each server: on a shared 2-core machine the load the other processes
-put on it moves a run's TTFT by 2× from one minute to the next (identical runs, minutes
-apart: TTFT p50 262 and 903 ms at load averages 4 and 14), so runs made one after the
-other compare two machines, not two budgets. The goal is ±10 % on TTFT p50 and ITL p50
-and ±25 % on ITL p99; what is asserted is that the check is computed and judged
-consistently, and the bounds below for gross breakage. Measured (held-out error on TTFT
-p50, ITL p50, ITL p99):
+The held-out check: calibrate on a run at ``max_num_batched_tokens`` 512 (arm A), predict
+runs of the same plan at 128 (arm B, a second server). On this shared 2-core machine the
+other processes move a run's TTFT by 2× from one minute to the next (identical runs,
+minutes apart: TTFT p50 262 and 903 ms at load averages 4 and 14), so one run per arm
+compares two machines, not two budgets. The protocol makes the machine's noise a
+measured figure instead of the verdict:
 
-* runs one after the other at load average ~4: −14.1 %, +22.9 %, +10.4 % (the fit before
-  the per-step overhead, transport and jitter: −28.8 %, +18.7 %, −53.9 %);
-* at the same time, load average 16–30 (other sessions' tests): −22.7 %, −58.0 %,
-  −37.3 % (before: −21.4 %, −77.5 %, −57.7 %), and this test's own run −28.5 %, −15.1 %,
-  −32.0 %. The same budget's ITL p50 moved from 6 to 24 ms between such runs.
+* **ABAB**: the arms alternate, one light run at a time (16 requests at 0.5 req/s, the
+  two servers never loaded together): A1 B1 A2 B2. A drift of the machine reaches both
+  arms alike;
+* the fit is on A1; it predicts B1 and B2 (the held-out error: their means, predicted
+  vs measured) and A2, the **same** budget it was fitted on;
+* the **noise floor**, per metric, is the larger of the fit's error on A2 (what no
+  model of the budget can beat: the machine moved between A1 and A2) and the spread of
+  B's own repeats (B1 vs B2);
+* a metric **meets** the goal (±10 % TTFT p50 and ITL p50, ±25 % ITL p99) when its
+  held-out error is inside it, and the goal is **shown** only where the noise floor is
+  under it too; it **misses** when the error is beyond the goal by more than the floor;
+  else the run cannot decide (inconclusive), and it says how many repeats per arm
+  would (the floor shrinks as √n).
+
+What is asserted is what this machine can show: no metric misses (error beyond goal +
+floor), the medians stay within a gross bound, and the printed table carries the rest.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench_support import bench_process
@@ -50,6 +60,8 @@ HOLDOUT_BATCHED = 128
 #: Requests per second: 0.5 keeps the server out of overload (at 2 the 16 prompts offer
 #: ~2,400 tokens/s to a server that prefills ~1,000, so TTFT is mostly the queue's).
 RATE = 0.5
+#: The held-out figures and their goals (``session.calibrate``'s).
+METRICS = ("ttft_p50", "itl_p50", "itl_p99")
 ENGINE = [
     f"model={MODEL_DIR}",
     "gpu=custom:peak_flops=1e12,bandwidth=5e10,memory_gib=2",
@@ -61,13 +73,15 @@ ENGINE = [
 ]
 
 
-def _bench_args(url: str, out: Path) -> list[str]:
-    return [
+def _bench(url: str, out: Path) -> None:
+    bench = bench_process(
         "--endpoint", url, "--workload", "long-prompt", "--num-requests", "16",
         "--rate", str(RATE), "--seed", "1", "--set", "prompt_len=uniform:200-2000",
         "--set", "output_len=48", "--vocab-size", str(VOCAB_SIZE), "--cache-protocol", "reset",
         "--metrics-interval", "0.1", "--gpu-telemetry", "off", "--out", str(out),
-    ]  # fmt: skip
+    )  # fmt: skip
+    _, err = bench.communicate(timeout=300)
+    assert bench.returncode == 0, err
 
 
 def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -77,29 +91,47 @@ def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def _check(fit_run: Path, held_out: Path, budget: int) -> dict[str, Any]:
+    """``simulate --calibrate FIT --holdout HELD_OUT --json``'s calibration."""
+    engine = [arg for item in ENGINE for arg in ("--engine", item)]
+    done = _simulate(
+        "--calibrate", str(fit_run), *engine, "--holdout", str(held_out),
+        "--holdout-engine", f"max_num_batched_tokens={budget}", "--no-break-even", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["calibration"]
+
+
+def judge(error: float, floor: float, goal: float) -> dict[str, Any]:
+    """The held-out ``error`` against ``goal`` beside the machine's noise ``floor``."""
+    if abs(error) <= goal:
+        verdict = "met" if floor < goal else "met, not shown (noise floor ≥ goal)"
+    elif abs(error) > goal + floor:
+        verdict = "missed"
+    else:
+        verdict = "inconclusive"
+    margin = abs(abs(error) - goal)
+    repeats = None if verdict == "missed" or floor < margin else math.ceil((floor / margin) ** 2)
+    return {"error": error, "floor": floor, "goal": goal, "verdict": verdict,
+            "repeats_to_decide": repeats}  # fmt: skip
+
+
 @pytest.mark.timeout(900)
 def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Path) -> None:
-    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    runs = {name: tmp_path / name for name in ("a1", "b1", "a2", "b2")}
     with vllm_target(tmp_path / "server-b.log", HOLDOUT_BATCHED) as server:
-        benches = [bench_process(*_bench_args(url, out)) for url, out in
-                   ((vllm_url, run_a), (server.url, run_b))]  # fmt: skip
-        for bench in benches:  # at the same time: the same machine for both budgets
-            _, err = bench.communicate(timeout=300)
-            assert bench.returncode == 0, err
-    refused = _simulate("--calibrate", str(run_a))
+        for name, out in runs.items():  # ABAB, one at a time
+            _bench(vllm_url if name[0] == "a" else server.url, out)
+    refused = _simulate("--calibrate", str(runs["a1"]))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "does not record its gpu, model, max_num_batched_tokens" in refused.stderr
-    engine = [arg for item in ENGINE for arg in ("--engine", item)]
-    simulate = _simulate(
-        "--calibrate", str(run_a), *engine, "--holdout", str(run_b),
-        "--holdout-engine", f"max_num_batched_tokens={HOLDOUT_BATCHED}",
-        "--no-break-even", "--json",
-    )  # fmt: skip
-    assert simulate.returncode == 0, simulate.stderr
-    cal = json.loads(simulate.stdout)["calibration"]
-    check = cal["holdout"]
+    cal = _check(runs["a1"], runs["b1"], HOLDOUT_BATCHED)
+    b2 = _check(runs["a1"], runs["b2"], HOLDOUT_BATCHED)["holdout"]
+    a2 = _check(runs["a1"], runs["a2"], 512)["holdout"]
+    b1 = cal["holdout"]
+    # the fit is deterministic: the same A1 gives the same figures at every call
+    assert b2["predicted"] and a2["predicted"]
     print("\n" + json.dumps({k: cal[k] for k in ("fitted", "decode_fit", "relative_error")}))
-    print(json.dumps({k: check[k] for k in ("measured", "predicted", "relative_error")}))
     # the served model's figures, read from its config.json; every fact from --engine
     assert cal["config"]["model"] == str(MODEL_DIR) and cal["requests"] == 16
     assert cal["target_sources"]["max_num_batched_tokens"] == "--engine"
@@ -112,9 +144,28 @@ def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Pa
     assert fitted["host_overhead_step_s"] >= 0  # fitted beside the decode: no step histogram
     assert MFU_RANGE[0] < fitted["prefill_mfu"] < MFU_RANGE[1]  # not pinned at a bound
     assert abs(cal["relative_error"]["ttft_mean"]) <= TOLERANCE
-    assert check["max_num_batched_tokens"] == HOLDOUT_BATCHED
-    for key in ("ttft_p50", "itl_p50", "itl_p99"):
-        error = check["relative_error"][key]
-        assert check["within_goal"][key] == (abs(error) <= check["goals"][key]), key
+    assert b1["max_num_batched_tokens"] == b2["max_num_batched_tokens"] == HOLDOUT_BATCHED
+    assert a2["max_num_batched_tokens"] == 512
+    for check in (b1, b2, a2):  # each check is judged consistently with its own goals
+        for key in METRICS:
+            error = check["relative_error"][key]
+            assert check["within_goal"][key] == (abs(error) <= check["goals"][key]), key
+    table = {}
+    for key in METRICS:
+        measured = (b1["measured"][key] + b2["measured"][key]) / 2
+        predicted = (b1["predicted"][key] + b2["predicted"][key]) / 2
+        spread = abs(b1["measured"][key] / b2["measured"][key] - 1)
+        floor = max(abs(a2["relative_error"][key]), spread)
+        table[key] = judge(predicted / measured - 1, floor, b1["goals"][key]) | {
+            "same_budget_error": a2["relative_error"][key],
+            "b_repeat_spread": spread,
+            # the budget change itself, pair by pair (A1→B1, A2→B2): drift cancels
+            "change_measured": [b1["measured"][key] / cal["measured"][key] - 1,
+                                b2["measured"][key] / a2["measured"][key] - 1],
+            "change_predicted": b1["predicted"][key] / cal["predicted"][key] - 1,
+        }  # fmt: skip
+    print(json.dumps(table, indent=1))
+    for key, row in table.items():
+        assert row["verdict"] != "missed", (key, row)
     for key in ("ttft_p50", "itl_p50"):
-        assert abs(check["relative_error"][key]) <= GROSS_BOUND, check
+        assert abs(table[key]["error"]) <= GROSS_BOUND, table

@@ -103,3 +103,27 @@ def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> N
             assert conf[metric]["max"] >= conf[metric]["p99"] >= conf[metric]["p50"] > 0
     stages = {s["stage"] for s in out["scores"]}
     assert stages == {WHOLE_RUN, 0, 1}
+
+
+def test_the_run_budget_reaches_the_scheduler_and_binds_only_under_the_prompt(
+    tmp_path: Path,
+) -> None:
+    """The Mixtral budget triple (1024 / 2048 / 8192) replays identically because its
+    ~571-token prompts (most of them cached after the first 100) never fill a step's
+    budget beside its decodes: 0 budget-bound steps. Under the prompt (256) the budget
+    sets the schedule: steps fill it, prompts take several chunks, TTFT grows."""
+    import dataclasses
+
+    run = read_lifecycle(_short_copy(MIXTRAL, tmp_path / "run", 20.0))
+    results = {}
+    for budget in (256, 1024, 2048, 8192):
+        budgeted = dataclasses.replace(run, max_num_batched_tokens=budget)
+        results[budget] = score_run(budgeted, EngineConfig(gpu="h100-sxm"))
+        assert results[budget]["max_num_batched_tokens"] == budget
+    ttft = {b: r["configurations"][0]["ttft_s"]["mean"] for b, r in results.items()}
+    for budget in (1024, 2048, 8192):
+        assert results[budget]["budget_bound_steps"] == 0
+        assert results[budget]["steps"] == results[2048]["steps"]
+        assert ttft[budget] == ttft[2048]
+    assert results[256]["budget_bound_steps"] > 0.05 * results[256]["steps"]
+    assert ttft[256] > 1.05 * ttft[2048]  # +12 % when written: each prompt in 2–4 chunks
