@@ -44,7 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel.chunking import prefill_allowance
 from perfmodel.config import EngineConfig
+from perfmodel.costmodel import CostModel, attended_pairs
 from perfmodel.models import resolve_gpu, resolve_model
 from runtime.quantiles import statistic
 from session.against import METRICS, STATS, score_run
@@ -453,15 +455,33 @@ def budget_triple(ours: list[dict]) -> list[dict[str, Any]]:
     return out
 
 
-def budget_binding(fixtures: Path, results: dict[str, dict]) -> dict[int, dict[str, int]]:
-    """Per budget of the triple, the replay's steps and those that spent the whole budget
-    (the only steps another budget could have scheduled differently)."""
+def budget_binding(
+    fixtures: Path, results: dict[str, dict], jobs: list, base: EngineConfig
+) -> dict[int, dict[str, Any]]:
+    """Per budget of the triple: the replay's steps and those that spent the whole budget
+    (the only steps another budget could have scheduled differently); and the step time
+    past which ``max_num_seqs`` sequences no longer serve the first stage's decode tokens
+    (``max_num_seqs / (rate · output_len)``: the overload a measured run may show) beside
+    the cost model's slowest step there (every sequence decoding and the largest prompt
+    chunk the budget leaves them)."""
     exps, _ = csv_experiments(fixtures)
+    runs = {name: (run, mem) for name, run, mem in jobs}
     out = {}
     for budget, names in BUDGET_RUNS.items():
         result = _find(results, names[0], exps[names[0]]) if names[0] in exps else None
-        if result is not None:
-            out[budget] = {k: result[k] for k in ("steps", "budget_bound_steps")}
+        if result is None:
+            continue
+        run, mem = runs[result["name"]]
+        config = run.engine(dataclasses.replace(base, gpu_memory_utilization=mem))
+        cost = CostModel.from_config(config)
+        seqs = config.max_num_seqs
+        shape = cost.decode_shape(seqs, run.prompt_len + run.output_len / 2)
+        shape.prefill_tokens = min(prefill_allowance(budget, seqs), round(run.prompt_len))
+        shape.prefill_pairs = attended_pairs(shape.prefill_tokens, 0)
+        out[budget] = {k: result[k] for k in ("steps", "budget_bound_steps")} | {
+            "overload_step_s": seqs / (min(s.rate for s in run.stages) * run.output_len),
+            "model_slowest_step_s": cost.step_time(shape),
+        }
     return out
 
 
@@ -505,10 +525,12 @@ def main() -> None:
                   f"{'sign ok' if t['sign_ok'] else 'SIGN WRONG'}  "
                   f"{t['points_off']:5.1f} points off (2048 repeats differ by "
                   f"{t['noise']:.1%})")  # fmt: skip
-    binding = budget_binding(args.fixtures, results)
+    binding = budget_binding(args.fixtures, results, jobs, base)
     for budget, b in binding.items():
         print(f"  budget {budget}: the whole budget spent in {b['budget_bound_steps']:,} of "
-              f"{b['steps']:,} replayed steps")  # fmt: skip
+              f"{b['steps']:,} replayed steps; overloaded only past "
+              f"{b['overload_step_s'] * 1e3:.1f} ms a step, the model's slowest step there "
+              f"{b['model_slowest_step_s'] * 1e3:.1f} ms")  # fmt: skip
     for b in bundle_results:
         print(
             f"\nLLMServingSim bundle {b['name']} ({b['requests']} requests, {b['cpu_s']:.1f} CPU-s)"
