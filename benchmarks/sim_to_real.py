@@ -25,7 +25,10 @@ client timeout). Each is a configuration a user could give, not a switch in the 
 Printed: per experiment × stage × metric (TTFT, ITL, TPOT, E2E; mean, p90, p99)
 predicted, actual and error; MAPE per metric-statistic over all rows, and over the CSV's
 rows beside blis-roofline, blis-evolved and llmservingsim; the Mixtral budget triple
-(1024 / 2048 / 8192); wall and CPU time. ``--json FILE`` writes everything.
+(1024 / 2048 / 8192) with, per budget, the replayed steps that spent the whole budget (the
+only steps where another budget schedules differently: with ~571-token prompts beside at
+most 128 decodes, none at any of the three) and the step time past which ``max_num_seqs``
+sequences cannot serve the load; wall and CPU time. ``--json FILE`` writes everything.
 
 Run: ``.venv/bin/python benchmarks/sim_to_real.py [--fixtures DIR] [--only SUBSTRING]``
 """
