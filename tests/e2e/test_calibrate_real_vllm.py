@@ -123,7 +123,7 @@ def judge(error: float, floor: float, goal: float) -> dict[str, Any]:
     return out | {"repeats_to_decide": repeats}
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)  # four runs, a second server and three fits on a busy machine
 def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Path) -> None:
     runs = {name: tmp_path / name for name in ("a1", "b1", "a2", "b2")}
     with vllm_target(tmp_path / "server-b.log", HOLDOUT_BATCHED) as server:
