@@ -21,6 +21,12 @@ from typing import Annotated, Any
 import typer
 
 from prefillscope.kv_link_flags import (
+    DEFAULT_EFFICIENCY,
+    DEFAULT_GBPS,
+    DEFAULT_LATENCY_US,
+    DEFAULT_OVERHEAD_US,
+    DEFAULT_SHARING,
+    DEFAULT_TRANSFER,
     KvLinkEfficiency,
     KvLinkGbps,
     KvLinkLatencyUs,
@@ -99,12 +105,12 @@ def simulate(
     no_monolithic: Annotated[
         bool, typer.Option("--no-monolithic", help="Only the P/D configurations.")
     ] = False,
-    kv_link_gbps: KvLinkGbps = 100.0,
-    kv_link_latency_us: KvLinkLatencyUs = 0.0,
-    kv_transfer_overhead_us: KvTransferOverheadUs = 0.0,
-    kv_link_efficiency: KvLinkEfficiency = 1.0,
-    kv_link_sharing: KvLinkSharing = "fair",
-    kv_transfer: KvTransfer = "after-prefill",
+    kv_link_gbps: KvLinkGbps = DEFAULT_GBPS,
+    kv_link_latency_us: KvLinkLatencyUs = DEFAULT_LATENCY_US,
+    kv_transfer_overhead_us: KvTransferOverheadUs = DEFAULT_OVERHEAD_US,
+    kv_link_efficiency: KvLinkEfficiency = DEFAULT_EFFICIENCY,
+    kv_link_sharing: KvLinkSharing = DEFAULT_SHARING,
+    kv_transfer: KvTransfer = DEFAULT_TRANSFER,
     slo: Annotated[
         str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1s,itl=50ms.")
     ] = None,
