@@ -20,13 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
+from prefillscope import kv_link_flags as link
 from prefillscope.kv_link_flags import (
-    DEFAULT_EFFICIENCY,
-    DEFAULT_GBPS,
-    DEFAULT_LATENCY_US,
-    DEFAULT_OVERHEAD_US,
-    DEFAULT_SHARING,
-    DEFAULT_TRANSFER,
     KvLinkEfficiency,
     KvLinkGbps,
     KvLinkLatencyUs,
@@ -105,12 +100,12 @@ def simulate(
     no_monolithic: Annotated[
         bool, typer.Option("--no-monolithic", help="Only the P/D configurations.")
     ] = False,
-    kv_link_gbps: KvLinkGbps = DEFAULT_GBPS,
-    kv_link_latency_us: KvLinkLatencyUs = DEFAULT_LATENCY_US,
-    kv_transfer_overhead_us: KvTransferOverheadUs = DEFAULT_OVERHEAD_US,
-    kv_link_efficiency: KvLinkEfficiency = DEFAULT_EFFICIENCY,
-    kv_link_sharing: KvLinkSharing = DEFAULT_SHARING,
-    kv_transfer: KvTransfer = DEFAULT_TRANSFER,
+    kv_link_gbps: KvLinkGbps = link.DEFAULT_GBPS,
+    kv_link_latency_us: KvLinkLatencyUs = link.DEFAULT_LATENCY_US,
+    kv_transfer_overhead_us: KvTransferOverheadUs = link.DEFAULT_OVERHEAD_US,
+    kv_link_efficiency: KvLinkEfficiency = link.DEFAULT_EFFICIENCY,
+    kv_link_sharing: KvLinkSharing = link.DEFAULT_SHARING,
+    kv_transfer: KvTransfer = link.DEFAULT_TRANSFER,
     slo: Annotated[
         str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1s,itl=50ms.")
     ] = None,
