@@ -28,6 +28,12 @@ the actual send, the server's clock where it has one). Then, in order:
    * else ``prefill_mfu`` so that the replay's mean TTFT plus the **transport** (the
      client's mean TTFT less the server's, ``RunReading.transport_s``) is the client's
      mean TTFT from the actual send.
+   For such a server the per-step overhead also takes the decode residuals' mean
+   (the fitted steps' mean below the gaps'): the machine's mean lateness per step, which
+   a median regression leaves out. A step of the replay lasts that much longer on
+   average, and a prompt cut into more chunks (a smaller budget) waits it once per
+   chunk step; the jitter below is the residuals less that mean, so the ITL quantiles
+   are the same gaps as before.
 3. **Tails**: a replay's gaps are the model's deterministic steps; the run's are those
    plus what the machine added. Every replayed gap is widened by the step jitter (each
    gap plus each of ``JITTER_QUANTILES`` quantiles of the residuals) before its ITL
@@ -218,10 +224,16 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
         "bandwidth_efficiency": decode.bandwidth_efficiency,
         "host_overhead_per_seq_s": decode.host_overhead_per_seq_s,
     }
+    lateness = 0.0
     if not server_steps:
-        fitted["host_overhead_step_s"] = base.host_overhead_step_s + decode.step_overhead_added_s
+        # the median regression's residuals average above zero (a loaded machine's late
+        # steps); every step pays that mean, and a prompt pays it once per chunk step
+        lateness = max(0.0, decode.step_mean_measured_s - decode.step_mean_fitted_s)
+        fitted["host_overhead_step_s"] = (
+            base.host_overhead_step_s + decode.step_overhead_added_s + lateness
+        )
     transport = reading.transport_s
-    jitter = jitter_quantiles(decode.residuals_s)
+    jitter = jitter_quantiles(decode.residuals_s - lateness)
     offsets = phase_offsets(workload, measured.itl_p50)
 
     def figures(**changes: float) -> Measured:

@@ -35,7 +35,8 @@ measured figure instead of the verdict:
   would (the floor shrinks as √n).
 
 What is asserted is what this machine can show: no metric misses (error beyond goal +
-floor), the medians stay within a gross bound, and the printed table carries the rest.
+floor; a fixed bound would fail on a run whose own repeats differ 2–3×, as they did at
+load average 11), and the printed table carries the rest.
 """
 
 from __future__ import annotations
@@ -55,9 +56,6 @@ from session.calibrate import MFU_RANGE, TOLERANCE
 
 pytestmark = pytest.mark.real_vllm
 
-#: How far the held-out run's TTFT p50 and ITL p50 may be from predicted: a bound for
-#: gross breakage (a fit on the wrong budget, a TTFT from the intended send), not the goal.
-GROSS_BOUND = 0.6
 #: The held-out run's chunk budget (the calibrated one is the fixture's 512).
 HOLDOUT_BATCHED = 128
 #: Requests per second: 0.5 keeps the server out of overload (at 2 the 16 prompts offer
@@ -178,7 +176,5 @@ def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Pa
                             b1["goals"][key]),
         }  # fmt: skip
     print(json.dumps(table, indent=1))
-    for key, row in table.items():
-        assert row["verdict"] != "missed", (key, row)
-    for key in ("ttft_p50", "itl_p50"):
-        assert abs(table[key]["error"]) <= GROSS_BOUND, table
+    for key, row in table.items():  # a fit on the wrong budget, a TTFT from the intended
+        assert row["verdict"] != "missed", (key, row)  # send: beyond goal + floor
