@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfmodel.chunking import prefill_allowance
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
+from simengine.decode_run import DecodeRun
 from simengine.sampler import EOS_ID, Sampler
 from simengine.scheduler import Scheduler, SequenceState
 from workloads.cache_model import parse_cache_model
 from workloads.kv_pools import make_pool
-from workloads.prefix import CacheScope
+from workloads.prefix import BlockPool, CacheScope
 
 
 class RequestRejected(Exception):
@@ -144,6 +146,9 @@ class EngineCore:
         self._seqs: dict[str, SequenceState] = {}
         self._aborted: list[RequestUpdate] = []
         self._index = 0
+        #: Whether the last step decoded every running sequence and did nothing else, with
+        #: nothing added or aborted since (``decode_run``'s precondition).
+        self._decode_only = False
 
     # -- requests ------------------------------------------------------------------------
     def add_request(self, req: EngineRequest) -> None:
@@ -163,6 +168,7 @@ class EngineCore:
             max_tokens=req.max_tokens,
         )
         seq = SequenceState(req, tokens, self.pool, req.scope, stream)
+        self._decode_only = False
         self._seqs[req.request_id] = seq
         self.scheduler.add(seq, prompt)
         self.stats.num_waiting = self.scheduler.num_waiting
@@ -201,6 +207,7 @@ class EngineCore:
         if seq is None:
             return
         self.scheduler.finish(seq)
+        self._decode_only = False
         self.stats.aborted_requests += 1
         self._aborted.append(RequestUpdate(request_id, [], seq.num_cached or 0, True, "abort"))
 
@@ -226,7 +233,15 @@ class EngineCore:
         first: list[str] = []
         ready = self._decode(sched.decodes)
         ready.extend(seq for seq, chunk in sched.prefills if self._prefill(seq, chunk, first))
-        self._emit(ready, updates)
+        finished = self._emit(ready, updates)
+        self._decode_only = (
+            not num_aborted
+            and not finished
+            and not sched.prefills
+            and not sched.preempted
+            and bool(sched.decodes)
+            and len(sched.decodes) == len(self.scheduler.running)
+        )
         stats = self.stats
         stats.generation_tokens += len(updates) - num_aborted
         stats.preemptions = self.scheduler.num_preemptions
@@ -289,9 +304,10 @@ class EngineCore:
             self.stats.prompt_tokens += seq.prompt_len
         return True
 
-    def _emit(self, seqs: list[SequenceState], updates: list[RequestUpdate]) -> None:
+    def _emit(self, seqs: list[SequenceState], updates: list[RequestUpdate]) -> int:
         """Sample the next token of each sequence whose inputs are all computed; finish those
-        that drew EOS or their last allowed token. The engine's hottest loop."""
+        that drew EOS or their last allowed token (returns how many). The engine's hottest
+        loop."""
         append = updates.append
         finished: list[SequenceState] = []
         for seq in seqs:
@@ -313,3 +329,30 @@ class EngineCore:
             self.scheduler.finish(seq)
             del self._seqs[seq.request.request_id]
         self.stats.finished_requests += len(finished)
+        return len(finished)
+
+    # -- the virtual clock's fast path -----------------------------------------------------
+    def decode_run(self) -> DecodeRun | None:
+        """The steps after this one, taken as a ``DecodeRun`` (``simengine.decode_run``),
+        when they are all the same pure-decode step until a sequence finishes, a block runs
+        short or something arrives; None when the next step must be scheduled.
+
+        Only for a driver that needs token times, not tokens (the virtual clock's): a run
+        emits no ``RequestUpdate``."""
+        if not self._decode_only or not isinstance(self.pool, BlockPool):
+            return None
+        sched = self.scheduler
+        running = sched.running
+        if sched.waiting and not (
+            len(running) >= sched.max_num_seqs or prefill_allowance(sched.budget, len(running)) == 0
+        ):
+            return None
+        self._decode_only = False  # the run's steps are the core's last until one qualifies
+        return DecodeRun(self, list(running), len(sched.waiting))
+
+    def count_step(self) -> float:
+        """Count a step a ``DecodeRun`` took; the seconds it spends loading offloaded
+        blocks back, as ``step`` adds them."""
+        self.stats.steps += 1
+        self._index += 1
+        return self._offload_load_s()

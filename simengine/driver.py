@@ -13,6 +13,15 @@ V1's default scheduler: step k+1 is scheduled while step k runs), a request arri
 during a step can join the step after next, not the next one: a busy engine's TTFT
 carries one more step (an idle engine schedules at once). Replaying one arrival list against
 two configurations is a what-if experiment with identical arrivals by construction.
+
+The virtual driver takes runs of identical pure-decode steps through the core's fast path
+(``EngineCore.decode_run``, ``simengine.decode_run``): between two events — an arrival
+reaching the engine, a timeout, ``until_s``, a sequence finishing, a block running short —
+it asks the core for one step's duration at a time and stamps each step's end on every
+decoding request at the run's close, with the same clock arithmetic as step by step, so
+every token time, step record and counter is the step-by-step path's
+(``VirtualDriver(core, fast_forward=False)`` is that path; a test compares the two). The
+real-time driver never takes it: it streams each token as its step ends.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from simengine.core import (
     RequestUpdate,
     StepResult,
 )
+from simengine.decode_run import DecodeRun
 
 #: Lateness beyond which the schedule is re-anchored to now instead of catching up with
 #: back-to-back steps (a long GC pause or a saturated CPU).
@@ -263,9 +273,12 @@ class VirtualDriver:
     """Runs EngineCore against a simulated clock; arrivals come with their times, or are
     released by earlier requests ending (``release``: closed-loop users, sessions)."""
 
-    def __init__(self, core: EngineCore) -> None:
+    def __init__(self, core: EngineCore, *, fast_forward: bool = True) -> None:
         self.core = core
         self.now = 0.0
+        #: Take runs of pure-decode steps through ``EngineCore.decode_run`` (the module
+        #: docstring); False steps the core one step at a time.
+        self.fast_forward = fast_forward
 
     def run(
         self,
@@ -347,7 +360,47 @@ class VirtualDriver:
                     end_request(timing, end, release, pending)
             horizon = self.now if lag else end
             self.now = end
+            run = core.decode_run() if self.fast_forward else None
+            if run is not None:
+                horizon = self._decode_run(
+                    run, horizon, pending, deadlines, until_s, steps if record_steps else None
+                )
+                for request_id in run.close():
+                    timings[request_id].token_times.extend(run.ends)
         return SimResult(timings, steps, self.now, core.stats)
+
+    def _decode_run(
+        self,
+        run: DecodeRun,
+        horizon: float,
+        pending: ArrivalQueue,
+        deadlines: deque[tuple[float, RequestTiming]],
+        until_s: float | None,
+        steps: list[StepRecord] | None,
+    ) -> float:
+        """Take the run's steps while nothing would happen at a step boundary (the checks
+        of ``_run``'s loop: an arrival within the horizon, a deadline, ``until_s``); each
+        step's end goes to ``run.ends``. Returns the horizon after the last one."""
+        lag = self.core.config.async_scheduling
+        now = self.now
+        ends = run.ends
+        while not (
+            (pending and pending.next_s() <= horizon)
+            or (deadlines and deadlines[0][0] <= now)
+            or (until_s is not None and now >= until_s)
+        ):
+            duration = run.step()
+            if duration is None:
+                break
+            end = now + duration
+            if steps is not None:
+                d = run.num_decodes
+                steps.append(StepRecord(now, duration, "decode", 0, d, d, run.num_waiting, 0))
+            ends.append(end)
+            horizon = now if lag else end
+            now = end
+        self.now = now
+        return horizon
 
     def _arrive(
         self, t: float, req: EngineRequest, timings: dict[str, RequestTiming]

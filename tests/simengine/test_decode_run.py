@@ -1,0 +1,128 @@
+"""The virtual clock's decode fast path (``simengine.decode_run``) predicts what stepping does.
+
+Each scenario runs twice on a fresh engine, once through ``VirtualDriver``'s fast path and
+once step by step (``fast_forward=False``), and every per-token timestamp, step record,
+finish, cached count, counter and the KV pool's final state must be identical — exactly
+equal floats, not approximately: the fast path does the same arithmetic in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from engine_util import prompt
+
+from perfmodel.config import EngineConfig
+from simengine.core import EngineCore, EngineRequest
+from simengine.driver import SimResult, VirtualDriver
+
+
+def _open_loop(n: int, rate: float, seed: int, *, shared: int = 4) -> list:
+    """Poisson arrivals; prompts drawn from ``shared`` templates (so blocks repeat and
+    prefix hits, duplicate blocks and evictions happen), EOS left on for some."""
+    rng = np.random.default_rng(seed)
+    times = np.cumsum(rng.exponential(1 / rate, n))
+    out = []
+    for i, t in enumerate(times):
+        base = prompt(int(rng.integers(40, 400)), int(rng.integers(shared)))
+        out.append(
+            (
+                float(t),
+                EngineRequest(
+                    f"r{i}",
+                    base,
+                    int(rng.integers(5, 300)),
+                    ignore_eos=bool(i % 3),
+                    temperature=0.0 if i % 5 == 0 else 1.0,
+                ),
+            )
+        )
+    return out
+
+
+def _both(config: EngineConfig, arrivals: list, **kwargs: object) -> tuple[SimResult, ...]:
+    out = []
+    for fast in (True, False):
+        core = EngineCore(config)
+        result = VirtualDriver(core, fast_forward=fast).run(arrivals, **kwargs)
+        out.append((result, core))
+    (fast_result, fast_core), (slow_result, slow_core) = out
+    return fast_result, fast_core, slow_result, slow_core
+
+
+def _assert_same(config: EngineConfig, arrivals: list, **kwargs: object) -> SimResult:
+    fast, fast_core, slow, slow_core = _both(config, arrivals, **kwargs)
+    assert fast.requests.keys() == slow.requests.keys()
+    for rid, timing in slow.requests.items():
+        other = fast.requests[rid]
+        assert other.token_times == timing.token_times, rid  # exact float equality
+        assert (other.finish_reason, other.error, other.num_cached_tokens) == (
+            timing.finish_reason,
+            timing.error,
+            timing.num_cached_tokens,
+        ), rid
+    assert fast.steps == slow.steps
+    assert fast.end_s == slow.end_s
+    assert dataclasses.asdict(fast.stats) == dataclasses.asdict(slow.stats)
+    assert fast_core.pool.free_queue() == slow_core.pool.free_queue()
+    assert fast_core.pool._cached == slow_core.pool._cached
+    return slow
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_open_loop_with_prefix_hits_and_tight_blocks(async_scheduling: bool) -> None:
+    config = EngineConfig(
+        num_gpu_blocks=400,  # tight: decodes preempt, reserve from reclaimable blocks
+        max_num_batched_tokens=512,
+        async_scheduling=async_scheduling,
+    )
+    slow = _assert_same(config, _open_loop(120, 40.0, 1))
+    assert slow.stats.preemptions > 0 and slow.stats.evictions > 0
+    assert slow.stats.prefix_hit_tokens > 0
+
+
+def test_waiting_queue_blocked_by_max_num_seqs_and_timeouts() -> None:
+    config = EngineConfig(max_num_seqs=6, async_scheduling=True)
+    slow = _assert_same(config, _open_loop(80, 30.0, 2), timeout_s=1.5)
+    assert any(t.error == "timeout" for t in slow.requests.values())
+    assert any(s.num_waiting > 0 and s.kind == "decode" for s in slow.steps)
+
+
+def test_decodes_taking_the_whole_budget_and_until() -> None:
+    config = EngineConfig(max_num_batched_tokens=16, max_num_seqs=16, block_size=8)
+    _assert_same(config, _open_loop(40, 50.0, 3), until_s=1.0)
+
+
+def test_offload_tier_and_tensor_parallel_step_costs() -> None:
+    config = EngineConfig(
+        model="llama-3.1-70b",
+        tensor_parallel_size=4,
+        num_gpu_blocks=300,
+        offload_gb=1.0,
+        host_overhead_per_seq_s=2e-5,
+    )
+    _assert_same(config, _open_loop(60, 20.0, 4, shared=2))
+
+
+def test_the_fast_path_runs_and_cuts_the_scheduled_steps() -> None:
+    """Long decodes after a burst of arrivals: most steps are taken as decode runs."""
+    arrivals = [
+        (0.001 * i, EngineRequest(f"d{i}", prompt(200, i), 400, ignore_eos=True))
+        for i in range(32)
+    ]
+    core = EngineCore(EngineConfig())
+    scheduled = 0
+    step = core.step
+
+    def counting_step():  # noqa: ANN202 - a wrapper of EngineCore.step
+        nonlocal scheduled
+        scheduled += 1
+        return step()
+
+    core.step = counting_step
+    result = VirtualDriver(core).run(arrivals)
+    assert result.stats.steps >= 400
+    assert scheduled < result.stats.steps / 10
+    _assert_same(EngineConfig(), arrivals)
