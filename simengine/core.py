@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfmodel.chunking import prefill_allowance
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from simengine.decode_run import DecodeRun
@@ -146,9 +145,6 @@ class EngineCore:
         self._seqs: dict[str, SequenceState] = {}
         self._aborted: list[RequestUpdate] = []
         self._index = 0
-        #: Whether the last step decoded every running sequence and did nothing else, with
-        #: nothing added or aborted since (``decode_run``'s precondition).
-        self._decode_only = False
 
     # -- requests ------------------------------------------------------------------------
     def add_request(self, req: EngineRequest) -> None:
@@ -168,7 +164,6 @@ class EngineCore:
             max_tokens=req.max_tokens,
         )
         seq = SequenceState(req, tokens, self.pool, req.scope, stream)
-        self._decode_only = False
         self._seqs[req.request_id] = seq
         self.scheduler.add(seq, prompt)
         self.stats.num_waiting = self.scheduler.num_waiting
@@ -207,7 +202,6 @@ class EngineCore:
         if seq is None:
             return
         self.scheduler.finish(seq)
-        self._decode_only = False
         self.stats.aborted_requests += 1
         self._aborted.append(RequestUpdate(request_id, [], seq.num_cached or 0, True, "abort"))
 
@@ -233,15 +227,7 @@ class EngineCore:
         first: list[str] = []
         ready = self._decode(sched.decodes)
         ready.extend(seq for seq, chunk in sched.prefills if self._prefill(seq, chunk, first))
-        finished = self._emit(ready, updates)
-        self._decode_only = (
-            not num_aborted
-            and not finished
-            and not sched.prefills
-            and not sched.preempted
-            and bool(sched.decodes)
-            and len(sched.decodes) == len(self.scheduler.running)
-        )
+        self._emit(ready, updates)
         stats = self.stats
         stats.generation_tokens += len(updates) - num_aborted
         stats.preemptions = self.scheduler.num_preemptions
@@ -304,10 +290,9 @@ class EngineCore:
             self.stats.prompt_tokens += seq.prompt_len
         return True
 
-    def _emit(self, seqs: list[SequenceState], updates: list[RequestUpdate]) -> int:
+    def _emit(self, seqs: list[SequenceState], updates: list[RequestUpdate]) -> None:
         """Sample the next token of each sequence whose inputs are all computed; finish those
-        that drew EOS or their last allowed token (returns how many). The engine's hottest
-        loop."""
+        that drew EOS or their last allowed token. The engine's hottest loop."""
         append = updates.append
         finished: list[SequenceState] = []
         for seq in seqs:
@@ -329,26 +314,25 @@ class EngineCore:
             self.scheduler.finish(seq)
             del self._seqs[seq.request.request_id]
         self.stats.finished_requests += len(finished)
-        return len(finished)
 
     # -- the virtual clock's fast path -----------------------------------------------------
     def decode_run(self) -> DecodeRun | None:
-        """The steps after this one, taken as a ``DecodeRun`` (``simengine.decode_run``),
-        when they are all the same pure-decode step until a sequence finishes, a block runs
-        short or something arrives; None when the next step must be scheduled.
+        """The steps after this one as a ``DecodeRun`` (``simengine.decode_run``): the same
+        steps, their decodes costing work per step and per event instead of per token;
+        None where it does not apply (another cache model than the block pool, or an abort
+        not yet reported by a step).
 
-        Only for a driver that needs token times, not tokens (the virtual clock's): a run
-        emits no ``RequestUpdate``."""
-        if not self._decode_only or not isinstance(self.pool, BlockPool):
+        Only for a driver that needs token times, not tokens (the virtual clock's): a run's
+        decoding members emit no per-token ``RequestUpdate``.
+        """
+        if self._aborted or not isinstance(self.pool, BlockPool):
             return None
-        sched = self.scheduler
-        running = sched.running
-        if sched.waiting and not (
-            len(running) >= sched.max_num_seqs or prefill_allowance(sched.budget, len(running)) == 0
-        ):
-            return None
-        self._decode_only = False  # the run's steps are the core's last until one qualifies
-        return DecodeRun(self, list(running), len(sched.waiting))
+        return DecodeRun(self)
+
+    def forget(self, request_id: str) -> None:
+        """A ``DecodeRun`` finished ``request_id`` (as ``_emit`` finishes one)."""
+        del self._seqs[request_id]
+        self.stats.finished_requests += 1
 
     def count_step(self) -> float:
         """Count a step a ``DecodeRun`` took; the seconds it spends loading offloaded

@@ -1,137 +1,245 @@
-"""A run of pure-decode steps taken without scheduling each one (the virtual clock's fast path).
+"""Steps whose decodes cost Python work per step, not per token (the virtual clock's fast path).
 
-Once a step has decoded every running sequence and done nothing else — no prompt chunk,
-no admission, no preemption, no sequence finished or aborted — and the waiting queue is
-empty or cannot be admitted from until a sequence finishes (``max_num_seqs`` reached, or
-the decodes take the whole token budget), every following step is the same step again
-until something happens: each running sequence computes its last sampled token and samples
-one more, the step's context grows by one token per sequence, and the only pool moves are
-a block reserved when a sequence outgrows its blocks and a block indexed when one fills.
-``DecodeRun`` takes such steps one call at a time, each costing Python work per step and
-per block boundary, not per token: the tokens are drawn a stream block at a time and
-appended when a block is indexed (its hash needs them) or when the run closes.
+A decoding sequence does the same thing every step: it computes its last sampled token and
+samples one more; its context grows by one; a block is reserved when it outgrows its
+blocks and indexed when one fills; it finishes at a position known in advance (EOS or
+``max_tokens``). ``DecodeRun`` takes steps with the decoding sequences held as a *cohort*:
+each member's state is a formula of the step index, the step's decode context a running
+sum, and only the events — a block reserved, a block indexed, a member finishing, a
+sequence joining after its prompt — cost work. Prompt chunks and admissions go through the
+scheduler's own passes (``Scheduler.schedule_prefills``), the chunks through the core's
+``_prefill`` and the first tokens through its ``_emit``, so each step is the one
+``EngineCore.step`` would take:
 
-What it does, step by step, is what ``EngineCore.step`` would do:
+* its duration is the cost model's for the same ``StepShape``, plus the offload tier's
+  load time: every float is the step-by-step path's;
+* the pool sees the same moves in the same order: the members' reservations in running
+  order (the scheduler's decode pass), then the prompt chunks' and admissions', then the
+  members' filled blocks indexed in running order (the core's decode pass), then the
+  chunks'; then the finished members released in running order, then the sequences that
+  finished on their first token;
+* the updates come in the core's order (decodes in running order, then first tokens).
 
-* the step's duration is the cost model's for the same ``StepShape`` (decode tokens, decode
-  context, running count), plus the offload tier's load time, so every float is the one the
-  step-by-step path computes;
-* within a step, the blocks are reserved in running order (the scheduler's decode pass),
-  then filled blocks are indexed in running order (the core's decode pass), so the pool's
-  LRU queue, evictions and hash index end as they would;
-* a step is refused (``step`` returns None) when one of its sequences would finish (EOS or
-  ``max_tokens``: the finishing step is the core's) or when the pool has fewer blocks than
-  the step must reserve (the core's step then preempts).
+A step is refused (``step`` returns None, nothing changed) when the pool has fewer blocks
+than the members must reserve (the core's step then preempts) or the cohort is empty; the
+driver then closes the run and steps the core. An abort must come after ``close``.
 
-Anything from outside — an arrival, an abort, a timeout — is the driver's to check before
-each call; the core refuses a run (``EngineCore.decode_run`` returns None) after any
-``add_request`` or ``abort_request`` until a step of its own qualifies again.
-
-Only the virtual-time driver uses it: a run yields no per-token ``RequestUpdate`` (the
-virtual clock needs only each request's token times), so the real-time driver, which
-streams every token to a client, steps the core one step at a time. It applies to the
-block pool (vLLM's paged KV); the radix and slot pools step one step at a time.
+A member's tokens are drawn a stream block at a time and appended when a block is indexed
+(its hash needs them), when it finishes or when the run closes. Members get no per-token
+``RequestUpdate``: ``close`` and ``leavers`` say from which step each one decoded, so a
+driver stamps its token times from ``ends``. Hence only the virtual-time driver uses it;
+the real-time driver, which streams every token as its step ends, steps the core one step
+at a time. It applies to the block pool (vLLM's paged KV); the radix and slot pools step
+one step at a time.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from typing import TYPE_CHECKING
 
-from perfmodel.costmodel import StepShape
+from perfmodel.chunking import prefill_allowance
+from simengine.sampler import EOS_ID
 
 if TYPE_CHECKING:
-    from simengine.core import EngineCore
+    from simengine.core import EngineCore, RequestUpdate
     from simengine.scheduler import SequenceState
 
 
-class DecodeRun:
-    """Steps ``1, 2, …`` after a pure-decode step of ``seqs`` (running order), one per call."""
+class _Member:
+    """A decoding sequence of the cohort: at step ``j ≥ join`` it holds ``n_join + j - join``
+    tokens before sampling (all but the last computed)."""
 
-    def __init__(self, core: EngineCore, seqs: list[SequenceState], num_waiting: int) -> None:
+    __slots__ = ("filled", "join", "n_join", "order", "seq")
+
+    def __init__(self, seq: SequenceState, order: int, join: int) -> None:
+        self.seq = seq
+        self.order = order
+        self.join = join
+        self.n_join = self.filled = len(seq.tokens)
+
+
+class DecodeRun:
+    """Steps ``1, 2, …`` after the core's last step, one per ``step`` call (module docstring)."""
+
+    def __init__(self, core: EngineCore) -> None:
+        from simengine.core import RequestUpdate, TokenOut, step_kind  # the core imports us
+
+        self._update, self._token_out, self._step_kind = RequestUpdate, TokenOut, step_kind
         self._core = core
-        self._seqs = seqs
-        pool = core.pool
-        self._pool = pool
-        self.num_decodes = len(seqs)
-        self.num_waiting = num_waiting
-        bs = pool.block_size
-        self._bs = bs
+        sched = self._sched = core.scheduler
+        sched.prune_finished()
+        pool = self._pool = core.pool
+        bs = self._bs = pool.block_size
         self._caching = pool.enable_caching
-        #: Tokens of each sequence when the run starts (the last one not yet computed).
-        self._n0 = [len(seq.tokens) for seq in seqs]
-        #: Steps before one of them finishes: step j computes output position
-        #: ``out0 + j - 1``; the one at ``min(eos, max_tokens - 1)`` finishes.
-        limit = None
-        for seq, n0 in zip(seqs, self._n0, strict=True):
-            last = seq.request.max_tokens - 1
-            eos = seq.stream.eos_position
-            if eos is not None and eos < last:
-                last = eos
-            room = last - (n0 - seq.prompt_len)
-            limit = room if limit is None else min(limit, room)
-        self._max_steps = limit or 0
-        #: Step j reserves a block for each sequence of bucket ``j % bs`` whose first
-        #: reservation is at step j or before (then one every ``bs`` steps), and indexes
-        #: the block of each sequence of the commit bucket ``j % bs`` (its context reaches a
-        #: multiple of ``bs``); both in running order.
-        self._reserves: list[list[tuple[int, int]]] = [[] for _ in range(bs)]
-        self._commits: list[list[int]] = [[] for _ in range(bs)]
-        for i, (seq, n0) in enumerate(zip(seqs, self._n0, strict=True)):
-            first = seq.blocks.capacity_tokens + 2 - n0  # the step whose n is capacity + 1
-            self._reserves[first % bs].append((i, first))
-            self._commits[(1 - n0) % bs].append(i)
-        #: The decode context of step 1: every sequence's computed tokens.
-        self._context = sum(self._n0) - len(seqs)
-        #: Tokens each sequence holds so far (appended lazily, see ``_fill``).
-        self._filled = list(self._n0)
+        #: Members by the step index modulo ``bs`` of their reservations and block fills,
+        #: each list in running order: ``(order, first step, member)``, ``(order, member)``.
+        self._reserves: list[list[tuple[int, int, _Member]]] = [[] for _ in range(bs)]
+        self._commits: list[list[tuple[int, _Member]]] = [[] for _ in range(bs)]
+        self._finishes: dict[int, list[tuple[int, _Member]]] = {}
+        self._members: list[_Member] = []
+        #: Running sequences still computing their prompt, in running order, and each
+        #: running sequence's place in that order.
+        self._prefilling: list[SequenceState] = []
+        self._order: dict[str, int] = {}
+        self._next_order = 0
+        #: Decode context and size of the next step's cohort.
+        self._context = 0
+        self.num_decodes = 0
         self.steps = 0
-        #: The end of each step taken, on the driver's clock (the driver fills it in).
+        #: The end of each step taken, on the driver's clock (the driver appends them).
         self.ends: list[float] = []
+        #: Of the last step: its updates, the members among them (request id → the step
+        #: they joined at) and what a step record holds.
+        self.updates: list[RequestUpdate] = []
+        self.leavers: dict[str, int] = {}
+        self.kind = "idle"
+        self.prefill_tokens = self.decode_tokens = self.num_running = self.num_waiting = 0
+        for seq in sched.running:
+            self._place(seq)
+            n = len(seq.tokens)
+            if n - seq.num_computed == 1 and n != seq.prompt_len:
+                self._join(seq, 1)
+            else:
+                self._prefilling.append(seq)
+
+    def _place(self, seq: SequenceState) -> int:
+        order = self._order[seq.request.request_id] = self._next_order
+        self._next_order += 1
+        return order
+
+    def _join(self, seq: SequenceState, j: int) -> None:
+        """``seq`` decodes from step ``j`` on."""
+        member = _Member(seq, self._order[seq.request.request_id], j)
+        n, bs = member.n_join, self._bs
+        self._members.append(member)
+        first = j + seq.blocks.capacity_tokens + 1 - n  # the step at which n = capacity + 1
+        insort(self._reserves[first % bs], (member.order, first, member))
+        insort(self._commits[(j - n) % bs], (member.order, member))
+        last = seq.request.max_tokens - 1
+        eos = seq.stream.eos_position
+        if eos is not None and eos < last:
+            last = eos
+        done = j + last - (n - seq.prompt_len)  # the step that samples position ``last``
+        self._finishes.setdefault(done, []).append((member.order, member))
+        self._context += n - 1
+        self.num_decodes += 1
+
+    def _fill(self, member: _Member, length: int) -> None:
+        """Append the member's sampled tokens until it holds ``length``."""
+        have = member.filled
+        if have < length:
+            seq = member.seq
+            seq.tokens.extend(seq.stream.token_ids(have - seq.prompt_len, length - have))
+            member.filled = length
 
     def step(self) -> float | None:
-        """Take the next step; its modelled duration, or None when the core must take it."""
+        """Take the next step; its modelled duration, or None (nothing changed) when the
+        core must take it."""
         j = self.steps + 1
-        if j > self._max_steps:
-            return None
-        bucket = self._reserves[j % self._bs]
-        due = [i for i, first in bucket if first <= j] if bucket else bucket
-        if len(due) > self._pool.num_free_or_reclaimable:
-            return None
-        seqs, n0 = self._seqs, self._n0
-        for i in due:
-            if not seqs[i].blocks.reserve(n0[i] + j - 1):
-                raise RuntimeError("a decode run's block reservation failed after its check")
-        if self._caching:
-            for i in self._commits[j % self._bs]:
-                computed = n0[i] + j - 1
-                self._fill(i, computed)
-                seqs[i].blocks.commit(seqs[i].tokens, computed)
-        core = self._core
         d = self.num_decodes
-        shape = StepShape(
-            decode_tokens=d, decode_context=self._context + d * (j - 1), num_running=d
-        )
+        if not d:
+            return None
+        core, sched, bs = self._core, self._sched, self._bs
+        bucket = self._reserves[j % bs]
+        if bucket:
+            live = [e for e in bucket if not e[2].seq.done]
+            if len(live) < len(bucket):
+                bucket[:] = live
+            due = [m for _, first, m in live if first <= j]
+            if len(due) > self._pool.num_free_or_reclaimable:
+                return None
+            for m in due:
+                if not m.seq.blocks.reserve(m.n_join + j - m.join):
+                    raise RuntimeError("a decode run's block reservation failed after its check")
+        # Passes 2 and 3 of the scheduler, over what the decodes left.
+        if sched.waiting:
+            sched.prune_finished()
+        prefilling = self._prefilling
+        out = sched.schedule_prefills(prefilling, prefill_allowance(sched.budget, d))
+        shape = out.shape
+        shape.decode_tokens = d
+        shape.decode_context = self._context
+        shape.num_running = sched.num_running
+        # The core's decode pass: index the blocks the members filled.
+        if self._caching:
+            for _, m in self._commits[j % bs]:
+                if m.seq.done:
+                    continue
+                computed = m.n_join + j - m.join
+                self._fill(m, computed)
+                m.seq.blocks.commit(m.seq.tokens, computed)
+        first: list[str] = []
+        ready = [seq for seq, chunk in out.prefills if core._prefill(seq, chunk, first)]
+        # The core's emit: the members finishing here (running order), then first tokens.
+        updates: list[RequestUpdate] = []
+        self.leavers = {}
+        self._context += d
+        finishing = self._finishes.pop(j, None)
+        if finishing:
+            finishing.sort()
+            for _, m in finishing:
+                self._finish(m, j, updates)
+        core._emit(ready, updates)
+        stats = core.stats
+        stats.generation_tokens += d + len(updates) - len(finishing or ())
+        # Sequences whose prompt this step finished decode from the next step on; those
+        # newly admitted and not done join the prefilling ones, in running order.
+        done = {seq.request.request_id for seq in ready}
+        for seq, _ in out.prefills[out.partial :]:
+            self._place(seq)
+        kept = [seq for seq in prefilling if seq.request.request_id not in done]
+        kept += [
+            seq for seq, _ in out.prefills[out.partial :] if seq.request.request_id not in done
+        ]
+        self._prefilling = kept
+        for seq in ready:
+            if not seq.done:
+                self._join(seq, j + 1)
+        stats.prefix_query_tokens = self._pool.query_tokens
+        stats.prefix_hit_tokens = self._pool.hit_tokens
+        stats.evictions = self._pool.evictions
+        stats.num_running = sched.num_running
+        stats.num_waiting = sched.num_waiting
         duration = core.cost.step_time(shape) + core.count_step()
         self.steps = j
+        self.updates = updates
+        self.kind = self._step_kind(shape.prefill_tokens, d)
+        self.prefill_tokens, self.decode_tokens = shape.prefill_tokens, d
+        self.num_running, self.num_waiting = stats.num_running, stats.num_waiting
         return duration
 
-    def _fill(self, i: int, length: int) -> None:
-        """Append sequence ``i``'s sampled tokens until it holds ``length``."""
-        have = self._filled[i]
-        if have >= length:
-            return
-        seq = self._seqs[i]
-        seq.tokens.extend(seq.stream.token_ids(have - seq.prompt_len, length - have))
-        self._filled[i] = length
+    def _finish(self, m: _Member, j: int, updates: list[RequestUpdate]) -> None:
+        """The member samples its last token at step ``j`` and leaves (``_emit``'s finish)."""
+        seq = m.seq
+        n = m.n_join + j - m.join
+        position = n - seq.prompt_len
+        token_id, logprob = seq.stream.token(position)
+        self._fill(m, n + 1)
+        seq.num_computed = n
+        reason = "stop" if token_id == EOS_ID else "length"
+        rid = seq.request.request_id
+        out = self._token_out(token_id, logprob)
+        updates.append(self._update(rid, [out], seq.num_cached, True, reason))
+        self.leavers[rid] = m.join
+        self._sched.finish(seq)
+        self._core.forget(rid)
+        self._context -= n
+        self.num_decodes -= 1
 
-    def close(self) -> list[str]:
-        """Finish the run: each sequence holds the tokens its steps sampled and has computed
-        all but the last. Returns the request ids, each of which got one token per step."""
+    def close(self) -> list[tuple[str, int]]:
+        """End the run: each member holds the tokens its steps sampled and has computed all
+        but the last. Returns ``(request id, step it joined at)`` of each member still
+        decoding: it got one token at each step from that one on."""
         k = self.steps
-        core = self._core
-        for i, seq in enumerate(self._seqs):
-            self._fill(i, self._n0[i] + k)
-            seq.num_computed = self._n0[i] + k - 1
-        core.stats.generation_tokens += k * self.num_decodes
-        core.stats.evictions = self._pool.evictions
-        return [seq.request.request_id for seq in self._seqs]
+        out = []
+        for m in self._members:
+            seq = m.seq
+            if seq.done:
+                continue
+            length = m.n_join + max(0, k - m.join + 1)
+            self._fill(m, length)
+            seq.num_computed = length - 1
+            out.append((seq.request.request_id, m.join))
+        self._members = []
+        return out

@@ -323,6 +323,7 @@ class VirtualDriver:
         #: Arrivals up to here reach the step about to run: now, or under async scheduling
         #: the start of the step that just ran (this one was scheduled then).
         horizon = self.now
+        run: DecodeRun | None = None
         while pending or core.has_unfinished():
             while pending and pending.next_s() <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
@@ -333,11 +334,29 @@ class VirtualDriver:
             while deadlines and deadlines[0][0] <= self.now:
                 _, timing = deadlines.popleft()
                 if timing.finish_reason is None:
+                    run = self._close(run, timings)
                     core.abort_request(timing.request_id)
                     timing.error = "timeout"
                     end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:
                 break
+            if run is not None:
+                duration = run.step()
+                if duration is not None:
+                    end = self.now + duration
+                    if record_steps:
+                        steps.append(
+                            StepRecord(
+                                self.now, duration, run.kind, run.prefill_tokens,
+                                run.decode_tokens, run.num_running, run.num_waiting, 0,
+                            )
+                        )  # fmt: skip
+                    run.ends.append(end)
+                    self._deliver(run.updates, end, timings, release, pending, run)
+                    horizon = self.now if lag else end
+                    self.now = end
+                    continue
+                run = self._close(run, timings)
             result = core.step() if core.has_unfinished() else None
             if result is None or result.kind == "idle":
                 if not pending:
@@ -348,59 +367,46 @@ class VirtualDriver:
             end = self.now + result.duration_s
             if record_steps:
                 steps.append(StepRecord.of(result, self.now))
-            for update in result.updates:
-                timing = timings[update.request_id]
-                if timing.error is not None:  # aborted: the core's last word on it
-                    continue
-                if update.new_tokens:  # the core emits one token per request per step
-                    timing.token_times.append(end)
-                if update.finished:
-                    timing.num_cached_tokens = update.num_cached_tokens
-                    timing.finish_reason = update.finish_reason
-                    end_request(timing, end, release, pending)
+            self._deliver(result.updates, end, timings, release, pending)
             horizon = self.now if lag else end
             self.now = end
-            run = core.decode_run() if self.fast_forward else None
-            if run is not None:
-                horizon = self._decode_run(
-                    run, horizon, pending, deadlines, until_s, steps if record_steps else None
-                )
-                for request_id in run.close():
-                    timings[request_id].token_times.extend(run.ends)
+            if self.fast_forward:
+                run = core.decode_run()
+        self._close(run, timings)
         return SimResult(timings, steps, self.now, core.stats)
 
-    def _decode_run(
-        self,
-        run: DecodeRun,
-        horizon: float,
+    @staticmethod
+    def _deliver(
+        updates: list[RequestUpdate],
+        end: float,
+        timings: dict[str, RequestTiming],
+        release: Release | None,
         pending: ArrivalQueue,
-        deadlines: deque[tuple[float, RequestTiming]],
-        until_s: float | None,
-        steps: list[StepRecord] | None,
-    ) -> float:
-        """Take the run's steps while nothing would happen at a step boundary (the checks
-        of ``_run``'s loop: an arrival within the horizon, a deadline, ``until_s``); each
-        step's end goes to ``run.ends``. Returns the horizon after the last one."""
-        lag = self.core.config.async_scheduling
-        now = self.now
-        ends = run.ends
-        while not (
-            (pending and pending.next_s() <= horizon)
-            or (deadlines and deadlines[0][0] <= now)
-            or (until_s is not None and now >= until_s)
-        ):
-            duration = run.step()
-            if duration is None:
-                break
-            end = now + duration
-            if steps is not None:
-                d = run.num_decodes
-                steps.append(StepRecord(now, duration, "decode", 0, d, d, run.num_waiting, 0))
-            ends.append(end)
-            horizon = now if lag else end
-            now = end
-        self.now = now
-        return horizon
+        run: DecodeRun | None = None,
+    ) -> None:
+        """A step's updates, at its end: token times, finishes and what they release. A
+        decode run's member that finished gets its token times from the run's step ends."""
+        for update in updates:
+            timing = timings[update.request_id]
+            if timing.error is not None:  # aborted: the core's last word on it
+                continue
+            join = None if run is None else run.leavers.get(update.request_id)
+            if join is not None:
+                timing.token_times.extend(run.ends[join - 1 :])
+            elif update.new_tokens:  # the core emits one token per request per step
+                timing.token_times.append(end)
+            if update.finished:
+                timing.num_cached_tokens = update.num_cached_tokens
+                timing.finish_reason = update.finish_reason
+                end_request(timing, end, release, pending)
+
+    @staticmethod
+    def _close(run: DecodeRun | None, timings: dict[str, RequestTiming]) -> None:
+        """End a decode run: each member still decoding gets its token times. Returns None
+        (no run any more)."""
+        if run is not None:
+            for request_id, join in run.close():
+                timings[request_id].token_times.extend(run.ends[join - 1 :])
 
     def _arrive(
         self, t: float, req: EngineRequest, timings: dict[str, RequestTiming]

@@ -99,6 +99,8 @@ class Schedule:
     prefills: list[tuple[SequenceState, int]] = field(default_factory=list)
     preempted: list[SequenceState] = field(default_factory=list)
     shape: StepShape = field(default_factory=StepShape)
+    #: Of ``prefills``, how many continue a running prompt (the rest are admissions).
+    partial: int = 0
 
     @property
     def empty(self) -> bool:
@@ -167,9 +169,7 @@ class Scheduler:
     # -- the step ------------------------------------------------------------------------
     def schedule(self) -> Schedule:
         """Decide the next step. Every sequence scheduled is guaranteed its KV blocks."""
-        if self._done_in_running:
-            self.running = [s for s in self.running if not s.done]
-            self._done_in_running = 0
+        self.prune_finished()
         out = Schedule()
         while True:
             prefilling = self._schedule_decodes(out)
@@ -185,6 +185,23 @@ class Scheduler:
             self._preempt(self.running.pop(), out)
         out.shape.decode_tokens = len(out.decodes)
         out.shape.num_running = len(self.running)
+        return out
+
+    def prune_finished(self) -> None:
+        """Drop finished and aborted sequences from ``running``."""
+        if self._done_in_running:
+            self.running = [s for s in self.running if not s.done]
+            self._done_in_running = 0
+
+    def schedule_prefills(self, prefilling: list[SequenceState], left: int) -> Schedule:
+        """Passes 2 and 3 alone, with ``left`` tokens of budget, for a step whose decodes are
+        scheduled elsewhere (``simengine.decode_run``: the virtual clock's decode cohort,
+        which reserves its blocks before this, as pass 1 does). The first ``partial`` of
+        the schedule's prefills are partial prefills, the rest admissions."""
+        out = Schedule()
+        left = self._schedule_partial_prefills(out, prefilling, left)
+        out.partial = len(out.prefills)
+        self._admit(out, left)
         return out
 
     def _schedule_decodes(self, out: Schedule) -> list[SequenceState]:
