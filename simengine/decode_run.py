@@ -163,9 +163,11 @@ class DecodeRun:
         shape.num_running = sched.num_running
         # The core's decode pass: index the blocks the members filled.
         if self._caching:
-            for _, m in self._commits[j % bs]:
-                if m.seq.done:
-                    continue
+            filling = self._commits[j % bs]
+            live_filling = [e for e in filling if not e[1].seq.done]
+            if len(live_filling) < len(filling):
+                filling[:] = live_filling
+            for _, m in live_filling:
                 computed = m.n_join + j - m.join
                 self._fill(m, computed)
                 m.seq.blocks.commit(m.seq.tokens, computed)
