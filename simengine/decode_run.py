@@ -38,8 +38,8 @@ from __future__ import annotations
 from bisect import insort
 from typing import TYPE_CHECKING
 
-from perfmodel.chunking import prefill_allowance
 from simengine.sampler import EOS_ID
+from simengine.scheduler import Schedule
 
 if TYPE_CHECKING:
     from simengine.core import EngineCore, RequestUpdate
@@ -50,13 +50,15 @@ class _Member:
     """A decoding sequence of the cohort: at step ``j ≥ join`` it holds ``n_join + j - join``
     tokens before sampling (all but the last computed)."""
 
-    __slots__ = ("filled", "join", "n_join", "order", "seq")
+    __slots__ = ("filled", "gone", "join", "n_join", "order", "seq")
 
     def __init__(self, seq: SequenceState, order: int, join: int) -> None:
         self.seq = seq
         self.order = order
         self.join = join
         self.n_join = self.filled = len(seq.tokens)
+        #: Finished or preempted: no longer in the cohort.
+        self.gone = False
 
 
 class DecodeRun:
@@ -77,7 +79,8 @@ class DecodeRun:
         self._reserves: list[list[tuple[int, int, _Member]]] = [[] for _ in range(bs)]
         self._commits: list[list[tuple[int, _Member]]] = [[] for _ in range(bs)]
         self._finishes: dict[int, list[tuple[int, _Member]]] = {}
-        self._members: list[_Member] = []
+        #: The cohort: each decoding sequence's member, by request id.
+        self._by_seq: dict[str, _Member] = {}
         #: Running sequences still computing their prompt, in running order, and each
         #: running sequence's place in that order.
         self._prefilling: list[SequenceState] = []
@@ -93,6 +96,9 @@ class DecodeRun:
         #: they joined at) and what a step record holds.
         self.updates: list[RequestUpdate] = []
         self.leavers: dict[str, int] = {}
+        #: Members preempted by the last step: ``(request id, step joined, last step)``.
+        self.stamps: list[tuple[str, int, int]] = []
+        self.num_preempted = 0
         self.kind = "idle"
         self.prefill_tokens = self.decode_tokens = self.num_running = self.num_waiting = 0
         for seq in sched.running:
@@ -112,7 +118,7 @@ class DecodeRun:
         """``seq`` decodes from step ``j`` on."""
         member = _Member(seq, self._order[seq.request.request_id], j)
         n, bs = member.n_join, self._bs
-        self._members.append(member)
+        self._by_seq[seq.request.request_id] = member
         first = j + seq.blocks.capacity_tokens + 1 - n  # the step at which n = capacity + 1
         insort(self._reserves[first % bs], (member.order, first, member))
         insort(self._commits[(j - n) % bs], (member.order, member))
@@ -135,36 +141,53 @@ class DecodeRun:
 
     def step(self) -> float | None:
         """Take the next step; its modelled duration, or None (nothing changed) when the
-        core must take it."""
+        cohort is empty and the core must take it."""
         j = self.steps + 1
-        d = self.num_decodes
-        if not d:
+        if not self.num_decodes:
             return None
         core, sched, bs = self._core, self._sched, self._bs
+        out = Schedule()
+        self.stamps = []
+        # Pass 1: the members that outgrow their blocks reserve one, in running order;
+        # when the pool is out, the newest running sequence is preempted (maybe the
+        # member itself, which then ends the pass).
         bucket = self._reserves[j % bs]
         if bucket:
-            live = [e for e in bucket if not e[2].seq.done]
+            live = [e for e in bucket if not e[2].gone]
             if len(live) < len(bucket):
                 bucket[:] = live
-            due = [m for _, first, m in live if first <= j]
-            if len(due) > self._pool.num_free_or_reclaimable:
-                return None
-            for m in due:
-                if not m.seq.blocks.reserve(m.n_join + j - m.join):
-                    raise RuntimeError("a decode run's block reservation failed after its check")
-        # Passes 2 and 3 of the scheduler, over what the decodes left.
-        if sched.waiting:
+            for _, first, m in live:
+                if first > j or m.gone:
+                    continue
+                blocks = m.seq.blocks
+                n = m.n_join + j - m.join
+                if not blocks.reserve(n):
+                    sched.prune_finished()
+                    while not blocks.reserve(n):
+                        victim = sched.preempt_newest(out)
+                        self._evict(victim, j)
+                        if victim is m.seq:
+                            break
+                    if m.gone:
+                        break
+        d = self.num_decodes
+        # Passes 2 and 3 over what the decodes left.
+        if sched.waiting or out.preempted:
             sched.prune_finished()
         prefilling = self._prefilling
-        out = sched.schedule_prefills(prefilling, prefill_allowance(sched.budget, d))
+        if out.preempted:
+            prefilling = [seq for seq in prefilling if seq.admitted]
+        sched.schedule_prefills(out, prefilling, d)
         shape = out.shape
         shape.decode_tokens = d
         shape.decode_context = self._context
         shape.num_running = sched.num_running
+        if d == 0 and not out.prefills:  # every sequence preempted, none admitted
+            raise RuntimeError("a decode run's step scheduled nothing")
         # The core's decode pass: index the blocks the members filled.
         if self._caching:
             filling = self._commits[j % bs]
-            live_filling = [e for e in filling if not e[1].seq.done]
+            live_filling = [e for e in filling if not e[1].gone]
             if len(live_filling) < len(filling):
                 filling[:] = live_filling
             for _, m in live_filling:
@@ -178,26 +201,34 @@ class DecodeRun:
         self.leavers = {}
         self._context += d
         finishing = self._finishes.pop(j, None)
+        finished = 0
         if finishing:
             finishing.sort()
             for _, m in finishing:
-                self._finish(m, j, updates)
+                if not m.gone:
+                    self._finish(m, j, updates)
+                    finished += 1
         core._emit(ready, updates)
         stats = core.stats
-        stats.generation_tokens += d + len(updates) - len(finishing or ())
-        # Sequences whose prompt this step finished decode from the next step on; those
-        # newly admitted and not done join the prefilling ones, in running order.
-        done = {seq.request.request_id for seq in ready}
-        for seq, _ in out.prefills[out.partial :]:
+        stats.generation_tokens += d + len(updates) - finished
+        # Sequences whose prompt this step finished decode from the next step on, and so
+        # does a recomputed one left one token short (the scheduler tells a decode by its
+        # state: all but the last token computed, past its prompt); the rest, and those
+        # newly admitted, stay prefilling, in running order.
+        admitted = [seq for seq, _ in out.prefills[out.partial :]]
+        for seq in admitted:
             self._place(seq)
-        kept = [seq for seq in prefilling if seq.request.request_id not in done]
-        kept += [
-            seq for seq, _ in out.prefills[out.partial :] if seq.request.request_id not in done
-        ]
-        self._prefilling = kept
-        for seq in ready:
-            if not seq.done:
+        still: list[SequenceState] = []
+        for seq in (*prefilling, *admitted):
+            if not seq.admitted or seq.done:
+                continue
+            n = len(seq.tokens)
+            if n - seq.num_computed == 1 and n != seq.prompt_len:
                 self._join(seq, j + 1)
+            else:
+                still.append(seq)
+        self._prefilling = still
+        stats.preemptions = sched.num_preemptions
         stats.prefix_query_tokens = self._pool.query_tokens
         stats.prefix_hit_tokens = self._pool.hit_tokens
         stats.evictions = self._pool.evictions
@@ -209,7 +240,20 @@ class DecodeRun:
         self.kind = self._step_kind(shape.prefill_tokens, d)
         self.prefill_tokens, self.decode_tokens = shape.prefill_tokens, d
         self.num_running, self.num_waiting = stats.num_running, stats.num_waiting
+        self.num_preempted = len(out.preempted)
         return duration
+
+    def _evict(self, seq: SequenceState, j: int) -> None:
+        """``seq`` was preempted at step ``j``: a member leaves the cohort with the tokens
+        it sampled up to step ``j - 1`` (``stamps``); a prefilling one leaves that list."""
+        m = self._by_seq.pop(seq.request.request_id, None)
+        if m is not None:
+            m.gone = True
+            n = m.n_join + j - m.join
+            self._fill(m, n)
+            self._context -= n - 1
+            self.num_decodes -= 1
+            self.stamps.append((seq.request.request_id, m.join, j - 1))
 
     def _finish(self, m: _Member, j: int, updates: list[RequestUpdate]) -> None:
         """The member samples its last token at step ``j`` and leaves (``_emit``'s finish)."""
@@ -224,6 +268,8 @@ class DecodeRun:
         out = self._token_out(token_id, logprob)
         updates.append(self._update(rid, [out], seq.num_cached, True, reason))
         self.leavers[rid] = m.join
+        m.gone = True
+        del self._by_seq[rid]
         self._sched.finish(seq)
         self._core.forget(rid)
         self._context -= n
@@ -235,13 +281,11 @@ class DecodeRun:
         decoding: it got one token at each step from that one on."""
         k = self.steps
         out = []
-        for m in self._members:
+        for m in self._by_seq.values():
             seq = m.seq
-            if seq.done:
-                continue
             length = m.n_join + max(0, k - m.join + 1)
             self._fill(m, length)
             seq.num_computed = length - 1
             out.append((seq.request.request_id, m.join))
-        self._members = []
+        self._by_seq = {}
         return out

@@ -273,12 +273,16 @@ class VirtualDriver:
     """Runs EngineCore against a simulated clock; arrivals come with their times, or are
     released by earlier requests ending (``release``: closed-loop users, sessions)."""
 
-    def __init__(self, core: EngineCore, *, fast_forward: bool = True) -> None:
+    #: Whether a driver built without ``fast_forward`` takes decode runs (the speed
+    #: benchmark, ``benchmarks/sim_speed.py``, turns it off to time the step-by-step path).
+    fast_forward_default = True
+
+    def __init__(self, core: EngineCore, *, fast_forward: bool | None = None) -> None:
         self.core = core
         self.now = 0.0
-        #: Take runs of pure-decode steps through ``EngineCore.decode_run`` (the module
-        #: docstring); False steps the core one step at a time.
-        self.fast_forward = fast_forward
+        #: Take decode runs through ``EngineCore.decode_run`` (the module docstring);
+        #: False steps the core one step at a time.
+        self.fast_forward = self.fast_forward_default if fast_forward is None else fast_forward
 
     def run(
         self,
@@ -348,10 +352,13 @@ class VirtualDriver:
                         steps.append(
                             StepRecord(
                                 self.now, duration, run.kind, run.prefill_tokens,
-                                run.decode_tokens, run.num_running, run.num_waiting, 0,
+                                run.decode_tokens, run.num_running, run.num_waiting,
+                                run.num_preempted,
                             )
                         )  # fmt: skip
                     run.ends.append(end)
+                    for request_id, join, last in run.stamps:  # members it preempted
+                        timings[request_id].token_times.extend(run.ends[join - 1 : last])
                     self._deliver(run.updates, end, timings, release, pending, run)
                     horizon = self.now if lag else end
                     self.now = end

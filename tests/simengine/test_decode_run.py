@@ -19,14 +19,16 @@ from simengine.core import EngineCore, EngineRequest
 from simengine.driver import SimResult, VirtualDriver
 
 
-def _open_loop(n: int, rate: float, seed: int, *, shared: int = 4) -> list:
+def _open_loop(
+    n: int, rate: float, seed: int, *, shared: int = 4, prompt_len: tuple[int, int] = (40, 400)
+) -> list:
     """Poisson arrivals; prompts drawn from ``shared`` templates (so blocks repeat and
     prefix hits, duplicate blocks and evictions happen), EOS left on for some."""
     rng = np.random.default_rng(seed)
     times = np.cumsum(rng.exponential(1 / rate, n))
     out = []
     for i, t in enumerate(times):
-        base = prompt(int(rng.integers(40, 400)), int(rng.integers(shared)))
+        base = prompt(int(rng.integers(*prompt_len)), int(rng.integers(shared)))
         out.append(
             (
                 float(t),
@@ -83,6 +85,18 @@ def test_open_loop_with_prefix_hits_and_tight_blocks(async_scheduling: bool) -> 
     assert slow.stats.prefix_hit_tokens > 0
 
 
+@pytest.mark.parametrize(
+    ("blocks", "budget", "rate"), [(120, 64, 20.0), (200, 64, 8.0), (160, 128, 8.0)]
+)
+def test_long_prompts_chunked_under_preemption(blocks: int, budget: int, rate: float) -> None:
+    """Long prompts chunked at a small budget in a tight pool: decodes preempt, preempted
+    sequences are recomputed in chunks, and a recompute left one token short becomes a
+    decode by its state (the case (200, 64, 8.0) once diverged on)."""
+    config = EngineConfig(num_gpu_blocks=blocks, max_num_batched_tokens=budget, max_num_seqs=32)
+    slow = _assert_same(config, _open_loop(40, rate, 5, shared=40, prompt_len=(300, 1200)))
+    assert slow.stats.preemptions > 0
+
+
 def test_waiting_queue_blocked_by_max_num_seqs_and_timeouts() -> None:
     config = EngineConfig(max_num_seqs=6, async_scheduling=True)
     slow = _assert_same(config, _open_loop(80, 30.0, 2), timeout_s=1.5)
@@ -109,14 +123,13 @@ def test_offload_tier_and_tensor_parallel_step_costs() -> None:
 def test_the_fast_path_runs_and_cuts_the_scheduled_steps() -> None:
     """Long decodes after a burst of arrivals: most steps are taken as decode runs."""
     arrivals = [
-        (0.001 * i, EngineRequest(f"d{i}", prompt(200, i), 400, ignore_eos=True))
-        for i in range(32)
+        (0.001 * i, EngineRequest(f"d{i}", prompt(200, i), 400, ignore_eos=True)) for i in range(32)
     ]
     core = EngineCore(EngineConfig())
     scheduled = 0
     step = core.step
 
-    def counting_step():  # noqa: ANN202 - a wrapper of EngineCore.step
+    def counting_step():
         nonlocal scheduled
         scheduled += 1
         return step()
