@@ -196,8 +196,10 @@ class DecodeRun:
                 m.seq.blocks.commit(m.seq.tokens, computed)
         first: list[str] = []
         ready = [seq for seq, chunk in out.prefills if core._prefill(seq, chunk, first)]
-        # The core's emit: the members finishing here (running order), then first tokens.
-        updates: list[RequestUpdate] = []
+        # The core's emit: the aborts since the last step, the members finishing here
+        # (running order), then first tokens.
+        updates, core._aborted = core._aborted, []
+        num_aborted = len(updates)
         self.leavers = {}
         self._context += d
         finishing = self._finishes.pop(j, None)
@@ -210,7 +212,7 @@ class DecodeRun:
                     finished += 1
         core._emit(ready, updates)
         stats = core.stats
-        stats.generation_tokens += d + len(updates) - finished
+        stats.generation_tokens += d + len(updates) - finished - num_aborted
         # Sequences whose prompt this step finished decode from the next step on, and so
         # does a recomputed one left one token short (the scheduler tells a decode by its
         # state: all but the last token computed, past its prompt); the rest, and those
@@ -274,6 +276,25 @@ class DecodeRun:
         self._core.forget(rid)
         self._context -= n
         self.num_decodes -= 1
+
+    def abort(self, request_id: str) -> tuple[int, int] | None:
+        """Abort a request between steps (``EngineCore.abort_request``); for a member, the
+        steps it decoded in, ``(first, last)`` (``ends[first - 1 : last]``), else None."""
+        m = self._by_seq.pop(request_id, None)
+        stamp = None
+        if m is not None:
+            m.gone = True
+            k = self.steps
+            n = m.n_join + max(0, k - m.join + 1)
+            self._fill(m, n)
+            m.seq.num_computed = n - 1
+            self._context -= n - 1
+            self.num_decodes -= 1
+            stamp = (m.join, k)
+        else:
+            self._prefilling = [s for s in self._prefilling if s.request.request_id != request_id]
+        self._core.abort_request(request_id)
+        return stamp
 
     def close(self) -> list[tuple[str, int]]:
         """End the run: each member holds the tokens its steps sampled and has computed all

@@ -338,8 +338,11 @@ class VirtualDriver:
             while deadlines and deadlines[0][0] <= self.now:
                 _, timing = deadlines.popleft()
                 if timing.finish_reason is None:
-                    run = self._close(run, timings)
-                    core.abort_request(timing.request_id)
+                    stamp = None if run is None else run.abort(timing.request_id)
+                    if stamp is not None:
+                        timing.token_times.extend(run.ends[stamp[0] - 1 : stamp[1]])
+                    elif run is None:
+                        core.abort_request(timing.request_id)
                     timing.error = "timeout"
                     end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:

@@ -104,6 +104,24 @@ def test_waiting_queue_blocked_by_max_num_seqs_and_timeouts() -> None:
     assert any(s.num_waiting > 0 and s.kind == "decode" for s in slow.steps)
 
 
+def test_timeouts_mid_prompt_and_mid_decode() -> None:
+    """A short client timeout catches long prompts while they are chunked (64 tokens a
+    step) and short requests while they decode or wait behind them."""
+    config = EngineConfig(max_num_batched_tokens=64, max_num_seqs=16)
+    arrivals = [
+        (0.02 * i, EngineRequest(f"s{i}", prompt(40, 1000 + i), 20 + i % 40, ignore_eos=True))
+        for i in range(60)
+    ]
+    arrivals += [
+        (0.1 + 0.3 * i, EngineRequest(f"l{i}", prompt(3000, 2000 + i), 50)) for i in range(3)
+    ]
+    arrivals.sort(key=lambda a: a[0])
+    slow = _assert_same(config, arrivals, timeout_s=0.4)
+    cut = [t for t in slow.requests.values() if t.error == "timeout"]
+    assert any(t.token_times for t in cut)
+    assert any(not t.token_times for rid, t in slow.requests.items() if rid.startswith("l"))
+
+
 def test_decodes_taking_the_whole_budget_and_until() -> None:
     config = EngineConfig(max_num_batched_tokens=16, max_num_seqs=16, block_size=8)
     _assert_same(config, _open_loop(40, 50.0, 3), until_s=1.0)
@@ -139,3 +157,31 @@ def test_the_fast_path_runs_and_cuts_the_scheduled_steps() -> None:
     assert result.stats.steps >= 400
     assert scheduled < result.stats.steps / 10
     _assert_same(EngineConfig(), arrivals)
+
+
+def test_aborting_a_prompt_mid_chunks_inside_a_run() -> None:
+    """``DecodeRun.abort`` of a sequence still prefilling while others decode: the run's
+    next steps are the core's after ``abort_request``."""
+    config = EngineConfig(max_num_batched_tokens=128, max_num_seqs=32)
+    cores = [EngineCore(config) for _ in range(2)]
+    for core in cores:
+        for i in range(4):
+            core.add_request(EngineRequest(f"d{i}", prompt(40, i), 200, ignore_eos=True))
+        for _ in range(3):
+            core.step()
+        core.add_request(EngineRequest("long", prompt(8000, 9), 10))
+    fast, slow = cores
+    run = fast.decode_run()
+    durations = ([], [])
+    for j in range(30):
+        if j == 10:
+            assert run.abort("long") is None  # not a member: no token times
+            slow.abort_request("long")
+        durations[0].append(run.step())
+        durations[1].append(slow.step().duration_s)
+    assert run.prefill_tokens == 0 and run.decode_tokens == 4
+    run.close()
+    assert durations[0] == durations[1]
+    for i in range(4):
+        assert fast._seqs[f"d{i}"].tokens == slow._seqs[f"d{i}"].tokens
+    assert fast.pool.free_queue() == slow.pool.free_queue()
