@@ -37,7 +37,7 @@ from perfmodel.config import EngineConfig
 from simengine import driver
 
 #: Keys whose values are measurements of this process, not predictions.
-TIMING_KEYS = frozenset({"cpu_s", "wall_s", "output_tokens_per_s", "grid_wall_s"})
+TIMING_KEYS = frozenset({"cpu_s", "wall_s", "speed", "output_tokens_per_s", "grid_wall_s"})
 
 
 def _fast_path(on: bool) -> None:

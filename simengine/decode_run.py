@@ -147,7 +147,8 @@ class DecodeRun:
             return None
         core, sched, bs = self._core, self._sched, self._bs
         out = Schedule()
-        self.stamps = []
+        if self.stamps:
+            self.stamps = []
         # Pass 1: the members that outgrow their blocks reserve one, in running order;
         # when the pool is out, the newest running sequence is preempted (maybe the
         # member itself, which then ends the pass).
@@ -177,7 +178,8 @@ class DecodeRun:
         prefilling = self._prefilling
         if out.preempted:
             prefilling = [seq for seq in prefilling if seq.admitted]
-        sched.schedule_prefills(out, prefilling, d)
+        if prefilling or sched.waiting or out.preempted:  # else they schedule nothing
+            sched.schedule_prefills(out, prefilling, d)
         shape = out.shape
         shape.decode_tokens = d
         shape.decode_context = self._context
@@ -198,9 +200,12 @@ class DecodeRun:
         ready = [seq for seq, chunk in out.prefills if core._prefill(seq, chunk, first)]
         # The core's emit: the aborts since the last step, the members finishing here
         # (running order), then first tokens.
-        updates, core._aborted = core._aborted, []
+        updates: list[RequestUpdate] = []
+        if core._aborted:
+            updates, core._aborted = core._aborted, []
         num_aborted = len(updates)
-        self.leavers = {}
+        if self.leavers:
+            self.leavers = {}
         self._context += d
         finishing = self._finishes.pop(j, None)
         finished = 0
@@ -210,26 +215,16 @@ class DecodeRun:
                 if not m.gone:
                     self._finish(m, j, updates)
                     finished += 1
-        core._emit(ready, updates)
+        if ready:
+            core._emit(ready, updates)
         stats = core.stats
         stats.generation_tokens += d + len(updates) - finished - num_aborted
         # Sequences whose prompt this step finished decode from the next step on, and so
         # does a recomputed one left one token short (the scheduler tells a decode by its
         # state: all but the last token computed, past its prompt); the rest, and those
         # newly admitted, stay prefilling, in running order.
-        admitted = [seq for seq, _ in out.prefills[out.partial :]]
-        for seq in admitted:
-            self._place(seq)
-        still: list[SequenceState] = []
-        for seq in (*prefilling, *admitted):
-            if not seq.admitted or seq.done:
-                continue
-            n = len(seq.tokens)
-            if n - seq.num_computed == 1 and n != seq.prompt_len:
-                self._join(seq, j + 1)
-            else:
-                still.append(seq)
-        self._prefilling = still
+        if out.prefills or out.preempted:
+            self._sort_prefilling(prefilling, out, j)
         stats.preemptions = sched.num_preemptions
         stats.prefix_query_tokens = self._pool.query_tokens
         stats.prefix_hit_tokens = self._pool.hit_tokens
@@ -244,6 +239,25 @@ class DecodeRun:
         self.num_running, self.num_waiting = stats.num_running, stats.num_waiting
         self.num_preempted = len(out.preempted)
         return duration
+
+    def _sort_prefilling(self, prefilling: list[SequenceState], out: Schedule, j: int) -> None:
+        """After step ``j``: sequences whose prompt it finished decode from the next step on,
+        and so does a recomputed one left one token short (the scheduler tells a decode by
+        its state: all but the last token computed, past its prompt); the rest, and those
+        newly admitted, stay prefilling, in running order."""
+        admitted = [seq for seq, _ in out.prefills[out.partial :]]
+        for seq in admitted:
+            self._place(seq)
+        still: list[SequenceState] = []
+        for seq in (*prefilling, *admitted):
+            if not seq.admitted or seq.done:
+                continue
+            n = len(seq.tokens)
+            if n - seq.num_computed == 1 and n != seq.prompt_len:
+                self._join(seq, j + 1)
+            else:
+                still.append(seq)
+        self._prefilling = still
 
     def _evict(self, seq: SequenceState, j: int) -> None:
         """``seq`` was preempted at step ``j``: a member leaves the cohort with the tokens

@@ -362,7 +362,8 @@ class VirtualDriver:
                     run.ends.append(end)
                     for request_id, join, last in run.stamps:  # members it preempted
                         timings[request_id].token_times.extend(run.ends[join - 1 : last])
-                    self._deliver(run.updates, end, timings, release, pending, run)
+                    if run.updates:
+                        self._deliver(run.updates, end, timings, release, pending, run)
                     horizon = self.now if lag else end
                     self.now = end
                     continue
