@@ -41,10 +41,14 @@ the decode gaps they overlap, the decode streams' positions), so neighbouring un
 correlated and a bootstrap of units understates how far another draw's statistic lands.
 Each run's between-draw variance is then estimated from the run itself by batch means:
 its units, in time order (``Sample.clusters`` numbered by time), are cut into
-b = ⌊√units⌋ contiguous batches (at least two: the classical batch size √n, no constant
-fitted to any workload), the statistic is computed on each batch, and the variance of
-the log statistic of the whole run is var(log batch statistics) / b, with b − 1 degrees
-of freedom (``draw_variance``). The interval of the log ratio must be at least as wide
+b = round(units^⅓) contiguous batches, at least two (``draw_batches``), the statistic is
+computed on each batch, and the variance of the log statistic of the whole run is
+var(log batch statistics) / b, with b − 1 degrees of freedom (``draw_variance``). Few,
+long batches (units^⅔ each) on purpose: batch means see a correlation only as far as it
+is shorter than a batch, and the Student t quantile pays for the few degrees of
+freedom. (With √units batches, AR(1) draws of 120 units whose correlation spans ~9
+units were called different in 9 of 60 A/A pairs; with units^⅓, 4 of 60:
+``tests/diagnose/test_draw_variance.py``.) The interval of the log ratio must be at least as wide
 as the Student t interval of those two variances (Welch–Satterthwaite degrees of
 freedom): when it is narrower, the bootstrap's log-ratio replicates are widened about
 their median by the factor that makes it so, and the p-value, ``significant`` and a
@@ -208,15 +212,21 @@ def shortfall(
     return ("; ".join(reasons), needed) if reasons else None
 
 
+def draw_batches(units: int) -> int:
+    """Time batches a run of ``units`` units is cut into for its between-draw variance:
+    round(units^⅓), at least two (and no more than the units)."""
+    return min(units, max(2, round(units ** (1.0 / 3.0))))
+
+
 def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
     """Batch-means variance of the log of ``stat`` over the whole run, and its degrees of
     freedom (the module docstring's "different draws"): the units, in time order, in
-    b = max(2, ⌊√units⌋) contiguous batches. ``None`` when a batch has no finite
-    positive statistic (or there are fewer than two units)."""
+    ``draw_batches`` contiguous batches. ``None`` when a batch has no finite positive
+    statistic (or there are fewer than two units)."""
     units = sample.n_units
     if units < 2:
         return None
-    batches = max(2, math.isqrt(units))
+    batches = draw_batches(units)
     of_value = sample.unit_codes() * batches // units
     logs = []
     for batch in range(batches):
