@@ -33,12 +33,14 @@ resamples and its percentile interval covers far less than it claims, so the res
 would meet both minimums (``needed_units``). ``units_to_separate(v)`` gives the size
 at which the interval would exclude v, assuming its width shrinks as 1/√n.
 
-**Different draws.** When BASE and NEW are different draws of the workload
-(``compare_stats(..., draws=True)``: their seeds differ), a resampled unit is not the
-whole story: units near one another in time share a state the next draw will not have
-(a queue building behind a burst, long prefills queued behind one another and sharing
-the decode gaps they overlap, the decode streams' positions), so neighbouring units are
-correlated and a bootstrap of units understates how far another draw's statistic lands.
+**Different draws.** When BASE and NEW are different draws of the workload and their
+units cannot be resampled in blocks that hold the correlation between neighbours
+(``compare_stats(..., draws=True)``; ``diagnose.compare`` asks it for the stall events of
+runs whose seeds differ), a resampled unit is not the whole story: units near one
+another in time share a state the next draw will not have (a queue building behind a
+burst, long prefills queued behind one another and sharing the decode gaps they
+overlap, the decode streams' positions), so neighbouring units are correlated and a
+bootstrap of units understates how far another draw's statistic lands.
 Each run's between-draw variance is then estimated from the run itself by batch means:
 its units, in time order (``Sample.clusters`` numbered by time), are cut into
 b = round(units^⅓) contiguous batches, at least two (``draw_batches``), the statistic is
@@ -56,7 +58,9 @@ gate all read the widened replicates (the method names the factor). The interval
 covers the within-run resampling variance and the variation between parts of a run —
 autocorrelation, drift, a trend such as a growing queue. It does not cover a component
 constant through a whole run (a draw's persistent property every part of the run
-shares): repeated runs as trials (``compare_trials``) measure that.
+shares): repeated runs as trials (``compare_trials``) measure that. It assumes the
+batches differ only by chance: a run whose batches differ by design (a tail with no
+long prompts) would have that shape read as variance between draws.
 
 **Assumptions.** Units are independent and identically distributed within a run (a run
 is a stationary sample of one configuration), the two runs are independent, and the
