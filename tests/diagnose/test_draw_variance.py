@@ -4,12 +4,17 @@ run's units cannot see (``diagnose.stats``' batch means over time batches)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from diagnose.compare import RunSamples, compare_samples
+from diagnose.gate import SIGNIFICANT
 from diagnose.stats import Sample, compare_stats, draw_batches, draw_variance, draw_widening
-from probes.stall_events import StallEvents
+from probes.stall_events import RunStalls, StallEvents
+from probes.token_gaps import TokenGaps
 
 RESAMPLES = 400
 
@@ -109,3 +114,38 @@ def test_stall_events_come_in_the_order_of_their_starts():
     )
     assert events.stall_s.tolist() == pytest.approx([0.05, 0.01])
     assert events.alone == 1
+
+
+def stall_run(lost_s: np.ndarray) -> RunSamples:
+    """A run whose long prompts' events cost ``lost_s`` each, in the order they started."""
+    events = StallEvents(np.full(len(lost_s), 0.1), np.asarray(lost_s, float), np.ones(len(lost_s)))
+    empty = np.empty(0)
+    gaps = TokenGaps(empty, np.empty(0, dtype=np.int64), empty, np.empty(0, dtype=object))
+    return RunSamples(
+        path=Path("run"), run=None, latencies=pd.DataFrame({"ttft_s": [1.0]}), gaps=gaps,
+        throughput=pd.DataFrame(), requests=len(lost_s),
+        stalls=RunStalls("long-prompt", events, 1000),
+    )  # fmt: skip
+
+
+def test_stall_events_of_two_draws_whose_queues_built_differently_are_not_called_different():
+    # Long prompts queue behind one another, so each event costs more than the one before
+    # as the queue builds; how fast it built is the draw's. Both runs' events span 20-30 s
+    # lost, in different shapes: per event, BASE's mean is decided apart from NEW's.
+    ramp = np.linspace(0.0, 1.0, 24)
+    base, new = stall_run(20 + 10 * ramp**2), stall_run(20 + 10 * np.sqrt(ramp))
+    one = compare_samples(base, new, metrics=["stall_lost"], resamples=RESAMPLES)
+    (row,) = one.rows
+    assert row.status == SIGNIFICANT and one.draws is None
+    two = compare_samples(
+        base, new, metrics=["stall_lost"], resamples=RESAMPLES, draws="the seeds differ"
+    )
+    (row,) = two.rows
+    assert row.status != SIGNIFICANT and "widened" in row.comparison.method
+    assert row.comparison.ci_low < 1.0 < row.comparison.ci_high
+    # a planted doubling of every event is still decided between the two draws
+    doubled = compare_samples(
+        base, stall_run(2 * (20 + 10 * np.sqrt(ramp))), metrics=["stall_lost"],
+        resamples=RESAMPLES, draws="the seeds differ",
+    )  # fmt: skip
+    assert doubled.rows[0].status == SIGNIFICANT and doubled.rows[0].comparison.ci_low > 1.25
