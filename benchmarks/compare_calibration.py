@@ -120,8 +120,11 @@ def planted_p99(run: RunSamples, factor: float) -> RunSamples:
 
 
 def planted_stall(run: RunSamples, factor: float) -> RunSamples:
-    """``run`` with every stall event's worst decode gap multiplied by ``factor``."""
-    events = run.stalls.events.scaled(STALL_FIELDS["stall_worst_s"], factor)
+    """``run`` with every stall event's worst decode gap and decode time lost multiplied
+    by ``factor``."""
+    events = run.stalls.events
+    for field in STALL_FIELDS.values():
+        events = events.scaled(field, factor)
     return dataclasses.replace(run, stalls=dataclasses.replace(run.stalls, events=events))
 
 
