@@ -86,7 +86,7 @@ from scipy import stats as sps
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
-from runtime.quantiles import QUANTILES, statistic
+from runtime.quantiles import QUANTILES, quantiles, statistic
 
 __all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats", "compare_trials"]
 
@@ -259,7 +259,7 @@ def draw_widening(
     dof = variance**2 / sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
     half = float(sps.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(variance)
     alpha = 1.0 - confidence
-    low, high = np.quantile(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
+    low, high = quantiles(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
     boot_half = (high - low) / 2.0
     factor = half / boot_half if boot_half > 0 else math.inf
     if not factor > 1.0:
