@@ -18,15 +18,21 @@ scheduler's own passes (``Scheduler.schedule_prefills``), the chunks through the
   members' filled blocks indexed in running order (the core's decode pass), then the
   chunks'; then the finished members released in running order, then the sequences that
   finished on their first token;
-* the updates come in the core's order (decodes in running order, then first tokens).
+* the updates come in the core's order (aborts, decodes in running order, then first
+  tokens);
+* when a member finds no block, the newest running sequence is preempted, as pass 1 does
+  (``Scheduler.preempt_newest``; a preempted member leaves with its token times,
+  ``stamps``), and a step that preempted admits nothing;
+* a sequence is a decode by its state, as the scheduler tells one (all but its last
+  token computed, past its prompt), so a recompute whose last chunk left one token joins.
 
-A step is refused (``step`` returns None, nothing changed) when the pool has fewer blocks
-than the members must reserve (the core's step then preempts) or the cohort is empty; the
-driver then closes the run and steps the core. An abort must come after ``close``.
+A step is refused (``step`` returns None, nothing changed) only when the cohort is empty;
+the driver then closes the run and steps the core. An abort goes through the run
+(``abort``), which takes the request out of the cohort or the prefilling list first.
 
 A member's tokens are drawn a stream block at a time and appended when a block is indexed
 (its hash needs them), when it finishes or when the run closes. Members get no per-token
-``RequestUpdate``: ``close`` and ``leavers`` say from which step each one decoded, so a
+``RequestUpdate``: ``close``, ``leavers`` and ``stamps`` say in which steps each one decoded, so a
 driver stamps its token times from ``ends``. Hence only the virtual-time driver uses it;
 the real-time driver, which streams every token as its step ends, steps the core one step
 at a time. It applies to the block pool (vLLM's paged KV); the radix and slot pools step

@@ -14,14 +14,16 @@ during a step can join the step after next, not the next one: a busy engine's TT
 carries one more step (an idle engine schedules at once). Replaying one arrival list against
 two configurations is a what-if experiment with identical arrivals by construction.
 
-The virtual driver takes runs of identical pure-decode steps through the core's fast path
-(``EngineCore.decode_run``, ``simengine.decode_run``): between two events — an arrival
-reaching the engine, a timeout, ``until_s``, a sequence finishing, a block running short —
-it asks the core for one step's duration at a time and stamps each step's end on every
-decoding request at the run's close, with the same clock arithmetic as step by step, so
-every token time, step record and counter is the step-by-step path's
-(``VirtualDriver(core, fast_forward=False)`` is that path; a test compares the two). The
-real-time driver never takes it: it streams each token as its step ends.
+The virtual driver steps the core through its decode cohort (``EngineCore.decode_run``,
+``simengine.decode_run``): the decoding sequences cost work per step and per event (a
+block reserved or filled, a sequence joining, finishing, preempted or timed out), not per
+token; each step's end is kept once and stamped on each member's token times when it
+leaves the cohort, with the same clock arithmetic as step by step, so every token time,
+step record and counter is the step-by-step path's (``VirtualDriver(core,
+fast_forward=False)`` is that path; ``tests/simengine/test_decode_run.py`` compares the
+two). A run ends when its cohort empties, at ``until_s``, or at the end; the core's own
+step then takes over until the next one qualifies. The real-time driver never takes it:
+it streams each token as its step ends.
 """
 
 from __future__ import annotations
