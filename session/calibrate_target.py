@@ -91,7 +91,7 @@ def _recorded(run: Run) -> tuple[dict[str, Any], dict[str, str], str]:
     info = run.info
     if info is None:
         return {}, {}, "a run without run.json"
-    typed = info.typed
+    typed = info
     target = typed.target
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     if target.engine is not None:  # the embedded engine: its whole configuration

@@ -175,7 +175,7 @@ def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
     found = figures(outcome.summary)
     try:
         run = open_run(outcome.run_dir)
-        offered = run.info.typed.plan.offered_rate_per_s if run.info is not None else None
+        offered = run.info.plan.offered_rate_per_s if run.info is not None else None
         ends = run.tables.completed["end_s"].to_numpy(dtype=float)
     except InputError:  # run.json unwritten: the point has no offered rate to follow
         offered, ends = None, None

@@ -110,8 +110,7 @@ def header(data: ReportData) -> Header:
     workload_text = info.workload_name or UNKNOWN
     wall = known_number(info.wall_t0)
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
-    sections = info.typed
-    target = sections.target
+    target = info.target
     engine = target.engine or {}
     engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
     fields = [
@@ -121,11 +120,11 @@ def header(data: ReportData) -> Header:
         ("engine", engine_text or None),
         ("workload", workload_text),
         ("seed", info.seed),
-        ("cache protocol", sections.cache_protocol),
+        ("cache protocol", info.cache_protocol.applied),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
         ("duration", fmt_duration(data.sections.throughput.window_s)),
-        ("command", _given(info.command)),
+        ("command", _given(list(info.command))),
         ("run directory", str(data.path)),
         ("prefillscope", info.tool_version if data.info is not None else None),
     ]
