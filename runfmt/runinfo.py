@@ -68,8 +68,8 @@ class RunInfo:
     clock: Clock = field(default_factory=Clock)
     target: TargetSection = field(default_factory=TargetSection)
     workload: Mapping[str, Any] = field(default_factory=EMPTY)
-    #: The workload's seed, as the spec in ``workload`` records it.
-    seed: int | None = None
+    #: The workload's seed beside its spec, as written (``seed`` reads the spec's).
+    seed_written: int | None = key("seed", default=None)
     plan: PlanSection = field(default_factory=PlanSection)
     load: LoadSection = field(default_factory=LoadSection)
     oracle: Geometry = field(default_factory=Geometry)
@@ -91,6 +91,12 @@ class RunInfo:
     @property
     def ended_at(self) -> str | None:
         return self.clock.ended_at
+
+    @property
+    def seed(self) -> int | None:
+        """The workload's seed as its spec records it."""
+        seed = self.workload.get("seed")
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
     @property
     def workload_name(self) -> str | None:

@@ -99,7 +99,7 @@ def run_info(
         clock=started_clock(clock.wall_t0),
         target=described,
         workload=frozen_map(workload),
-        seed=workload.get("seed"),
+        seed_written=workload.get("seed"),
         plan=PlanSection(
             requests=len(plan),
             warmup_requests=len(plan) - len(plan.measured),

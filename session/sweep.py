@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
+from probes.metric_registry import json_name, stat_of, sweep_figures
 from runfmt.names import SWEEP_JSON
 from runfmt.run import open_run
 from runfmt.summary import SummaryLike, SummarySections
@@ -86,7 +86,7 @@ def figures(summary: SummaryLike) -> dict[str, float | None]:
         "goodput_share": goodput.share,
         **{
             json_name(name): stat(metric.key, statistic)
-            for name in SWEEP_FIGURES
+            for name in sweep_figures()
             for metric, statistic in (stat_of(name),)
         },
         "completed": requests.completed,

@@ -72,7 +72,8 @@ def test_a_document_of_the_earlier_code_writes_back_the_same_keys_and_values(nam
 
 def test_every_kind_of_document_has_its_fixture() -> None:
     names = {p.name for p in DOCUMENTS.glob("*.json")}
-    assert {"run.json", "summary.json", "diagnosis.json", "sweep.json", "isolation.json"} <= names
+    kinds = {"run", "summary", "diagnosis", "sweep", "isolation", "ab"}
+    assert {f"{kind}.json" for kind in kinds} == names
 
 
 def test_run_json_reads_typed_from_the_fixture() -> None:

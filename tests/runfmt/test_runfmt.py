@@ -54,7 +54,7 @@ def test_a_written_run_json_reads_back_equal() -> None:
         clock=started_clock(1_700_000_000.25),
         target=TargetSection(url="http://127.0.0.1:1"),
         workload=frozen_map({"workload": "chat", "seed": 7}),
-        seed=7,
+        seed_written=7,
         plan=PlanSection(requests=3),
     )
     for state in (info, info.finished("interrupted", "SIGINT", 1_700_000_012.5)):
