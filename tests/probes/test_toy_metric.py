@@ -5,12 +5,12 @@ toy lives in a temporary module, written and imported by the test."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import textwrap
 
 import pytest
+from toy_module import imported
 
 from prefillscope.cli import main
 from probes import metric_registry
@@ -50,15 +50,9 @@ SMALL = ["--num-requests", "8", "--gpu", "off"]
 @pytest.fixture
 def toy(tmp_path):
     """The toy module imported from a temporary file (registered on import), removed after."""
-    path = tmp_path / "toy_half_wait.py"
-    path.write_text(TOY, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("toy_half_wait", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["toy_half_wait"] = module
-    spec.loader.exec_module(module)
-    yield module
-    metric_registry.unregister("half_wait_s")
-    sys.modules.pop("toy_half_wait", None)
+    with imported(tmp_path, "toy_half_wait", TOY) as module:
+        yield module
+        metric_registry.unregister("half_wait_s")
 
 
 def _cli(monkeypatch, capsys, *argv: str) -> tuple[int, str]:
