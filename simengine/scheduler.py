@@ -180,8 +180,6 @@ class Scheduler:
         self.schedule_prefills(out, prefilling, len(out.decodes))
         out.shape.decode_tokens = len(out.decodes)
         out.shape.num_running = len(self.running)
-        if out.shape.prefill_tokens + out.shape.decode_tokens >= self.budget:
-            self.budget_bound_steps += 1
         return out
 
     def schedule_prefills(
@@ -201,6 +199,8 @@ class Scheduler:
                 # back and preempt again next step; wait a step (as vLLM does).
                 self._admit(out, left)
             if num_decodes or out.prefills or not self.running:
+                if num_decodes + out.shape.prefill_tokens >= self.budget:
+                    self.budget_bound_steps += 1
                 return
             # Every running sequence is a prefill stuck for blocks: free the newest.
             self._preempt(self.running.pop(), out)
