@@ -31,8 +31,9 @@ import time
 import numpy as np
 
 from diagnose.ab_effect import effect_status
-from diagnose.ab_events import EVENT_STALL, StallEvents, compare_events, scaled
+from diagnose.ab_events import EVENT_STALL, compare_events, scaled
 from perfmodel.config import EngineConfig
+from probes.stall_events import StallEvents
 from session.sim_workload import from_plan
 from simengine.core import EngineCore
 from simengine.driver import VirtualDriver

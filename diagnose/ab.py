@@ -33,13 +33,7 @@ import numpy as np
 
 from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
 from diagnose.ab_effect import MIN_EFFECT
-from diagnose.ab_events import (
-    EVENT_METRICS,
-    EVENT_STALL,
-    StallEvents,
-    event_summary,
-    event_values,
-)
+from diagnose.ab_events import EVENT_METRICS, EVENT_STALL, event_summary, event_values
 from diagnose.ab_metrics import (
     METRICS,
     Comparer,
@@ -60,6 +54,7 @@ from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
 from probes.slo import Slo
+from probes.stall_events import StallEvents
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
 

@@ -23,8 +23,6 @@ from diagnose.stats import Comparison, compare_stats
 from probes.metric_registry import AB_EVENTS, json_name
 from probes.stall_events import STALL_FIELDS, StallEvents, mean_interval
 
-__all__ = ["EVENT_METRICS", "EVENT_STALL", "StallEvents", "compare_events", "event_summary"]
-
 #: The per-event metrics, as ``ab.json`` names them, and how a verdict reads them.
 EVENT_METRICS = {name: metric.label for name, metric in AB_EVENTS.items()} | {
     "event_ttft": "TTFT per long prompt",

@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from diagnose.ab_events import EVENT_METRICS, StallEvents, compare_events
+from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
 from probes import metric_registry as registry
 from probes.metric_registry import json_name
-from probes.stall_events import NO_KIND, kinds_longest_first, prefill_kind
+from probes.stall_events import NO_KIND, StallEvents, kinds_longest_first, prefill_kind
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 

@@ -35,7 +35,7 @@ in buckets wholly below the roofline (the excess is on the steps, not on a few s
 ones). The interval is the mean's normal interval over the steps, its spread bounded
 from the buckets (midpoints, plus the most a value can stray within its bucket), so it
 is wider than the truth, never narrower. Its strength is the interval's low end over
-``STEP_MARGIN``; the finding states the margin and its interval (``step_margin``).
+``STEP_MARGIN``; the finding states the margin and its interval (``diagnose.step_margin``).
 
 **Below the margin, reported as measured.** A reading under its threshold is never
 "explained by the GPU's work" when it lies above the roofline: the finding states what
@@ -50,19 +50,23 @@ under the roofline (the interval reaching 0) is the GPU's work.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from diagnose.context import Context
 from diagnose.costs import decode_share_cost
 from diagnose.h1_prefill import STEP_METRIC
 from diagnose.next_steps import bench_command
 from diagnose.registry import hypothesis
+from diagnose.step_margin import (
+    BELOW_SHARE,
+    MARGIN_CONFIDENCE,
+    STEP_MARGIN,
+    StepMargin,
+    step_margin,
+)
 from diagnose.trend import Trend, fit_trend
-from probes.canonical import Histogram
 from runfmt.diagnosis import Evidence, Finding, Status
 from runtime import engine_metrics
 from runtime.quantiles import quantiles
@@ -81,83 +85,6 @@ MIN_FLOOR_GAPS = 50
 #: from which it counts as rising with concurrency.
 RISE_SHARE = 0.5
 CLIENT = "client: chunks (pure-decode gaps)"
-#: The margin by which the server's mean decode step must exceed the roofline, its whole
-#: interval beyond it, for the step histogram alone to support H2.
-STEP_MARGIN = 0.10
-#: Most of the steps that may lie in buckets wholly below the roofline for it to count.
-BELOW_SHARE = 0.10
-#: Confidence of the margin's interval.
-MARGIN_CONFIDENCE = 0.95
-
-
-def _signed(value: float) -> str:
-    """A whole signed number, with no sign on zero (``+12``, ``-3``, ``0``)."""
-    whole = round(value)
-    return f"{whole:+d}" if whole else "0"
-
-
-@dataclass(frozen=True)
-class StepMargin:
-    """How far the server's decode steps lie above the roofline (module docstring)."""
-
-    margin: float
-    low: float
-    high: float
-    below: float
-    steps: int
-
-    @property
-    def consistent(self) -> bool:
-        return self.low > STEP_MARGIN and self.below <= BELOW_SHARE
-
-    @property
-    def strength(self) -> float:
-        return self.low / STEP_MARGIN
-
-    def text(self) -> str:
-        return (
-            f"{self.margin:+.0%} [{self.low:+.0%}, {self.high:+.0%}] over {self.steps} steps, "
-            f"{self.below:.0%} of them below the roofline"
-        )
-
-    def measured(self) -> str:
-        """``+12 % [+9, +14] over the roofline``: the margin as a reader quotes it."""
-        low, mid, high = (_signed(100 * v) for v in (self.low, self.margin, self.high))
-        return f"{mid} % [{low}, {high}] over the roofline"
-
-    def steps_to_decide(self) -> int | None:
-        """Steps at which the interval would clear ``STEP_MARGIN`` on the side its mean
-        lies (``None`` when the mean sits on the margin: no size would)."""
-        distance = abs(self.margin - STEP_MARGIN)
-        half = (self.high - self.low) / 2.0
-        if distance <= 0 or half <= 0:
-            return None
-        return math.ceil(self.steps * (half / distance) ** 2)
-
-
-def step_margin(steps: Histogram, expected_s: float) -> StepMargin | None:
-    """The mean decode step over the roofline step ``expected_s``, minus 1, with its
-    interval; ``None`` without finite-bucket observations or a known mean."""
-    total = steps.cumulative[-1] if steps.cumulative else 0.0
-    if steps.mean is None or total <= 0 or not math.isinf(steps.bounds[-1]):
-        return None
-    counts = np.diff([0.0, *steps.cumulative])
-    if counts[-1] > 0:  # a step past the last finite bound: its spread is unbounded
-        return None
-    lower = np.array([0.0, *steps.bounds[:-2]])
-    upper = np.array(steps.bounds[:-1])
-    counts = counts[:-1]
-    mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
-    spread = np.sum(counts * ((mid - steps.mean) ** 2 + half**2)) / total
-    margin = sps.norm.ppf(0.5 + MARGIN_CONFIDENCE / 2.0) * math.sqrt(spread / total)
-    below = float(np.sum(counts[upper <= expected_s]) / total)
-    return StepMargin(
-        steps.mean / expected_s - 1.0,
-        (steps.mean - margin) / expected_s - 1.0,
-        (steps.mean + margin) / expected_s - 1.0,
-        below,
-        round(total),
-    )
 
 
 @dataclass(frozen=True)

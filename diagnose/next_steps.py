@@ -25,7 +25,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from diagnose.inputs import RunView
-from loadgen.flavours import EMBEDDED, EMBEDDED_CHUNK_KEY, GENERIC, Flavour, known
+from loadgen.flavours import (
+    EMBEDDED,
+    EMBEDDED_CHUNK_KEY,
+    GENERIC,
+    LAUNCH_PLACEHOLDERS,
+    Flavour,
+    known,
+)
 from perfmodel.config import EngineConfig
 from workloads.errors import InputError
 from workloads.spec import load_spec
@@ -44,8 +51,6 @@ SMALL_CHUNK = 512
 MIN_CHUNK = 64
 #: The ``diagnose`` flag that gives the server's chunk budget when the run does not say it.
 BUDGET_FLAG = "--chunk-budget"
-#: The words of a ``--launch`` template the A/B fills in per arm (``session.launcher``).
-PLACEHOLDERS = ("{chunk}", "{port}")
 
 
 def server_flavour(view: RunView) -> Flavour:
@@ -176,7 +181,7 @@ def launch_template(view: RunView) -> str | None:
         argv = _with_flag(argv, ("--port",), "{port}")
         if target.environment:  # the settings it ran with: env VAR=VALUE … COMMAND
             argv = ["env", *(f"{k}={v}" for k, v in target.environment.items()), *argv]
-        return " ".join(w if w in PLACEHOLDERS else shlex.quote(w) for w in argv)
+        return " ".join(w if w in LAUNCH_PLACEHOLDERS else shlex.quote(w) for w in argv)
     return kind.launch_template(target.model_path or target.model or "MODEL")
 
 

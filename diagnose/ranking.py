@@ -55,8 +55,6 @@ RIVAL_SHARE = 0.67
 #: Cache verdicts that are findings (a problem), not health.
 CACHE_PROBLEMS = (CacheHealth.THRASHING, CacheHealth.IDENTITY_MISMATCH, CacheHealth.CACHING_OFF)
 NONE = "none"
-#: The rank of a role when costs cannot be weighed (``registry.ROLES``).
-_ROLE_RANK = {"root": 0, "step": 1, "client": 2}
 
 
 class Confidence:

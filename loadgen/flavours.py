@@ -23,6 +23,10 @@ from typing import Any
 
 from workloads.errors import InputError
 
+#: The words of a ``diagnose ab --launch`` template the A/B fills in per arm (``launch``
+#: below; ``session.launcher`` fills them, ``diagnose.next_steps`` keeps them unquoted).
+LAUNCH_PLACEHOLDERS = ("{chunk}", "{port}")
+
 
 @dataclass(frozen=True)
 class Capabilities:

@@ -7,7 +7,7 @@ prompts; a text prompt (chat) is composed the same way from the returned text.
 
 What a later turn sent is kept, as the token ids the server saw (``composed``): the
 session's prefix oracle replays the run from it once the run is over
-(``session.run_oracle``); nothing here computes an expectation. A text history (the
+(``session.bench_oracle.RunOracle``); nothing here computes an expectation. A text history (the
 chat API, text completions) is made of what the server said, so its token ids are only
 known by tokenizing it the server's way: ``text_tokens`` (the server's ``/tokenize``,
 the chat template applied for chat) does that in the turn's think time, off the event

@@ -1,16 +1,15 @@
 """The last line of ``bench``: the diagnosis headline when something is supported.
 
-After a completed run the checklist (``diagnose.checklist``, its defaults, as
-``prefillscope diagnose RUN_DIR``) is run on it and saved as ``diagnosis.json`` (what
-``report`` then shows without running it again); when its primary finding is a cause the
-evidence supports (a status ``report`` shows as bad: ``supported``, ``thrashing`` …), the
-run ends with that finding in one line, so the answer is on screen without another
-command. A run that cannot be diagnosed, or whose findings support nothing, ends as before.
+After a completed run the checklist is run on it and saved as ``diagnosis.json``
+(``prefillscope.run_diagnosis``; what ``report`` then shows without running it again);
+when its primary finding is a cause the evidence supports (a status ``report`` shows as
+bad: ``supported``, ``thrashing`` …), the run ends with that finding in one line, so the
+answer is on screen without another command. A run that cannot be diagnosed, or whose
+findings support nothing, ends as before.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from prefillscope.report.content import STATUS_TONES
@@ -18,15 +17,12 @@ from prefillscope.report.content import STATUS_TONES
 
 def diagnosis_headline(run_dir: Path) -> str | None:
     """``diagnosis: H1 … supported (strong confidence) — why``, or ``None`` (see above)."""
-    from diagnose.checklist import run_checklist, write_diagnosis
-    from workloads.errors import InputError
+    from prefillscope.run_diagnosis import diagnose_and_save
 
-    try:
-        diagnosis = run_checklist(run_dir)
-    except InputError:
+    made = diagnose_and_save(run_dir)  # the headline stands without the file
+    if made is None:
         return None
-    with contextlib.suppress(OSError):  # the headline stands without the file
-        write_diagnosis(run_dir, diagnosis)
+    diagnosis, _ = made
     primary = diagnosis.primary
     if primary is None or not primary.finding:
         return None

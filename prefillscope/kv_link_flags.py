@@ -1,7 +1,8 @@
 """The KV-link flags ``serve --disaggregate`` and ``simulate`` share, defined once.
 
 Each is a typer-annotated type; :func:`disagg_config` turns their values (and a ``P:D``
-ratio) into a validated :class:`~simengine.disagg_config.DisaggConfig`. Their bounds are
+ratio) into a validated :class:`~simengine.disagg_config.DisaggConfig`. Their defaults
+(``DEFAULT_*``) are the link's and the configuration's own; their bounds are
 the link's own (``simengine.kv_link.LINK_BOUNDS``), defined once for every command and
 for the session. Importing this module pulls in neither numpy nor the engine.
 """
@@ -14,6 +15,16 @@ import typer
 
 from simengine.disagg_config import DisaggConfig, parse_ratio
 from simengine.kv_link import LinkSpec
+
+_LINK, _DISAGG = LinkSpec(), DisaggConfig()
+#: The flags' defaults: the link's own (``LinkSpec``, in the flags' units) and the
+#: transfer mode's (``DisaggConfig``).
+DEFAULT_GBPS = _LINK.gbps
+DEFAULT_LATENCY_US = _LINK.latency_s * 1e6
+DEFAULT_OVERHEAD_US = _LINK.overhead_s * 1e6
+DEFAULT_EFFICIENCY = _LINK.efficiency
+DEFAULT_SHARING = _LINK.sharing
+DEFAULT_TRANSFER = _DISAGG.transfer
 
 KvLinkGbps = Annotated[float, typer.Option(help="P→D link speed, Gb/s.")]
 KvLinkLatencyUs = Annotated[float, typer.Option(help="Fixed latency per transfer (µs).")]

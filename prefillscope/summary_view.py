@@ -190,9 +190,9 @@ def summary_renderable(
     if stalls:
         parts.append(_table(content.STALL_COLUMNS, stalls))
         parts.append(Text(content.stall_note(sections) or "", style="dim"))
-    for warning in (content.client_warning(sections), content.mixed_traffic_warning(sections)):
-        if warning:
-            parts.append(Text("⚠ " + warning, style="bold yellow"))
+    parts += [
+        Text("⚠ " + warning, style="bold yellow") for warning in content.run_warnings(sections)
+    ]
     outcome = _outcome(sections)
     server = _server(sections, width)
     beside = _server(sections, width - natural_width(outcome) - SIDE_GAP)

@@ -15,6 +15,9 @@ from prefillscope.bench_flags import BenchFlags
 from runfmt.sweep import SweepResult
 from workloads.errors import InputError
 
+#: The sweep folder's page: latency against achieved throughput, the knee marked.
+SWEEP_HTML = "sweep.html"
+
 
 def run_sweep_command(
     flags: BenchFlags,
@@ -74,7 +77,7 @@ def run_sweep_command(
         )
         raise typer.Exit(signals.stop_exit_code()) from None
     write_html(
-        folder / "sweep.html", render_sweep_html(result, f"prefillscope sweep — {base.workload}")
+        folder / SWEEP_HTML, render_sweep_html(result, f"prefillscope sweep — {base.workload}")
     )
     if as_json:
         typer.echo(json.dumps({"out": str(folder)} | result.to_json()))
@@ -152,4 +155,4 @@ def print_sweep(doc: SweepResult, folder: Path, console) -> None:
         table.add_row(*(Text(c) for c in row))
     console.print(table)
     console.print(Text(search_summary(doc) if doc.search is not None else sweep_summary(doc)))
-    console.print(Text(f"sweep folder: {folder} (curve: {folder / 'sweep.html'})", style="dim"))
+    console.print(Text(f"sweep folder: {folder} (curve: {folder / SWEEP_HTML})", style="dim"))

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,14 +122,19 @@ def check_result_dir(flags: VllmResultFlags) -> None:
 
 
 def write_result(path: Path, document: str, append: bool) -> None:
-    """The document at ``path`` (whole, by a rename), or one more line of it."""
+    """The document at ``path`` (whole, by ``runtime.atomic``), or one more line of it; a
+    failed write is ``WriteFailed`` (one line, exit 6), as every command's."""
+    from runtime import atomic
+
     if append and path.exists() and path.stat().st_size:
-        with path.open("a", encoding="utf-8") as out:
-            out.write("\n" + document)
+        try:
+            with path.open("a", encoding="utf-8") as out:
+                out.write("\n" + document)
+        except OSError as exc:
+            reason = f"cannot append to {path}: {atomic.failure_reason(path.parent, exc)}"
+            raise atomic.WriteFailed(exc.errno, reason, None, exc) from None
         return
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(document, encoding="utf-8")
-    os.replace(partial, path)
+    atomic.write_text(path, document)
 
 
 def wait_ready(endpoint: str | None, timeout_s: float, api_key: str | None) -> None:

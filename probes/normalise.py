@@ -31,8 +31,6 @@ from runtime.quantiles import QUANTILES
 #: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
 POOL_COLUMNS: tuple[str, ...] = ("pool_active", "pool_reclaimable", "pool_free", "pool_total")
 
-#: What a ``server_metrics`` row holds beside its time.
-_SAMPLE_COLUMNS = ("metric", "labels", "value")
 _RANK = {Provenance.UNKNOWN: 0, Provenance.DERIVED: 1, Provenance.MEASURED: 2}
 
 

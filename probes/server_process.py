@@ -6,16 +6,18 @@ socket of the port is found in ``/proc/net/tcp`` and ``/proc/net/tcp6`` (state 0
 LISTEN), its inode among the open files of ``/proc/*/fd``, and the process's argument
 vector read from ``/proc/PID/cmdline``, and the settings among its environment
 (``/proc/PID/environ``: the engine's own variables such as ``SGLANG_USE_CPU_ENGINE``, the
-module path, offline switches; never a variable that looks like a credential), without
-which the same command may not start the same server. Anything that cannot be read
-(another user's process, no ``/proc``, a remote server) gives ``None``: unknown, never a
-guess.
+module path, offline switches; never a variable whose name is a credential's, by the
+one rule of ``runtime.redact.secret_env_name``), without which the same command may not
+start the same server. Anything that cannot be read (another user's process, no
+``/proc``, a remote server) gives ``None``: unknown, never a guess.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from runtime.redact import secret_env_name
 
 #: Hosts that are this machine.
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
@@ -63,13 +65,12 @@ def listening_pid(port: int, proc: Path = Path("/proc")) -> int | None:
 #: the engines' own settings, offline switches, the module path, thread and device pins.
 SETTING_PREFIXES = ("SGLANG_", "VLLM_", "LLAMA_", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 SETTING_NAMES = frozenset({"PYTHONPATH", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES"})
-#: Never recorded, whatever their prefix: what looks like a credential.
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASS", "AUTH", "CREDENTIAL")
 
 
 def server_environment(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
     """The settings among process ``pid``'s environment (``SETTING_PREFIXES``,
-    ``SETTING_NAMES``), credentials left out; empty when it cannot be read."""
+    ``SETTING_NAMES``), credentials (``secret_env_name``) left out; empty when it cannot
+    be read."""
     try:
         raw = (proc / str(pid) / "environ").read_bytes()
     except OSError:
@@ -77,7 +78,7 @@ def server_environment(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
     found = {}
     for entry in raw.split(b"\0"):
         name, sep, value = entry.decode(errors="replace").partition("=")
-        if not sep or any(word in name.upper() for word in SECRET_WORDS):
+        if not sep or secret_env_name(name):  # never recorded, whatever its prefix
             continue
         if name in SETTING_NAMES or name.startswith(SETTING_PREFIXES):
             found[name] = value

@@ -6,8 +6,10 @@ What counts as a secret:
   ``--token``, ``--hf-token``, any flag whose last word is ``key`` or ``token``, any flag
   containing ``password`` or ``secret`` (``--max-tokens`` is not one: ``tokens`` is a count);
 * the value of an environment assignment ``NAME=VALUE`` in a command (``env HF_TOKEN=… vllm
-  serve …``) whose name has a ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` or ``PASSWD``
-  word (``MAX_NUM_BATCHED_TOKENS`` has none: ``TOKENS`` is a count, ``TOKENIZERS`` a library);
+  serve …``) whose name has a ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``,
+  ``PASS``, ``AUTH`` or ``CREDENTIAL(S)`` word (``MAX_NUM_BATCHED_TOKENS`` has none:
+  ``TOKENS`` is a count, ``TOKENIZERS`` a library) — the one rule, also for the server
+  environment a run records (``probes.server_process``);
 * the password of a URL (``user:PW@host`` → ``user:REDACTED@host``), and the values of
   its query parameters whose name is key-like (``?api_key=K``, ``&sig=…``, ``token``,
   ``access_token``, ``code``, ``X-Amz-Signature`` …: ``secret_query_name``), as Azure-style
@@ -40,7 +42,10 @@ MIN_SECRET_CHARS = 4
 #: The same for values taken from the environment, which the user did not name.
 MIN_ENV_SECRET_CHARS = 8
 
-_SECRET_NAME_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"})
+_SECRET_NAME_WORDS = frozenset(
+    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "AUTH", "CREDENTIAL",
+     "CREDENTIALS"}
+)  # fmt: skip
 _ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):([^/\s@]+)@")
 #: ``?name=value`` / ``&name=value`` (``;`` too: ``&amp;`` in HTML) in a URL written out.

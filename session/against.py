@@ -19,10 +19,10 @@ import numpy as np
 from perfmodel.config import EngineConfig
 from probes.slo import Slo
 from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
-from session.sim_workload import FIRST_WORD_ID
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import RequestTiming, VirtualDriver
+from simengine.tokenizer import FIRST_WORD_ID
 
 #: What the scoreboard compares, in this order.
 METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")

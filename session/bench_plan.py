@@ -20,6 +20,7 @@ from workloads.errors import InputError
 from workloads.family import arrival_name
 from workloads.fit import refuse_overlong
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
+from workloads.registry import FILE_DATASETS
 from workloads.seeding import derive_key
 from workloads.spec import WorkloadSpec, load_spec
 from workloads.tokenizer import (
@@ -47,7 +48,7 @@ def resolve_workload(
     load generator stops releasing at the deadline. The chat API takes text, so prompts
     become text of exact token counts unless ``prompt_format`` says otherwise.
     """
-    file_dataset = workload.partition(":")[0] in ("sharegpt", "jsonl")
+    file_dataset = workload.partition(":")[0] in FILE_DATASETS
     if (api == "chat" or file_dataset) and "prompt_format" not in overrides:
         overrides = {**overrides, "prompt_format": "text"}
     spec = load_spec(workload, overrides)

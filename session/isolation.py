@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.isolation import (
+    DEFAULT_RESOLUTION,
     MAX_FAILED_SHARE,
     CacheEvidence,
     Channel,
@@ -95,7 +96,7 @@ class IsolationOptions:
     warmup_trials: int = 1
     #: A file holding the secret prefix as text (tokenized by the server); None: random.
     secret_file: Path | None = None
-    resolution: Resolution = field(default_factory=lambda: Resolution(0.1, True))
+    resolution: Resolution = field(default_factory=lambda: Resolution.parse(DEFAULT_RESOLUTION))
     seed: int = 0
     resamples: int = RESAMPLES
     confidence: float = CONFIDENCE

@@ -37,13 +37,12 @@ from typing import IO
 
 import httpx
 
-from loadgen.flavours import REGISTRY
+from loadgen.flavours import LAUNCH_PLACEHOLDERS, REGISTRY
 from runtime import redact
 from runtime.lifetime import dying_with_us
 from workloads.errors import InputError
 
 FLAG = "--launch"
-PLACEHOLDERS = ("{chunk}", "{port}")
 HOST = "127.0.0.1"
 #: Lines of a server's log quoted in an error, and the most characters they may take.
 TAIL_LINES = 6
@@ -66,7 +65,7 @@ class LaunchTemplate:
             raise InputError(FLAG, f"cannot split {text!r}: {exc}", "check the quotes") from None
         if not words:
             raise InputError(FLAG, "the command is empty", 'e.g. --launch "vllm serve M …"')
-        for placeholder in PLACEHOLDERS:
+        for placeholder in LAUNCH_PLACEHOLDERS:
             if not any(placeholder in word for word in words):
                 raise InputError(FLAG, f"the command has no {placeholder}", _hint(words))
         return cls(words)

@@ -35,11 +35,9 @@ from perfmodel.config import EngineConfig
 from runfmt.run import Run, open_run
 from simengine.core import EngineRequest
 from simengine.driver import Release
+from simengine.tokenizer import FIRST_WORD_ID
 from workloads.errors import InputError
 from workloads.plan import Plan
-
-#: The first id of word tokens (below: special and byte tokens of the engine's vocabulary).
-FIRST_WORD_ID = 259
 
 
 @dataclass

@@ -28,8 +28,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-EOS_ID = 2
-FIRST_WORD_ID = 259
+from simengine.tokenizer import EOS_ID, FIRST_WORD_ID
+
 #: The most alternatives a request may ask for (OpenAI's ``top_logprobs`` limit).
 MAX_TOP_LOGPROBS = 20
 

@@ -109,14 +109,7 @@ ready() {
   [ -x "$PY" ] && [ -f "$MODEL/model.safetensors" ] || { echo "run setup first (MODEL_PRESET=$PRESET)" >&2; exit 1; }
 }
 
-start() { ready; pid_start "${SERVE[@]}" ${EXTRA_ARGS:-}; }
-
-run() {
-  # Foreground variant of start, for a benchmark launcher that owns the process
-  # (e.g. env PORT={port} CHUNK={chunk} bash sglang-cpu.sh run).
-  ready
-  exec "${SERVE[@]}" ${EXTRA_ARGS:-}
-}
+# start and run: target-common.sh.
 
 case ${1:-} in
   setup|start|run) "$1" ;;

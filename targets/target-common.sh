@@ -69,6 +69,12 @@ owns_port() {
   return 0
 }
 
+# The server each script declares (its SERVE array, after its ready check): start runs it
+# in the background with a PID file and a log (pid_start), run in the foreground, exec'd
+# (for a launcher that owns the process), both with EXTRA_ARGS appended.
+start() { ready; pid_start "${SERVE[@]}" ${EXTRA_ARGS:-}; }
+run() { ready; exec "${SERVE[@]}" ${EXTRA_ARGS:-}; }
+
 pid_start() {
   mkdir -p "$DIR/logs"
   cd "$DIR"

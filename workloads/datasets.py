@@ -48,9 +48,6 @@ if TYPE_CHECKING:
     from workloads.spec import WorkloadSpec
     from workloads.tokenizer import Tokenizer
 
-#: Dataset families whose workload name carries a file: ``sharegpt:FILE``.
-FILE_DATASETS = ("sharegpt", "jsonl")
-
 
 @dataclass(frozen=True)
 class RandomParams:

@@ -286,7 +286,7 @@ def plan_order_expectations(
     leaving its prompt and a stand-in for its answer in the cache; request k's value
     depends on requests 0..k-1 only, so a prefix of the plan costs only its own length.
     Later turns of a multi-turn session are ``None``: their history is what the server
-    returns (``session.run_oracle`` replays such runs from what was recorded). With an
+    returns (``session.bench_oracle.RunOracle`` replays such runs from what was recorded). With an
     offload tier of ``offload_blocks``, ``offloaded`` (when given) receives, request by
     request, the part of each value the tier held.
     """

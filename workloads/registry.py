@@ -26,8 +26,10 @@ FAMILY_NAMES = (
 )
 #: Families kept together in one module (``FAMILY_BY_NAME``), by name.
 _SHARED_MODULES = {"random": "datasets", "sharegpt": "datasets", "jsonl": "datasets"}
+#: Dataset families whose workload name carries a file: ``sharegpt:FILE``, ``jsonl:FILE``.
+FILE_DATASETS = ("sharegpt", "jsonl")
 #: Families whose workload name carries a file: ``trace:FILE``, ``sharegpt:FILE`` …
-FILE_FAMILIES = ("trace", "sharegpt", "jsonl")
+FILE_FAMILIES = ("trace", *FILE_DATASETS)
 
 #: Preset name → the family whose ``presets`` hold its values.
 PRESET_FAMILIES = {

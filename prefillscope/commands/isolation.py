@@ -26,8 +26,6 @@ import typer
 from workloads.errors import InputError
 from workloads.limits import MAX_TOKENS, RESAMPLES_BOUND, SEED_BOUND, Bound, check_confidence
 
-_VERDICTS = ("leaks", "inconclusive", "isolated")
-
 
 def parse_lengths(text: str) -> tuple[int, ...]:
     """``64,256,1024`` → the prefix lengths to test, each a positive whole number."""
@@ -42,8 +40,10 @@ def parse_lengths(text: str) -> tuple[int, ...]:
 
 def parse_fail_on(text: str | None) -> set[str]:
     """``leaks`` or ``leaks,inconclusive``: the verdicts that exit 1."""
+    from diagnose.isolation import VERDICTS
+
     names = {p.strip() for p in (text or "").split(",") if p.strip()}
-    unknown = names - set(_VERDICTS)
+    unknown = names - set(VERDICTS)
     if unknown:
         raise InputError(
             "--fail-on", f"unknown verdict {sorted(unknown)[0]!r}", "use leaks, inconclusive"

@@ -58,21 +58,18 @@ def with_diagnosis(data):
     the run folder when it can be); unchanged when the run cannot be diagnosed."""
     from dataclasses import replace
 
-    from diagnose.checklist import run_checklist, write_diagnosis
-    from diagnose.context import DiagnoseOptions
+    from prefillscope.run_diagnosis import diagnose_and_save
     from runfmt.names import DIAGNOSIS_JSON
-    from workloads.errors import InputError
 
     if data.diagnosis is not None or data.sections.requests.completed in (None, 0):
         return data
-    try:
-        diagnosis = run_checklist(data.path, DiagnoseOptions())
-    except InputError:
+    made = diagnose_and_save(data.path)
+    if made is None:
         return data
-    try:
-        write_diagnosis(data.path, diagnosis)
+    diagnosis, saved = made
+    if saved:
         said = f"the diagnosis was run for this report and saved as {DIAGNOSIS_JSON}"
-    except OSError:
+    else:
         said = f"the diagnosis was run for this report ({DIAGNOSIS_JSON} could not be saved)"
     notes = [n for n in data.notes if not n.startswith(DIAGNOSIS_JSON)] + [said]
     return replace(data, diagnosis=diagnosis, notes=notes)

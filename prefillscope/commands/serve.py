@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfmodel.config import EngineConfig, flag_error
+from prefillscope import kv_link_flags
 from prefillscope.kv_link_flags import (
     KvLinkEfficiency,
     KvLinkGbps,
@@ -126,12 +127,12 @@ def serve(
         str | None,
         typer.Option(help="P:D prefill and decode workers (e.g. 1:1, 2:1); default: one engine."),
     ] = None,
-    kv_link_gbps: KvLinkGbps = 100.0,
-    kv_link_latency_us: KvLinkLatencyUs = 0.0,
-    kv_transfer_overhead_us: KvTransferOverheadUs = 0.0,
-    kv_link_efficiency: KvLinkEfficiency = 1.0,
-    kv_link_sharing: KvLinkSharing = "fair",
-    kv_transfer: KvTransfer = "after-prefill",
+    kv_link_gbps: KvLinkGbps = kv_link_flags.DEFAULT_GBPS,
+    kv_link_latency_us: KvLinkLatencyUs = kv_link_flags.DEFAULT_LATENCY_US,
+    kv_transfer_overhead_us: KvTransferOverheadUs = kv_link_flags.DEFAULT_OVERHEAD_US,
+    kv_link_efficiency: KvLinkEfficiency = kv_link_flags.DEFAULT_EFFICIENCY,
+    kv_link_sharing: KvLinkSharing = kv_link_flags.DEFAULT_SHARING,
+    kv_transfer: KvTransfer = kv_link_flags.DEFAULT_TRANSFER,
     cache_model: Annotated[
         str, typer.Option(help="Prefix cache: blocks (vLLM), radix[:PAGE] (SGLang), slots:N.")
     ] = _D.cache_model,

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prefillscope import kv_link_flags
 from prefillscope.kv_link_flags import (
     KvLinkEfficiency,
     KvLinkGbps,
@@ -99,12 +100,12 @@ def simulate(
     no_monolithic: Annotated[
         bool, typer.Option("--no-monolithic", help="Only the P/D configurations.")
     ] = False,
-    kv_link_gbps: KvLinkGbps = 100.0,
-    kv_link_latency_us: KvLinkLatencyUs = 0.0,
-    kv_transfer_overhead_us: KvTransferOverheadUs = 0.0,
-    kv_link_efficiency: KvLinkEfficiency = 1.0,
-    kv_link_sharing: KvLinkSharing = "fair",
-    kv_transfer: KvTransfer = "after-prefill",
+    kv_link_gbps: KvLinkGbps = kv_link_flags.DEFAULT_GBPS,
+    kv_link_latency_us: KvLinkLatencyUs = kv_link_flags.DEFAULT_LATENCY_US,
+    kv_transfer_overhead_us: KvTransferOverheadUs = kv_link_flags.DEFAULT_OVERHEAD_US,
+    kv_link_efficiency: KvLinkEfficiency = kv_link_flags.DEFAULT_EFFICIENCY,
+    kv_link_sharing: KvLinkSharing = kv_link_flags.DEFAULT_SHARING,
+    kv_transfer: KvTransfer = kv_link_flags.DEFAULT_TRANSFER,
     slo: Annotated[
         str | None, typer.Option(help="SLOs for goodput, e.g. ttft=1s,itl=50ms.")
     ] = None,

@@ -387,6 +387,12 @@ def mixed_traffic_warning(summary: SummaryLike) -> str | None:
     )
 
 
+def run_warnings(summary: SummaryLike) -> list[str]:
+    """What shaped the run besides the server, as every view shows it up front: the
+    client (``client_warning``), other clients' traffic (``mixed_traffic_warning``)."""
+    return [w for w in (client_warning(summary), mixed_traffic_warning(summary)) if w]
+
+
 def error_message_rows(summary: SummaryLike) -> list[tuple[str, str, str]]:
     """(message, class, count) of the most frequent error messages (``summary.json``)."""
     return [

@@ -172,14 +172,7 @@ def _meta_section(hdr: content.Header) -> Markup:
 
 def _client_banner(data: ReportData) -> Markup | None:
     """What shaped the run besides the server: the client, other clients' traffic."""
-    found = [
-        w
-        for w in (
-            content.client_warning(data.sections),
-            content.mixed_traffic_warning(data.sections),
-        )
-        if w
-    ]
+    found = content.run_warnings(data.sections)
     return join([el("div", w, class_="banner tone-warn") for w in found]) if found else None
 
 

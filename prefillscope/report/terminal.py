@@ -90,14 +90,7 @@ def _header(data: ReportData) -> Panel:
 
 def _client_warning(data: ReportData) -> RenderableType | None:
     """What shaped the run besides the server: the client, other clients' traffic."""
-    found = [
-        w
-        for w in (
-            content.client_warning(data.sections),
-            content.mixed_traffic_warning(data.sections),
-        )
-        if w
-    ]
+    found = content.run_warnings(data.sections)
     return Group(*(Text(w, style=TONE_STYLES["warn"]) for w in found)) if found else None
 
 

@@ -12,9 +12,11 @@ from pathlib import Path
 from aiohttp import web
 from bench_support import bench_cli
 from server_support import fast_config
+from small_disk import fill, small_tmpfs
 from threaded_app import ThreadedApp
 
 from prefillscope.vllm_result import VllmResultFlags, profiler_call, result_path, wait_ready
+from runtime.atomic import EXIT_WRITE_FAILED
 from simengine.embedded import EmbeddedServer
 
 SMALL = ["--random-input-len", "32", "--random-output-len", "4", "--num-prompts", "6",
@@ -62,6 +64,22 @@ def test_append_result_adds_a_line_and_no_detail_without_save_detailed(tmp_path:
     assert len(docs) == 2 and all(d["completed"] == 6 for d in docs)
     assert all("generated_texts" not in d and "ttfts" not in d for d in docs)
     assert all(d["request_goodput"] is None for d in docs)  # no --goodput: null, as vLLM
+
+
+def test_a_result_file_on_a_full_disk_is_exit_6_and_leaves_nothing(tmp_path: Path):
+    """vLLM's result file is written as every document is (``runtime.atomic``): on a full
+    disk one line and exit 6, no file and no temporary left; the run itself is kept."""
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        fill(disk)
+        done = bench_cli(
+            *SMALL, "--save-result", "--result-dir", str(disk), "--result-filename", "r.json",
+            "--out", str(tmp_path / "run"),
+        )  # fmt: skip
+        assert done.returncode == EXIT_WRITE_FAILED, done.stderr
+        [line] = [x for x in done.stderr.splitlines() if "write failed: " in x]
+        assert f"no space left on {disk}" in line and "r.json: nothing written there" in line
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    assert (tmp_path / "run" / "summary.json").is_file()
 
 
 def test_result_flags_without_save_result_are_refused_before_anything_runs(tmp_path: Path):

@@ -15,13 +15,13 @@ from diagnose.ab_effect import (
 )
 from diagnose.ab_events import (
     EVENT_STALL,
-    StallEvents,
     compare_events,
     event_summary,
     event_values,
     scaled,
 )
 from diagnose.stats import MIN_UNITS, Comparison
+from probes.stall_events import StallEvents
 
 
 def stream(start: float, stop: float, step: float, stalls: dict[float, float]) -> np.ndarray:

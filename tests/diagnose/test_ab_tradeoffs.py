@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
+from run_shapes import streamed
 from rundirs import write_run
 
 from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.ab_metrics import kind_metric
-from loadgen.records import ChunkEvent, RequestRecord
 from prefillscope.ab_view import render
 from probes.slo import Slo
 from session.ab_runner import AbOutcome
@@ -58,21 +58,17 @@ def trial_run(path: Path, shape: ArmShape, seed: int) -> Path:
         gaps = shape.itl_s * rng.lognormal(0, 0.15, tokens - 1)
         gaps[rng.random(tokens - 1) < shape.stall_share] = shape.stall_s
         times = first + np.concatenate([[0.0], np.cumsum(gaps)])
-        rid = f"{kind}-{i}"
-        chunks += [ChunkEvent(rid, float(t), 1) for t in times]
-        records.append(
-            RequestRecord(
-                id=rid,
-                kind=kind,
-                intended_s=start,
-                sent_s=start,
-                first_token_s=float(times[0]),
-                end_s=float(times[-1]),
-                prompt_tokens=prompt,
-                output_tokens=tokens,
-                max_tokens=tokens,
-            )
+        record, events = streamed(
+            f"{kind}-{i}",
+            start,
+            times,
+            kind=kind,
+            prompt_tokens=prompt,
+            output_tokens=tokens,
+            max_tokens=tokens,
         )
+        records.append(record)
+        chunks += events
     summary = {"requests": {"total": DECODES + LONGS, "failed": 0}}
     return write_run(path, records, chunks, summary=summary)
 

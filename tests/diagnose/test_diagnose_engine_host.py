@@ -21,8 +21,9 @@ from diagnose_bench import bench, evidence_value
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from diagnose.h2_host import SERVER_RATIO, STEP_MARGIN
+from diagnose.h2_host import SERVER_RATIO
 from diagnose.ranking import Confidence
+from diagnose.step_margin import STEP_MARGIN
 from runfmt.diagnosis import Status
 
 OPTIONS = DiagnoseOptions(resamples=200)

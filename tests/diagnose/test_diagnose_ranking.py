@@ -64,19 +64,19 @@ def _thrashing(pool: float, working: float) -> Finding:
     return _finding("PC", CacheHealth.THRASHING, 3.2, basis="server", evidence=evidence, cost_s=7.2)
 
 
+def _preempting(preemptions: int, strength: float, cost_s: float) -> Finding:
+    evidence = [Evidence("preemptions", preemptions, "", "server")]
+    return _finding(
+        "H4", Status.SUPPORTED, strength, basis="server", evidence=evidence, cost_s=cost_s
+    )
+
+
 def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_and_preemption():
     """The issue's shape: 875 blocks against a 2,566-block working set, 2 preemptions. The
     pool explains H4 and H1; the primary names it, whatever the order H4 was declared in."""
     found = _healthy()
     found["H1"] = _finding("H1", Status.SUPPORTED, 5.7, basis="server", impact=0.23, cost_s=6.4)
-    found["H4"] = _finding(
-        "H4",
-        Status.SUPPORTED,
-        1.0,
-        basis="server",
-        cost_s=0.46,
-        evidence=[Evidence("preemptions", 2, "", "server")],
-    )
+    found["H4"] = _preempting(2, strength=1.0, cost_s=0.46)
     found["PC"] = _thrashing(875, 2566)
     primary = ranked(found, QUIET)
     assert (primary.finding, primary.confidence) == ("PC", "strong")
@@ -91,14 +91,7 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
 
 def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():
     found = _healthy()
-    found["H4"] = _finding(
-        "H4",
-        Status.SUPPORTED,
-        4.0,
-        basis="server",
-        cost_s=9.0,
-        evidence=[Evidence("preemptions", 30, "", "server")],
-    )
+    found["H4"] = _preempting(30, strength=4.0, cost_s=9.0)
     found["PC"] = _thrashing(3000, 2566)  # thrashing, yet the pool holds the working set
     primary = ranked(found, QUIET)
     assert primary.finding == "H4" and "One root cause" not in found["PC"].summary

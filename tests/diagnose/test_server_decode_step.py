@@ -16,12 +16,12 @@ from diagnose.context import DiagnoseOptions, build_context
 from diagnose.h2_host import (
     STEP_METRIC,
     STEP_TOKENS_METRIC,
-    StepMargin,
     StepReading,
     below_margin,
     server_step,
 )
 from diagnose.inputs import load_run_view
+from diagnose.step_margin import StepMargin
 from perfmodel.config import EngineConfig
 from runfmt.diagnosis import Status
 

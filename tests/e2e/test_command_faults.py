@@ -21,7 +21,7 @@ from pathlib import Path
 
 import fault_server
 import pytest
-from small_disk import small_tmpfs
+from small_disk import fill, small_tmpfs
 
 from runtime.atomic import EXIT_WRITE_FAILED
 from session.exit_status import EXIT_REQUESTS_FAILED
@@ -73,20 +73,6 @@ def no_debris(folder: Path) -> None:
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert not [p for p in files if p.name.endswith(".tmp")], files
     assert not [p for p in files if p.stat().st_size == 0 and p.suffix != ".jsonl"], files
-
-
-def fill(disk: Path) -> None:
-    """Fill ``disk`` to its last byte."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        for size in (65536, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                continue
-    finally:
-        os.close(fd)
 
 
 # -- a full disk ----------------------------------------------------------------------------

@@ -22,16 +22,13 @@ import pytest
 from bench_support import bench, read_json, requests_table
 from probe_servers import free_port
 from repo_paths import TARGETS
+from target_server import TARGETS_DIR
 
 from runtime.lifetime import dying_with_us
 
 pytestmark = pytest.mark.real_llamacpp
 
-DIR = Path(
-    os.environ.get("LLAMACPP_DIR")
-    or Path(os.environ.get("PREFILLSCOPE_TARGETS_DIR", Path.home() / ".cache/prefillscope-targets"))
-    / "llamacpp"
-)
+DIR = Path(os.environ.get("LLAMACPP_DIR") or TARGETS_DIR / "llamacpp")
 WORKLOAD = {
     "groups": 6,
     "prefix_len": 600,

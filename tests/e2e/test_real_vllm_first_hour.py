@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench_cli, requests_table
-from real_vllm import MAX_MODEL_LEN, MODEL, VOCAB_SIZE
+from real_vllm import MAX_MODEL_LEN, MODEL, MODEL_DIR, VOCAB_SIZE
 
 from probes.detect import detect_target
 from workloads.tokenizer import ServerTokenizer, chat_messages
@@ -69,12 +69,9 @@ def test_multi_turn_chat_expected_equals_vllms_cached_tokens(vllm_url: str, tmp_
 
 def test_the_local_chat_template_gives_the_servers_ids(vllm_url: str) -> None:
     """--tokenizer MODEL_DIR renders the model's chat template exactly as vLLM does."""
-    import os
-
     from workloads.tokenizer import LocalTokenizer
 
-    root = os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")
-    local = LocalTokenizer(Path(root).expanduser() / "vllm" / "models" / MODEL)
+    local = LocalTokenizer(MODEL_DIR)
     server = ServerTokenizer(vllm_url, model=MODEL)
     try:
         for text in ("hello", " the cache block of a prefix,  x", "two\nlines"):

@@ -34,6 +34,8 @@ def test_secret_flags_in_both_forms_and_inside_a_launch_command() -> None:
         ("HF_TOKEN", True), ("OPENAI_API_KEY", True), ("AWS_SECRET_ACCESS_KEY", True),
         ("DB_PASSWORD", True), ("APIKEY", True), ("MAX_NUM_BATCHED_TOKENS", False),
         ("TOKENIZERS_PARALLELISM", False), ("PWD", False), ("PORT", False),
+        ("DB_PASS", True), ("PROXY_AUTH", True), ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("BYPASS_CACHE", False), ("AUTHOR", False),
     ],
 )  # fmt: skip
 def test_environment_names(name: str, secret: bool) -> None:

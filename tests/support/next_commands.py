@@ -9,8 +9,9 @@ subcommand name (``prefillscope compare``) names a tool and is no command line.
 ``dry_run`` tries one without measuring anything: ``bench`` with ``--dry-run`` (it
 resolves the workload and the target, and exits 0); ``simulate`` and ``report`` as they
 are (they only read the run); ``diagnose ab`` by rendering its ``--launch`` template for
-each chunk size and checking the program it starts (after ``env VAR=VALUE …``) exists,
-the model path it names exists, and the chunk size is in it.
+each chunk size as the A/B does (``session.launcher.LaunchTemplate``) and checking the
+program it starts (after ``env VAR=VALUE …``) exists, the model path it names exists, and
+the chunk size is in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from session.launcher import LaunchTemplate
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()"]
 _END = re.compile(r" — |  —| \(|; |`|$")
@@ -78,9 +81,9 @@ def dry_run(words: list[str], cwd: Path) -> str:
         template = _flag(words, "--launch")
         chunks = _flag(words, "--chunks")
         assert template and chunks, words
+        launch = LaunchTemplate.parse(template)  # as the A/B reads it: both placeholders
         for chunk in chunks.split(","):
-            words_of = shlex.split(template)
-            argv = program([w.replace("{chunk}", chunk).replace("{port}", "1") for w in words_of])
+            argv = program(launch.command(int(chunk), 1))
             assert shutil.which(argv[0]) or Path(argv[0]).is_file(), argv[0]
             assert chunk in argv, (chunk, argv)
             model = _flag(argv, "--model-path") or _flag(argv, "serve")

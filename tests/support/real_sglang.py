@@ -10,13 +10,12 @@ then SIGKILL, the log's tail on failure). Loaded as a plugin by ``conftest.py``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from target_server import TargetServer, target
+from target_server import TargetServer, installed_model, target
 
 #: Seconds to wait for /health (pytest-timeout's 300 s per test counts fixture setup).
 STARTUP_S = 280.0
@@ -28,12 +27,7 @@ MAX_MODEL_LEN = 4096
 PAGE_SIZE = 1
 CHUNK = 512
 #: The served model's folder, where the target script's ``setup`` built it.
-MODEL_DIR = (
-    Path(os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")).expanduser()
-    / "sglang"
-    / "models"
-    / MODEL
-)
+MODEL_DIR = installed_model("sglang", MODEL)
 
 
 @contextmanager

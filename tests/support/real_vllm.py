@@ -13,13 +13,12 @@ per importing module.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from target_server import TargetServer, target
+from target_server import TargetServer, installed_model, target
 
 #: Seconds to wait for /health: 35–80 s is usual, a loaded 2-core machine may take more.
 #: Under pytest-timeout's 300 s per test (which counts fixture setup), so that a server
@@ -31,12 +30,7 @@ VOCAB_SIZE = 8192
 BLOCK_SIZE = 128
 MAX_MODEL_LEN = 4096
 #: The served model's folder, where the target script's ``setup`` built it.
-MODEL_DIR = (
-    Path(os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")).expanduser()
-    / "vllm"
-    / "models"
-    / MODEL
-)
+MODEL_DIR = installed_model("vllm", MODEL)
 #: A running vLLM target (the name the tests import).
 VllmServer = TargetServer
 

@@ -1,6 +1,7 @@
 """What fabricated runs hold: request records, chunk events, server samples and diagnoses,
 as plain data. ``rundirs`` writes them into run directories through the run format.
 
+* ``streamed``: one request's record and chunk events from the times its chunks arrived;
 * ``steady_streams``: decode streams that tick at a fixed step;
 * ``lognormal_streams``: open-loop requests whose latencies are drawn from seeded
   log-normal distributions around given medians (a planted change of a median is a
@@ -35,6 +36,21 @@ HOSTILE = "<script>alert(1)</script>"
 Streams = tuple[list[RequestRecord], list[ChunkEvent]]
 
 
+def streamed(
+    rid: str, sent_s: float, times: Any, sizes: list[int] | None = None, **fields: Any
+) -> tuple[RequestRecord, list[ChunkEvent]]:
+    """One request sent (as intended) at ``sent_s`` whose streamed chunks arrive at
+    ``times``, ``sizes`` tokens each (one token a chunk when not given): its record, its
+    first token and end at the first and last chunk, and its chunk events."""
+    sizes = [1] * len(times) if sizes is None else sizes
+    chunks = [ChunkEvent(rid, float(t), n) for t, n in zip(times, sizes, strict=True)]
+    first, end = float(times[0]), float(times[-1])
+    record = RequestRecord(
+        id=rid, intended_s=sent_s, sent_s=sent_s, first_token_s=first, end_s=end, **fields
+    )
+    return record, chunks
+
+
 def steady_streams(
     streams: int,
     tokens: int,
@@ -48,22 +64,17 @@ def steady_streams(
     """``streams`` requests decoding side by side, one token per ``step_s`` each."""
     records, chunks = [], []
     for i in range(streams):
-        rid = f"{prefix}{i}"
-        first = start_s + 0.05
-        times = first + step_s * np.arange(tokens)
-        chunks += [ChunkEvent(rid, float(t), 1) for t in times]
-        records.append(
-            RequestRecord(
-                id=rid,
-                intended_s=start_s,
-                sent_s=start_s,
-                first_token_s=float(times[0]),
-                end_s=float(times[-1]),
-                prompt_tokens=prompt_tokens,
-                output_tokens=tokens,
-                **fields,
-            )
+        times = start_s + 0.05 + step_s * np.arange(tokens)
+        record, events = streamed(
+            f"{prefix}{i}",
+            start_s,
+            times,
+            prompt_tokens=prompt_tokens,
+            output_tokens=tokens,
+            **fields,
         )
+        records.append(record)
+        chunks += events
     return records, chunks
 
 
@@ -91,23 +102,20 @@ def lognormal_streams(
         sizes[-1] = output_tokens - 1 - tokens_per_chunk * (chunk_count - 1)
         gaps = itl_s * np.asarray(sizes) * rng.lognormal(0.0, spread, size=chunk_count)
         times = first + np.concatenate([[0.0], np.cumsum(gaps)])
-        rid = f"r{i}"
-        chunks += [ChunkEvent(rid, float(t), n) for t, n in zip(times, [1, *sizes], strict=True)]
-        records.append(
-            RequestRecord(
-                id=rid,
-                intended_s=intended,
-                sent_s=intended,
-                first_token_s=float(times[0]),
-                end_s=float(times[-1]),
-                prompt_tokens=1100,
-                output_tokens=output_tokens,
-                cached_tokens=1024,
-                expected_cached_tokens=1024,
-                num_chunks=chunk_count + 1,
-                multi_token_chunks=sum(n > 1 for n in sizes),
-            )
+        record, events = streamed(
+            f"r{i}",
+            intended,
+            times,
+            [1, *sizes],
+            prompt_tokens=1100,
+            output_tokens=output_tokens,
+            cached_tokens=1024,
+            expected_cached_tokens=1024,
+            num_chunks=chunk_count + 1,
+            multi_token_chunks=sum(n > 1 for n in sizes),
         )
+        records.append(record)
+        chunks += events
     return records, chunks
 
 

@@ -6,6 +6,7 @@ mounting is impossible the test is skipped, saying why; nothing is faked.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -36,3 +37,17 @@ def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
 def free_bytes(path: Path) -> int:
     """Bytes still free on the disk holding ``path``."""
     return shutil.disk_usage(path).free
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` to its last byte."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)

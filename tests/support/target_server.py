@@ -29,6 +29,11 @@ from repo_paths import TARGETS
 
 from runtime.lifetime import dying_with_us
 
+#: Where the target scripts install their servers (each in a folder of its name), as their
+#: ``DIR`` default: ``$PREFILLSCOPE_TARGETS_DIR``, else ``~/.cache/prefillscope-targets``.
+TARGETS_DIR = Path(
+    os.environ.get("PREFILLSCOPE_TARGETS_DIR", "~/.cache/prefillscope-targets")
+).expanduser()
 #: Seconds between SIGTERM and SIGKILL, as in the target scripts' ``stop``.
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 40
@@ -87,6 +92,11 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def installed_model(target: str, model: str) -> Path:
+    """The folder of ``model`` as the ``target`` script's ``setup`` built it."""
+    return TARGETS_DIR / target / "models" / model
 
 
 @contextmanager
