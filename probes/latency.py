@@ -81,6 +81,15 @@ REQUEST_LATENCIES = tuple(metric for metric in LATENCY_METRICS if metric != "itl
 Parts = Callable[[], Iterable[Table]]
 
 
+#: The requests' columns the summary reads (``summarize`` reads no other: a request's
+#: text and token ids are most of a row and none of its statistics).
+SUMMARY_COLUMNS = (
+    "id", "kind", "warmup", "status", "intended_s", "released_s", "sent_s", "first_token_s",
+    "end_s", "prompt_tokens", "output_tokens", "cached_tokens", "expected_cached_tokens",
+    "expected_offload_tokens", "usage_suspect", "error_kind", "error_message",
+)  # fmt: skip
+
+
 def parts_of(table: Table | Parts) -> Parts:
     """``table`` as ``Parts``: itself when it is already, else one part, the whole table."""
     return table if callable(table) else (lambda: (table,))
@@ -692,7 +701,7 @@ def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str,
     time (``RunTables.parts``) and without pandas."""
     tables = Run.at(run_dir).tables
     return summarize_frames(
-        lambda: tables.parts(REQUESTS_TABLE),
+        lambda: tables.parts(REQUESTS_TABLE, SUMMARY_COLUMNS),
         lambda: tables.parts(CHUNKS_TABLE),
         tables.columns(CLIENT_TABLE),
         slo,

@@ -175,7 +175,7 @@ def unreadable(path: Path) -> str | None:
 
 
 #: Most rows one part of ``RunTables.parts`` holds when read from parquet.
-PART_READ_ROWS = 65536
+PART_READ_ROWS = 16384
 
 
 def _parquet_columns(path: Path) -> Columns:
