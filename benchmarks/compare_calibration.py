@@ -24,10 +24,15 @@ Two traffics:
   12288 (longer, rarer stalls: the regression a pooled p99 misses) and on NEW's stall
   events planted 1.5× and 2× worse.
 
-Printed: shares of pairs. "sig." = the metric's interval excludes 0 (its status
-``significant``); "not passed" = the gate's verdict is not PASS (exit 1 under the default
-``--inconclusive fail``), in brackets FAIL on evidence. Goals: A/A significant and A/A
-FAIL ≤ 5 % for every metric and gate; detection (FAIL) ≥ 90 %.
+Printed: shares of pairs, as ``hits/pairs = share [low, high]`` with the Clopper–Pearson
+95 % interval of the share where a rate is the point. "sig." = the metric's interval
+excludes 0 (its status ``significant``); "seeds ignored" = the pairs compared as if one
+draw (requests independent, no widening); "not passed" = the gate's verdict is not PASS
+(exit 1 under the default ``--inconclusive fail``), in brackets FAIL on evidence.
+Detection beside the false positives: every latency of NEW planted +10 % (each default
+latency metric), NEW's ITL tail planted +30 % and +100 % (the ``itl_p99`` gate), and the
+stall changes above. Goals: A/A significant and A/A FAIL ≤ 5 % for every metric and
+gate; detection (FAIL) ≥ 90 %.
 
 Run: ``.venv/bin/python benchmarks/compare_calibration.py`` (a few minutes: 20 pairs of
 400 requests, 20 stall pairs); ``--full`` for 40 pairs of 200 and 1000 requests and 40
@@ -44,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from diagnose.compare import RunSamples, compare_samples
 from diagnose.gate import FAIL, PASS, SIGNIFICANT, CompareResult, parse_gate
@@ -60,6 +66,10 @@ from workloads.spec import load_spec
 RESAMPLES = 1000
 PLANTED_P99 = (1.3, 2.0)
 PLANTED_STALL = (1.5, 2.0)
+#: Every latency of NEW multiplied by this: a change each default metric should detect.
+PLANTED_SHIFT = 1.1
+#: Default metrics the planted shift leaves alone (it moves no send or completion).
+THROUGHPUT_METRICS = ("requests_per_s", "output_tokens_per_s")
 #: The issue's a100 example: 14k-token long prompts amid 10 decode streams.
 STALL_TRAFFIC = {"concurrency": 10, "long_prompt_len": 14000, "rate": 0.5}
 STALL_GPU = "a100-80gb"
@@ -110,8 +120,11 @@ def planted_p99(run: RunSamples, factor: float) -> RunSamples:
 
 
 def planted_stall(run: RunSamples, factor: float) -> RunSamples:
-    """``run`` with every stall event's worst decode gap multiplied by ``factor``."""
-    events = run.stalls.events.scaled(STALL_FIELDS["stall_worst_s"], factor)
+    """``run`` with every stall event's worst decode gap and decode time lost multiplied
+    by ``factor``."""
+    events = run.stalls.events
+    for field in STALL_FIELDS.values():
+        events = events.scaled(field, factor)
     return dataclasses.replace(run, stalls=dataclasses.replace(run.stalls, events=events))
 
 
@@ -127,18 +140,46 @@ def compared(base: RunSamples, new: RunSamples, gates: list[str], seed: int, dra
     )
 
 
-def significant(results: list[CompareResult], metric: str) -> float:
-    rows = [next(r for r in res.rows if r.spec.name == metric) for res in results]
-    return sum(r.status == SIGNIFICANT for r in rows) / len(rows)
+def planted_shift(run: RunSamples, factor: float) -> RunSamples:
+    """``run`` with every latency (each request's and each ITL gap) multiplied by
+    ``factor``: a planted change every default latency metric should see."""
+    latencies = run.latencies.copy()
+    columns = [c for c in latencies.columns if c.endswith("_s")]
+    latencies[columns] = latencies[columns] * factor
+    gaps = dataclasses.replace(run.gaps, gap_s=run.gaps.gap_s * factor)
+    return dataclasses.replace(run, latencies=latencies, gaps=gaps)
+
+
+def binomial_text(hits: int, n: int) -> str:
+    """``hits/n = share [low, high]``: the Clopper–Pearson 95 % interval of the share."""
+    low = sps.beta.ppf(0.025, hits, n - hits + 1) if hits else 0.0
+    high = sps.beta.ppf(0.975, hits + 1, n - hits) if hits < n else 1.0
+    return f"{hits:>3}/{n} = {hits / n:5.1%} [{low:5.1%}, {high:5.1%}]"
+
+
+def rows_of(results: list[CompareResult], metric: str) -> list:
+    return [next(r for r in res.rows if r.spec.name == metric) for res in results]
+
+
+def significant(results: list[CompareResult], metric: str) -> str:
+    """How many of ``results`` call ``metric`` significant, with its binomial interval."""
+    rows = rows_of(results, metric)
+    return binomial_text(sum(r.status == SIGNIFICANT for r in rows), len(rows))
 
 
 def gate_text(results: list[CompareResult], metric: str) -> str:
     """Share not passed and, in brackets, share FAIL on evidence, of ``metric``'s gate."""
-    verdicts = [next(r for r in res.rows if r.spec.name == metric).gate_verdict for res in results]
+    verdicts = [r.gate_verdict for r in rows_of(results, metric)]
     n = len(verdicts)
     return (
         f"{sum(v != PASS for v in verdicts) / n:6.1%} ({sum(v == FAIL for v in verdicts) / n:5.1%})"
     )
+
+
+def gate_fails(results: list[CompareResult], metric: str) -> str:
+    """How many of ``results`` FAIL ``metric``'s gate on evidence, with its interval."""
+    verdicts = [r.gate_verdict for r in rows_of(results, metric)]
+    return binomial_text(sum(v == FAIL for v in verdicts), len(verdicts))
 
 
 def quick_start(workload: str, size: int, rate: float, pairs: int) -> None:
@@ -151,20 +192,26 @@ def quick_start(workload: str, size: int, rate: float, pairs: int) -> None:
     gate = ["itl_p99:+25%"]
     before = [compared(a, b, gate, i, draws=False) for i, (a, b) in enumerate(runs)]
     after = [compared(a, b, gate, i, draws=True) for i, (a, b) in enumerate(runs)]
+    shifted = [compared(a, planted_shift(b, PLANTED_SHIFT), gate, i, draws=True)
+               for i, (a, b) in enumerate(runs)]  # fmt: skip
     print(
         f"\n{workload} at {rate:g} req/s, {size} requests per run, {pairs} different-seed A/A pairs"
     )
-    print(f"{'metric':<20} {'A/A sig. before':>16} {'A/A sig. after':>15}")
+    shift = f"+{(PLANTED_SHIFT - 1) * 100:.0f}% planted sig."
+    print(f"{'metric':<20} {'A/A sig., seeds ignored':>30} {'A/A sig.':>30} {shift:>30}")
     for metric in DEFAULT_METRICS:
+        planted = significant(shifted, metric) if metric not in THROUGHPUT_METRICS else "-"
         print(
-            f"{metric:<20} {significant(before, metric):>16.1%} {significant(after, metric):>15.1%}"
+            f"{metric:<20} {significant(before, metric):>30} {significant(after, metric):>30}"
+            f" {planted:>30}"
         )
     print(f"gate itl_p99:+25%, not passed (FAIL):  A/A {gate_text(after, 'itl_p99')}", end="")
     for factor in PLANTED_P99:
         planted = [compared(a, planted_p99(b, factor), gate, i, draws=True)
                    for i, (a, b) in enumerate(runs)]  # fmt: skip
         print(f"   +{(factor - 1) * 100:.0f}% planted {gate_text(planted, 'itl_p99')}", end="")
-    print(f"\n({time.perf_counter() - started:.0f} s)")
+    print(f"\nA/A gate itl_p99:+25% FAIL {gate_fails(after, 'itl_p99')}")
+    print(f"({time.perf_counter() - started:.0f} s)")
 
 
 def stalls(pairs: int, long_prompts: int) -> None:
@@ -190,7 +237,15 @@ def stalls(pairs: int, long_prompts: int) -> None:
         f"\ninterference on {STALL_GPU}: {long_prompts} long prompts of 14k tokens amid 10 "
         f"decode streams, budget {low}; {pairs} different-seed pairs"
     )
-    print("A/A significant: " + ", ".join(f"{m} {significant(aa, m):.1%}" for m in STALL_METRICS))
+    for m in STALL_METRICS:
+        print(
+            f"{m}: A/A sig. {significant(aa, m)}; budget {low} -> {high} sig. "
+            f"{significant(forward, m)}; {PLANTED_STALL[0]:g}x planted sig. "
+            f"{significant(planted[PLANTED_STALL[0]], m)}"
+        )
+    for g in gates:
+        metric = g.split(":")[0]
+        print(f"A/A gate {g} FAIL {gate_fails(aa, metric)}")
     print(f"{'gate, not passed (FAIL)':<26}" + "".join(f"{g:>22}" for g in gates))
     cases = [
         ("A/A", aa),
@@ -215,14 +270,20 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="arrivals per second")
     parser.add_argument("--pairs", type=int, default=None, help="A/A pairs (default 20; --full 40)")
     parser.add_argument("--long-prompts", type=int, default=12, help="long prompts per stall run")
+    parser.add_argument(
+        "--stall-pairs", type=int, default=None, help="stall pairs (default: --pairs; 0: none)"
+    )
+    parser.add_argument("--no-quick", action="store_true", help="only the stall traffic")
     parser.add_argument("--full", action="store_true", help="the full size (about half an hour)")
     args = parser.parse_args()
     pairs = args.pairs or (40 if args.full else 20)
     sizes = args.sizes or ("200,1000" if args.full else "400")
     print("shares of A/A pairs; gates: not passed (exit 1 by default), in brackets FAIL")
-    for size in (int(s) for s in sizes.split(",")):
+    for size in (int(s) for s in sizes.split(",")) if not args.no_quick else ():
         quick_start(args.workload, size, args.rate, pairs)
-    stalls(pairs, args.long_prompts)
+    stall_pairs = pairs if args.stall_pairs is None else args.stall_pairs
+    if stall_pairs:
+        stalls(stall_pairs, args.long_prompts)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,16 @@ shorter, the row notes the trade-off (more frequent, shorter stalls).
 are two samples of the traffic, not one: bursts of arrivals and the mix of prompt
 lengths differ between draws, and requests near one another in time share a queue. Then
 per-request values are resampled in time blocks of requests (``request_blocks``) and ITL
-gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``), so that each
-run's interval carries that between-draw variance, and the result says the seeds differ
+gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``): the resampled
+unit holds the correlation between neighbours. Stall events are too few (a run has a
+dozen long prompts) to resample in blocks, yet they are correlated: long prefills that
+arrive faster than they are served queue behind one another and share the gaps they
+overlap. Their interval is widened to at least the Student t interval of batch means of
+each run's events in time order (``diagnose.stats``, "different draws", states what
+that covers and what it does not). Requests and gaps are not widened so: a run's time
+batches are not alike by design (an ``interference`` run's streams outlast its long
+prompts, so its last batches have no stalls), and batch means would read that shared
+shape as variance between draws. The result says the seeds differ
 (``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
@@ -405,8 +413,9 @@ def different_draws(base: RunSamples, new: RunSamples) -> str | None:
         return None
     return (
         f"the seeds differ (BASE {seeds[0]}, NEW {seeds[1]}): two draws of the workload; "
-        "per-request metrics are resampled in time blocks of requests, so the intervals "
-        "carry the variance between draws"
+        "per-request metrics are resampled in time blocks of requests and stall intervals "
+        "widened to the spread between time batches of each run's events, so the "
+        "intervals carry the variance between draws"
     )
 
 
@@ -458,6 +467,7 @@ def compare_samples(
             confidence=confidence,
             seed=seed,
             names=_WORDS.get(source, ("time blocks" if draws else "requests", "requests")),
+            draws=draws is not None and source in STALL_SOURCES,
         )
         comparisons |= {c.metric: c for c in found}
     rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]

@@ -63,7 +63,7 @@ class Context:
     def slo(self) -> Slo | None:
         if self.options.slo:
             return self.options.slo
-        recorded = self.view.info.typed.slo
+        recorded = self.view.info.slo or {}
         known = {f.name for f in dataclasses.fields(Slo)}
         slo = Slo(**{k: float(v) for k, v in recorded.items() if k in known and v})
         return slo or None

@@ -19,8 +19,8 @@ from diagnose.raw_metrics import RawMetrics
 from probes.normalise import ServerSeries
 from probes.timeline import server_series
 from runfmt.run import Run, open_run
+from runfmt.run_sections import TargetSection
 from runfmt.runinfo import RunInfo
-from runfmt.runinfo_sections import TargetSection
 from runfmt.tables import completed_mask, measured_rows
 from workloads.spec import WorkloadSpec
 
@@ -49,7 +49,7 @@ class RunView:
 
     @property
     def target(self) -> TargetSection:
-        return self.info.typed.target
+        return self.info.target
 
     @property
     def spec(self) -> WorkloadSpec | None:

@@ -19,11 +19,14 @@ from workloads.errors import InputError
 RESAMPLES = 2000
 #: Default confidence level of intervals (significant: the interval excludes 1).
 CONFIDENCE = 0.95
-#: Latency metric prefixes and the per-request column (or ``itl_s``) each comes from.
-LATENCIES = {metric.prefix: metric.key for metric in registry.LATENCIES}
-_BY_KEY = {
-    metric.key: metric for metric in (*registry.LATENCIES, *registry.THROUGHPUTS, *registry.STALLS)
-}
+
+
+def _latencies() -> dict[str, str]:
+    """Registered latency prefixes and the summary key each is described under (read at
+    each ask: a latency registered after import is compared and gated too)."""
+    return {metric.prefix: metric.key for metric in registry.latencies()}
+
+
 #: Throughput metrics (higher is better), compared as the mean over time slices.
 THROUGHPUTS = tuple(metric.key for metric in registry.THROUGHPUTS)
 #: What ``compare`` shows when no metric is named (the registry's selection), and besides
@@ -50,7 +53,7 @@ class MetricSpec:
     @property
     def metric(self) -> registry.Metric:
         """The registry entry its samples come from: its names, unit and format."""
-        return _BY_KEY[self.source]
+        return registry.by_key(self.source)
 
     def named(self, *, stat_first: bool = False) -> str:
         """How a reader names it, as the registry does: ``ITL p99`` (``p99 ITL`` with
@@ -60,26 +63,22 @@ class MetricSpec:
         return self.metric.named(self.stat, stat_first=stat_first)
 
 
-#: The metric names ``compare`` and its gates accept, in one line.
-METRIC_GRAMMAR = (
-    f"<{'|'.join(LATENCIES)}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)} or "
-    f"{' or '.join(STALL_METRICS)} (per long prefill)"
-)
+def metric_grammar() -> str:
+    """The metric names ``compare`` and its gates accept, in one line."""
+    return (
+        f"<{'|'.join(_latencies())}>_<{'|'.join(STATISTICS)}> or {' or '.join(THROUGHPUTS)}"
+        f" or {' or '.join(STALL_METRICS)} (per long prefill)"
+    )
 
 
 def metric_spec(name: str, flag: str = "--metric") -> MetricSpec:
     """The spec of a metric name; ``InputError`` naming ``flag`` for an unknown one."""
     if name in THROUGHPUTS:
-        return MetricSpec(name, name, "mean", _BY_KEY[name].higher_is_better)
+        return MetricSpec(name, name, "mean", registry.by_key(name).higher_is_better)
     if name in registry.STALL_NAMES:  # a mean over stall events
         return MetricSpec(name, registry.STALL_NAMES[name].key, "mean", False)
     prefix, _, stat = name.rpartition("_")
-    if prefix in LATENCIES and stat in STATISTICS:
-        return MetricSpec(
-            name, LATENCIES[prefix], stat, _BY_KEY[LATENCIES[prefix]].higher_is_better
-        )
-    raise InputError(
-        flag,
-        f"unknown metric {name!r}",
-        f"use {METRIC_GRAMMAR}",
-    )
+    key = _latencies().get(prefix)
+    if key is not None and stat in STATISTICS:
+        return MetricSpec(name, key, stat, registry.by_key(key).higher_is_better)
+    raise InputError(flag, f"unknown metric {name!r}", f"use {metric_grammar()}")

@@ -161,11 +161,11 @@ def recorded_budget(view: RunView) -> tuple[int | None, str]:
     """The chunk budget the server ran with, as it said (SGLang's ``/get_server_info``)
     or as its recorded command line sets it; ``None`` when neither says."""
     target = view.target
-    if target.chunk_budget:
-        return target.chunk_budget, "run.json (the server's own arguments)"
+    if target.server_info.chunk_budget:
+        return target.server_info.chunk_budget, "run.json (the server's own arguments)"
     kind = server_flavour(view)
-    if target.command and kind.chunk_flags:
-        text = _flag_value(target.command, kind.chunk_flags[0])
+    if target.server_info.command and kind.chunk_flags:
+        text = _flag_value(target.server_info.command, kind.chunk_flags[0])
         if text is not None and text.isdigit():
             return int(text), f"run.json (the server's command line, {kind.chunk_flags[0]})"
     return None, "unknown"
@@ -176,13 +176,14 @@ def launch_template(view: RunView) -> str | None:
     again, at ``{chunk}`` on ``{port}``; None when nothing says how."""
     kind = server_flavour(view)
     target = view.target
-    if target.command and kind.chunk_flags and not kind.engine_keys:
-        argv = _with_flag(list(target.command), kind.chunk_flags, "{chunk}")
+    if target.server_info.command and kind.chunk_flags and not kind.engine_keys:
+        argv = _with_flag(list(target.server_info.command), kind.chunk_flags, "{chunk}")
         argv = _with_flag(argv, ("--port",), "{port}")
-        if target.environment:  # the settings it ran with: env VAR=VALUE … COMMAND
-            argv = ["env", *(f"{k}={v}" for k, v in target.environment.items()), *argv]
+        environment = target.server_info.environment
+        if environment:  # the settings it ran with: env VAR=VALUE … COMMAND
+            argv = ["env", *(f"{k}={v}" for k, v in environment.items()), *argv]
         return " ".join(w if w in LAUNCH_PLACEHOLDERS else shlex.quote(w) for w in argv)
-    return kind.launch_template(target.model_path or target.model or "MODEL")
+    return kind.launch_template(target.server_info.model_path or target.model or "MODEL")
 
 
 def target_flags(view: RunView, chunk_flag: bool) -> list[str]:

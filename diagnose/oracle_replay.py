@@ -66,7 +66,7 @@ class Replay:
 
 
 def block_size_of(view: RunView) -> int:
-    recorded = view.info.typed.oracle.block_size
+    recorded = view.info.oracle.block_size
     if recorded:
         return recorded
     if view.server is not None and view.server.latest("block_size").known:

@@ -74,9 +74,7 @@ def offered_rate(ctx: Context) -> float | None:
     """The configured arrival rate (the plan's realised rate when none was configured:
     a few Poisson arrivals can land close together, so it is the second choice)."""
     spec = ctx.view.spec
-    rate = (
-        spec.load.rate if spec is not None else None
-    ) or ctx.view.info.typed.plan.offered_rate_per_s
+    rate = (spec.load.rate if spec is not None else None) or ctx.view.info.plan.offered_rate_per_s
     return float(rate) if rate else None
 
 

@@ -144,7 +144,7 @@ def _pool_blocks(ctx: Context) -> tuple[float | None, str]:
             value = series.latest(name)
             if value.known:
                 return value.value, f"server: {value.source}"
-    blocks = ctx.view.info.typed.oracle.num_blocks
+    blocks = ctx.view.info.oracle.num_blocks
     return (float(blocks), "run.json oracle geometry") if blocks else (None, "unknown")
 
 

@@ -43,7 +43,8 @@ class Sample:
     """Values of one metric from one run; ``clusters[i]`` is the unit value i belongs to.
 
     Build with ``Sample.of``: it drops non-finite values (unknown is not a sample) and
-    numbers the clusters 0..n_units-1. Without clusters every value is its own unit.
+    numbers the clusters 0..n_units-1 in the order of their labels (time blocks stay in
+    time order). Without clusters every value is its own unit, in the given order.
     """
 
     values: np.ndarray
@@ -55,7 +56,7 @@ class Sample:
         keep = np.isfinite(arr)
         if clusters is None:
             return cls(arr[keep])
-        codes, _ = pd.factorize(np.asarray(clusters)[keep])
+        codes, _ = pd.factorize(np.asarray(clusters)[keep], sort=True)
         return cls(arr[keep], codes.astype(np.int64))
 
     @classmethod

@@ -33,6 +33,35 @@ resamples and its percentile interval covers far less than it claims, so the res
 would meet both minimums (``needed_units``). ``units_to_separate(v)`` gives the size
 at which the interval would exclude v, assuming its width shrinks as 1/√n.
 
+**Different draws.** When BASE and NEW are different draws of the workload and their
+units cannot be resampled in blocks that hold the correlation between neighbours
+(``compare_stats(..., draws=True)``; ``diagnose.compare`` asks it for the stall events of
+runs whose seeds differ), a resampled unit is not the whole story: units near one
+another in time share a state the next draw will not have (a queue building behind a
+burst, long prefills queued behind one another and sharing the decode gaps they
+overlap, the decode streams' positions), so neighbouring units are correlated and a
+bootstrap of units understates how far another draw's statistic lands.
+Each run's between-draw variance is then estimated from the run itself by batch means:
+its units, in time order (``Sample.clusters`` numbered by time), are cut into
+b = round(units^⅓) contiguous batches, at least two (``draw_batches``), the statistic is
+computed on each batch, and the variance of the log statistic of the whole run is
+var(log batch statistics) / b, with b − 1 degrees of freedom (``draw_variance``). Few,
+long batches (units^⅔ each) on purpose: batch means see a correlation only as far as it
+is shorter than a batch, and the Student t quantile pays for the few degrees of
+freedom. (With √units batches, AR(1) draws of 120 units whose correlation spans ~9
+units were called different in 9 of 60 A/A pairs; with units^⅓, 4 of 60:
+``tests/diagnose/test_draw_variance.py``.) The interval of the log ratio must be at least as wide
+as the Student t interval of those two variances (Welch–Satterthwaite degrees of
+freedom): when it is narrower, the bootstrap's log-ratio replicates are widened about
+their median by the factor that makes it so, and the p-value, ``significant`` and a
+gate all read the widened replicates (the method names the factor). The interval then
+covers the within-run resampling variance and the variation between parts of a run —
+autocorrelation, drift, a trend such as a growing queue. It does not cover a component
+constant through a whole run (a draw's persistent property every part of the run
+shares): repeated runs as trials (``compare_trials``) measure that. It assumes the
+batches differ only by chance: a run whose batches differ by design (a tail with no
+long prompts) would have that shape read as variance between draws.
+
 **Assumptions.** Units are independent and identically distributed within a run (a run
 is a stationary sample of one configuration), the two runs are independent, and the
 percentile bootstrap is accurate once the minimums hold (``benchmarks/
@@ -57,7 +86,7 @@ from scipy import stats as sps
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
-from runtime.quantiles import QUANTILES, statistic
+from runtime.quantiles import QUANTILES, quantiles, statistic
 
 __all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats", "compare_trials"]
 
@@ -187,6 +216,61 @@ def shortfall(
     return ("; ".join(reasons), needed) if reasons else None
 
 
+def draw_batches(units: int) -> int:
+    """Time batches a run of ``units`` units is cut into for its between-draw variance:
+    round(units^⅓), at least two (and no more than the units)."""
+    return min(units, max(2, round(units ** (1.0 / 3.0))))
+
+
+def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
+    """Batch-means variance of the log of ``stat`` over the whole run, and its degrees of
+    freedom (the module docstring's "different draws"): the units, in time order, in
+    ``draw_batches`` contiguous batches. ``None`` when a batch has no finite positive
+    statistic (or there are fewer than two units)."""
+    units = sample.n_units
+    if units < 2:
+        return None
+    batches = draw_batches(units)
+    of_value = sample.unit_codes() * batches // units
+    logs = []
+    for batch in range(batches):
+        value = statistic(sample.values[of_value == batch], stat)
+        if not (math.isfinite(value) and value > 0):
+            return None
+        logs.append(math.log(value))
+    return float(np.var(logs, ddof=1)) / batches, batches - 1
+
+
+def draw_widening(
+    log_ratios: np.ndarray,
+    parts: Sequence[tuple[float, int] | None],
+    confidence: float,
+) -> tuple[np.ndarray, float]:
+    """``log_ratios`` (bootstrap replicates of log NEW/BASE) widened about their median
+    so that their percentile interval is at least the Student t interval of the two
+    runs' batch-means variances ``parts`` (Welch–Satterthwaite degrees of freedom); and
+    the factor (1: the bootstrap was already as wide, or a part is unknown)."""
+    finite = log_ratios[np.isfinite(log_ratios)]
+    if any(p is None for p in parts) or finite.size < 2:
+        return log_ratios, 1.0
+    variance = sum(p[0] for p in parts)
+    if not variance > 0:
+        return log_ratios, 1.0
+    dof = variance**2 / sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(variance)
+    alpha = 1.0 - confidence
+    low, high = quantiles(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
+    boot_half = (high - low) / 2.0
+    factor = half / boot_half if boot_half > 0 else math.inf
+    if not factor > 1.0:
+        return log_ratios, 1.0
+    if not math.isfinite(factor):  # a bootstrap of no spread: the batches' t interval
+        spread = sps.t.ppf(np.linspace(0.0, 1.0, finite.size + 2)[1:-1], dof)
+        return np.median(finite) + np.sqrt(variance) * spread, factor
+    centre = np.median(finite)
+    return centre + factor * (log_ratios - centre), factor
+
+
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """``(low, high, p_value)`` of bootstrap ratio replicates (see the module docstring).
 
@@ -228,23 +312,43 @@ def compare_stats(
     confidence: float = CONFIDENCE,
     seed: Seed = 0,
     names: tuple[str, str] = ("units", "values"),
+    draws: bool = False,
 ) -> list[Comparison]:
     """Compare two independent samples (two runs) on several statistics at once.
 
     ``metrics`` maps each metric's name to its statistic (``{"itl_p99": "p99"}``). The
     interval is computed whenever both runs have two units, also when the result is
     inconclusive (it is shown, not trusted). ``names`` word the reasons (``shortfall``).
+    ``draws``: the runs are different draws of the workload, their units numbered in
+    time order; the interval is widened to cover the between-draw variance the batches
+    of each run show (the module docstring).
     """
     stats = list(dict.fromkeys(metrics.values()))
     unknown = (float("nan"), float("nan"), float("nan"))
     bounds = dict.fromkeys(stats, unknown)
+    method = "bootstrap" if base.clusters is None and new.clusters is None else "cluster bootstrap"
+    methods = dict.fromkeys(stats, method)
     if base.n_units >= 2 and new.n_units >= 2:
         seed_base, seed_new = seed_sequence(seed).spawn(2)
         base_reps = resampled_statistics(base, stats, resamples, seed_base)
         new_reps = resampled_statistics(new, stats, resamples, seed_new)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            bounds = {s: percentile_interval(new_reps[s] / base_reps[s], confidence) for s in stats}
-    method = "bootstrap" if base.clusters is None and new.clusters is None else "cluster bootstrap"
+        for s in stats:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios = new_reps[s] / base_reps[s]
+            if draws:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    logs = np.log(ratios)
+                parts = [draw_variance(base, s), draw_variance(new, s)]
+                widened, factor = draw_widening(logs, parts, confidence)
+                if factor > 1.0:
+                    with np.errstate(over="ignore"):
+                        ratios = np.exp(widened)
+                    batches = ", ".join(str(p[1] + 1) for p in parts if p is not None)
+                    methods[s] = (
+                        f"{method}, widened {factor:.2f}x by the spread between time "
+                        f"batches of each run ({batches}): the seeds differ"
+                    )
+            bounds[s] = percentile_interval(ratios, confidence)
     units = (base.n_units, new.n_units)
     out = []
     for metric, stat in metrics.items():
@@ -260,7 +364,7 @@ def compare_stats(
                 (low, high),
                 p_value,
                 (base_value, new_value),
-                method,
+                methods[stat],
                 confidence,
                 inconclusive=reason,
                 units=units,

@@ -22,6 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from loadgen.flavours import NAMES, NATIVE_APIS, Capabilities, Flavour, flavour
+from runfmt.codec import decode, frozen_map
+from runfmt.run_sections import ServerInfo, TargetSection
 from runtime import redact
 from workloads.errors import InputError
 
@@ -174,20 +176,20 @@ class Target:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TargetSection:
         """What ``run.json`` records about the target. Never the API key."""
-        return {
-            "url": self.shown_url,
-            "paths": self.paths(),
-            "flavour": self.flavour,
-            "api": self.api,
-            "model": self.model,
-            "vocab_size": self.vocab_size,
-            "max_model_len": self.max_model_len,
-            "discovered": self.discovered,
-            "authenticated": bool(self.api_key),
-            "server_info": self.server_info,
-        }
+        return TargetSection(
+            url=self.shown_url,
+            paths=frozen_map(self.paths()),
+            flavour=self.flavour,
+            api=self.api,
+            model=self.model,
+            vocab_size=self.vocab_size,
+            max_model_len=self.max_model_len,
+            discovered=frozen_map(self.discovered),
+            authenticated=bool(self.api_key),
+            server_info=decode(ServerInfo, self.server_info),  # as the server said it
+        )
 
 
 def _one_of(names: tuple[str, ...]) -> str:

@@ -46,17 +46,17 @@ def run_row(folder: Path, root: Path) -> dict[str, Any]:
     except InputError as exc:
         return row | {"status": "unreadable", "problem": exc.problem}
     target = info.target
-    flavour = target.get("flavour") or "?"
-    embedded = bool(target.get("embedded"))
+    flavour = target.flavour or "?"
+    embedded = bool(target.embedded)
     sections = summary.typed if summary is not None else SummarySections.of(None)
     requests = sections.requests
     row |= {
         "labels": dict(info.labels),
-        "workload": info.workload.get("workload") or "?",
-        "target": "embedded" if embedded else f"{flavour} {target.get('url') or ''}".strip(),
-        "model": target.get("model"),
+        "workload": info.workload_name or "?",
+        "target": "embedded" if embedded else f"{flavour} {target.url or ''}".strip(),
+        "model": target.model,
         "status": info.status,
-        "started_at": (info.to_json().get("clock") or {}).get("started_at"),
+        "started_at": info.clock.started_at,
         "completed": requests.completed,
         "measured": requests.total,
         "requests_per_s": sections.throughput.requests_per_s,

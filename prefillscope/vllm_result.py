@@ -226,7 +226,7 @@ def save(
         metadata=flags.check(),
         ramp=ramp,
     )
-    model = run.info.typed.target.model if run.info is not None else None
+    model = run.info.target.model if run.info is not None else None
     options = replace(options, tokenizer_id=tokenizer or model)  # vLLM's: else the model
     path = result_path(
         flags, backend=backend, rate=rate, max_concurrency=max_concurrency, model=model,

@@ -47,8 +47,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+<<<<<<< HEAD
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
 from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
+=======
+from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
+from probes.metric_registry import latencies as registered_latencies
+from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
+>>>>>>> main
 from probes.slo import Slo
 from probes.stall_events import (
     NO_KIND,
@@ -71,6 +77,7 @@ from runtime.quantiles import Selection, describe, finite, select_passes
 if TYPE_CHECKING:
     import pandas as pd
 
+<<<<<<< HEAD
 #: The latency distributions of ``summary.json``, each a ``describe()`` dict.
 LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
 #: Those read from the requests table (ITL is read from the chunks).
@@ -94,37 +101,32 @@ def parts_of(table: Table | Parts) -> Parts:
     """``table`` as ``Parts``: itself when it is already, else one part, the whole table."""
     return table if callable(table) else (lambda: (table,))
 
+=======
+>>>>>>> main
 
 def latency_columns(requests: Table, ids: Any = None) -> Columns:
     """Per-request timings in seconds, one row per request, in the requests' order.
 
     Columns: ``id`` (``ids`` when given, else the requests' ``id``, else their position),
-    ``ttft_s``, ``ttft_sent_s``, ``e2e_s``, ``e2e_sent_s``, ``tpot_s``,
-    ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and ``ok``. A value that
-    cannot be computed (no first token, one output token) is NaN.
+    each registered latency computed per request by its own formula
+    (``probes.metric_registry``: ``ttft_s``, ``ttft_sent_s``, ``tpot_s``, ``e2e_s``,
+    ``e2e_sent_s`` …), ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and
+    ``ok``. A value that cannot be computed (no first token, one output token) is NaN.
     """
-    intended = numbers(requests, "intended_s")
-    released = numbers(requests, "released_s")
+    per_request = [m for m in (*registered_latencies(), DISPATCH_LAG) if m.formula]
+    names = {"intended_s", "released_s", "output_tokens"}
+    names |= {name for metric in per_request for name in metric.inputs}
+    raw = {name: numbers(requests, name) for name in sorted(names)}
+    intended, released = raw["intended_s"], raw["released_s"]
     released = np.where(np.isnan(released), intended, released)  # no cap, or an older run
-    sent = numbers(requests, "sent_s")
-    first = numbers(requests, "first_token_s")
-    end = numbers(requests, "end_s")
-    out_tokens = numbers(requests, "output_tokens")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out_tokens > 1, (end - first) / (out_tokens - 1), np.nan)
     if ids is None:
         ids = np.asarray(requests["id"]) if "id" in requests else np.arange(len(requests))
     return Columns(
         {
             "id": np.asarray(ids),
-            "ttft_s": first - intended,
-            "ttft_sent_s": first - sent,
-            "e2e_s": end - intended,
-            "e2e_sent_s": end - sent,
-            "tpot_s": tpot,
-            "dispatch_lag_s": sent - intended,
+            **{metric.key: metric.values(raw) for metric in per_request},
             "concurrency_wait_s": released - intended,
-            "output_tokens": out_tokens,
+            "output_tokens": raw["output_tokens"],
             "ok": completed_mask(requests),
         },
         len(requests),
@@ -464,14 +466,15 @@ def prefix_hit_rates(requests: Table) -> dict[str, Any]:
 
 
 def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
-    """Each latency of ``LATENCY_METRICS`` described over the completed requests (ITL over
+    """Each registered latency described over the completed requests (ITL over
     ``gaps``), with its ``max``: the part of ``summary.json`` that ``simulate`` reports too,
     from the same columns (``latency_columns``) and gaps (``probes.token_gaps``)."""
     ok = np.asarray(latencies["ok"], dtype=bool)
     out: dict[str, Any] = {}
-    for metric in LATENCY_METRICS:
-        values = finite(gaps.gap_s if metric == "itl_s" else latencies[metric][ok])
-        out[metric] = describe(values) | {"max": float(values.max()) if values.size else None}
+    for metric in registered_latencies():
+        per = latencies[metric.key][ok] if metric.formula is not None else gaps.gap_s
+        values = finite(per)
+        out[metric.key] = describe(values) | {"max": float(values.max()) if values.size else None}
     return out
 
 

@@ -6,7 +6,15 @@ way is better, the table it is computed from and how.
 and a throughput by its key; the report and the summary view label them with ``label``
 (``short`` on a narrow terminal), the live dashboard and the A/B with ``short`` and a
 statistic (``named``: ``ITL p99``), and every view writes a value in the metric's unit
-with ``format``. A new metric is one entry here, computed in ``probes/latency.py``.
+with ``format``.
+
+A latency declares itself in one place, ``latency(Metric(...))``: its names, unit and
+direction, the request-table columns it reads (``inputs``) and its ``formula`` over them
+(one value per request, NaN where it has none); the statistics ``sweep`` shows of it
+(``headline``). ``probes.latency`` computes every registered latency with its formula, so a
+new one (here or in a module of its own) reaches ``summary.json``, ``simulate``,
+``compare`` and its gates, the report and ``sweep`` with no other edit. ITL has no
+formula: it is the per-token gaps of the chunks table (``probes.token_gaps``).
 
 The selections are here too, each named by its use (``COMPARE_DEFAULTS``,
 ``AB_ITL_QUANTILES`` …), and so is the name a statistic is written under in a JSON
@@ -16,7 +24,9 @@ Nothing here needs numpy: the CLI's ``--help`` reads these names.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from probes.units import fmt_rate, fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
@@ -52,6 +62,19 @@ class Metric:
     computed: str
     #: Shown in the report's latency table.
     reported: bool = True
+    #: The request-table columns ``formula`` reads, in its arguments' order.
+    inputs: tuple[str, ...] = ()
+    #: One value per request from ``inputs`` (numpy arrays, seconds); None: not per request
+    #: (ITL, from the token gaps).
+    formula: Callable[..., Any] | None = None
+    #: The statistics ``sweep`` shows of it at each load (``sweep_figures``).
+    headline: tuple[str, ...] = ()
+
+    def values(self, columns: Mapping[str, Any]) -> Any:
+        """This metric of each request, from the requests' ``columns`` (by name)."""
+        if self.formula is None:
+            raise ValueError(f"{self.key} is not computed per request")
+        return self.formula(*(columns[name] for name in self.inputs))
 
     def named(self, stat: str, *, stat_first: bool = False) -> str:
         """A statistic of this metric as a reader names it: ``ITL p99`` (``p99 ITL`` with
@@ -67,21 +90,39 @@ class Metric:
         return fmt_seconds(value) if self.unit == "s" else fmt_rate(value, self.unit)
 
 
-#: The latency distributions, in the order the summary and the report list them.
-LATENCIES: tuple[Metric, ...] = (
-    Metric("ttft_s", "ttft", "TTFT (from intended send)", "TTFT", "s", False, REQUESTS_TABLE,
-           "first token − intended send time (queueing in the client counts)"),
-    Metric("ttft_sent_s", "ttft_sent", "TTFT (from actual send)", "TTFT (sent)", "s", False,
-           REQUESTS_TABLE, "first token − actual send time"),
-    Metric("itl_s", "itl", "ITL (per token)", "ITL", "s", False, CHUNKS_TABLE,
-           "per-token gaps: a chunk of n tokens after a gap g gives n gaps of g/n"),
-    Metric("tpot_s", "tpot", "TPOT", "TPOT", "s", False, REQUESTS_TABLE,
-           "(E2E − TTFT) / (output tokens − 1), requests with two tokens or more"),
-    Metric("e2e_s", "e2e", "E2E (from intended send)", "E2E", "s", False, REQUESTS_TABLE,
-           "end of the stream − intended send time"),
-    Metric("e2e_sent_s", "e2e_sent", "E2E (from actual send)", "E2E (sent)", "s", False,
-           REQUESTS_TABLE, "end of the stream − actual send time", reported=False),
-)  # fmt: skip
+_LATENCIES: list[Metric] = []
+
+
+def latency(metric: Metric) -> Metric:
+    """Register ``metric`` as a latency distribution of every run (after those registered
+    before it); ``ValueError`` when its key or prefix is taken."""
+    taken = {m.key for m in _every()} | {m.prefix for m in _every()}
+    if metric.key in taken or metric.prefix in taken:
+        raise ValueError(f"a metric named {metric.key!r} or {metric.prefix!r} is registered")
+    _LATENCIES.append(metric)
+    return metric
+
+
+def unregister(key: str) -> None:
+    """Forget the latency registered under ``key`` (a test's toy)."""
+    _LATENCIES[:] = [m for m in _LATENCIES if m.key != key]
+
+
+def latencies() -> tuple[Metric, ...]:
+    """The latency distributions, in the order the summary and the report list them."""
+    return tuple(_LATENCIES)
+
+
+def _difference(later: Any, earlier: Any) -> Any:
+    return later - earlier
+
+
+def _tpot(first: Any, end: Any, tokens: Any) -> Any:
+    import numpy as np
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tokens > 1, (end - first) / (tokens - 1), np.nan)
+
 
 #: The throughputs: completed work over the measured window (higher is better).
 THROUGHPUTS: tuple[Metric, ...] = (
@@ -94,7 +135,8 @@ THROUGHPUTS: tuple[Metric, ...] = (
 #: The client's dispatch lag (a client-health figure, ``summary.client``; not compared).
 DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual − intended send)",
                       "dispatch lag", "s", False, REQUESTS_TABLE,
-                      "actual send time − intended send time", reported=False)  # fmt: skip
+                      "actual send time − intended send time", reported=False,
+                      inputs=("sent_s", "intended_s"), formula=_difference)  # fmt: skip
 
 #: The stall metrics: per long prefill (``probes.stall_events``: its one definition of an
 #: event), a mean over events. ``compare`` and its gates name each by its ``prefix``
@@ -109,18 +151,101 @@ STALLS: tuple[Metric, ...] = (
            reported=False),
 )  # fmt: skip
 
-TTFT, TTFT_SENT, ITL, TPOT, E2E, E2E_SENT = LATENCIES
 STALL_WORST, STALL_LOST = STALLS
 #: The stall metrics by the name ``compare`` gives them (their prefix).
 STALL_NAMES = {metric.prefix: metric for metric in STALLS}
 REQUESTS_PER_S, OUTPUT_TOKENS_PER_S = THROUGHPUTS
 
-_BY_KEY = {metric.key: metric for metric in (*LATENCIES, *THROUGHPUTS, DISPATCH_LAG, *STALLS)}
+
+def _every() -> tuple[Metric, ...]:
+    """Every metric registered, latencies first."""
+    return (*_LATENCIES, *THROUGHPUTS, DISPATCH_LAG, *STALLS)
+
+
+#: The latencies every run reports, in the order the summary and the report list them.
+TTFT = latency(
+    Metric(
+        "ttft_s",
+        "ttft",
+        "TTFT (from intended send)",
+        "TTFT",
+        "s",
+        False,
+        REQUESTS_TABLE,
+        "first token − intended send time (queueing in the client counts)",
+        inputs=("first_token_s", "intended_s"),
+        formula=_difference,
+        headline=("p50", "p99"),
+    )
+)
+TTFT_SENT = latency(
+    Metric(
+        "ttft_sent_s",
+        "ttft_sent",
+        "TTFT (from actual send)",
+        "TTFT (sent)",
+        "s",
+        False,
+        REQUESTS_TABLE,
+        "first token − actual send time",
+        inputs=("first_token_s", "sent_s"),
+        formula=_difference,
+    )
+)
+ITL = latency(
+    Metric(
+        "itl_s",
+        "itl",
+        "ITL (per token)",
+        "ITL",
+        "s",
+        False,
+        CHUNKS_TABLE,
+        "per-token gaps: a chunk of n tokens after a gap g gives n gaps of g/n",
+        headline=("p50", "p99"),
+    )
+)
+TPOT = latency(
+    Metric(
+        "tpot_s",
+        "tpot",
+        "TPOT",
+        "TPOT",
+        "s",
+        False,
+        REQUESTS_TABLE,
+        "(E2E − TTFT) / (output tokens − 1), requests with two tokens or more",
+        inputs=("first_token_s", "end_s", "output_tokens"),
+        formula=_tpot,
+    )
+)
+E2E = latency(
+    Metric(
+        "e2e_s",
+        "e2e",
+        "E2E (from intended send)",
+        "E2E",
+        "s",
+        False,
+        REQUESTS_TABLE,
+        "end of the stream − intended send time",
+        inputs=("end_s", "intended_s"),
+        formula=_difference,
+    )
+)
+E2E_SENT = latency(Metric(
+    "e2e_sent_s", "e2e_sent", "E2E (from actual send)", "E2E (sent)", "s", False,
+    REQUESTS_TABLE, "end of the stream − actual send time", reported=False,
+    inputs=("end_s", "sent_s"), formula=_difference,
+))  # fmt: skip
 
 
 def by_key(key: str) -> Metric:
     """The metric whose ``summary.json`` key is ``key`` (``KeyError`` for an unknown one)."""
-    return _BY_KEY[key]
+    for metric in _every():
+        if metric.key == key:
+            return metric
+    raise KeyError(key)
 
 
 def stat_name(metric: Metric, stat: str) -> str:
@@ -136,8 +261,8 @@ def stat_name(metric: Metric, stat: str) -> str:
 def stat_of(name: str) -> tuple[Metric, str]:
     """The metric and statistic a ``stat_name`` names (``itl_p99`` → ITL, ``p99``);
     ``KeyError`` for a name no latency statistic has."""
-    latencies = (m for m in _BY_KEY.values() if m not in STALLS)
-    for metric in sorted(latencies, key=lambda m: -len(m.prefix)):
+    candidates = (m for m in _every() if m not in STALLS)
+    for metric in sorted(candidates, key=lambda m: -len(m.prefix)):
         prefix, sep, stat = name.rpartition("_")
         if sep and prefix == metric.prefix and stat in STAT_LABELS and not metric.higher_is_better:
             return metric, stat
@@ -225,8 +350,14 @@ SIM_HOLDOUT = (*_stats(TTFT, "p50"), *_stats(ITL, "p50", "p99"))
 SIM_HOLDOUT_SHOWN = (*SIM_HOLDOUT, *_stats(TTFT, "mean"), *_stats(ITL, "mean"))
 #: The latency figures ``simulate --calibrate`` prints, measured against replayed.
 SIM_CALIBRATION_SHOWN = (*_stats(TTFT, "mean"), *SIM_HOLDOUT, *_stats(ITL, "mean"))
-#: The latencies of each load of a sweep (``sweep.json``'s rows, its table and curves).
-SWEEP_FIGURES = (*_stats(TTFT, "p50", "p99"), *_stats(ITL, "p50", "p99"))
+
+
+def sweep_figures() -> tuple[str, ...]:
+    """The latencies of each load of a sweep (``sweep.json``'s rows, its table and curves):
+    each registered latency's ``headline`` statistics."""
+    return tuple(stat_name(m, stat) for m in latencies() for stat in m.headline)
+
+
 #: What the simulator predicts for each arm of an A/B (``ab.json``'s ``prediction``).
 AB_PREDICTED = (*_stats(TTFT, "p50", "p99"), *_stats(ITL, "p50", "p99"), AB_ITL_MAX)
 #: The client's dispatch lag at p99, a ``summary.json`` client-health figure.

@@ -23,6 +23,7 @@ from probes.exposition import Exposition
 from probes.gpu import GpuSampler
 from probes.sampling import PeriodicProbe, ProbeStatus
 from probes.scraper import MetricsScraper
+from runfmt.codec import encode
 from runfmt.names import GPU_TABLE, SERVER_METRICS_TABLE
 from runfmt.rundir import RunDir
 from runtime.child import become_child, say
@@ -79,7 +80,7 @@ async def _sample(request: dict[str, Any]) -> None:
 
 
 def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
-    return {name: status.to_dict() for name, status in statuses.items()}
+    return {name: encode(status.recorded()) for name, status in statuses.items()}
 
 
 def main() -> None:

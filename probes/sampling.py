@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.names import EVENTS_TABLE
+from runfmt.run_sections import ProbeState
 from runfmt.rundir import RunDir, RunWriteError, TableWriter
 from runtime.clock import RunClock
 
@@ -69,13 +70,9 @@ class ProbeStatus:
     def off(self, reason: str) -> None:
         self.state, self.reason = "off", reason
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "reason": self.reason,
-            "ok": self.ok,
-            "failed": self.failed,
-        }
+    def recorded(self) -> ProbeState:
+        """How it went so far, as ``run.json`` records it."""
+        return ProbeState(self.state, self.reason, self.ok, self.failed)
 
 
 async def every(

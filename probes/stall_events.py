@@ -28,9 +28,15 @@ the p99 does not see them at all. The unit the question is about is the prefill 
   a pooled quantile can see the stalls (a p99 sees them only when they are 1 % of the
   gaps or more: ``RunStalls.seen_by``).
 
-Events are taken as independent (prefills that overlap share the gaps they both cover):
-a mean over events gets a percentile-bootstrap interval from resampling events
-(``mean_interval``). Nothing here needs pandas or scipy: a bench's end computes these.
+Within one run, events are taken as independent: a mean over events gets a
+percentile-bootstrap interval from resampling events (``mean_interval``). They are not
+quite: long prefills that arrive faster than they are served queue behind one another,
+overlap and share the gaps they both cover (``benchmarks/compare_calibration.py``'s
+stall traffic at budget 768: 8 or 9 of each run's 11 events overlap the one before;
+per-event values correlate at lag one by about 0.5). A comparison of two different
+draws therefore widens the interval by the spread between time batches of events
+(``diagnose.stats``, "different draws").
+Nothing here needs pandas or scipy: a bench's end computes these.
 """
 
 from __future__ import annotations
@@ -89,10 +95,13 @@ class StallEvents:
         gap_s: np.ndarray,
         gap_end_s: np.ndarray,
     ) -> StallEvents:
-        """The events of one run: each prefill's interval ``[start, end]`` and TTFT, and
-        the decode streams' gaps (each spans ``[end - gap, end]``). A prefill no decode
-        gap overlaps (the streams had ended) is counted in ``alone``."""
+        """The events of one run, in the order of their starts (the order a comparison
+        of different draws cuts into time batches): each prefill's interval
+        ``[start, end]`` and TTFT, and the decode streams' gaps (each spans
+        ``[end - gap, end]``). A prefill no decode gap overlaps (the streams had ended)
+        is counted in ``alone``."""
         gap_s, gap_end_s = np.asarray(gap_s, float), np.asarray(gap_end_s, float)
+<<<<<<< HEAD
         return cls.measure_parts(starts, ends, ttfts, lambda: ((gap_s, gap_end_s),))
 
     @classmethod
@@ -131,6 +140,24 @@ class StallEvents:
             np.asarray(ttfts, float)[events],
         )
         return cls(*arrays, len(starts) - len(events), stalled, normal)
+=======
+        normal = float(np.median(gap_s)) if len(gap_s) else float("nan")
+        excess = np.maximum(gap_s - normal, 0.0) if len(gap_s) else gap_s
+        long_gap = gap_s > STALL_FACTOR * normal
+        stalled = np.zeros(len(gap_s), dtype=bool)
+        stall, lost, ttft = [], [], []
+        rows = zip(starts, ends, ttfts, strict=True)
+        for start, end, first in sorted(rows, key=lambda row: _time_key(row[0])):
+            overlaps = (gap_end_s > start) & (gap_end_s - gap_s < end)
+            if np.isfinite(start) and np.isfinite(end) and overlaps.any():
+                stall.append(float(gap_s[overlaps].max()))
+                lost.append(float(excess[overlaps].sum()))
+                ttft.append(float(first))
+                stalled |= overlaps & long_gap
+        alone = len(starts) - len(stall)
+        arrays = (np.asarray(stall), np.asarray(lost), np.asarray(ttft, float))
+        return cls(*arrays, alone, int(stalled.sum()), normal)
+>>>>>>> main
 
     @classmethod
     def concat(cls, events: Sequence[StallEvents]) -> StallEvents:
@@ -162,6 +189,11 @@ class StallEvents:
     def scaled(self, name: str, factor: float) -> StallEvents:
         """These events with one field's values multiplied by ``factor`` (a planted effect)."""
         return replace(self, **{name: self.field(name) * factor})
+
+
+def _time_key(start: float) -> float:
+    """A start's place in time order; an unknown start sorts last."""
+    return start if math.isfinite(start) else math.inf
 
 
 #: The field of ``StallEvents`` each stall metric of the registry is the mean of.

@@ -89,7 +89,7 @@ def run_mapping(run: Run | RunDir) -> MetricMapping | None:
     info = _run(run).info
     if info is None:
         return None
-    settings = info.typed.probes.server_metrics
+    settings = info.probes.server_metrics
     if settings is None:
         return None
     if settings.mapping_file:

@@ -15,10 +15,12 @@ adds that key and nothing else. A newer one is refused with one line naming the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from runfmt.codec import ABSENT, EMPTY, decode, encode, frozen_map, key
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
 from runfmt.version import document_version
@@ -30,42 +32,39 @@ SWEEP_FORMAT_VERSION = 2
 COMPLETE = "complete"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepPoint:
-    """One run of the sweep and the figures of its curve."""
+    """One run of the sweep and the figures of its curve: every key of the point but its
+    load, run folder and status is a figure (``session.sweep.figures``), kept in
+    ``extra`` by the codec and written back beside them."""
 
-    value: float
-    run_dir: str
-    status: str
-    figures: dict[str, float | None] = field(default_factory=dict)
+    value: float = 0.0
+    run_dir: str = ""
+    status: str = ""
+    extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "run_dir": self.run_dir, "status": self.status} | {
-            k: v for k, v in self.figures.items()
-        }
+    @property
+    def figures(self) -> Mapping[str, Any]:
+        """The point's figures by key (``achieved_rps``, ``ttft_p99_s`` …)."""
+        return {k: v for k, v in self.extra.items() if v is not ABSENT}
 
     def figure(self, key: str) -> float | None:
         """Figure ``key`` of this point, when it is a number."""
         value = self.figures.get(key)
         return float(value) if isinstance(value, int | float) else None
 
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str) -> SweepPoint:
-        try:
-            value = float(doc["value"])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(source, f"has a point without a load: {doc!r}") from None
-        figures = {k: v for k, v in doc.items() if k not in ("value", "run_dir", "status")}
-        return cls(value, str(doc.get("run_dir") or ""), str(doc.get("status") or ""), figures)
+
+def sweep_point(value: float, run_dir: str, status: str, figures: Mapping[str, Any]) -> SweepPoint:
+    """A point of the curve with its ``figures``."""
+    return SweepPoint(value, run_dir, status, frozen_map(figures))
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepResult:
-    """What a sweep found: its points, the figure it rose by, saturation and knee."""
+    """What a sweep found: the figure it rose by, saturation and knee, its points."""
 
-    axis: str
-    points: list[SweepPoint]
-    figure: str
+    axis: str = ""
+    figure: str = ""
     saturated_at: float | None = None
     knee: float | None = None
     stopped_early: bool = False
@@ -73,8 +72,10 @@ class SweepResult:
     #: less than the rate offered) or ``no_gain`` (the figure stopped rising); ``None``
     #: when it did not saturate.
     saturation_cause: str | None = None
-    #: An SLA search's bounds, probes and answer (``sweep --find``), else ``None``.
-    search: dict[str, Any] | None = None
+    points: tuple[SweepPoint, ...] = ()
+    #: An SLA search's bounds, probes and answer (``sweep --find``), else absent.
+    search: Mapping[str, Any] | None = key(omit_none=True, default=None)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
     @property
     def completed(self) -> dict[float, SweepPoint]:
@@ -83,46 +84,23 @@ class SweepResult:
 
     def to_json(self) -> dict[str, Any]:
         """The ``sweep.json`` document."""
-        return {
-            "format_version": SWEEP_FORMAT_VERSION,
-            "axis": self.axis,
-            "figure": self.figure,
-            "saturated_at": self.saturated_at,
-            "knee": self.knee,
-            "stopped_early": self.stopped_early,
-            "saturation_cause": self.saturation_cause,
-            "points": [p.to_dict() for p in self.points],
-        } | ({"search": self.search} if self.search is not None else {})
+        return {"format_version": SWEEP_FORMAT_VERSION} | encode(self)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str = SWEEP_JSON) -> SweepResult:
         """A ``sweep.json`` of any version this one reads (``InputError`` naming ``source``
-        for a newer one or one without an axis)."""
+        for a newer one, one without an axis or a point without a load)."""
         document_version(doc, source, SWEEP_FORMAT_VERSION)
-        axis = doc.get("axis")
-        if not isinstance(axis, str) or not axis:
+        read = decode(cls, doc)
+        if not read.axis:
             raise InputError(
                 source, "names no sweep axis", "give a folder `prefillscope sweep` wrote"
             )
-        points = doc.get("points") if isinstance(doc.get("points"), list) else []
-        return cls(
-            axis=axis,
-            points=[SweepPoint.from_dict(p, source) for p in points if isinstance(p, dict)],
-            figure=str(doc.get("figure") or ""),
-            saturated_at=_number(doc.get("saturated_at")),
-            knee=_number(doc.get("knee")),
-            stopped_early=bool(doc.get("stopped_early")),
-            saturation_cause=_text(doc.get("saturation_cause")),
-            search=doc.get("search") if isinstance(doc.get("search"), dict) else None,
-        )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _number(value: Any) -> float | None:
-    return None if isinstance(value, bool) or not isinstance(value, int | float) else value
+        for raw, typed in zip(doc.get("points") or [], read.points, strict=False):
+            if "value" in typed.extra:  # absent, or not a number
+                raise InputError(source, f"has a point without a load: {raw!r}")
+        extra = {k: v for k, v in read.extra.items() if k != "format_version"}
+        return replace(read, extra=frozen_map(extra))
 
 
 def is_sweep(folder: Path) -> bool:

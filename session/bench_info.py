@@ -4,12 +4,23 @@ probes start (``run_info``), and each probe's settings and how it went
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from probes.probe_process import ProbeProcess
 from probes.sampling import ProbeStatus
+from runfmt.codec import frozen_map
 from runfmt.names import GPU_TABLE, SERVER_METRICS_TABLE
-from runfmt.runinfo import RunInfo
+from runfmt.run_sections import (
+    GpuProbe,
+    LoadSection,
+    PlanSection,
+    ProbesSection,
+    ProbeState,
+    PrometheusProbe,
+    ServerMetricsProbe,
+)
+from runfmt.runinfo import RunInfo, started_clock
 from runtime import redact
 from runtime.clock import RunClock
 from session.bench_oracle import MetricsMapping
@@ -25,13 +36,13 @@ if TYPE_CHECKING:
     from workloads.spec import WorkloadSpec
 
 
-def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> dict[str, Any]:
-    """A probe's status dict; ``off`` with the flag that turned it off when not running."""
+def probe_status(probes: ProbeProcess, name: str, off_reason: str) -> ProbeState:
+    """A probe's status; ``off`` with the flag that turned it off when not running."""
     status = probes.statuses.get(name)
     if status is None:
         status = ProbeStatus(name)
         status.off(off_reason)
-    return status.to_dict()
+    return status.recorded()
 
 
 def probe_settings(
@@ -39,30 +50,30 @@ def probe_settings(
     probes: ProbeProcess,
     metrics: MetricsMapping,
     prometheus: PrometheusSource | None,
-) -> dict[str, Any]:
+) -> ProbesSection:
     """``run.json["probes"]``: what each probe was set to and how it went."""
     server = probe_status(probes, SERVER_METRICS_TABLE, "--no-server-metrics")
-    if metrics.error is not None and server["state"] != "off":
-        server |= {"state": "failed", "reason": metrics.error}
-    return {
-        "server_metrics": {
-            "url": probes.metrics_url,
-            "interval_s": options.metrics_interval_s,
-            "flavour": metrics.mapping.flavour if metrics.mapping is not None else None,
-            "mapping_file": str(metrics.file) if metrics.file is not None else None,
-            "status": server,
-        },
-        "gpu": {
-            "mode": options.gpu,
-            "interval_s": options.metrics_interval_s,
-            "status": probe_status(probes, GPU_TABLE, "--gpu-telemetry off"),
-        },
-        "prometheus": (
-            {"url": prometheus.url, "status": prometheus.status.to_dict()}
+    if metrics.error is not None and server.state != "off":
+        server = replace(server, state="failed", reason=metrics.error)
+    return ProbesSection(
+        server_metrics=ServerMetricsProbe(
+            url=probes.metrics_url,
+            interval_s=options.metrics_interval_s,
+            flavour=metrics.mapping.flavour if metrics.mapping is not None else None,
+            mapping_file=str(metrics.file) if metrics.file is not None else None,
+            status=server,
+        ),
+        gpu=GpuProbe(
+            mode=options.gpu,
+            interval_s=options.metrics_interval_s,
+            status=probe_status(probes, GPU_TABLE, "--gpu-telemetry off"),
+        ),
+        prometheus=(
+            PrometheusProbe(url=prometheus.url, status=prometheus.status.recorded())
             if prometheus is not None
             else None
         ),
-    }
+    )
 
 
 def run_info(
@@ -75,33 +86,35 @@ def run_info(
     engine: EngineProcess | None = None,
 ) -> RunInfo:
     """``run.json`` as known before the probes start."""
-    described = target.describe()
-    described["embedded"] = engine is not None
+    described = replace(target.describe(), embedded=engine is not None)
     if engine is not None:
-        described["engine"] = (options.engine or EngineSettings.default()).describe()
-        described["engine"]["kv_pool_blocks"] = engine.num_gpu_blocks
+        settings = (options.engine or EngineSettings.default()).describe()
+        settings["kv_pool_blocks"] = engine.num_gpu_blocks
+        described = replace(described, engine=frozen_map(settings))
+    workload = spec.to_dict()
+    rate, unit = asked_rate(plan)
     return RunInfo(
-        command=redact.argv(options.command, [options.api_key]),
-        wall_t0=clock.wall_t0,
+        command=tuple(redact.argv(options.command, [options.api_key])),
+        labels=frozen_map(options.labels),
+        clock=started_clock(clock.wall_t0),
         target=described,
-        workload=spec.to_dict(),
-        plan={
-            "requests": len(plan),
-            "warmup_requests": len(plan) - len(plan.measured),
-            "arrival": plan.arrival,
-            "concurrency": plan.concurrency,
-            "offered_rate_per_s": target_rate(plan),
-            "asked_rate": asked_rate(plan)[0],
-            "asked_rate_unit": asked_rate(plan)[1],
-            "by_kind": counts_by_kind(plan),
-        },
-        load={
-            "max_concurrency": options.max_concurrency,
-            "timeout_s": options.timeout_s,
-            "duration_s": deadline_s,
-            "warmup": options.warmup,
-        },
-        oracle={},
-        slo=options.slo.to_dict() if options.slo else None,
-        labels=dict(options.labels),
+        workload=frozen_map(workload),
+        seed_written=workload.get("seed"),
+        plan=PlanSection(
+            requests=len(plan),
+            warmup_requests=len(plan) - len(plan.measured),
+            arrival=plan.arrival,
+            concurrency=plan.concurrency,
+            offered_rate_per_s=target_rate(plan),
+            asked_rate=rate,
+            asked_rate_unit=unit,
+            by_kind=frozen_map(counts_by_kind(plan)),
+        ),
+        load=LoadSection(
+            max_concurrency=options.max_concurrency,
+            timeout_s=options.timeout_s,
+            duration_s=deadline_s,
+            warmup=options.warmup,
+        ),
+        slo=frozen_map(options.slo.to_dict()) if options.slo else None,
     )

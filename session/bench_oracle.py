@@ -37,6 +37,7 @@ from loadgen.target import Target
 from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
 from probes.mapping_model import MetricMapping
+from runfmt.run_sections import Geometry
 from session.oracle_slots import (
     ORACLE_NOTE,
     kept_output,
@@ -59,30 +60,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from simengine.engine_process import EngineProcess
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """The KV cache shape the oracle replays with, and where it came from."""
-
-    block_size: int
-    num_blocks: int | None
-    source: str
-    #: Which cache the server keeps (``workloads.cache_model``) and how that is known.
-    cache_model: str = "blocks"
-    cache_model_source: str = "default"
-    #: Blocks of a CPU offload tier behind the pool (``num_cpu_blocks``); 0: none.
-    offload_blocks: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "block_size": self.block_size,
-            "num_blocks": self.num_blocks,
-            "source": self.source,
-            "cache_model": self.cache_model,
-            "cache_model_source": self.cache_model_source,
-            "offload_blocks": self.offload_blocks,
-        }
 
 
 def server_cache_model(flavour_name: str, server_info: Mapping[str, Any] | None = None) -> str:

@@ -38,7 +38,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,8 +52,10 @@ from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess, absent_metrics_reason
+from runfmt.codec import decode, frozen_map
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
+from runfmt.run_sections import CacheProtocolSection
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runtime import redact, signals
@@ -244,6 +246,8 @@ class _Bench:
     text_tokens: Callable[[str], list[int]] | None = None
     #: The documents a failed write kept from being written at the end.
     unwritten: tuple[str, ...] = ()
+    #: What ``--ray``'s pool reports for ``run.json``'s ``load.ray`` (``session.ray_workers``).
+    ray_report: dict[str, Any] = field(default_factory=dict)
 
     async def measure(self, display: Display | None) -> BenchOutcome:
         """Probes, oracle, load, files — whichever way the load ends."""
@@ -283,16 +287,18 @@ class _Bench:
                 target=self.target,
                 cache_model=options.cache_model,
             )
-            self.info.oracle = shape.to_dict()
+            self.info = replace(self.info, oracle=shape)
             oracle = RunOracle.for_target(shape, self.target)
             after_run = oracle.replays_after_run(self.plan, self.deadline_s)
             plan = self.plan if after_run else oracle.before_sending(self.plan)
             replay = oracle if after_run else None
-            self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
+            self.info = replace(
+                self.info, probes=probe_settings(options, probes, metrics, self.prometheus)
+            )
             cap = options.max_concurrency
             shards = split_plan(plan, options.workers, cap)
             _notice(fewer_workers_note(plan, options.workers, len(shards), cap))
-            self.info.load["workers"] = len(shards)
+            self.info = replace(self.info, load=replace(self.info.load, workers=len(shards)))
             with contextlib.suppress(RunWriteError):  # the load stops on it (RunDir.watch)
                 run.write_json(RUN_JSON, self.info.to_json())
             load: LoadRun | WorkerPool
@@ -332,7 +338,9 @@ class _Bench:
             if display is not None:
                 display.close(stats)
             await probes.stop()
-        self.info.probes = probe_settings(options, probes, metrics, self.prometheus)
+        self.info = replace(
+            self.info, probes=probe_settings(options, probes, metrics, self.prometheus)
+        )
         summary = await self._finish(result, replay, cancelled)
         if error is not None and run.write_failure is None:
             raise error
@@ -356,7 +364,7 @@ class _Bench:
         return functools.partial(
             RayPool,
             address=self.options.ray,
-            report=self.info.load,
+            report=self.ray_report,
             placement=self.options.ray_placement,
         )
 
@@ -395,8 +403,13 @@ class _Bench:
                         run.set_column(REQUESTS_TABLE, column, values)
         if run.write_failure is not None and not cancelled:  # it explains what failed after it
             result.status, result.reason = "failed", run.write_failure
-        info.cache_protocol = result.cache_protocol
-        info.result = result.to_json()
+        ray = self.ray_report.get("ray")
+        info = replace(
+            info,
+            load=replace(info.load, ray=frozen_map(ray) if ray is not None else None),
+            cache_protocol=decode(CacheProtocolSection, result.cache_protocol),
+            result=frozen_map(result.to_json()),
+        )
         final = info.finished(result.status, result.reason, ended)
         try:
             run.write_json(RUN_JSON, final.to_json())

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadResult
+from runfmt.codec import encode
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
+from runfmt.run_sections import ProbeState, PrometheusProbe
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary, SummarySections
@@ -67,15 +70,22 @@ async def write_summary(
         summary["percentiles"] = picked_percentiles(
             tables.columns(REQUESTS_TABLE), tables.columns(CHUNKS_TABLE), metrics, percentiles
         )
-    status = info.typed.probes.server_metrics.status  # the bench always records its probes
-    probe = dict(status.recorded)
+    server_probe = info.probes.server_metrics  # the bench always records its probes
+    status = server_probe.status if server_probe is not None else ProbeState()
+    probe = encode(status)
     # off, unavailable (no page to scrape) or failed (nothing scraped, or the user's
     # mapping file unusable): no series
     series = server_series(run) if status.state not in ("off", "unavailable", "failed") else None
     summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
     if prometheus is not None:
         section = await _from_prometheus(prometheus, result, requests, chunks, clock)
-        info.probes["prometheus"]["status"] = prometheus.status.to_dict()
+        recorded = info.probes.prometheus or PrometheusProbe(url=prometheus.url)
+        info = replace(
+            info,
+            probes=replace(
+                info.probes, prometheus=replace(recorded, status=prometheus.status.recorded())
+            ),
+        )
         scraped = SummarySections.of(summary).server
         key = "server_prometheus" if scraped is not None and scraped.available else "server"
         summary[key] = section
@@ -96,5 +106,5 @@ async def _from_prometheus(
     start = result.started_s or 0.0
     end = max(result.ended_s or clock.now(), start + PROMETHEUS_STEP_S)
     series = await asyncio.to_thread(prometheus.server_series, clock, start, end, PROMETHEUS_STEP_S)
-    probe = prometheus.status.to_dict()
+    probe = encode(prometheus.status.recorded())
     return server_summary(series, requests, probe=probe, source="prometheus", chunks=chunks)

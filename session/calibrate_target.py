@@ -91,8 +91,7 @@ def _recorded(run: Run) -> tuple[dict[str, Any], dict[str, str], str]:
     info = run.info
     if info is None:
         return {}, {}, "a run without run.json"
-    typed = info.typed
-    target = typed.target
+    target = info.target
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     if target.engine is not None:  # the embedded engine: its whole configuration
         values = {k: v for k, v in target.engine.items() if k in fields}
@@ -103,10 +102,10 @@ def _recorded(run: Run) -> tuple[dict[str, Any], dict[str, str], str]:
         values["model"] = model
     if target.vocab_size:
         values["vocab_size"] = target.vocab_size
-    if typed.oracle.block_size:
-        values["block_size"] = typed.oracle.block_size
-    if typed.oracle.num_blocks:
-        values["num_gpu_blocks"] = typed.oracle.num_blocks
+    if info.oracle.block_size:
+        values["block_size"] = info.oracle.block_size
+    if info.oracle.num_blocks:
+        values["num_gpu_blocks"] = info.oracle.num_blocks
     sources = dict.fromkeys(values, "run.json")
     preset, seen = _sampled_gpu(run)
     if preset is not None:

@@ -56,6 +56,7 @@ from diagnose.metrics import CONFIDENCE, RESAMPLES
 from loadgen.adapters import RequestParams
 from loadgen.smoke import smoke_test
 from loadgen.target import Target
+from runfmt.codec import encode
 from runfmt.isolation import IsolationResult
 from runfmt.names import ISOLATION_JSON
 from runfmt.rundir import RunDir
@@ -363,8 +364,7 @@ async def run_isolation(
             await experiment.run(client, victim, attacker, secret)
         verdict, experiments, power = experiment.analysis()
         experiment.notes += experiment.failures()
-        described = target.describe()
-        described["embedded"] = engine is not None
+        described = encode(target.describe()) | {"embedded": engine is not None}
         if engine is not None:
             described["engine"] = (options.engine or EngineSettings.default()).describe()
         sections = {

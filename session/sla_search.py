@@ -159,7 +159,7 @@ class _Search:
         self.base, self.axis, self.bounds, self.out, self.display = (
             base, axis, bounds, out, display,
         )  # fmt: skip
-        self.sweep = SweepResult(axis, [], rising_figure(base.slo is not None))
+        self.sweep = SweepResult(axis=axis, figure=rising_figure(base.slo is not None))
         self.probes: list[dict[str, Any]] = []
         self.first_requests = planned_requests(base)
 
@@ -189,8 +189,8 @@ class _Search:
             kept = f"{len(self.probes)} probes before it in {self.out / SWEEP_JSON}"
             raise WriteFailed(None, outcome.write_failure, f"probe {name} stopped; {kept}")
         point = point_of(value, name, outcome)
-        self.sweep.points = [p for p in self.sweep.points if p.value != value] + [point]
-        self.sweep.points.sort(key=lambda p: p.value)
+        points = [p for p in self.sweep.points if p.value != value] + [point]
+        self.sweep = replace(self.sweep, points=tuple(sorted(points, key=lambda p: p.value)))
         record: dict[str, Any] = {
             "value": value,
             "run_dir": name,
@@ -213,11 +213,11 @@ class _Search:
         return record["verdict"], needed
 
     def _write(self, answer: dict[str, Any] | None) -> None:
-        place_knee(self.sweep)
-        self.sweep.search = {
+        search = {
             "bounds": [b.to_dict() for b in self.bounds],
             "probes": self.probes,
         } | (answer or {"state": "running"})
+        self.sweep = replace(place_knee(self.sweep), search=search)
         write_sweep(self.out, self.sweep)
 
 

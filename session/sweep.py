@@ -29,12 +29,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
+from probes.metric_registry import json_name, stat_of, sweep_figures
 from runfmt.names import SWEEP_JSON
 from runfmt.run import open_run
 from runfmt.summary import SummaryLike, SummarySections
 from runfmt.summary_sections import GoodputSection
-from runfmt.sweep import COMPLETE, SweepPoint, SweepResult, write_sweep
+from runfmt.sweep import COMPLETE, SweepPoint, SweepResult, sweep_point, write_sweep
 from runtime import atomic
 from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
@@ -86,7 +86,7 @@ def figures(summary: SummaryLike) -> dict[str, float | None]:
         "goodput_share": goodput.share,
         **{
             json_name(name): stat(metric.key, statistic)
-            for name in SWEEP_FIGURES
+            for name in sweep_figures()
             for metric, statistic in (stat_of(name),)
         },
         "completed": requests.completed,
@@ -147,7 +147,7 @@ async def run_sweep(
         raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
     atomic.make_folder(out)
     figure = rising_figure(base.slo is not None)
-    sweep = SweepResult(axis, [], figure)
+    sweep = SweepResult(axis=axis, figure=figure)
     other = "concurrency" if axis == "rate" else "rate"
     for value in values:
         name = point_name(axis, value)
@@ -158,16 +158,16 @@ async def run_sweep(
         outcome = await run_bench(options, shown)
         if outcome.write_failure is not None:  # a full disk: no figures to place on the curve
             raise _stopped_by_write(out, sweep, min_gain, outcome)
-        sweep.points.append(point_of(value, name, outcome))
-        _write(out, sweep, min_gain)
+        sweep = _write(
+            out, replace(sweep, points=(*sweep.points, point_of(value, name, outcome))), min_gain
+        )
         if outcome.status != "complete":
-            sweep.stopped_early = True
+            sweep = replace(sweep, stopped_early=True)
             break
-        if search and saturation(sweep.points, figure, min_gain) is not None:
-            sweep.stopped_early = value != values[-1]
+        if search and saturation(list(sweep.points), figure, min_gain) is not None:
+            sweep = replace(sweep, stopped_early=value != values[-1])
             break
-    _write(out, sweep, min_gain)
-    return sweep
+    return _write(out, sweep, min_gain)
 
 
 def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
@@ -175,13 +175,13 @@ def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
     found = figures(outcome.summary)
     try:
         run = open_run(outcome.run_dir)
-        offered = run.info.typed.plan.offered_rate_per_s if run.info is not None else None
+        offered = run.info.plan.offered_rate_per_s if run.info is not None else None
         ends = run.tables.completed["end_s"].to_numpy(dtype=float)
     except InputError:  # run.json unwritten: the point has no offered rate to follow
         offered, ends = None, None
     found["offered_rps"] = float(offered) if isinstance(offered, int | float) else None
     found["served_rps"] = served_rate(ends)
-    return SweepPoint(value, name, outcome.status, found)
+    return sweep_point(value, name, outcome.status, found)
 
 
 def served_rate(ends: Any) -> float | None:
@@ -196,19 +196,22 @@ def served_rate(ends: Any) -> float | None:
     return float((len(ends) - 1) / (ends.max() - ends.min()))
 
 
-def place_knee(sweep: SweepResult, min_gain: float = MIN_GAIN) -> None:
-    """Set ``sweep``'s saturation point and knee from its completed points only."""
+def place_knee(sweep: SweepResult, min_gain: float = MIN_GAIN) -> SweepResult:
+    """``sweep`` with its saturation point and knee set from its completed points only."""
     done = [p for p in sweep.points if p.status == COMPLETE]
     saturated = saturation(done, sweep.figure, min_gain)
     best = knee(done, sweep.figure, saturated)
-    sweep.saturated_at = done[saturated].value if saturated is not None else None
-    sweep.knee = done[best].value if best is not None else None
-    sweep.saturation_cause = (
-        None
-        if saturated is None
-        else "served_below_offered"
-        if not_following(done[saturated])
-        else "no_gain"
+    return replace(
+        sweep,
+        saturated_at=done[saturated].value if saturated is not None else None,
+        knee=done[best].value if best is not None else None,
+        saturation_cause=(
+            None
+            if saturated is None
+            else "served_below_offered"
+            if not_following(done[saturated])
+            else "no_gain"
+        ),
     )
 
 
@@ -217,7 +220,7 @@ def _stopped_by_write(
 ) -> WriteFailed:
     """The sweep's failure when a point's run could not be written: that point is left
     off the curve (its folder holds what it kept), ``sweep.json`` keeps the points before."""
-    sweep.stopped_early = True
+    sweep = replace(sweep, stopped_early=True)
     try:
         _write(out, sweep, min_gain)
         kept = f"{len(sweep.points)} points before it kept in {out / SWEEP_JSON}"
@@ -227,6 +230,8 @@ def _stopped_by_write(
     return WriteFailed(None, outcome.write_failure or "", f"{where}; {kept}")
 
 
-def _write(out: Path, sweep: SweepResult, min_gain: float) -> None:
-    place_knee(sweep, min_gain)
-    write_sweep(out, sweep)
+def _write(out: Path, sweep: SweepResult, min_gain: float) -> SweepResult:
+    """Write ``sweep`` with its knee placed; returns it so."""
+    placed = place_knee(sweep, min_gain)
+    write_sweep(out, placed)
+    return placed

@@ -30,9 +30,9 @@ import typer
 from diagnose.metrics import (
     CONFIDENCE,
     DEFAULT_METRICS,
-    METRIC_GRAMMAR,
     RESAMPLES,
     STALL_METRICS,
+    metric_grammar,
 )
 from workloads.limits import RESAMPLES_BOUND, SEED_BOUND, check_confidence
 
@@ -66,7 +66,7 @@ def compare(
             "--metric",
             help=f"A metric to show (repeatable; default {', '.join(DEFAULT_METRICS)}, and "
             f"{', '.join(STALL_METRICS)} when a run has stall events). "
-            f"Names: {METRIC_GRAMMAR}.",
+            f"Names: {metric_grammar()}.",
         ),
     ] = None,
     output_format: Annotated[

@@ -29,7 +29,6 @@ from probes.metric_registry import (
     E2E,
     E2E_SENT,
     ITL,
-    LATENCIES,
     STALLS,
     STAT_LABELS,
     TPOT,
@@ -37,6 +36,7 @@ from probes.metric_registry import (
     TTFT_SENT,
     by_key,
     json_name,
+    latencies,
 )
 from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
@@ -45,8 +45,13 @@ from runfmt.summary_sections import Stats
 from runfmt.summary_server import Reading, ServerSection
 from runtime.quantiles import STATISTICS, quantiles
 
-#: (summary key, label, short label for narrow terminals)
-LATENCY_METRICS = tuple((m.key, m.label, m.short) for m in LATENCIES if m.reported)
+
+def latency_metrics() -> list[tuple[str, str, str]]:
+    """(summary key, label, short label for narrow terminals) of each registered latency
+    the report shows."""
+    return [(m.key, m.label, m.short) for m in latencies() if m.reported]
+
+
 #: The client's rows when a ``--max-concurrency`` cap queued requests: TTFT and E2E from
 #: the actual send first, as ``vllm bench serve`` times them (after the slot), then from
 #: the intended send (the slot's wait included).
@@ -110,8 +115,7 @@ def header(data: ReportData) -> Header:
     workload_text = info.workload_name or UNKNOWN
     wall = known_number(info.wall_t0)
     started = datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if wall else None
-    sections = info.typed
-    target = sections.target
+    target = info.target
     engine = target.engine or {}
     engine_text = ", ".join(f"{k}={engine[k]}" for k in ENGINE_FIELDS if engine.get(k))
     fields = [
@@ -121,11 +125,11 @@ def header(data: ReportData) -> Header:
         ("engine", engine_text or None),
         ("workload", workload_text),
         ("seed", info.seed),
-        ("cache protocol", sections.cache_protocol),
+        ("cache protocol", info.cache_protocol.applied),
         ("requests", fmt_count(len(data.requests))),
         ("started", started),
         ("duration", fmt_duration(data.sections.throughput.window_s)),
-        ("command", _given(info.command)),
+        ("command", _given(list(info.command))),
         ("run directory", str(data.path)),
         ("prefillscope", info.tool_version if data.info is not None else None),
     ]
@@ -170,7 +174,7 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
     ``summary.json``, then the server's own histograms where it exposed them."""
     sections = SummarySections.of(summary)
     server = sections.server or ServerSection()
-    client = CAPPED_LATENCY_METRICS if capped(sections) else LATENCY_METRICS
+    client = CAPPED_LATENCY_METRICS if capped(sections) else latency_metrics()
     sources = [(sections.latency, client), (server.latency, SERVER_LATENCY)]
     rows = []
     for latency, metrics in sources:
@@ -259,7 +263,7 @@ def latency_legend(rows: list[list[str]]) -> list[str]:
     not) stand for, one item each: a short label (``TTFT (sent) = from actual send``),
     the server rows' ``srv``, a bucket bound (``≤ 20 ms``) and the ``*`` mark; empty when
     nothing shown is abbreviated."""
-    full = {short: label for _, label, short in (*LATENCY_METRICS, *SERVER_LATENCY)}
+    full = {short: label for _, label, short in (*latency_metrics(), *SERVER_LATENCY)}
     items: list[str] = []
     for row in rows:
         short = row[0] if row else ""
@@ -325,17 +329,14 @@ def concurrency_wait_rows(summary: SummaryLike) -> list[tuple[str, str]]:
     return [("concurrency-slot wait p99", fmt_duration(wait))]
 
 
-#: SLO keys of ``summary.goodput.slo`` (a latency's key) as the registry names them.
-SLO_NAMES = {metric.key: metric.short for metric in LATENCIES}
-
-
 def goodput_rows(summary: SummaryLike) -> list[tuple[str, str]]:
     """Goodput and the SLO it was judged by, when the run had one."""
     goodput = SummarySections.of(summary).goodput
     if goodput is None:
         return []
     slo = goodput.slo
-    targets = ", ".join(f"{SLO_NAMES.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.items())
+    names = {metric.key: metric.short for metric in latencies()}  # SLO keys: latency keys
+    targets = ", ".join(f"{names.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.items())
     share = fmt_share(goodput.share)
     rate = fmt_rate(goodput.requests_per_s, "req/s")
     return [("goodput (meets every SLO)", f"{share} · {rate}"), ("SLO", targets or UNKNOWN)]

@@ -127,7 +127,7 @@ def load_report_data(path: str | Path) -> ReportData:
 def probe_problems(info: RunInfo | None) -> list[str]:
     """A line for each probe of the run that did not work, with the reason it recorded."""
     lines = []
-    for probe in info.typed.probes if info is not None else ():
+    for probe in info.probes if info is not None else ():
         status = probe.status
         if not status.worked:
             reason = f": {status.reason}" if status.reason else ""

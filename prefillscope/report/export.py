@@ -232,8 +232,8 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
     ]
     flat = np.asarray([g for per in itls for g in per], dtype=float)
     info = run.info
-    sections = (info or RunInfo.from_json({})).typed
-    target, plan, load = sections.target, sections.plan, sections.load
+    recorded = info or RunInfo()
+    target, plan, load = recorded.target, recorded.plan, recorded.load
     spec_load = run.spec.load if run.spec is not None else None
     rate, cv = (spec_load.rate, spec_load.cv) if spec_load is not None else (None, None)
     started = info.wall_t0 if info is not None else None

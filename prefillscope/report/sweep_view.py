@@ -16,29 +16,34 @@ from prefillscope.report.markup import Markup, el, join, void
 from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
-from probes.metric_registry import SWEEP_FIGURES, json_name, stat_of
+from probes.metric_registry import json_name, stat_of, sweep_figures
 from probes.units import fmt_seconds
 from runfmt.sweep import COMPLETE, SweepPoint, SweepResult
 
-#: The sweep's latencies (the registry's ``SWEEP_FIGURES``): (header, figure key), the
-#: header as a reader names the statistic (``TTFT p50``).
-_LATENCIES = tuple(
-    (metric.named(stat), json_name(name))
-    for name in SWEEP_FIGURES
-    for metric, stat in (stat_of(name),)
-)
-#: Table columns: (header, figure key, formatter kind).
-COLUMNS = (
-    ("done/s", "achieved_rps", "rate"),
-    ("tok/s", "output_tokens_per_s", "rate"),
-    ("goodput/s", "goodput_rps", "rate"),
-    *((header, key, "time") for header, key in _LATENCIES),
-)
-#: Curves: (label, figure key, dash pattern): the p99s dashed.
-CURVES = tuple(
-    (header, key, "6 4" if stat_of(name)[1] == "p99" else None)
-    for (header, key), name in zip(_LATENCIES, SWEEP_FIGURES, strict=True)
-)
+
+def _latencies() -> list[tuple[str, str, str]]:
+    """The sweep's latencies (the registry's ``sweep_figures``): (header, figure key,
+    statistic), the header as a reader names the statistic (``TTFT p50``)."""
+    return [
+        (metric.named(stat), json_name(name), stat)
+        for name in sweep_figures()
+        for metric, stat in (stat_of(name),)
+    ]
+
+
+def columns() -> list[tuple[str, str, str]]:
+    """Table columns: (header, figure key, formatter kind)."""
+    return [
+        ("done/s", "achieved_rps", "rate"),
+        ("tok/s", "output_tokens_per_s", "rate"),
+        ("goodput/s", "goodput_rps", "rate"),
+        *((header, key, "time") for header, key, _ in _latencies()),
+    ]
+
+
+def curves() -> list[tuple[str, str, str | None]]:
+    """Curves: (label, figure key, dash pattern): the p99s dashed."""
+    return [(header, key, "6 4" if stat == "p99" else None) for header, key, stat in _latencies()]
 
 
 def _cell(value: Any, kind: str) -> str:
@@ -68,14 +73,14 @@ def sweep_rows(sweep: SweepResult) -> tuple[list[str], list[list[str]]]:
     """The sweep table: offered load, the curve's figures, knee and saturation marks.
 
     The goodput column is left out when no SLO was given (it would be all dashes)."""
-    columns = [c for c in COLUMNS if c[1] != "goodput_rps" or sweep.figure == "goodput_rps"]
+    shown = [c for c in columns() if c[1] != "goodput_rps" or sweep.figure == "goodput_rps"]
     load = "offered/s" if sweep.axis == "rate" else "users"
-    header = [load, *(name for name, _, _ in columns), "note"]
+    header = [load, *(name for name, _, _ in shown), "note"]
     rows = []
     for p in sweep.points:
         status = "" if p.status == COMPLETE else p.status
         note = ", ".join(x for x in (mark(sweep, p), status) if x)
-        cells = [_cell(p.figure(key), kind) for _, key, kind in columns]
+        cells = [_cell(p.figure(key), kind) for _, key, kind in shown]
         rows.append([f"{p.value:g}", *cells, note])
     return header, rows
 
@@ -135,7 +140,7 @@ def curve_chart(sweep: SweepResult) -> Chart:
     )
     points = [p for p in sweep.points if p.figure("achieved_rps") is not None]
     x = [p.figure("achieved_rps") for p in points]
-    for name, key, dash in CURVES:
+    for name, key, dash in curves():
         y = [p.figure(key) if p.figure(key) is not None else float("nan") for p in points]
         color = PALETTE[0] if key.startswith("ttft") else PALETTE[1]
         chart.line(name, x, y, color=color, dash=dash)

@@ -5,7 +5,6 @@ else. The toy lives in a temporary module, written and imported by the test."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import textwrap
 import pytest
 from run_shapes import steady_streams
 from rundirs import write_run
+from toy_module import imported
 
 from diagnose import registry
 from diagnose.checklist import run_checklist, write_diagnosis
@@ -61,15 +61,9 @@ TOY = textwrap.dedent(
 @pytest.fixture
 def toy(tmp_path):
     """The toy module imported from a temporary file (registered on import), removed after."""
-    path = tmp_path / "toy_gremlin.py"
-    path.write_text(TOY, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("toy_gremlin", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["toy_gremlin"] = module
-    spec.loader.exec_module(module)
-    yield module
-    registry.unregister("HX")
-    sys.modules.pop("toy_gremlin", None)
+    with imported(tmp_path, "toy_gremlin", TOY) as module:
+        yield module
+        registry.unregister("HX")
 
 
 def _run(tmp_path):

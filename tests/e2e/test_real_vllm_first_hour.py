@@ -23,7 +23,7 @@ def test_discovery_from_the_openai_base_url(vllm_url: str) -> None:
     assert (target.flavour, target.model) == ("vllm", MODEL)
     assert (target.vocab_size, target.max_model_len) == (VOCAB_SIZE, MAX_MODEL_LEN)
     assert target.base_url == vllm_url
-    assert target.describe()["paths"]["tokenize"] == "/tokenize"
+    assert target.describe().paths["tokenize"] == "/tokenize"
 
 
 def test_tokenize_with_messages_applies_the_chat_template(vllm_url: str) -> None:

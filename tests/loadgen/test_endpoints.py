@@ -50,9 +50,9 @@ def test_detection_works_from_any_form_and_says_the_paths(suffix: str) -> None:
         target = asyncio.run(detect_target(typed))
         assert target.base_url == server.url
         described = target.describe()
-        assert described["paths"]["requests"] == "/v1/completions"
-        assert described["paths"]["models"] == "/v1/models"
-        assert described["paths"]["metrics"] == "/metrics"
+        assert described.paths["requests"] == "/v1/completions"
+        assert described.paths["models"] == "/v1/models"
+        assert described.paths["metrics"] == "/metrics"
         assert target.max_model_len == server.config.max_model_len
         assert target.discovered["max_model_len"] == "/v1/models max_model_len"
 

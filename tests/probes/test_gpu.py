@@ -9,6 +9,7 @@ import pynvml
 import pytest
 
 from probes.gpu import GpuSampler
+from runfmt.codec import encode
 from runfmt.rundir import RunDir
 from runfmt.tables import GPU, RunTables
 from runtime.clock import RunClock
@@ -68,7 +69,7 @@ def test_gpu_samples_per_device(tmp_path):
 
 def test_gpu_off_is_not_attempted(tmp_path):
     sampler, run = sampled(tmp_path, 0.05, mode="off")
-    assert sampler.status.to_dict() == {
+    assert encode(sampler.status.recorded()) == {
         "state": "off",
         "reason": "--gpu-telemetry off",
         "ok": 0,

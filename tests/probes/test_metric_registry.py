@@ -8,7 +8,7 @@ from repo_paths import FIXTURES
 
 from diagnose.metrics import DEFAULT_METRICS, metric_spec
 from prefillscope.report.content import latency_table
-from probes.metric_registry import DISPATCH_LAG, LATENCIES, THROUGHPUTS, by_key
+from probes.metric_registry import DISPATCH_LAG, THROUGHPUTS, by_key, latencies
 from probes.units import fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
 from runtime.quantiles import STATISTICS
@@ -18,14 +18,14 @@ SUMMARY = FIXTURES / "golden_v1" / "run" / "summary.json"
 
 def test_every_metric_is_in_the_summary_a_run_writes() -> None:
     summary = json.loads(SUMMARY.read_text())
-    for metric in LATENCIES:
+    for metric in latencies():
         assert set(STATISTICS) <= set(summary[metric.key]), metric.key
     for metric in THROUGHPUTS:
         assert summary["throughput"][metric.key] > 0, metric.key
 
 
 def test_compare_names_and_directions_come_from_the_registry() -> None:
-    for metric in LATENCIES:
+    for metric in latencies():
         for stat in STATISTICS:
             spec = metric_spec(f"{metric.prefix}_{stat}")
             assert (spec.source, spec.stat) == (metric.key, stat)
@@ -37,9 +37,9 @@ def test_compare_names_and_directions_come_from_the_registry() -> None:
 
 def test_the_report_labels_the_reported_latencies_in_registry_order() -> None:
     rows = latency_table(json.loads(SUMMARY.read_text()))
-    labels = [row[0] for row in rows][: sum(m.reported for m in LATENCIES)]
-    assert labels == [m.label for m in LATENCIES if m.reported]
-    assert {m.table for m in (*LATENCIES, *THROUGHPUTS)} <= {REQUESTS_TABLE, CHUNKS_TABLE}
+    labels = [row[0] for row in rows][: sum(m.reported for m in latencies())]
+    assert labels == [m.label for m in latencies() if m.reported]
+    assert {m.table for m in (*latencies(), *THROUGHPUTS)} <= {REQUESTS_TABLE, CHUNKS_TABLE}
 
 
 def test_a_metric_names_and_writes_its_statistics() -> None:
@@ -48,7 +48,7 @@ def test_a_metric_names_and_writes_its_statistics() -> None:
     assert itl.format(0.0123) == fmt_seconds(0.0123) == "12.3 ms"
     assert tokens.format(14390.2) == "14,390 tok/s" and tokens.format(12.34) == "12.3 tok/s"
     assert itl.format(None) == itl.format(float("nan")) == "\u2013"
-    assert DISPATCH_LAG not in LATENCIES and by_key(DISPATCH_LAG.key) is DISPATCH_LAG
+    assert DISPATCH_LAG not in latencies() and by_key(DISPATCH_LAG.key) is DISPATCH_LAG
 
 
 def test_the_reports_slo_row_names_each_bound_as_the_registry_does() -> None:
@@ -68,14 +68,13 @@ def test_stat_of_inverts_stat_name_for_every_latency_statistic() -> None:
 
     from probes.metric_registry import (
         DISPATCH_LAG,
-        LATENCIES,
         OUTPUT_TOKENS_PER_S,
         STAT_LABELS,
         stat_name,
         stat_of,
     )
 
-    for metric in (*LATENCIES, DISPATCH_LAG):
+    for metric in (*latencies(), DISPATCH_LAG):
         for stat in STAT_LABELS:
             assert stat_of(stat_name(metric, stat)) == (metric, stat)
     for name in (OUTPUT_TOKENS_PER_S.key, "itl_p42", "warp_p99", "itl"):

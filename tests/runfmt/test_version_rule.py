@@ -17,7 +17,7 @@ from prefillscope.cli import main
 from runfmt.names import DIAGNOSIS_JSON, RUN_JSON, SUMMARY_JSON, SWEEP_JSON
 from runfmt.run import open_run
 from runfmt.rundir import RunDir
-from runfmt.sweep import SweepPoint, SweepResult, read_sweep, write_sweep
+from runfmt.sweep import SweepResult, read_sweep, sweep_point, write_sweep
 from workloads.errors import InputError
 
 NEWER = 999
@@ -66,8 +66,8 @@ def test_every_reader_refuses_a_newer_run_document_in_one_line(
 
 def _sweep(folder: Path) -> Path:
     run = _copy("v2", folder / "rate-8")
-    point = SweepPoint(8.0, run.name, "complete", {"achieved_rps": 7.5})
-    write_sweep(folder, SweepResult("rate", [point], "achieved_rps", knee=8.0))
+    point = sweep_point(8.0, run.name, "complete", {"achieved_rps": 7.5})
+    write_sweep(folder, SweepResult(axis="rate", points=(point,), figure="achieved_rps", knee=8.0))
     return folder
 
 

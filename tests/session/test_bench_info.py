@@ -8,6 +8,7 @@ import json
 from loadgen.target import Target
 from probes.probe_process import ProbeProcess
 from probes.sampling import ProbeStatus
+from runfmt.codec import encode
 from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from runtime.redact import MASK
@@ -38,18 +39,19 @@ def test_run_info_records_the_plan_and_load_and_never_the_api_key():
 def test_probes_not_started_are_off_with_the_flag_that_turned_them_off(tmp_path):
     probes = ProbeProcess(RunDir(tmp_path, create=True), RunClock(), metrics_url=None)
     settings = probe_settings(BenchOptions("x"), probes, MetricsMapping(None), None)
-    server, gpu = settings["server_metrics"]["status"], settings["gpu"]["status"]
-    assert (server["state"], gpu["state"]) == ("off", "off")
-    assert "--no-server-metrics" in json.dumps(server)
-    assert "--gpu-telemetry off" in json.dumps(gpu)
-    assert settings["prometheus"] is None and settings["server_metrics"]["flavour"] is None
+    assert settings.server_metrics is not None and settings.gpu is not None
+    server, gpu = settings.server_metrics.status, settings.gpu.status
+    assert (server.state, gpu.state) == ("off", "off")
+    assert server.reason == "--no-server-metrics" and gpu.reason == "--gpu-telemetry off"
+    assert settings.prometheus is None and settings.server_metrics.flavour is None
+    assert encode(settings)["prometheus"] is None  # written null, as before
 
 
 def test_an_unusable_mapping_file_fails_the_server_probe_with_its_reason(tmp_path):
     probes = ProbeProcess(RunDir(tmp_path, create=True), RunClock(), metrics_url="http://x/m")
     probes.statuses["server_metrics"] = ProbeStatus("server_metrics")  # started: pending
     bad = MetricsMapping(None, tmp_path / "m.toml", "m.toml: no [series] table")
-    server = probe_settings(BenchOptions("x"), probes, bad, None)["server_metrics"]
-    assert server["status"]["state"] == "failed"
-    assert server["status"]["reason"] == "m.toml: no [series] table"
-    assert server["mapping_file"] == str(tmp_path / "m.toml")
+    server = probe_settings(BenchOptions("x"), probes, bad, None).server_metrics
+    assert server is not None and server.status.state == "failed"
+    assert server.status.reason == "m.toml: no [series] table"
+    assert server.mapping_file == str(tmp_path / "m.toml")

@@ -20,8 +20,9 @@ import pytest
 from bench_support import bench, read_json, requests_table
 from loadgen_servers import Server, generator, run_against
 
+from runfmt.run_sections import Geometry
 from session import bench_runner
-from session.bench_oracle import Geometry, RunOracle
+from session.bench_oracle import RunOracle
 from session.bench_plan import build_bench_plan
 from workloads.oracle import plan_order_expectations
 from workloads.plan import Plan, Prompt, RequestSpec

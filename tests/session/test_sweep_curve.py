@@ -4,20 +4,21 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from prefillscope.compare_view import knee_sentence
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
-from runfmt.sweep import SweepPoint, SweepResult, read_sweep
+from runfmt.sweep import SweepPoint, SweepResult, read_sweep, sweep_point
 from session.sweep import figures, knee, parse_values, place_knee, point_name, saturation
 from session.sweep_compare import compare_sweeps, sweep_points
 from workloads.errors import InputError
 
 
 def _points(*achieved: float) -> list[SweepPoint]:
-    return [SweepPoint(float(i + 1), f"rate-{i + 1}", "complete", {"achieved_rps": a})
+    return [sweep_point(float(i + 1), f"rate-{i + 1}", "complete", {"achieved_rps": a})
             for i, a in enumerate(achieved)]  # fmt: skip
 
 
@@ -45,7 +46,7 @@ def test_saturation_is_the_first_point_gaining_less_than_the_minimum_over_the_be
 
 def test_a_point_without_the_figure_counts_as_zero_and_the_first_of_equals_is_the_knee():
     points = _points(2.0, 2.0)
-    points.append(SweepPoint(3.0, "rate-3", "failed", {}))
+    points.append(sweep_point(3.0, "rate-3", "failed", {}))
     assert saturation(points, "achieved_rps") == 1
     assert knee(points, "achieved_rps", None) == 0
 
@@ -94,24 +95,23 @@ def test_a_sweep_against_a_run_or_another_axis_or_no_shared_load_is_refused(tmp_
 def test_a_rate_point_serving_under_the_share_offered_is_saturated_though_it_gained():
     """Offered 80, served 36 req/s: throughput rose over the point before, but the server
     no longer keeps up (issue 38's sweep called it the knee, "still rising")."""
-    points = _points(10.0, 19.5, 36.0)
-    for point, offered in zip(points, (10.2, 20.1, 80.0), strict=True):
-        point.figures["offered_rps"] = offered
+    points = [
+        sweep_point(p.value, p.run_dir, p.status, p.figures | {"offered_rps": offered})
+        for p, offered in zip(_points(10.0, 19.5, 36.0), (10.2, 20.1, 80.0), strict=True)
+    ]
     assert saturation(points, "achieved_rps") == 2
-    sweep = SweepResult("rate", points, "achieved_rps")
-    place_knee(sweep)
+    sweep = place_knee(SweepResult(axis="rate", points=tuple(points), figure="achieved_rps"))
     assert (sweep.knee, sweep.saturated_at) == (2.0, 3.0)
     assert sweep.saturation_cause == "served_below_offered"
 
 
 def test_an_interrupted_point_is_never_the_knee_nor_the_saturation_point():
     points = _points(1.0, 2.0, 9.0)
-    points[2].status = "stopped"  # SIGTERM during the third point: its rate is partial
-    sweep = SweepResult("rate", points, "achieved_rps")
-    place_knee(sweep)
+    points[2] = replace(points[2], status="stopped")  # SIGTERM during the third point
+    sweep = place_knee(SweepResult(axis="rate", points=tuple(points), figure="achieved_rps"))
     assert sweep.knee == 2.0 and sweep.saturated_at is None and sweep.saturation_cause is None
-    points[2].figures["achieved_rps"] = 0.1  # a stopped point's collapse is no saturation
-    place_knee(sweep)
+    points[2] = sweep_point(3.0, "rate-3", "stopped", {"achieved_rps": 0.1})  # its collapse
+    sweep = place_knee(replace(sweep, points=tuple(points)))  # is no saturation
     assert sweep.knee == 2.0 and sweep.saturated_at is None
 
 
