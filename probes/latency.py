@@ -47,14 +47,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-<<<<<<< HEAD
-from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, LATENCIES, json_name
-from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
-=======
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from probes.metric_registry import latencies as registered_latencies
-from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
->>>>>>> main
+from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
 from probes.slo import Slo
 from probes.stall_events import (
     NO_KIND,
@@ -77,32 +72,31 @@ from runtime.quantiles import Selection, describe, finite, select_passes
 if TYPE_CHECKING:
     import pandas as pd
 
-<<<<<<< HEAD
-#: The latency distributions of ``summary.json``, each a ``describe()`` dict.
-LATENCY_METRICS = tuple(metric.key for metric in LATENCIES)
-#: Those read from the requests table (ITL is read from the chunks).
-REQUEST_LATENCIES = tuple(metric for metric in LATENCY_METRICS if metric != "itl_s")
-
 #: A table read a part at a time (``RunTables.parts``): each call gives the same parts in
 #: the same order. A table held whole is one part (``parts_of``).
 Parts = Callable[[], Iterable[Table]]
 
 
-#: The requests' columns the summary reads (``summarize`` reads no other: a request's
+#: The requests' columns the summary reads besides its latencies' inputs (a request's
 #: text and token ids are most of a row and none of its statistics).
-SUMMARY_COLUMNS = (
+_SUMMARY_COLUMNS = (
     "id", "kind", "warmup", "status", "intended_s", "released_s", "sent_s", "first_token_s",
     "end_s", "prompt_tokens", "output_tokens", "cached_tokens", "expected_cached_tokens",
     "expected_offload_tokens", "usage_suspect", "error_kind", "error_message",
 )  # fmt: skip
 
 
+def summary_columns() -> tuple[str, ...]:
+    """The requests' columns ``summarize`` reads: its own, and each registered latency's
+    inputs (``probes.metric_registry``)."""
+    inputs = (name for m in (*registered_latencies(), DISPATCH_LAG) for name in m.inputs)
+    return tuple(dict.fromkeys((*_SUMMARY_COLUMNS, *inputs)))
+
+
 def parts_of(table: Table | Parts) -> Parts:
     """``table`` as ``Parts``: itself when it is already, else one part, the whole table."""
     return table if callable(table) else (lambda: (table,))
 
-=======
->>>>>>> main
 
 def latency_columns(requests: Table, ids: Any = None) -> Columns:
     """Per-request timings in seconds, one row per request, in the requests' order.
@@ -514,9 +508,9 @@ def summarize_frames(
         "errors": reading.counts.by_error(),
         "error_messages": reading.counts.top_messages(TOP_ERROR_MESSAGES),
     }
-    for metric in LATENCY_METRICS:
-        selection = itl if metric == "itl_s" else stats.get(metric)
-        summary[metric] = (selection or Selection()).describe()
+    for metric in registered_latencies():  # ITL (no per-request formula) from the chunks
+        selection = itl if metric.formula is None else stats.get(metric.key)
+        summary[metric.key] = (selection or Selection()).describe()
     summary["throughput"] = throughput_of(
         reading.completed, reading.tokens, reading.excluded, window
     )
@@ -578,7 +572,11 @@ class _RequestReading:
             if pass_number == 0:
                 self._count(part, runs, ok)
             lag, wait = latencies["dispatch_lag_s"], latencies["concurrency_wait_s"]
-            values = {metric: latencies[metric][ok] for metric in REQUEST_LATENCIES}
+            values = {
+                metric.key: latencies[metric.key][ok]
+                for metric in registered_latencies()
+                if metric.formula is not None
+            }
             values |= {
                 "dispatch_lag_s": lag,
                 "concurrency_wait_s": wait,
@@ -704,7 +702,7 @@ def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str,
     time (``RunTables.parts``) and without pandas."""
     tables = Run.at(run_dir).tables
     return summarize_frames(
-        lambda: tables.parts(REQUESTS_TABLE, SUMMARY_COLUMNS),
+        lambda: tables.parts(REQUESTS_TABLE, summary_columns()),
         lambda: tables.parts(CHUNKS_TABLE),
         tables.columns(CLIENT_TABLE),
         slo,

@@ -101,7 +101,6 @@ class StallEvents:
         ``[end - gap, end]``). A prefill no decode gap overlaps (the streams had ended)
         is counted in ``alone``."""
         gap_s, gap_end_s = np.asarray(gap_s, float), np.asarray(gap_end_s, float)
-<<<<<<< HEAD
         return cls.measure_parts(starts, ends, ttfts, lambda: ((gap_s, gap_end_s),))
 
     @classmethod
@@ -133,31 +132,14 @@ class StallEvents:
                     lost[i] += exact_sum(excess[overlaps])
                     stalled_here |= overlaps & long_gap
             stalled += int(stalled_here.sum())
-        events = np.flatnonzero(seen)
+        # in the order of their starts (an unknown start last), as ``measure`` gives them
+        events = np.array(sorted(np.flatnonzero(seen), key=lambda i: _time_key(starts[i])), int)
         arrays = (
             worst[events].astype(float),
             np.asarray([exact_mean(lost[i], 1) for i in events], dtype=float),
             np.asarray(ttfts, float)[events],
         )
         return cls(*arrays, len(starts) - len(events), stalled, normal)
-=======
-        normal = float(np.median(gap_s)) if len(gap_s) else float("nan")
-        excess = np.maximum(gap_s - normal, 0.0) if len(gap_s) else gap_s
-        long_gap = gap_s > STALL_FACTOR * normal
-        stalled = np.zeros(len(gap_s), dtype=bool)
-        stall, lost, ttft = [], [], []
-        rows = zip(starts, ends, ttfts, strict=True)
-        for start, end, first in sorted(rows, key=lambda row: _time_key(row[0])):
-            overlaps = (gap_end_s > start) & (gap_end_s - gap_s < end)
-            if np.isfinite(start) and np.isfinite(end) and overlaps.any():
-                stall.append(float(gap_s[overlaps].max()))
-                lost.append(float(excess[overlaps].sum()))
-                ttft.append(float(first))
-                stalled |= overlaps & long_gap
-        alone = len(starts) - len(stall)
-        arrays = (np.asarray(stall), np.asarray(lost), np.asarray(ttft, float))
-        return cls(*arrays, alone, int(stalled.sum()), normal)
->>>>>>> main
 
     @classmethod
     def concat(cls, events: Sequence[StallEvents]) -> StallEvents:

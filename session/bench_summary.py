@@ -50,7 +50,7 @@ async def write_summary(
 ) -> dict[str, Any]:
     """Write ``summary.json`` (and ``run.json`` again once the Prometheus probe's status is
     known); returns what ``summary.json`` holds, ``format_version`` included."""
-    from probes.latency import SUMMARY_COLUMNS, summarize_frames
+    from probes.latency import summarize_frames, summary_columns
     from probes.percentiles import picked_percentiles
     from probes.server_summary import server_summary
     from probes.timeline import server_series
@@ -59,7 +59,7 @@ async def write_summary(
 
     # numpy columns a part at a time: no pandas, and no table whole at a bench's end
     def requests() -> Iterator[Columns]:
-        return tables.parts(REQUESTS_TABLE, SUMMARY_COLUMNS)
+        return tables.parts(REQUESTS_TABLE, summary_columns())
 
     def chunks() -> Iterator[Columns]:  # the client's longest gap bounds the server's ITL
         return tables.parts(CHUNKS_TABLE)
