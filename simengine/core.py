@@ -21,11 +21,12 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
+from simengine.decode_run import DecodeRun
 from simengine.sampler import EOS_ID, Sampler
 from simengine.scheduler import Scheduler, SequenceState
 from workloads.cache_model import parse_cache_model
 from workloads.kv_pools import make_pool
-from workloads.prefix import CacheScope
+from workloads.prefix import BlockPool, CacheScope
 
 
 class RequestRejected(Exception):
@@ -313,3 +314,29 @@ class EngineCore:
             self.scheduler.finish(seq)
             del self._seqs[seq.request.request_id]
         self.stats.finished_requests += len(finished)
+
+    # -- the virtual clock's fast path -----------------------------------------------------
+    def decode_run(self) -> DecodeRun | None:
+        """The steps after this one as a ``DecodeRun`` (``simengine.decode_run``): the same
+        steps, their decodes costing work per step and per event instead of per token;
+        None where it does not apply (another cache model than the block pool, or an abort
+        not yet reported by a step).
+
+        Only for a driver that needs token times, not tokens (the virtual clock's): a run's
+        decoding members emit no per-token ``RequestUpdate``.
+        """
+        if self._aborted or not isinstance(self.pool, BlockPool):
+            return None
+        return DecodeRun(self)
+
+    def forget(self, request_id: str) -> None:
+        """A ``DecodeRun`` finished ``request_id`` (as ``_emit`` finishes one)."""
+        del self._seqs[request_id]
+        self.stats.finished_requests += 1
+
+    def count_step(self) -> float:
+        """Count a step a ``DecodeRun`` took; the seconds it spends loading offloaded
+        blocks back, as ``step`` adds them."""
+        self.stats.steps += 1
+        self._index += 1
+        return self._offload_load_s()

@@ -13,6 +13,17 @@ V1's default scheduler: step k+1 is scheduled while step k runs), a request arri
 during a step can join the step after next, not the next one: a busy engine's TTFT
 carries one more step (an idle engine schedules at once). Replaying one arrival list against
 two configurations is a what-if experiment with identical arrivals by construction.
+
+The virtual driver steps the core through its decode cohort (``EngineCore.decode_run``,
+``simengine.decode_run``): the decoding sequences cost work per step and per event (a
+block reserved or filled, a sequence joining, finishing, preempted or timed out), not per
+token; each step's end is kept once and stamped on each member's token times when it
+leaves the cohort, with the same clock arithmetic as step by step, so every token time,
+step record and counter is the step-by-step path's (``VirtualDriver(core,
+fast_forward=False)`` is that path; ``tests/simengine/test_decode_run.py`` compares the
+two). A run ends when its cohort empties, at ``until_s``, or at the end; the core's own
+step then takes over until the next one qualifies. The real-time driver never takes it:
+it streams each token as its step ends.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from simengine.core import (
     RequestUpdate,
     StepResult,
 )
+from simengine.decode_run import DecodeRun
 
 #: Lateness beyond which the schedule is re-anchored to now instead of catching up with
 #: back-to-back steps (a long GC pause or a saturated CPU).
@@ -263,9 +275,16 @@ class VirtualDriver:
     """Runs EngineCore against a simulated clock; arrivals come with their times, or are
     released by earlier requests ending (``release``: closed-loop users, sessions)."""
 
-    def __init__(self, core: EngineCore) -> None:
+    #: Whether a driver built without ``fast_forward`` takes decode runs (the speed
+    #: benchmark, ``benchmarks/sim_speed.py``, turns it off to time the step-by-step path).
+    fast_forward_default = True
+
+    def __init__(self, core: EngineCore, *, fast_forward: bool | None = None) -> None:
         self.core = core
         self.now = 0.0
+        #: Take decode runs through ``EngineCore.decode_run`` (the module docstring);
+        #: False steps the core one step at a time.
+        self.fast_forward = self.fast_forward_default if fast_forward is None else fast_forward
 
     def run(
         self,
@@ -310,6 +329,7 @@ class VirtualDriver:
         #: Arrivals up to here reach the step about to run: now, or under async scheduling
         #: the start of the step that just ran (this one was scheduled then).
         horizon = self.now
+        run: DecodeRun | None = None
         while pending or core.has_unfinished():
             while pending and pending.next_s() <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
@@ -320,11 +340,36 @@ class VirtualDriver:
             while deadlines and deadlines[0][0] <= self.now:
                 _, timing = deadlines.popleft()
                 if timing.finish_reason is None:
-                    core.abort_request(timing.request_id)
+                    stamp = None if run is None else run.abort(timing.request_id)
+                    if stamp is not None:
+                        timing.token_times.extend(run.ends[stamp[0] - 1 : stamp[1]])
+                    elif run is None:
+                        core.abort_request(timing.request_id)
                     timing.error = "timeout"
                     end_request(timing, self.now, release, pending)
             if until_s is not None and self.now >= until_s:
                 break
+            if run is not None:
+                duration = run.step()
+                if duration is not None:
+                    end = self.now + duration
+                    if record_steps:
+                        steps.append(
+                            StepRecord(
+                                self.now, duration, run.kind, run.prefill_tokens,
+                                run.decode_tokens, run.num_running, run.num_waiting,
+                                run.num_preempted,
+                            )
+                        )  # fmt: skip
+                    run.ends.append(end)
+                    for request_id, join, last in run.stamps:  # members it preempted
+                        timings[request_id].token_times.extend(run.ends[join - 1 : last])
+                    if run.updates:
+                        self._deliver(run.updates, end, timings, release, pending, run)
+                    horizon = self.now if lag else end
+                    self.now = end
+                    continue
+                run = self._close(run, timings)
             result = core.step() if core.has_unfinished() else None
             if result is None or result.kind == "idle":
                 if not pending:
@@ -335,19 +380,46 @@ class VirtualDriver:
             end = self.now + result.duration_s
             if record_steps:
                 steps.append(StepRecord.of(result, self.now))
-            for update in result.updates:
-                timing = timings[update.request_id]
-                if timing.error is not None:  # aborted: the core's last word on it
-                    continue
-                if update.new_tokens:  # the core emits one token per request per step
-                    timing.token_times.append(end)
-                if update.finished:
-                    timing.num_cached_tokens = update.num_cached_tokens
-                    timing.finish_reason = update.finish_reason
-                    end_request(timing, end, release, pending)
+            self._deliver(result.updates, end, timings, release, pending)
             horizon = self.now if lag else end
             self.now = end
+            if self.fast_forward:
+                run = core.decode_run()
+        self._close(run, timings)
         return SimResult(timings, steps, self.now, core.stats)
+
+    @staticmethod
+    def _deliver(
+        updates: list[RequestUpdate],
+        end: float,
+        timings: dict[str, RequestTiming],
+        release: Release | None,
+        pending: ArrivalQueue,
+        run: DecodeRun | None = None,
+    ) -> None:
+        """A step's updates, at its end: token times, finishes and what they release. A
+        decode run's member that finished gets its token times from the run's step ends."""
+        for update in updates:
+            timing = timings[update.request_id]
+            if timing.error is not None:  # aborted: the core's last word on it
+                continue
+            join = None if run is None else run.leavers.get(update.request_id)
+            if join is not None:
+                timing.token_times.extend(run.ends[join - 1 :])
+            elif update.new_tokens:  # the core emits one token per request per step
+                timing.token_times.append(end)
+            if update.finished:
+                timing.num_cached_tokens = update.num_cached_tokens
+                timing.finish_reason = update.finish_reason
+                end_request(timing, end, release, pending)
+
+    @staticmethod
+    def _close(run: DecodeRun | None, timings: dict[str, RequestTiming]) -> None:
+        """End a decode run: each member still decoding gets its token times. Returns None
+        (no run any more)."""
+        if run is not None:
+            for request_id, join in run.close():
+                timings[request_id].token_times.extend(run.ends[join - 1 :])
 
     def _arrive(
         self, t: float, req: EngineRequest, timings: dict[str, RequestTiming]

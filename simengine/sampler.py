@@ -130,6 +130,20 @@ class TokenStream:
             i = self._draw(position)
         return self._tokens[i], self._logprobs[i]
 
+    def token_ids(self, start: int, count: int) -> list[int]:
+        """The tokens at output indices ``start .. start + count - 1`` (what ``token``
+        returns one position at a time), drawn a block at a time."""
+        out: list[int] = []
+        position, end = start, start + count
+        while position < end:
+            i = position - self._base
+            if not 0 <= i < _BLOCK:
+                i = self._draw(position)
+            take = min(_BLOCK - i, end - position)
+            out.extend(self._tokens[i : i + take])
+            position += take
+        return out
+
     def top_logprobs(self, position: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` most likely tokens at ``position`` with their log-probabilities."""
         i = position - self._base

@@ -99,6 +99,8 @@ class Schedule:
     prefills: list[tuple[SequenceState, int]] = field(default_factory=list)
     preempted: list[SequenceState] = field(default_factory=list)
     shape: StepShape = field(default_factory=StepShape)
+    #: Of ``prefills``, how many continue a running prompt (the rest are admissions).
+    partial: int = 0
 
     @property
     def empty(self) -> bool:
@@ -167,25 +169,49 @@ class Scheduler:
     # -- the step ------------------------------------------------------------------------
     def schedule(self) -> Schedule:
         """Decide the next step. Every sequence scheduled is guaranteed its KV blocks."""
-        if self._done_in_running:
-            self.running = [s for s in self.running if not s.done]
-            self._done_in_running = 0
+        self.prune_finished()
         out = Schedule()
-        while True:
-            prefilling = self._schedule_decodes(out)
-            left = prefill_allowance(self.budget, len(out.decodes))
-            left = self._schedule_partial_prefills(out, prefilling, left)
-            if not out.preempted or out.empty:
-                # After preempting for decodes, admitting now would only take the blocks
-                # back and preempt again next step; wait a step (as vLLM does).
-                self._admit(out, left)
-            if not out.empty or not self.running:
-                break
-            # Every running sequence is a prefill stuck for blocks: free the newest.
-            self._preempt(self.running.pop(), out)
+        prefilling = self._schedule_decodes(out)
+        self.schedule_prefills(out, prefilling, len(out.decodes))
         out.shape.decode_tokens = len(out.decodes)
         out.shape.num_running = len(self.running)
         return out
+
+    def schedule_prefills(
+        self, out: Schedule, prefilling: list[SequenceState], num_decodes: int
+    ) -> None:
+        """Passes 2 and 3 after pass 1 scheduled ``num_decodes`` decodes (in ``out.decodes``,
+        or elsewhere: ``simengine.decode_run``'s cohort, which reserves and preempts for its
+        decodes as pass 1 does); a step in which nothing can move preempts the newest
+        sequence and schedules again. The first ``out.partial`` prefills continue running
+        prompts, the rest are admissions."""
+        while True:
+            left = prefill_allowance(self.budget, num_decodes)
+            left = self._schedule_partial_prefills(out, prefilling, left)
+            out.partial = len(out.prefills)
+            if not out.preempted or not (num_decodes or out.prefills):
+                # After preempting for decodes, admitting now would only take the blocks
+                # back and preempt again next step; wait a step (as vLLM does).
+                self._admit(out, left)
+            if num_decodes or out.prefills or not self.running:
+                return
+            # Every running sequence is a prefill stuck for blocks: free the newest.
+            self._preempt(self.running.pop(), out)
+            prefilling = self._schedule_decodes(out)
+            num_decodes = len(out.decodes)
+
+    def prune_finished(self) -> None:
+        """Drop finished and aborted sequences from ``running``."""
+        if self._done_in_running:
+            self.running = [s for s in self.running if not s.done]
+            self._done_in_running = 0
+
+    def preempt_newest(self, out: Schedule) -> SequenceState:
+        """Pass 1's move when a decode finds no block: preempt the newest running sequence
+        (for ``simengine.decode_run``, whose cohort runs pass 1 itself)."""
+        victim = self.running.pop()
+        self._preempt(victim, out)
+        return victim
 
     def _schedule_decodes(self, out: Schedule) -> list[SequenceState]:
         """Pass 1: one token per decoding sequence, preempting the newest when blocks run out.
