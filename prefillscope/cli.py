@@ -25,9 +25,11 @@ def _fail(message: str, status: int) -> NoReturn:
 def main() -> None:
     """Console-script entry point."""
     from runtime import collector, redact, signals
+    from runtime.arrow_pool import settle_arrow_pool
     from runtime.native_threads import settle_blas_threads
 
     settle_blas_threads()  # before anything imports numpy
+    settle_arrow_pool()  # and pyarrow
     signals.install()
     # Every secret of the command line and the environment is replaced in whatever the
     # command prints (and, by the writers, in whatever it writes).

@@ -38,6 +38,8 @@ Conventions, stated once here because every report inherits them:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,20 +49,53 @@ import numpy as np
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from probes.metric_registry import latencies as registered_latencies
-from probes.request_counts import completed_mask, error_counts, error_messages, kind_counts
+from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
 from probes.slo import Slo
-from probes.stall_events import run_stalls, stall_summary
-from probes.token_gaps import TokenGaps, chunk_counts, token_chunks, token_gaps
-from probes.usage_counts import suspect_mask, usage_suspects
-from runfmt.columns import Columns, Table, numbers
+from probes.stall_events import (
+    NO_KIND,
+    RunStalls,
+    StallEvents,
+    gaps_of_requests,
+    longest_first,
+    prefill_kind,
+    stall_summary,
+)
+from probes.token_gaps import TokenGaps, chunk_gaps, token_chunk_parts
+from probes.usage_counts import SuspectCounts, suspect_mask
+from runfmt.columns import Columns, IdSet, Table, numbers, texts
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
 from runfmt.tables import measured_rows as measured
-from runtime.quantiles import describe, finite
+from runtime.quantiles import Selection, describe, finite, select_passes
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: A table read a part at a time (``RunTables.parts``): each call gives the same parts in
+#: the same order. A table held whole is one part (``parts_of``).
+Parts = Callable[[], Iterable[Table]]
+
+
+#: The requests' columns the summary reads besides its latencies' inputs (a request's
+#: text and token ids are most of a row and none of its statistics).
+_SUMMARY_COLUMNS = (
+    "id", "kind", "warmup", "status", "intended_s", "released_s", "sent_s", "first_token_s",
+    "end_s", "prompt_tokens", "output_tokens", "cached_tokens", "expected_cached_tokens",
+    "expected_offload_tokens", "usage_suspect", "error_kind", "error_message",
+)  # fmt: skip
+
+
+def summary_columns() -> tuple[str, ...]:
+    """The requests' columns ``summarize`` reads: its own, and each registered latency's
+    inputs (``probes.metric_registry``)."""
+    inputs = (name for m in (*registered_latencies(), DISPATCH_LAG) for name in m.inputs)
+    return tuple(dict.fromkeys((*_SUMMARY_COLUMNS, *inputs)))
+
+
+def parts_of(table: Table | Parts) -> Parts:
+    """``table`` as ``Parts``: itself when it is already, else one part, the whole table."""
+    return table if callable(table) else (lambda: (table,))
 
 
 def latency_columns(requests: Table, ids: Any = None) -> Columns:
@@ -114,14 +149,26 @@ class Window:
     def valid(self) -> bool:
         return bool(np.isfinite(self.seconds) and self.seconds > 0)
 
+    @classmethod
+    def between(cls, start: float, end: float) -> Window:
+        """From ``start`` to ``end``; unknown (NaN) when either is not finite."""
+        if not (math.isfinite(start) and math.isfinite(end)):
+            return cls(float("nan"), float("nan"))
+        return cls(start, end)
+
 
 def measured_window(requests: Table) -> Window:
     """The window throughput is measured over (see the module docstring)."""
+    return Window.between(*window_bounds(requests))
+
+
+def window_bounds(requests: Table) -> tuple[float, float]:
+    """The earliest first send and the latest end of ``requests`` (inf and -inf when
+    none): ``measured_window``'s, kept over the parts of a table read a part at a time."""
     starts = finite(np.fmin(numbers(requests, "intended_s"), numbers(requests, "sent_s")))
     ends = finite(numbers(requests, "end_s"))
-    if starts.size == 0 or ends.size == 0:
-        return Window(float("nan"), float("nan"))
-    return Window(float(starts.min()), float(ends.max()))
+    start = float(starts.min()) if starts.size else math.inf
+    return start, float(ends.max()) if ends.size else -math.inf
 
 
 def possible_tokens(requests: Table, ok: np.ndarray) -> tuple[np.ndarray, int]:
@@ -138,11 +185,16 @@ def throughput(requests: Table, window: Window) -> dict[str, Any]:
     in ``output_tokens_excluded``)."""
     ok = completed_mask(requests)
     counts, excluded = possible_tokens(requests, ok)
-    tokens = float(counts.sum())
+    return throughput_of(int(ok.sum()), float(counts.sum()), excluded, window)
+
+
+def throughput_of(completed: int, tokens: float, excluded: int, window: Window) -> dict[str, Any]:
+    """``throughput`` from its counts: completed requests, their possible output tokens
+    (a sum of whole numbers: the same however it is split) and those left out."""
     rate = (1.0 / window.seconds) if window.valid else None
     extra = {"output_tokens_excluded": excluded} if excluded else {}
     return {
-        "requests_per_s": int(ok.sum()) * rate if rate is not None else None,
+        "requests_per_s": completed * rate if rate is not None else None,
         "output_tokens_per_s": tokens * rate if rate is not None else None,
         "output_tokens": int(tokens),
         "window_s": window.seconds if window.valid else None,
@@ -196,11 +248,15 @@ def meets_slo(latencies: Table, itl_max_s: dict[Any, float], slo: Slo) -> np.nda
 
 def goodput(good: np.ndarray, window: Window, slo: Slo) -> dict[str, Any]:
     """Share and rate of measured requests that met every SLO."""
-    count = int(good.sum())
+    return goodput_of(int(good.sum()), good.size, window, slo)
+
+
+def goodput_of(count: int, measured: int, window: Window, slo: Slo) -> dict[str, Any]:
+    """``goodput`` from the count of good requests among ``measured``."""
     return {
         "slo": slo.to_dict(),
         "requests": count,
-        "share": count / good.size if good.size else None,
+        "share": count / measured if measured else None,
         "requests_per_s": count / window.seconds if window.valid else None,
     }
 
@@ -263,11 +319,23 @@ def client_health(
     the slot (``sent − released``), the client's own."""
     lag = describe(dispatch_lag_s)
     waits = finite(concurrency_wait_s) if concurrency_wait_s is not None else np.empty(0)
-    waited = describe(waits)
     own = dispatch_lag_s
     if concurrency_wait_s is not None:
         own = dispatch_lag_s - np.nan_to_num(concurrency_wait_s, nan=0.0)
-    own_p99 = describe(own)["p99"]
+    longest = float(waits.max()) if waits.size else None
+    return health_of(lag, describe(own)["p99"], describe(waits), longest, client, window)
+
+
+def health_of(
+    lag: dict[str, Any],
+    own_p99: float | None,
+    waited: dict[str, Any],
+    longest_wait: float | None,
+    client: Table,
+    window: Window,
+) -> dict:
+    """``client_health`` from the statistics of the lags: ``describe()`` of the dispatch
+    lag and of the slot waits, the p99 of the lag past the slot, and the longest wait."""
     reasons: list[str] = []
     if own_p99 is not None and own_p99 > DISPATCH_LAG_LIMIT_S:
         label = DISPATCH_LAG.named("p99")
@@ -305,27 +373,79 @@ def client_health(
         "limited": bool(reasons),
         "reasons": reasons,
     }
-    if waits.size and waits.max() > 0:  # a --max-concurrency cap held requests back
+    if longest_wait is not None and longest_wait > 0:  # a --max-concurrency cap held some back
         health["concurrency_wait_s"] = waited
     return health
 
 
-def _hit_rate(
-    cached: np.ndarray, prompt: np.ndarray, what: str, excluded: int
-) -> tuple[float | None, int, str | None]:
-    """Σ cached / Σ prompt over the rows that have both; the rows counted; why ``None``."""
-    known = np.isfinite(cached) & np.isfinite(prompt)
-    total = prompt[known].sum()
-    if known.any() and total > 0:
-        return float(cached[known].sum() / total), int(known.sum()), None
-    if known.any():
-        why = "the requests' prompt_tokens sum to 0"
-    elif excluded:
-        why = f"no request with possible usage carries both prompt_tokens and {what} "
-        why += f"({excluded} left out as usage_suspect)"
-    else:
-        why = f"no request carries both prompt_tokens and {what}"
-    return None, int(known.sum()), why
+#: The cached-token columns whose share of the prompt tokens ``prefix_hit_rates`` gives.
+_CACHED_COLUMNS = ("expected_cached_tokens", "cached_tokens", "expected_offload_tokens")
+
+
+class PrefixSums:
+    """Σ cached and Σ prompt tokens over the requests that have both, per cached column,
+    gathered a part of the requests at a time (sums of whole numbers: the same however
+    the requests are split); ``rates()`` is ``prefix_hit_rates``."""
+
+    def __init__(self) -> None:
+        self.sums = {column: [0.0, 0.0, 0] for column in _CACHED_COLUMNS}
+        self.excluded = 0
+        self.offload = False
+
+    @classmethod
+    def of(cls, requests: Table) -> PrefixSums:
+        sums = cls()
+        sums.add(requests)
+        return sums
+
+    def add(self, requests: Table) -> None:
+        usable = requests[~suspect_mask(requests)]
+        self.excluded += len(requests) - len(usable)
+        self.offload |= "expected_offload_tokens" in usable
+        prompt = numbers(usable, "prompt_tokens")
+        for column, sums in self.sums.items():
+            cached = numbers(usable, column)
+            known = np.isfinite(cached) & np.isfinite(prompt)
+            sums[0] += float(cached[known].sum())
+            sums[1] += float(prompt[known].sum())
+            sums[2] += int(known.sum())
+
+    def _rate(self, what: str) -> tuple[float | None, int, str | None]:
+        """Σ cached / Σ prompt over the rows that have both; the rows counted; why ``None``."""
+        cached, total, rows = self.sums[what]
+        if rows and total > 0:
+            return cached / total, rows, None
+        if rows:
+            why = "the requests' prompt_tokens sum to 0"
+        elif self.excluded:
+            why = f"no request with possible usage carries both prompt_tokens and {what} "
+            why += f"({self.excluded} left out as usage_suspect)"
+        else:
+            why = f"no request carries both prompt_tokens and {what}"
+        return None, rows, why
+
+    def rates(self) -> dict[str, Any]:
+        expected, _, why_expected = self._rate("expected_cached_tokens")
+        observed, reported, why_observed = self._rate("cached_tokens")
+        rates: dict[str, Any] = {
+            "expected_hit_rate": expected,
+            "observed_hit_rate": observed,
+            "reported_requests": reported,
+        }
+        if self.excluded:
+            rates["usage_suspect_excluded"] = self.excluded
+        if why_expected:
+            rates["expected_reason"] = why_expected
+        if why_observed:
+            rates["observed_reason"] = why_observed
+        if self.offload and expected is not None:
+            # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
+            offload, _, _ = self._rate("expected_offload_tokens")
+            rates["expected_hit_rate_by_tier"] = {
+                "gpu": expected - (offload or 0.0),
+                "cpu": offload,
+            }
+        return rates
 
 
 def prefix_hit_rates(requests: Table) -> dict[str, Any]:
@@ -336,33 +456,7 @@ def prefix_hit_rates(requests: Table) -> dict[str, Any]:
     (``usage_suspect``) count in neither (``usage_suspect_excluded``); a rate that is
     ``None`` says why (``expected_reason``, ``observed_reason``).
     """
-    usable = requests[~suspect_mask(requests)]
-    excluded = len(requests) - len(usable)
-    prompt = numbers(usable, "prompt_tokens")
-    expected, _, why_expected = _hit_rate(
-        numbers(usable, "expected_cached_tokens"), prompt, "expected_cached_tokens", excluded
-    )
-    observed, reported, why_observed = _hit_rate(
-        numbers(usable, "cached_tokens"), prompt, "cached_tokens", excluded
-    )
-    rates: dict[str, Any] = {
-        "expected_hit_rate": expected,
-        "observed_hit_rate": observed,
-        "reported_requests": reported,
-    }
-    if excluded:
-        rates["usage_suspect_excluded"] = excluded
-    if why_expected:
-        rates["expected_reason"] = why_expected
-    if why_observed:
-        rates["observed_reason"] = why_observed
-    if "expected_offload_tokens" in usable and expected is not None:
-        # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
-        offload, _, _ = _hit_rate(
-            numbers(usable, "expected_offload_tokens"), prompt, "expected_offload_tokens", excluded
-        )
-        rates["expected_hit_rate_by_tier"] = {"gpu": expected - (offload or 0.0), "cpu": offload}
-    return rates
+    return PrefixSums.of(requests).rates()
 
 
 def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
@@ -379,49 +473,237 @@ def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
 
 
 def summarize_frames(
-    requests: Table,
-    chunks: Table,
+    requests: Table | Parts,
+    chunks: Table | Parts,
     client: Table,
     slo: Slo | None = None,
 ) -> dict[str, Any]:
-    """The run summary (``summary.json``) from the run's tables, as DataFrames or as
-    ``Columns`` (the bench's own end: no pandas)."""
-    runs = measured(requests)
-    ok = completed_mask(runs)
-    done = runs[ok]
-    window = measured_window(runs)
-    latencies = latency_columns(runs)
-    done_ids = done.get("id", [])
-    tokens = token_chunks(chunks, done_ids)
-    gaps = token_gaps(tokens)
+    """The run summary (``summary.json``) from the run's tables: the requests and chunks
+    as DataFrames or ``Columns`` (the bench's own end: no pandas), or as ``Parts`` read a
+    part at a time (``summarize``); the client's health samples whole (a few a second).
+
+    Nothing of the requests or chunks is held whole: each figure is reduced a part at a
+    time, the quantiles by ``runtime.quantiles.Selection``'s passes over the parts, so
+    the memory is a part's and a few arrays of a selection's, not the run's (the
+    completed requests' ids are held, as bytes, to pick their chunks). A table given
+    whole is one part: the same code, and the same numbers to the last bit."""
+    requests, chunks = parts_of(requests), parts_of(chunks)
+    reading = _RequestReading(requests)
+    stats = reading.select()
+    window = reading.window()
+    done = IdSet(reading.done_ids)
+    reading.done_ids = []
+    chunk_reading = _ChunkReading(chunks, done)
+    itl = select_passes(chunk_reading.itl_parts).get("itl_s")
+    kind = prefill_kind(longest_first(reading.prompt_medians(stats)))
+    late = reading.late_pass(slo, chunk_reading.worse_than(slo.itl_s) if slo else {}, kind)
     summary: dict[str, Any] = {
         "requests": {
-            "total": len(runs),
-            "completed": int(ok.sum()),
-            "failed": int((~ok).sum()),
-            "warmup_excluded": int(len(requests) - len(runs)),
-            "by_kind": kind_counts(runs),
+            "total": reading.total,
+            "completed": reading.completed,
+            "failed": reading.total - reading.completed,
+            "warmup_excluded": reading.rows - reading.total,
+            "by_kind": reading.counts.by_kind(),
         },
-        "errors": error_counts(runs),
-        "error_messages": error_messages(runs),
+        "errors": reading.counts.by_error(),
+        "error_messages": reading.counts.top_messages(TOP_ERROR_MESSAGES),
     }
-    summary |= latency_summary(latencies, gaps)
-    summary["throughput"] = throughput(runs, window)
-    summary["goodput"] = (
-        goodput(meets_slo(latencies, gaps.per_request("max"), slo), window, slo) if slo else None
+    for metric in registered_latencies():  # ITL (no per-request formula) from the chunks
+        selection = itl if metric.formula is None else stats.get(metric.key)
+        summary[metric.key] = (selection or Selection()).describe()
+    summary["throughput"] = throughput_of(
+        reading.completed, reading.tokens, reading.excluded, window
     )
-    summary["prefix"] = prefix_hit_rates(done)
-    summary["usage_suspect"] = usage_suspects(done)
-    summary["chunks"] = chunk_counts(tokens)
-    summary["stalls"] = stall_summary(run_stalls(done, latencies["ttft_s"][ok], gaps))
-    summary["client"] = client_health(
-        latencies["dispatch_lag_s"], client, window, latencies["concurrency_wait_s"]
+    summary["goodput"] = goodput_of(late.good, reading.total, window, slo) if slo else None
+    summary["prefix"] = reading.prefix.rates()
+    summary["usage_suspect"] = reading.suspects.to_dict()
+    summary["chunks"] = chunk_reading.counts()
+    gaps = itl.count if itl is not None else 0
+    summary["stalls"] = stall_summary(chunk_reading.stalls(kind, late, gaps))
+    summary["client"] = health_of(
+        _described(stats.get("dispatch_lag_s")),
+        _described(stats.get("own_lag_s"))["p99"],
+        _described(stats.get("concurrency_wait_s")),
+        stats["concurrency_wait_s"].describe()["max"] if "concurrency_wait_s" in stats else None,
+        client,
+        window,
     )
     return summary
 
 
+def _described(selection: Selection | None) -> dict[str, Any]:
+    """``describe()``'s dict of a selection (no ``max``: the client's lags carry none)."""
+    found = (selection or Selection()).describe()
+    return {key: value for key, value in found.items() if key != "max"}
+
+
+@dataclass
+class _LatePass:
+    """What the requests give once their ITL and kinds are known: the good requests, and
+    the long prompts' send, first token and TTFT (their prefills: the stall events)."""
+
+    good: int = 0
+    long_ids: list[Any] | None = None
+    starts: list[float] | None = None
+    ends: list[float] | None = None
+    ttfts: list[float] | None = None
+
+
+class _RequestReading:
+    """The requests' part of the summary, read a part at a time."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.rows = self.total = self.completed = self.excluded = 0
+        self.tokens = 0.0
+        self.start, self.end = math.inf, -math.inf
+        self.counts, self.prefix, self.suspects = RequestCounts(), PrefixSums(), SuspectCounts()
+        self.done_ids: list[np.ndarray] = []
+
+    def select(self) -> dict[str, Selection]:
+        """Every distribution over the requests (pass 0 also counts)."""
+        return select_passes(self._values)
+
+    def _values(self, pass_number: int) -> Iterator[dict[str, np.ndarray]]:
+        for part in self.parts():
+            runs = measured(part)
+            ok = completed_mask(runs)
+            latencies = latency_columns(runs)
+            if pass_number == 0:
+                self._count(part, runs, ok)
+            lag, wait = latencies["dispatch_lag_s"], latencies["concurrency_wait_s"]
+            values = {
+                metric.key: latencies[metric.key][ok]
+                for metric in registered_latencies()
+                if metric.formula is not None
+            }
+            values |= {
+                "dispatch_lag_s": lag,
+                "concurrency_wait_s": wait,
+                "own_lag_s": lag - np.nan_to_num(wait, nan=0.0),
+            }
+            done = runs[ok]
+            kinds = np.asarray(texts(done, "kind", NO_KIND), dtype=object)
+            prompts = numbers(done, "prompt_tokens")
+            for kind in dict.fromkeys(kinds.tolist()):
+                values[f"prompt:{kind}"] = prompts[kinds == kind]
+            yield values
+
+    def _count(self, part: Table, runs: Table, ok: np.ndarray) -> None:
+        self.rows += len(part)
+        self.total += len(runs)
+        self.completed += int(ok.sum())
+        counts, excluded = possible_tokens(runs, ok)
+        self.tokens += float(counts.sum())
+        self.excluded += excluded
+        start, end = window_bounds(runs)
+        self.start, self.end = min(self.start, start), max(self.end, end)
+        done = runs[ok]
+        self.counts.add(runs)
+        self.prefix.add(done)
+        self.suspects.add(done)
+        self.done_ids.append(np.asarray(done.get("id", []), dtype=object))
+
+    def window(self) -> Window:
+        return Window.between(self.start, self.end)
+
+    def prompt_medians(self, stats: dict[str, Selection]) -> dict[str, float]:
+        medians = {}
+        for name, selection in stats.items():
+            if name.startswith("prompt:"):
+                p50 = selection.describe()["p50"]
+                medians[name.removeprefix("prompt:")] = float("nan") if p50 is None else p50
+        return dict(sorted(medians.items()))
+
+    def late_pass(self, slo: Slo | None, worse: dict[Any, float], kind: str | None) -> _LatePass:
+        """The good requests (with ``slo``; ``worse``: the requests whose worst gap broke
+        its ITL bound) and, with a prefill ``kind``, its requests' prefills."""
+        late = _LatePass()
+        if kind is not None:
+            late.long_ids, late.starts, late.ends, late.ttfts = [], [], [], []
+        if not slo and kind is None:
+            return late
+        for part in self.parts():
+            runs = measured(part)
+            latencies = latency_columns(runs)
+            if slo:
+                late.good += int(meets_slo(latencies, worse, slo).sum())
+            if kind is not None:
+                ok = completed_mask(runs)
+                done = runs[ok]
+                long = np.asarray(texts(done, "kind", NO_KIND), dtype=object) == kind
+                late.long_ids += np.asarray(done["id"], dtype=object)[long].tolist()
+                late.starts += numbers(done, "sent_s")[long].tolist()
+                late.ends += numbers(done, "first_token_s")[long].tolist()
+                late.ttfts += np.asarray(latencies["ttft_s"], float)[ok][long].tolist()
+        return late
+
+
+class _ChunkReading:
+    """The chunks' part of the summary (the completed requests' ITL gaps, how tokens
+    arrived, the stall events' decode gaps), read a part at a time."""
+
+    def __init__(self, parts: Parts, done: IdSet) -> None:
+        self.parts, self.done = parts, done
+        self.rows = self.tokens = self.multi = 0
+
+    def gap_parts(self) -> Iterator[tuple[TokenGaps, Columns, int]]:
+        for tokens, carried in token_chunk_parts(self.parts(), self.done.contains):
+            yield chunk_gaps(tokens), tokens, carried
+
+    def itl_parts(self, pass_number: int) -> Iterator[dict[str, np.ndarray]]:
+        for gaps, tokens, carried in self.gap_parts():
+            if pass_number == 0:
+                n = np.asarray(tokens["n_tokens"], dtype=np.int64)[carried:]
+                self.rows += int(n.size)
+                self.tokens += int(n.sum())
+                self.multi += int((n > 1).sum())
+            yield {"itl_s": gaps.gap_s}
+
+    def counts(self) -> dict[str, Any]:
+        """``token_gaps.chunk_counts`` of the completed requests' chunks."""
+        return {
+            "count": self.rows,
+            "tokens": self.tokens,
+            "multi_token": self.multi,
+            "multi_token_share": self.multi / self.rows if self.rows else None,
+        }
+
+    def worse_than(self, bound: float | None) -> dict[Any, float]:
+        """The worst gap of each request whose worst gap exceeds ``bound`` (the only
+        requests ``meets_slo`` needs to know the worst gap of)."""
+        if bound is None:
+            return {}
+        worse: dict[Any, float] = {}
+        for gaps, _, _ in self.gap_parts():
+            for request, worst in gaps.per_request("max").items():
+                if worst > bound:
+                    worse[request] = max(worst, worse.get(request, worst))
+        return worse
+
+    def stalls(self, kind: str | None, late: _LatePass, gaps: int) -> RunStalls:
+        """``stall_events.run_stalls`` over the parts: the decode gaps are those of the
+        requests not of the prefill ``kind``."""
+        if kind is None or late.long_ids is None:
+            return RunStalls.none(gaps)
+        long_ids = set(late.long_ids)
+
+        def decode() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for part_gaps, _, _ in self.gap_parts():
+                keep = ~gaps_of_requests(part_gaps, long_ids)
+                yield part_gaps.gap_s[keep], part_gaps.t_s[keep]
+
+        events = StallEvents.measure_parts(late.starts, late.ends, late.ttfts, decode)
+        return RunStalls(kind, events, gaps)
+
+
 def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
-    """The summary of a run directory (what ``summary.json`` holds), read without pandas."""
+    """The summary of a run directory (what ``summary.json`` holds), read a part at a
+    time (``RunTables.parts``) and without pandas."""
     tables = Run.at(run_dir).tables
-    columns = (tables.columns(name) for name in (REQUESTS_TABLE, CHUNKS_TABLE, CLIENT_TABLE))
-    return summarize_frames(*columns, slo)
+    return summarize_frames(
+        lambda: tables.parts(REQUESTS_TABLE, summary_columns()),
+        lambda: tables.parts(CHUNKS_TABLE),
+        tables.columns(CLIENT_TABLE),
+        slo,
+    )

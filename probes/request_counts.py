@@ -6,9 +6,10 @@ request counts as failed when its status is not ``ok``.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from runfmt.columns import Table, counted, texts
+from runfmt.columns import Table, texts
 from runfmt.tables import completed_mask
 
 
@@ -16,11 +17,48 @@ def _failed(requests: Table) -> Table:
     return requests[~completed_mask(requests)]
 
 
+class RequestCounts:
+    """The counts below, gathered a part of the requests at a time (``add`` each part in
+    order): counting is the same over the parts as over the whole table, first
+    appearances and ties included."""
+
+    def __init__(self) -> None:
+        self.kinds: Counter[str] = Counter()
+        self.has_kind = False
+        self.errors: Counter[str] = Counter()
+        self.messages: Counter[tuple[str, str]] = Counter()
+
+    @classmethod
+    def of(cls, requests: Table) -> RequestCounts:
+        counts = cls()
+        counts.add(requests)
+        return counts
+
+    def add(self, requests: Table) -> None:
+        if "kind" in requests and not requests.empty:
+            self.has_kind = True
+            self.kinds.update(texts(requests, "kind", "unknown"))
+        failed = _failed(requests)
+        kinds = texts(failed, "error_kind", "unknown")
+        self.errors.update(kinds)
+        messages = texts(failed, "error_message", "(no message)")
+        self.messages.update(zip(kinds, messages, strict=True))
+
+    def by_kind(self) -> dict[str, int]:
+        return dict(self.kinds) if self.has_kind else {}
+
+    def by_error(self) -> dict[str, int]:
+        return dict(self.errors.most_common())
+
+    def top_messages(self, top: int) -> list[dict[str, Any]]:
+        counts = self.messages.most_common()[:top]
+        return [{"message": m, "kind": k, "count": n} for (k, m), n in counts]
+
+
 def error_counts(requests: Table) -> dict[str, int]:
     """Failed requests by error class, most frequent first (ties in order of first
     appearance)."""
-    failed = _failed(requests)
-    return counted(texts(failed, "error_kind", "unknown"))
+    return RequestCounts.of(requests).by_error()
 
 
 def kind_counts(requests: Table) -> dict[str, int]:
@@ -28,9 +66,7 @@ def kind_counts(requests: Table) -> dict[str, int]:
     recorded, in order of first appearance: they sum to the requests counted, also when
     a run stopped before sending its whole plan (``run.json``'s ``plan.by_kind`` keeps
     what was planned)."""
-    if "kind" not in requests or requests.empty:
-        return {}
-    return counted(texts(requests, "kind", "unknown"), by_count=False)
+    return RequestCounts.of(requests).by_kind()
 
 
 #: How many distinct error messages ``summary.json`` keeps (most frequent first).
@@ -40,11 +76,4 @@ TOP_ERROR_MESSAGES = 5
 def error_messages(requests: Table, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
     """The most frequent error messages of failed requests — the server's own words —
     with their class and count, most frequent first."""
-    failed = _failed(requests)
-    pairs = zip(
-        texts(failed, "error_kind", "unknown"),
-        texts(failed, "error_message", "(no message)"),
-        strict=True,
-    )
-    counts = list(counted(list(pairs)).items())[:top]
-    return [{"message": m, "kind": k, "count": n} for (k, m), n in counts]
+    return RequestCounts.of(requests).top_messages(top)

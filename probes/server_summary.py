@@ -39,11 +39,18 @@ from typing import Any
 import numpy as np
 
 from probes.canonical import HISTOGRAM_UNITS, HIT_TIERS, Histogram, Provenance, Value
-from probes.latency import completed_mask, latency_columns, prefix_hit_rates
+from probes.latency import (
+    Parts,
+    PrefixSums,
+    completed_mask,
+    latency_columns,
+    parts_of,
+    window_bounds,
+)
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
-from probes.token_gaps import token_chunks
-from runfmt.columns import Table, factorize, numbers
-from runtime.quantiles import QUANTILES, finite
+from probes.token_gaps import token_chunk_parts
+from runfmt.columns import Table, factorize
+from runtime.quantiles import QUANTILES
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
 
@@ -62,29 +69,34 @@ def _ratio(numerator: Value, denominator: Value) -> Value:
     )
 
 
-def _finite_max(values: Any) -> float | None:
+def _finite_max(values: Any, since: float | None = None) -> float | None:
+    """The largest finite value, or ``since`` when larger (``None``: none of either)."""
     arr = np.asarray(values, dtype=float)
     arr = arr[np.isfinite(arr)]
-    return float(arr.max()) if arr.size else None
+    found = float(arr.max()) if arr.size else None
+    if since is None or found is None:
+        return found if since is None else since
+    return max(found, since)
 
 
-def client_maxima(requests: Table, chunks: Table | None) -> dict[str, float | None]:
+def client_maxima(requests: Table | Parts, chunks: Table | Parts | None) -> dict[str, float | None]:
     """The client's longest TTFT, E2E (both from the actual send) and chunk gap over every
     request it sent (warm-up included, as the server's counters are): what a server
-    histogram of the same span cannot exceed. ``None`` where not measured."""
+    histogram of the same span cannot exceed. ``None`` where not measured. The tables
+    whole or a part at a time (``probes.latency.Parts``)."""
     out: dict[str, float | None] = {"ttft_s": None, "e2e_s": None, "itl_s": None}
-    if not requests.empty:
-        latencies = latency_columns(requests)[completed_mask(requests)]
-        out["ttft_s"] = _finite_max(latencies["ttft_sent_s"])
-        out["e2e_s"] = _finite_max(latencies["e2e_sent_s"])
-    if chunks is not None and not chunks.empty:
-        tokens = token_chunks(chunks)
-        codes, _ = factorize(tokens["request_id"])
-        t = tokens["t_s"].astype(float)
-        order = np.lexsort((t, codes))  # each request's chunks in time order
-        codes, t = codes[order], t[order]
-        same = codes[1:] == codes[:-1]
-        out["itl_s"] = _finite_max((t[1:] - t[:-1])[same])
+    for part in parts_of(requests)():
+        latencies = latency_columns(part)[completed_mask(part)]
+        out["ttft_s"] = _finite_max(latencies["ttft_sent_s"], out["ttft_s"])
+        out["e2e_s"] = _finite_max(latencies["e2e_sent_s"], out["e2e_s"])
+    if chunks is not None:
+        for tokens, _ in token_chunk_parts(parts_of(chunks)()):
+            codes, _ = factorize(tokens["request_id"])
+            t = tokens["t_s"].astype(float)
+            order = np.lexsort((t, codes))  # each request's chunks in time order
+            codes, t = codes[order], t[order]
+            same = codes[1:] == codes[:-1]
+            out["itl_s"] = _finite_max((t[1:] - t[:-1])[same], out["itl_s"])
     return out
 
 
@@ -199,28 +211,31 @@ def _plain_histogram(series: ServerSeries, name: str) -> dict[str, Any]:
     }
 
 
-def expected_hit_rate(requests: Table) -> Value:
+def expected_hit_rate(requests: Table | Parts) -> Value:
     """The oracle's cached share of prompt tokens over every request sent."""
-    rates = prefix_hit_rates(requests) if not requests.empty else {}
+    sums, rows = PrefixSums(), 0
+    for part in parts_of(requests)():
+        sums.add(part)
+        rows += len(part)
+    rates = sums.rates() if rows else {}
     rate = rates.get("expected_hit_rate")
     if rate is None:
         return Value.unknown(rates.get("expected_reason") or "the run has no requests")
     return Value(rate, Provenance.DERIVED, "Σ expected_cached_tokens / Σ prompt_tokens (oracle)")
 
 
-def _last_response_s(requests: Table) -> float:
+def _last_response_s(requests: Table | Parts) -> float:
     """When the run's last response ended (run clock); -inf when none did."""
-    ends = finite(numbers(requests, "end_s"))
-    return float(ends.max()) if ends.size else float("-inf")
+    return max((window_bounds(part)[1] for part in parts_of(requests)()), default=-math.inf)
 
 
 def server_summary(
     series: ServerSeries | None,
-    requests: Table,
+    requests: Table | Parts,
     *,
     probe: dict[str, Any] | None = None,
     source: str = "scrape",
-    chunks: Table | None = None,
+    chunks: Table | Parts | None = None,
 ) -> dict[str, Any]:
     """The ``server`` section; with no series every value is unknown and ``probe`` says
     why (the probe's status dict). ``chunks`` (the run's chunk events) give the client's

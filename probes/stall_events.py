@@ -42,7 +42,7 @@ Nothing here needs pandas or scipy: a bench's end computes these.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,7 +51,11 @@ import numpy as np
 from probes.metric_registry import STALL_LOST, STALL_WORST, json_name
 from probes.token_gaps import TokenGaps
 from runfmt.columns import Table, numbers, texts
-from runtime.quantiles import quantiles
+from runtime.quantiles import Selection, exact_mean, exact_sum, quantile, quantiles, select_passes
+
+#: The decode gaps of a run a part at a time, each call the same parts: per part the gaps
+#: (``TokenGaps.gap_s``) and the arrival times of the chunks that carried them (``t_s``).
+GapParts = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
 
 #: A decode gap overlapping a long prefill is a stall gap when it is longer than this
 #: many normal steps (the run's median decode gap).
@@ -97,22 +101,45 @@ class StallEvents:
         ``[end - gap, end]``). A prefill no decode gap overlaps (the streams had ended)
         is counted in ``alone``."""
         gap_s, gap_end_s = np.asarray(gap_s, float), np.asarray(gap_end_s, float)
-        normal = float(np.median(gap_s)) if len(gap_s) else float("nan")
-        excess = np.maximum(gap_s - normal, 0.0) if len(gap_s) else gap_s
-        long_gap = gap_s > STALL_FACTOR * normal
-        stalled = np.zeros(len(gap_s), dtype=bool)
-        stall, lost, ttft = [], [], []
-        rows = zip(starts, ends, ttfts, strict=True)
-        for start, end, first in sorted(rows, key=lambda row: _time_key(row[0])):
-            overlaps = (gap_end_s > start) & (gap_end_s - gap_s < end)
-            if np.isfinite(start) and np.isfinite(end) and overlaps.any():
-                stall.append(float(gap_s[overlaps].max()))
-                lost.append(float(excess[overlaps].sum()))
-                ttft.append(float(first))
-                stalled |= overlaps & long_gap
-        alone = len(starts) - len(stall)
-        arrays = (np.asarray(stall), np.asarray(lost), np.asarray(ttft, float))
-        return cls(*arrays, alone, int(stalled.sum()), normal)
+        return cls.measure_parts(starts, ends, ttfts, lambda: ((gap_s, gap_end_s),))
+
+    @classmethod
+    def measure_parts(
+        cls, starts: Sequence[float], ends: Sequence[float], ttfts: Sequence[float], gaps: GapParts
+    ) -> StallEvents:
+        """``measure`` with the decode gaps read a part at a time (``GapParts``), twice: the
+        normal step (their median, ``runtime.quantiles``) first, then each event's worst
+        gap, its lost time (an exactly rounded sum: the same number however the gaps are
+        split) and the stall gaps. The events' order is the prefills' order."""
+        starts, ends = np.asarray(starts, float), np.asarray(ends, float)
+        median = select_passes(lambda _: ({"gap": g} for g, _ in gaps()))
+        normal = _median(median.get("gap"))
+        worst = np.full(len(starts), -np.inf)
+        lost = [0] * len(starts)
+        seen = np.zeros(len(starts), dtype=bool)
+        stalled = 0
+        candidates = np.flatnonzero(np.isfinite(starts) & np.isfinite(ends))
+        for gap_s, gap_end_s in gaps():
+            gap_s, gap_end_s = np.asarray(gap_s, float), np.asarray(gap_end_s, float)
+            excess = np.maximum(gap_s - normal, 0.0)
+            long_gap = gap_s > STALL_FACTOR * normal
+            stalled_here = np.zeros(len(gap_s), dtype=bool)
+            for i in candidates:
+                overlaps = (gap_end_s > starts[i]) & (gap_end_s - gap_s < ends[i])
+                if overlaps.any():
+                    seen[i] = True
+                    worst[i] = max(worst[i], float(gap_s[overlaps].max()))
+                    lost[i] += exact_sum(excess[overlaps])
+                    stalled_here |= overlaps & long_gap
+            stalled += int(stalled_here.sum())
+        # in the order of their starts (an unknown start last), as ``measure`` gives them
+        events = np.array(sorted(np.flatnonzero(seen), key=lambda i: _time_key(starts[i])), int)
+        arrays = (
+            worst[events].astype(float),
+            np.asarray([exact_mean(lost[i], 1) for i in events], dtype=float),
+            np.asarray(ttfts, float)[events],
+        )
+        return cls(*arrays, len(starts) - len(events), stalled, normal)
 
     @classmethod
     def concat(cls, events: Sequence[StallEvents]) -> StallEvents:
@@ -161,14 +188,21 @@ def kinds_longest_first(kinds: Any, prompt_tokens: Any) -> list[str]:
     kinds = np.asarray(kinds, dtype=object)
     prompts = np.asarray(prompt_tokens, dtype=float)
     names = sorted({str(k) for k in kinds.tolist()})
-    if len(names) < 2:
+    return longest_first({k: quantile(prompts[kinds == k], 0.5) for k in names})
+
+
+def longest_first(medians: Mapping[str, float]) -> list[str]:
+    """``kinds_longest_first`` from each kind's median prompt (NaN: no prompt known)."""
+    if len(medians) < 2:
         return []
+    known = {k: v if math.isfinite(v) else 0.0 for k, v in medians.items()}
+    return sorted(known, key=lambda k: (-known[k], k))
 
-    def median_prompt(kind: str) -> float:
-        values = prompts[(kinds == kind) & np.isfinite(prompts)]
-        return float(np.median(values)) if len(values) else 0.0
 
-    return sorted(names, key=lambda k: (-median_prompt(k), k))
+def _median(selection: Selection | None) -> float:
+    """The median a ``Selection`` found (NaN for no values): ``quantile(…, 0.5)``."""
+    value = selection.describe()["p50"] if selection is not None else None
+    return float(value) if value is not None else float("nan")
 
 
 def prefill_kind(kinds: Sequence[str]) -> str | None:
@@ -214,11 +248,9 @@ def run_stalls(requests: Table, ttft_s: Any, gaps: TokenGaps) -> RunStalls:
     kind = prefill_kind(kinds_longest_first(kinds, numbers(requests, "prompt_tokens")))
     if kind is None:
         return RunStalls.none(total)
-    ids = np.asarray(requests["id"], dtype=object)
-    long_ids = set(ids[kinds == kind].tolist())
-    gap_ids = gaps.request_ids[gaps.request] if total else np.empty(0, dtype=object)
-    decode = np.fromiter((i not in long_ids for i in gap_ids.tolist()), bool, len(gap_ids))
     is_long = kinds == kind
+    long_ids = set(np.asarray(requests["id"], dtype=object)[is_long].tolist())
+    decode = ~gaps_of_requests(gaps, long_ids)
     events = StallEvents.measure(
         numbers(requests, "sent_s")[is_long],
         numbers(requests, "first_token_s")[is_long],
@@ -227,6 +259,14 @@ def run_stalls(requests: Table, ttft_s: Any, gaps: TokenGaps) -> RunStalls:
         gaps.t_s[decode],
     )
     return RunStalls(kind, events, total)
+
+
+def gaps_of_requests(gaps: TokenGaps, ids: set[Any]) -> np.ndarray:
+    """True for each gap of ``gaps`` that belongs to one of the requests ``ids``."""
+    if not len(gaps.gap_s):
+        return np.zeros(0, dtype=bool)
+    gap_ids = gaps.request_ids[gaps.request]
+    return np.fromiter((i in ids for i in gap_ids.tolist()), bool, len(gap_ids))
 
 
 def mean_interval(

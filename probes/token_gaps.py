@@ -13,6 +13,7 @@ from ``token_gaps``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,12 +73,47 @@ def token_chunks(chunks: Table, request_ids: Any = None) -> Columns:
     return Columns({name: np.asarray(chunks[name])[keep] for name in CHUNK_COLUMNS})
 
 
+def token_chunk_parts(
+    parts: Iterable[Table], keep: Callable[[np.ndarray], np.ndarray] | None = None
+) -> Iterator[tuple[Columns, int]]:
+    """``token_chunks`` of each part of a chunks table in turn (``keep``, given a part's
+    request ids, selects the requests), with the number of rows carried over: a request
+    whose chunks go on from the previous part gets that part's last chunk in front, with
+    one token (it opens no gap), so that its first gap here is measured from it. A run
+    writes each request's chunks together, in time order (one journal line), so this is
+    all a request split across two parts needs: the gaps of the parts together are
+    ``token_gaps`` of the whole table."""
+    last: tuple[Any, float] | None = None
+    for part in parts:
+        tokens = token_chunks(part)
+        if keep is not None and len(tokens):
+            tokens = tokens[keep(tokens["request_id"])]
+        if not len(tokens):
+            continue
+        ids = np.asarray(tokens["request_id"], dtype=object)
+        carried = int(last is not None and ids[0] == last[0])
+        if carried:
+            tokens = Columns(
+                {
+                    "request_id": np.r_[np.array([last[0]], dtype=object), ids],
+                    "t_s": np.r_[last[1], tokens["t_s"].astype(float)],
+                    "n_tokens": np.r_[1, tokens["n_tokens"].astype(np.int64)],
+                }
+            )
+        last = (ids[-1], float(tokens["t_s"][-1]))
+        yield tokens, carried
+
+
 def token_gaps(chunks: Table, request_ids: Any = None) -> TokenGaps:
     """Per-token ITL gaps (the rule is the module docstring's), vectorised.
 
     ``request_ids`` restricts the gaps to those requests (the measured, completed ones).
     """
-    df = token_chunks(chunks, request_ids)
+    return chunk_gaps(token_chunks(chunks, request_ids))
+
+
+def chunk_gaps(df: Columns) -> TokenGaps:
+    """The gaps of token-bearing chunks (``token_chunks``)."""
     codes, uniques = factorize(df["request_id"])
     return gaps_of(codes, df["t_s"].astype(float), df["n_tokens"].astype(np.int64), uniques)
 

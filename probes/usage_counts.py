@@ -18,12 +18,30 @@ def suspect_mask(requests: Table) -> np.ndarray:
     return present(requests, "usage_suspect")
 
 
+class SuspectCounts:
+    """``usage_suspects`` gathered a part of the requests at a time (``add`` each part)."""
+
+    def __init__(self) -> None:
+        self.suspect, self.of = 0, 0
+        self.kinds: dict[str, int] = {}
+
+    def add(self, requests: Table) -> None:
+        suspect = suspect_mask(requests)
+        self.suspect += int(suspect.sum())
+        self.of += len(requests)
+        reasons = (
+            np.asarray(requests["usage_suspect"], dtype=object)[suspect] if suspect.any() else []
+        )
+        for reason in reasons:
+            for part in str(reason).split("; "):
+                self.kinds[suspect_kind(part)] = self.kinds.get(suspect_kind(part), 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requests": self.suspect, "of": self.of, "kinds": dict(self.kinds)}
+
+
 def usage_suspects(requests: Table) -> dict[str, Any]:
     """How many requests carry impossible usage, of how many, by kind of impossibility."""
-    suspect = suspect_mask(requests)
-    kinds: dict[str, int] = {}
-    reasons = np.asarray(requests["usage_suspect"], dtype=object)[suspect] if suspect.any() else []
-    for reason in reasons:
-        for part in str(reason).split("; "):
-            kinds[suspect_kind(part)] = kinds.get(suspect_kind(part), 0) + 1
-    return {"requests": int(suspect.sum()), "of": len(requests), "kinds": kinds}
+    counts = SuspectCounts()
+    counts.add(requests)
+    return counts.to_dict()

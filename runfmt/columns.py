@@ -215,3 +215,39 @@ def _as(values: np.ndarray, numeric: bool) -> np.ndarray:
 
 def _missing(length: int, numeric: bool) -> np.ndarray:
     return np.full(length, np.nan) if numeric else np.full(length, None, dtype=object)
+
+
+def _id_keys(ids: Any) -> np.ndarray:
+    """Each id as bytes that tell ids apart as ``==`` does: text as ``\\x01`` + UTF-8, any
+    other value as ``\\x02`` + its repr, a missing one as empty (never a member)."""
+    keys = [
+        b"\x01" + v.encode("utf-8", "surrogatepass")
+        if isinstance(v, str)
+        else b""
+        if v is None or v != v
+        else b"\x02" + repr(v).encode()
+        for v in np.asarray(ids, dtype=object).tolist()
+    ]
+    return np.array(keys, dtype=bytes) if keys else np.empty(0, dtype="S1")
+
+
+class IdSet:
+    """A set of request ids held as one sorted array of their bytes: about an id's length
+    per id, where a Python ``set`` holds an object and a slot for each (a long run's
+    completed requests, which the statistics at its end select the chunks of)."""
+
+    def __init__(self, parts: Any = ()) -> None:
+        keys = [_id_keys(part) for part in parts]
+        self._keys = np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype="S1")
+        self._keys = self._keys[self._keys != b""]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def contains(self, ids: Any) -> np.ndarray:
+        """True for each of ``ids`` in the set."""
+        keys = _id_keys(ids)
+        if not len(self._keys) or not len(keys):
+            return np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        return (self._keys[at] == keys) & (keys != b"")

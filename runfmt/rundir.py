@@ -350,26 +350,29 @@ class RunDir:
 
 def _write_parquet(journal: Path, path: Path) -> None:
     """The journal as a parquet file at ``path``, converted and written a part at a time
-    (``journal_parts``, one row group each): a long run's rows are never all Python
-    objects at once, nor one row group's encoded pages. Each column's type is what the
-    parts agree on (``promote_options="permissive"``: a column empty in one part takes
-    the others' type, whole numbers and fractions are fractions), as a read of the whole
-    journal infers it."""
+    (``journal_parts``, one row group each), in two passes: the first converts each part
+    only to learn its column types, which the parts must agree on
+    (``promote_options="permissive"``: a column empty in one part takes the others' type,
+    whole numbers and fractions are fractions, as a read of the whole journal infers
+    them); the second converts each part again and writes it. One part is held at a time,
+    never the run's rows (as Python objects, or as arrow tables: holding every part's
+    until the types were known was a long run's largest allocation at its end)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parts = [part.to_arrow() for part in journal_parts(journal) if part.columns]
-    if not parts:
+    schemas = [part.to_arrow().schema for part in journal_parts(journal) if part.columns]
+    if not schemas:
         pq.write_table(read_journal(journal).to_arrow(), path)
         return
     try:
-        schema = pa.unify_schemas([p.schema for p in parts], promote_options="permissive")
+        schema = pa.unify_schemas(schemas, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # parts that disagree: read it whole
         pq.write_table(read_journal(journal).to_arrow(), path)
         return
     with pq.ParquetWriter(path, schema) as writer:
-        while parts:
-            writer.write_table(_conformed(parts.pop(0), schema))
+        for part in journal_parts(journal):
+            if part.columns:
+                writer.write_table(_conformed(part.to_arrow(), schema))
 
 
 def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from runfmt.journal import FIX_DAMAGED, one_line, read_journal, warn_once
+from runfmt.journal import FIX_DAMAGED, journal_parts, one_line, read_journal, warn_once
 from runfmt.names import (
     CHUNKS_TABLE,
     CLIENT_TABLE,
@@ -43,7 +43,7 @@ from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Sequence
 
     import numpy as np
     import pandas as pd
@@ -174,6 +174,10 @@ def unreadable(path: Path) -> str | None:
     return None
 
 
+#: Most rows one part of ``RunTables.parts`` holds when read from parquet.
+PART_READ_ROWS = 16384
+
+
 def _parquet_columns(path: Path) -> Columns:
     """The parquet file's columns; text columns read as dictionaries, so that a value that
     repeats (a metric name, a label set, a status: most of a long run's rows) is one
@@ -186,6 +190,34 @@ def _parquet_columns(path: Path) -> Columns:
 
     text = [f.name for f in pq.read_schema(path) if pa.types.is_string(f.type)]
     return Columns.from_arrow(pq.ParquetFile(path, read_dictionary=text).read())
+
+
+def _parquet_parts(path: Path, columns: Sequence[str] | None) -> Iterator[Columns]:
+    """The parquet file's rows, ``PART_READ_ROWS`` at a time, as ``_parquet_columns`` reads
+    them (the file is opened, and its footer read, before the first part is asked for)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from runfmt.columns import Columns
+
+    schema = pq.read_schema(path)
+    names = [f.name for f in schema if columns is None or f.name in columns]
+    text = [f.name for f in schema if f.name in names and pa.types.is_string(f.type)]
+    file = pq.ParquetFile(path, read_dictionary=text)
+
+    def parts() -> Iterator[Columns]:
+        for batch in file.iter_batches(batch_size=PART_READ_ROWS, columns=names):
+            yield Columns.from_arrow(pa.Table.from_batches([batch]))
+
+    return parts()
+
+
+def _selected(table: Columns, columns: Sequence[str] | None) -> Columns:
+    from runfmt.columns import Columns
+
+    if columns is None:
+        return table
+    return Columns({c: table[c] for c in columns if c in table}, len(table))
 
 
 class RunTables:
@@ -224,6 +256,26 @@ class RunTables:
         if name not in self._kept_columns:
             self._kept_columns[name] = self._read_columns(name)
         return self._kept_columns[name]
+
+    def parts(self, name: str, columns: Sequence[str] | None = None) -> Iterator[Columns]:
+        """Table ``name`` a part at a time: the rows ``columns(name)`` gives, in the same
+        order, as consecutive ``Columns`` of at most ``PART_READ_ROWS`` rows (a parquet
+        file) or ``journal_parts``' parts (a journal): a reader that reduces each part
+        never holds a long run's table. ``columns`` picks the columns read (those the
+        table has). Each call reads the files again; nothing is kept."""
+        parquet = self._parquet(name, lambda path: _parquet_parts(path, columns))
+        if parquet is not None:
+            yield from parquet
+        else:
+            journal = self.run.path / journal_file(name)
+            why = unreadable(journal)
+            if why is not None:
+                raise InputError(str(journal), f"is unreadable ({why})", FIX_DAMAGED)
+            if journal.exists():
+                for part in journal_parts(journal, _schema(name).fits):
+                    yield _selected(part, columns)
+        for table in self._unmerged(name):
+            yield _selected(table, columns)
 
     def _read(self, name: str) -> pd.DataFrame:
         import pandas as pd

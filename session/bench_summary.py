@@ -5,8 +5,11 @@ against the SLO, prefix hit rates, the measured requests by kind), vLLM-style ex
 percentiles when asked, and the ``server`` section: from the run's own ``/metrics``
 scrapes, and from a Prometheus server over the run's window when one was given
 (``server_prometheus`` beside a scraped section, in its place when nothing was scraped).
-The statistics read the run's tables as numpy ``Columns`` (``RunTables.columns``): a
-bench imports no pandas, whose import alone was a fifth of a 16-request run's CPU.
+The statistics read the run's tables as numpy ``Columns`` a part at a time
+(``RunTables.parts``): a bench imports no pandas, whose import alone was a fifth of a
+16-request run's CPU, and holds no table whole, so its memory at the end does not grow
+with the run's length (``benchmarks/soak.py``); vLLM's extra percentiles, when asked
+for, are the exception (read whole).
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from runfmt.summary import Summary, SummarySections
 from runtime.clock import RunClock
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from probes.prometheus_source import PrometheusSource
+    from runfmt.columns import Columns
     from session.bench_options import BenchOptions
 
 #: Resolution of the series read back from a Prometheus server.
@@ -44,18 +50,26 @@ async def write_summary(
 ) -> dict[str, Any]:
     """Write ``summary.json`` (and ``run.json`` again once the Prometheus probe's status is
     known); returns what ``summary.json`` holds, ``format_version`` included."""
-    from probes.latency import summarize_frames
+    from probes.latency import summarize_frames, summary_columns
     from probes.percentiles import picked_percentiles
     from probes.server_summary import server_summary
     from probes.timeline import server_series
 
     tables = Run.at(run).tables
-    requests = tables.columns(REQUESTS_TABLE)  # numpy columns: no pandas at a bench's end
-    chunks = tables.columns(CHUNKS_TABLE)  # the client's longest gap bounds the server's ITL
+
+    # numpy columns a part at a time: no pandas, and no table whole at a bench's end
+    def requests() -> Iterator[Columns]:
+        return tables.parts(REQUESTS_TABLE, summary_columns())
+
+    def chunks() -> Iterator[Columns]:  # the client's longest gap bounds the server's ITL
+        return tables.parts(CHUNKS_TABLE)
+
     summary = summarize_frames(requests, chunks, tables.columns(CLIENT_TABLE), options.slo)
-    if options.percentiles is not None:
+    if options.percentiles is not None:  # vLLM's extra percentiles, asked for: read whole
         metrics, percentiles = options.percentiles
-        summary["percentiles"] = picked_percentiles(requests, chunks, metrics, percentiles)
+        summary["percentiles"] = picked_percentiles(
+            tables.columns(REQUESTS_TABLE), tables.columns(CHUNKS_TABLE), metrics, percentiles
+        )
     server_probe = info.probes.server_metrics  # the bench always records its probes
     status = server_probe.status if server_probe is not None else ProbeState()
     probe = encode(status)

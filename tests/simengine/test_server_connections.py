@@ -169,3 +169,45 @@ def test_a_client_that_leaves_before_its_first_token_is_one_line(
     lines = [r.getMessage() for r in caplog.records if r.name.startswith(("aiohttp", "prefill"))]
     print(f"log lines: {lines}")
     assert len(lines) <= 5
+
+
+def _status_line(sock: socket.socket) -> str:
+    sock.settimeout(10)
+    return sock.recv(4096).split(b"\r\n")[0].decode()
+
+
+def _metrics_answer(url: str) -> str:
+    sock = _connect(url)
+    sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    line = _status_line(sock)
+    sock.close()
+    return line
+
+
+def test_a_body_over_the_limit_is_refused_while_still_being_sent() -> None:
+    """Functional, no clock: the 413 comes while most of the body is still unsent (by its
+    declared length; and a chunked body, which declares none, once what was read passes
+    the limit), and ``/metrics`` answers meanwhile."""
+    config = EngineConfig(fixed_step_s=0.002, max_model_len=1024)
+    with EmbeddedServer(config) as server:
+        limit = 1024 * 1024 + 32 * 1024  # BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN × 1024
+        declared = _connect(server.url)
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+        declared.sendall(head % (10 * limit) + b'{"model": "x", "prompt": [' + b"1," * 1000)
+        assert _metrics_answer(server.url).startswith("HTTP/1.1 200")
+        assert _status_line(declared).startswith("HTTP/1.1 413")  # 10x the limit never sent
+        declared.close()
+
+        chunked = _connect(server.url)
+        chunked.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        piece = b"1," * 32768
+        sent = 0
+        while sent <= limit:  # just past the limit, then the sender waits
+            chunked.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+        assert _metrics_answer(server.url).startswith("HTTP/1.1 200")
+        assert _status_line(chunked).startswith("HTTP/1.1 413")  # no terminating chunk yet
+        chunked.close()
+        assert _metrics_answer(server.url).startswith("HTTP/1.1 200")

@@ -1,0 +1,95 @@
+"""``/metrics`` latency of the embedded server while a 10^7-token request is refused.
+
+Starts the engine as ``bench`` does (``EngineProcess``: a process of its own), then
+alternates, ``--rounds`` times, a quiet phase and a phase in which another process sends
+a body of 10^7 token ids (~48 MiB, with its Content-Length) over and over, each refused
+with HTTP 413. In both phases this process sends back-to-back ``GET /metrics`` (a new
+connection each) and records each one's latency. The phases alternate in one run, so
+that a machine busy with other work weighs on both alike; the figures are the two
+latency distributions side by side, and the refusals counted.
+
+    .venv/bin/python benchmarks/metrics_under_body.py              # 5 rounds of 1 s + 1 s
+    .venv/bin/python benchmarks/metrics_under_body.py --rounds 10 --phase-s 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+
+from perfmodel.config import EngineConfig
+from runtime.quantiles import describe
+from simengine.engine_process import EngineProcess
+
+#: Sends the 10^7-token body again and again until its stdin closes; one line per answer.
+SENDER = r"""
+import select, socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+body = b'{"model": "x", "max_tokens": 1, "prompt": [' + b",".join([b"1234"] * 10**7) + b"]}"
+head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+print(len(body), flush=True)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    sock = socket.create_connection((host, port), timeout=10)
+    try:
+        sock.sendall(head.encode() + body)
+    except OSError:
+        pass  # refused before the rest was read
+    try:
+        print(sock.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+    except OSError as exc:
+        print(type(exc).__name__, flush=True)
+    sock.close()
+"""
+
+
+def metrics_latencies(host: str, port: int, seconds: float) -> list[float]:
+    """Back-to-back ``GET /metrics`` for ``seconds``: each one's latency in seconds."""
+    out = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        began = time.monotonic()
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if not sock.recv(64).startswith(b"HTTP/1.1 200"):
+                raise SystemExit("/metrics did not answer 200")
+        out.append(time.monotonic() - began)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--phase-s", type=float, default=1.0)
+    args = parser.parse_args()
+    quiet: list[float] = []
+    loaded: list[float] = []
+    answers: list[str] = []
+    with EngineProcess(EngineConfig(fixed_step_s=0.002)) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        for _ in range(args.rounds):
+            quiet += metrics_latencies(host, int(port), args.phase_s)
+            sender = subprocess.Popen(
+                [sys.executable, "-c", SENDER, host, port],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert sender.stdin is not None and sender.stdout is not None
+            size = int(sender.stdout.readline())
+            loaded += metrics_latencies(host, int(port), args.phase_s)
+            sender.stdin.close()
+            answers += sender.stdout.read().splitlines()
+            sender.wait()
+    refused = sum(a.startswith("HTTP/1.1 413") for a in answers)
+    print(f"body {size / 2**20:.0f} MiB, sent {len(answers)} times; {refused} answered 413")
+    print(f"{'/metrics latency (ms)':<24}{'n':>6}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}")
+    for name, values in (("quiet", quiet), ("during the huge body", loaded)):
+        d = describe(values)
+        row = [d[k] * 1e3 for k in ("p50", "p90", "p99")] + [max(values) * 1e3]
+        print(f"{name:<24}{len(values):>6}" + "".join(f"{v:8.1f}" for v in row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
