@@ -9,9 +9,10 @@ evidence:
 * **the server's own word** (``CacheEvidence``): a probe of the secret prefix for which
   the server reported more ``cached_tokens`` than for any of the same channel's fresh
   probes was served from the prefix cache. Across tenants that is a leak, no timing needed;
-* **the timing channel** (``diagnose.isolation_gap.TtftGap``): the median TTFT of hits
-  minus that of misses, with its bootstrap interval, and how many probes an attacker needs
-  to tell a hit from a miss at 95 %.
+* **the timing channel** (``runfmt.isolation.TtftGap``, measured by
+  ``diagnose.isolation_gap``): the median TTFT of hits minus that of misses, with its
+  bootstrap interval, and how many probes an attacker needs to tell a hit from a miss at
+  95 %.
 
 ``assess`` states one verdict per prefix length with the rule it applied; ``overall``
 combines the lengths of a sweep. The rules, in order:
@@ -58,10 +59,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
-from diagnose.isolation_gap import TtftGap
+from diagnose.isolation_gap import probes_to_exclude
+from runfmt.isolation import CacheEvidence, Channel, Power, TtftGap, Verdict
 from workloads.errors import InputError
 
 ISOLATED = "isolated"
@@ -131,74 +132,27 @@ class Resolution:
         )
 
 
-@dataclass(frozen=True)
-class CacheEvidence:
-    """What the server reported as cached for one channel's probes of the secret."""
-
-    #: Probes of the secret prefix whose ``cached_tokens`` the server reported.
-    reported: int
-    #: Of those, how many it reported more cached tokens for than any fresh probe.
-    hits: int
-    #: The most cached tokens reported for a probe of the secret (None: never reported).
-    max_hit_tokens: int | None
-    #: The most reported for a fresh probe (the baseline a hit must exceed).
-    max_miss_tokens: int | None
-    #: Fresh probes reported cached for more than ``FRESH_CACHED_SHARE`` of their prefix
-    #: (impossible: the server's ``cached_tokens`` contradict themselves).
-    fresh_cached: int = 0
-    #: Fresh probes whose cached tokens the server reported.
-    fresh_reported: int = 0
-
-    @classmethod
-    def of(
-        cls, hit: Sequence[int | None], miss: Sequence[int | None], prefix_tokens: int = 0
-    ) -> CacheEvidence:
-        hits = [int(c) for c in hit if c is not None]
-        misses = [int(c) for c in miss if c is not None]
-        baseline = max(misses, default=0)
-        return cls(
-            reported=len(hits),
-            hits=sum(c > baseline for c in hits),
-            max_hit_tokens=max(hits, default=None),
-            max_miss_tokens=max(misses, default=None),
-            fresh_cached=sum(c > FRESH_CACHED_SHARE * prefix_tokens for c in misses),
-            fresh_reported=len(misses),
-        )
-
-    @property
-    def set_aside(self) -> CacheEvidence:
-        """The same probes with the server's counts set aside (as if not reported)."""
-        return CacheEvidence(0, 0, None, None, self.fresh_cached, self.fresh_reported)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def cache_evidence(
+    hit: Sequence[int | None], miss: Sequence[int | None], prefix_tokens: int = 0
+) -> CacheEvidence:
+    """What the server reported as cached for one channel: its probes of the secret
+    (``hit``) against its fresh ones (``miss``) of ``prefix_tokens`` tokens."""
+    hits = [int(c) for c in hit if c is not None]
+    misses = [int(c) for c in miss if c is not None]
+    baseline = max(misses, default=0)
+    return CacheEvidence(
+        reported=len(hits),
+        hits=sum(c > baseline for c in hits),
+        max_hit_tokens=max(hits, default=None),
+        max_miss_tokens=max(misses, default=None),
+        fresh_cached=sum(c > FRESH_CACHED_SHARE * prefix_tokens for c in misses),
+        fresh_reported=len(misses),
+    )
 
 
-@dataclass(frozen=True)
-class Channel:
-    """One prober's view: the timing gap and the server's cache report."""
-
-    gap: TtftGap
-    cache: CacheEvidence
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ttft": self.gap.to_dict(), "cached_tokens": self.cache.to_dict()}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verdict on one experiment (or a sweep), the rule behind it, and what would decide."""
-
-    verdict: str
-    by: str
-    sentence: str
-    resolution_s: float
-    trials_needed: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["resolution_s"] = self.resolution_s if math.isfinite(self.resolution_s) else None
-        return out
+def _set_aside(cache: CacheEvidence) -> CacheEvidence:
+    """The same probes with the server's counts set aside (as if not reported)."""
+    return CacheEvidence(fresh_cached=cache.fresh_cached, fresh_reported=cache.fresh_reported)
 
 
 def _ms(seconds: float) -> str:
@@ -233,8 +187,8 @@ def assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict:
     """The verdict for one prefix length (the rules in the module docstring)."""
     lying = contradiction(control, cross)
     if lying is not None:
-        control = Channel(control.gap, control.cache.set_aside)
-        cross = Channel(cross.gap, cross.cache.set_aside)
+        control = Channel(control.gap, _set_aside(control.cache))
+        cross = Channel(cross.gap, _set_aside(cross.cache))
         judged = _assess(control, cross, resolution)
         return replace(judged, sentence=f"{lying}; {judged.sentence}")
     return _assess(control, cross, resolution)
@@ -288,7 +242,7 @@ def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict
             r,
         )
     if not control.gap.ci_high_s < -r:
-        short = control.gap.probes_to_exclude(-r) if control.gap.gap_s < -r else None
+        short = probes_to_exclude(control.gap, -r) if control.gap.gap_s < -r else None
         why = f"{short} trials would show it" if short else "use a longer prefix"
         if not math.isfinite(control.gap.gap_s):  # too few answered: not the prefix's fault
             why = "more answered trials would measure it"
@@ -319,8 +273,8 @@ def _trials_to_decide(gap: TtftGap, r: float) -> int | None:
     """Trials at which the interval would leave the band ±``r`` it straddles: beyond it
     on the side the gap lies, or within it."""
     if abs(gap.gap_s) > r:
-        return gap.probes_to_exclude(-r if gap.gap_s < 0 else r)
-    return max(gap.probes_to_exclude(-r) or 0, gap.probes_to_exclude(r) or 0) or None
+        return probes_to_exclude(gap, -r if gap.gap_s < 0 else r)
+    return max(probes_to_exclude(gap, -r) or 0, probes_to_exclude(gap, r) or 0) or None
 
 
 def _probes(gap: TtftGap) -> str:
@@ -363,13 +317,10 @@ def _lengths(tokens: Sequence[int]) -> str:
     return ", ".join(str(n) for n in tokens)
 
 
-def detectable_below(rows: Sequence[tuple[int, TtftGap]]) -> dict[str, int | None]:
+def detectable_below(rows: Sequence[tuple[int, TtftGap]]) -> Power:
     """The power check of a sweep: the shortest prefix whose control gap is significant
     (hits faster, interval wholly below 0), and the longest shorter one whose is not."""
     seen = sorted((n, g.ci_high_s < 0) for n, g in rows)
     shortest = next((n for n, ok in seen if ok), None)
     undetected = [n for n, ok in seen if not ok and (shortest is None or n < shortest)]
-    return {
-        "shortest_detectable_tokens": shortest,
-        "longest_undetectable_tokens": max(undetected, default=None),
-    }
+    return Power(shortest, max(undetected, default=None))

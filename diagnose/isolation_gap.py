@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -33,6 +31,7 @@ from scipy import stats as sps
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
 from diagnose.stats import percentile_interval, shortfall, units_to_exclude
+from runfmt.isolation import TtftGap
 from runtime.quantiles import statistic
 
 #: The statistic compared: the median TTFT of each arm.
@@ -41,43 +40,14 @@ STATISTIC = "p50"
 ATTACKER_CONFIDENCE = 0.95
 
 
-@dataclass(frozen=True)
-class TtftGap:
-    """Median TTFT of hits − misses (seconds), its interval, and the attacker's power."""
-
-    hit_s: float
-    miss_s: float
-    gap_s: float
-    ci_low_s: float
-    ci_high_s: float
-    p_value: float
-    confidence: float
-    probes: tuple[int, int]
-    spread_s: float
-    probes_needed_95: int | None
-    inconclusive: str | None = None
-    needed_probes: int | None = None
-
-    @property
-    def significant(self) -> bool:
-        """Decided, and the interval excludes no difference."""
-        return self.inconclusive is None and (self.ci_low_s > 0 or self.ci_high_s < 0)
-
-    def probes_to_exclude(self, value: float) -> int | None:
-        """Probes per arm at which the interval would exclude ``value`` (None: no size
-        would, the gap being ``value``, or no interval)."""
-        bound = self.ci_low_s if self.gap_s > value else self.ci_high_s
-        if not all(math.isfinite(x) for x in (self.gap_s, bound, value)):
-            return None
-        needed = units_to_exclude(self.gap_s, bound, value, min(self.probes))
-        return None if needed is None else max(self.needed_probes or 0, needed, 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-               for k, v in asdict(self).items()}  # fmt: skip
-        out["probes"] = list(self.probes)
-        out["significant"] = self.significant
-        return out
+def probes_to_exclude(gap: TtftGap, value: float) -> int | None:
+    """Probes per arm at which ``gap``'s interval would exclude ``value`` (None: no size
+    would, the gap being ``value``, or no interval)."""
+    bound = gap.ci_low_s if gap.gap_s > value else gap.ci_high_s
+    if not all(math.isfinite(x) for x in (gap.gap_s, bound, value)):
+        return None
+    needed = units_to_exclude(gap.gap_s, bound, value, min(gap.probes))
+    return None if needed is None else max(gap.needed_probes or 0, needed, 1)
 
 
 def probes_needed(
@@ -112,10 +82,11 @@ def ttft_gap(
     needed = max((f[1] for f, _ in short), default=None)
     spread = _spread(hits.values, misses.values)
     if len(hits.values) < 2 or len(misses.values) < 2:
-        nan = math.nan
-        return TtftGap(nan, nan, nan, nan, nan, nan, confidence,
-                       (len(hits.values), len(misses.values)), spread, None,
-                       reason or "fewer than two probes", needed)  # fmt: skip
+        return TtftGap(
+            confidence=confidence, probes=(len(hits.values), len(misses.values)),
+            spread_s=spread, inconclusive=reason or "fewer than two probes",
+            needed_probes=needed,
+        )  # fmt: skip
     seed_hit, seed_miss = seed_sequence(seed).spawn(2)
     rep_hit = resampled_statistics(hits, [STATISTIC], resamples, seed_hit)[STATISTIC]
     rep_miss = resampled_statistics(misses, [STATISTIC], resamples, seed_miss)[STATISTIC]
@@ -123,8 +94,9 @@ def ttft_gap(
     low, high, p_value = percentile_interval(1.0 + (rep_hit - rep_miss), confidence)
     hit_s, miss_s = statistic(hits.values, STATISTIC), statistic(misses.values, STATISTIC)
     gap = hit_s - miss_s
+    ci_low_s, ci_high_s = low - 1.0, high - 1.0
     return TtftGap(
-        hit_s, miss_s, gap, low - 1.0, high - 1.0, p_value, confidence,
+        hit_s, miss_s, gap, ci_low_s, ci_high_s, p_value, confidence,
         (len(hits.values), len(misses.values)), spread, probes_needed(gap, spread),
-        reason, needed,
+        reason, needed, significant=reason is None and (ci_low_s > 0 or ci_high_s < 0),
     )  # fmt: skip

@@ -20,9 +20,11 @@ Absent and null: a declared key the document read did not have is marked ``ABSEN
 ``key(omit_none=True)`` is left out of the JSON while it is ``None`` (a key that only
 some runs carry, such as ``load.ray``), one with ``key(omit_empty=True)`` while it is
 ``None`` or empty (``run.json``'s ``labels``); any other field is written, ``null`` for
-``None``. Numbers are kept as written: an ``int`` in a ``float`` field stays an ``int``
-(``8`` is not rewritten ``8.0``); a whole ``float`` in an ``int`` field reads as that
-``int``.
+``None``. A field declared with ``key(nan_null=True)`` holds NaN for a figure that could
+not be measured: JSON has no NaN, so it is written ``null`` and ``null`` reads back as NaN
+(the isolation gap of too few probes). Numbers are kept as written: an ``int`` in a
+``float`` field stays an ``int`` (``8`` is not rewritten ``8.0``); a whole ``float`` in an
+``int`` field reads as that ``int``.
 
 The ``format_version`` rule is the documents' own (``runfmt.version``); the codec reads and
 writes sections. The analysis of each class (its fields' keys, defaults and readers) is
@@ -32,6 +34,7 @@ made once, at its first use.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -59,15 +62,27 @@ ABSENT: Any = _Absent()
 _META_KEY = "runfmt.key"
 _META_OMIT = "runfmt.omit_none"
 _META_OMIT_EMPTY = "runfmt.omit_empty"
+_META_NAN_NULL = "runfmt.nan_null"
 
 
 def key(
-    name: str | None = None, *, omit_none: bool = False, omit_empty: bool = False, **field_args: Any
+    name: str | None = None,
+    *,
+    omit_none: bool = False,
+    omit_empty: bool = False,
+    nan_null: bool = False,
+    **field_args: Any,
 ) -> Any:
     """A field whose JSON key is ``name`` (default: the field's name), left out of the JSON
-    while ``None`` when ``omit_none``, while ``None`` or empty when ``omit_empty``;
-    ``field_args`` go to ``dataclasses.field``."""
-    metadata = {_META_KEY: name, _META_OMIT: omit_none, _META_OMIT_EMPTY: omit_empty}
+    while ``None`` when ``omit_none``, while ``None`` or empty when ``omit_empty``, a NaN
+    written ``null`` and ``null`` read as NaN when ``nan_null``; ``field_args`` go to
+    ``dataclasses.field``."""
+    metadata = {
+        _META_KEY: name,
+        _META_OMIT: omit_none,
+        _META_OMIT_EMPTY: omit_empty,
+        _META_NAN_NULL: nan_null,
+    }
     return dataclasses.field(metadata=metadata, **field_args)
 
 
@@ -161,6 +176,7 @@ class _Field:
     key: str
     omit_none: bool
     omit_empty: bool
+    nan_null: bool
     read: Reader
     default: Any  # _MISSING: none
 
@@ -186,10 +202,26 @@ def _plan(cls: type) -> tuple[tuple[_Field, ...], bool]:
             name = f.metadata.get(_META_KEY) or f.name
             omit = bool(f.metadata.get(_META_OMIT))
             empty = bool(f.metadata.get(_META_OMIT_EMPTY))
-            out.append(_Field(f.name, name, omit, empty, _reader(hints[f.name]), default))
+            nan_null = bool(f.metadata.get(_META_NAN_NULL))
+            read = _reader(hints[f.name])
+            if nan_null:
+                read = _nan_for_null(read)
+            out.append(_Field(f.name, name, omit, empty, nan_null, read, default))
         keeps = any(f.name == EXTRA for f in dataclasses.fields(cls))
         plan = _PLANS[cls] = (tuple(out), keeps)
     return plan
+
+
+def _nan_for_null(read: Reader) -> Reader:
+    return lambda value: math.nan if value is None else read(value)
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _same(value: Any, default: Any) -> bool:
+    return value == default or (_is_nan(value) and _is_nan(default))
 
 
 def _default(field: _Field) -> Any:
@@ -240,11 +272,13 @@ def encode(value: Any) -> Any:
         kept: Mapping[str, Any] = getattr(value, EXTRA) if keeps else {}
         for field in fields:
             item = getattr(value, field.name)
+            if field.nan_null and isinstance(item, float) and not math.isfinite(item):
+                item = None  # JSON has no NaN
             if (item is None and (field.omit_none or field.omit_empty)) or (
                 field.omit_empty and not item
             ):
                 continue
-            if kept.get(field.key) is ABSENT and item == _default(field):
+            if kept.get(field.key) is ABSENT and _same(item, _default(field)):
                 continue  # absent when read, not set since
             out[field.key] = encode(item)
         for k, v in kept.items():

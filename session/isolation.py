@@ -41,11 +41,9 @@ import numpy as np
 from diagnose.isolation import (
     DEFAULT_RESOLUTION,
     MAX_FAILED_SHARE,
-    CacheEvidence,
-    Channel,
     Resolution,
-    Verdict,
     assess,
+    cache_evidence,
     contradiction,
     detectable_below,
     failed_verdict,
@@ -56,8 +54,18 @@ from diagnose.metrics import CONFIDENCE, RESAMPLES
 from loadgen.adapters import RequestParams
 from loadgen.smoke import smoke_test
 from loadgen.target import Target
-from runfmt.codec import encode
-from runfmt.isolation import IsolationResult
+from runfmt.codec import frozen_map
+from runfmt.isolation import (
+    Channel,
+    Experiment,
+    IsolationResult,
+    Power,
+    Probe,
+    Secret,
+    Settings,
+    Tenants,
+    Verdict,
+)
 from runfmt.names import ISOLATION_JSON
 from runfmt.rundir import RunDir
 from runtime import redact, signals
@@ -108,12 +116,17 @@ class IsolationOptions:
 
 @dataclass
 class IsolationOutcome:
-    """How the experiment ended: its document, its folder and the overall verdict."""
+    """How the experiment ended: its result, its folder and the overall verdict."""
 
-    document: dict[str, Any]
+    result: IsolationResult
     out: Path
     verdict: str
     status: str
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """``isolation.json`` as written (no secret in it)."""
+        return redact.document(self.result.to_json())
 
 
 @dataclass
@@ -134,7 +147,7 @@ class _Experiment:
         self.options = options
         self.target = target
         self.progress = progress
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Probe] = []
         self.hashes: dict[int, str] = {}
         self.between: str = "reset"
         self.notes: list[str] = []
@@ -187,10 +200,10 @@ class _Experiment:
 
     def _row(self, length: int, trial: int, channel: str, arm: str, order: int, sent: Sent) -> None:
         self.rows.append(
-            {"prefix_tokens": length, "trial": trial, "warmup": trial < 0, "channel": channel,
-             "arm": arm, "order": order, "ttft_s": sent.ttft_s,
-             "cached_tokens": sent.cached_tokens, "prompt_tokens": sent.prompt_tokens,
-             "ok": sent.ok, "error_kind": sent.error_kind, "http_status": sent.http_status}
+            Probe(prefix_tokens=length, trial=trial, warmup=trial < 0, channel=channel,
+                  arm=arm, order=order, ttft_s=sent.ttft_s, cached_tokens=sent.cached_tokens,
+                  prompt_tokens=sent.prompt_tokens, ok=sent.ok, error_kind=sent.error_kind,
+                  http_status=sent.http_status)
         )  # fmt: skip
 
     def _line(self, length: int) -> str:
@@ -202,14 +215,15 @@ class _Experiment:
         )
 
     def channel(self, length: int, name: str) -> Channel:
-        rows = [r for r in self.rows if r["prefix_tokens"] == length and not r["warmup"]]
-        mine = [r for r in rows if r["channel"] == name]
+        rows = [r for r in self.rows if r.prefix_tokens == length and not r.warmup]
+        mine = [r for r in rows if r.channel == name]
 
-        def values(arm: str, key: str) -> list[Any]:
-            return [r[key] for r in mine if r["arm"] == arm and r["ok"]]
+        def answered(arm: str) -> list[Probe]:
+            return [r for r in mine if r.arm == arm and r.ok]
 
         ttft = {
-            a: [np.nan if v is None else v for v in values(a, "ttft_s")] for a in ("hit", "miss")
+            a: [np.nan if r.ttft_s is None else r.ttft_s for r in answered(a)]
+            for a in ("hit", "miss")
         }
         gap = ttft_gap(
             ttft["hit"],
@@ -218,8 +232,10 @@ class _Experiment:
             confidence=self.options.confidence,
             seed=np.random.SeedSequence([self.options.seed, length]),
         )
-        cached = CacheEvidence.of(
-            values("hit", "cached_tokens"), values("miss", "cached_tokens"), length
+        cached = cache_evidence(
+            [r.cached_tokens for r in answered("hit")],
+            [r.cached_tokens for r in answered("miss")],
+            length,
         )
         return Channel(gap, cached)
 
@@ -227,9 +243,9 @@ class _Experiment:
         """A note per prober whose requests failed, with the most common way."""
         notes = []
         for channel in ("prime", "control", "cross"):
-            failed = [r for r in self.rows if r["channel"] == channel and not r["ok"]]
+            failed = [r for r in self.rows if r.channel == channel and not r.ok]
             if failed:
-                kinds = Counter(f"{r['error_kind']} (HTTP {r['http_status']})" for r in failed)
+                kinds = Counter(f"{r.error_kind} (HTTP {r.http_status})" for r in failed)
                 who = {"prime": "victim's primes", "control": "victim's probes"}.get(
                     channel, "attacker's probes"
                 )
@@ -241,32 +257,32 @@ class _Experiment:
     def failed_requests(self) -> str | None:
         """Why the experiment failed when more than ``MAX_FAILED_SHARE`` of its measured
         requests (primes and probes) did, else ``None``."""
-        measured = [r for r in self.rows if not r["warmup"]]
-        failed = [r for r in measured if not r["ok"]]
+        measured = [r for r in self.rows if not r.warmup]
+        failed = [r for r in measured if not r.ok]
         if not measured or len(failed) <= MAX_FAILED_SHARE * len(measured):
             return None
-        kinds = Counter(str(r["error_kind"]) for r in failed)
+        kinds = Counter(str(r.error_kind) for r in failed)
         return (
             f"{len(failed)} of {len(measured)} measured requests failed (most as "
             f"{kinds.most_common(1)[0][0]}), more than {MAX_FAILED_SHARE:.0%}"
         )
 
-    def analysis(self) -> tuple[Verdict, list[dict[str, Any]], dict[str, Any]]:
-        lengths = sorted({r["prefix_tokens"] for r in self.rows if not r["warmup"]})
+    def analysis(self) -> tuple[Verdict, list[Experiment], Power]:
+        lengths = sorted({r.prefix_tokens for r in self.rows if not r.warmup})
         experiments, verdicts, controls = [], [], []
         for length in lengths:
             control, cross = self.channel(length, "control"), self.channel(length, "cross")
             verdict = assess(control, cross, self.options.resolution)
             verdicts.append((length, verdict))
             controls.append((length, control.gap))
-            trials = len({r["trial"] for r in self.rows if r["prefix_tokens"] == length} - {-1})
+            trials = len({r.trial for r in self.rows if r.prefix_tokens == length} - {-1})
             lying = contradiction(control, cross)
             if lying is not None and lying not in self.notes:
                 self.notes.append(f"at {length} prefix tokens: {lying}")
             experiments.append(
-                {"prefix_tokens": length, "trials": trials,
-                 "secret_sha256": self.hashes.get(length), "control": control.to_dict(),
-                 "cross": cross.to_dict(), "verdict": verdict.to_dict()}
+                Experiment(prefix_tokens=length, trials=trials,
+                           secret_sha256=self.hashes.get(length), control=control, cross=cross,
+                           verdict=verdict)
             )  # fmt: skip
         verdict = overall(verdicts)
         failed = self.failed_requests()
@@ -364,33 +380,33 @@ async def run_isolation(
             await experiment.run(client, victim, attacker, secret)
         verdict, experiments, power = experiment.analysis()
         experiment.notes += experiment.failures()
-        described = encode(target.describe()) | {"embedded": engine is not None}
+        described = replace(target.describe(), embedded=engine is not None)
         if engine is not None:
-            described["engine"] = (options.engine or EngineSettings.default()).describe()
-        sections = {
-            "status": experiment.status,
-            "reason": experiment.reason,
-            "verdict": verdict.to_dict(),
-            "experiments": experiments,
-            "power": power,
-            "tenants": {"victim": victim.describe(), "attacker": attacker.describe()},
-            "secret": {"source": secret.source, "hash": "sha256 of the prefix's token ids"},
-            "settings": {
-                "trials": options.trials, "warmup_trials": options.warmup_trials,
-                "prefix_tokens": list(options.prefix_tokens), "suffix_tokens": SUFFIX_TOKENS,
-                "probes_per_trial": [f"{c}-{a}" for c, a in PROBES], "statistic": STATISTIC,
-                "resolution": options.resolution.describe(), "seed": options.seed,
-                "resamples": options.resamples, "confidence": options.confidence,
-                "cache_between_trials": experiment.between,
-            },
-            "notes": experiment.notes,
-            "target": described,
-            "started_unix_s": started,
-            "probes": experiment.rows,
-            "command": redact.argv(options.command),
-            "tool_version": package_version(),
-        }  # fmt: skip
-        document = redact.document(IsolationResult.from_sections(sections).to_json())
-        folder.write_json(ISOLATION_JSON, document)
-        return IsolationOutcome(document, folder.path, verdict.verdict, experiment.status)
+            settings = (options.engine or EngineSettings.default()).describe()
+            described = replace(described, engine=frozen_map(settings))
+        result = IsolationResult(
+            status=experiment.status,
+            reason=experiment.reason,
+            verdict=verdict,
+            experiments=tuple(experiments),
+            power=power,
+            tenants=Tenants(tuple(victim.describe()), tuple(attacker.describe())),
+            secret=Secret(secret.source, "sha256 of the prefix's token ids"),
+            settings=Settings(
+                trials=options.trials, warmup_trials=options.warmup_trials,
+                prefix_tokens=tuple(options.prefix_tokens), suffix_tokens=SUFFIX_TOKENS,
+                probes_per_trial=tuple(f"{c}-{a}" for c, a in PROBES), statistic=STATISTIC,
+                resolution=options.resolution.describe(), seed=options.seed,
+                resamples=options.resamples, confidence=options.confidence,
+                cache_between_trials=experiment.between,
+            ),
+            notes=tuple(experiment.notes),
+            target=described,
+            started_unix_s=started,
+            probes=tuple(experiment.rows),
+            command=tuple(redact.argv(options.command)),
+            tool_version=package_version(),
+        )  # fmt: skip
+        folder.write_json(ISOLATION_JSON, result.to_json())
+        return IsolationOutcome(result, folder.path, verdict.verdict, experiment.status)
     raise AssertionError("unreachable")  # pragma: no cover

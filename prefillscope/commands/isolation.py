@@ -106,6 +106,7 @@ def isolation(
     from prefillscope.engine_flags import parse_engine_flags
     from prefillscope.report.isolation import isolation_content
     from prefillscope.report.terminal import render_isolation
+    from runfmt.isolation import IsolationResult
     from runtime import signals
     from session.exit_status import EXIT_REQUESTS_FAILED
     from session.isolation import IsolationOptions, run_isolation
@@ -139,7 +140,8 @@ def isolation(
     if as_json:
         typer.echo(json.dumps(outcome.document, ensure_ascii=False))
     else:
-        render_isolation(isolation_content(outcome.document, outcome.out), Console())
+        written = IsolationResult.from_json(outcome.document)  # as `report` shows the file
+        render_isolation(isolation_content(written, outcome.out), Console())
     if outcome.status != "complete":
         print(
             f"prefillscope: isolation {outcome.status}: {outcome.document.get('reason')}; "

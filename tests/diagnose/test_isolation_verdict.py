@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 from diagnose.isolation import (
-    CacheEvidence,
     Channel,
     Resolution,
     assess,
+    cache_evidence,
     detectable_below,
     overall,
 )
 from diagnose.isolation_gap import probes_needed, ttft_gap
+from runfmt.isolation import Power
 from workloads.errors import InputError
 
 RNG = np.random.default_rng(7)
@@ -29,7 +30,7 @@ def _draws(centre_s: float, n: int = 30, noise_s: float = 0.002) -> np.ndarray:
 def channel(hit_s: float, miss_s: float, hits=None, misses=None, n: int = 30) -> Channel:
     gap = ttft_gap(_draws(hit_s, n), _draws(miss_s, n), resamples=1000, seed=1)
     none = [None] * n
-    return Channel(gap, CacheEvidence.of(hits if hits is not None else none, misses or none))
+    return Channel(gap, cache_evidence(hits if hits is not None else none, misses or none))
 
 
 CONTROL = channel(0.005, 0.050, hits=[1024] * 30, misses=[0] * 30)
@@ -105,7 +106,7 @@ def test_a_control_without_a_gap_has_no_power():
 
 def test_a_wide_interval_is_undecided_with_the_trials_that_would_decide():
     noisy = ttft_gap(_draws(0.052, 30, 0.02), _draws(0.050, 30, 0.02), resamples=1000, seed=3)
-    cross = Channel(noisy, CacheEvidence.of([None] * 30, [None] * 30))
+    cross = Channel(noisy, cache_evidence([None] * 30, [None] * 30))
     verdict = assess(CONTROL, cross, TENTH)
     assert (verdict.verdict, verdict.by) == ("inconclusive", "undecided")
     assert verdict.trials_needed is not None and verdict.trials_needed > 30
@@ -121,7 +122,7 @@ def test_a_sweep_leaks_if_any_length_leaks_and_sets_powerless_lengths_aside():
     assert overall([(64, weak)]).by == "no_power"
     power = detectable_below([(64, weak_gap := channel(0.05, 0.05).gap), (1024, CONTROL.gap)])
     assert weak_gap.ci_high_s > 0
-    assert power == {"shortest_detectable_tokens": 1024, "longest_undetectable_tokens": 64}
+    assert power == Power(shortest_detectable_tokens=1024, longest_undetectable_tokens=64)
 
 
 @pytest.mark.parametrize(

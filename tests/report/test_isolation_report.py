@@ -7,7 +7,7 @@ import io
 import numpy as np
 from rich.console import Console
 
-from diagnose.isolation import CacheEvidence, Channel, Resolution, assess
+from diagnose.isolation import Channel, Resolution, assess, cache_evidence
 from diagnose.isolation_gap import ttft_gap
 from prefillscope.report.html import render_isolation_html
 from prefillscope.report.isolation import (
@@ -18,8 +18,9 @@ from prefillscope.report.isolation import (
     load_isolation,
 )
 from prefillscope.report.terminal import render_isolation
-from runfmt.isolation import IsolationResult
+from runfmt.isolation import Experiment, IsolationResult, Secret, Settings, Tenants
 from runfmt.names import ISOLATION_JSON
+from runfmt.run_sections import TargetSection
 from runfmt.rundir import RunDir
 
 RNG = np.random.default_rng(3)
@@ -27,27 +28,26 @@ RNG = np.random.default_rng(3)
 
 def _channel(hit_s: float, cached: int) -> Channel:
     gap = ttft_gap(RNG.normal(hit_s, 0.002, 20), RNG.normal(0.05, 0.002, 20), resamples=500)
-    return Channel(gap, CacheEvidence.of([cached] * 20, [0] * 20))
+    return Channel(gap, cache_evidence([cached] * 20, [0] * 20))
 
 
 def _folder(tmp_path, cross: Channel):
     control = _channel(0.005, 512)
     verdict = assess(control, cross, Resolution(0.1, True))
-    sections = {
-        "status": "complete",
-        "verdict": verdict.to_dict(),
-        "experiments": [
-            {"prefix_tokens": 512, "trials": 20, "control": control.to_dict(),
-             "cross": cross.to_dict(), "verdict": verdict.to_dict()}
-        ],
-        "tenants": {"victim": ["salt:#0a7d9a15"], "attacker": ["header:X-Tenant=#a3eb2070"]},
-        "settings": {"trials": 20, "warmup_trials": 1, "cache_between_trials": "reset",
-                     "resolution": "10% of the control's gap"},
-        "secret": {"source": "random"},
-        "target": {"flavour": "vllm", "url": "http://h:8000", "model": "<m>", "embedded": False},
-    }  # fmt: skip
+    result = IsolationResult(
+        status="complete",
+        verdict=verdict,
+        experiments=(
+            Experiment(prefix_tokens=512, trials=20, control=control, cross=cross, verdict=verdict),
+        ),
+        tenants=Tenants(("salt:#0a7d9a15",), ("header:X-Tenant=#a3eb2070",)),
+        settings=Settings(trials=20, warmup_trials=1, cache_between_trials="reset",
+                          resolution="10% of the control's gap"),
+        secret=Secret(source="random"),
+        target=TargetSection(flavour="vllm", url="http://h:8000", model="<m>", embedded=False),
+    )  # fmt: skip
     run = RunDir(tmp_path, create=True)
-    run.write_json(ISOLATION_JSON, IsolationResult.from_sections(sections).to_json())
+    run.write_json(ISOLATION_JSON, result.to_json())
     return tmp_path
 
 
