@@ -211,13 +211,13 @@ def _containment(
 def decide(ctx: Context, findings: dict[str, Finding], primary: Primary) -> Decision:
     reasons, calls = _hard_failures(ctx)
     if reasons:
-        return Decision(True, reasons, _containment(ctx, calls, primary, findings))
+        return Decision(True, tuple(reasons), _containment(ctx, calls, primary, findings))
     return Decision(
         False,
-        [
+        (
             "no hard failure: no engine death, no dropped connections or server errors"
-            + (", no SLO breach" if ctx.slo else ", no SLO given (--slo)")
-        ],
+            + (", no SLO breach" if ctx.slo else ", no SLO given (--slo)"),
+        ),
         next_measurement(ctx, primary, findings),
     )
 
@@ -249,7 +249,7 @@ def run_checklist(
     primary = ranked(findings, ctx.client)
     decision = decide(ctx, findings, primary)
     cache = caches[0] if caches else None
-    return Diagnosis(str(ctx.view.path), decision, hypotheses, cache, primary)
+    return Diagnosis(str(ctx.view.path), decision, tuple(hypotheses), cache, primary)
 
 
 def write_diagnosis(run_dir: str | Path, diagnosis: Diagnosis) -> Path:

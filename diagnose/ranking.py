@@ -272,7 +272,7 @@ def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
         linked = [findings[e] for e in top.explains]
         secondary = [f.id for f in linked] + [f.id for f in rivals]
         why = _why(top, rivals, linked, _by_cost(ids, findings))
-        return Primary(top.id, _confidence(top, rivals, client), why, secondary)
+        return Primary(top.id, _confidence(top, rivals, client), why, tuple(secondary))
     weakened = _order(
         [h for h, f in findings.items() if f.status == Status.WEAKENED and _may_lead(h)],
         findings,
@@ -284,7 +284,7 @@ def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
             Confidence.WEAK,
             f"Nothing is supported; {top.id} ({top.title.lower()}) is the strongest lead, "
             "weakened: its readings point there only in part.",
-            weakened[1:],
+            tuple(weakened[1:]),
         )
     complete = not client.limited and all(
         f.status in (Status.NOT_SUPPORTED, Status.NOT_APPLICABLE, CacheHealth.AS_EXPECTED)

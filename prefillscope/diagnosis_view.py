@@ -14,14 +14,14 @@ from rich.table import Table
 
 from prefillscope.report.content import STATUS_TONES
 from prefillscope.report.numbers import fmt_value
-from runfmt.diagnosis import Diagnosis, Evidence, Finding
+from runfmt.diagnosis import Diagnosis, Evidence, Finding, clean_number
 
 TONE_STYLES = {"bad": "bold red", "mild": "yellow", "good": "green", "warn": "magenta"}
 
 
 def _evidence_line(e: Evidence) -> str:
     unit = f" {e.unit}" if e.unit and e.unit != "x" else ("×" if e.unit == "x" else "")
-    text = f"{e.name}: [bold]{escape(fmt_value(e.to_dict()['value']))}{escape(unit)}[/]"
+    text = f"{e.name}: [bold]{escape(fmt_value(clean_number(e.value)))}{escape(unit)}[/]"
     text += f" [dim]— {escape(e.source)}[/]"
     if e.detail:
         text += f"\n    [dim]{escape(e.detail)}[/]"

@@ -3,7 +3,8 @@
 A document section is a frozen dataclass; ``encode`` writes it as a JSON object and
 ``decode`` reads it back. The field's name is its JSON key (``key(...)`` names another);
 its annotation says what the key holds: ``str``, ``int``, ``float``, ``bool``, a nested
-section, ``tuple[X, ...]`` (a JSON array), ``Mapping[str, X]`` (a JSON object, read-only
+section, ``tuple[X, ...]`` (a JSON array; ``list[X]`` for a section its writer fills in
+place, such as a diagnosis's findings), ``Mapping[str, X]`` (a JSON object, read-only
 once read), ``X | None``, or ``Any`` (a JSON value kept as written: a part of the document
 that another package owns, such as the workload spec).
 
@@ -22,9 +23,10 @@ some runs carry, such as ``load.ray``), one with ``key(omit_empty=True)`` while 
 ``None`` or empty (``run.json``'s ``labels``); any other field is written, ``null`` for
 ``None``. A field declared with ``key(nan_null=True)`` holds NaN for a figure that could
 not be measured: JSON has no NaN, so it is written ``null`` and ``null`` reads back as NaN
-(the isolation gap of too few probes). Numbers are kept as written: an ``int`` in a
-``float`` field stays an ``int`` (``8`` is not rewritten ``8.0``); a whole ``float`` in an
-``int`` field reads as that ``int``.
+(the isolation gap of too few probes). ``key(write=f)`` writes ``f(value)`` instead of the
+value (a diagnosis's figures to six significant digits). Numbers are kept as written: an
+``int`` in a ``float`` field stays an ``int`` (``8`` is not rewritten ``8.0``); a whole
+``float`` in an ``int`` field reads as that ``int``.
 
 The ``format_version`` rule is the documents' own (``runfmt.version``); the codec reads and
 writes sections. The analysis of each class (its fields' keys, defaults and readers) is
@@ -63,6 +65,7 @@ _META_KEY = "runfmt.key"
 _META_OMIT = "runfmt.omit_none"
 _META_OMIT_EMPTY = "runfmt.omit_empty"
 _META_NAN_NULL = "runfmt.nan_null"
+_META_WRITE = "runfmt.write"
 
 
 def key(
@@ -71,17 +74,19 @@ def key(
     omit_none: bool = False,
     omit_empty: bool = False,
     nan_null: bool = False,
+    write: Callable[[Any], Any] | None = None,
     **field_args: Any,
 ) -> Any:
     """A field whose JSON key is ``name`` (default: the field's name), left out of the JSON
     while ``None`` when ``omit_none``, while ``None`` or empty when ``omit_empty``, a NaN
-    written ``null`` and ``null`` read as NaN when ``nan_null``; ``field_args`` go to
-    ``dataclasses.field``."""
+    written ``null`` and ``null`` read as NaN when ``nan_null``, written as ``write(value)``
+    when ``write`` is given; ``field_args`` go to ``dataclasses.field``."""
     metadata = {
         _META_KEY: name,
         _META_OMIT: omit_none,
         _META_OMIT_EMPTY: omit_empty,
         _META_NAN_NULL: nan_null,
+        _META_WRITE: write,
     }
     return dataclasses.field(metadata=metadata, **field_args)
 
@@ -149,15 +154,16 @@ def _reader(hint: Any) -> Reader:
         rest = [a for a in args if a is not type(None)]
         inner = _reader(rest[0]) if len(rest) == 1 else (lambda value: value)
         return lambda value: None if value is None else inner(value)
-    if origin is tuple:
+    if origin in (tuple, list):
         item = _reader(args[0]) if args else (lambda value: value)
+        kind = origin
 
-        def read_tuple(value: Any) -> tuple[Any, ...]:
+        def read_array(value: Any) -> Any:
             if not isinstance(value, list | tuple):
                 raise _Unread
-            return tuple(item(v) for v in value)
+            return kind(item(v) for v in value)
 
-        return read_tuple
+        return read_array
     if origin in (Mapping, dict, typing.Mapping) or hint in (dict, Mapping):
         item = _reader(args[1]) if len(args) == 2 else (lambda value: value)
 
@@ -177,6 +183,7 @@ class _Field:
     omit_none: bool
     omit_empty: bool
     nan_null: bool
+    write: Callable[[Any], Any] | None
     read: Reader
     default: Any  # _MISSING: none
 
@@ -206,7 +213,8 @@ def _plan(cls: type) -> tuple[tuple[_Field, ...], bool]:
             read = _reader(hints[f.name])
             if nan_null:
                 read = _nan_for_null(read)
-            out.append(_Field(f.name, name, omit, empty, nan_null, read, default))
+            write = f.metadata.get(_META_WRITE)
+            out.append(_Field(f.name, name, omit, empty, nan_null, write, read, default))
         keeps = any(f.name == EXTRA for f in dataclasses.fields(cls))
         plan = _PLANS[cls] = (tuple(out), keeps)
     return plan
@@ -280,7 +288,7 @@ def encode(value: Any) -> Any:
                 continue
             if kept.get(field.key) is ABSENT and _same(item, _default(field)):
                 continue  # absent when read, not set since
-            out[field.key] = encode(item)
+            out[field.key] = encode(item) if field.write is None else field.write(item)
         for k, v in kept.items():
             if v is not ABSENT and (k not in out or out[k] in (None, {}, [])):
                 out[k] = v  # read unchanged, not set since

@@ -37,7 +37,7 @@ def decision(diagnosis: Diagnosis) -> tuple[bool | None, list[str], str]:
     primary = primary_line(diagnosis)
     return (
         diagnosis.decision.hard_failure,
-        diagnosis.decision.reasons,
+        list(diagnosis.decision.reasons),
         f"{primary} {recommendation}".strip() if primary else recommendation,
     )
 

@@ -198,7 +198,7 @@ def test_an_slo_breach_calls_for_a_smaller_chunk(tmp_path):
     run = write_run(tmp_path / "r", records, chunks, _info(max_num_batched_tokens=8192))
     breached = run_checklist(run, DiagnoseOptions(slo=parse_slo("itl=1ms"))).decision
     assert breached.hard_failure
-    assert breached.reasons == ["ITL p99 0.007 s breaches the SLO itl<=0.001 s"]
+    assert breached.reasons == ("ITL p99 0.007 s breaches the SLO itl<=0.001 s",)
     assert "lower max_num_batched_tokens from 8192 to 2048" in breached.recommendation
     met = run_checklist(run, DiagnoseOptions(slo=parse_slo("itl=50ms,ttft=1s"))).decision
     assert not met.hard_failure and "no SLO breach" in met.reasons[0]

@@ -29,7 +29,7 @@ def test_thrashing_explains_the_prefills_h1_blames():
     found["PC"] = _finding("PC", CacheHealth.THRASHING, 2.5, basis="server")
     primary = ranked(found, QUIET)
     assert (primary.finding, primary.confidence) == ("PC", "strong")
-    assert primary.secondary == ["H1"] and found["PC"].explains == ["H1"]
+    assert primary.secondary == ("H1",) and found["PC"].explains == ["H1"]
     assert "Explained by PC" in found["H1"].summary and "it explains H1" in primary.why
 
 
@@ -38,7 +38,7 @@ def test_the_step_level_finding_that_explains_more_decode_time_leads():
     found["H1"] = _finding("H1", Status.SUPPORTED, 1.2, basis="server", impact=0.07)
     found["H3"] = _finding("H3", Status.SUPPORTED, 1.2, basis="server", impact=0.6)
     primary = ranked(found, QUIET)
-    assert primary.finding == "H3" and primary.secondary == ["H1"]
+    assert primary.finding == "H3" and primary.secondary == ("H1",)
     assert "it explains more of the decode time" in primary.why
 
 
@@ -80,7 +80,7 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
     found["PC"] = _thrashing(875, 2566)
     primary = ranked(found, QUIET)
     assert (primary.finding, primary.confidence) == ("PC", "strong")
-    assert found["PC"].explains == ["H4", "H1"] and primary.secondary == ["H4", "H1"]
+    assert found["PC"].explains == ["H4", "H1"] and primary.secondary == ("H4", "H1")
     assert (
         "Explained by PC: the pool too small for the prefixes' working set" in found["H4"].summary
     )
