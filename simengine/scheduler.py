@@ -39,7 +39,7 @@ from perfmodel.chunking import prefill_allowance
 from perfmodel.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
 from workloads.kv_pools import KvPool
-from workloads.prefix import CacheScope, block_hashes
+from workloads.prefix import CacheScope, block_hashes, extend_hashes
 
 if TYPE_CHECKING:
     from simengine.core import EngineRequest
@@ -286,7 +286,8 @@ class Scheduler:
             seq = self.waiting[0]
             tokens = seq.tokens
             if self.hashing:
-                seq.hashes = block_hashes(tokens, block_size, seq.blocks.scope, known=seq.hashes)
+                full = len(tokens) // block_size
+                extend_hashes(seq.hashes, tokens, block_size, seq.blocks.scope, full)
             cached = seq.blocks.peek(tokens, seq.hashes)
             if cached is None:  # no slot free (llama.cpp's slots)
                 break
