@@ -46,14 +46,25 @@ _LOG_P0 = np.log(_P0)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser over a uint64 array (wrapping): 64 well-mixed bits each."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    """splitmix64's finaliser over a uint64 array (wrapping): 64 well-mixed bits each.
+    Works in place on ``z`` (a temporary of the caller's)."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
 
 
-def _position_bits(key: int, positions: np.ndarray) -> np.ndarray:
-    return _mix(np.uint64(key) + (positions + np.uint64(1)) * _GOLDEN)
+#: ``(i + 1) · golden`` for each index ``i`` of a block (wrapping).
+_BLOCK_STEPS = np.arange(1, _BLOCK + 1, dtype=np.uint64) * _GOLDEN
+
+
+def _position_bits(key: int, base: int) -> np.ndarray:
+    """The mix of ``key + (position + 1) · golden`` for the block of positions starting
+    at ``base``: wrapping, so it is ``(key + base · golden) + (i + 1) · golden``."""
+    start = (key + base * int(_GOLDEN)) & _MASK
+    return _mix(np.uint64(start) + _BLOCK_STEPS)
 
 
 def _alternatives(z: np.ndarray, ranks: np.ndarray, words: int) -> np.ndarray:
@@ -69,11 +80,20 @@ def _alternative_logprobs(p0: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     return np.log((1.0 - p0) * 0.5**ranks)
 
 
-def _geometric_ranks(u: np.ndarray) -> np.ndarray:
-    """Rank r ≥ 1 with probability 2^-r (the tail's shape) from 16 uniform bits."""
-    v = ((u >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.float64)
+def _rank_of(v: np.ndarray) -> np.ndarray:
+    """Rank r ≥ 1 with probability 2^-r (the tail's shape) from 16 uniform bits ``v``."""
+    v = v.astype(np.float64)
     bit_length = np.where(v > 0, np.floor(np.log2(np.maximum(v, 1.0))) + 1, 0)
     return np.minimum(MAX_TOP_LOGPROBS, 17 - bit_length).astype(np.uint64)
+
+
+#: ``_rank_of`` for every 16-bit value, so a draw looks ranks up.
+_RANKS = _rank_of(np.arange(1 << 16, dtype=np.uint64))
+
+
+def _geometric_ranks(u: np.ndarray) -> np.ndarray:
+    """The rank drawn by bits 8..23 of each of ``u``."""
+    return _RANKS[(u >> np.uint64(8)) & np.uint64(0xFFFF)]
 
 
 def _key(*parts: int) -> int:
@@ -160,8 +180,7 @@ class TokenStream:
     def _draw(self, position: int) -> int:
         """Draw the block of ``_BLOCK`` positions holding ``position``; its index in it."""
         self._base = position - position % _BLOCK
-        positions = np.arange(self._base, self._base + _BLOCK, dtype=np.uint64)
-        z = _position_bits(self._dist_key, positions)
+        z = _position_bits(self._dist_key, self._base)
         idx = z >> _P0_SHIFT
         tokens = FIRST_WORD_ID + z % np.uint64(self._words)
         logprobs = _LOG_P0[idx]
@@ -169,7 +188,7 @@ class TokenStream:
             p0 = _P0[idx]
             sharp = p0 ** (1.0 / self._temperature)
             p_top = sharp / (sharp + (1.0 - p0) ** (1.0 / self._temperature))
-            u = _position_bits(self._sample_key, positions)
+            u = _position_bits(self._sample_key, self._base)
             off_top = (u >> np.uint64(40)) * _UNIT >= p_top
             ranks = _geometric_ranks(u)
             tokens = np.where(off_top, _alternatives(z, ranks, self._words), tokens)
