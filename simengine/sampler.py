@@ -109,12 +109,22 @@ def prompt_key(prompt_token_ids: Sequence[int] | np.ndarray) -> int:
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little")
 
 
+#: Drawn blocks by everything a draw depends on: ``(dist key, sample key, temperature,
+#: words, EOS position, block base)`` → mix bits, tokens, log-probabilities. A stream is a
+#: pure function of its keys, so requests repeating a prompt (and seed) repeat its draws:
+#: a replay sends each of a hundred prompts thousands of times. The oldest entry goes
+#: past ``DRAWS_KEPT`` (about 6 KiB each).
+Draws = dict[tuple[int, int | None, float, int, int | None, int], tuple[np.ndarray, ...]]
+DRAWS_KEPT = 4096
+
+
 class TokenStream:
     """The outputs of one request, position by position; pure, so recomputation is free."""
 
     __slots__ = (
         "_base",
         "_dist_key",
+        "_draws",
         "_logprobs",
         "_sample_key",
         "_temperature",
@@ -131,7 +141,9 @@ class TokenStream:
         temperature: float,
         words: int,
         eos_position: int | None,
+        draws: Draws | None = None,
     ) -> None:
+        self._draws = draws
         self._dist_key = dist_key
         self._sample_key = sample_key
         self._temperature = temperature
@@ -180,6 +192,26 @@ class TokenStream:
     def _draw(self, position: int) -> int:
         """Draw the block of ``_BLOCK`` positions holding ``position``; its index in it."""
         self._base = position - position % _BLOCK
+        draws = self._draws
+        if draws is None:
+            self._z, tokens, logprobs = self._block()
+        else:
+            key = (
+                self._dist_key, self._sample_key, self._temperature, self._words,
+                self.eos_position, self._base,
+            )  # fmt: skip
+            block = draws.get(key)
+            if block is None:
+                block = draws[key] = self._block()
+                if len(draws) > DRAWS_KEPT:
+                    del draws[next(iter(draws))]
+            self._z, tokens, logprobs = block
+        self._tokens = tokens.tolist()
+        self._logprobs = logprobs.tolist()
+        return position - self._base
+
+    def _block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The mix bits, tokens and log-probabilities of the block at ``_base``."""
         z = _position_bits(self._dist_key, self._base)
         idx = z >> _P0_SHIFT
         tokens = FIRST_WORD_ID + z % np.uint64(self._words)
@@ -193,14 +225,13 @@ class TokenStream:
             ranks = _geometric_ranks(u)
             tokens = np.where(off_top, _alternatives(z, ranks, self._words), tokens)
             logprobs = np.where(off_top, _alternative_logprobs(p0, ranks), logprobs)
-        self._z = z
-        self._tokens = tokens.tolist()
-        self._logprobs = logprobs.tolist()
         eos = self.eos_position
         if eos is not None and 0 <= eos - self._base < _BLOCK:
-            self._tokens[eos - self._base] = EOS_ID  # EOS is the top token there
-            self._logprobs[eos - self._base] = float(_LOG_P0[idx[eos - self._base]])
-        return position - self._base
+            tokens = tokens.astype(np.int64)  # a copy: ``FIRST_WORD_ID + ...`` may be uint64
+            tokens[eos - self._base] = EOS_ID  # EOS is the top token there
+            logprobs = logprobs.copy()
+            logprobs[eos - self._base] = _LOG_P0[idx[eos - self._base]]
+        return z, tokens, logprobs
 
 
 class Sampler:
@@ -209,6 +240,8 @@ class Sampler:
     def __init__(self, seed: int, vocab_size: int) -> None:
         self.seed = seed
         self.words = vocab_size - FIRST_WORD_ID
+        #: Blocks drawn lately, shared by this sampler's streams (see ``Draws``).
+        self.draws: Draws = {}
 
     def stream(
         self,
@@ -227,7 +260,7 @@ class Sampler:
         if not ignore_eos:
             length = _natural_length(dist_key if greedy else sample_key)
             eos = length - 1 if length <= max_tokens else None
-        return TokenStream(dist_key, sample_key, temperature, self.words, eos)
+        return TokenStream(dist_key, sample_key, temperature, self.words, eos, self.draws)
 
 
 def _natural_length(key: int) -> int:
