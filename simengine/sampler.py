@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -122,6 +123,7 @@ class TokenStream:
     """The outputs of one request, position by position; pure, so recomputation is free."""
 
     __slots__ = (
+        "_arrays",
         "_base",
         "_dist_key",
         "_draws",
@@ -151,8 +153,11 @@ class TokenStream:
         #: Output index at which EOS is emitted, or None (``ignore_eos``).
         self.eos_position = eos_position
         self._base = -_BLOCK
-        self._tokens: list[int] = []
-        self._logprobs: list[float] = []
+        #: The drawn block's tokens and log-probabilities as arrays, and as lists once
+        #: ``token`` or ``token_ids`` read them (``append_ids`` needs no lists).
+        self._arrays: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+        self._tokens: list[int] | None = None
+        self._logprobs: list[float] | None = None
         self._z = np.zeros(0, dtype=np.uint64)
 
     def token(self, position: int) -> tuple[int, float]:
@@ -160,21 +165,37 @@ class TokenStream:
         i = position - self._base
         if not 0 <= i < _BLOCK:
             i = self._draw(position)
+        if self._tokens is None or self._logprobs is None:
+            self._tokens, self._logprobs = (a.tolist() for a in self._arrays)
         return self._tokens[i], self._logprobs[i]
 
     def token_ids(self, start: int, count: int) -> list[int]:
         """The tokens at output indices ``start .. start + count - 1`` (what ``token``
         returns one position at a time), drawn a block at a time."""
         out: list[int] = []
+        for i, take in self._spans(start, count):
+            if self._tokens is None:
+                self._tokens = self._arrays[0].tolist()
+            out.extend(self._tokens[i : i + take])
+        return out
+
+    def append_ids(self, out: array, start: int, count: int) -> None:
+        """Append ``token_ids(start, count)`` to the int64 array ``out``, as bytes (token
+        ids are below 2^63, so a uint64 block's bytes are the same int64 values)."""
+        for i, take in self._spans(start, count):
+            out.frombytes(self._arrays[0][i : i + take].tobytes())
+
+    def _spans(self, start: int, count: int) -> Iterator[tuple[int, int]]:
+        """Positions ``start .. start + count - 1`` as (index in the drawn block, how
+        many), drawing each block as it is reached."""
         position, end = start, start + count
         while position < end:
             i = position - self._base
             if not 0 <= i < _BLOCK:
                 i = self._draw(position)
             take = min(_BLOCK - i, end - position)
-            out.extend(self._tokens[i : i + take])
+            yield i, take
             position += take
-        return out
 
     def top_logprobs(self, position: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` most likely tokens at ``position`` with their log-probabilities."""
@@ -206,8 +227,8 @@ class TokenStream:
                 if len(draws) > DRAWS_KEPT:
                     del draws[next(iter(draws))]
             self._z, tokens, logprobs = block
-        self._tokens = tokens.tolist()
-        self._logprobs = logprobs.tolist()
+        self._arrays = (tokens, logprobs)
+        self._tokens = self._logprobs = None
         return position - self._base
 
     def _block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

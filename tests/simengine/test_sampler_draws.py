@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,9 @@ def test_streams_sharing_draws_equal_streams_drawing_alone(monkeypatch, kept):
             assert shared.token(position) == alone.token(position)
             assert shared.token_ids(position, 5) == alone.token_ids(position, 5)
             assert shared.top_logprobs(position, 4) == alone.top_logprobs(position, 4)
+            ids = array("q", [1])  # appended after what a sequence holds, as int64
+            shared.append_ids(ids, position, 300)
+            assert ids.tolist() == [1, *alone.token_ids(position, 300)]
     assert 0 < len(sampler.draws) <= kept + 1
     # streams ending inside a drawn block end in EOS there, whichever stream drew it
     ends = [s for s, _ in streams if s.eos_position is not None and s.eos_position < 700]
