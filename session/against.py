@@ -69,7 +69,9 @@ def workload(
         system = rng.integers(FIRST_WORD_ID, vocab_size, size=run.system_prompt_len)
         for _ in range(run.prompts_per_group):
             question = rng.integers(FIRST_WORD_ID, vocab_size, size=own)
-            prompts.append(np.concatenate([system, question]).tolist())
+            # int64 arrays, not lists: the engine takes each prompt's bytes as they are
+            # (a request repeats a prompt; converting a list costs more than simulating it)
+            prompts.append(np.concatenate([system, question]))
     times = arrival_times(run, seed)
     return [
         (

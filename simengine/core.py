@@ -38,7 +38,8 @@ class EngineRequest:
     """A request as the engine sees it: token ids and sampling settings."""
 
     request_id: str
-    prompt_token_ids: list[int]
+    #: A list, or an int64 array (taken without a copy; a replay's repeated prompts).
+    prompt_token_ids: list[int] | np.ndarray
     max_tokens: int
     scope: CacheScope = field(default_factory=CacheScope)
     ignore_eos: bool = False

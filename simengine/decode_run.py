@@ -142,7 +142,7 @@ class DecodeRun:
         have = member.filled
         if have < length:
             seq = member.seq
-            seq.tokens.extend(seq.stream.token_ids(have - seq.prompt_len, length - have))
+            seq.stream.append_ids(seq.tokens, have - seq.prompt_len, length - have)
             member.filled = length
 
     def step(self) -> float | None:

@@ -39,10 +39,14 @@ from perfmodel.chunking import prefill_allowance
 from perfmodel.costmodel import StepShape, attended_pairs
 from simengine.sampler import TokenStream
 from workloads.kv_pools import KvPool
-from workloads.prefix import CacheScope, block_hashes
+from workloads.prefix import CacheScope, block_hashes, extend_hashes
 
 if TYPE_CHECKING:
     from simengine.core import EngineRequest
+
+
+#: Prompt bytes a scheduler keeps block hash chains for (the oldest prompt goes first).
+PROMPT_CHAIN_BYTES = 32 << 20
 
 
 class SequenceState:
@@ -137,6 +141,9 @@ class Scheduler:
         self.caching = pool.enable_caching
         #: Whether sequences look their prefix up by block hash (the block pool does).
         self.hashing = pool.enable_caching and pool.uses_hashes
+        #: Block hash chains of recent prompts by scope and bytes (see ``add``).
+        self._chains: dict[tuple[CacheScope, bytes], tuple[int, ...]] = {}
+        self._chain_bytes = 0
         self.waiting: deque[SequenceState] = deque()
         #: Running sequences in admission order; the last one is the preemption victim.
         self.running: list[SequenceState] = []
@@ -155,9 +162,21 @@ class Scheduler:
 
     def add(self, seq: SequenceState, prompt: np.ndarray) -> None:
         """Queue a new sequence; its prompt's block hashes are computed now, from the array
-        form, so admission only hashes what decoding appended since."""
+        form, so admission only hashes what decoding appended since. A prompt seen lately
+        in the same scope (replays and benchmarks repeat theirs) reuses its chain: the
+        chain is a function of scope and tokens alone."""
         if self.hashing:
-            seq.hashes = block_hashes(prompt, self.block_size, seq.blocks.scope)
+            key = (seq.blocks.scope, prompt.tobytes())
+            chain = self._chains.get(key)
+            if chain is None:
+                chain = tuple(block_hashes(prompt, self.block_size, seq.blocks.scope))
+                self._chains[key] = chain
+                self._chain_bytes += len(key[1])
+                while self._chain_bytes > PROMPT_CHAIN_BYTES:
+                    oldest = next(iter(self._chains))
+                    self._chain_bytes -= len(oldest[1])
+                    del self._chains[oldest]
+            seq.hashes = list(chain)
         self.waiting.append(seq)
 
     def finish(self, seq: SequenceState) -> None:
@@ -286,7 +305,8 @@ class Scheduler:
             seq = self.waiting[0]
             tokens = seq.tokens
             if self.hashing:
-                seq.hashes = block_hashes(tokens, block_size, seq.blocks.scope, known=seq.hashes)
+                full = len(tokens) // block_size
+                extend_hashes(seq.hashes, tokens, block_size, seq.blocks.scope, full)
             cached = seq.blocks.peek(tokens, seq.hashes)
             if cached is None:  # no slot free (llama.cpp's slots)
                 break

@@ -25,6 +25,7 @@ The model follows the hash-based design used by vLLM:
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ class CacheScope:
 
 
 def _token_bytes(tokens: Sequence[int] | np.ndarray) -> bytes:
+    """The tokens as native int64 bytes (an int64 ``array`` already is: no copy via numpy)."""
+    if isinstance(tokens, array) and tokens.typecode == "q":
+        return tokens.tobytes()
     return np.asarray(tokens, dtype=np.int64).tobytes()
 
 
@@ -98,13 +102,35 @@ def block_hashes(
     n_full = (len(tokens) if num_tokens is None else num_tokens) // block_size
     if n_full <= len(hashes):
         return hashes[:n_full]
-    raw = _token_bytes(tokens[len(hashes) * block_size : n_full * block_size])
-    parent = hashes[-1] if hashes else (scope or CacheScope()).root_hash()
-    step = block_size * 8
-    for offset in range(0, len(raw), step):
-        parent = _chain(parent, raw[offset : offset + step])
-        hashes.append(parent)
+    extend_hashes(hashes, tokens, block_size, scope, n_full)
     return hashes
+
+
+def extend_hashes(
+    hashes: list[int],
+    tokens: Sequence[int] | np.ndarray,
+    block_size: int,
+    scope: CacheScope | None,
+    n_full: int,
+) -> None:
+    """Append to ``hashes`` (the chain of a prefix of ``tokens``) the hashes of its blocks
+    up to block ``n_full``, in place: ``block_hashes`` without copying what is known.
+
+    Each link is ``_chain``'s, with the parent kept as its digest bytes (the same eight
+    little-endian bytes ``_chain`` rebuilds from the integer), so one block costs one
+    blake2b call over ``parent + tokens``.
+    """
+    start = len(hashes)
+    if n_full <= start:
+        return
+    raw = _token_bytes(tokens[start * block_size : n_full * block_size])
+    parent = hashes[-1] if hashes else (scope or CacheScope()).root_hash()
+    digest = parent.to_bytes(_HASH_BYTES, "little")
+    step = block_size * 8
+    blake2b, from_bytes, append = hashlib.blake2b, int.from_bytes, hashes.append
+    for offset in range(0, len(raw), step):
+        digest = blake2b(digest + raw[offset : offset + step], digest_size=_HASH_BYTES).digest()
+        append(from_bytes(digest, "little"))
 
 
 @dataclass(frozen=True)
@@ -381,14 +407,7 @@ class SequenceBlocks:
         full = min(num_computed // self.pool.block_size, len(self.blocks))
         if full <= self._committed_blocks:
             return
-        if len(self.hashes) < full:
-            self.hashes = block_hashes(
-                tokens,
-                self.pool.block_size,
-                self.scope,
-                known=self.hashes,
-                num_tokens=full * self.pool.block_size,
-            )
+        extend_hashes(self.hashes, tokens, self.pool.block_size, self.scope, full)
         for i in range(self._committed_blocks, full):
             self.pool.cache_block(self.blocks[i], self.hashes[i])
         self._committed_blocks = full
