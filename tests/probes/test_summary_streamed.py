@@ -35,7 +35,7 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("streamed") / "run"
     command = [
         sys.executable, "-m", "prefillscope", "bench", "--workload", "interference",
-        "--num-requests", "120", "--concurrency", "12", "--warmup", "4",
+        "--num-requests", "120", "--rate", "2", "--concurrency", "12", "--warmup", "4",
         "--engine", "fixed_step_s=0.002", "--gpu-telemetry", "off", "--json",
         "--slo", "ttft=300,itl=4,e2e=2000", "--out", str(out),
     ]  # fmt: skip
