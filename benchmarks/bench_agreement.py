@@ -36,15 +36,16 @@ def one_run(workload: str, overrides: dict[str, object]) -> dict[str, float]:
     overrides = {**overrides, "num_requests": 200}
     options = BenchOptions(workload=workload, overrides=overrides, out=out, gpu="off")
     summary = asyncio.run(run_bench(options, PlainProgress(io.StringIO()))).summary
-    server = summary["server"]
+    server, lag = summary.server, summary.client.dispatch_lag
+    assert server is not None and server.ttft_s is not None and server.itl_s is not None
     return {
-        "ttft_sent": summary["ttft_sent_s"]["mean"],
-        "ttft": summary["ttft_s"]["mean"],
-        "engine_ttft": server["ttft_s"]["mean"],
-        "itl": summary["itl_s"]["mean"],
-        "engine_itl": server["itl_s"]["mean"],
-        "lag_p50": summary["client"]["dispatch_lag_s"]["p50"],
-        "lag_p99": summary["client"]["dispatch_lag_p99_s"],
+        "ttft_sent": summary.statistic("ttft_sent_s", "mean"),
+        "ttft": summary.statistic("ttft_s", "mean"),
+        "engine_ttft": server.ttft_s.mean,
+        "itl": summary.statistic("itl_s", "mean"),
+        "engine_itl": server.itl_s.mean,
+        "lag_p50": lag.p50 if lag is not None else None,
+        "lag_p99": summary.client.dispatch_lag_p99_s,
     }
 
 

@@ -15,9 +15,10 @@ Two traffics:
 * **Quick start** (``--workload``, default ``system-prompt``, one request kind): per
   default metric, the share of A/A pairs called significant, once the way ``compare``
   read different draws before (requests independent: ``draws=None``) and once as it does
-  now (requests resampled in time blocks: the seeds differ); then the ``itl_p99:+25%``
-  gate against planted regressions (NEW's gaps above its p95 multiplied by f, which
-  multiplies its p99 by f).
+  now (requests resampled in time blocks, each interval at least a Student t interval of
+  each run's bootstrap variance with its units' autocorrelation: the seeds differ); then
+  the ``itl_p99:+25%`` gate against planted regressions (NEW's gaps above its p95
+  multiplied by f, which multiplies its p99 by f).
 * **Stalls** (``interference`` as in issue 38: 14k-token prompts amid 10 decode streams
   on an a100-80gb, budget 768): the stall metrics' A/A false positives, the README's
   gates (``stall_worst:+25%``, ``itl_p99:+25%``) on A/A pairs, on the budget raised to

@@ -16,33 +16,17 @@ from __future__ import annotations
 
 import argparse
 import socket
-import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+
+import huge_body
 
 from perfmodel.config import EngineConfig
 from runtime.quantiles import describe
 from simengine.engine_process import EngineProcess
-
-#: Sends the 10^7-token body again and again until its stdin closes; one line per answer.
-SENDER = r"""
-import select, socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
-body = b'{"model": "x", "max_tokens": 1, "prompt": [' + b",".join([b"1234"] * 10**7) + b"]}"
-head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
-print(len(body), flush=True)
-while not select.select([sys.stdin], [], [], 0)[0]:
-    sock = socket.create_connection((host, port), timeout=10)
-    try:
-        sock.sendall(head.encode() + body)
-    except OSError:
-        pass  # refused before the rest was read
-    try:
-        print(sock.recv(4096).split(b"\r\n")[0].decode(), flush=True)
-    except OSError as exc:
-        print(type(exc).__name__, flush=True)
-    sock.close()
-"""
 
 
 def metrics_latencies(host: str, port: int, seconds: float) -> list[float]:
@@ -71,12 +55,8 @@ def main() -> int:
         host, port = server.url.removeprefix("http://").split(":")
         for _ in range(args.rounds):
             quiet += metrics_latencies(host, int(port), args.phase_s)
-            sender = subprocess.Popen(
-                [sys.executable, "-c", SENDER, host, port],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
+            sender, size = huge_body.start(server.url, repeat=True)
             assert sender.stdin is not None and sender.stdout is not None
-            size = int(sender.stdout.readline())
             loaded += metrics_latencies(host, int(port), args.phase_s)
             sender.stdin.close()
             answers += sender.stdout.read().splitlines()

@@ -22,16 +22,15 @@ The orchestration — starting servers, running the trials — is the CLI's
 
 from __future__ import annotations
 
-import math
 import string
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from diagnose.ab_conditions import Conditions, Tolerances, TrialFacts, check_conditions
+from diagnose.ab_conditions import DEFAULT_TOLERANCES, TrialFacts, check_conditions
 from diagnose.ab_effect import MIN_EFFECT
 from diagnose.ab_events import EVENT_METRICS, EVENT_STALL, event_summary, event_values
 from diagnose.ab_metrics import (
@@ -49,12 +48,32 @@ from diagnose.ab_metrics import (
     split_metric,
 )
 from diagnose.ab_tradeoffs import with_tradeoffs
-from diagnose.ab_verdict import ITL_KEY, Decision, Verdict, decide, violated
+from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
 from probes.slo import Slo
 from probes.stall_events import StallEvents
+from runfmt.abresult import (
+    AbComparison,
+    ABResult,
+    AbSettingsSection,
+    ArmOutputs,
+    ArmResult,
+    Conditions,
+    EventBlock,
+    KindBlock,
+    Outputs,
+    RatioInterval,
+    Reference,
+    Tolerances,
+    TradeoffRow,
+    TrialRecord,
+    Verdict,
+    arm_result,
+    known,
+)
+from runfmt.codec import frozen_map
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
 
@@ -67,9 +86,6 @@ class Arm:
     chunk: int
     label: str
     target: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def make_arms(chunks: Sequence[int], targets: Sequence[str]) -> list[Arm]:
@@ -95,8 +111,12 @@ class Trial:
     #: An unmeasured trial (a fresh server's one-time costs), kept apart from the analysis.
     warmup: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"run_dir": str(self.run_dir)}
+    def recorded(self) -> TrialRecord:
+        """The trial as ``ab.json`` records it."""
+        return TrialRecord(
+            self.arm, self.round, str(self.run_dir), self.status, self.reason, self.seconds,
+            self.warmup,
+        )  # fmt: skip
 
 
 def alternating(arms: int, rounds: int) -> list[tuple[int, int]]:
@@ -111,7 +131,7 @@ class AbSettings:
     trials: int
     reference: int
     slo: Slo | None = None
-    tolerances: Tolerances = field(default_factory=Tolerances)
+    tolerances: Tolerances = DEFAULT_TOLERANCES
     resamples: int = RESAMPLES
     confidence: float = CONFIDENCE
     seed: int = 0
@@ -120,26 +140,32 @@ class AbSettings:
     #: The smallest change worth telling from none (``--min-effect``, ``ab_effect``).
     min_effect: float = MIN_EFFECT
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trials": self.trials,
-            "reference": self.reference,
-            "slo": self.slo.to_dict() if self.slo else None,
-            "tolerances": self.tolerances.to_dict(),
-            "resamples": self.resamples,
-            "confidence": self.confidence,
-            "seed": self.seed,
-            "logprob_tolerance": self.logprob_tolerance,
-            "min_effect": self.min_effect,
-        }
+    def recorded(self) -> AbSettingsSection:
+        """The settings as ``ab.json`` records them (the SLO's bounds given)."""
+        return AbSettingsSection(
+            self.trials,
+            self.reference,
+            frozen_map(self.slo.to_dict()) if self.slo else None,
+            self.tolerances,
+            self.resamples,
+            self.confidence,
+            self.seed,
+            self.logprob_tolerance,
+            self.min_effect,
+        )
+
+    def reference_of(self, arms: Sequence[Arm]) -> Reference:
+        arm = arms[self.reference]
+        return Reference(arm.label, arm.chunk)
 
 
-def _known(value: float) -> float | None:
-    """JSON has no NaN: an unknown statistic is ``null``."""
-    return value if math.isfinite(value) else None
+def unanalysed_arm(arm: Arm, trials: Sequence[Trial]) -> ArmResult:
+    """``arm`` with its ``trials`` before the analysis (its analysis's keys absent)."""
+    records = [t.recorded() for t in trials if t.arm == arm.index]
+    return arm_result(arm.index, arm.chunk, arm.label, arm.target, records, analysed=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AbAnalysis:
     """Everything ``ab.json`` holds about the measurements and the verdict."""
 
@@ -150,96 +176,99 @@ class AbAnalysis:
     stats: list[dict[str, float]]
     comparisons: list[tuple[Arm, Comparison]]
     verdict: Verdict
-    outputs: dict[str, Any] | None = None
+    outputs: Outputs | None = None
     #: Request kinds, longest prompts first (empty: one kind).
     kinds: list[str] = field(default_factory=list)
     #: Per arm: its ITL intervals (``ab_metrics.arm_intervals``) and its per-kind block.
     intervals: list[dict[str, Any]] = field(default_factory=list)
-    kind_blocks: list[dict[str, Any]] = field(default_factory=list)
+    kind_blocks: list[dict[str, KindBlock]] = field(default_factory=list)
     #: Per arm: its stall events' block (``ab_events.event_summary``); empty: one kind.
-    event_blocks: list[dict[str, Any]] = field(default_factory=list)
+    event_blocks: list[EventBlock] = field(default_factory=list)
 
-    def _arm(self, arm: Arm) -> dict[str, Any]:
+    def _arm(self, arm: Arm) -> ArmResult:
         stats = self.stats[arm.index]
-        return (
-            arm.to_dict()
-            | {k: _known(v) for k, v in stats.items() if split_metric(k)[1] is None}
-            | {
-                "intervals": self.intervals[arm.index] if self.intervals else {},
-                "by_kind": self.kind_blocks[arm.index] if self.kind_blocks else {},
-                "events": self.event_blocks[arm.index] if self.event_blocks else None,
-                "trials": [t.to_dict() for t in self.trials if t.arm == arm.index],
-            }
+        return arm_result(
+            arm.index,
+            arm.chunk,
+            arm.label,
+            arm.target,
+            [t.recorded() for t in self.trials if t.arm == arm.index],
+            {k: v for k, v in stats.items() if split_metric(k)[1] is None},
+            intervals=self.intervals[arm.index] if self.intervals else {},
+            by_kind=self.kind_blocks[arm.index] if self.kind_blocks else {},
+            events=self.event_blocks[arm.index] if self.event_blocks else None,
         )
 
-    def tradeoff(self) -> list[dict[str, Any]]:
+    def tradeoff(self) -> tuple[TradeoffRow, ...]:
         """ITL p99 (and max) against TTFT p50 (of all requests and per kind) per arm, by
         chunk size, with the SLOs met."""
         rows = []
         for arm in sorted(self.arms, key=lambda a: a.chunk):
             stats = self.stats[arm.index]
-            by_kind_ttft = {k: _known(stats[json_name(AB_TTFT_WEIGHED, k)]) for k in self.kinds}
-            rows.append(
-                {"chunk": arm.chunk, "arm": arm.label}
-                | {json_name(m): _known(stats[json_name(m)]) for m in AB_TRADEOFF}
-                | {
-                    json_name(AB_TTFT_WEIGHED, part="by_kind"): by_kind_ttft,
-                    "meets_slo": (
-                        not violated(stats, self.settings.slo) if self.settings.slo else None
-                    ),
-                }
+            by_kind_ttft = {k: known(stats[json_name(AB_TTFT_WEIGHED, k)]) for k in self.kinds}
+            figures = {json_name(m): known(stats[json_name(m)]) for m in AB_TRADEOFF}
+            figures[json_name(AB_TTFT_WEIGHED, part="by_kind")] = by_kind_ttft
+            slo = self.settings.slo
+            meets = not violated(stats, slo) if slo else None
+            rows.append(TradeoffRow.of(arm.chunk, arm.label, figures, meets))
+        return tuple(rows)
+
+    def comparison_rows(self) -> tuple[AbComparison, ...]:
+        """Each arm against the reference arm, metric by metric."""
+        reference = self.arms[self.settings.reference].label
+        return tuple(
+            AbComparison(
+                **{f.name: getattr(c, f.name) for f in fields(RatioInterval)},
+                arm=arm.label,
+                chunk=arm.chunk,
+                reference=reference,
+                kind=split_metric(c.metric)[1],
             )
-        return rows
+            for arm, c in self.comparisons
+        )
 
-    def to_dict(self) -> dict[str, Any]:
-        reference = self.arms[self.settings.reference]
-        return {
-            "verdict": self.verdict.to_dict(),
-            "arms": [self._arm(arm) for arm in self.arms],
-            "reference": {"arm": reference.label, "chunk": reference.chunk},
-            "kinds": self.kinds,
-            "comparisons": [
-                c.to_dict()
-                | {
-                    "arm": arm.label,
-                    "chunk": arm.chunk,
-                    "reference": reference.label,
-                    "kind": split_metric(c.metric)[1],
-                }
-                for arm, c in self.comparisons
-            ],
-            "conditions": self.conditions.to_dict(),
-            "tradeoff": self.tradeoff(),
-            "outputs": self.outputs,
-            "settings": self.settings.to_dict(),
-        }
+    def result(self) -> ABResult:
+        """The analysis's sections of ``ab.json`` (the session adds how the A/B ran)."""
+        return ABResult(
+            verdict=self.verdict,
+            arms=tuple(self._arm(arm) for arm in self.arms),
+            reference=self.settings.reference_of(self.arms),
+            kinds=tuple(self.kinds),
+            comparisons=self.comparison_rows(),
+            conditions=self.conditions,
+            tradeoff=self.tradeoff(),
+            outputs=self.outputs,
+            settings=self.settings.recorded(),
+        )
 
 
-def _outputs(
-    arms: Sequence[Arm], trials: Sequence[Trial], settings: AbSettings
-) -> dict[str, Any] | None:
+def _outputs(arms: Sequence[Arm], trials: Sequence[Trial], settings: AbSettings) -> Outputs | None:
     tolerance = settings.logprob_tolerance
     if tolerance is None:
         return None
     dirs = [[t.run_dir for t in trials if t.arm == arm.index] for arm in arms]
     ref = arms[settings.reference]
     per_arm = [
-        {"arm": arm.label, "chunk": arm.chunk, "reference": ref.label}
-        | compare_arms(dirs[ref.index], dirs[arm.index], tolerance)
+        ArmOutputs.of(
+            compare_arms(dirs[ref.index], dirs[arm.index], tolerance),
+            arm.label,
+            arm.chunk,
+            ref.label,
+        )
         for arm in arms
         if arm.index != ref.index
     ]
-    verdicts = [a["consistent"] for a in per_arm]
+    verdicts = [a.consistent for a in per_arm]
     rerun = baseline(dirs[ref.index], tolerance)
-    return {
-        "sentence": outputs_sentence(per_arm, rerun, ref.label, tolerance),
-        "tolerance": tolerance,
-        "reference": ref.label,
-        "consistent": None if None in verdicts else all(verdicts),
-        "statuses": {a["arm"]: a["status"] for a in per_arm},
-        "arms": per_arm,
-        "baseline": rerun,
-    }
+    return Outputs(
+        sentence=outputs_sentence(per_arm, rerun, ref.label, tolerance),
+        tolerance=tolerance,
+        reference=ref.label,
+        consistent=None if None in verdicts else all(verdicts),
+        statuses=frozen_map({a.arm: a.status for a in per_arm}),
+        arms=tuple(per_arm),
+        baseline=rerun,
+    )
 
 
 def analyse_ab(
@@ -287,7 +316,8 @@ def analyse_ab(
         verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
     else:
         reason = "fewer than two trials with completed requests in an arm"
-        verdict = Verdict(None, None, f"no verdict: {reason}", [], True)
+        sentence = f"no verdict: {reason}"
+        verdict = Verdict(None, None, sentence, (), True, RULE, min_effect=MIN_EFFECT)
     return AbAnalysis(
         list(arms),
         list(trials),

@@ -31,8 +31,8 @@ Any failed check refuses the verdict; each says what it saw and the tolerance it
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,49 +43,42 @@ from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
 from probes.latency import completed_mask
 from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from probes.units import fmt_seconds
+from runfmt.abresult import Check, Conditions, Tolerances
+from runfmt.codec import frozen_map
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
-from runfmt.summary import SummarySections
+from runfmt.summary import Summary
 from runfmt.summary_sections import ClientSection
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
 
 
-@dataclass(frozen=True)
-class Tolerances:
-    """How far trials may differ and still count as the same load (see the module doc)."""
+#: The tolerances unless ``--tolerance`` says otherwise (the module doc says what each is).
+DEFAULT_TOLERANCES = Tolerances(
+    tokens=0.02, rate=0.10, hit_rate=0.05, errors=0.01, client=0.5, loop_lag=DISPATCH_LAG_LIMIT_S
+)
 
-    tokens: float = 0.02
-    rate: float = 0.10
-    hit_rate: float = 0.05
-    errors: float = 0.01
-    client: float = 0.5
-    loop_lag: float = DISPATCH_LAG_LIMIT_S
 
-    @classmethod
-    def parse(cls, items: Iterable[str]) -> Tolerances:
-        """``KEY=VALUE`` items (``rate=0.2``) over the defaults."""
-        known = {f.name for f in fields(cls)}
-        values: dict[str, float] = {}
-        for item in items:
-            key, sep, text = item.partition("=")
-            key = key.strip().replace("-", "_")
-            if not sep or key not in known:
-                raise InputError(
-                    FLAG, f"{item!r} is not KEY=VALUE with KEY one of {', '.join(sorted(known))}"
-                )
-            try:
-                value = float(text)
-            except ValueError:
-                raise InputError(FLAG, f"{key}={text!r} is not a number") from None
-            if not (math.isfinite(value) and value >= 0):
-                raise InputError(FLAG, f"{key}={text!r} must be a number >= 0")
-            values[key] = value
-        return replace(cls(), **values)
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+def parse_tolerances(items: Iterable[str]) -> Tolerances:
+    """``KEY=VALUE`` items (``rate=0.2``) over the defaults."""
+    known = {f.name for f in fields(Tolerances)}
+    values: dict[str, float] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in known:
+            raise InputError(
+                FLAG, f"{item!r} is not KEY=VALUE with KEY one of {', '.join(sorted(known))}"
+            )
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(FLAG, f"{key}={text!r} is not a number") from None
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(FLAG, f"{key}={text!r} must be a number >= 0")
+        values[key] = value
+    return replace(DEFAULT_TOLERANCES, **values)
 
 
 def _number(value: Any) -> float | None:
@@ -116,7 +109,7 @@ class TrialFacts:
         status, summary = run.status, run.summary
         requests = run.tables.measured
         done = requests[completed_mask(requests)]
-        sections = summary.typed if summary else SummarySections()
+        sections = summary or Summary()
         counts, client = sections.requests, sections.client
         return cls(
             arm=arm,
@@ -160,44 +153,12 @@ def _send_rate(requests: pd.DataFrame, ids: frozenset[str]) -> float | None:
     return float((times.size - 1) / (times[-1] - times[0]))
 
 
-@dataclass(frozen=True)
-class Check:
-    """One condition: matched (``None``: not applicable or unknown), what was seen, why."""
-
-    name: str
-    matched: bool | None
-    detail: str
-    tolerance: str
-    values: dict[str, list[Any]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Conditions:
-    """All checks; the verdict is refused when any failed."""
-
-    checks: list[Check]
-
-    @property
-    def matched(self) -> bool:
-        return all(c.matched is not False for c in self.checks)
-
-    @property
-    def reasons(self) -> list[str]:
-        return [f"{c.name}: {c.detail}" for c in self.checks if c.matched is False]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "matched": self.matched,
-            "reasons": self.reasons,
-            "checks": [c.to_dict() for c in self.checks],
-        }
-
-
-def _by_arm(facts: Sequence[TrialFacts], labels: Sequence[str], value: Any) -> dict[str, list[Any]]:
-    return {label: [value(f) for f in facts if f.arm == i] for i, label in enumerate(labels)}
+def _by_arm(
+    facts: Sequence[TrialFacts], labels: Sequence[str], value: Any
+) -> Mapping[str, tuple[Any, ...]]:
+    return frozen_map(
+        {label: tuple(value(f) for f in facts if f.arm == i) for i, label in enumerate(labels)}
+    )
 
 
 def _fmt(value: float, relative: bool) -> str:
@@ -319,7 +280,7 @@ def check_conditions(
     )
     if rate.matched is None:
         rate = replace(rate, detail="closed loop: the rate is an outcome (users are matched)")
-    return Conditions(
+    return Conditions.of(
         [
             _trials_check(facts, labels, trials_per_arm),
             _errors_check(facts, labels, tolerances.errors),

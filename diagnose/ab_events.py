@@ -22,6 +22,7 @@ from diagnose.resample import Sample
 from diagnose.stats import Comparison, compare_stats
 from probes.metric_registry import AB_EVENTS, json_name
 from probes.stall_events import STALL_FIELDS, StallEvents, mean_interval
+from runfmt.abresult import EventBlock
 
 #: The per-event metrics, as ``ab.json`` names them, and how a verdict reads them.
 EVENT_METRICS = {name: metric.label for name, metric in AB_EVENTS.items()} | {
@@ -74,17 +75,15 @@ def _known(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def event_summary(
-    events: StallEvents, resamples: int, confidence: float, seed: int
-) -> dict[str, Any]:
+def event_summary(events: StallEvents, resamples: int, confidence: float, seed: int) -> EventBlock:
     """An arm's ``events`` block in ``ab.json``: the count, and per metric the mean with
     its bootstrap interval over events (``stall_events.mean_interval``; none below two
     events)."""
-    out: dict[str, Any] = {"count": len(events), "alone": events.alone}
+    out: dict[str, Any] = {}
     for metric in EVENT_METRICS:
         values = event_values(events, metric)
         mean = float(np.mean(values)) if len(values) else float("nan")
         interval = mean_interval(values, confidence, resamples, seed)
         out[json_name(metric, part="mean")] = _known(mean)
         out[json_name(metric, part="interval")] = list(interval) if interval else [None, None]
-    return out
+    return EventBlock.of(len(events), events.alone, out)

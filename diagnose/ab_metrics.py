@@ -47,6 +47,7 @@ from diagnose.stats import Comparison, Sample, compare_trials, resampled_statist
 from probes import metric_registry as registry
 from probes.metric_registry import json_name
 from probes.stall_events import NO_KIND, StallEvents, kinds_longest_first, prefill_kind
+from runfmt.abresult import KindBlock
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 
@@ -294,14 +295,15 @@ def arm_intervals(samples: Sequence[TrialSamples], settings: AbSettings) -> dict
 
 def by_kind(
     stats: Mapping[str, float], samples: Sequence[TrialSamples], kinds: Sequence[str]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, KindBlock]:
     """``ab.json``'s per-kind block of an arm: requests, median prompt, TTFT quantiles."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, KindBlock] = {}
     for kind in kinds:
         prompts = np.concatenate([s.prompt_tokens[s.kinds == kind] for s in samples] or [[]])
         prompts = prompts[np.isfinite(prompts)]
-        out[kind] = {
-            "requests": int(sum(np.sum(s.kinds == kind) for s in samples)),
-            "prompt_tokens_p50": float(np.median(prompts)) if len(prompts) else None,
-        } | {json_name(m): _known(stats[json_name(m, kind)]) for m in KIND_TTFT}
+        out[kind] = KindBlock.of(
+            int(sum(np.sum(s.kinds == kind) for s in samples)),
+            float(np.median(prompts)) if len(prompts) else None,
+            {json_name(m): _known(stats[json_name(m, kind)]) for m in KIND_TTFT},
+        )
     return out

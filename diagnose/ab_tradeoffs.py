@@ -13,8 +13,8 @@ sentence ends with them in words.
 Every reported metric counts, the per-event ones too: a long prompt's TTFT per event
 (``event_ttft``) can be significantly worse where the pooled p50 of its kind is not. A
 significant cost smaller than ``--min-effect`` is still listed, marked as under it
-(``Tradeoff.under_min_effect``: its point estimate is within ±min-effect of no change),
-so the reader sees it and knows the rule would not have weighed it.
+(``runfmt.abresult.Tradeoff.under_min_effect``: its point estimate is within
+±min-effect of no change), so the reader sees it and knows the rule would not have weighed it.
 
 Each metric is judged on its own at the A/B's confidence, exactly as the comparisons
 table marks it, with no correction for the ~15 metrics looked at: were the arms alike,
@@ -26,8 +26,7 @@ finding. Without a winner nothing is listed (the comparisons table shows every m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from diagnose.ab_events import EVENT_METRICS, EVENT_STALL
 from diagnose.ab_metrics import ITL_MAX, ab_metric_spec, higher_is_better, split_metric
 from diagnose.ab_verdict import ArmLike, Decision, Verdict, percent
 from diagnose.stats import Comparison
+from runfmt.abresult import Tradeoff
 
 
 def metric_label(name: str) -> str:
@@ -46,30 +46,6 @@ def metric_label(name: str) -> str:
     spec = ab_metric_spec(base)
     label = f"worst {spec.metric.short} gap" if base == ITL_MAX else spec.named()
     return f"{label} ({kind})" if kind else label
-
-
-@dataclass(frozen=True)
-class Tradeoff:
-    """One metric the winner made significantly worse than arm ``against``.
-
-    ``change`` is the relative change winner/against − 1 (+0.57: 57 % higher) and
-    ``interval`` the same for the comparison's interval.
-    """
-
-    metric: str
-    kind: str | None
-    against: str
-    ratio: float
-    change: float
-    interval: tuple[float, float]
-    significant: bool
-    method: str
-    text: str
-    #: The change is smaller than ``--min-effect`` (listed, and marked so in ``text``).
-    under_min_effect: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"interval": list(self.interval)}
 
 
 def _times(value: float) -> str:
@@ -161,6 +137,6 @@ def with_tradeoffs(verdict: Verdict, d: Decision, metrics: Sequence[str]) -> Ver
     return replace(
         verdict,
         sentence=f"{verdict.sentence}. {sentence[0].upper()}{sentence[1:]}",
-        tradeoffs=[t.to_dict() for t in found],
+        tradeoffs=tuple(found),
         tradeoff_sentence=sentence,
     )

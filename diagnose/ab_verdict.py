@@ -41,8 +41,8 @@ pairwise comparison.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from diagnose.ab_conditions import Conditions
 from diagnose.ab_effect import (
@@ -65,6 +65,7 @@ from probes.metric_registry import (
     json_name,
 )
 from probes.slo import Slo
+from runfmt.abresult import Needed, Verdict
 
 #: The pooled-gap stall metric, and the SLO metrics (the registry's selections).
 ITL_KEY, ITL_SLO, TTFT_SLO = AB_STALL_GAPS, AB_SLO_ITL, AB_SLO_TTFT
@@ -102,35 +103,6 @@ class ArmLike(Protocol):
     index: int
     chunk: int
     label: str
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The winner's chunk size (``None``: no verdict or no significant difference)."""
-
-    winner: int | None
-    arm: str | None
-    sentence: str
-    #: The metrics that separated the winner from the rest (``["slo"]`` for rule 2).
-    decided_by: list[str]
-    refused: bool
-    rule: str = RULE
-    #: What the winner made significantly worse (``ab_tradeoffs.Tradeoff.to_dict``).
-    tradeoffs: list[dict[str, Any]] = field(default_factory=list)
-    #: The trade-offs in words (also the end of ``sentence``); ``None`` when there are none.
-    tradeoff_sentence: str | None = None
-    #: winner, equivalent (no difference beyond ``min_effect``), inconclusive, no winner,
-    #: refused.
-    outcome: str = ""
-    #: What the stall was judged on: ``events`` (per prefill) or ``gaps`` (pooled), and why.
-    unit: str = "gaps"
-    unit_reason: str = ""
-    min_effect: float = MIN_EFFECT
-    #: For an inconclusive verdict: the comparison that did not decide and the data that would.
-    needed: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def percent(ratio: float, unit: bool = True) -> str:
@@ -255,9 +227,9 @@ def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdic
                 f"{head}; only {winner.label} meets {slo}, but it is not significantly "
                 f"better than {other.label} on what {other.label} misses"
             )
-            return Verdict(None, None, sentence, [], False)
+            return Verdict(None, None, sentence, (), False)
     sentence = f"{head}; with {slo}, choose {winner.label}"
-    return Verdict(winner.chunk, winner.label, sentence, ["slo"], False)
+    return Verdict(winner.chunk, winner.label, sentence, ("slo",), False)
 
 
 def _priority(d: Decision) -> list[str]:
@@ -361,12 +333,11 @@ def _undecided(d: Decision, candidates: Sequence[ArmLike], head: str, where: str
                     f"{head}; inconclusive{where}: {name} ({new.label} vs {base.label}) "
                     f"{shown} {why}; {size}"
                 )
-                needed = {"metric": metric, "arms": [base.label, new.label], "units": units,
-                          "unit": word, "have": list(c.units), "reason": why}  # fmt: skip
-                return Verdict(None, None, sentence, [], False, outcome=INCONCLUSIVE,
+                needed = Needed(metric, (base.label, new.label), units, word, c.units, why)
+                return Verdict(None, None, sentence, (), False, outcome=INCONCLUSIVE,
                                needed=needed)  # fmt: skip
     sentence = f"{head}; no significant difference{where}: every interval lies within {_band(d)}"
-    return Verdict(None, None, sentence, [], False, outcome=EQUIVALENT)
+    return Verdict(None, None, sentence, (), False, outcome=EQUIVALENT)
 
 
 def _decide(d: Decision, conditions: Conditions) -> Verdict:
@@ -374,7 +345,7 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
         sentence = (
             "no verdict: the arms' conditions did not match (" + "; ".join(conditions.reasons) + ")"
         )
-        return Verdict(None, None, sentence, [], True)
+        return Verdict(None, None, sentence, (), True)
     head, slo = d.head(), slo_text(d.slo)
     candidates = [a for a in d.arms if not violated(d.stats[a.index], d.slo)]
     if not candidates:
@@ -382,7 +353,7 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
         lowest = _value_text(ITL_KEY, d.value(best, ITL_KEY))
         itl = sentence_name(ITL_KEY)
         sentence = f"{head}; no chunk size meets {slo} (lowest {itl} {lowest}, {best.label})"
-        return Verdict(None, None, sentence, [], False)
+        return Verdict(None, None, sentence, (), False)
     if len(candidates) == 1 and len(d.arms) > 1:
         return _only_candidate(d, candidates[0], head, slo)
     separated: list[str] = []
@@ -397,7 +368,7 @@ def _decide(d: Decision, conditions: Conditions) -> Verdict:
     if len(candidates) == 1 and separated:
         winner = candidates[0]
         sentence = f"{head}; {_reason(d, winner, separated, slo)}"
-        return Verdict(winner.chunk, winner.label, sentence, separated, False)
+        return Verdict(winner.chunk, winner.label, sentence, tuple(separated), False)
     tied = ", ".join(a.label for a in candidates)
     where = f" among {tied}" if len(candidates) < len(d.arms) else ""
     return _undecided(d, candidates, head, where)

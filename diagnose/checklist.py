@@ -27,7 +27,7 @@ one explains. Then it decides what to do now, following the primary's declaratio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -231,7 +231,7 @@ def judged(ctx: Context, d: Declaration) -> Finding:
     if finding.cost_s is None and d.cost is not None and pointing:
         cost = d.cost(ctx, finding)
         if cost is not None:
-            finding.cost_s, finding.cost_how = cost.seconds, cost.how
+            return replace(finding, cost_s=cost.seconds, cost_how=cost.how)
     return finding
 
 
@@ -245,11 +245,11 @@ def run_checklist(
     checks = declared()
     hypotheses = [judged(ctx, d) for d in checks if not d.prefix_cache]
     caches = [judged(ctx, d) for d in checks if d.prefix_cache]
-    findings = {f.id: f for f in [*hypotheses, *caches]}
-    primary = ranked(findings, ctx.client)
+    findings, primary = ranked({f.id: f for f in [*hypotheses, *caches]}, ctx.client)
     decision = decide(ctx, findings, primary)
-    cache = caches[0] if caches else None
-    return Diagnosis(str(ctx.view.path), decision, tuple(hypotheses), cache, primary)
+    cache = findings[caches[0].id] if caches else None
+    final = tuple(findings[f.id] for f in hypotheses)
+    return Diagnosis(str(ctx.view.path), decision, final, cache, primary)
 
 
 def write_diagnosis(run_dir: str | Path, diagnosis: Diagnosis) -> Path:

@@ -96,18 +96,18 @@ def read_client_health(view: RunView) -> ClientHealth:
     ttft = done["ttft_s"].to_numpy(dtype=float)
     lag_p50 = float(np.nanmedian(lag)) if np.isfinite(lag).any() else None
     ttft_p50 = float(np.nanmedian(ttft)) if np.isfinite(ttft).any() else None
-    loop = (health.get("loop_lag_s") or {}).get("p99")
+    loop = health.loop_lag.p99 if health.loop_lag is not None else None
     ids = view.completed["id"] if "id" in view.completed.columns else []
     gaps = token_gaps(view.chunks, ids).gap_s
     itl_p99 = quantile(gaps, 0.99) if gaps.size else None
     return ClientHealth(
-        limited=bool(health["limited"]),
-        reasons=tuple(health["reasons"]),
+        limited=bool(health.limited),
+        reasons=health.reasons,
         ttft_share=_share(lag_p50, ttft_p50),
         itl_share=_share(loop, itl_p99),
         dispatch_lag_p50_s=lag_p50,
         loop_lag_p99_s=loop,
-        cpu_sustained=(health.get("cpu_share") or {}).get("sustained_max"),
+        cpu_sustained=health.cpu_sustained_max,
     )
 
 

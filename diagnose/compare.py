@@ -29,12 +29,15 @@ are two samples of the traffic, not one: bursts of arrivals and the mix of promp
 lengths differ between draws, and requests near one another in time share a queue. Then
 per-request values are resampled in time blocks of requests (``request_blocks``) and ITL
 gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``): the resampled
-unit holds the correlation between neighbours. Stall events are too few (a run has a
+unit holds the correlation between neighbours. Every metric's interval is then at least
+a Student t interval of each run's bootstrap variance, corrected for the few units
+(units/(units − 1), units − 1 degrees of freedom) and for the correlation left between
+neighbouring units (``diagnose.stats``, "different draws"). Stall events are too few (a run has a
 dozen long prompts) to resample in blocks, yet they are correlated: long prefills that
 arrive faster than they are served queue behind one another and share the gaps they
 overlap. Their interval is widened to at least the Student t interval of batch means of
 each run's events in time order (``diagnose.stats``, "different draws", states what
-that covers and what it does not). Requests and gaps are not widened so: a run's time
+that covers and what it does not). Requests and gaps are not widened by batch means: a run's time
 batches are not alike by design (an ``interference`` run's streams outlast its long
 prompts, so its last batches have no stalls), and batch means would read that shared
 shape as variance between draws. The result says the seeds differ
@@ -467,7 +470,8 @@ def compare_samples(
             confidence=confidence,
             seed=seed,
             names=_WORDS.get(source, ("time blocks" if draws else "requests", "requests")),
-            draws=draws is not None and source in STALL_SOURCES,
+            draws=draws is not None,
+            batch_means=source in STALL_SOURCES,
         )
         comparisons |= {c.metric: c for c in found}
     rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]

@@ -27,6 +27,7 @@ from typing import Any
 
 from diagnose.metrics import CONFIDENCE, MetricSpec, metric_spec
 from diagnose.stats import Comparison
+from runfmt.codec import encode
 from workloads.errors import InputError
 
 
@@ -153,7 +154,7 @@ class MetricResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = self.comparison.to_dict() | {
+        out = encode(self.comparison) | {
             "higher_is_better": self.spec.higher_is_better,
             "worse_by": self.worsening if math.isfinite(self.worsening) else None,
             "status": self.status,

@@ -262,12 +262,13 @@ def assess(ctx: Context) -> Finding:
     status, summary, strength, basis = _judge(ctx, reading, floor_ratio, trend)
     if status is None:
         return _inconclusive(ctx, summary, evidence, missing)
-    finding = Finding("H2", TITLE, status, summary, evidence, missing, _next(ctx))
-    finding.strength, finding.basis = strength, basis
     # Share of a decode step the host adds: (step − roofline) / step.
     ratio = reading.ratio if reading is not None else floor_ratio
-    finding.impact = max(0.0, 1 - 1 / ratio) if ratio else None
-    return finding
+    impact = max(0.0, 1 - 1 / ratio) if ratio else None
+    return Finding(
+        "H2", TITLE, status, summary, evidence, missing, _next(ctx),
+        strength=strength, basis=basis, impact=impact,
+    )  # fmt: skip
 
 
 def _judge(

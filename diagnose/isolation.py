@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 
 from diagnose.isolation_gap import probes_to_exclude
 from runfmt.isolation import CacheEvidence, Channel, Power, TtftGap, Verdict
+from runtime.durations import parse_duration
 from workloads.errors import InputError
 
 ISOLATED = "isolated"
@@ -95,13 +96,8 @@ class Resolution:
         """``10%`` (of the control's gap), ``2ms``, ``0.002s`` or ``2`` (milliseconds)."""
         raw = text.strip().lower()
         relative = raw.endswith("%")
-        scale = 0.01 if relative else 1e-3
-        for unit, factor in (("%", 0.01), ("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-            if raw.endswith(unit):
-                raw, scale = raw.removesuffix(unit), factor
-                break
         try:
-            value = float(raw) * scale
+            value = float(raw[:-1]) * 0.01 if relative else parse_duration(raw)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value <= 0:

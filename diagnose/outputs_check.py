@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from probes.latency import completed_mask
+from runfmt.abresult import ArmOutputs, OutputCheck
+from runfmt.codec import frozen_map
 from runfmt.run import Run
 from runtime.quantiles import describe
 
@@ -152,61 +154,63 @@ class OutputComparison:
             return "near ties"
         return "identical" if all(not d.any() for d in self.deltas) else "within tolerance"
 
-    def to_dict(self) -> dict[str, Any]:
+    def check(self) -> OutputCheck:
+        """What the comparison found (``ab.json``'s shape)."""
         deltas = np.concatenate(self.deltas) if self.deltas else np.empty(0)
         known = self.logprobs_known and deltas.size > 0
         over = int((deltas > self.tolerance).sum())
         status = self.status(over)
-        return {
-            "compared": self.compared,
-            "exact_matches": self.exact,
-            "exact_match_rate": self.exact / self.compared if self.compared else None,
-            "first_divergence": self._positions()
-            | {"near_ties": self.near_ties if self.logprobs_known else None},
-            "logprob_abs_diff": describe(deltas) | {"max": float(deltas.max())} if known else None,
-            "tokens_over_tolerance": over if known else None,
-            "tolerance": self.tolerance,
-            "status": status,
-            "consistent": status in CONSISTENT if status != "unknown" else None,
-        }
+        near_ties = self.near_ties if self.logprobs_known else None
+        diff = describe(deltas) | {"max": float(deltas.max())} if known else None
+        return OutputCheck(
+            compared=self.compared,
+            exact_matches=self.exact,
+            exact_match_rate=self.exact / self.compared if self.compared else None,
+            first_divergence=frozen_map(self._positions() | {"near_ties": near_ties}),
+            logprob_abs_diff=frozen_map(diff) if diff is not None else None,
+            tokens_over_tolerance=over if known else None,
+            tolerance=self.tolerance,
+            status=status,
+            consistent=status in CONSISTENT if status != "unknown" else None,
+        )
 
 
 def compare_arms(
     base_trials: Sequence[Path], new_trials: Sequence[Path], tolerance: float
-) -> dict[str, Any]:
+) -> OutputCheck:
     """Trial k of one arm against trial k of another, pooled."""
     comparison = OutputComparison(tolerance)
     for base, new in zip(base_trials, new_trials, strict=False):
         comparison.add(read_outputs(base), read_outputs(new))
-    return comparison.to_dict()
+    return comparison.check()
 
 
-def baseline(trials: Sequence[Path], tolerance: float) -> dict[str, Any] | None:
+def baseline(trials: Sequence[Path], tolerance: float) -> OutputCheck | None:
     """One arm's trials against each other (k with k+1): the run-to-run nondeterminism."""
     if len(trials) < 2:
         return None
     return compare_arms(trials[:-1], trials[1:], tolerance)
 
 
-def _line(name: str, result: dict[str, Any]) -> str:
-    rate = result["exact_match_rate"]
+def _line(name: str, result: OutputCheck) -> str:
+    rate = result.exact_match_rate
     if rate is None:
         return f"{name}: nothing to compare (no token ids returned)"
     parts = [f"{rate:.0%} exact"]
-    first = result["first_divergence"]
-    if first["count"]:
+    first = result.first_divergence
+    if first.get("count"):
         parts.append(f"first divergence at token p50 {first['p50']:.0f}")
-    diff = result["logprob_abs_diff"]
+    diff = result.logprob_abs_diff
     if diff is not None:
         parts.append(f"|\u0394 logprob| \u2264 {diff['max']:.2g} before it")
-    return f"{name}: {', '.join(parts)} ({result['status']})"
+    return f"{name}: {', '.join(parts)} ({result.status})"
 
 
 def outputs_sentence(
-    arms: Sequence[dict[str, Any]], base: dict[str, Any] | None, reference: str, tolerance: float
+    arms: Sequence[ArmOutputs], base: OutputCheck | None, reference: str, tolerance: float
 ) -> str:
     """What the check found, in one sentence, the reference's own rerun beside it."""
-    lines = [_line(f"{a['arm']} vs {reference}", a) for a in arms]
+    lines = [_line(f"{a.arm} vs {reference}", a) for a in arms]
     if base is not None:
         lines.append(_line(f"{reference} against itself", base))
     return f"outputs (tolerance {tolerance:g}): " + "; ".join(lines)

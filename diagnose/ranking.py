@@ -40,6 +40,7 @@ reads each hypothesis's declaration (``diagnose.registry``): nothing here names 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from diagnose.client_limited import CAP_SHARE, PRIMARY_SHARE, ClientHealth
 from diagnose.registry import Declaration, declaration, declared
@@ -85,18 +86,20 @@ def _reads_latency(hid: str) -> bool:
     return d is not None and d.reads_latency
 
 
-def apply_client_caps(findings: dict[str, Finding], client: ClientHealth) -> None:
-    """Cap or annotate the latency findings of a client-limited run (in place)."""
+def apply_client_caps(findings: Mapping[str, Finding], client: ClientHealth) -> dict[str, Finding]:
+    """The findings with the latency findings of a client-limited run capped or annotated."""
+    out = dict(findings)
     if not client.limited:
-        return
+        return out
     for hid, f in findings.items():
         if not _reads_latency(hid) or f.status not in (Status.SUPPORTED, Status.WEAKENED):
             continue
         if f.basis == "client" and client.share >= CAP_SHARE:
-            f.summary = f"Capped at inconclusive (was {f.status}): {client.note()} {f.summary}"
-            f.status = Status.INCONCLUSIVE
+            summary = f"Capped at inconclusive (was {f.status}): {client.note()} {f.summary}"
+            out[hid] = replace(f, summary=summary, status=Status.INCONCLUSIVE)
         else:
-            f.summary = f"{f.summary} {client.note()}"
+            out[hid] = replace(f, summary=f"{f.summary} {client.note()}")
+    return out
 
 
 def _pairs(findings: Mapping[str, Finding], client: ClientHealth) -> list[tuple[str, str, str]]:
@@ -119,19 +122,30 @@ def _pairs(findings: Mapping[str, Finding], client: ClientHealth) -> list[tuple[
     return pairs
 
 
-def link(findings: dict[str, Finding], client: ClientHealth) -> None:
-    """Fill each finding's ``explains`` with the problems it produces (in place), and
-    name the one root cause of a finding that explains others when it declares one."""
+def link(findings: Mapping[str, Finding], client: ClientHealth) -> dict[str, Finding]:
+    """The findings with each one's ``explains`` filled with the problems it produces, and
+    the one root cause of a finding that explains others named when it declares one."""
+    out = dict(findings)
     problems = {hid for hid, f in findings.items() if is_problem(f)}
     for cause, effect, words in _pairs(findings, client):
-        if cause in problems and effect in problems and effect not in findings[cause].explains:
-            findings[cause].explains.append(effect)
-            findings[cause].summary += f" This explains {effect}: {words}."
-            findings[effect].summary += f" Explained by {cause}: {words}."
-    for f in findings.values():
+        if cause in problems and effect in problems and effect not in out[cause].explains:
+            was = out[cause]
+            out[cause] = replace(
+                was,
+                explains=[*was.explains, effect],
+                summary=f"{was.summary} This explains {effect}: {words}.",
+            )
+            out[effect] = replace(
+                out[effect], summary=f"{out[effect].summary} Explained by {cause}: {words}."
+            )
+    for hid, f in out.items():
         cause = root_cause(f)
         if cause is not None:
-            f.summary += f" One root cause: {cause}; it produces {', '.join(f.explains)}."
+            produces = ", ".join(f.explains)
+            out[hid] = replace(
+                f, summary=f"{f.summary} One root cause: {cause}; it produces {produces}."
+            )
+    return out
 
 
 def root_cause(f: Finding) -> str | None:
@@ -301,8 +315,9 @@ def rank(findings: dict[str, Finding], client: ClientHealth) -> Primary:
     return Primary(NONE, Confidence.MODERATE if complete else Confidence.WEAK, why)
 
 
-def ranked(findings: dict[str, Finding], client: ClientHealth) -> Primary:
-    """Cap, link and rank (the findings are updated in place)."""
-    apply_client_caps(findings, client)
-    link(findings, client)
-    return rank(findings, client)
+def ranked(
+    findings: Mapping[str, Finding], client: ClientHealth
+) -> tuple[dict[str, Finding], Primary]:
+    """Cap, link and rank: the findings as capped and linked, and the primary one."""
+    final = link(apply_client_caps(findings, client), client)
+    return final, rank(final, client)

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES, MetricSpec, metric_spec
+from runfmt.sweep_search import INCONCLUSIVE, MEETS, MISSES, BoundSection, CheckSection
+from runtime.durations import UNIT_SECONDS, to_seconds
 from workloads.errors import InputError
 
-MEETS, MISSES, INCONCLUSIVE = "meets", "misses", "inconclusive"
 _FIX = 'write e.g. --find "ttft_p99<500ms,itl_p99<50ms" (durations in ms, s or us)'
 _BOUND = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*([a-zµ/]*)\s*$")
-_SCALES = {"": 1e-3, "ms": 1e-3, "s": 1.0, "us": 1e-6, "µs": 1e-6}
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,9 @@ class Bound:
     def upper(self) -> bool:
         return self.metric.is_latency
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"bound": self.text, "metric": self.metric.name, "limit": self.limit}
+    def section(self) -> BoundSection:
+        """The bound as ``sweep.json``'s search writes it."""
+        return BoundSection(self.text, self.metric.name, self.limit)
 
 
 def parse_bounds(text: str, flag: str = "--find") -> list[Bound]:
@@ -62,14 +63,12 @@ def parse_bounds(text: str, flag: str = "--find") -> list[Bound]:
         if spec.is_latency != op.startswith("<"):
             way = "below (<)" if spec.is_latency else "above (>)"
             raise InputError(flag, f"{part.strip()!r}: {name} is bounded {way}", _FIX)
+        if spec.is_latency and unit not in UNIT_SECONDS:
+            raise InputError(flag, f"{part.strip()!r}: unknown unit {unit!r}", _FIX)
         try:
-            value = float(number)
+            value = to_seconds(number, unit) if spec.is_latency else float(number)
         except ValueError:
             raise InputError(flag, f"{part.strip()!r}: {number!r} is not a number", _FIX) from None
-        if spec.is_latency:
-            if unit not in _SCALES:
-                raise InputError(flag, f"{part.strip()!r}: unknown unit {unit!r}", _FIX)
-            value *= _SCALES[unit]
         if not (math.isfinite(value) and value > 0):
             raise InputError(flag, f"{part.strip()!r}: the bound must be positive", _FIX)
         bounds.append(Bound(part.strip(), spec, value))
@@ -93,15 +92,13 @@ class BoundCheck:
     reason: str | None = None
     needed_requests: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.bound.to_dict() | {
-            "value": self.value,
-            "low": self.low,
-            "high": self.high,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "needed_requests": self.needed_requests,
-        }
+    def section(self) -> CheckSection:
+        """The check as ``sweep.json``'s search writes it."""
+        bound = self.bound
+        return CheckSection(
+            bound.text, bound.metric.name, bound.limit, self.value, self.low, self.high,
+            self.verdict, self.reason, self.needed_requests,
+        )  # fmt: skip
 
 
 def requests_to_decide(bound: Bound, gaps_per_request: float = 1.0) -> int:

@@ -33,16 +33,36 @@ resamples and its percentile interval covers far less than it claims, so the res
 would meet both minimums (``needed_units``). ``units_to_separate(v)`` gives the size
 at which the interval would exclude v, assuming its width shrinks as 1/√n.
 
-**Different draws.** When BASE and NEW are different draws of the workload and their
-units cannot be resampled in blocks that hold the correlation between neighbours
-(``compare_stats(..., draws=True)``; ``diagnose.compare`` asks it for the stall events of
-runs whose seeds differ), a resampled unit is not the whole story: units near one
-another in time share a state the next draw will not have (a queue building behind a
-burst, long prefills queued behind one another and sharing the decode gaps they
-overlap, the decode streams' positions), so neighbouring units are correlated and a
-bootstrap of units understates how far another draw's statistic lands.
-Each run's between-draw variance is then estimated from the run itself by batch means:
-its units, in time order (``Sample.clusters`` numbered by time), are cut into
+**Different draws.** When BASE and NEW are different draws of the workload
+(``compare_stats(..., draws=True)``; ``diagnose.compare`` asks it for every metric of
+runs whose seeds differ), a 95 % interval must cover how far another draw's statistic
+lands. A percentile bootstrap of one run's units covers less. Measured on 217
+different-seed runs of 400 ``system-prompt`` requests (``benchmarks/
+compare_calibration.py``'s traffic): TPOT and E2E p50 varied between runs 1.13–1.14×
+more than their bootstrap said (ITL p50 1.07×, TTFT p50 1.01×); the halves of a run were
+uncorrelated across runs (−0.07…0.05: no level persists through a run) and neighbouring
+time blocks nearly so (lag 1: −0.03…0.06). What was short is the few units: 40 s cut in
+blocks of two request lifetimes gives ~21, and a bootstrap of n units reads the plug-in
+variance ((n − 1)/n short) with normal quantiles where Student t ones with n − 1 degrees
+of freedom belong — 1.09× together at 21 units. Units correlated with their neighbours
+are the other shortfall: blocks forced shorter than the correlation (a run under
+``2 × MIN_UNITS`` lifetimes, ``diagnose.compare``), events that overlap (stall events).
+So every metric's log-ratio interval is made at least as wide as a Student t interval
+whose variance is, per run, the bootstrap replicates' variance × units/(units − 1) × the
+long-run over lag-0 variance of its units' scores in time order
+(``autocorrelation_inflation``: each unit's share of the statistic's estimating equation,
+``unit_scores``, Bartlett weights over round(units^⅓) lags, never below 1; time
+blocks, cut to hold that correlation, get no lag window: over an ``interference``
+run's blocks it read the stall-free tail as correlation), with
+units − 1 degrees of freedom per run (Welch–Satterthwaite for the two). Each run's
+figures are its own: nothing is fitted to a traffic.
+
+Stall events need more (``batch_means=True``, what ``diagnose.compare`` asks for them):
+a dozen events, 8–9 of them overlapping the one before and sharing its gaps, whose
+run means varied between draws 3.5–4× more than a per-event bootstrap said, correlated
+over more events than a lag window of round(12^⅓) sees. After the Student t floor, each
+run's between-draw variance is also estimated from the run itself by batch means: its
+units, in time order (``Sample.clusters`` numbered by time), are cut into
 b = round(units^⅓) contiguous batches, at least two (``draw_batches``), the statistic is
 computed on each batch, and the variance of the log statistic of the whole run is
 var(log batch statistics) / b, with b − 1 degrees of freedom (``draw_variance``). Few,
@@ -78,14 +98,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
+from runfmt.abresult import RatioInterval
 from runtime.quantiles import QUANTILES, quantiles, statistic
 
 __all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats", "compare_trials"]
@@ -101,28 +121,14 @@ HETEROGENEITY_P = 0.2
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """NEW/BASE for one metric: the ratio, its interval, and whether the data decide.
+class Comparison(RatioInterval):
+    """NEW/BASE for one metric: the ratio, its interval, and whether the data decide
+    (its fields are ``runfmt.abresult.RatioInterval``'s, the JSON of a comparison).
 
     ``inconclusive`` says why the data cannot decide (``None`` when they can);
     ``units`` is (BASE, NEW) independent units; ``needed_units`` the units per run that
     would meet the minimums when those are what failed.
     """
-
-    metric: str
-    ratio: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    significant: bool
-    base: float
-    new: float
-    method: str
-    inconclusive: str | None = None
-    units: tuple[int, int] = (0, 0)
-    needed_units: int | None = None
-    #: The bootstrap's replicates; None for the trials' t interval (see ``p_value_text``).
-    resamples: int | None = None
 
     @classmethod
     def judge(
@@ -172,12 +178,6 @@ class Comparison:
         logs = (math.log(self.ratio), math.log(bound), math.log(value))
         needed = units_to_exclude(*logs, max(self.units))
         return None if needed is None else max(MIN_UNITS, needed)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
-               for k, v in asdict(self).items()}  # fmt: skip
-        out["units"] = list(self.units)
-        return out
 
 
 def units_to_exclude(estimate: float, bound: float, value: float, units: int) -> int | None:
@@ -241,6 +241,68 @@ def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
     return float(np.var(logs, ddof=1)) / batches, batches - 1
 
 
+def unit_scores(sample: Sample, stat: str) -> np.ndarray:
+    """Each unit's share of the estimating equation of ``stat``, in unit order: for a
+    mean, the sum of its values' deviations from the mean; for a quantile q, the count of
+    its values at or below the run's quantile less q times its values. The statistic's
+    error is, to first order, proportional to the sum of these scores, so their
+    autocorrelation is the statistic's."""
+    if stat == "mean":
+        deviations = sample.values - sample.values.mean()
+    else:
+        level = statistic(sample.values, stat)
+        deviations = (sample.values <= level) - QUANTILES[stat] / 100.0
+    return np.bincount(sample.unit_codes(), weights=deviations, minlength=sample.n_units)
+
+
+def autocorrelation_lags(units: int) -> int:
+    """Lags of the Bartlett window over a run's unit scores: round(units^⅓), the rate
+    that balances a lag window's bias and variance, at most units − 1."""
+    return max(0, min(units - 1, round(units ** (1.0 / 3.0))))
+
+
+def autocorrelation_inflation(sample: Sample, stat: str) -> float:
+    """How much wider the variance of ``stat`` is than a bootstrap of independent units
+    says: the long-run variance of the unit scores (``unit_scores``, in time order;
+    Bartlett weights over ``autocorrelation_lags``) over their lag-0 variance, times
+    units / (units − 1) (a bootstrap's variance is the plug-in one). Never below the
+    latter: a negative estimated autocorrelation does not narrow the interval.
+
+    Clustered units (time blocks) get the plug-in factor alone: the blocks are cut to
+    hold the correlation between neighbours, and a lag window over them reads a run's
+    designed shape as correlation (an ``interference`` run's stall-free tail made its
+    ITL p99 scores look correlated: the 12288 → 768 ``itl_p99:+25%`` gate FAILED 6 of
+    30 different-seed pairs with the window, every pair without it)."""
+    units = sample.n_units
+    if units < 2:
+        return 1.0
+    if sample.clusters is not None:
+        return units / (units - 1)
+    scores = unit_scores(sample, stat)
+    scores = scores - scores.mean()
+    lag0 = float(scores @ scores)
+    if not lag0 > 0:
+        return units / (units - 1)
+    lags = autocorrelation_lags(units)
+    long_run = lag0 + sum(
+        2.0 * (1.0 - k / (lags + 1)) * float(scores[k:] @ scores[:-k]) for k in range(1, lags + 1)
+    )
+    return max(long_run / lag0, 1.0) * units / (units - 1)
+
+
+def studentized_part(
+    log_replicates: np.ndarray, sample: Sample, stat: str
+) -> tuple[float, int] | None:
+    """One run's variance of the log statistic and its degrees of freedom for a Student t
+    interval (the module docstring's "different draws"): the bootstrap replicates'
+    variance times ``autocorrelation_inflation``, units − 1 degrees of freedom. ``None``
+    with fewer than two units or two finite replicates."""
+    finite = log_replicates[np.isfinite(log_replicates)]
+    if sample.n_units < 2 or finite.size < 2:
+        return None
+    return float(np.var(finite)) * autocorrelation_inflation(sample, stat), sample.n_units - 1
+
+
 def draw_widening(
     log_ratios: np.ndarray,
     parts: Sequence[tuple[float, int] | None],
@@ -269,6 +331,47 @@ def draw_widening(
         return np.median(finite) + np.sqrt(variance) * spread, factor
     centre = np.median(finite)
     return centre + factor * (log_ratios - centre), factor
+
+
+def _between_draws(
+    ratios: np.ndarray,
+    samples: tuple[Sample, Sample],
+    replicates: tuple[np.ndarray, np.ndarray],
+    stat: str,
+    confidence: float,
+    *,
+    batch_means: bool,
+    method: str,
+) -> tuple[np.ndarray, str]:
+    """``ratios`` widened for two different draws (the module docstring's "different
+    draws"), and the method naming what widened them."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logs = np.log(ratios)
+        parts = [
+            studentized_part(np.log(r), x, stat) for r, x in zip(replicates, samples, strict=True)
+        ]
+    logs, studentized = draw_widening(logs, parts, confidence)
+    batched = 1.0
+    if batch_means:
+        batch_parts = [draw_variance(x, stat) for x in samples]
+        logs, batched = draw_widening(logs, batch_parts, confidence)
+    if studentized * batched <= 1.0:
+        return ratios, method
+    reasons = []
+    if studentized > 1.0:
+        lags = ", ".join(
+            str(0 if x.clusters is not None else autocorrelation_lags(x.n_units)) for x in samples
+        )
+        reasons.append(
+            f"{studentized:.2f}x to a Student t interval of each run's bootstrap variance "
+            f"with its units' autocorrelation ({lags} lags)"
+        )
+    if batched > 1.0:
+        batches = ", ".join(str(p[1] + 1) for p in batch_parts if p is not None)
+        reasons.append(f"{batched:.2f}x by the spread between time batches of each run ({batches})")
+    with np.errstate(over="ignore"):
+        widened = np.exp(logs)
+    return widened, f"{method}, widened {' then '.join(reasons)}: the seeds differ"
 
 
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -313,6 +416,7 @@ def compare_stats(
     seed: Seed = 0,
     names: tuple[str, str] = ("units", "values"),
     draws: bool = False,
+    batch_means: bool = True,
 ) -> list[Comparison]:
     """Compare two independent samples (two runs) on several statistics at once.
 
@@ -320,8 +424,9 @@ def compare_stats(
     interval is computed whenever both runs have two units, also when the result is
     inconclusive (it is shown, not trusted). ``names`` word the reasons (``shortfall``).
     ``draws``: the runs are different draws of the workload, their units numbered in
-    time order; the interval is widened to cover the between-draw variance the batches
-    of each run show (the module docstring).
+    time order; the interval is widened to at least the Student t interval of each run's
+    bootstrap variance with its autocorrelation, and (``batch_means``) to the between-draw
+    variance the time batches of each run show (the module docstring).
     """
     stats = list(dict.fromkeys(metrics.values()))
     unknown = (float("nan"), float("nan"), float("nan"))
@@ -336,18 +441,10 @@ def compare_stats(
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios = new_reps[s] / base_reps[s]
             if draws:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    logs = np.log(ratios)
-                parts = [draw_variance(base, s), draw_variance(new, s)]
-                widened, factor = draw_widening(logs, parts, confidence)
-                if factor > 1.0:
-                    with np.errstate(over="ignore"):
-                        ratios = np.exp(widened)
-                    batches = ", ".join(str(p[1] + 1) for p in parts if p is not None)
-                    methods[s] = (
-                        f"{method}, widened {factor:.2f}x by the spread between time "
-                        f"batches of each run ({batches}): the seeds differ"
-                    )
+                ratios, methods[s] = _between_draws(
+                    ratios, (base, new), (base_reps[s], new_reps[s]), s, confidence,
+                    batch_means=batch_means, method=method,
+                )  # fmt: skip
             bounds[s] = percentile_interval(ratios, confidence)
     units = (base.n_units, new.n_units)
     out = []

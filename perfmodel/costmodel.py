@@ -138,8 +138,30 @@ class CostModel:
     # -- step timing ---------------------------------------------------------------------
     def breakdown(self, shape: StepShape) -> StepCost:
         """The full cost of a step: each roofline term, the overheads and which bound won."""
-        overhead = self._fixed_overhead + self._per_seq_overhead * shape.num_running
+        prefill_flops, decode_flops, compute_s, nbytes, memory_s, comm_s, overhead = self._terms(
+            shape
+        )
         fixed = self.config.fixed_step_s
+        if fixed is not None:
+            return StepCost(
+                fixed, compute_s, memory_s, 0.0, prefill_flops + decode_flops, nbytes, "fixed"
+            )
+        bound = "compute" if compute_s >= memory_s else "bandwidth"
+        return StepCost(
+            duration_s=max(compute_s, memory_s) + comm_s + overhead,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            overhead_s=overhead,
+            flops=prefill_flops + decode_flops,
+            bytes=nbytes,
+            bound=bound,
+            comm_s=comm_s,
+        )
+
+    def _terms(self, shape: StepShape) -> tuple[float, float, float, float, float, float, float]:
+        """A step's prefill and decode FLOPs, compute seconds, bytes, memory seconds,
+        all-reduce seconds and overhead: what ``breakdown`` and ``step_time`` add up."""
+        overhead = self._fixed_overhead + self._per_seq_overhead * shape.num_running
         prefill_flops = (
             self._linear_flops_per_token * shape.prefill_tokens
             + self._attn_flops_per_pair * shape.prefill_pairs
@@ -161,21 +183,7 @@ class CostModel:
         nbytes = self.step_bytes(kv_tokens, tokens)
         memory_s = nbytes / self._byte_rate
         comm_s = self.comm_time(tokens)
-        if fixed is not None:
-            return StepCost(
-                fixed, compute_s, memory_s, 0.0, prefill_flops + decode_flops, nbytes, "fixed"
-            )
-        bound = "compute" if compute_s >= memory_s else "bandwidth"
-        return StepCost(
-            duration_s=max(compute_s, memory_s) + comm_s + overhead,
-            compute_s=compute_s,
-            memory_s=memory_s,
-            overhead_s=overhead,
-            flops=prefill_flops + decode_flops,
-            bytes=nbytes,
-            bound=bound,
-            comm_s=comm_s,
-        )
+        return prefill_flops, decode_flops, compute_s, nbytes, memory_s, comm_s, overhead
 
     def comm_time(self, tokens: Any) -> Any:
         """Seconds of a step's tensor-parallel all-reduces for ``tokens`` tokens (0 at tp 1)."""
@@ -206,8 +214,13 @@ class CostModel:
         return self._fixed_overhead
 
     def step_time(self, shape: StepShape) -> float:
-        """Modelled seconds of a step (before the driver's time scale)."""
-        return self.breakdown(shape).duration_s
+        """Modelled seconds of a step (before the driver's time scale): ``breakdown``'s
+        ``duration_s``, without building the breakdown (the simulator's every step)."""
+        fixed = self.config.fixed_step_s
+        if fixed is not None:
+            return fixed
+        _, _, compute_s, _, memory_s, comm_s, overhead = self._terms(shape)
+        return max(compute_s, memory_s) + comm_s + overhead
 
     # -- what diagnosis asks -------------------------------------------------------------
     def decode_shape(self, num_running: int, mean_context: float) -> StepShape:

@@ -49,7 +49,6 @@ _SHORT_STATUS = {"inconclusive": "?", "missing": "—", NOT_APPLICABLE: "n/a"}
 
 def _cells(row: MetricResult) -> list[str]:
     """metric, base, new, change, interval, p, status, gate — as display strings."""
-    c = row.comparison.to_dict()
     low, high = row.comparison.ci_low, row.comparison.ci_high
     interval = "n/a" if math.isnan(low) or math.isnan(high) else f"{_percent(low)}…{_percent(high)}"
     gate = ""
@@ -65,7 +64,7 @@ def _cells(row: MetricResult) -> list[str]:
         _value(row, row.comparison.new),
         _percent(row.comparison.ratio),
         interval.replace("%", ""),
-        p_value_text(c["p_value"], c["resamples"]),
+        p_value_text(row.comparison.p_value, row.comparison.resamples),
         _STATUS.get(row.status, row.status),
         gate,
     ]

@@ -18,7 +18,7 @@ from probes.metric_registry import RUNS_HEADLINE
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.runinfo import label_text
-from runfmt.summary import SummarySections
+from runfmt.summary import Summary
 from workloads.errors import InputError
 
 #: Folders below DIR searched for runs (a sweep's points are two down from its parent).
@@ -48,7 +48,7 @@ def run_row(folder: Path, root: Path) -> dict[str, Any]:
     target = info.target
     flavour = target.flavour or "?"
     embedded = bool(target.embedded)
-    sections = summary.typed if summary is not None else SummarySections.of(None)
+    sections = summary or Summary()
     requests = sections.requests
     row |= {
         "labels": dict(info.labels),

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prefillscope.report import content, numbers
-from runfmt.summary import SummaryLike, SummarySections
+from runfmt.summary import Summary
 
 #: Columns between two tables set side by side.
 SIDE_GAP = 4
@@ -66,7 +66,7 @@ _DROPPED = (
 )
 
 
-def latency_view(summary: SummaryLike, width: int) -> RenderableType:
+def latency_view(summary: Summary, width: int) -> RenderableType:
     """``latency_table`` with legend lines for the abbreviations it shows (short labels,
     ``≤`` bounds, ``*``), packed to ``width``."""
     table, short = _latency_form(summary, width)
@@ -76,12 +76,12 @@ def latency_view(summary: SummaryLike, width: int) -> RenderableType:
     return Group(table, *(Text(line, style="dim") for line in legend_lines(legend, width)))
 
 
-def latency_table(summary: SummaryLike, width: int) -> Table:
+def latency_table(summary: Summary, width: int) -> Table:
     """The latency table in the richest form that fits ``width`` (labels never wrap)."""
     return _latency_form(summary, width)[0]
 
 
-def _latency_form(summary: SummaryLike, width: int) -> tuple[Table, bool]:
+def _latency_form(summary: Summary, width: int) -> tuple[Table, bool]:
     """The richest table that fits ``width``, and whether its labels are the short ones."""
     columns = content.latency_columns()
 
@@ -110,7 +110,7 @@ def legend_lines(items: list[str], width: int) -> list[str]:
     return lines
 
 
-def _outcome(sections: SummarySections) -> Table:
+def _outcome(sections: Summary) -> Table:
     rows = [list(pair) for pair in content.headline(sections)]
     by_kind = sections.requests.by_kind
     if len(by_kind) > 1:
@@ -121,7 +121,7 @@ def _outcome(sections: SummarySections) -> Table:
     return _table(["figure", "value"], rows)
 
 
-def _error_messages(sections: SummarySections) -> Text | None:
+def _error_messages(sections: Summary) -> Text | None:
     """The server's own words for the failures, most frequent first, each in full (wrapped,
     never cut: the message is what the user acts on)."""
     rows = content.error_message_rows(sections)
@@ -134,7 +134,7 @@ def _error_messages(sections: SummarySections) -> Text | None:
     return text
 
 
-def _server(sections: SummarySections, width: int) -> RenderableType | None:
+def _server(sections: Summary, width: int) -> RenderableType | None:
     """The server's figures; when there are none, why (in full, at any width: the reason
     is what the user has to act on)."""
     server = sections.server
@@ -152,7 +152,7 @@ def _server(sections: SummarySections, width: int) -> RenderableType | None:
     return _fitting([variant(4), variant(3), variant(2)], width)
 
 
-def _picked(sections: SummarySections) -> Table | None:
+def _picked(sections: Summary) -> Table | None:
     """The percentiles asked for with ``--metric-percentiles``/``--percentile-metrics``."""
     picked = sections.percentiles
     if not picked:
@@ -178,10 +178,10 @@ def command_name() -> str:
 
 
 def summary_renderable(
-    doc: SummaryLike, run_dir: Path, status: str, reason: str | None, width: int
+    doc: Summary, run_dir: Path, status: str, reason: str | None, width: int
 ) -> RenderableType:
-    """The end-of-run view of ``summary.json`` (its dict, or its typed sections)."""
-    sections = SummarySections.of(doc)
+    """The end-of-run view of ``summary.json``."""
+    sections = doc
     title = Text("bench ", style="bold") + Text(status, style=STATUS_STYLES.get(status, "bold"))
     if reason:
         title += Text(f" — {reason}", style="dim")

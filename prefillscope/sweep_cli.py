@@ -13,6 +13,7 @@ import typer
 
 from prefillscope.bench_flags import BenchFlags
 from runfmt.sweep import SweepResult
+from runfmt.sweep_search import DONE
 from workloads.errors import InputError
 
 #: The sweep folder's page: latency against achieved throughput, the knee marked.
@@ -91,7 +92,7 @@ def run_sweep_command(
         )
         raise typer.Exit(signals.stop_exit_code())
     if result.search is not None:  # a probe that failed is a verdict (the load missed)
-        raise typer.Exit(0 if result.search.get("state") == "done" else 3)
+        raise typer.Exit(0 if result.search.state == DONE else 3)
     incomplete = [p for p in result.points if p.status != "complete"]
     raise typer.Exit(3 if incomplete else 0)
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runfmt.summary_server import Reading
 
 
 class Provenance(StrEnum):
@@ -133,8 +136,12 @@ class Value:
     def known(self) -> bool:
         return self.value is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "provenance": str(self.provenance), "source": self.source}
+    def reading(self) -> Reading:
+        """This value as the summary's ``server`` section holds it (the summary's types
+        imported here: the probe process reads values and writes no summary)."""
+        from runfmt.summary_server import Reading
+
+        return Reading(self.value, str(self.provenance), self.source)
 
 
 @dataclass(frozen=True)

@@ -40,15 +40,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
+from probes.metric_registry import DISPATCH_LAG
 from probes.metric_registry import latencies as registered_latencies
+from probes.percentiles import (
+    PICKED,
+    Picked,
+    levels_of,
+    picked_section,
+    picked_values,
+    picks_itl,
+)
 from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
 from probes.slo import Slo
 from probes.stall_events import (
@@ -62,10 +70,24 @@ from probes.stall_events import (
 )
 from probes.token_gaps import TokenGaps, chunk_gaps, token_chunk_parts
 from probes.usage_counts import SuspectCounts, suspect_mask
+from runfmt.codec import frozen_map
 from runfmt.columns import Columns, IdSet, Table, numbers, texts
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
+from runfmt.summary import Summary
+from runfmt.summary_sections import (
+    ChunksSection,
+    ClientSection,
+    CpuShare,
+    Distribution,
+    GoodputSection,
+    PrefixSection,
+    RequestsSection,
+    Stats,
+    ThroughputSection,
+    WorkerShare,
+)
 from runfmt.tables import measured_rows as measured
 from runtime.quantiles import Selection, describe, finite, select_passes
 
@@ -179,7 +201,7 @@ def possible_tokens(requests: Table, ok: np.ndarray) -> tuple[np.ndarray, int]:
     return np.where(impossible, 0.0, np.nan_to_num(counts)), int(impossible.sum())
 
 
-def throughput(requests: Table, window: Window) -> dict[str, Any]:
+def throughput(requests: Table, window: Window) -> ThroughputSection:
     """Completed requests and their output tokens per second over the measured window
     (a negative token count, which a server's usage can claim, is left out and counted
     in ``output_tokens_excluded``)."""
@@ -188,19 +210,21 @@ def throughput(requests: Table, window: Window) -> dict[str, Any]:
     return throughput_of(int(ok.sum()), float(counts.sum()), excluded, window)
 
 
-def throughput_of(completed: int, tokens: float, excluded: int, window: Window) -> dict[str, Any]:
+def throughput_of(
+    completed: int, tokens: float, excluded: int, window: Window
+) -> ThroughputSection:
     """``throughput`` from its counts: completed requests, their possible output tokens
     (a sum of whole numbers: the same however it is split) and those left out."""
     rate = (1.0 / window.seconds) if window.valid else None
-    extra = {"output_tokens_excluded": excluded} if excluded else {}
-    return {
-        "requests_per_s": completed * rate if rate is not None else None,
-        "output_tokens_per_s": tokens * rate if rate is not None else None,
-        "output_tokens": int(tokens),
-        "window_s": window.seconds if window.valid else None,
-        "start_s": window.start_s if window.valid else None,
-        "end_s": window.end_s if window.valid else None,
-    } | extra
+    return ThroughputSection(
+        requests_per_s=completed * rate if rate is not None else None,
+        output_tokens_per_s=tokens * rate if rate is not None else None,
+        output_tokens=int(tokens),
+        window_s=window.seconds if window.valid else None,
+        start_s=window.start_s if window.valid else None,
+        end_s=window.end_s if window.valid else None,
+        output_tokens_excluded=excluded or None,
+    )
 
 
 def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
@@ -246,19 +270,19 @@ def meets_slo(latencies: Table, itl_max_s: dict[Any, float], slo: Slo) -> np.nda
     return good
 
 
-def goodput(good: np.ndarray, window: Window, slo: Slo) -> dict[str, Any]:
+def goodput(good: np.ndarray, window: Window, slo: Slo) -> GoodputSection:
     """Share and rate of measured requests that met every SLO."""
     return goodput_of(int(good.sum()), good.size, window, slo)
 
 
-def goodput_of(count: int, measured: int, window: Window, slo: Slo) -> dict[str, Any]:
+def goodput_of(count: int, measured: int, window: Window, slo: Slo) -> GoodputSection:
     """``goodput`` from the count of good requests among ``measured``."""
-    return {
-        "slo": slo.to_dict(),
-        "requests": count,
-        "share": count / measured if measured else None,
-        "requests_per_s": count / window.seconds if window.valid else None,
-    }
+    return GoodputSection(
+        slo=frozen_map(slo.to_dict()),
+        requests=count,
+        share=count / measured if measured else None,
+        requests_per_s=count / window.seconds if window.valid else None,
+    )
 
 
 def _sustained_max(t: np.ndarray, share: np.ndarray, span_s: float) -> float:
@@ -271,7 +295,7 @@ def _sustained_max(t: np.ndarray, share: np.ndarray, span_s: float) -> float:
     return float(((cumulative[ends + 1] - cumulative[starts]) / (ends + 1 - starts)).max())
 
 
-def cpu_shares(t: np.ndarray, share: np.ndarray, owner: np.ndarray | None) -> dict | None:
+def cpu_shares(t: np.ndarray, share: np.ndarray, owner: np.ndarray | None) -> CpuShare | None:
     """The client's CPU share of a core, from its samples in time order (times ``t``,
     shares, and with worker processes the worker of each, ``owner``, -1 unknown): mean,
     max and the highest mean over any ``CPU_SUSTAIN_S`` span. A run of worker processes
@@ -288,20 +312,18 @@ def cpu_shares(t: np.ndarray, share: np.ndarray, owner: np.ndarray | None) -> di
     for k in np.unique(owner):
         mine = owner == k
         workers.append(
-            {
-                "worker": int(k),
-                "mean": float(share[mine].mean()),
-                "max": float(share[mine].max()),
-                "sustained_max": _sustained_max(t[mine], share[mine], CPU_SUSTAIN_S),
-            }
+            WorkerShare(
+                worker=int(k),
+                mean=float(share[mine].mean()),
+                max=float(share[mine].max()),
+                sustained_max=_sustained_max(t[mine], share[mine], CPU_SUSTAIN_S),
+            )
         )
-    busiest = max(workers, key=lambda w: w["sustained_max"])
-    cpu = {"mean": busiest["mean"], "max": float(share.max())}
-    cpu["sustained_max"] = busiest["sustained_max"]
+    busiest = max(workers, key=lambda w: w.sustained_max or 0.0)
+    cpu = CpuShare(busiest.mean, float(share.max()), busiest.sustained_max)
     if sharded:
-        cpu["busiest_worker"] = busiest["worker"]
-        cpu["cores_mean"] = sum(w["mean"] for w in workers)
-        cpu["workers"] = workers
+        cores = sum(w.mean or 0.0 for w in workers)
+        return replace(cpu, busiest_worker=busiest.worker, cores_mean=cores, workers=tuple(workers))
     return cpu
 
 
@@ -310,41 +332,47 @@ def client_health(
     client: Table,
     window: Window,
     concurrency_wait_s: np.ndarray | None = None,
-) -> dict:
+) -> ClientSection:
     """Dispatch lag, event-loop lag and CPU share of the client, and whether they limited it.
 
     ``concurrency_wait_s``: each request's wait for a ``--max-concurrency`` slot, part of
     its dispatch lag, reported when any request waited. A cap is the user's choice, so
     its queue does not make the client limited: the bound is checked on the lag past
     the slot (``sent − released``), the client's own."""
-    lag = describe(dispatch_lag_s)
     waits = finite(concurrency_wait_s) if concurrency_wait_s is not None else np.empty(0)
     own = dispatch_lag_s
     if concurrency_wait_s is not None:
         own = dispatch_lag_s - np.nan_to_num(concurrency_wait_s, nan=0.0)
     longest = float(waits.max()) if waits.size else None
-    return health_of(lag, describe(own)["p99"], describe(waits), longest, client, window)
+    return health_of(
+        Distribution(**describe(dispatch_lag_s)),
+        describe(own)["p99"],
+        Distribution(**describe(waits)),
+        longest,
+        client,
+        window,
+    )
 
 
 def health_of(
-    lag: dict[str, Any],
+    lag: Distribution,
     own_p99: float | None,
-    waited: dict[str, Any],
+    waited: Distribution,
     longest_wait: float | None,
     client: Table,
     window: Window,
-) -> dict:
+) -> ClientSection:
     """``client_health`` from the statistics of the lags: ``describe()`` of the dispatch
     lag and of the slot waits, the p99 of the lag past the slot, and the longest wait."""
     reasons: list[str] = []
     if own_p99 is not None and own_p99 > DISPATCH_LAG_LIMIT_S:
         label = DISPATCH_LAG.named("p99")
         reason = f"{label} {own_p99 * 1e3:.1f} ms > {DISPATCH_LAG_LIMIT_S * 1e3:.0f} ms"
-        if waited["p99"] is not None and waited["p99"] > 0:
+        if waited.p99 is not None and waited.p99 > 0:
             reason += " past the --max-concurrency slot wait"
         reasons.append(reason)
-    loop_lag: dict | None = None
-    cpu: dict | None = None
+    loop_lag: Stats | None = None
+    cpu: CpuShare | None = None
     if not client.empty:
         t = numbers(client, "t_s")
         inside = np.isfinite(t)
@@ -353,29 +381,28 @@ def health_of(
         order = np.flatnonzero(inside)[np.argsort(t[inside], kind="stable")]
         loop = finite(numbers(client, "loop_lag_s")[order])
         if loop.size:
-            loop_lag = describe(loop) | {"max": float(loop.max())}
+            loop_lag = Stats(**describe(loop), max=float(loop.max()))
         owner = None
         if WORKER_COLUMN in client:
             owner = numbers(client, WORKER_COLUMN)[order]
             owner = np.where(np.isnan(owner), -1.0, owner)
         cpu = cpu_shares(t[order], numbers(client, "cpu_share")[order], owner)
-        if cpu is not None and cpu["sustained_max"] >= CPU_SATURATION_SHARE:
-            which = f" (worker {cpu['busiest_worker']})" if "workers" in cpu else ""
+        if cpu is not None and (cpu.sustained_max or 0.0) >= CPU_SATURATION_SHARE:
+            which = f" (worker {cpu.busiest_worker})" if cpu.workers is not None else ""
             reasons.append(
-                f"client CPU at {cpu['sustained_max']:.0%} of a core{which} over "
+                f"client CPU at {cpu.sustained_max:.0%} of a core{which} over "
                 f"{CPU_SUSTAIN_S:g} s (saturated at {CPU_SATURATION_SHARE:.0%})"
             )
-    health = {
-        "dispatch_lag_s": lag,
-        json_name(CLIENT_DISPATCH_LAG): lag["p99"],
-        "loop_lag_s": loop_lag,
-        "cpu_share": cpu,
-        "limited": bool(reasons),
-        "reasons": reasons,
-    }
-    if longest_wait is not None and longest_wait > 0:  # a --max-concurrency cap held some back
-        health["concurrency_wait_s"] = waited
-    return health
+    waits = longest_wait is not None and longest_wait > 0  # a --max-concurrency cap held some
+    return ClientSection(
+        dispatch_lag=lag,
+        dispatch_lag_p99_s=lag.p99,
+        loop_lag=loop_lag,
+        cpu_share=cpu,
+        limited=bool(reasons),
+        reasons=tuple(reasons),
+        concurrency_wait=waited if waits else None,
+    )
 
 
 #: The cached-token columns whose share of the prompt tokens ``prefix_hit_rates`` gives.
@@ -424,31 +451,26 @@ class PrefixSums:
             why = f"no request carries both prompt_tokens and {what}"
         return None, rows, why
 
-    def rates(self) -> dict[str, Any]:
+    def rates(self) -> PrefixSection:
         expected, _, why_expected = self._rate("expected_cached_tokens")
         observed, reported, why_observed = self._rate("cached_tokens")
-        rates: dict[str, Any] = {
-            "expected_hit_rate": expected,
-            "observed_hit_rate": observed,
-            "reported_requests": reported,
-        }
-        if self.excluded:
-            rates["usage_suspect_excluded"] = self.excluded
-        if why_expected:
-            rates["expected_reason"] = why_expected
-        if why_observed:
-            rates["observed_reason"] = why_observed
+        by_tier = None
         if self.offload and expected is not None:
             # The oracle's split when the server has an offload tier: GPU hits, CPU hits.
             offload, _, _ = self._rate("expected_offload_tokens")
-            rates["expected_hit_rate_by_tier"] = {
-                "gpu": expected - (offload or 0.0),
-                "cpu": offload,
-            }
-        return rates
+            by_tier = frozen_map({"gpu": expected - (offload or 0.0), "cpu": offload})
+        return PrefixSection(
+            expected_hit_rate=expected,
+            observed_hit_rate=observed,
+            reported_requests=reported,
+            usage_suspect_excluded=self.excluded or None,
+            expected_reason=why_expected or None,
+            observed_reason=why_observed or None,
+            expected_hit_rate_by_tier=by_tier,
+        )
 
 
-def prefix_hit_rates(requests: Table) -> dict[str, Any]:
+def prefix_hit_rates(requests: Table) -> PrefixSection:
     """Expected (oracle) and observed (server-reported) cached share of prompt tokens.
 
     Observed is over the requests whose server reported ``cached_tokens`` and is
@@ -477,10 +499,14 @@ def summarize_frames(
     chunks: Table | Parts,
     client: Table,
     slo: Slo | None = None,
-) -> dict[str, Any]:
+    picked: Picked | None = None,
+) -> Summary:
     """The run summary (``summary.json``) from the run's tables: the requests and chunks
     as DataFrames or ``Columns`` (the bench's own end: no pandas), or as ``Parts`` read a
     part at a time (``summarize``); the client's health samples whole (a few a second).
+    ``picked`` (vLLM's ``--percentile-metrics`` and ``--metric-percentiles``) adds the
+    ``percentiles`` section, its streams selected in the same passes
+    (``probes.percentiles``): the chunks' gaps are computed once a pass for both.
 
     Nothing of the requests or chunks is held whole: each figure is reduced a part at a
     time, the quantiles by ``runtime.quantiles.Selection``'s passes over the parts, so
@@ -488,53 +514,61 @@ def summarize_frames(
     completed requests' ids are held, as bytes, to pick their chunks). A table given
     whole is one part: the same code, and the same numbers to the last bit."""
     requests, chunks = parts_of(requests), parts_of(chunks)
-    reading = _RequestReading(requests)
+    reading = _RequestReading(requests, picked)
     stats = reading.select()
     window = reading.window()
     done = IdSet(reading.done_ids)
     reading.done_ids = []
-    chunk_reading = _ChunkReading(chunks, done)
-    itl = select_passes(chunk_reading.itl_parts).get("itl_s")
+    chunk_reading = _ChunkReading(chunks, done, picks_itl(picked))
+    gaps_selected = select_passes(chunk_reading.itl_parts, levels_of(picked))
+    itl = gaps_selected.get("itl_s")
     kind = prefill_kind(longest_first(reading.prompt_medians(stats)))
     late = reading.late_pass(slo, chunk_reading.worse_than(slo.itl_s) if slo else {}, kind)
-    summary: dict[str, Any] = {
-        "requests": {
-            "total": reading.total,
-            "completed": reading.completed,
-            "failed": reading.total - reading.completed,
-            "warmup_excluded": reading.rows - reading.total,
-            "by_kind": reading.counts.by_kind(),
-        },
-        "errors": reading.counts.by_error(),
-        "error_messages": reading.counts.top_messages(TOP_ERROR_MESSAGES),
-    }
+    latencies = {}
     for metric in registered_latencies():  # ITL (no per-request formula) from the chunks
         selection = itl if metric.formula is None else stats.get(metric.key)
-        summary[metric.key] = (selection or Selection()).describe()
-    summary["throughput"] = throughput_of(
-        reading.completed, reading.tokens, reading.excluded, window
-    )
-    summary["goodput"] = goodput_of(late.good, reading.total, window, slo) if slo else None
-    summary["prefix"] = reading.prefix.rates()
-    summary["usage_suspect"] = reading.suspects.to_dict()
-    summary["chunks"] = chunk_reading.counts()
+        latencies[metric.key] = Stats(**(selection or Selection()).describe())
     gaps = itl.count if itl is not None else 0
-    summary["stalls"] = stall_summary(chunk_reading.stalls(kind, late, gaps))
-    summary["client"] = health_of(
-        _described(stats.get("dispatch_lag_s")),
-        _described(stats.get("own_lag_s"))["p99"],
-        _described(stats.get("concurrency_wait_s")),
-        stats["concurrency_wait_s"].describe()["max"] if "concurrency_wait_s" in stats else None,
-        client,
-        window,
+    stalls = stall_summary(chunk_reading.stalls(kind, late, gaps))
+    return Summary(
+        requests=RequestsSection(
+            total=reading.total,
+            completed=reading.completed,
+            failed=reading.total - reading.completed,
+            warmup_excluded=reading.rows - reading.total,
+            by_kind=frozen_map(reading.counts.by_kind()),
+        ),
+        errors=frozen_map(reading.counts.by_error()),
+        error_messages=reading.counts.top_messages(TOP_ERROR_MESSAGES),
+        latencies=frozen_map(latencies),
+        throughput=throughput_of(reading.completed, reading.tokens, reading.excluded, window),
+        goodput=goodput_of(late.good, reading.total, window, slo) if slo else None,
+        prefix=reading.prefix.rates(),
+        usage_suspect=reading.suspects.section(),
+        chunks=chunk_reading.counts(),
+        stalls=stalls,
+        client=health_of(
+            _described(stats.get("dispatch_lag_s")),
+            _described(stats.get("own_lag_s")).p99,
+            _described(stats.get("concurrency_wait_s")),
+            stats["concurrency_wait_s"].describe()["max"]
+            if "concurrency_wait_s" in stats
+            else None,
+            client,
+            window,
+        ),
+        percentiles=(
+            frozen_map(picked_section(picked, stats | gaps_selected))
+            if picked is not None
+            else None
+        ),
     )
-    return summary
 
 
-def _described(selection: Selection | None) -> dict[str, Any]:
-    """``describe()``'s dict of a selection (no ``max``: the client's lags carry none)."""
+def _described(selection: Selection | None) -> Distribution:
+    """A selection's distribution (no ``max``: the client's lags carry none)."""
     found = (selection or Selection()).describe()
-    return {key: value for key, value in found.items() if key != "max"}
+    return Distribution(**{key: value for key, value in found.items() if key != "max"})
 
 
 @dataclass
@@ -552,8 +586,8 @@ class _LatePass:
 class _RequestReading:
     """The requests' part of the summary, read a part at a time."""
 
-    def __init__(self, parts: Parts) -> None:
-        self.parts = parts
+    def __init__(self, parts: Parts, picked: Picked | None = None) -> None:
+        self.parts, self.picked = parts, picked
         self.rows = self.total = self.completed = self.excluded = 0
         self.tokens = 0.0
         self.start, self.end = math.inf, -math.inf
@@ -562,7 +596,7 @@ class _RequestReading:
 
     def select(self) -> dict[str, Selection]:
         """Every distribution over the requests (pass 0 also counts)."""
-        return select_passes(self._values)
+        return select_passes(self._values, levels_of(self.picked))
 
     def _values(self, pass_number: int) -> Iterator[dict[str, np.ndarray]]:
         for part in self.parts():
@@ -587,7 +621,7 @@ class _RequestReading:
             prompts = numbers(done, "prompt_tokens")
             for kind in dict.fromkeys(kinds.tolist()):
                 values[f"prompt:{kind}"] = prompts[kinds == kind]
-            yield values
+            yield values | picked_values(self.picked, runs, ok, latencies)
 
     def _count(self, part: Table, runs: Table, ok: np.ndarray) -> None:
         self.rows += len(part)
@@ -643,8 +677,8 @@ class _ChunkReading:
     """The chunks' part of the summary (the completed requests' ITL gaps, how tokens
     arrived, the stall events' decode gaps), read a part at a time."""
 
-    def __init__(self, parts: Parts, done: IdSet) -> None:
-        self.parts, self.done = parts, done
+    def __init__(self, parts: Parts, done: IdSet, picked_itl: bool = False) -> None:
+        self.parts, self.done, self.picked_itl = parts, done, picked_itl
         self.rows = self.tokens = self.multi = 0
 
     def gap_parts(self) -> Iterator[tuple[TokenGaps, Columns, int]]:
@@ -658,16 +692,18 @@ class _ChunkReading:
                 self.rows += int(n.size)
                 self.tokens += int(n.sum())
                 self.multi += int((n > 1).sum())
-            yield {"itl_s": gaps.gap_s}
+            yield {"itl_s": gaps.gap_s} | (
+                {PICKED + "itl_s": gaps.gap_s} if self.picked_itl else {}
+            )
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> ChunksSection:
         """``token_gaps.chunk_counts`` of the completed requests' chunks."""
-        return {
-            "count": self.rows,
-            "tokens": self.tokens,
-            "multi_token": self.multi,
-            "multi_token_share": self.multi / self.rows if self.rows else None,
-        }
+        return ChunksSection(
+            count=self.rows,
+            tokens=self.tokens,
+            multi_token=self.multi,
+            multi_token_share=self.multi / self.rows if self.rows else None,
+        )
 
     def worse_than(self, bound: float | None) -> dict[Any, float]:
         """The worst gap of each request whose worst gap exceeds ``bound`` (the only
@@ -697,7 +733,7 @@ class _ChunkReading:
         return RunStalls(kind, events, gaps)
 
 
-def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> dict[str, Any]:
+def summarize(run_dir: RunDir | str | Path, slo: Slo | None = None) -> Summary:
     """The summary of a run directory (what ``summary.json`` holds), read a part at a
     time (``RunTables.parts``) and without pandas."""
     tables = Run.at(run_dir).tables

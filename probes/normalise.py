@@ -13,8 +13,11 @@ created then (SGLang creates ``cached_tokens_total`` at the first hit), so it co
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +28,7 @@ from probes.exposition import Exposition, Sample, exposition_from_rows
 from probes.mapping import choose_mapping
 from probes.mapping_model import MetricMapping, Snapshot
 from probes.pool import pool_breakdown
-from runfmt.columns import Columns, Table, as_columns, numbers
+from runfmt.columns import Columns, Table, as_columns, concat, numbers
 from runtime.quantiles import QUANTILES
 
 #: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
@@ -94,41 +97,68 @@ class ServerSeries:
             frame=frame,
             provenance=provenance,
             sources=sources,
-            histograms={name: [s.histograms[name] for s in snapshots] for name in HISTOGRAMS},
+            histograms={
+                name: _shared_bounds([s.histograms[name] for s in snapshots]) for name in HISTOGRAMS
+            },
         )
 
     @classmethod
     def from_samples(cls, samples: Table, mapping: MetricMapping | None = None) -> ServerSeries:
-        """From a ``server_metrics`` table (long format; ``Columns`` or a DataFrame).
-        Without a mapping the flavour is detected from the first scrape. Only the metrics
-        the mapping reads are rebuilt, and each distinct label set is decoded once: an hour
-        of 0.5 s scrapes is ~3 million rows."""
+        """From a ``server_metrics`` table (long format; ``Columns`` or a DataFrame), its
+        rows taken in time order (a stable sort). Without a mapping the flavour is detected
+        from the first scrape. Only the metrics the mapping reads are rebuilt, and each
+        distinct label set is decoded once: an hour of 0.5 s scrapes is ~3 million rows."""
         if samples.empty:
             return cls.from_snapshots([], [])
         samples = as_columns(samples)
         samples = samples[np.argsort(numbers(samples, "t_s"), kind="stable")]
-        times = numbers(samples, "t_s")
-        if mapping is None:
-            first = samples[times == times[0]]
-            mapping = choose_mapping(exposition_from_rows(first.records()))
-        wanted = set(mapping.metric_names())
-        metrics = np.asarray(samples["metric"], dtype=object).tolist()
-        kept = samples[np.fromiter((m in wanted for m in metrics), bool, len(metrics))]
-        stamps = numbers(kept, "t_s")
+        return cls.from_parts(lambda: iter((samples,)), mapping)
+
+    @classmethod
+    def from_parts(
+        cls, parts: Callable[[], Iterable[Columns]], mapping: MetricMapping | None = None
+    ) -> ServerSeries:
+        """``from_samples`` of the table that ``parts()`` gives a part at a time (a run's
+        row groups: ``RunTables.parts``), holding one scrape's rows at a time, never the
+        table: the series a long run's end reads. A scrape may go on from one part into
+        the next. The parts are read once, twice when a series resolved through different
+        sources in different scrapes (``one_source_per_series``: the scrapes are resolved
+        again with the source held to one). A table whose times go back (not written in
+        scrape order) or are unknown is read whole and sorted, as ``from_samples`` does:
+        the same series either way."""
+        try:
+            return cls._from_scrapes(parts, mapping)
+        except _Unordered:
+            return cls.from_samples(concat([as_columns(part) for part in parts()]), mapping)
+
+    @classmethod
+    def _from_scrapes(
+        cls, parts: Callable[[], Iterable[Columns]], mapping: MetricMapping | None
+    ) -> ServerSeries:
         decoded: dict[str, dict[str, str]] = {}
-        rows = [
-            Sample(m, decoded.get(lbl) or decoded.setdefault(lbl, json.loads(lbl)), float(v))
-            for m, lbl, v in zip(
-                *(kept[c].tolist() for c in ("metric", "labels", "value")), strict=True
-            )
-        ]
-        scrape_times = np.unique(times)
-        bounds = np.searchsorted(stamps, scrape_times, side="left")
-        ends = np.append(bounds[1:], len(rows))
-        expositions = [Exposition(rows[lo:hi]) for lo, hi in zip(bounds, ends, strict=True)]
-        mapping = one_source_per_series(mapping, expositions)
-        snapshots = [mapping.snapshot(exposition) for exposition in expositions]
-        return cls.from_snapshots([float(t) for t in scrape_times], snapshots)
+        times: list[float] = []
+        snapshots: list[Snapshot] = []
+        used: dict[str, set[int | None]] = {}
+        wanted: set[str] = set()
+        for t_s, scrape in _scrapes(parts()):
+            if mapping is None:  # the flavour from the first scrape, every metric of it
+                mapping = choose_mapping(exposition_from_rows(scrape.records()))
+            if not times:
+                wanted = set(mapping.metric_names())
+                used = {name: set() for name, source in mapping.series.items() if source.first}
+            exposition = _exposition(scrape, wanted, decoded)
+            for name, options in used.items():
+                options.add(mapping.option_used(name, exposition))
+            times.append(t_s)
+            snapshots.append(mapping.snapshot(exposition))
+        if mapping is not None:
+            pinned = _pinned(mapping, used)
+            if pinned is not mapping:  # resolve every scrape again through the held source
+                snapshots = [
+                    pinned.snapshot(_exposition(scrape, wanted, decoded))
+                    for _, scrape in _scrapes(parts())
+                ]
+        return cls.from_snapshots(times, snapshots)
 
     # -- slicing ---------------------------------------------------------------------------
     @property
@@ -261,15 +291,83 @@ def one_source_per_series(mapping: MetricMapping, expositions: list[Exposition])
     run's counter is one series, never one source's total spliced onto another's (SGLang's
     ``prefix_queries`` from ``prompt_tokens_total`` before the first hit and from
     ``realtime_tokens_total`` after). Scrapes without that source read unknown there."""
+    used = {
+        name: {mapping.option_used(name, exposition) for exposition in expositions}
+        for name, source in mapping.series.items()
+        if source.first
+    }
+    return _pinned(mapping, used)
+
+
+def _pinned(mapping: MetricMapping, used: dict[str, set[int | None]]) -> MetricMapping:
+    """``mapping`` with each series in ``used`` (the ``first`` alternatives its scrapes
+    resolved through) held to the preferred one when they were several; ``mapping``
+    itself when none was."""
     choices: dict[str, int] = {}
-    for name, source in mapping.series.items():
-        if not source.first:
-            continue
-        used = {mapping.option_used(name, exposition) for exposition in expositions}
-        used.discard(None)
-        if len(used) > 1:
-            choices[name] = min(used)  # type: ignore[type-var]
+    for name, options in used.items():
+        known = options - {None}
+        if len(known) > 1:
+            choices[name] = min(known)  # type: ignore[type-var]
     return mapping.pinned(choices) if choices else mapping
+
+
+def _shared_bounds(histograms: list[Histogram | None]) -> list[Histogram | None]:
+    """A histogram's scrapes with equal bucket bounds holding one tuple of them (a server
+    keeps its buckets: a run of an hour held each scrape's copy)."""
+    shared: list[Histogram | None] = []
+    bounds: tuple[float, ...] | None = None
+    for hist in histograms:
+        if hist is not None and hist.bounds == bounds and hist.bounds is not bounds:
+            hist = dataclasses.replace(hist, bounds=bounds)
+        bounds = hist.bounds if hist is not None else bounds
+        shared.append(hist)
+    return shared
+
+
+class _Unordered(Exception):
+    """A ``server_metrics`` table whose times go back or are unknown: read it whole."""
+
+
+def _scrapes(parts: Iterable[Columns]) -> Iterator[tuple[float, Columns]]:
+    """Each scrape's rows (those of one time, in the table's order) with its time, from
+    parts in time order; a scrape that goes on into the next part is held until it ends.
+    ``_Unordered`` when a time goes back or is not a number."""
+    held: list[Columns] = []
+    last = -math.inf
+    for part in parts:
+        part = as_columns(part)
+        if not len(part):
+            continue
+        t = numbers(part, "t_s")
+        if not np.isfinite(t).all() or t[0] < last or (t[1:] < t[:-1]).any():
+            raise _Unordered
+        starts = np.flatnonzero(t[1:] != t[:-1]) + 1
+        bounds = [0, *starts.tolist(), len(t)]
+        for lo, hi in itertools.pairwise(bounds):
+            if held and t[lo] != last:
+                yield last, concat(held)
+                held = []
+            held.append(part[np.arange(lo, hi)])
+            last = float(t[lo])
+    if held:
+        yield last, concat(held)
+
+
+def _exposition(
+    scrape: Columns, wanted: set[str], decoded: dict[str, dict[str, str]]
+) -> Exposition:
+    """One scrape's samples of the ``wanted`` metrics; each distinct label set is decoded
+    once over the run (``decoded``), and its samples share the dict."""
+    metrics = np.asarray(scrape["metric"], dtype=object).tolist()
+    kept = scrape[np.fromiter((m in wanted for m in metrics), bool, len(metrics))]
+    return Exposition(
+        [
+            Sample(m, decoded.get(lbl) or decoded.setdefault(lbl, json.loads(lbl)), float(v))
+            for m, lbl, v in zip(
+                *(kept[c].tolist() for c in ("metric", "labels", "value")), strict=True
+            )
+        ]
+    )
 
 
 def _require(name: str, kind: Kind) -> None:

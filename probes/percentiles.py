@@ -11,12 +11,20 @@ is E2E from the intended send (``e2e_s``). The summary keys them by that column.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from runtime.quantiles import finite, quantile
+from runfmt.columns import IdSet
+from runtime.quantiles import QUANTILES, select_passes
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+
+    from probes.latency import Parts
+    from runfmt.columns import Table
+    from runtime.quantiles import Selection
 
 #: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
 METRICS = {
@@ -60,26 +68,93 @@ def label(percentile: float) -> str:
     return f"p{percentile:g}"
 
 
-def picked_percentiles(
-    requests: Any, chunks: Any, metrics: tuple[str, ...], percentiles: tuple[float, ...]
+#: The name prefix of a picked percentile's value stream beside the summary's own (the
+#: same values may be asked at other levels: ``runtime.quantiles.select_passes``).
+PICKED = "picked:"
+#: What ``--percentile-metrics`` and ``--metric-percentiles`` ask for.
+Picked = tuple[tuple[str, ...], tuple[float, ...]]
+
+
+def picked_levels(percentiles: tuple[float, ...]) -> dict[str, float]:
+    """The picked percentiles by their summary key (``p99``: 99.0)."""
+    return {label(p): p for p in percentiles}
+
+
+def levels_of(picked: Picked | None) -> Callable[[str], dict[str, float]]:
+    """``select_passes``' levels by stream name: the picked percentiles for a picked
+    stream, the summary's own quantiles for any other."""
+    levels = picked_levels(picked[1]) if picked else {}
+    return lambda name: levels if name.startswith(PICKED) else QUANTILES
+
+
+def picked_values(
+    picked: Picked | None, runs: Table, ok: np.ndarray, latencies: Table
+) -> dict[str, np.ndarray]:
+    """One part's picked request streams (every picked metric but ``itl``): the completed
+    measured requests' values of each column, by ``PICKED`` + column."""
+    if picked is None:
+        return {}
+    columns = dict.fromkeys(METRICS[name] for name in picked[0])
+    return {PICKED + c: np.asarray(latencies[c])[ok] for c in columns if c != "itl_s"}
+
+
+def picks_itl(picked: Picked | None) -> bool:
+    return picked is not None and "itl" in picked[0]
+
+
+def picked_section(
+    picked: Picked, selections: Mapping[str, Selection]
 ) -> dict[str, dict[str, float | None]]:
-    """``{metric column: {"p99": seconds, …}}`` for the completed measured requests."""
-
-    from probes.latency import completed_mask, latency_columns, measured
-    from probes.token_gaps import token_chunks, token_gaps
-
-    runs = measured(requests)
-    ok = completed_mask(runs)
-    latencies = latency_columns(runs)
+    """``{metric column: {"p99": seconds, …}}`` from the finished picked streams (none
+    where no value was seen)."""
+    levels = picked_levels(picked[1])
     out: dict[str, dict[str, float | None]] = {}
-    for name in metrics:
+    for name in picked[0]:
         column = METRICS[name]
-        if column == "itl_s":
-            done = np.asarray(runs["id"])[ok] if "id" in runs else None
-            values = finite(token_gaps(token_chunks(chunks, done)).gap_s)
-        else:
-            values = finite(latencies[column][ok])
-        out[column] = {
-            label(p): (quantile(values, p / 100) if values.size else None) for p in percentiles
-        }
+        selection = selections.get(PICKED + column)
+        counted = selection is not None and selection.count > 0
+        out[column] = {key: selection.value(key) if counted else None for key in levels}
     return out
+
+
+def picked_percentiles(
+    requests: Table | Parts,
+    chunks: Table | Parts,
+    metrics: tuple[str, ...],
+    percentiles: tuple[float, ...],
+) -> dict[str, dict[str, float | None]]:
+    """``{metric column: {"p99": seconds, …}}`` for the completed measured requests. The
+    tables whole or a part at a time (``probes.latency.Parts``), the quantiles exact either
+    way (``runtime.quantiles.select_passes``: a pass over the parts per narrowing, the
+    completed requests' ids held as bytes to pick their chunks), never a long run's column
+    or ITL gaps whole. A bench's summary takes the same streams in its own passes
+    (``probes.latency.summarize_frames``' ``picked``)."""
+    from probes.latency import completed_mask, latency_columns, measured, parts_of
+    from probes.token_gaps import chunk_gaps, token_chunk_parts
+
+    requests, chunks = parts_of(requests), parts_of(chunks)
+    picked = (metrics, percentiles)
+    done: list[np.ndarray] = []
+    every_id = True  # a table without ids: the ITL reads every request's chunks
+
+    def request_values(pass_number: int) -> Iterator[dict[str, np.ndarray]]:
+        nonlocal every_id
+        for part in requests():
+            runs = measured(part)
+            ok = completed_mask(runs)
+            if pass_number == 0:
+                every_id = every_id and "id" in runs
+                done.append(np.asarray(runs.get("id", []), dtype=object)[ok] if every_id else [])
+            yield picked_values(picked, runs, ok, latency_columns(runs))
+
+    found = select_passes(request_values, levels_of(picked))
+    if picks_itl(picked):
+        keep = IdSet(done).contains if every_id else None
+        done.clear()
+
+        def gap_values(_: int) -> Iterator[dict[str, np.ndarray]]:
+            for tokens, _carried in token_chunk_parts(chunks(), keep):
+                yield {PICKED + "itl_s": chunk_gaps(tokens).gap_s}
+
+        found |= select_passes(gap_values, levels_of(picked))
+    return picked_section(picked, found)

@@ -36,7 +36,9 @@ class Bucket:
     bounds: tuple[float, float] | None = None
 
     def to_dict(self, unit: str) -> dict[str, Any]:
-        out = self.value.to_dict() | {"unit": unit}
+        from runfmt.codec import encode  # probe --json only: not on the probe's own path
+
+        out = encode(self.value.reading()) | {"unit": unit}
         if self.bounds is not None:
             out["bounds"] = list(self.bounds)
         return out
@@ -51,12 +53,14 @@ class PoolBreakdown:
     free: Bucket
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``pool`` object of ``probe --json`` and of the server summary."""
+        """The ``pool`` object of ``probe --json``."""
+        from runfmt.codec import encode
+
         return {
             "active_blocks": self.active.to_dict(self.unit),
             "reclaimable_blocks": self.reclaimable.to_dict(self.unit),
             "free_blocks": self.free.to_dict(self.unit),
-            "total_blocks": self.total.to_dict() | {"unit": self.unit},
+            "total_blocks": encode(self.total.reading()) | {"unit": self.unit},
         }
 
 

@@ -7,9 +7,9 @@ request counts as failed when its status is not ``ok``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from runfmt.columns import Table, texts
+from runfmt.summary_sections import ErrorMessage
 from runfmt.tables import completed_mask
 
 
@@ -50,9 +50,9 @@ class RequestCounts:
     def by_error(self) -> dict[str, int]:
         return dict(self.errors.most_common())
 
-    def top_messages(self, top: int) -> list[dict[str, Any]]:
+    def top_messages(self, top: int) -> tuple[ErrorMessage, ...]:
         counts = self.messages.most_common()[:top]
-        return [{"message": m, "kind": k, "count": n} for (k, m), n in counts]
+        return tuple(ErrorMessage(m, k, n) for (k, m), n in counts)
 
 
 def error_counts(requests: Table) -> dict[str, int]:
@@ -73,7 +73,7 @@ def kind_counts(requests: Table) -> dict[str, int]:
 TOP_ERROR_MESSAGES = 5
 
 
-def error_messages(requests: Table, top: int = TOP_ERROR_MESSAGES) -> list[dict[str, Any]]:
+def error_messages(requests: Table, top: int = TOP_ERROR_MESSAGES) -> tuple[ErrorMessage, ...]:
     """The most frequent error messages of failed requests — the server's own words —
     with their class and count, most frequent first."""
     return RequestCounts.of(requests).top_messages(top)

@@ -34,6 +34,7 @@ Anything else hitting the server during the run is in its counters too.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,21 @@ from probes.latency import (
 )
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunk_parts
+from runfmt.codec import absent, frozen_map
 from runfmt.columns import Table, factorize
+from runfmt.summary_server import Histogram as LatencyHistogram
+from runfmt.summary_server import (
+    HitsBySource,
+    Level,
+    Offload,
+    PoolLevels,
+    QuantileBounds,
+    ServerPrefix,
+    ServerSection,
+    ServerWindow,
+    SizeHistogram,
+    TierHits,
+)
 from runtime.quantiles import QUANTILES
 
 _WORST = {Provenance.MEASURED: 0, Provenance.DERIVED: 1, Provenance.UNKNOWN: 2}
@@ -102,7 +117,7 @@ def client_maxima(requests: Table | Parts, chunks: Table | Parts | None) -> dict
 
 def _quantile_detail(
     hist: Histogram, q: float, value: float, client_max: float | None
-) -> dict[str, Any]:
+) -> QuantileBounds:
     """How one quantile was made (see the module docstring)."""
     lower, upper = hist.bucket(q) or (math.nan, math.nan)
     method = "floor" if math.isinf(upper) else "interpolated"
@@ -116,33 +131,39 @@ def _quantile_detail(
             )
         if value > high:
             value, method = high, "clamped"
-    out = {
-        "value": value,
-        "method": method,
-        "bucket": [lower, None if math.isinf(upper) else upper],
-        "bounds": [low, None if math.isinf(high) else high],
-    }
-    return out | ({"note": note} if note else {})
+    return QuantileBounds(
+        value=value,
+        method=method,
+        bucket=(lower, None if math.isinf(upper) else upper),
+        bounds=(low, None if math.isinf(high) else high),
+        note=note,
+    )
 
 
-def _histogram(series: ServerSeries, name: str, client_max: float | None) -> dict[str, Any]:
+def _histogram(series: ServerSeries, name: str, client_max: float | None) -> LatencyHistogram:
+    """A latency's histogram over the run (without ``per``, which only ITL's says)."""
     hist = series.histogram_increase(name)
-    out = histogram_summary(hist)
-    out["source"] = series.sources.get(name)
-    # Quantiles are interpolated inside buckets: an estimate; count and mean are exact.
-    out["provenance"] = str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN)
-    out["client_max_s"] = client_max
+    found = LatencyHistogram(
+        **histogram_summary(hist),
+        source=series.sources.get(name),
+        # Quantiles are interpolated inside buckets: an estimate; count and mean are exact.
+        provenance=str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN),
+        client_max_s=client_max,
+        extra=absent("per"),
+    )
     if hist is None:
-        return out
+        return found
     details = {
-        q: _quantile_detail(hist, pct / 100.0, out[q], client_max)
+        q: _quantile_detail(hist, pct / 100.0, found.get(q), client_max)
         for q, pct in QUANTILES.items()
-        if out[q] is not None
+        if found.get(q) is not None
     }
-    out |= {q: d["value"] for q, d in details.items()}
-    out["quantile_method"] = "interpolated inside histogram buckets (histogram_quantile)"
-    out["quantiles"] = details
-    return out
+    return replace(
+        found,
+        **{q: d.value for q, d in details.items()},
+        quantile_method="interpolated inside histogram buckets (histogram_quantile)",
+        quantiles=frozen_map(details),
+    )
 
 
 #: Where the server says its prompt tokens came from (``prompt_tokens_by_source``), by key.
@@ -168,7 +189,7 @@ OFFLOAD_HISTOGRAMS = ("offload_load_size", "offload_store_size")
 RESIDENCY = ("kv_block_lifetime", "kv_block_idle_before_evict", "kv_block_reuse_gap")
 
 
-def hits_by_source(series: ServerSeries) -> dict[str, Any]:
+def hits_by_source(series: ServerSeries) -> HitsBySource:
     """The ``hits_by_source`` section: the server's own account of where cached prompt
     tokens came from over the run — by tier (``device`` memory, ``host`` memory it
     offloaded to, ``storage``, another instance ``p2p``, an ``external`` connector that
@@ -187,28 +208,35 @@ def hits_by_source(series: ServerSeries) -> dict[str, Any]:
         Provenance.MEASURED,
         "Σ tiers",
     )
-    return {
-        "reported": bool(known),
-        "tiers": {
-            tier: {"tokens": value.to_dict(), "share": _ratio(value, total).to_dict()}
-            for tier, value in known.items()
-        },
-        "sources": {key: series.increase(name).to_dict() for key, name in PROMPT_SOURCES.items()},
-        "offload": {
-            **{name: series.increase(name).to_dict() for name in OFFLOAD_COUNTERS},
-            **{name: _plain_histogram(series, name) for name in OFFLOAD_HISTOGRAMS},
-        },
-    }
+    return HitsBySource(
+        reported=bool(known),
+        tiers=frozen_map(
+            {
+                tier: TierHits(value.reading(), _ratio(value, total).reading())
+                for tier, value in known.items()
+            }
+        ),
+        sources=frozen_map(
+            {key: series.increase(name).reading() for key, name in PROMPT_SOURCES.items()}
+        ),
+        offload=Offload(
+            counters=frozen_map(
+                {name: series.increase(name).reading() for name in OFFLOAD_COUNTERS}
+            ),
+            sizes=frozen_map({name: _plain_histogram(series, name) for name in OFFLOAD_HISTOGRAMS}),
+        ),
+    )
 
 
-def _plain_histogram(series: ServerSeries, name: str) -> dict[str, Any]:
+def _plain_histogram(series: ServerSeries, name: str) -> SizeHistogram:
     """A non-latency histogram over the run: its count, mean and quantiles in its unit."""
     hist = series.histogram_increase(name)
-    return histogram_summary(hist) | {
-        "unit": HISTOGRAM_UNITS[name],
-        "source": series.sources.get(name),
-        "provenance": str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN),
-    }
+    return SizeHistogram(
+        **histogram_summary(hist),
+        unit=HISTOGRAM_UNITS[name],
+        source=series.sources.get(name),
+        provenance=str(Provenance.DERIVED if hist is not None else Provenance.UNKNOWN),
+    )
 
 
 def expected_hit_rate(requests: Table | Parts) -> Value:
@@ -217,10 +245,11 @@ def expected_hit_rate(requests: Table | Parts) -> Value:
     for part in parts_of(requests)():
         sums.add(part)
         rows += len(part)
-    rates = sums.rates() if rows else {}
-    rate = rates.get("expected_hit_rate")
-    if rate is None:
-        return Value.unknown(rates.get("expected_reason") or "the run has no requests")
+    rates = sums.rates() if rows else None
+    rate = rates.expected_hit_rate if rates is not None else None
+    if rates is None or rate is None:
+        why = rates.expected_reason if rates is not None else None
+        return Value.unknown(why or "the run has no requests")
     return Value(rate, Provenance.DERIVED, "Σ expected_cached_tokens / Σ prompt_tokens (oracle)")
 
 
@@ -236,65 +265,71 @@ def server_summary(
     probe: dict[str, Any] | None = None,
     source: str = "scrape",
     chunks: Table | Parts | None = None,
-) -> dict[str, Any]:
+) -> ServerSection:
     """The ``server`` section; with no series every value is unknown and ``probe`` says
     why (the probe's status dict). ``chunks`` (the run's chunk events) give the client's
     longest gap, which bounds the server's ITL quantiles."""
     expected = expected_hit_rate(requests)
-    out: dict[str, Any] = {"source": source, "probe": probe}
     if series is None or series.frame.empty:
         reason = (probe or {}).get("reason") or "no server metrics were recorded"
-        return out | {
-            "available": False,
-            "reason": reason,
-            "prefix": {
-                "observed_hit_rate": Value.unknown(reason).to_dict(),
-                "expected_hit_rate": expected.to_dict(),
-            },
-        }
+        prefix = ServerPrefix(
+            observed_hit_rate=Value.unknown(reason).reading(),
+            expected_hit_rate=expected.reading(),
+            extra=absent("observed_minus_expected"),  # nothing observed to compare
+        )
+        recorded = frozen_map(probe) if probe is not None else None
+        return ServerSection(source, recorded, False, reason=reason, prefix=prefix)
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     observed = _ratio(hits, queries)
     client = client_maxima(requests, chunks)
-    out |= {
-        "available": True,
-        "flavour": series.flavour,
-        "window": {
-            "start_s": float(series.t_s.min()),
-            "end_s": float(series.t_s.max()),
-            "scrapes": len(series.frame),
+    itl = _histogram(series, "itl", client["itl_s"])
+
+    def level(name: str) -> Level:
+        return Level(**series.level(name))
+
+    return ServerSection(
+        source=source,
+        probe=frozen_map(probe) if probe is not None else None,
+        available=True,
+        flavour=series.flavour,
+        window=ServerWindow(
+            start_s=float(series.t_s.min()),
+            end_s=float(series.t_s.max()),
+            scrapes=len(series.frame),
             # The last scrape predates the last response: the server's figures miss the
             # final requests (the last scrape failed, or the run was cut short).
-            "stale": bool(float(series.t_s.max()) < _last_response_s(requests)),
-        },
-        "ttft_s": _histogram(series, "ttft", client["ttft_s"]),
-        "itl_s": _histogram(series, "itl", client["itl_s"]) | {"per": series.itl_per},
-        "e2e_s": _histogram(series, "e2e", client["e2e_s"]),
-        "prefix": {
-            "queries": queries.to_dict(),
-            "hits": hits.to_dict(),
-            "observed_hit_rate": observed.to_dict(),
-            "expected_hit_rate": expected.to_dict(),
-            "observed_minus_expected": (
+            stale=bool(float(series.t_s.max()) < _last_response_s(requests)),
+        ),
+        ttft_s=_histogram(series, "ttft", client["ttft_s"]),
+        itl_s=replace(itl, per=series.itl_per, extra=frozen_map()),
+        e2e_s=_histogram(series, "e2e", client["e2e_s"]),
+        prefix=ServerPrefix(
+            queries=queries.reading(),
+            hits=hits.reading(),
+            observed_hit_rate=observed.reading(),
+            expected_hit_rate=expected.reading(),
+            observed_minus_expected=(
                 observed.value - expected.value
                 if observed.value is not None and expected.value is not None
                 else None
             ),
-        },
-        "hits_by_source": hits_by_source(series),
-        "kv_block_residency_s": {name: _plain_histogram(series, name) for name in RESIDENCY},
-        "max_sequence_tokens": series.level("max_sequence_tokens"),
-        "kv_tokens": series.level("kv_tokens"),
-        "preemptions": series.increase("preemptions").to_dict(),
-        "prompt_tokens": series.increase("prompt_tokens").to_dict(),
-        "generation_tokens": series.increase("generation_tokens").to_dict(),
-        "running": series.level("running"),
-        "waiting": series.level("waiting"),
-        "kv_usage": series.level("kv_usage"),
-        "block_size": series.latest("block_size").to_dict(),
-        "num_blocks": series.latest("num_blocks").to_dict(),
-        "pool": {
-            "unit": series.pool_unit,
-            **{f"{name.removeprefix('pool_')}_blocks": series.level(name) for name in POOL_COLUMNS},
-        },
-    }
-    return out
+        ),
+        hits_by_source=hits_by_source(series),
+        kv_block_residency_s=frozen_map({n: _plain_histogram(series, n) for n in RESIDENCY}),
+        max_sequence_tokens=level("max_sequence_tokens"),
+        kv_tokens=level("kv_tokens"),
+        preemptions=series.increase("preemptions").reading(),
+        prompt_tokens=series.increase("prompt_tokens").reading(),
+        generation_tokens=series.increase("generation_tokens").reading(),
+        running=level("running"),
+        waiting=level("waiting"),
+        kv_usage=level("kv_usage"),
+        block_size=series.latest("block_size").reading(),
+        num_blocks=series.latest("num_blocks").reading(),
+        pool=PoolLevels(
+            unit=series.pool_unit,
+            buckets=frozen_map(
+                {f"{name.removeprefix('pool_')}_blocks": level(name) for name in POOL_COLUMNS}
+            ),
+        ),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from runtime.durations import parse_duration
 from workloads.errors import InputError
 
 
@@ -29,18 +30,12 @@ class Slo:
 
 
 _SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
-_SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s)"
+_SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s or us)"
 
 
 def _parse_seconds(key: str, text: str) -> float:
-    raw = text.strip().lower()
-    scale = 1e-3  # a bare number is milliseconds, as in vLLM's --goodput
-    if raw.endswith("ms"):
-        raw = raw[:-2]
-    elif raw.endswith("s"):
-        raw, scale = raw[:-1], 1.0
     try:
-        value = float(raw) * scale
+        value = parse_duration(text)  # a bare number is milliseconds, as in vLLM's --goodput
     except ValueError:
         raise InputError("--slo", f"{key}={text!r} is not a duration", _SLO_FIX) from None
     if not (math.isfinite(value) and value > 0):

@@ -50,7 +50,9 @@ import numpy as np
 
 from probes.metric_registry import STALL_LOST, STALL_WORST, json_name
 from probes.token_gaps import TokenGaps
+from runfmt.codec import frozen_map
 from runfmt.columns import Table, numbers, texts
+from runfmt.summary_sections import StallsSection
 from runtime.quantiles import Selection, exact_mean, exact_sum, quantile, quantiles, select_passes
 
 #: The decode gaps of a run a part at a time, each call the same parts: per part the gaps
@@ -295,7 +297,7 @@ def stall_summary(
     confidence: float = SUMMARY_CONFIDENCE,
     resamples: int = SUMMARY_RESAMPLES,
     seed: int = 0,
-) -> dict[str, Any] | None:
+) -> StallsSection | None:
     """``summary.json``'s ``stalls``: ``None`` for a run of one request kind; else the
     long prompts' kind, the events and the long prompts alone, the stall gaps and their
     share of all gaps, the normal step, whether the pooled ITL p99 sees the stalls, and
@@ -303,22 +305,23 @@ def stall_summary(
     if stalls.kind is None:
         return None
     events = stalls.events
-    out: dict[str, Any] = {
-        "kind": stalls.kind,
-        "events": len(events),
-        "alone": events.alone,
-        "gaps": stalls.gaps,
-        "stall_gaps": events.stalled_gaps,
-        "stall_gap_share": _known(stalls.share),
-        "normal_gap_s": _known(events.normal_s),
-        "seen_by_itl_p99": stalls.seen_by(0.99),
-        "confidence": confidence,
-    }
+    figures: dict[str, Any] = {}
     for metric in (STALL_WORST, STALL_LOST):
         values = stalls.values(metric.key)
         interval = mean_interval(values, confidence, resamples, seed)
         some = len(values) > 0
-        out[json_name(metric.prefix, part="mean")] = float(np.mean(values)) if some else None
-        out[json_name(metric.prefix, part="interval")] = list(interval or (None, None))
-        out[json_name(metric.prefix, part="max")] = float(np.max(values)) if some else None
-    return out
+        figures[json_name(metric.prefix, part="mean")] = float(np.mean(values)) if some else None
+        figures[json_name(metric.prefix, part="interval")] = tuple(interval or (None, None))
+        figures[json_name(metric.prefix, part="max")] = float(np.max(values)) if some else None
+    return StallsSection(
+        kind=stalls.kind,
+        events=len(events),
+        alone=events.alone,
+        gaps=stalls.gaps,
+        stall_gaps=events.stalled_gaps,
+        stall_gap_share=_known(stalls.share),
+        normal_gap_s=_known(events.normal_s),
+        seen_by_itl_p99=stalls.seen_by(0.99),
+        confidence=confidence,
+        figures=frozen_map(figures),
+    )

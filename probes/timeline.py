@@ -25,7 +25,11 @@ from runfmt.rundir import RunDir
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pandas as pd
+
+    from runfmt.columns import Columns
 
 #: Request lifecycle columns of requests.parquet and the event kind each becomes.
 LIFECYCLE = {
@@ -101,11 +105,16 @@ def server_series(run: Run | RunDir, mapping: MetricMapping | None = None) -> Se
     """The run's canonical server series, or None when no server metrics were recorded
     or none could be understood (no known flavour and no mapping)."""
     run = _run(run)
-    samples = run.tables.columns(SERVER_METRICS_TABLE)  # numpy: no pandas at a bench's end
-    if samples.empty:
+    tables = run.tables
+
+    def parts() -> Iterator[Columns]:  # numpy (no pandas), a part at a time (no table whole)
+        return tables.parts(SERVER_METRICS_TABLE)
+
+    # a table that cannot be read is refused (InputError) as a whole read refuses it
+    if next((part for part in parts() if len(part)), None) is None:
         return None
     try:
-        return ServerSeries.from_samples(samples, mapping or run_mapping(run))
+        return ServerSeries.from_parts(parts, mapping or run_mapping(run))
     except InputError:
         return None
 

@@ -5,12 +5,12 @@ mask the prefix hit rates leave out (``probes.latency.prefix_hit_rates``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from loadgen.records import suspect_kind
+from runfmt.codec import frozen_map
 from runfmt.columns import Table, present
+from runfmt.summary_sections import UsageSuspect
 
 
 def suspect_mask(requests: Table) -> np.ndarray:
@@ -36,12 +36,13 @@ class SuspectCounts:
             for part in str(reason).split("; "):
                 self.kinds[suspect_kind(part)] = self.kinds.get(suspect_kind(part), 0) + 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"requests": self.suspect, "of": self.of, "kinds": dict(self.kinds)}
+    def section(self) -> UsageSuspect:
+        """``summary.json``'s ``usage_suspect``."""
+        return UsageSuspect(self.suspect, self.of, frozen_map(self.kinds))
 
 
-def usage_suspects(requests: Table) -> dict[str, Any]:
+def usage_suspects(requests: Table) -> UsageSuspect:
     """How many requests carry impossible usage, of how many, by kind of impossibility."""
     counts = SuspectCounts()
     counts.add(requests)
-    return counts.to_dict()
+    return counts.section()

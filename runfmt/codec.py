@@ -24,9 +24,12 @@ some runs carry, such as ``load.ray``), one with ``key(omit_empty=True)`` while 
 ``None``. A field declared with ``key(nan_null=True)`` holds NaN for a figure that could
 not be measured: JSON has no NaN, so it is written ``null`` and ``null`` reads back as NaN
 (the isolation gap of too few probes). ``key(write=f)`` writes ``f(value)`` instead of the
-value (a diagnosis's figures to six significant digits). Numbers are kept as written: an
-``int`` in a ``float`` field stays an ``int`` (``8`` is not rewritten ``8.0``); a whole
-``float`` in an ``int`` field reads as that ``int``.
+value (a diagnosis's figures to six significant digits). A mapping field declared with
+``key(inline=PATTERN)`` holds the object's own keys that match ``PATTERN`` (a regular
+expression, whole key) and no other field names, written back in its place: keys another
+package names (``summary.json``'s latencies, named by the metric registry). Numbers are
+kept as written: an ``int`` in a ``float`` field stays an ``int`` (``8`` is not rewritten
+``8.0``); a whole ``float`` in an ``int`` field reads as that ``int``.
 
 The ``format_version`` rule is the documents' own (``runfmt.version``); the codec reads and
 writes sections. The analysis of each class (its fields' keys, defaults and readers) is
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -66,6 +70,7 @@ _META_OMIT = "runfmt.omit_none"
 _META_OMIT_EMPTY = "runfmt.omit_empty"
 _META_NAN_NULL = "runfmt.nan_null"
 _META_WRITE = "runfmt.write"
+_META_INLINE = "runfmt.inline"
 
 
 def key(
@@ -75,13 +80,16 @@ def key(
     omit_empty: bool = False,
     nan_null: bool = False,
     write: Callable[[Any], Any] | None = None,
+    inline: str | None = None,
     **field_args: Any,
 ) -> Any:
     """A field whose JSON key is ``name`` (default: the field's name), left out of the JSON
     while ``None`` when ``omit_none``, while ``None`` or empty when ``omit_empty``, a NaN
     written ``null`` and ``null`` read as NaN when ``nan_null``, written as ``write(value)``
-    when ``write`` is given; ``field_args`` go to ``dataclasses.field``."""
+    when ``write`` is given, its entries the object's keys matching ``inline`` when given;
+    ``field_args`` go to ``dataclasses.field``."""
     metadata = {
+        _META_INLINE: re.compile(inline) if inline is not None else None,
         _META_KEY: name,
         _META_OMIT: omit_none,
         _META_OMIT_EMPTY: omit_empty,
@@ -89,6 +97,13 @@ def key(
         _META_WRITE: write,
     }
     return dataclasses.field(metadata=metadata, **field_args)
+
+
+def absent(*keys: str) -> Mapping[str, Any]:
+    """The ``extra`` of a section built without the declared ``keys``: written absent while
+    their fields keep their defaults, as a document read without them is (a key one
+    writer's section has only in some runs, sometimes ``null``)."""
+    return MappingProxyType(dict.fromkeys(keys, ABSENT))
 
 
 def frozen_map(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -186,6 +201,7 @@ class _Field:
     write: Callable[[Any], Any] | None
     read: Reader
     default: Any  # _MISSING: none
+    inline: re.Pattern[str] | None = None
 
 
 _PLANS: dict[type, tuple[tuple[_Field, ...], bool]] = {}
@@ -214,7 +230,8 @@ def _plan(cls: type) -> tuple[tuple[_Field, ...], bool]:
             if nan_null:
                 read = _nan_for_null(read)
             write = f.metadata.get(_META_WRITE)
-            out.append(_Field(f.name, name, omit, empty, nan_null, write, read, default))
+            inline = f.metadata.get(_META_INLINE)
+            out.append(_Field(f.name, name, omit, empty, nan_null, write, read, default, inline))
         keeps = any(f.name == EXTRA for f in dataclasses.fields(cls))
         plan = _PLANS[cls] = (tuple(out), keeps)
     return plan
@@ -252,7 +269,17 @@ def decode(cls: type[T], raw: Any) -> T:
     if not isinstance(raw, Mapping):
         raw = {}
     extra: dict[str, Any] = {}
+    known = {f.key for f in fields if f.inline is None}
     for field in fields:
+        if field.inline is not None:
+            inline = {k: v for k, v in raw.items() if k not in known and field.inline.fullmatch(k)}
+            known |= inline.keys()
+            try:
+                values[field.name] = field.read(inline)
+            except _Unread:
+                values[field.name] = _default(field)
+                extra |= inline
+            continue
         value = raw.get(field.key, _MISSING)
         if value is _MISSING:
             values[field.name] = _default(field)
@@ -264,7 +291,6 @@ def decode(cls: type[T], raw: Any) -> T:
             values[field.name] = _default(field)
             extra[field.key] = value
     if keeps:
-        known = {f.key for f in fields}
         extra |= {k: v for k, v in raw.items() if k not in known}
         values[EXTRA] = MappingProxyType(extra)
     return cls(**values)
@@ -280,6 +306,9 @@ def encode(value: Any) -> Any:
         kept: Mapping[str, Any] = getattr(value, EXTRA) if keeps else {}
         for field in fields:
             item = getattr(value, field.name)
+            if field.inline is not None:
+                out |= encode(item)
+                continue
             if field.nan_null and isinstance(item, float) and not math.isfinite(item):
                 item = None  # JSON has no NaN
             if (item is None and (field.omit_none or field.omit_empty)) or (

@@ -100,11 +100,12 @@ class Evidence:
     extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
     """A hypothesis (or the prefix cache) judged: status, why, and what would settle it.
-    Not frozen: the ranking caps, links and costs the findings in place before the
-    diagnosis is made (``diagnose.ranking``, ``diagnose.checklist``)."""
+    The ranking caps, links and costs findings by making new ones
+    (``dataclasses.replace``: ``diagnose.ranking``, ``diagnose.checklist``); its lists are
+    never edited once the finding is made."""
 
     id: str = ""
     title: str = ""

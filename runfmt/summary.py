@@ -1,100 +1,85 @@
-"""``summary.json``: the figures of one bench run, typed by section, with its version.
+"""``summary.json``: the figures of one bench run, typed, with its version.
 
-``probes.latency.summarize_frames`` computes the client's sections and
-``probes.server_summary`` the server's; the session writes them through ``Summary``,
-which keeps each as the JSON object it is, so a summary read and written back is
-unchanged. Readers take its typed sections, ``Summary.typed`` (``SummarySections``; of a
-summary's dict not yet written, ``SummarySections.of``): dataclasses of what each section
-holds (``runfmt.summary_sections``, ``runfmt.summary_server``).
+``probes.latency.summarize_frames`` builds the client's sections and
+``probes.server_summary`` the server's; the session writes the ``Summary`` it holds them
+in through ``runfmt.codec``, and every reader reads the same frozen types back
+(``runfmt.summary_sections``, ``runfmt.summary_server``). The latencies are the
+registered metrics' (``probes.metric_registry``: a metric declared in any module is one
+more key): ``latencies`` holds each distribution by its JSON key (``ttft_s`` …), written
+at the top level of the document, where a reader of any version finds it.
 
 Format versions: 1 is every ``summary.json`` written before ``format_version`` existed;
-2 adds that key and nothing else.
+2 adds that key and nothing else. A summary read keeps its version (``format_version``,
+``None`` for a version-1 file) and is written again as this version.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
-from runfmt.document import SectionedDocument
+from runfmt.codec import EMPTY, decode, encode, frozen_map, key
 from runfmt.names import SUMMARY_JSON
+from runfmt.rundir import RunDir
 from runfmt.summary_sections import (
     ChunksSection,
     ClientSection,
     ErrorMessage,
     GoodputSection,
     PrefixSection,
-    Raw,
     RequestsSection,
+    StallsSection,
     Stats,
     ThroughputSection,
     UsageSuspect,
-    as_object,
 )
 from runfmt.summary_server import ServerSection
+from runfmt.version import FIRST_FORMAT_VERSION, document_version
 
 #: The ``format_version`` this version writes.
 SUMMARY_FORMAT_VERSION = 2
+#: A latency's JSON key (``probes.metric_registry.json_name``): ``<name>_s``.
+LATENCY_KEY = r"\w+_s"
 
-Section = dict[str, Any]
 
-
-@dataclass
-class Summary(SectionedDocument):
-    """The sections of ``summary.json``; a latency section is a ``describe()`` dict
-    (``runtime.quantiles``), keyed as ``probes.metric_registry`` names it. Others
-    (``server_prometheus``, ``error_messages`` …) are in ``extra``."""
+@dataclass(frozen=True)
+class Summary:
+    """``summary.json``, its sections in the document's key order. ``goodput`` is
+    ``None`` when the run had no SLO, ``stalls`` for a run of one request kind (the
+    section ``probes.stall_events`` owns), ``percentiles`` unless asked for
+    (``--metric-percentiles``: metric → label → seconds), ``server_prometheus`` unless a
+    Prometheus server was read beside a scrape."""
 
     FILE: ClassVar[str] = SUMMARY_JSON
     FORMAT_VERSION: ClassVar[int] = SUMMARY_FORMAT_VERSION
 
-    requests: Section = field(default_factory=dict)
-    errors: Section = field(default_factory=dict)
-    ttft_s: Section = field(default_factory=dict)
-    ttft_sent_s: Section = field(default_factory=dict)
-    itl_s: Section = field(default_factory=dict)
-    tpot_s: Section = field(default_factory=dict)
-    e2e_s: Section = field(default_factory=dict)
-    e2e_sent_s: Section = field(default_factory=dict)
-    throughput: Section = field(default_factory=dict)
-    goodput: Section = field(default_factory=dict)
-    prefix: Section = field(default_factory=dict)
-    chunks: Section = field(default_factory=dict)
-    client: Section = field(default_factory=dict)
-    server: Section = field(default_factory=dict)
-
-    @property
-    def typed(self) -> SummarySections:
-        """The sections as the file holds them, typed (built anew at each ask: the
-        sections are the dicts written, and may be changed)."""
-        return SummarySections.from_dict(self.as_read())
-
-
-@dataclass(frozen=True)
-class SummarySections:
-    """One ``summary.json``'s sections, typed (``Summary.typed``); ``goodput`` and
-    ``server`` are ``None`` when the summary has none, the others empty."""
-
     requests: RequestsSection = field(default_factory=RequestsSection)
+    #: Failed requests by error class, most frequent first.
+    errors: Mapping[str, int] = field(default_factory=EMPTY)
+    error_messages: tuple[ErrorMessage, ...] = ()
+    #: Each registered latency's distribution by its key (``ttft_s`` …), in the
+    #: registry's order.
+    latencies: Mapping[str, Stats] = key(inline=LATENCY_KEY, default_factory=EMPTY)
     throughput: ThroughputSection = field(default_factory=ThroughputSection)
     goodput: GoodputSection | None = None
     prefix: PrefixSection = field(default_factory=PrefixSection)
-    chunks: ChunksSection = field(default_factory=ChunksSection)
-    client: ClientSection = field(default_factory=ClientSection)
-    server: ServerSection | None = None
-    #: Failed requests by error class (``errors``).
-    errors: Mapping[str, Any] = field(default_factory=dict)
-    error_messages: tuple[ErrorMessage, ...] = ()
     usage_suspect: UsageSuspect = field(default_factory=UsageSuspect)
-    #: The percentiles asked for (``--metric-percentiles``): metric → label → seconds.
-    percentiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+    chunks: ChunksSection = field(default_factory=ChunksSection)
+    stalls: StallsSection | None = None
+    client: ClientSection = field(default_factory=ClientSection)
+    percentiles: Mapping[str, Mapping[str, Any]] | None = key(omit_none=True, default=None)
+    server: ServerSection | None = key(omit_none=True, default=None)  # noqa: RUF009
+    server_prometheus: ServerSection | None = key(omit_none=True, default=None)  # noqa: RUF009
+    #: The version read (``None``: version 1, or written by this version).
+    format_version: int | None = key(omit_none=True, default=None, compare=False)
+    #: Keys this version does not know (a newer writer's), kept and written back.
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
     def latency(self, key: str) -> Stats | None:
         """The client's distribution of ``key`` (``ttft_s``, ``itl_s`` …, as
         ``probes.metric_registry`` names them), if the summary has it."""
-        return Stats.from_dict(self.raw.get(key))
+        return self.latencies.get(key)
 
     def statistic(self, key: str, name: str) -> Any:
         """One statistic (``p99`` …) of the client's distribution of ``key``, as written;
@@ -102,36 +87,30 @@ class SummarySections:
         stats = self.latency(key)
         return stats.get(name) if stats is not None else None
 
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        """The sections of a summary as its JSON object holds them (any version)."""
-        raw = as_object(raw)
-        messages = raw.get("error_messages")
-        return cls(
-            RequestsSection.from_dict(raw.get("requests")),
-            ThroughputSection.from_dict(raw.get("throughput")),
-            GoodputSection.from_dict(raw.get("goodput")),
-            PrefixSection.from_dict(raw.get("prefix")),
-            ChunksSection.from_dict(raw.get("chunks")),
-            ClientSection.from_dict(raw.get("client")),
-            ServerSection.from_dict(raw.get("server")),
-            as_object(raw.get("errors")),
-            tuple(
-                ErrorMessage.from_dict(m)
-                for m in (messages if isinstance(messages, list) else [])
-                if isinstance(m, Mapping)
-            ),
-            UsageSuspect.from_dict(raw.get("usage_suspect")),
-            as_object(raw.get("percentiles")),
-            raw,
-        )
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary.json`` document: this version's ``format_version``, then the
+        sections."""
+        doc = encode(replace(self, format_version=None))
+        return {"format_version": SUMMARY_FORMAT_VERSION} | doc
+
+    def as_read(self) -> dict[str, Any]:
+        """The document as its file held it: ``to_json`` with the version read (none for
+        a version-1 file, which had no key)."""
+        doc = encode(replace(self, format_version=None))
+        if self.format_version is None or self.format_version == FIRST_FORMAT_VERSION:
+            return doc
+        return {"format_version": self.format_version} | doc
 
     @classmethod
-    def of(cls, summary: SummaryLike) -> SummarySections:
-        """The typed sections of ``summary``: a summary's JSON object (``None``: no
-        summary, every section empty), or sections already typed."""
-        return summary if isinstance(summary, SummarySections) else cls.from_dict(summary)
+    def from_json(cls, doc: Mapping[str, Any], source: str | None = None) -> Summary:
+        """A ``summary.json`` of any version this one reads (``InputError`` naming
+        ``source``, the file, for a newer one)."""
+        version = document_version(doc, source or SUMMARY_JSON, SUMMARY_FORMAT_VERSION)
+        read = decode(cls, {k: v for k, v in doc.items() if k != "format_version"})
+        extra = {k: v for k, v in read.extra.items() if k != "format_version"}
+        return replace(read, format_version=version, extra=frozen_map(extra))
 
-
-#: A summary as a reader may hold it: its typed sections, its JSON object, or none.
-SummaryLike = SummarySections | Raw | None
+    @classmethod
+    def read(cls, run: RunDir) -> Summary:
+        """The summary in ``run`` (``InputError`` when missing, unreadable or newer)."""
+        return cls.from_json(run.read_json(SUMMARY_JSON), str(run.path / SUMMARY_JSON))

@@ -1,98 +1,64 @@
-"""The sections of ``summary.json`` typed for reading: the client's, and the distributions.
+"""The client's sections of ``summary.json`` and its distributions, declared once.
 
-``runfmt.summary.Summary`` keeps each section as the JSON object it was written as, so
-that a summary read and written back is unchanged; ``Summary.typed`` (or
-``SummarySections.of`` a summary's dict, for one computed and not yet written) is the same
-summary as frozen dataclasses: its ``requests``, ``throughput``, ``goodput``, ``prefix``,
-``chunks`` and ``client`` sections (here), the ``server`` section with its histograms,
-its readings (each with its provenance and source) and its prefix hits by tier
-(``runfmt.summary_server``), the error counts and messages, the usage flagged as
-impossible and the percentiles asked for. A reader outside ``runfmt`` asks these, never
-the dicts.
-
-Each class is built by ``from_dict``, which reads any format version: a key an older
-summary lacks (format 1, a section a run never wrote) reads as ``None`` or empty, never
-as an error, and the object it was built from stays in ``raw``, untouched, with every key
-no field names. Values are kept as written (no number is converted), so a figure reads
-the same through the view as it did from the dict.
+``probes.latency.summarize_frames`` builds these frozen sections and ``runfmt.summary``'s
+``Summary`` holds them; ``runfmt.codec`` writes them and reads them back, so every reader
+(diagnose, report, session, the CLI, compare) reads the types the bench wrote. Each field
+is the JSON key of the same name. A key an older summary lacks (format 1, a section a run
+never wrote) reads as the field's default (``None`` or empty), never as an error, and
+every key a section does not declare is kept in its ``extra`` and written back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Self
+from typing import Any
 
+from runfmt.codec import EMPTY, key
 from runtime.quantiles import STATISTICS
 
-Raw = Mapping[str, Any]
-_EMPTY: Raw = MappingProxyType({})
-
-
-def as_object(value: Any) -> Raw:
-    """``value`` when it is a JSON object, else an empty one."""
-    return value if isinstance(value, Mapping) else _EMPTY
-
-
-def _given(value: Any) -> Any:
-    """``value``, or ``None`` when it says nothing (absent, empty string, list or object)."""
-    return None if value is None or (isinstance(value, str | list | dict) and not value) else value
-
-
-# -- distributions -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class QuantileBounds:
-    """How a server histogram's quantile was made (``probes.server_summary``): the bounds
-    the true value lies within (``high`` ``None`` past the last bucket) and the upper end
-    of the bucket it lies in."""
-
-    low: float | None
-    high: float | None
-    bucket_high: float | None
-
-    @property
-    def cut(self) -> bool:
-        """Whether the upper bound is the client's maximum, not the bucket's."""
-        return self.high is not None and self.high != self.bucket_high
-
-    @classmethod
-    def from_dict(cls, raw: Raw) -> Self:
-        bounds = raw.get("bounds") or (None, None)
-        bucket = raw.get("bucket") or (None, None)
-        return cls(bounds[0], bounds[1], bucket[1])
+#: A stall metric's figure (``probes.metric_registry.json_name(prefix, part=...)``):
+#: its mean, interval or worst event, in seconds.
+STALL_FIGURE = r"\w+_(mean|interval|max)_s"
 
 
 @dataclass(frozen=True)
-class Stats:
-    """A distribution as ``runtime.quantiles.describe`` writes it (the ``STATISTICS`` and
-    a count); a server histogram's says per what its ITL is (``per``) and how each
-    quantile was made (``quantiles``, ``None`` for a client distribution)."""
+class Distribution:
+    """A distribution as ``runtime.quantiles.describe`` writes it: the mean, the quantiles
+    (``runtime.quantiles.QUANTILES``) and the count of the values; ``None`` values when
+    there were none."""
 
-    values: Mapping[str, Any]
-    count: int | None
-    max: float | None = None
-    per: str | None = None
-    quantiles: Mapping[str, QuantileBounds] | None = None
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    count: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
+
+    #: What a server histogram (``runfmt.summary_server.Histogram``) says besides, which
+    #: the client's own samples never do: per what its ITL is, how each quantile was made.
+    per = None
+    quantiles = None
 
     def get(self, statistic: str) -> float | None:
         """One of ``runtime.quantiles.STATISTICS`` (``mean``, ``p50`` …), as written."""
-        return self.values.get(statistic)
+        return statistic_of(self, statistic)
 
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self | None:
-        """The distribution; ``None`` when ``raw`` is no JSON object."""
-        if not isinstance(raw, Mapping):
-            return None
-        details = raw.get("quantiles")
-        quantiles = (
-            {q: QuantileBounds.from_dict(d) for q, d in details.items() if isinstance(d, Mapping)}
-            if isinstance(details, Mapping)
-            else None
-        )
-        values = {name: raw.get(name) for name in STATISTICS}
-        return cls(values, raw.get("count"), raw.get("max"), raw.get("per"), quantiles, raw)
+
+def statistic_of(distribution: Any, statistic: str) -> float | None:
+    """One of ``runtime.quantiles.STATISTICS`` of a distribution or a server histogram,
+    as written; ``None`` for another name or a value that is no number."""
+    value = getattr(distribution, statistic, None) if statistic in STATISTICS else None
+    return value if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True)
+class Stats(Distribution):
+    """A distribution with its largest value (``max``): a latency, the event loop's lag."""
+
+    max: float | None = None
 
 
 # -- the client's sections ---------------------------------------------------------------
@@ -104,26 +70,15 @@ class RequestsSection:
     completed: int | None = None
     failed: int | None = None
     warmup_excluded: int | None = None
-    by_kind: Mapping[str, int] = field(default_factory=dict)
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        by_kind = raw.get("by_kind") or {}
-        return cls(
-            raw.get("total"),
-            raw.get("completed"),
-            raw.get("failed"),
-            raw.get("warmup_excluded"),
-            by_kind if isinstance(by_kind, Mapping) else {},
-            raw,
-        )
+    by_kind: Mapping[str, int] = field(default_factory=EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
 class ThroughputSection:
-    """``throughput``: rates over the measured window (run clock)."""
+    """``throughput``: rates over the measured window (run clock); the output tokens a
+    server's impossible usage claimed are left out and counted in
+    ``output_tokens_excluded`` (absent when none)."""
 
     requests_per_s: float | None = None
     output_tokens_per_s: float | None = None
@@ -131,13 +86,8 @@ class ThroughputSection:
     window_s: float | None = None
     start_s: float | None = None
     end_s: float | None = None
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        keys = ("requests_per_s", "output_tokens_per_s", "output_tokens", "window_s")
-        return cls(*(raw.get(k) for k in (*keys, "start_s", "end_s")), raw=raw)
+    output_tokens_excluded: int | None = key(omit_none=True, default=None)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -145,19 +95,11 @@ class GoodputSection:
     """``goodput``: the requests that met every bound of the run's SLO (``slo``: a
     latency's key → its bound in seconds)."""
 
+    slo: Mapping[str, float] = field(default_factory=EMPTY)
+    requests: int | None = None
     share: float | None = None
     requests_per_s: float | None = None
-    requests: int | None = None
-    slo: Mapping[str, float] = field(default_factory=dict)
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self | None:
-        """The section; ``None`` when the run had no SLO (``null`` or absent)."""
-        if not isinstance(raw, Mapping):
-            return None
-        slo = as_object(raw.get("slo"))
-        return cls(raw.get("share"), raw.get("requests_per_s"), raw.get("requests"), slo, raw)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -168,19 +110,12 @@ class PrefixSection:
     expected_hit_rate: float | None = None
     observed_hit_rate: float | None = None
     reported_requests: int | None = None
-    expected_reason: str | None = None
-    observed_reason: str | None = None
-    usage_suspect_excluded: int | None = None
-    expected_hit_rate_by_tier: Mapping[str, float | None] = field(default_factory=dict)
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        keys = ("expected_hit_rate", "observed_hit_rate", "reported_requests")
-        reasons = ("expected_reason", "observed_reason", "usage_suspect_excluded")
-        by_tier = as_object(raw.get("expected_hit_rate_by_tier"))
-        return cls(*(raw.get(k) for k in (*keys, *reasons)), by_tier, raw)
+    usage_suspect_excluded: int | None = key(omit_none=True, default=None)
+    expected_reason: str | None = key(omit_none=True, default=None)
+    observed_reason: str | None = key(omit_none=True, default=None)
+    #: The oracle's split by tier (``gpu``, ``cpu``) when the server has an offload tier.
+    expected_hit_rate_by_tier: Mapping[str, float | None] | None = key(omit_none=True, default=None)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -191,58 +126,86 @@ class ChunksSection:
     tokens: int | None = None
     multi_token: int | None = None
     multi_token_share: float | None = None
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        keys = ("count", "tokens", "multi_token", "multi_token_share")
-        return cls(*(raw.get(k) for k in keys), raw=raw)
+
+@dataclass(frozen=True)
+class StallsSection:
+    """``stalls`` (runs of more than one request kind, ``probes.stall_events``): the long
+    prompts' kind, their prefills (the events) and those alone, the decode gaps, the
+    stalled ones and their share, the normal gap, whether the pooled ITL p99 sees the
+    stalls and the intervals' confidence; per stall metric its mean over the events, the
+    interval of that mean and the worst event, keyed as the metric registry names them
+    (``figures``)."""
+
+    kind: str | None = None
+    events: int | None = None
+    alone: int | None = None
+    gaps: int | None = None
+    stall_gaps: int | None = None
+    stall_gap_share: float | None = None
+    normal_gap_s: float | None = None
+    seen_by_itl_p99: bool | None = None
+    confidence: float | None = None
+    figures: Mapping[str, Any] = key(inline=STALL_FIGURE, default_factory=EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class WorkerShare:
+    """One worker process's CPU share of a core (``client.cpu_share.workers``)."""
+
+    worker: int | None = None
+    mean: float | None = None
+    max: float | None = None
+    sustained_max: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class CpuShare:
+    """``client.cpu_share``: the client's CPU share of a core, the busiest worker's with
+    worker processes (each worker's in ``workers``)."""
+
+    mean: float | None = None
+    max: float | None = None
+    sustained_max: float | None = None
+    busiest_worker: int | None = key(omit_none=True, default=None)
+    cores_mean: float | None = key(omit_none=True, default=None)
+    workers: tuple[WorkerShare, ...] | None = key(omit_none=True, default=None)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
 class ClientSection:
     """``client``: whether the load generator, not the server, shaped the run
     (``limited``, ``None`` when the summary does not say) and why; its dispatch lag, event
-    loop lag, the busiest CPU share it held, and the wait for a ``--max-concurrency``
-    slot (``None`` when no request waited)."""
+    loop lag, CPU share, and the wait for a ``--max-concurrency`` slot (absent when no
+    request waited)."""
 
+    dispatch_lag: Distribution | None = key("dispatch_lag_s", default=None)  # noqa: RUF009
+    dispatch_lag_p99_s: float | None = None
+    loop_lag: Stats | None = key("loop_lag_s", default=None)  # noqa: RUF009
+    cpu_share: CpuShare | None = None
     limited: bool | None = None
     reasons: tuple[str, ...] = ()
-    dispatch_lag_p99_s: float | None = None
-    dispatch_lag: Stats | None = None
-    loop_lag: Stats | None = None
-    cpu_sustained_max: float | None = None
-    concurrency_wait: Stats | None = None
-    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+    concurrency_wait: Distribution | None = key("concurrency_wait_s", omit_none=True, default=None)  # noqa: RUF009
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        reasons = raw.get("reasons")
-        return cls(
-            _given(raw.get("limited")),
-            tuple(str(r) for r in reasons) if isinstance(reasons, list) else (),
-            raw.get("dispatch_lag_p99_s"),
-            Stats.from_dict(raw.get("dispatch_lag_s")),
-            Stats.from_dict(raw.get("loop_lag_s")),
-            as_object(raw.get("cpu_share")).get("sustained_max"),
-            Stats.from_dict(raw.get("concurrency_wait_s")),
-            raw,
-        )
+    @property
+    def cpu_sustained_max(self) -> float | None:
+        """The busiest CPU share held over the sustain span, if sampled."""
+        return self.cpu_share.sustained_max if self.cpu_share is not None else None
 
 
 @dataclass(frozen=True)
 class ErrorMessage:
     """One of ``error_messages``: a server's message, its error class and how often."""
 
-    message: str
-    kind: str | None
-    count: int | None
-
-    @classmethod
-    def from_dict(cls, raw: Raw) -> Self:
-        return cls(str(raw.get("message", "")), raw.get("kind"), raw.get("count"))
+    message: str = ""
+    kind: str | None = None
+    count: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -251,9 +214,5 @@ class UsageSuspect:
 
     requests: int | None = None
     of: int | None = None
-    kinds: Mapping[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> Self:
-        raw = as_object(raw)
-        return cls(raw.get("requests"), raw.get("of"), as_object(raw.get("kinds")))
+    kinds: Mapping[str, int] = field(default_factory=EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)

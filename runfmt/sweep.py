@@ -23,6 +23,7 @@ from typing import Any
 from runfmt.codec import ABSENT, EMPTY, decode, encode, frozen_map, key
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
+from runfmt.sweep_search import SearchSection
 from runfmt.version import document_version
 from workloads.errors import InputError
 
@@ -74,7 +75,7 @@ class SweepResult:
     saturation_cause: str | None = None
     points: tuple[SweepPoint, ...] = ()
     #: An SLA search's bounds, probes and answer (``sweep --find``), else absent.
-    search: Mapping[str, Any] | None = key(omit_none=True, default=None)
+    search: SearchSection | None = key(omit_none=True, default=None)  # noqa: RUF009
     extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
     @property

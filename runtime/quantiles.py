@@ -318,18 +318,23 @@ class Selection:
 
 def select_passes(
     parts: Callable[[int], Iterable[Mapping[str, np.ndarray]]],
+    levels: Mapping[str, float] | Callable[[str], Mapping[str, float]] = QUANTILES,
 ) -> dict[str, Selection]:
     """A finished ``Selection`` of each named value stream: ``parts(k)`` gives the parts of
     pass ``k`` (0, 1, …), each a mapping from a name to that part's values, the same parts
-    in the same order on every pass (a name first seen in pass 0 gets its ``Selection``).
-    It is called once per pass until every statistic is found; nothing is kept of a part
-    but what the selections need."""
+    in the same order on every pass (a name first seen in pass 0 gets its ``Selection``,
+    of the quantiles ``levels`` names, as percentages, or ``levels(name)`` names). It is
+    called once per pass until every statistic is found; nothing is kept of a part but
+    what the selections need."""
+    levels_of = levels if callable(levels) else lambda _: levels
     selections: dict[str, Selection] = {}
     done = 0
     while done == 0 or any(s.more for s in selections.values()):
         for part in parts(done):
             for name, values in part.items():
-                selection = selections.setdefault(name, Selection()) if done == 0 else None
+                selection = (
+                    selections.setdefault(name, Selection(levels_of(name))) if done == 0 else None
+                )
                 selection = selection or selections[name]
                 if selection.more:
                     selection.feed(values)

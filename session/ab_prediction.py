@@ -12,10 +12,12 @@ measured every time an A/B is run.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from perfmodel.config import EngineConfig
 from probes.metric_registry import AB_PREDICTED, json_name, stat_of
+from runfmt.abresult import ArmResult
 from session.sim_workload import load_workload
 from session.simulate import GridPoint, SimulateSpec, run_point
 
@@ -50,18 +52,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def confront(
-    predicted: dict[str, Any], arms: list[dict[str, Any]], reference_chunk: int
+    predicted: dict[str, Any], arms: Sequence[ArmResult], reference_chunk: int
 ) -> dict[str, Any]:
     """Predicted vs measured per arm and metric, and per arm its ratio to the reference."""
     rows = []
     for arm in arms:
-        guess = predicted["arms"].get(arm["chunk"], {})
+        guess = predicted["arms"].get(arm.chunk, {})
         metrics = {}
         for key in METRICS:
-            p, m = guess.get(key), arm.get(key)
+            p, m = guess.get(key), arm.figure(key)
             error = (p - m) / m if p is not None and m else None
             metrics[key] = {"predicted": p, "measured": m, "relative_error": error}
-        rows.append({"arm": arm["label"], "chunk": arm["chunk"], "metrics": metrics})
+        rows.append({"arm": arm.label, "chunk": arm.chunk, "metrics": metrics})
     ref = next((r for r in rows if r["chunk"] == reference_chunk), None)
     ratios = []
     for row in rows:

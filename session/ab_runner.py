@@ -32,15 +32,24 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from diagnose.ab import AbAnalysis, AbSettings, Arm, Trial, alternating, analyse_ab, make_arms
+from diagnose.ab import (
+    AbAnalysis,
+    AbSettings,
+    Arm,
+    Trial,
+    alternating,
+    analyse_ab,
+    make_arms,
+    unanalysed_arm,
+)
 from probes import metric_registry as registry
-from runfmt.abresult import ABResult
+from runfmt.abresult import ABResult, AbWorkload
+from runfmt.codec import frozen_map
 from runfmt.names import AB_JSON, RUN_JSON
-from runfmt.summary import SummarySections
 from runtime import atomic, redact, signals
 from runtime.atomic import WriteFailed
 from runtime.version import package_version
@@ -94,7 +103,13 @@ class AbOutcome:
     out: Path
     status: str
     analysis: AbAnalysis
-    document: dict[str, Any]
+    #: ``ab.json`` as written.
+    result: ABResult
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """``ab.json``'s JSON (what ``--json`` prints)."""
+        return redact.document(self.result.to_json())
 
     @property
     def exit_code(self) -> int:
@@ -130,7 +145,7 @@ TRIAL_LINE_FIGURES = ((registry.by_key("itl_s"), "p99"), (registry.by_key("ttft_
 
 
 def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:
-    sections = SummarySections.of(outcome.summary)
+    sections = outcome.summary
     counts = sections.requests
     figures = " · ".join(
         f"{metric.named(stat)} {metric.format(sections.statistic(metric.key, stat))}"
@@ -224,7 +239,7 @@ class _AbRun:
         self.progress(f"trial {where} …")
         trial, outcome = await self._trial(arm, rnd, warmup)
         self.trials.append(trial)
-        self._write(self._unanalysed() | {"status": "running"})  # what a SIGKILL leaves
+        self._write(replace(self._unanalysed(), status="running"))  # what a SIGKILL leaves
         if outcome is None:
             self.progress(f"trial {where}: {trial.reason}")
             return True
@@ -295,24 +310,25 @@ class _AbRun:
         await self._stop_servers()
         measured = [t for t in self.trials if not t.warmup]
         analysis = analyse_ab(self.arms, measured, options.settings, ids)
-        document = ABResult.from_sections(self._document(analysis)).to_json()
+        result = self._how(analysis.result())
         if prediction is not None:
             reference = analysis.arms[options.settings.reference].chunk
-            document["prediction"] = confront(prediction, document["arms"], reference)
+            confronted = confront(prediction, result.arms, reference)
+            result = replace(result, prediction=frozen_map(confronted))
         if isinstance(error, WriteFailed):
-            raise self._kept(error, document)
-        self._write(document)
+            raise self._kept(error, result)
+        self._write(result)
         if error is not None:
             raise error
-        return AbOutcome(self.out, self.status, analysis, document)
+        return AbOutcome(self.out, self.status, analysis, result)
 
-    def _write(self, document: dict[str, Any]) -> None:
+    def _write(self, result: ABResult) -> None:
         """``ab.json``, replaced whole (``runtime.atomic``): a stop or a full disk
         mid-write leaves the previous one."""
-        text = json.dumps(redact.document(document), indent=2, ensure_ascii=False)
+        text = json.dumps(redact.document(result.to_json()), indent=2, ensure_ascii=False)
         atomic.write_text(self.out / AB_JSON, text)
 
-    def _kept(self, error: WriteFailed, document: dict[str, Any]) -> WriteFailed:
+    def _kept(self, error: WriteFailed, document: ABResult) -> WriteFailed:
         """``error`` saying what the A/B kept: ``ab.json`` written ``failed`` with the
         trials done, or, when even that does not fit, the last one written."""
         done = sum(1 for t in self.trials if t.status == "complete")
@@ -325,21 +341,16 @@ class _AbRun:
             f"{done} of {len(self.trials)} trials done complete; ab.json ({state}) in {self.out}"
         )
 
-    def _unanalysed(self) -> dict[str, Any]:
+    def _unanalysed(self) -> ABResult:
         """``ab.json`` before (or without) the analysis: how the A/B runs, its arms and
         the trials done so far."""
-        options = self.options
-        arms = [
-            arm.to_dict() | {"trials": [t.to_dict() for t in self.trials if t.arm == arm.index]}
-            for arm in self.arms
-        ]
-        reference = self.arms[options.settings.reference]
-        sections = {
-            "arms": arms,
-            "reference": {"arm": reference.label, "chunk": reference.chunk},
-            "settings": options.settings.to_dict(),
-        }
-        return ABResult.from_sections(sections | self._how()).to_json()
+        settings = self.options.settings
+        result = ABResult(
+            arms=tuple(unanalysed_arm(arm, self.trials) for arm in self.arms),
+            reference=settings.reference_of(self.arms),
+            settings=settings.recorded(),
+        )
+        return self._how(result).unanalysed()
 
     async def _serve_trials(self) -> None:
         """Start the servers (unless one per trial), then run every trial."""
@@ -371,32 +382,31 @@ class _AbRun:
         engine = (options.bench.engine or EngineSettings.default()).config
         return predict_arms(options.bench.workload, options.bench.overrides, engine, options.chunks)
 
-    def _document(self, analysis: AbAnalysis) -> dict[str, Any]:
-        return analysis.to_dict() | self._how()
-
-    def _how(self) -> dict[str, Any]:
-        """How the A/B ran: its status, target, workload and command."""
+    def _how(self, result: ABResult) -> ABResult:
+        """``result`` with how the A/B ran: its status, target, workload and command."""
         options = self.options
         secrets = [options.bench.api_key]
         launch = options.launch
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "out": str(self.out),
-            "mode": options.mode,
-            "chunks": options.chunks,
-            "launch": redact.argv(launch.words, secrets) if launch is not None else None,
-            "restart_per_trial": options.restart_per_trial,
-            "warmup_trials": [t.to_dict() for t in self.trials if t.warmup],
-            "servers": [
-                record | {"command": redact.argv(record["command"], secrets)}
+        workload = AbWorkload(options.bench.workload, frozen_map(options.bench.overrides))
+        return replace(
+            result,
+            status=self.status,
+            reason=self.reason,
+            out=str(self.out),
+            mode=options.mode,
+            chunks=tuple(options.chunks),
+            launch=tuple(redact.argv(launch.words, secrets)) if launch is not None else None,
+            restart_per_trial=options.restart_per_trial,
+            warmup_trials=tuple(t.recorded() for t in self.trials if t.warmup),
+            servers=tuple(
+                frozen_map(record | {"command": redact.argv(record["command"], secrets)})
                 for record in (self.servers.records if self.servers is not None else [])
-            ],
-            "workload": {"name": options.bench.workload, "overrides": options.bench.overrides},
-            "cache_protocol": options.bench.cache_protocol,
-            "command": redact.argv(options.command, secrets),
-            "tool_version": package_version(),
-        }
+            ),
+            workload=workload,
+            cache_protocol=options.bench.cache_protocol,
+            command=tuple(redact.argv(options.command, secrets)),
+            tool_version=package_version(),
+        )
 
 
 async def run_ab(options: AbOptions, progress: Progress) -> AbOutcome:

@@ -8,8 +8,9 @@ scrapes, and from a Prometheus server over the run's window when one was given
 The statistics read the run's tables as numpy ``Columns`` a part at a time
 (``RunTables.parts``): a bench imports no pandas, whose import alone was a fifth of a
 16-request run's CPU, and holds no table whole, so its memory at the end does not grow
-with the run's length (``benchmarks/soak.py``); vLLM's extra percentiles, when asked
-for, are the exception (read whole).
+with the run's length (``benchmarks/soak.py``): vLLM's extra percentiles, when asked
+for, and the server's scraped samples (``probes.timeline.server_series``, a scrape at a
+time) are read so too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from runfmt.run import Run
 from runfmt.run_sections import ProbeState, PrometheusProbe
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
-from runfmt.summary import Summary, SummarySections
+from runfmt.summary import Summary
+from runfmt.summary_server import ServerSection
 from runtime.clock import RunClock
 
 if TYPE_CHECKING:
@@ -47,11 +49,10 @@ async def write_summary(
     options: BenchOptions,
     prometheus: PrometheusSource | None,
     clock: RunClock,
-) -> dict[str, Any]:
+) -> Summary:
     """Write ``summary.json`` (and ``run.json`` again once the Prometheus probe's status is
-    known); returns what ``summary.json`` holds, ``format_version`` included."""
+    known); returns the summary written."""
     from probes.latency import summarize_frames, summary_columns
-    from probes.percentiles import picked_percentiles
     from probes.server_summary import server_summary
     from probes.timeline import server_series
 
@@ -64,19 +65,18 @@ async def write_summary(
     def chunks() -> Iterator[Columns]:  # the client's longest gap bounds the server's ITL
         return tables.parts(CHUNKS_TABLE)
 
-    summary = summarize_frames(requests, chunks, tables.columns(CLIENT_TABLE), options.slo)
-    if options.percentiles is not None:  # vLLM's extra percentiles, asked for: read whole
-        metrics, percentiles = options.percentiles
-        summary["percentiles"] = picked_percentiles(
-            tables.columns(REQUESTS_TABLE), tables.columns(CHUNKS_TABLE), metrics, percentiles
-        )
+    # vLLM's extra percentiles, when asked for, in the same passes over the parts
+    summary = summarize_frames(
+        requests, chunks, tables.columns(CLIENT_TABLE), options.slo, options.percentiles
+    )
     server_probe = info.probes.server_metrics  # the bench always records its probes
     status = server_probe.status if server_probe is not None else ProbeState()
     probe = encode(status)
     # off, unavailable (no page to scrape) or failed (nothing scraped, or the user's
     # mapping file unusable): no series
     series = server_series(run) if status.state not in ("off", "unavailable", "failed") else None
-    summary["server"] = server_summary(series, requests, probe=probe, chunks=chunks)
+    scraped = server_summary(series, requests, probe=probe, chunks=chunks)
+    summary = replace(summary, server=scraped)
     if prometheus is not None:
         section = await _from_prometheus(prometheus, result, requests, chunks, clock)
         recorded = info.probes.prometheus or PrometheusProbe(url=prometheus.url)
@@ -86,20 +86,20 @@ async def write_summary(
                 info.probes, prometheus=replace(recorded, status=prometheus.status.recorded())
             ),
         )
-        scraped = SummarySections.of(summary).server
-        key = "server_prometheus" if scraped is not None and scraped.available else "server"
-        summary[key] = section
+        if scraped.available:
+            summary = replace(summary, server_prometheus=section)
+        else:
+            summary = replace(summary, server=section)
         with contextlib.suppress(RunWriteError):
             run.write_json(RUN_JSON, info.to_json())
-    document = Summary.from_sections(summary).to_json()
     with contextlib.suppress(RunWriteError):  # the disk full: the run says it is not there
-        run.write_json(SUMMARY_JSON, document)
-    return document
+        run.write_json(SUMMARY_JSON, summary.to_json())
+    return summary
 
 
 async def _from_prometheus(
     prometheus: PrometheusSource, result: LoadResult, requests: Any, chunks: Any, clock: RunClock
-) -> dict[str, Any]:
+) -> ServerSection:
     """The ``server`` section from the Prometheus server over the run's window."""
     from probes.server_summary import server_summary
 

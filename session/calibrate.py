@@ -25,9 +25,15 @@ the actual send, the server's clock where it has one). Then, in order:
      heavily loaded client's gaps grow with its streams, which reads as a per-sequence
      overhead that the efficiency then offsets (load average 23: 0.11 ms per sequence
      against none, efficiency 0.98 against 0.80; at load average 4, both within 1 %);
-   * else ``prefill_mfu`` so that the replay's mean TTFT plus the **transport** (the
+   * else ``prefill_mfu`` so that the replay's median TTFT plus the **transport** (the
      client's mean TTFT less the server's, ``RunReading.transport_s``) is the client's
-     mean TTFT from the actual send.
+     median TTFT from the actual send. The median, not the mean: a loaded machine's
+     stalls land on a few requests' TTFT, which no replay has, and they pull the mean
+     (real vLLM CPU, a run whose fitted mean put its own TTFT p50 +80 % off; fitted to
+     the median, five fits each predicting the next run at another budget: errors
+     −4, −3, −5, −1, −30 % against −6, −2, +4, −9, +11 % — the −30 % a pair whose
+     measured TTFT rose 133 %, the machine's). The replays' pooled phases
+     (``PHASE_REQUESTS``) keep the replayed median from jumping between requests.
    For such a server the per-step overhead also takes the decode residuals' mean
    (the fitted steps' mean below the gaps'): the machine's mean lateness per step, which
    a median regression leaves out. A step of the replay lasts that much longer on
@@ -45,14 +51,14 @@ into the next step, every figure jumps. Where an arrival falls between two of th
 engine's steps is chance in a real run, so each figure is pooled over replays whose
 recorded arrivals are each moved by a random offset within one decode step (the same
 offsets at every trial value; ``PHASE_REQUESTS``), which turns one replay's few large
-jumps into many small ones. Means are fitted, not medians: the median of 16 requests
-jumps from one request's TTFT to another's.
+jumps into many small ones. The server's step means are fitted as means (its clock has
+no stalls of the client's); a client's TTFT as its median (above).
 
-The client's TTFT p50, its ITL p50 and p99 and the server's mean ITL are the checks,
-reported with the fitted figures as predicted vs measured and their relative error.
-``holdout`` is the honest check: the fitted figures predict another run (another chunk
-budget or load, its own engine read as the calibrated run's) that the fit never saw,
-and the error is reported per metric.
+The client's TTFT p50 (where it is not the fit's target), its ITL p50 and p99 and the
+server's mean ITL are the checks, reported with the fitted figures as predicted vs
+measured and their relative error. ``holdout`` is the honest check: the fitted figures
+predict another run (another chunk budget or load, its own engine read as the calibrated
+run's) that the fit never saw, and the error is reported per metric.
 """
 
 from __future__ import annotations
@@ -94,8 +100,10 @@ STEP_ROUNDS, NEAR, NEAR_BISECTIONS = 2, 1.25, 8
 #: Replays pooled per figure: enough for ``PHASE_REQUESTS`` replayed requests, at most
 #: ``MAX_PHASES`` (a run of that many requests or more is replayed once).
 PHASE_REQUESTS, MAX_PHASES = 128, 16
-#: Quantiles of the step jitter each replayed gap is widened by.
-JITTER_QUANTILES = 101
+#: Quantiles of the step jitter each replayed gap is widened by: each stands for an equal
+#: share of the residuals (the midpoints ``(i + ½) / n``), so that no single residual —
+#: the largest stall, say — weighs more than its share in the widened gaps' tail.
+JITTER_QUANTILES = 200
 #: Replayed gaps widened at most (an evenly spaced subset of the sorted gaps beyond).
 MAX_WIDENED_GAPS = 20_000
 
@@ -116,10 +124,14 @@ def phase_offsets(workload: SimWorkload, step_s: float, seed: int = 0) -> np.nda
 
 
 def jitter_quantiles(residuals_s: np.ndarray) -> list[float]:
-    """The step jitter as ``JITTER_QUANTILES`` evenly spaced quantiles (seconds)."""
+    """The step jitter as ``JITTER_QUANTILES`` quantiles at equal shares' midpoints
+    (seconds): the residuals' distribution in ``JITTER_QUANTILES`` equally likely values.
+    The end points 0 and 1 would give the smallest and largest residual a share of
+    ``1 / JITTER_QUANTILES`` each, far above theirs in a run of hundreds of gaps, and
+    the largest stall would then set the widened gaps' p99 by itself."""
     if residuals_s.size == 0:
         return [0.0]
-    probabilities = np.linspace(0.0, 1.0, JITTER_QUANTILES)
+    probabilities = (np.arange(JITTER_QUANTILES) + 0.5) / JITTER_QUANTILES
     return [float(q) for q in quantiles(residuals_s, tuple(probabilities))]
 
 
@@ -263,9 +275,9 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
                 steps,
             )
     else:
-        targets = [stat_name(TTFT, "mean")]
+        targets = [stat_name(TTFT, "p50")]
         fitted["prefill_mfu"] = _bisect(
-            *MFU_RANGE, lambda x: figures(prefill_mfu=x).ttft_mean > measured.ttft_mean
+            *MFU_RANGE, lambda x: figures(prefill_mfu=x).ttft_p50 > measured.ttft_p50
         )
     config = dataclasses.replace(base, **fitted)
     predicted = replay(config, workload, offsets, transport, jitter)

@@ -153,7 +153,7 @@ def read_run(run: Run, flag: str = "--calibrate") -> RunReading:
     if ttft.size == 0 or gaps.gap_s.size == 0:
         raise InputError(flag, f"{run.path} has no completed request with token gaps")
     spans = request_spans(measured[ok], gaps, chunks)
-    client = run.summary.typed.client if run.summary is not None else None
+    client = run.summary.client if run.summary is not None else None
     limits = tuple(client.reasons or ()) if client is not None and client.limited else ()
     lag = client.dispatch_lag_p99_s if client is not None else None
     return RunReading(ids, ttft, gaps, spans, _server_figures(run), limits, lag)

@@ -27,10 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from loadgen.load_options import LoadResult
-from runfmt.summary import SummaryLike, SummarySections
+from runfmt.summary import Summary
 from runtime import signals
 from runtime.atomic import EXIT_WRITE_FAILED
 from workloads.errors import InputError
@@ -63,24 +62,23 @@ def check_min_goodput(value: float | None, slo_given: bool) -> float | None:
     return value
 
 
-def slo_breach(summary: SummaryLike, min_goodput: float | None) -> str | None:
+def slo_breach(summary: Summary, min_goodput: float | None) -> str | None:
     """Why the run breaches its SLO (one line naming the SLO and the share), else ``None``."""
-    sections = SummarySections.of(summary)
-    goodput = sections.goodput
+    goodput = summary.goodput
     share = goodput.share if goodput is not None else None
     if goodput is None or min_goodput is None or share is None or share >= min_goodput:
         return None
     slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput.slo.items())
-    good, total = goodput.requests, sections.requests.total
+    good, total = goodput.requests, summary.requests.total
     return (
         f"{good} of {total} requests ({share:.1%}) met the SLO {slo}, "
         f"below --min-goodput {min_goodput:g}"
     )
 
 
-def top_message(summary: SummaryLike) -> str:
+def top_message(summary: Summary) -> str:
     """``"<count>× <class>: <message>"`` for the most common error message, or ``""``."""
-    messages = SummarySections.of(summary).error_messages
+    messages = summary.error_messages
     if not messages:
         return ""
     top = messages[0]
@@ -90,9 +88,9 @@ def top_message(summary: SummaryLike) -> str:
     return f"{top.count}× {top.kind}: {text}"
 
 
-def requests_failure(summary: SummaryLike, max_error_rate: float | None) -> str | None:
+def requests_failure(summary: Summary, max_error_rate: float | None) -> str | None:
     """Why the run's requests make it exit 4 (one line), else ``None``."""
-    counts = SummarySections.of(summary).requests
+    counts = summary.requests
     total, ok = int(counts.total or 0), int(counts.completed or 0)
     failed = total - ok
     if total == 0:
@@ -112,7 +110,7 @@ def requests_failure(summary: SummaryLike, max_error_rate: float | None) -> str 
 
 def exit_status(
     status: str,
-    summary: SummaryLike,
+    summary: Summary,
     max_error_rate: float | None,
     min_goodput: float | None = None,
 ) -> int:
@@ -133,7 +131,7 @@ class BenchOutcome:
     run_dir: Path
     status: str
     reason: str | None
-    summary: dict[str, Any]
+    summary: Summary
     result: LoadResult
     cancelled: bool = False
     max_error_rate: float | None = None
@@ -155,7 +153,7 @@ class BenchOutcome:
     @property
     def usage_warning(self) -> str | None:
         """One line when the server reported usage that cannot be right, else ``None``."""
-        suspect = SummarySections.of(self.summary).usage_suspect
+        suspect = self.summary.usage_suspect
         if not suspect.requests:
             return None
         kinds = ", ".join(f"{kind} ×{n}" for kind, n in suspect.kinds.items())
@@ -176,7 +174,7 @@ class BenchOutcome:
                 f"{head}; {result.ok} completed and {result.finished - result.ok} failed "
                 f"requests kept in {self.run_dir}"
             )
-        counts = SummarySections.of(self.summary).requests
+        counts = self.summary.requests
         kept = int(counts.total or 0) + int(counts.warmup_excluded or 0)
         line = f"{head}; {kept} of {result.finished} finished requests kept in {self.run_dir}"
         if self.unwritten:

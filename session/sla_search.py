@@ -38,9 +38,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from diagnose.sla import INCONCLUSIVE, MEETS, MISSES, Bound, check_bounds, probe_verdict
+from diagnose.sla import Bound, check_bounds, probe_verdict
 from runfmt.names import SWEEP_JSON
 from runfmt.sweep import COMPLETE, SweepResult, write_sweep
+from runfmt.sweep_search import (
+    ALL_MET,
+    DONE,
+    INCONCLUSIVE,
+    MEETS,
+    MISSES,
+    NARROWED,
+    NONE_MET,
+    STOPPED,
+    ProbeSection,
+    SearchSection,
+)
 from runtime import atomic
 from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
@@ -55,8 +67,6 @@ MAX_GROWTH = 4
 #: Seconds a point costs beyond its schedule (engine start, probes, drain), about: the
 #: embedded engine starts in 1–3 s on a busy 2-core machine.
 POINT_OVERHEAD_S = 3.0
-#: Stopped by a signal: the search ends without a verdict for that probe.
-STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class _Search:
             base, axis, bounds, out, display,
         )  # fmt: skip
         self.sweep = SweepResult(axis=axis, figure=rising_figure(base.slo is not None))
-        self.probes: list[dict[str, Any]] = []
+        self.search = SearchSection(bounds=tuple(b.section() for b in bounds))
         self.first_requests = planned_requests(base)
 
     async def probe(self, value: float) -> str:
@@ -186,38 +196,36 @@ class _Search:
         shown = self.display(name) if self.display is not None else None
         outcome = await run_bench(options, shown)
         if outcome.write_failure is not None:  # a full disk: the search stops at this probe
-            kept = f"{len(self.probes)} probes before it in {self.out / SWEEP_JSON}"
+            kept = f"{len(self.search.probes)} probes before it in {self.out / SWEEP_JSON}"
             raise WriteFailed(None, outcome.write_failure, f"probe {name} stopped; {kept}")
         point = point_of(value, name, outcome)
         points = [p for p in self.sweep.points if p.value != value] + [point]
         self.sweep = replace(self.sweep, points=tuple(sorted(points, key=lambda p: p.value)))
-        record: dict[str, Any] = {
-            "value": value,
-            "run_dir": name,
-            "status": outcome.status,
-            "requests": requests or self.first_requests,
-            "client_limited": bool(point.figure("client_limited")),
-        }
+        probe = ProbeSection(
+            value=value,
+            run_dir=name,
+            status=outcome.status,
+            requests=requests or self.first_requests,
+            client_limited=bool(point.figure("client_limited")),
+        )
         needed = None
         if outcome.cancelled:
-            record["verdict"] = STOPPED
+            probe = replace(probe, verdict=STOPPED)
         elif outcome.status != COMPLETE:
-            record |= {"verdict": MISSES, "reason": f"the run {outcome.status}"}
+            probe = replace(probe, verdict=MISSES, reason=f"the run {outcome.status}")
         else:
             checks = check_bounds(outcome.run_dir, self.bounds)
-            record |= {"verdict": probe_verdict(checks), "checks": [c.to_dict() for c in checks]}
+            verdict = probe_verdict(checks)
+            probe = replace(probe, verdict=verdict, checks=tuple(c.section() for c in checks))
             wanted = [c.needed_requests for c in checks if c.needed_requests is not None]
-            needed = max(wanted) if wanted and record["verdict"] == INCONCLUSIVE else None
-        self.probes.append(record)
-        self._write(None)
-        return record["verdict"], needed
+            needed = max(wanted) if wanted and verdict == INCONCLUSIVE else None
+        self.search = replace(self.search, probes=(*self.search.probes, probe))
+        self.write()
+        return probe.verdict, needed
 
-    def _write(self, answer: dict[str, Any] | None) -> None:
-        search = {
-            "bounds": [b.to_dict() for b in self.bounds],
-            "probes": self.probes,
-        } | (answer or {"state": "running"})
-        self.sweep = replace(place_knee(self.sweep), search=search)
+    def write(self) -> None:
+        """``sweep.json`` as the search stands (its answer once ``self.search`` holds it)."""
+        self.sweep = replace(place_knee(self.sweep), search=self.search)
         write_sweep(self.out, self.sweep)
 
 
@@ -238,13 +246,13 @@ async def find_highest(
         raise InputError("--out", f"{out} already holds a sweep", "pick a new folder")
     atomic.make_folder(out)
     started = time.monotonic()
-    search = _Search(base, axis, bounds, out, display)
+    runner = _Search(base, axis, bounds, out, display)
     met: float | None = None
     above: float | None = None  # the lowest load missed or undecided
     undecided: float | None = None
-    ended = "resolution"
+    ended = NARROWED
     for value in values:
-        verdict = await search.probe(value)
+        verdict = await runner.probe(value)
         if verdict == MEETS:
             met = value
             continue
@@ -254,12 +262,12 @@ async def find_highest(
         undecided = value if verdict == INCONCLUSIVE else None
         break
     else:
-        ended = "all_met"
-    while ended == "resolution" and met is not None and above is not None:
+        ended = ALL_MET
+    while ended == NARROWED and met is not None and above is not None:
         if narrow_enough(met, above, axis, resolution):
             break
         middle = midpoint(met, above, axis)
-        verdict = await search.probe(middle)
+        verdict = await runner.probe(middle)
         if verdict == MEETS:
             met = middle
         elif verdict == STOPPED:
@@ -267,16 +275,17 @@ async def find_highest(
         else:
             above = middle
             undecided = middle if verdict == INCONCLUSIVE else undecided
-    if met is None and ended == "resolution":
-        ended = "none_met"
-    answer = {
-        "state": "done" if ended != STOPPED else STOPPED,
-        "answer": met,
-        "bracket": [met, above],
-        "undecided_at": undecided,
-        "ended": ended,
-        "resolution": resolution,
-        "elapsed_s": round(time.monotonic() - started, 1),
-    }
-    search._write(answer)
-    return search.sweep
+    if met is None and ended == NARROWED:
+        ended = NONE_MET
+    runner.search = replace(
+        runner.search,
+        state=DONE if ended != STOPPED else STOPPED,
+        answer=met,
+        bracket=(met, above),
+        undecided_at=undecided,
+        ended=ended,
+        resolution=resolution,
+        elapsed_s=round(time.monotonic() - started, 1),
+    )
+    runner.write()
+    return runner.sweep

@@ -32,7 +32,7 @@ from typing import Any
 from probes.metric_registry import json_name, stat_of, sweep_figures
 from runfmt.names import SWEEP_JSON
 from runfmt.run import open_run
-from runfmt.summary import SummaryLike, SummarySections
+from runfmt.summary import Summary
 from runfmt.summary_sections import GoodputSection
 from runfmt.sweep import COMPLETE, SweepPoint, SweepResult, sweep_point, write_sweep
 from runtime import atomic
@@ -73,9 +73,8 @@ def point_name(axis: str, value: float) -> str:
     return f"{axis}-{value:g}"
 
 
-def figures(summary: SummaryLike) -> dict[str, float | None]:
+def figures(sections: Summary) -> dict[str, float | None]:
     """The curve's figures of one run's summary (a figure that is no number is ``None``)."""
-    sections = SummarySections.of(summary)
     throughput, requests = sections.throughput, sections.requests
     goodput = sections.goodput or GoodputSection()
     stat = sections.statistic

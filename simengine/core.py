@@ -135,6 +135,8 @@ class EngineCore:
             enable_caching=config.enable_prefix_caching,
             offload_blocks=self.offload_blocks,
         )
+        #: The pool's offload tier (``_offload_load_s`` reads it every step).
+        self._offload = getattr(self.pool, "offload", None)
         self.scheduler = Scheduler(
             self.pool,
             max_num_batched_tokens=config.max_num_batched_tokens,
@@ -258,7 +260,7 @@ class EngineCore:
 
     def _offload_load_s(self) -> float:
         """Seconds this step spends loading offloaded blocks back over the host link."""
-        offload = getattr(self.pool, "offload", None)
+        offload = self._offload
         if offload is None:
             return 0.0
         loaded = offload.loaded_blocks - self._loaded_blocks

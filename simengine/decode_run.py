@@ -44,6 +44,7 @@ from __future__ import annotations
 from bisect import insort
 from typing import TYPE_CHECKING
 
+from perfmodel.costmodel import StepShape
 from simengine.sampler import EOS_ID
 from simengine.scheduler import Schedule
 
@@ -56,15 +57,20 @@ class _Member:
     """A decoding sequence of the cohort: at step ``j ≥ join`` it holds ``n_join + j - join``
     tokens before sampling (all but the last computed)."""
 
-    __slots__ = ("filled", "gone", "join", "n_join", "order", "seq")
+    __slots__ = (
+        "commit_at", "filled", "gone", "join", "n_join", "order", "reserve_at", "seq",
+    )  # fmt: skip
 
     def __init__(self, seq: SequenceState, order: int, join: int) -> None:
         self.seq = seq
         self.order = order
         self.join = join
         self.n_join = self.filled = len(seq.tokens)
-        #: Finished or preempted: no longer in the cohort.
+        #: Finished or preempted: no longer in the cohort (nor in its buckets).
         self.gone = False
+        #: Its reservation and commit buckets in ``DecodeRun`` (indices: an entry of its
+        #: own here would be a reference cycle, which the paused collector never frees).
+        self.reserve_at = self.commit_at = 0
 
 
 class DecodeRun:
@@ -126,8 +132,9 @@ class DecodeRun:
         n, bs = member.n_join, self._bs
         self._by_seq[seq.request.request_id] = member
         first = j + seq.blocks.capacity_tokens + 1 - n  # the step at which n = capacity + 1
-        insort(self._reserves[first % bs], (member.order, first, member))
-        insort(self._commits[(j - n) % bs], (member.order, member))
+        member.reserve_at, member.commit_at = first % bs, (j - n) % bs
+        insort(self._reserves[member.reserve_at], (member.order, first, member))
+        insort(self._commits[member.commit_at], (member.order, member))
         last = seq.request.max_tokens - 1
         eos = seq.stream.eos_position
         if eos is not None and eos < last:
@@ -152,7 +159,7 @@ class DecodeRun:
         if not self.num_decodes:
             return None
         core, sched, bs = self._core, self._sched, self._bs
-        out = Schedule()
+        out: Schedule | None = None  # built when something schedules or preempts
         if self.stamps:
             self.stamps = []
         # Pass 1: the members that outgrow their blocks reserve one, in running order;
@@ -160,15 +167,16 @@ class DecodeRun:
         # member itself, which then ends the pass).
         bucket = self._reserves[j % bs]
         if bucket:
-            live = [e for e in bucket if not e[2].gone]
-            if len(live) < len(bucket):
-                bucket[:] = live
-            for _, first, m in live:
+            # A member preempted here is the newest running sequence: at or after ``m`` in
+            # the bucket (running order), so leaving it skips nothing still to be visited.
+            for _, first, m in bucket:
                 if first > j or m.gone:
                     continue
                 blocks = m.seq.blocks
                 n = m.n_join + j - m.join
                 if not blocks.reserve(n):
+                    if out is None:
+                        out = Schedule()
                     sched.prune_finished()
                     while not blocks.reserve(n):
                         victim = sched.preempt_newest(out)
@@ -179,31 +187,42 @@ class DecodeRun:
                         break
         d = self.num_decodes
         # Passes 2 and 3 over what the decodes left.
-        if sched.waiting or out.preempted:
+        preempted = out is not None and out.preempted
+        if sched.waiting or preempted:
             sched.prune_finished()
         prefilling = self._prefilling
-        if out.preempted:
+        if preempted:
             prefilling = [seq for seq in prefilling if seq.admitted]
-        if prefilling or sched.waiting or out.preempted:  # else they schedule nothing
+        if prefilling or sched.waiting or preempted:  # else they schedule nothing
+            if out is None:
+                out = Schedule()
             sched.schedule_prefills(out, prefilling, d)
-        shape = out.shape
-        shape.decode_tokens = d
-        shape.decode_context = self._context
-        shape.num_running = sched.num_running
-        if d == 0 and not out.prefills:  # every sequence preempted, none admitted
-            raise RuntimeError("a decode run's step scheduled nothing")
+        num_running = sched.num_running
+        if out is None:  # decodes only
+            shape = StepShape(0, 0, 0, d, self._context, num_running)
+        else:
+            shape = out.shape
+            shape.decode_tokens = d
+            shape.decode_context = self._context
+            shape.num_running = num_running
+            if d == 0 and not out.prefills:  # every sequence preempted, none admitted
+                raise RuntimeError("a decode run's step scheduled nothing")
         # The core's decode pass: index the blocks the members filled.
         if self._caching:
-            filling = self._commits[j % bs]
-            live_filling = [e for e in filling if not e[1].gone]
-            if len(live_filling) < len(filling):
-                filling[:] = live_filling
-            for _, m in live_filling:
+            for _, m in self._commits[j % bs]:
                 computed = m.n_join + j - m.join
-                self._fill(m, computed)
-                m.seq.blocks.commit(m.seq.tokens, computed)
+                seq = m.seq
+                have = m.filled
+                if have < computed:  # _fill
+                    seq.stream.append_ids(seq.tokens, have - seq.prompt_len, computed - have)
+                    m.filled = computed
+                seq.blocks.commit(seq.tokens, computed)
         first: list[str] = []
-        ready = [seq for seq, chunk in out.prefills if core._prefill(seq, chunk, first)]
+        ready = (
+            [seq for seq, chunk in out.prefills if core._prefill(seq, chunk, first)]
+            if out is not None
+            else None
+        )
         # The core's emit: the aborts since the last step, the members finishing here
         # (running order), then first tokens.
         updates: list[RequestUpdate] = []
@@ -229,21 +248,24 @@ class DecodeRun:
         # does a recomputed one left one token short (the scheduler tells a decode by its
         # state: all but the last token computed, past its prompt); the rest, and those
         # newly admitted, stay prefilling, in running order.
-        if out.prefills or out.preempted:
+        if out is not None and (out.prefills or out.preempted):
             self._sort_prefilling(prefilling, out, j)
+            num_running = sched.num_running
+        elif finishing:
+            num_running = sched.num_running
+        pool = self._pool
         stats.preemptions = sched.num_preemptions
-        stats.prefix_query_tokens = self._pool.query_tokens
-        stats.prefix_hit_tokens = self._pool.hit_tokens
-        stats.evictions = self._pool.evictions
-        stats.num_running = sched.num_running
-        stats.num_waiting = sched.num_waiting
+        stats.prefix_query_tokens = pool.query_tokens
+        stats.prefix_hit_tokens = pool.hit_tokens
+        stats.evictions = pool.evictions
+        stats.num_running = self.num_running = num_running
+        stats.num_waiting = self.num_waiting = len(sched.waiting)
         duration = core.cost.step_time(shape) + core.count_step()
         self.steps = j
         self.updates = updates
         self.kind = self._step_kind(shape.prefill_tokens, d)
         self.prefill_tokens, self.decode_tokens = shape.prefill_tokens, d
-        self.num_running, self.num_waiting = stats.num_running, stats.num_waiting
-        self.num_preempted = len(out.preempted)
+        self.num_preempted = 0 if out is None else len(out.preempted)
         return duration
 
     def _sort_prefilling(self, prefilling: list[SequenceState], out: Schedule, j: int) -> None:
@@ -270,12 +292,21 @@ class DecodeRun:
         it sampled up to step ``j - 1`` (``stamps``); a prefilling one leaves that list."""
         m = self._by_seq.pop(seq.request.request_id, None)
         if m is not None:
-            m.gone = True
+            self._leave(m)
             n = m.n_join + j - m.join
             self._fill(m, n)
             self._context -= n - 1
             self.num_decodes -= 1
             self.stamps.append((seq.request.request_id, m.join, j - 1))
+
+    def _leave(self, m: _Member) -> None:
+        """``m`` leaves the cohort: out of its buckets."""
+        m.gone = True
+        for bucket in (self._reserves[m.reserve_at], self._commits[m.commit_at]):
+            for i, entry in enumerate(bucket):
+                if entry[-1] is m:
+                    del bucket[i]
+                    break
 
     def _finish(self, m: _Member, j: int, updates: list[RequestUpdate]) -> None:
         """The member samples its last token at step ``j`` and leaves (``_emit``'s finish)."""
@@ -290,7 +321,7 @@ class DecodeRun:
         out = self._token_out(token_id, logprob)
         updates.append(self._update(rid, [out], seq.num_cached, True, reason))
         self.leavers[rid] = m.join
-        m.gone = True
+        self._leave(m)
         del self._by_seq[rid]
         self._sched.finish(seq)
         self._core.forget(rid)
@@ -303,7 +334,7 @@ class DecodeRun:
         m = self._by_seq.pop(request_id, None)
         stamp = None
         if m is not None:
-            m.gone = True
+            self._leave(m)
             k = self.steps
             n = m.n_join + max(0, k - m.join + 1)
             self._fill(m, n)

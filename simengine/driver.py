@@ -250,6 +250,11 @@ class ArrivalQueue:
     def __bool__(self) -> bool:
         return bool(self._heap)
 
+    @property
+    def heap(self) -> list[tuple[float, int, EngineRequest]]:
+        """The queue itself, soonest first (``heapq`` order; read, never reorder)."""
+        return self._heap
+
     def next_s(self) -> float:
         return self._heap[0][0]
 
@@ -330,8 +335,9 @@ class VirtualDriver:
         #: the start of the step that just ran (this one was scheduled then).
         horizon = self.now
         run: DecodeRun | None = None
-        while pending or core.has_unfinished():
-            while pending and pending.next_s() <= horizon:
+        heap = pending.heap  # the queue's own list: the checks below, without method calls
+        while heap or core.has_unfinished():
+            while heap and heap[0][0] <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
                 if timing.error is not None:
                     end_request(timing, self.now, release, pending)

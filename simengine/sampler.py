@@ -128,6 +128,7 @@ class TokenStream:
         "_dist_key",
         "_draws",
         "_logprobs",
+        "_raw",
         "_sample_key",
         "_temperature",
         "_tokens",
@@ -158,6 +159,8 @@ class TokenStream:
         self._arrays: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self._tokens: list[int] | None = None
         self._logprobs: list[float] | None = None
+        #: The drawn block's tokens as int64 bytes, once ``append_ids`` reads them.
+        self._raw: bytes | None = None
         self._z = np.zeros(0, dtype=np.uint64)
 
     def token(self, position: int) -> tuple[int, float]:
@@ -182,6 +185,13 @@ class TokenStream:
     def append_ids(self, out: array, start: int, count: int) -> None:
         """Append ``token_ids(start, count)`` to the int64 array ``out``, as bytes (token
         ids are below 2^63, so a uint64 block's bytes are the same int64 values)."""
+        i = start - self._base
+        if i >= 0 and i + count <= _BLOCK:  # within the drawn block (a decode's usual case)
+            raw = self._raw
+            if raw is None:
+                raw = self._raw = self._arrays[0].tobytes()
+            out.frombytes(raw[i * 8 : (i + count) * 8])
+            return
         for i, take in self._spans(start, count):
             out.frombytes(self._arrays[0][i : i + take].tobytes())
 
@@ -228,7 +238,7 @@ class TokenStream:
                     del draws[next(iter(draws))]
             self._z, tokens, logprobs = block
         self._arrays = (tokens, logprobs)
-        self._tokens = self._logprobs = None
+        self._tokens = self._logprobs = self._raw = None
         return position - self._base
 
     def _block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

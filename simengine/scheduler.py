@@ -317,7 +317,7 @@ class Scheduler:
             if not seq.blocks.fits(cached + chunk):
                 break
             self.waiting.popleft()
-            seq.blocks.claim_prefix(tokens, hashes=seq.hashes)
+            seq.blocks.claim_prefix(tokens, hashes=seq.hashes, peeked=True)
             seq.blocks.reserve(cached + chunk)
             seq.num_computed = cached
             if seq.num_cached is None:

@@ -123,9 +123,14 @@ def extend_hashes(
     start = len(hashes)
     if n_full <= start:
         return
-    raw = _token_bytes(tokens[start * block_size : n_full * block_size])
+    part = tokens[start * block_size : n_full * block_size]
+    raw = part.tobytes() if type(part) is array and part.typecode == "q" else _token_bytes(part)
     parent = hashes[-1] if hashes else (scope or CacheScope()).root_hash()
     digest = parent.to_bytes(_HASH_BYTES, "little")
+    if n_full == start + 1:  # one block (a decode's): no loop
+        digest = hashlib.blake2b(digest + raw, digest_size=_HASH_BYTES).digest()
+        hashes.append(int.from_bytes(digest, "little"))
+        return
     step = block_size * 8
     blake2b, from_bytes, append = hashlib.blake2b, int.from_bytes, hashes.append
     for offset in range(0, len(raw), step):
@@ -225,13 +230,12 @@ class BlockPool:
         if not self.enable_caching or num_tokens <= 0:
             return []
         limit = min(len(hashes), (num_tokens - 1) // self.block_size)
-        blocks: list[int] = []
-        for h in hashes[:limit]:
-            block = self._cached.get(h)
-            if block is None:
-                break
-            blocks.append(block)
-        return blocks
+        # Every lookup in C, then cut at the first miss: the same blocks as a loop that
+        # stops there (a miss costs the lookups after it, a hit no Python loop).
+        blocks: list[int | None] = list(map(self._cached.get, hashes[:limit]))
+        if None in blocks:
+            del blocks[blocks.index(None) :]
+        return blocks  # type: ignore[return-value]
 
     def record_query(self, num_tokens: int, hit_blocks: int) -> None:
         """Count one prefix-cache query the way vLLM's counters do (tokens, not blocks)."""
@@ -241,12 +245,18 @@ class BlockPool:
     # -- pinning and allocation --------------------------------------------------------
     def touch(self, blocks: Sequence[int]) -> None:
         """Pin hit blocks for a request so they cannot be evicted while it runs."""
+        ref, queue, hashes = self._ref, self._queue, self._hash
         for block in blocks:
-            if self._ref[block] == 0:
-                del self._queue[block]
-                if self._hash[block] is not None:
+            if ref[block] == 0:
+                del queue[block]
+                if hashes[block] is not None:
                     self._reclaimable -= 1
-            self._ref[block] += 1
+            ref[block] += 1
+
+    def unpinned(self, blocks: Sequence[int]) -> int:
+        """How many of ``blocks`` nobody pins (reclaimable: pinning takes them off the queue)."""
+        ref = self._ref
+        return [ref[b] for b in blocks].count(0)
 
     def allocate(self, n: int) -> list[int] | None:
         """Take ``n`` blocks from the head of the LRU queue, or ``None`` if there are fewer.
@@ -256,18 +266,19 @@ class BlockPool:
         if n > len(self._queue):
             return None
         out: list[int] = []
+        popitem, hashes, ref, cached = self._queue.popitem, self._hash, self._ref, self._cached
         for _ in range(n):
-            block, _ = self._queue.popitem(last=False)
-            h = self._hash[block]
+            block, _ = popitem(last=False)
+            h = hashes[block]
             if h is not None:
-                self._hash[block] = None
+                hashes[block] = None
                 self._reclaimable -= 1
-                if self._cached.get(h) == block:
-                    del self._cached[h]
+                if cached.get(h) == block:
+                    del cached[h]
                     if self.offload is not None:
                         self.offload.store(h)
                 self.evictions += 1
-            self._ref[block] = 1
+            ref[block] = 1
             out.append(block)
         return out
 
@@ -286,14 +297,18 @@ class BlockPool:
 
     def release(self, blocks: Sequence[int]) -> None:
         """Unpin a request's blocks, tail first, so its last blocks are evicted first."""
+        ref, queue, hashes = self._ref, self._queue, self._hash
+        reclaimed = 0
         for block in reversed(blocks):
-            self._ref[block] -= 1
-            if self._ref[block] < 0:
+            left = ref[block] = ref[block] - 1
+            if left == 0:
+                queue[block] = None
+                if hashes[block] is not None:
+                    reclaimed += 1
+            elif left < 0:
+                self._reclaimable += reclaimed
                 raise RuntimeError(f"block {block} released more often than it was taken")
-            if self._ref[block] == 0:
-                self._queue[block] = None
-                if self._hash[block] is not None:
-                    self._reclaimable += 1
+        self._reclaimable += reclaimed
 
     def reset(self) -> bool:
         """Forget every cached identity (reclaimable → free); refused while any block is active.
@@ -334,12 +349,18 @@ class SequenceBlocks:
         return len(self.blocks) * self.pool.block_size
 
     def claim_prefix(
-        self, tokens: Sequence[int] | np.ndarray, *, hashes: Sequence[int] | None = None
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        *,
+        hashes: Sequence[int] | None = None,
+        peeked: bool = False,
     ) -> int:
         """Pin the longest cached prefix of ``tokens``; returns the cached token count.
 
         ``hashes``, when given, are the full-block hashes of ``tokens`` already computed
         by the caller (the oracle memoises them), and are used instead of rehashing.
+        ``peeked``: the caller's ``peek`` of the same tokens and hashes came just before,
+        with no block indexed or evicted since, so its hit is taken as found.
         """
         if self.blocks:
             raise RuntimeError("claim_prefix must come before any allocation")
@@ -347,7 +368,9 @@ class SequenceBlocks:
             hashes = block_hashes(tokens, self.pool.block_size, self.scope)
         self.hashes = list(hashes)
         pool = self.pool
-        hit = self._peeked = pool.find_cached(self.hashes, len(tokens))
+        if not peeked:
+            self._peeked = pool.find_cached(self.hashes, len(tokens))
+        hit = self._peeked
         pool.touch(hit)
         self.blocks = list(hit)
         loaded = self._offloaded(self.hashes, len(tokens))
@@ -382,10 +405,9 @@ class SequenceBlocks:
     def fits(self, num_tokens: int) -> bool:
         """Whether claiming the peeked prefix and reserving ``num_tokens`` in all can succeed
         (a hit block nobody pins leaves the reclaimable ones when pinned)."""
-        hit = self._peeked
-        need = -(-num_tokens // self.pool.block_size) - len(hit)
-        pinned = sum(1 for b in hit if self.pool.ref_count(b) == 0)
-        return need <= self.pool.num_free_or_reclaimable - pinned
+        hit, pool = self._peeked, self.pool
+        need = -(-num_tokens // pool.block_size) - len(hit)
+        return need <= pool.num_free_or_reclaimable - pool.unpinned(hit)
 
     def blocks_needed(self, num_tokens: int) -> int:
         """How many more blocks holding ``num_tokens`` tokens in all would take."""
@@ -393,8 +415,8 @@ class SequenceBlocks:
 
     def reserve(self, num_tokens: int) -> bool:
         """Make room for ``num_tokens`` tokens in all; False, taking nothing, if short."""
-        need = self.blocks_needed(num_tokens)
-        if need == 0:
+        need = -(-num_tokens // self.pool.block_size) - len(self.blocks)  # blocks_needed
+        if need <= 0:
             return True
         new = self.pool.allocate(need)
         if new is None:
@@ -404,12 +426,14 @@ class SequenceBlocks:
 
     def commit(self, tokens: Sequence[int] | np.ndarray, num_computed: int) -> None:
         """Index every block that the first ``num_computed`` tokens have filled."""
-        full = min(num_computed // self.pool.block_size, len(self.blocks))
-        if full <= self._committed_blocks:
+        pool, blocks, hashes, done = self.pool, self.blocks, self.hashes, self._committed_blocks
+        full = min(num_computed // pool.block_size, len(blocks))
+        if full <= done:
             return
-        extend_hashes(self.hashes, tokens, self.pool.block_size, self.scope, full)
-        for i in range(self._committed_blocks, full):
-            self.pool.cache_block(self.blocks[i], self.hashes[i])
+        extend_hashes(hashes, tokens, pool.block_size, self.scope, full)
+        cache_block = pool.cache_block
+        for i in range(done, full):
+            cache_block(blocks[i], hashes[i])
         self._committed_blocks = full
 
     def release(self) -> None:

@@ -279,7 +279,11 @@ class RadixSequence:
         need = -(-num_tokens // page) - cached // page
         return need <= self.cache.num_free_or_reclaimable - pinned
 
-    def claim_prefix(self, tokens: Sequence[int] | np.ndarray, *, hashes: object = None) -> int:
+    def claim_prefix(
+        self, tokens: Sequence[int] | np.ndarray, *, hashes: object = None, peeked: bool = False
+    ) -> int:
+        """``SequenceBlocks.claim_prefix``'s move (``peeked`` changes nothing here: the
+        claim matches anew)."""
         cache = self.cache
         self._claim_len = len(tokens)
         cache.query_tokens += len(tokens)

@@ -272,7 +272,11 @@ class SlotSequence:
     def fits(self, num_tokens: int) -> bool:
         return num_tokens <= self.cache.slot_context
 
-    def claim_prefix(self, tokens: Sequence[int] | np.ndarray, *, hashes: object = None) -> int:
+    def claim_prefix(
+        self, tokens: Sequence[int] | np.ndarray, *, hashes: object = None, peeked: bool = False
+    ) -> int:
+        """``SequenceBlocks.claim_prefix``'s move (``peeked`` changes nothing here: the
+        claim matches anew)."""
         taken = self.cache.take(np.asarray(tokens, dtype=np.int64), self._scope_key)
         if taken is None:
             raise RuntimeError("claim_prefix needs an idle slot (peek first)")

@@ -123,7 +123,10 @@ def _report(outcome: BenchOutcome, as_json: bool, diagnosis: bool = True) -> Non
     from prefillscope.summary_view import summary_renderable
 
     if as_json:
-        document = {"run_dir": str(outcome.run_dir), "status": outcome.status} | outcome.summary
+        document = {
+            "run_dir": str(outcome.run_dir),
+            "status": outcome.status,
+        } | outcome.summary.to_json()
         typer.echo(json.dumps(document, default=str))
     else:
         console = Console()

@@ -157,7 +157,7 @@ def ab(
     from rich.console import Console
 
     from diagnose.ab import AbSettings
-    from diagnose.ab_conditions import Tolerances
+    from diagnose.ab_conditions import parse_tolerances
     from prefillscope.ab_view import render
     from runtime import signals
     from session.ab_runner import AbOptions, run_ab
@@ -189,7 +189,7 @@ def ab(
         trials=trials,
         reference=_reference(sizes, reference),
         slo=bench.slo,
-        tolerances=Tolerances.parse(tolerance or []),
+        tolerances=parse_tolerances(tolerance or []),
         resamples=resamples,
         confidence=confidence,
         logprob_tolerance=logprob_tolerance if check_outputs else None,
@@ -222,7 +222,7 @@ def ab(
     if outcome.status != "complete":
         done = len(outcome.analysis.trials)
         print(
-            f"prefillscope: diagnose ab {outcome.status}: {outcome.document['reason']}; "
+            f"prefillscope: diagnose ab {outcome.status}: {outcome.result.reason}; "
             f"{done} measured trials kept, every launched server stopped; {outcome.out}",
             file=sys.stderr,
         )

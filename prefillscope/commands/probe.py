@@ -24,6 +24,7 @@ from probes.canonical import HISTOGRAMS, SERIES
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping
 from probes.mapping_model import Snapshot
 from probes.pool import PoolBreakdown, pool_breakdown
+from runfmt.codec import encode
 from workloads.errors import InputError
 from workloads.limits import Bound
 
@@ -58,7 +59,7 @@ def probe_report(snapshot: Snapshot, pool: PoolBreakdown, source: str) -> dict[s
     return {
         "flavour": snapshot.flavour,
         "source": source,
-        "series": {name: snapshot.series[name].to_dict() for name in SERIES},
+        "series": {name: encode(snapshot.series[name].reading()) for name in SERIES},
         "histograms": histograms,
         "itl_per": snapshot.itl_per,
         "pool": pool.to_dict(),

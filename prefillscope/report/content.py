@@ -40,9 +40,9 @@ from probes.metric_registry import (
 )
 from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
-from runfmt.summary import SummaryLike, SummarySections
-from runfmt.summary_sections import Stats
-from runfmt.summary_server import Reading, ServerSection
+from runfmt.summary import Summary
+from runfmt.summary_sections import Distribution
+from runfmt.summary_server import Histogram, Level, Reading, ServerSection
 from runtime.quantiles import STATISTICS, quantiles
 
 
@@ -169,10 +169,10 @@ SERVER_LATENCY = (
 )
 
 
-def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str]]:
+def latency_table(summary: Summary, *, short: bool = False) -> list[list[str]]:
     """Rows of ``[metric, mean, p50, …, p99.9, count]``: the client's distributions from
     ``summary.json``, then the server's own histograms where it exposed them."""
-    sections = SummarySections.of(summary)
+    sections = summary
     server = sections.server or ServerSection()
     client = CAPPED_LATENCY_METRICS if capped(sections) else latency_metrics()
     sources = [(sections.latency, client), (server.latency, SERVER_LATENCY)]
@@ -193,12 +193,12 @@ def latency_table(summary: SummaryLike, *, short: bool = False) -> list[list[str
     return rows
 
 
-def capped(summary: SummaryLike) -> bool:
+def capped(summary: Summary) -> bool:
     """Whether a ``--max-concurrency`` cap held requests back (``summary.client``)."""
-    return SummarySections.of(summary).client.concurrency_wait is not None
+    return summary.client.concurrency_wait is not None
 
 
-def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
+def histogram_cell(stats: Distribution | Histogram, column: str, short: bool = False) -> str:
     """A statistic; a server histogram's quantile as the bounds it lies within (``2.5 s–5 s``,
     or only ``≤ 5 s`` when ``short``; ``> 10 s`` past the last bucket), ``*`` when the upper
     end is the client's maximum, not a bucket's."""
@@ -220,41 +220,41 @@ def histogram_cell(stats: Stats, column: str, short: bool = False) -> str:
 STALL_COLUMNS = ["per long prefill", "mean", "95 % CI", "worst", "events"]
 
 
-def stall_rows(summary: SummaryLike) -> list[list[str]]:
+def stall_rows(summary: Summary) -> list[list[str]]:
     """``summary.json``'s ``stalls`` (``probes.stall_events``): per stall metric its mean
     over the long prefills, the interval, the worst event and the events; none for a run
     of one request kind."""
-    stalls = SummarySections.of(summary).raw.get("stalls")
-    if not isinstance(stalls, dict):
+    stalls = summary.stalls
+    if stalls is None:
         return []
     rows = []
+    figures = stalls.figures
     for metric in STALLS:
-        low, high = stalls.get(json_name(metric.prefix, part="interval")) or (None, None)
+        low, high = figures.get(json_name(metric.prefix, part="interval")) or (None, None)
         interval = UNKNOWN if low is None else f"{fmt_duration(low)}\u2013{fmt_duration(high)}"
         rows.append(
             [
                 metric.label,
-                metric.format(stalls.get(json_name(metric.prefix, part="mean"))),
+                metric.format(figures.get(json_name(metric.prefix, part="mean"))),
                 interval,
-                metric.format(stalls.get(json_name(metric.prefix, part="max"))),
-                fmt_count(stalls.get("events")),
+                metric.format(figures.get(json_name(metric.prefix, part="max"))),
+                fmt_count(stalls.events),
             ]
         )
     return rows
 
 
-def stall_note(summary: SummaryLike) -> str | None:
+def stall_note(summary: Summary) -> str | None:
     """Which requests the stall events are, and whether the pooled ITL p99 sees them."""
-    stalls = SummarySections.of(summary).raw.get("stalls")
-    if not isinstance(stalls, dict):
+    stalls = summary.stalls
+    if stalls is None:
         return None
-    share = stalls.get("stall_gap_share")
-    seen = "sees" if stalls.get("seen_by_itl_p99") else "cannot see"
-    normal = fmt_duration(stalls.get("normal_gap_s"))
+    seen = "sees" if stalls.seen_by_itl_p99 else "cannot see"
+    normal = fmt_duration(stalls.normal_gap_s)
     return (
-        f"{fmt_count(stalls.get('events'))} {stalls.get('kind')} prefills beside decode "
+        f"{fmt_count(stalls.events)} {stalls.kind} prefills beside decode "
         f"streams; stall gaps (over {STALL_FACTOR:g}\u00d7 the {normal} normal gap) are "
-        f"{fmt_share(share)} of all gaps: the pooled ITL p99 {seen} them"
+        f"{fmt_share(stalls.stall_gap_share)} of all gaps: the pooled ITL p99 {seen} them"
     )
 
 
@@ -290,9 +290,9 @@ def latency_columns() -> list[str]:
     return ["metric"] + [name for _, name in QUANTILE_COLUMNS] + ["count"]
 
 
-def headline(summary: SummaryLike) -> list[tuple[str, str]]:
+def headline(summary: Summary) -> list[tuple[str, str]]:
     """The run's outcome in a few figures: counts, throughput, cache, client health."""
-    s = SummarySections.of(summary)
+    s = summary
     limited = s.client.limited
     return [
         ("completed", fmt_count(s.requests.completed)),
@@ -319,19 +319,19 @@ def picked_label(column: str) -> str:
         return column
 
 
-def concurrency_wait_rows(summary: SummaryLike) -> list[tuple[str, str]]:
+def concurrency_wait_rows(summary: Summary) -> list[tuple[str, str]]:
     """How long requests waited for a ``--max-concurrency`` slot, when any did: the
     server's pace queued them (counted in TTFT and E2E and in the dispatch lag)."""
-    waited = SummarySections.of(summary).client.concurrency_wait
+    waited = summary.client.concurrency_wait
     wait = waited.get("p99") if waited is not None else None
     if wait is None:
         return []
     return [("concurrency-slot wait p99", fmt_duration(wait))]
 
 
-def goodput_rows(summary: SummaryLike) -> list[tuple[str, str]]:
+def goodput_rows(summary: Summary) -> list[tuple[str, str]]:
     """Goodput and the SLO it was judged by, when the run had one."""
-    goodput = SummarySections.of(summary).goodput
+    goodput = summary.goodput
     if goodput is None:
         return []
     slo = goodput.slo
@@ -342,9 +342,9 @@ def goodput_rows(summary: SummaryLike) -> list[tuple[str, str]]:
     return [("goodput (meets every SLO)", f"{share} · {rate}"), ("SLO", targets or UNKNOWN)]
 
 
-def client_warning(summary: SummaryLike) -> str | None:
+def client_warning(summary: Summary) -> str | None:
     """When the client, not the server, shaped the run: say so and why, up front."""
-    client = SummarySections.of(summary).client
+    client = summary.client
     if not client.limited:
         return None
     reasons = "; ".join(client.reasons)
@@ -361,10 +361,10 @@ def client_warning(summary: SummaryLike) -> str | None:
 MIXED_TRAFFIC_SHARE = 0.1
 
 
-def server_share(summary: SummaryLike) -> tuple[int, int] | None:
+def server_share(summary: Summary) -> tuple[int, int] | None:
     """(first tokens this run received, first tokens the server's TTFT histogram counted
     over the same seconds), when the server exposed that histogram."""
-    sections = SummarySections.of(summary)
+    sections = summary
     server = sections.server or ServerSection()
     mine, counted = sections.latency("ttft_s"), server.latency("ttft_s")
     if mine is None or counted is None or not mine.count or not counted.count:
@@ -372,7 +372,7 @@ def server_share(summary: SummaryLike) -> tuple[int, int] | None:
     return int(mine.count), int(counted.count)
 
 
-def mixed_traffic_warning(summary: SummaryLike) -> str | None:
+def mixed_traffic_warning(summary: Summary) -> str | None:
     """When the server counted clearly more requests than this run sent: its rows (and
     every server figure) mix in other clients' traffic; say how much of it was this run's."""
     share = server_share(summary)
@@ -388,27 +388,27 @@ def mixed_traffic_warning(summary: SummaryLike) -> str | None:
     )
 
 
-def run_warnings(summary: SummaryLike) -> list[str]:
+def run_warnings(summary: Summary) -> list[str]:
     """What shaped the run besides the server, as every view shows it up front: the
     client (``client_warning``), other clients' traffic (``mixed_traffic_warning``)."""
     return [w for w in (client_warning(summary), mixed_traffic_warning(summary)) if w]
 
 
-def error_message_rows(summary: SummaryLike) -> list[tuple[str, str, str]]:
+def error_message_rows(summary: Summary) -> list[tuple[str, str, str]]:
     """(message, class, count) of the most frequent error messages (``summary.json``)."""
     return [
         (" ".join(m.message.split()), str(m.kind), fmt_count(m.count))
-        for m in SummarySections.of(summary).error_messages
+        for m in summary.error_messages
     ]
 
 
-def error_counts(summary: SummaryLike) -> list[tuple[str, str]]:
-    errors = SummarySections.of(summary).errors
+def error_counts(summary: Summary) -> list[tuple[str, str]]:
+    errors = summary.errors
     return [(str(kind), fmt_count(n)) for kind, n in errors.items() if known_number(n)]
 
 
 #: The server section's figures: (its reading in ``ServerSection``, label, formatter).
-SERVER_FIGURES: tuple[tuple[Callable[[ServerSection], Reading | None], str, Any], ...] = (
+SERVER_FIGURES: tuple[tuple[Callable[[ServerSection], Reading | Level | None], str, Any], ...] = (
     (lambda s: s.prefix.observed_hit_rate, "prefix hit rate (server counters)", fmt_share),
     (lambda s: s.prefix.expected_hit_rate, "prefix hit rate (oracle, all sent)", fmt_share),
     (lambda s: s.preemptions, "preemptions", fmt_count),
@@ -420,14 +420,14 @@ SERVER_FIGURES: tuple[tuple[Callable[[ServerSection], Reading | None], str, Any]
 )
 
 
-def server_section(summary: SummaryLike) -> list[list[str]]:
+def server_section(summary: Summary) -> list[list[str]]:
     """Rows of ``[figure, value, provenance, source]`` from the summary's ``server`` section.
 
     A level (gauge over the run) shows its mean and max; a counter or ratio its value.
     Each keeps the provenance the probe gave it, so a derived or unknown figure is never
     shown as a reading.
     """
-    server = SummarySections.of(summary).server
+    server = summary.server
     if server is None:
         return []
     if server.available is False:
@@ -559,7 +559,7 @@ def report_dict(data: ReportData, html_path: str | None) -> dict[str, Any]:
         "run_dir": str(data.path),
         "status": data.status,
         "header": dict(hdr.fields),
-        "summary": data.summary,
+        "summary": data.summary.as_read() if data.summary is not None else None,
         "itl_by_kind": itl_stats_by_kind(data),
         "long_prompt_arrivals": int(data.requests["long_prompt"].sum())
         if len(data.requests)

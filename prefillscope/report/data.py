@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from runfmt.diagnosis import Diagnosis
 from runfmt.names import DIAGNOSIS_JSON, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
-from runfmt.summary import SummarySections
+from runfmt.summary import Summary
 from runfmt.tables import completed_mask, measured_rows
 
 if TYPE_CHECKING:  # pandas is imported by the loads, not with the module: a bench's
@@ -62,9 +62,9 @@ class ReportData:
 
     path: Path
     run: Run
-    #: ``summary.json`` as it was read (checked by ``runfmt.summary.Summary``), or the
-    #: summary recomputed from the tables when the run wrote none.
-    summary: dict[str, Any] | None
+    #: ``summary.json`` as it was read, or the summary recomputed from the tables when
+    #: the run wrote none.
+    summary: Summary | None
     requests: pd.DataFrame
     gaps: TokenGaps
     gap_kinds: np.ndarray  # the request kind of each gap in ``gaps``
@@ -82,9 +82,9 @@ class ReportData:
         return self.run.status
 
     @property
-    def sections(self) -> SummarySections:
-        """``summary``'s sections, typed (all empty when there is no summary)."""
-        return SummarySections.of(self.summary)
+    def sections(self) -> Summary:
+        """``summary``, every section empty when there is none."""
+        return self.summary or Summary()
 
 
 def load_report_data(path: str | Path) -> ReportData:
@@ -98,7 +98,7 @@ def load_report_data(path: str | Path) -> ReportData:
         notes.append(f"{RUN_JSON} is missing: target and workload are unknown")
     tables = run.tables
     raw_requests, chunks = tables.requests, tables.chunks
-    summary = run.summary.as_read() if run.summary is not None else None
+    summary = run.summary
     if summary is None and not raw_requests.empty:
         summary = summarize_frames(raw_requests, chunks, tables.client)
         notes.append("summary.json is absent: the summary was recomputed from the tables")

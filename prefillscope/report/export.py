@@ -190,8 +190,8 @@ def to_vllm_json(run: Run, options: VllmJsonOptions | None = None) -> str:
 def run_options(run: Run) -> VllmJsonOptions:
     """The vLLM options a run was summarised with: its picked percentiles (vLLM's
     defaults when none were) and its SLO's TTFT, TPOT and E2E bounds as ``--goodput``."""
-    sections = run.summary.typed if run.summary is not None else None
-    picked = sections.percentiles if sections is not None else {}
+    sections = run.summary
+    picked = (sections.percentiles if sections is not None else None) or {}
     names = {column: name for name, column in METRICS.items()}
     metrics = tuple(names[c] for c in picked if c in names) or DEFAULT_METRICS
     levels = next(iter(picked.values()), {}) if picked else {}

@@ -19,6 +19,17 @@ from prefillscope.report.svg import PALETTE, Chart
 from probes.metric_registry import json_name, stat_of, sweep_figures
 from probes.units import fmt_seconds
 from runfmt.sweep import COMPLETE, SweepPoint, SweepResult
+from runfmt.sweep_search import (
+    ALL_MET,
+    INCONCLUSIVE,
+    MISSES,
+    RUNNING,
+    STOPPED,
+    CheckSection,
+    ProbeSection,
+    SearchSection,
+)
+from workloads.errors import InputError
 
 
 def _latencies() -> list[tuple[str, str, str]]:
@@ -188,45 +199,46 @@ def render_sweep_html(sweep: SweepResult, title: str) -> str:
     return "<!DOCTYPE html>\n" + page + "\n"
 
 
-def _probes_by_value(sweep: SweepResult) -> dict[float, dict[str, Any]]:
-    """The last probe of an SLA search at each load (a rerun replaces the first)."""
-    probes = (sweep.search or {}).get("probes") or []
-    return {float(p["value"]): p for p in probes if isinstance(p, dict) and "value" in p}
+def _is_latency(metric: str) -> bool:
+    """Whether ``metric`` (``ttft_p99``, ``requests_per_s`` …) is a latency, by the
+    registry; a name it does not know (a newer writer's) is shown as a latency."""
+    from diagnose.metrics import metric_spec
+
+    try:
+        return metric_spec(metric, "sweep.json").is_latency
+    except InputError:
+        return True
 
 
-def _check_text(check: dict[str, Any]) -> str:
+def _check_text(check: CheckSection) -> str:
     """``TTFT p99 412 ms [380 ms, 455 ms]`` (a latency) or ``8.1 [7.9, 8.3]``."""
-    seconds = str(check.get("metric", "")).split("_")[0] not in ("requests", "output")
+    seconds = _is_latency(check.metric)
 
-    def show(value: Any) -> str:
-        if not isinstance(value, int | float):
+    def show(value: float | None) -> str:
+        if value is None:
             return "–"
         return fmt_duration(value) if seconds else f"{value:,.2f}"
 
-    interval = ""
-    if isinstance(check.get("low"), int | float):
-        interval = f" [{show(check['low'])}, {show(check['high'])}]"
-    return f"{check.get('metric')} {show(check.get('value'))}{interval}"
+    interval = f" [{show(check.low)}, {show(check.high)}]" if check.low is not None else ""
+    return f"{check.metric} {show(check.value)}{interval}"
 
 
-def _probe_note(probe: dict[str, Any]) -> str:
-    verdict = str(probe.get("verdict", ""))
-    missed = [c["bound"] for c in probe.get("checks") or [] if c.get("verdict") == "misses"]
-    undecided = [
-        c["bound"] for c in probe.get("checks") or [] if c.get("verdict") == "inconclusive"
-    ]
+def _probe_note(probe: ProbeSection) -> str:
+    checks = probe.checks or ()
+    missed = [c.bound for c in checks if c.verdict == MISSES]
+    undecided = [c.bound for c in checks if c.verdict == INCONCLUSIVE]
     if missed:
         return f"misses {', '.join(missed)}"
-    if verdict == "inconclusive" and undecided:
+    if probe.verdict == INCONCLUSIVE and undecided:
         return f"undecided {', '.join(undecided)}"
-    return verdict
+    return probe.verdict
 
 
 def search_rows(
     sweep: SweepResult, header: list[str], rows: list[list[str]]
 ) -> tuple[list[str], list[list[str]]]:
     """The sweep table of an SLA search: each load's verdict in front of its note."""
-    probes = _probes_by_value(sweep)
+    probes = sweep.search.last_probes() if sweep.search is not None else {}
     out = []
     for point, row in zip(sweep.points, rows, strict=True):
         probe = probes.get(point.value)
@@ -239,53 +251,51 @@ def search_rows(
 def search_summary(sweep: SweepResult) -> str:
     """What an SLA search found: the answer, the bracket it lies in, the statistics with
     their intervals at the answer, and the probes it took."""
-    search = sweep.search or {}
+    search = sweep.search or SearchSection()
     axis = sweep.axis
-    bounds = ", ".join(b["bound"] for b in search.get("bounds") or [])
-    probes = _probes_by_value(sweep)
-    answer, bracket = search.get("answer"), search.get("bracket") or [None, None]
-    missed = bracket[1] if len(bracket) > 1 else None
-    ended = search.get("ended")
-    count = len(search.get("probes") or [])
-    took = f"{count} probes in {fmt_duration(float(search.get('elapsed_s') or 0.0))}"
+    bounds = ", ".join(b.bound for b in search.bounds)
+    probes = search.last_probes()
+    answer = search.answer
+    missed = search.bracket[1] if search.bracket and len(search.bracket) > 1 else None
+    count = len(search.probes)
+    took = f"{count} probes in {fmt_duration(search.elapsed_s or 0.0)}"
     what = "rate" if axis == "rate" else "concurrency"
-    if search.get("state") == "running":
+    if search.state == RUNNING:
         return f"SLA search for {bounds}: still running ({count} probes so far)."
     if answer is None:
         first = probes.get(min(probes)) if probes else None
         if first is None:
             return f"SLA search for {bounds}: no probe finished. {took}."
-        lowest = load_label(axis, float(first["value"]))
-        stats = "; ".join(_check_text(c) for c in first.get("checks") or [])
-        if first.get("verdict") == "inconclusive":
-            needed = [c.get("needed_requests") for c in first.get("checks") or []]
-            more = max((n for n in needed if isinstance(n, int)), default=None)
-            would = f"; {more:,} requests per probe would decide" if more else ""
+        lowest = load_label(axis, first.value)
+        stats = "; ".join(_check_text(c) for c in first.checks or ())
+        if first.verdict == INCONCLUSIVE:
+            needed = [c.needed_requests for c in first.checks or () if c.needed_requests]
+            would = f"; {max(needed):,} requests per probe would decide" if needed else ""
             return (
                 f"SLA search for {bounds}: undecided at the lowest load, {lowest} "
                 f"({stats}){would}. {took}."
             )
-        if ended == "stopped":
+        if search.ended == STOPPED:
             return f"SLA search for {bounds}: stopped at {lowest}. {took}."
         return (
             f"no load meets {bounds}: the lowest, {lowest}, {_probe_note(first)} ({stats}); "
             f"search lower. {took}."
         )
-    at = probes.get(float(answer))
-    stats = "; ".join(_check_text(c) for c in (at or {}).get("checks") or [])
-    head = f"highest {what} meeting {bounds}: {load_label(axis, float(answer))}"
-    if ended == "all_met":
+    at = probes.get(answer)
+    stats = "; ".join(_check_text(c) for c in (at.checks or () if at is not None else ()))
+    head = f"highest {what} meeting {bounds}: {load_label(axis, answer)}"
+    if search.ended == ALL_MET:
         where = "every load given met them: the answer is at least that; search higher"
-    elif ended == "stopped":
-        where = f"the search was stopped at {load_label(axis, float(missed))}"
+    elif search.ended == STOPPED:
+        where = f"the search was stopped at {load_label(axis, float(missed or answer))}"
     else:
         where = f"the highest load known to meet them lies in [{answer:g}, {missed:g})"
-    undecided = search.get("undecided_at")
-    if isinstance(undecided, int | float):
-        probe = probes.get(float(undecided)) or {}
-        near = "; ".join(_check_text(c) for c in probe.get("checks") or [])
+    undecided = search.undecided_at
+    if undecided is not None:
+        probe = probes.get(undecided)
+        near = "; ".join(_check_text(c) for c in (probe.checks or () if probe else ()))
         where += (
-            f"; at {load_label(axis, float(undecided))} a bound lay within its interval even "
-            f"with {probe.get('requests')} requests ({near}): the limit is near there"
+            f"; at {load_label(axis, undecided)} a bound lay within its interval even "
+            f"with {probe.requests if probe else None} requests ({near}): the limit is near there"
         )
     return f"{head} ({where}). At the answer: {stats}. {took}."

@@ -8,12 +8,15 @@ import shlex
 
 from loadgen.flavours import BY_NAME
 from prefillscope.ab_view import chunk_knob
+from runfmt.abresult import ABResult
 
 
 def test_the_knob_is_read_from_the_launch_template_or_the_mode():
     llamacpp = shlex.split(BY_NAME["llamacpp"].launch_template("m.gguf"))
     sglang = shlex.split(BY_NAME["sglang"].launch_template("org/m"))
-    assert chunk_knob({"mode": "launch", "launch": llamacpp}) == "--batch-size/--ubatch-size"
-    assert chunk_knob({"mode": "launch", "launch": sglang}) == "--chunked-prefill-size"
-    assert chunk_knob({"mode": "embedded", "launch": None}) == "max_num_batched_tokens"
-    assert chunk_knob({"mode": "endpoints", "launch": None}) is None
+    assert (
+        chunk_knob(ABResult(mode="launch", launch=tuple(llamacpp))) == "--batch-size/--ubatch-size"
+    )
+    assert chunk_knob(ABResult(mode="launch", launch=tuple(sglang))) == "--chunked-prefill-size"
+    assert chunk_knob(ABResult(mode="embedded")) == "max_num_batched_tokens"
+    assert chunk_knob(ABResult(mode="endpoints")) is None

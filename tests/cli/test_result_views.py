@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from rich.console import Console
 from run_shapes import planted_diagnosis, steady_streams
@@ -16,6 +17,8 @@ from prefillscope.summary_view import (
     natural_width,
     summary_renderable,
 )
+from runfmt.summary import Summary
+from runfmt.summary_server import ServerSection
 
 #: Text whose brackets rich would read as markup if a view forgot to escape it.
 MARKUP = "[bold red]not markup[/]"
@@ -31,7 +34,7 @@ def _text(renderable, width: int) -> str:
     return console.file.getvalue()
 
 
-def _summary(tmp_path) -> dict:
+def _summary(tmp_path) -> Summary:
     records, chunks = steady_streams(4, 20, 0.05)
     return computed_summary(write_run(tmp_path / "run", records, chunks))
 
@@ -65,7 +68,7 @@ def test_every_abbreviation_shown_has_a_legend_line_at_80_and_120_columns(tmp_pa
 def test_the_summary_says_why_server_metrics_are_unknown_in_full(tmp_path):
     summary = _summary(tmp_path)
     reason = "GET /metrics answered 404 " + "and kept answering it " * 6
-    summary["server"] = {"available": False, "reason": reason}
+    summary = replace(summary, server=ServerSection(available=False, reason=reason))
     out = _text(summary_renderable(summary, tmp_path / "run", "interrupted", "SIGINT", 60), 60)
     flat = " ".join(out.split())
     assert "bench interrupted — SIGINT" in flat

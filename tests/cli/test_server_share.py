@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench_support import bench_cli, bench_process, read_json
+from bench_support import bench_cli, bench_process
 
 from perfmodel.config import EngineConfig
 from prefillscope.report.content import mixed_traffic_warning, server_share
+from runfmt.rundir import RunDir
+from runfmt.summary import Summary
 from simengine.embedded import EmbeddedServer
 
 FAST = ("--gpu-telemetry", "off", "--metrics-interval", "0.2", "--workload", "system-prompt")
@@ -40,14 +42,14 @@ def test_a_run_sharing_its_server_says_how_much_of_the_servers_count_it_sent(
         finally:
             other.communicate(timeout=180)
     assert done.returncode == 0, done.stderr
-    sent, counted = server_share(read_json(shared, "summary.json"))
+    sent, counted = server_share(Summary.read(RunDir(shared)))
     assert sent == 20 and counted > 30  # the other bench's requests are in the server's rows
-    warning = mixed_traffic_warning(read_json(shared, "summary.json"))
+    warning = mixed_traffic_warning(Summary.read(RunDir(shared)))
     assert warning == (
         f"The server counted {counted:,} TTFTs over this run while it sent 20 "
         f"({20 / counted:.0%} of them): other clients' traffic is mixed into the server's "
         "figures."
     )
     assert "⚠ The server counted" in done.stdout and "this run's share" in done.stdout
-    solo = read_json(alone, "summary.json")
+    solo = Summary.read(RunDir(alone))
     assert server_share(solo)[0] == 20 and mixed_traffic_warning(solo) is None

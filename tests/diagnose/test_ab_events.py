@@ -87,9 +87,9 @@ def test_events_are_the_units_a_doubled_stall_is_found_and_too_few_cannot_decide
 
 def test_an_arm_summary_holds_each_mean_within_its_interval():
     block = event_summary(TWELVE, resamples=500, confidence=0.95, seed=0)
-    assert block["count"] == 12 and block["alone"] == 0
-    low, high = block["event_stall_interval_s"]
-    mean = block["event_stall_mean_s"]
+    assert block.count == 12 and block.alone == 0
+    low, high = block.figures["event_stall_interval_s"]
+    mean = block.figures["event_stall_mean_s"]
     assert mean == pytest.approx(TWELVE.stall_s.mean()) and low < mean < high
 
 

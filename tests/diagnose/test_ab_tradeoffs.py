@@ -12,7 +12,7 @@ long prompts' TTFT and must say that its worst stall is many times longer.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,79 +91,79 @@ def no_slo(tmp_path_factory):
 
 
 def test_the_winner_on_the_stall_states_that_it_made_p50_and_p95_worse(no_slo):
-    doc = no_slo.to_dict()
-    verdict = doc["verdict"]
+    verdict = no_slo.result().verdict
     # 30 long prompts per arm: the stall is judged per prefill event, and 256 wins on it
-    assert (verdict["winner"], verdict["decided_by"]) == (256, ["event_stall"])
-    assert verdict["unit"] == "events" and "30 or more per arm" in verdict["unit_reason"]
-    worse = {t["metric"]: t for t in verdict["tradeoffs"]}
+    assert (verdict.winner, verdict.decided_by) == (256, ("event_stall",))
+    assert verdict.unit == "events" and "30 or more per arm" in verdict.unit_reason
+    worse = {t.metric: t for t in verdict.tradeoffs}
     assert {"itl_p50", "itl_p95"} <= set(worse)
     assert "itl_p99" not in worse and "itl_max" not in worse
     for metric in ("itl_p50", "itl_p95"):
         t = worse[metric]
-        assert t["significant"] and t["against"] == "8192" and t["change"] > 0.2
-        assert t["interval"][0] > 0  # the change's interval excludes no change
-        assert t["interval"][0] <= t["change"] <= t["interval"][1]
+        assert t.significant and t.against == "8192" and t.change > 0.2
+        assert t.interval[0] > 0  # the change's interval excludes no change
+        assert t.interval[0] <= t.change <= t.interval[1]
     # the long prompts wait three times longer with 256: a significant TTFT cost, per kind
-    assert worse[kind_metric("ttft_p50", "long-prompt")]["kind"] == "long-prompt"
-    assert worse[kind_metric("ttft_p50", "long-prompt")]["change"] > 1.0
+    assert worse[kind_metric("ttft_p50", "long-prompt")].kind == "long-prompt"
+    assert worse[kind_metric("ttft_p50", "long-prompt")].change > 1.0
     # … and per event: each long prompt's TTFT is a cost of its own, listed too
-    assert worse["event_ttft"]["change"] > 1.0 and worse["event_ttft"]["significant"]
-    assert "TTFT per long prompt +" in verdict["tradeoff_sentence"]
-    assert not any(t["under_min_effect"] for t in verdict["tradeoffs"])  # all well over 10 %
-    sentence = verdict["tradeoff_sentence"]
+    assert worse["event_ttft"].change > 1.0 and worse["event_ttft"].significant
+    sentence = verdict.tradeoff_sentence
+    assert sentence is not None and "TTFT per long prompt +" in sentence
+    assert not any(t.under_min_effect for t in verdict.tradeoffs)  # all well over 10 %
     assert sentence.startswith("trade-off: 256 made ITL p50 +")
-    assert f"ITL p95 {worse['itl_p95']['text'].removeprefix('ITL p95 ')}" in sentence
+    assert f"ITL p95 {worse['itl_p95'].text.removeprefix('ITL p95 ')}" in sentence
     assert "worse than 8192" in sentence
-    assert verdict["sentence"].endswith(sentence[1:])  # the verdict's sentence says it too
-    assert verdict["rule"].startswith(
+    assert verdict.sentence.endswith(sentence[1:])  # the verdict's sentence says it too
+    assert verdict.rule.startswith(
         "no SLO given: the arm significantly best on worst decode gap per prefill wins"
     )
 
 
 def test_ttft_is_reported_and_weighed_per_request_kind(no_slo):
-    doc = no_slo.to_dict()
-    assert doc["kinds"] == ["long-prompt", "decode"]  # longest prompts first
-    small, large = doc["arms"]
+    doc = no_slo.result()
+    assert doc.kinds == ("long-prompt", "decode")  # longest prompts first
+    small, large = doc.arms
     for arm in (small, large):
-        assert arm["by_kind"]["long-prompt"]["requests"] == TRIALS * LONGS
-        assert arm["by_kind"]["decode"]["requests"] == TRIALS * DECODES
-        assert arm["by_kind"]["long-prompt"]["prompt_tokens_p50"] == 8192
-    assert small["by_kind"]["long-prompt"]["ttft_p50_s"] == pytest.approx(0.9, rel=0.15)
-    assert large["by_kind"]["long-prompt"]["ttft_p50_s"] == pytest.approx(0.3, rel=0.15)
-    kinds = {(c["metric"], c["kind"]) for c in doc["comparisons"]}
+        assert arm.by_kind["long-prompt"].requests == TRIALS * LONGS
+        assert arm.by_kind["decode"].requests == TRIALS * DECODES
+        assert arm.by_kind["long-prompt"].prompt_tokens_p50 == 8192
+    assert small.by_kind["long-prompt"].figures["ttft_p50_s"] == pytest.approx(0.9, rel=0.15)
+    assert large.by_kind["long-prompt"].figures["ttft_p50_s"] == pytest.approx(0.3, rel=0.15)
+    kinds = {(c.metric, c.kind) for c in doc.comparisons}
     assert ("ttft_p50[decode]", "decode") in kinds and ("ttft_p50", None) in kinds
-    head = doc["verdict"]["sentence"].split(";")[0]
+    assert doc.verdict is not None
+    head = doc.verdict.sentence.split(";")[0]
     assert "p50 TTFT (long-prompt) +" in head and "p99 ITL \u2212" in head
 
 
 def test_each_arm_has_its_itl_quantiles_with_intervals_and_its_worst_gap(no_slo):
-    small, large = no_slo.to_dict()["arms"]
+    small, large = no_slo.result().arms
     for arm in (small, large):
         for key in ("itl_p50_s", "itl_p95_s", "itl_p99_s"):
-            low, high = arm["intervals"][key]
-            assert low <= arm[key] <= high
-        assert len(arm["intervals"]["itl_max_per_trial_s"]) == TRIALS
-        assert arm["itl_max_s"] == max(arm["intervals"]["itl_max_per_trial_s"])
-    assert large["itl_max_s"] == pytest.approx(0.3)
-    assert small["itl_max_s"] < 0.05
+            low, high = arm.intervals[key]
+            assert low <= arm.figures[key] <= high
+        assert len(arm.intervals["itl_max_per_trial_s"]) == TRIALS
+        assert arm.figures["itl_max_s"] == max(arm.intervals["itl_max_per_trial_s"])
+    assert large.figures["itl_max_s"] == pytest.approx(0.3)
+    assert small.figures["itl_max_s"] < 0.05
 
 
 def test_with_an_slo_the_rule_is_slo_first_and_the_stall_is_stated(tmp_path):
-    doc = analysis(tmp_path, Slo(itl_s=0.5)).to_dict()
-    verdict = doc["verdict"]
-    assert verdict["rule"].startswith("SLO first: only arms meeting ITL p99 \u2264 500 ms")
-    assert (verdict["winner"], verdict["decided_by"]) == (8192, ["ttft_p50[long-prompt]"])
-    worse = {t["metric"]: t for t in verdict["tradeoffs"]}
+    verdict = analysis(tmp_path, Slo(itl_s=0.5)).result().verdict
+    assert verdict.rule.startswith("SLO first: only arms meeting ITL p99 \u2264 500 ms")
+    assert (verdict.winner, verdict.decided_by) == (8192, ("ttft_p50[long-prompt]",))
+    worse = {t.metric: t for t in verdict.tradeoffs}
     assert {"itl_p99", "itl_max"} <= set(worse)
-    assert worse["itl_max"]["ratio"] > 5 and worse["itl_max"]["against"] == "256"
-    assert "8192's worst stall (ITL max) is " in verdict["tradeoff_sentence"]
-    assert "; with ITL p99 \u2264 500 ms, choose 8192. Trade-off: 8192 made " in verdict["sentence"]
+    assert worse["itl_max"].ratio > 5 and worse["itl_max"].against == "256"
+    assert "8192's worst stall (ITL max) is " in (verdict.tradeoff_sentence or "")
+    assert "; with ITL p99 \u2264 500 ms, choose 8192. Trade-off: 8192 made " in verdict.sentence
 
 
 def test_the_view_prints_the_rule_the_kinds_and_the_trade_offs(no_slo, tmp_path):
     buffer = io.StringIO()
-    outcome = AbOutcome(tmp_path, "complete", no_slo, no_slo.to_dict() | {"out": str(tmp_path)})
+    result = replace(no_slo.result(), out=str(tmp_path))
+    outcome = AbOutcome(tmp_path, "complete", no_slo, result)
     render(outcome, Console(file=buffer, width=200))
     text = buffer.getvalue()
     for title in ("ITL per arm", "TTFT by request kind", "what 256 made significantly worse"):
@@ -185,19 +185,18 @@ def test_the_view_and_the_verdict_name_and_write_metrics_as_the_registry_does(
     renamed = dataclasses.replace(itl, short="GAP", unit="ms?")
     swapped = [renamed if m.key == itl.key else m for m in metric_registry.latencies()]
     monkeypatch.setattr(metric_registry, "_LATENCIES", swapped)
-    doc = analysis(tmp_path / "ab").to_dict()
+    doc = replace(analysis(tmp_path / "ab").result(), out=str(tmp_path))
     buffer = io.StringIO()
-    render(AbOutcome(tmp_path, "complete", no_slo, doc | {"out": str(tmp_path)}), Console(
-        file=buffer, width=240
-    ))  # fmt: skip
+    render(AbOutcome(tmp_path, "complete", no_slo, doc), Console(file=buffer, width=240))
     text = buffer.getvalue()
     for heading in ("GAP p50", "GAP p95", "GAP p99", "GAP max", "GAP per arm"):
         assert heading in text
     assert "ITL p" not in text and " ITL " not in text and "ITL mean" not in text
-    assert f"{doc['arms'][0]['itl_p99_s']:.3g} ms?" in text  # written in the registry's unit
-    verdict = doc["verdict"]
-    assert "(gaps pooled: p99 GAP " in verdict["sentence"]  # beside the per-event stall
-    assert verdict["tradeoff_sentence"].startswith("trade-off: 256 made GAP p50 +")
+    assert f"{doc.arms[0].figures['itl_p99_s']:.3g} ms?" in text  # in the registry's unit
+    verdict = doc.verdict
+    assert verdict is not None and verdict.tradeoff_sentence is not None
+    assert "(gaps pooled: p99 GAP " in verdict.sentence  # beside the per-event stall
+    assert verdict.tradeoff_sentence.startswith("trade-off: 256 made GAP p50 +")
 
 
 def test_a_significant_cost_under_the_min_effect_is_listed_and_marked():
@@ -212,8 +211,8 @@ def test_a_significant_cost_under_the_min_effect_is_listed_and_marked():
     verdict = with_tradeoffs(decide(d, MATCHED), d, ["itl_p99", "ttft_p50"])
     assert verdict.winner == 512
     (cost,) = verdict.tradeoffs
-    assert cost["metric"] == "ttft_p50" and cost["under_min_effect"]
-    assert cost["text"] == "TTFT p50 +5.3 % [+2.2, +8.4] (under --min-effect 10 %)"
+    assert cost.metric == "ttft_p50" and cost.under_min_effect
+    assert cost.text == "TTFT p50 +5.3 % [+2.2, +8.4] (under --min-effect 10 %)"
     assert verdict.sentence.endswith(
         "Trade-off: 512 made TTFT p50 +5.3 % [+2.2, +8.4] (under --min-effect 10 %) worse than 4096"
     )

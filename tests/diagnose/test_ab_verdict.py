@@ -8,17 +8,23 @@ import pytest
 from rundirs import write_run
 
 from diagnose.ab import alternating, make_arms
-from diagnose.ab_conditions import Tolerances, TrialFacts, check_conditions
+from diagnose.ab_conditions import (
+    DEFAULT_TOLERANCES,
+    TrialFacts,
+    check_conditions,
+    parse_tolerances,
+)
 from diagnose.ab_verdict import Decision, decide, percent
 from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
 from prefillscope.commands.diagnose_ab import parse_chunks
 from probes.slo import Slo
+from runfmt.codec import encode
 from session.launcher import LaunchTemplate
 from workloads.errors import InputError
 
-MATCHED = check_conditions([], [], 0, Tolerances())
+MATCHED = check_conditions([], [], 0, DEFAULT_TOLERANCES)
 
 
 def decision(
@@ -64,7 +70,7 @@ def test_changes_read_as_signed_percentages(ratio, text):
 
 def test_without_an_slo_the_lower_p99_itl_wins_and_the_ttft_cost_is_stated():
     verdict = decide(decision({512: (30, 200), 4096: (180, 150)}), MATCHED)
-    assert (verdict.winner, verdict.decided_by) == (512, ["itl_p99"])
+    assert (verdict.winner, verdict.decided_by) == (512, ("itl_p99",))
     assert verdict.sentence.startswith("512 vs 4096: p99 ITL \u221283 % [")
     assert "p50 TTFT +33 % [+21, +47]" in verdict.sentence
     assert verdict.sentence.endswith("no SLO given, p99 ITL first: choose 512")
@@ -72,13 +78,13 @@ def test_without_an_slo_the_lower_p99_itl_wins_and_the_ttft_cost_is_stated():
 
 def test_with_an_itl_slo_both_meet_the_better_ttft_wins():
     verdict = decide(decision({512: (30, 200), 4096: (180, 150)}, Slo(itl_s=0.2)), MATCHED)
-    assert verdict.winner == 4096 and verdict.decided_by == ["ttft_p50"]
+    assert verdict.winner == 4096 and verdict.decided_by == ("ttft_p50",)
     assert verdict.sentence.endswith("with ITL p99 \u2264 200 ms, choose 4096")
 
 
 def test_with_an_itl_slo_only_one_meets_it_wins_when_significantly_better():
     verdict = decide(decision({512: (30, 200), 4096: (180, 150)}, Slo(itl_s=0.05)), MATCHED)
-    assert (verdict.winner, verdict.decided_by) == (512, ["slo"])
+    assert (verdict.winner, verdict.decided_by) == (512, ("slo",))
     assert verdict.sentence.endswith("with ITL p99 \u2264 50 ms, choose 512")
     close = decide(decision({512: (30, 200), 1024: (33, 150)}, Slo(itl_s=0.032)), MATCHED)
     assert close.winner is None and "not significantly better than 1024" in close.sentence
@@ -108,7 +114,7 @@ def test_the_trade_off_curve_picks_the_largest_chunk_meeting_the_itl_slo():
 
 def test_itl_ties_are_broken_by_ttft_and_full_ties_have_no_winner():
     tie = decide(decision({1024: (50, 300), 2048: (52, 200)}), MATCHED)
-    assert (tie.winner, tie.decided_by) == (2048, ["ttft_p50"])
+    assert (tie.winner, tie.decided_by) == (2048, ("ttft_p50",))
     assert tie.sentence.endswith("p99 ITL does not differ significantly: choose 2048 for p50 TTFT")
     same = decide(decision({2048: (90, 200), 4096: (92, 205)}, width=1.05), MATCHED)
     assert same.winner is None and same.outcome == "equivalent"
@@ -123,7 +129,7 @@ def test_a_tie_the_intervals_cannot_bound_is_inconclusive_with_the_data_that_wou
     assert "p99 ITL \u22122.2 % [\u221211, +7.6] inconclusive" in wide.sentence
     # within ±10 % by its ratio: the trials at which [r/1.1, r·1.1] would fit inside ±10 %
     # (Comparison.units_to_separate against 0.9: (log 1.1 / log(0.978 / 0.9))² × 12 = 15.8, so 16)
-    assert wide.needed == {"metric": "itl_p99", "arms": ["4096", "2048"], "units": 16,
+    assert encode(wide.needed) == {"metric": "itl_p99", "arms": ["4096", "2048"], "units": 16,
                            "unit": "trials", "have": [12, 12],
                            "reason": "cannot rule out a change of ±10 % or more"}  # fmt: skip
     assert wide.sentence.endswith(
@@ -132,7 +138,7 @@ def test_a_tie_the_intervals_cannot_bound_is_inconclusive_with_the_data_that_wou
     )
     # a large change a wide interval cannot tell from none: the size that would exclude it
     far = decide(decision({2048: (60, 200), 4096: (92, 205)}, width=1.8), MATCHED)
-    assert far.outcome == "inconclusive" and far.needed["units"] > 12
+    assert far.outcome == "inconclusive" and far.needed.units > 12
     assert "p99 ITL \u221235 % [\u221264, +17] inconclusive" in far.sentence
     # a wider band (--min-effect 25) accepts the first tie as no difference
     loose = decide(replace(decision({2048: (90, 200), 4096: (92, 205)}), min_effect=0.25), MATCHED)
@@ -147,7 +153,7 @@ def test_a_significant_change_inside_the_band_is_no_difference_that_matters():
 
 def test_unmatched_conditions_refuse_whatever_the_numbers():
     facts = [fact(0), fact(1, output_tokens=500)]
-    conditions = check_conditions(facts, ["512", "4096"], 1, Tolerances())
+    conditions = check_conditions(facts, ["512", "4096"], 1, DEFAULT_TOLERANCES)
     verdict = decide(decision({512: (30, 200), 4096: (180, 150)}), conditions)
     assert verdict.refused and verdict.winner is None
     assert verdict.sentence.startswith("no verdict: the arms' conditions did not match (")
@@ -174,7 +180,7 @@ def fact(arm: int, **changes) -> TrialFacts:
 def checks(facts: list[TrialFacts], **tolerances: float) -> dict[str, bool | None]:
     labels = ["A", "B"]
     trials = max(sum(f.arm == i for f in facts) for i in range(2))
-    conditions = check_conditions(facts, labels, trials, Tolerances(**tolerances))
+    conditions = check_conditions(facts, labels, trials, replace(DEFAULT_TOLERANCES, **tolerances))
     return {c.name: c.matched for c in conditions.checks}
 
 
@@ -241,7 +247,7 @@ def test_a_trial_that_never_ran_is_a_failed_one(tmp_path):
 
 def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():
     facts = [fact(i % 2, open_loop_rate=None, observed_hit_rate=None) for i in range(6)]
-    conditions = check_conditions(facts, ["A", "B"], 3, Tolerances())
+    conditions = check_conditions(facts, ["A", "B"], 3, DEFAULT_TOLERANCES)
     by_name = {c.name: c for c in conditions.checks}
     assert conditions.matched
     assert (
@@ -251,10 +257,11 @@ def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():
 
 
 def test_tolerances_parse_and_refuse_nonsense():
-    assert Tolerances.parse(["rate=0.2", "hit-rate=0.1"]) == Tolerances(rate=0.2, hit_rate=0.1)
+    parsed = parse_tolerances(["rate=0.2", "hit-rate=0.1"])
+    assert parsed == replace(DEFAULT_TOLERANCES, rate=0.2, hit_rate=0.1)
     for bad in ("speed=1", "rate", "rate=fast", "rate=-1"):
         with pytest.raises(InputError, match="--tolerance"):
-            Tolerances.parse([bad])
+            parse_tolerances([bad])
 
 
 def test_first_divergence():
@@ -266,7 +273,7 @@ def test_first_divergence():
 def compared(base: dict[str, Output], new: dict[str, Output]) -> dict:
     comparison = OutputComparison(0.05)
     comparison.add(base, new)
-    return comparison.to_dict()
+    return encode(comparison.check())
 
 
 def test_outputs_are_graded_from_identical_to_different():
@@ -340,7 +347,7 @@ def test_a_narrow_interval_on_too_little_data_names_its_actual_reason():
         return found | {"ttft_p50": ttft}
 
     verdict = decide(replace(base, compare=compare), MATCHED)
-    assert verdict.outcome == "inconclusive" and verdict.needed["units"] == 20
+    assert verdict.outcome == "inconclusive" and verdict.needed.units == 20
     assert "cannot rule out" not in verdict.sentence
     assert verdict.sentence.endswith(
         "p50 TTFT (512 vs 2048) −0.1 % [−4.3, +4.4] is not trusted: too little data "

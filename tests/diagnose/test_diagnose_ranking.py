@@ -27,7 +27,7 @@ def test_thrashing_explains_the_prefills_h1_blames():
     found = _healthy()
     found["H1"] = _finding("H1", Status.SUPPORTED, 3.0, basis="server", impact=0.4)
     found["PC"] = _finding("PC", CacheHealth.THRASHING, 2.5, basis="server")
-    primary = ranked(found, QUIET)
+    found, primary = ranked(found, QUIET)
     assert (primary.finding, primary.confidence) == ("PC", "strong")
     assert primary.secondary == ("H1",) and found["PC"].explains == ["H1"]
     assert "Explained by PC" in found["H1"].summary and "it explains H1" in primary.why
@@ -37,7 +37,7 @@ def test_the_step_level_finding_that_explains_more_decode_time_leads():
     found = _healthy()
     found["H1"] = _finding("H1", Status.SUPPORTED, 1.2, basis="server", impact=0.07)
     found["H3"] = _finding("H3", Status.SUPPORTED, 1.2, basis="server", impact=0.6)
-    primary = ranked(found, QUIET)
+    found, primary = ranked(found, QUIET)
     assert primary.finding == "H3" and primary.secondary == ("H1",)
     assert "it explains more of the decode time" in primary.why
 
@@ -45,14 +45,14 @@ def test_the_step_level_finding_that_explains_more_decode_time_leads():
 def test_a_reading_at_its_threshold_is_weak_and_nothing_is_moderate_at_best():
     found = _healthy()
     found["H2"] = _finding("H2", Status.SUPPORTED, 1.04, basis="server", impact=0.2)
-    assert ranked(found, QUIET).confidence == "weak"
-    nothing = ranked(_healthy(), QUIET)
+    assert ranked(found, QUIET)[1].confidence == "weak"
+    _, nothing = ranked(_healthy(), QUIET)
     assert (nothing.finding, nothing.confidence) == ("none", "moderate")
 
 
 def test_a_hypothesis_registered_later_can_be_primary():
     found = _healthy() | {"H9": _finding("H9", Status.SUPPORTED, 2.0, basis="server")}
-    primary = ranked(found, QUIET)
+    found, primary = ranked(found, QUIET)
     assert primary.finding == "H9" and primary.confidence == "strong"
 
 
@@ -78,7 +78,7 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
     found["H1"] = _finding("H1", Status.SUPPORTED, 5.7, basis="server", impact=0.23, cost_s=6.4)
     found["H4"] = _preempting(2, strength=1.0, cost_s=0.46)
     found["PC"] = _thrashing(875, 2566)
-    primary = ranked(found, QUIET)
+    found, primary = ranked(found, QUIET)
     assert (primary.finding, primary.confidence) == ("PC", "strong")
     assert found["PC"].explains == ["H4", "H1"] and primary.secondary == ("H4", "H1")
     assert (
@@ -93,6 +93,26 @@ def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():
     found = _healthy()
     found["H4"] = _preempting(30, strength=4.0, cost_s=9.0)
     found["PC"] = _thrashing(3000, 2566)  # thrashing, yet the pool holds the working set
-    primary = ranked(found, QUIET)
+    found, primary = ranked(found, QUIET)
     assert primary.finding == "H4" and "One root cause" not in found["PC"].summary
     assert found["PC"].explains == []
+
+
+def test_the_ranking_builds_new_findings_and_leaves_the_checks_own_as_written():
+    """Capping (a client-limited run) and linking make new findings: the ones the checks
+    wrote keep their status, summary and ``explains``, so a finding is never edited after
+    it is made."""
+    found = _healthy()
+    found["H1"] = _finding("H1", Status.SUPPORTED, 3.0, basis="server", impact=0.4)
+    found["H2"] = _finding("H2", Status.SUPPORTED, 2.0, basis="client")
+    found["PC"] = _finding("PC", CacheHealth.THRASHING, 2.5, basis="server")
+    written = dict(found)
+    limited = ClientHealth(limited=True, reasons=("loop lag",), itl_share=0.6)
+    final, primary = ranked(found, limited)
+    assert found == written and all(found[h] is written[h] for h in written)
+    assert found["PC"].explains == [] and found["H1"].summary == "H1 says so."
+    assert found["H2"].status == Status.SUPPORTED
+    assert final["H2"].status == Status.INCONCLUSIVE  # capped: its reading is the client's
+    assert final["H2"].summary.startswith("Capped at inconclusive (was supported)")
+    assert final["PC"].explains == ["H1"] and "Explained by PC" in final["H1"].summary
+    assert primary.finding == "PC"

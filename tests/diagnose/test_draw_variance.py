@@ -12,7 +12,15 @@ import pytest
 
 from diagnose.compare import RunSamples, compare_samples
 from diagnose.gate import SIGNIFICANT
-from diagnose.stats import Sample, compare_stats, draw_batches, draw_variance, draw_widening
+from diagnose.stats import (
+    Sample,
+    autocorrelation_inflation,
+    autocorrelation_lags,
+    compare_stats,
+    draw_batches,
+    draw_variance,
+    draw_widening,
+)
 from probes.stall_events import RunStalls, StallEvents
 from probes.token_gaps import TokenGaps
 
@@ -149,3 +157,61 @@ def test_stall_events_of_two_draws_whose_queues_built_differently_are_not_called
         resamples=RESAMPLES, draws="the seeds differ",
     )  # fmt: skip
     assert doubled.rows[0].status == SIGNIFICANT and doubled.rows[0].comparison.ci_low > 1.25
+
+
+def correlated_run(rng: np.random.Generator, units: int = 200) -> np.ndarray:
+    """One draw whose neighbouring units share a shock (MA(1), θ = 1: lag-1 correlation
+    ½, none beyond): requests a block apart meet the same queue. The run's mean varies
+    twice as much between draws as independent units would say."""
+    shocks = rng.normal(0.0, 1.0, units + 1)
+    return np.exp(0.05 * (shocks[1:] + shocks[:-1]))
+
+
+def test_autocorrelation_inflation_reads_the_correlation_between_neighbouring_units():
+    rng = np.random.default_rng(5)
+    independent = Sample.of(np.exp(rng.normal(0.0, 0.05, 2000)))
+    neighbours = Sample.of(correlated_run(rng, 2000))
+    # independent units: only the bootstrap's plug-in factor n/(n − 1) (and noise)
+    assert autocorrelation_inflation(independent, "mean") == pytest.approx(1.0, abs=0.15)
+    # MA(1): long-run variance 2× the lag-0 one; Bartlett over 13 lags sees 1 + 13/14
+    assert autocorrelation_inflation(neighbours, "mean") == pytest.approx(1.93, rel=0.15)
+    assert autocorrelation_inflation(neighbours, "p50") == pytest.approx(1.93, rel=0.2)
+    assert autocorrelation_lags(2000) == 13 and autocorrelation_lags(21) == 3
+    # a negative correlation (alternating units) never narrows below the plug-in factor
+    alternating = Sample.of(np.tile([1.0, 2.0], 50))
+    assert autocorrelation_inflation(alternating, "mean") == pytest.approx(100 / 99)
+    # time blocks hold their neighbours' correlation by construction: the plug-in factor
+    blocked = Sample.of(neighbours.values, np.arange(2000) // 10)
+    assert autocorrelation_inflation(blocked, "mean") == pytest.approx(200 / 199)
+
+
+@pytest.mark.parametrize("stat", ["mean", "p50"])
+def test_a_a_pairs_of_correlated_draws_are_decided_by_the_autocorrelation_not_batches(stat):
+    rng = np.random.default_rng(17)
+    pairs = [(correlated_run(rng), correlated_run(rng)) for _ in range(60)]
+
+    def called(draws: bool) -> int:
+        return sum(
+            compare_stats(Sample.of(base), Sample.of(new), {"m": stat}, resamples=RESAMPLES,
+                          seed=i, draws=draws, batch_means=False)[0].significant
+            for i, (base, new) in enumerate(pairs)
+        )  # fmt: skip
+
+    # independent units: the interval is √2 too narrow, about 17 % of A/A pairs "differ"
+    assert called(False) >= 6
+    # the Student t interval with the units' autocorrelation (no batch means): A/A again
+    assert called(True) <= 4
+
+
+def test_the_studentized_widening_names_itself_and_keeps_one_rule():
+    rng = np.random.default_rng(23)
+    base, new = Sample.of(correlated_run(rng)), Sample.of(correlated_run(rng) * 1.01)
+    (same,) = compare_stats(base, new, {"m": "mean"}, resamples=RESAMPLES)
+    (two,) = compare_stats(base, new, {"m": "mean"}, resamples=RESAMPLES, draws=True,
+                           batch_means=False)  # fmt: skip
+    assert same.method == "bootstrap"  # one draw: as before, no widening
+    assert "Student t interval" in two.method and "the seeds differ" in two.method
+    assert "time batches" not in two.method
+    assert two.ci_high - two.ci_low > 1.3 * (same.ci_high - same.ci_low)
+    assert two.significant == (two.ci_low > 1.0 or two.ci_high < 1.0)
+    assert two.significant == (two.p_value < 0.05)

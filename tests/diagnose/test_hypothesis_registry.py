@@ -105,7 +105,7 @@ def test_its_declared_link_makes_another_finding_secondary(toy):
             "HX", "gremlin", Status.SUPPORTED, "HX says so.", strength=3.0, basis="server"
         ),
     }
-    primary = ranked(found, ClientHealth(limited=False))
+    found, primary = ranked(found, ClientHealth(limited=False))
     assert primary.finding == "HX" and primary.secondary == ("H2",)
     assert "Explained by HX: the gremlin's pauses are the host time H2 sees" in found["H2"].summary
 
@@ -131,12 +131,12 @@ def test_candidates_rank_by_the_latency_they_explain_not_a_fixed_precedence():
         }
 
     quiet = ClientHealth(limited=False)
-    assert ranked(pair(None, None), quiet).finding == "H4"
-    by_cost = ranked(pair(0.5, 7.2), quiet)
+    assert ranked(pair(None, None), quiet)[1].finding == "H4"
+    _, by_cost = ranked(pair(0.5, 7.2), quiet)
     assert by_cost.finding == "PC" and by_cost.secondary == ("H4",)
     assert "it outranks H4 (0.5 request-s) (it explains more latency)" in by_cost.why
     assert by_cost.confidence == "strong"  # 0.5 is far from 7.2: no close rival
-    assert ranked(pair(9.0, 7.2), quiet).finding == "H4"
+    assert ranked(pair(9.0, 7.2), quiet)[1].finding == "H4"
 
 
 def test_the_package_declares_every_built_in_and_a_bad_declaration_is_refused():

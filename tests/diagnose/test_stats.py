@@ -19,6 +19,7 @@ from diagnose.stats import (
     trial_interval,
 )
 from probes.units import p_text
+from runfmt.codec import encode
 
 ALL = {"mean": "mean", "p50": "p50", "p95": "p95", "p99": "p99"}
 
@@ -119,13 +120,13 @@ def test_results_are_seeded_and_unknown_values_are_dropped() -> None:
     seeds = {compare_stats(Sample.of(a), Sample.of(b), {"m": "mean"}, seed=s)[0].ci_low
              for s in (5, 6)}  # fmt: skip
     assert len(seeds) == 2
-    assert set(first[0].to_dict()) >= {"metric", "ratio", "ci_low", "ci_high", "significant"}
+    assert set(encode(first[0])) >= {"metric", "ratio", "ci_low", "ci_high", "significant"}
 
 
 def test_too_small_samples_give_no_interval_and_no_verdict() -> None:
     (c,) = compare_stats(Sample.of([1.0]), Sample.of([2.0, 3.0]), {"m": "mean"})
     assert c.ratio == 2.5
-    assert c.to_dict()["ci_low"] is None
+    assert encode(c)["ci_low"] is None
     assert c.significant is False
     assert c.inconclusive == "BASE: 1 units (fewer than 10); NEW: 2 units (fewer than 10)"
 

@@ -4,7 +4,9 @@ winner gave up, from trade-offs written by hand."""
 from __future__ import annotations
 
 from diagnose.ab_metrics import ITL_MAX
-from diagnose.ab_tradeoffs import Tradeoff, metric_label, tradeoff_sentence
+from diagnose.ab_tradeoffs import metric_label, tradeoff_sentence
+from runfmt.abresult import Tradeoff
+from runfmt.codec import encode
 
 
 def _tradeoff(metric: str, against: str, ratio: float, interval, text: str) -> Tradeoff:
@@ -33,4 +35,4 @@ def test_worse_metrics_are_joined_per_arm_and_the_worst_stall_said_apart():
         "worse than 8192; 256's worst stall (ITL max) is 3.2\u00d7 8192's [2.1\u00d7, 4.8\u00d7]; "
         "256 made ITL p50 +20 % [+10, +30] worse than 1024"
     )
-    assert found[0].to_dict()["interval"] == [0.40, 0.75]
+    assert encode(found[0])["interval"] == [0.40, 0.75]

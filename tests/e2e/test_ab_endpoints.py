@@ -16,6 +16,7 @@ import pytest
 from ab_support import TIMING_TOLERANCES, ab_json, diagnose_ab
 
 from perfmodel.config import EngineConfig
+from runfmt.abresult import ABResult, Check
 from simengine.embedded import EmbeddedServer
 
 pytestmark = pytest.mark.slow
@@ -51,51 +52,54 @@ def engines() -> Iterator[dict[str, str]]:
             server.stop()
 
 
-def endpoints_ab(engines: dict[str, str], b: str, out: Path, *extra: str) -> tuple[int, dict]:
+def endpoints_ab(engines: dict[str, str], b: str, out: Path, *extra: str) -> tuple[int, ABResult]:
     args = ["--chunks", "512,2048", "--a", engines["a"], "--b", engines[b], *SHARED_PREFIX]
     return ab_json(*args, *extra, "--out", out)
 
 
-def check(doc: dict, name: str) -> dict:
-    return next(c for c in doc["conditions"]["checks"] if c["name"] == name)
+def check(doc: ABResult, name: str) -> Check:
+    assert doc.conditions is not None
+    return next(c for c in doc.conditions.checks if c.name == name)
 
 
 def test_arms_whose_hit_rates_differ_get_no_verdict(engines, tmp_path: Path):
     code, doc = endpoints_ab(engines, "b_no_cache", tmp_path / "ab")
-    assert code == 1 and doc["out"] == str(tmp_path / "ab")  # --json names its folder
-    verdict = doc["verdict"]
-    assert verdict["winner"] is None and verdict["refused"]
-    assert verdict["sentence"].startswith("no verdict: the arms' conditions did not match")
+    assert code == 1 and doc.out == str(tmp_path / "ab")  # --json names its folder
+    verdict = doc.verdict
+    assert verdict is not None and verdict.winner is None and verdict.refused
+    assert verdict.sentence.startswith("no verdict: the arms' conditions did not match")
     hit = check(doc, "hit_rate")
-    assert hit["matched"] is False and "hit_rate" in verdict["sentence"]
-    assert min(hit["values"]["512"]) > 0.3 and max(hit["values"]["2048"]) == 0.0
-    assert doc["mode"] == "endpoints" and [a["target"] for a in doc["arms"]] == [
+    assert hit.matched is False and "hit_rate" in verdict.sentence
+    assert min(hit.values["512"]) > 0.3 and max(hit.values["2048"]) == 0.0
+    assert doc.mode == "endpoints" and [a.target for a in doc.arms] == [
         engines["a"],
         engines["b_no_cache"],
     ]
-    assert doc["comparisons"]  # the measurements are still shown, only not judged
+    assert doc.comparisons  # the measurements are still shown, only not judged
 
 
 def test_a_planted_error_rate_refuses_the_verdict(engines, tmp_path: Path):
     # --allow-overlong: B's 512-token context would otherwise refuse the run up front
     code, doc = endpoints_ab(engines, "b_short", tmp_path / "ab", "--allow-overlong")
-    assert code == 1 and doc["verdict"]["refused"] and doc["verdict"]["winner"] is None
+    verdict = doc.verdict
+    assert code == 1 and verdict is not None and verdict.refused and verdict.winner is None
     errors = check(doc, "errors")
-    assert errors["matched"] is False
-    assert all(n == 0 for n in errors["values"]["512"])
-    assert all(n > 0 for n in errors["values"]["2048"])
-    assert "errors:" in doc["verdict"]["sentence"]
+    assert errors.matched is False
+    assert all(n == 0 for n in errors.values["512"])
+    assert all(n > 0 for n in errors.values["2048"])
+    assert "errors:" in verdict.sentence
 
 
 def test_outputs_that_differ_are_found(engines, tmp_path: Path):
     _, doc = endpoints_ab(engines, "b_model", tmp_path / "ab", "--check-outputs")
-    outputs = doc["outputs"]
-    arm = outputs["arms"][0]
-    assert arm["compared"] == 3 * 16 and arm["exact_match_rate"] < 0.2
-    assert arm["first_divergence"]["count"] == arm["compared"] - arm["exact_matches"]
-    assert arm["status"] in ("near ties", "differs") and arm["consistent"] is False
-    assert outputs["consistent"] is False
-    assert outputs["baseline"]["exact_match_rate"] == 1.0  # A's own trials agree
+    outputs = doc.outputs
+    assert outputs is not None and outputs.baseline is not None
+    arm = outputs.arms[0]
+    assert arm.compared == 3 * 16 and (arm.exact_match_rate or 0) < 0.2
+    assert arm.first_divergence["count"] == arm.compared - arm.exact_matches
+    assert arm.status in ("near ties", "differs") and arm.consistent is False
+    assert outputs.consistent is False
+    assert outputs.baseline.exact_match_rate == 1.0  # A's own trials agree
 
 
 def test_endpoint_flags_are_checked_before_anything_runs(engines, tmp_path: Path):

@@ -29,6 +29,7 @@ from ab_support import (
     trial_dirs,
 )
 
+from runfmt.abresult import ABResult
 from session.launcher import LaunchedServer, free_port
 
 
@@ -91,28 +92,28 @@ def test_a_launched_a_b_over_three_chunk_sizes(tmp_path: Path):
         "--chunks", "512,2048,4096", "--launch", launch, *INTERFERENCE, "--slo", "itl=60ms",
         "--out", out, "--vocab-size", "32000",
     )  # fmt: skip
-    doc = json.loads((out / "ab.json").read_text())
-    assert code == 0, doc["verdict"]
-    assert doc["mode"] == "launch" and doc["launch"] == shlex.split(launch)
-    verdict = doc["verdict"]
-    assert (verdict["winner"], verdict["decided_by"]) == (512, ["slo"])
-    decision = verdict["sentence"].split(". Trade-off: ")[0]  # then what 512 gave up, if any
+    doc = ABResult.from_json(json.loads((out / "ab.json").read_text()))
+    verdict = doc.verdict
+    assert code == 0 and verdict is not None, verdict
+    assert doc.mode == "launch" and doc.launch == tuple(shlex.split(launch))
+    assert (verdict.winner, verdict.decided_by) == (512, ("slo",))
+    decision = verdict.sentence.split(". Trade-off: ")[0]  # then what 512 gave up, if any
     assert decision.endswith("with ITL p99 \u2264 60 ms, choose 512")
-    assert [(r["chunk"], r["meets_slo"]) for r in doc["tradeoff"]] == [
+    assert [(r.chunk, r.meets_slo) for r in doc.tradeoff] == [
         (512, True),
         (2048, False),
         (4096, False),
     ]
     # one server per arm, started once, kept across its trials, stopped by SIGTERM
-    servers = doc["servers"]
+    servers = doc.servers
     assert len(servers) == 3 and all(s["stopped"]["how"] == "sigterm" for s in servers)
     assert all(Path(s["log"]).parent == out / "servers" for s in servers)
     chunk_at = {s["url"]: int(s["command"][-1]) for s in servers}  # … --max-num-batched-tokens N
     urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
     assert [chunk_at[u] for u in urls] == [512, 2048, 4096] * 3
-    warmups = doc["warmup_trials"]  # one unmeasured round first: the servers start cold
-    assert [Path(t["run_dir"]).name for t in warmups] == ["01-512-w1", "02-2048-w1", "03-4096-w1"]
-    assert all(t["warmup"] for t in warmups)
+    warmups = doc.warmup_trials  # one unmeasured round first: the servers start cold
+    assert [Path(t.run_dir).name for t in warmups] == ["01-512-w1", "02-2048-w1", "03-4096-w1"]
+    assert all(t.warmup for t in warmups)
     lines = stdout.splitlines()
     assert sum(line.startswith("trial ") for line in lines) == 2 * 12  # progress per trial
     assert lines[0].startswith("starting 3 servers: ") and lines[1].startswith("ready: ")
@@ -131,8 +132,8 @@ def test_restart_per_trial_gives_every_trial_a_fresh_server(tmp_path: Path):
         "--chunks", "512,1024", "--launch", launch, *workload, "--restart-per-trial",
         "--warmup-trials", "0", "--out", tmp_path / "ab",
     )  # fmt: skip
-    assert code in (0, 1) and not doc["warmup_trials"]
-    servers = doc["servers"]
+    assert code in (0, 1) and not doc.warmup_trials
+    servers = doc.servers
     assert len(servers) == 6 and all(s["stopped"]["how"] == "sigterm" for s in servers)
     urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
     assert urls == [s["url"] for s in servers]  # started for its trial, stopped after it

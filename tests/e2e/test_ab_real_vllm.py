@@ -42,34 +42,34 @@ def test_an_a_b_of_two_chunk_sizes_on_vllm_runs_to_a_verdict(tmp_path: Path):
         "--check-outputs", "--out", out,
     )  # fmt: skip
     took = time.monotonic() - began
-    verdict = doc["verdict"]
-    assert code in (0, 1) and (code == 1) == verdict["refused"]
-    if verdict["refused"]:
-        assert doc["conditions"]["reasons"], "a refusal says why"
+    verdict, conditions, outputs = doc.verdict, doc.conditions, doc.outputs
+    assert verdict is not None and conditions is not None and outputs is not None
+    assert code in (0, 1) and (code == 1) == verdict.refused
+    if verdict.refused:
+        assert conditions.reasons, "a refusal says why"
     else:
-        assert verdict["winner"] in (512, 2048, None)
+        assert verdict.winner in (512, 2048, None)
         # the stall leads, in the unit that judged it (verdict.unit): per prefill event
         # when every arm served enough long prompts (here 5 a trial), else pooled gaps
-        stall = {"events": "worst decode gap per prefill", "gaps": "p99 ITL"}[verdict["unit"]]
-        assert verdict["sentence"].startswith(f"512 vs 2048: {stall} "), verdict["sentence"]
+        stall = {"events": "worst decode gap per prefill", "gaps": "p99 ITL"}[verdict.unit]
+        assert verdict.sentence.startswith(f"512 vs 2048: {stall} "), verdict.sentence
     for metric in ("itl_p99", "ttft_p50", "output_tokens_per_s"):
         c = comparison(doc, metric)
-        assert c["ratio"] > 0 and c["ci_low"] <= c["ratio"] <= c["ci_high"]
-    assert [s["url"].rsplit(":", 1)[1] != "" for s in doc["servers"]] == [True, True]
-    assert all(s["stopped"]["how"] in ("sigterm", "sigkill") for s in doc["servers"])
-    assert all(Path(s["log"]).stat().st_size > 0 for s in doc["servers"])
-    outputs = doc["outputs"]
-    arm = outputs["arms"][0]
-    assert arm["compared"] == TRIALS * 10 and arm["exact_match_rate"] is not None
-    assert arm["logprob_abs_diff"] is not None  # vLLM returned the chosen tokens' logprobs
-    assert outputs["baseline"]["compared"] == (TRIALS - 1) * 10
+        assert c.ratio > 0 and c.ci_low <= c.ratio <= c.ci_high
+    assert [s["url"].rsplit(":", 1)[1] != "" for s in doc.servers] == [True, True]
+    assert all(s["stopped"]["how"] in ("sigterm", "sigkill") for s in doc.servers)
+    assert all(Path(s["log"]).stat().st_size > 0 for s in doc.servers)
+    arm = outputs.arms[0]
+    assert arm.compared == TRIALS * 10 and arm.exact_match_rate is not None
+    assert arm.logprob_abs_diff is not None  # vLLM returned the chosen tokens' logprobs
+    assert outputs.baseline is not None and outputs.baseline.compared == (TRIALS - 1) * 10
     print(f"\nA/B against vLLM took {took:.0f} s; servers ready after", end=" ")
-    print(", ".join(f"{s['ready_s']:.0f} s" for s in doc["servers"]))
-    print(verdict["sentence"])
-    for c in doc["comparisons"]:
-        print(f"  {c['metric']}: {c['ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]", end="")
-        print(f" p={c['p_value']:.3g} significant={c['significant']} ({c['method']})")
-    print("conditions:", json.dumps(doc["conditions"]["reasons"]) or "matched")
-    print(outputs["sentence"])
-    print("first divergence:", json.dumps(arm["first_divergence"]))
-    print("|Δ logprob| before it:", json.dumps(arm["logprob_abs_diff"]))
+    print(", ".join(f"{s['ready_s']:.0f} s" for s in doc.servers))
+    print(verdict.sentence)
+    for c in doc.comparisons:
+        print(f"  {c.metric}: {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]", end="")
+        print(f" p={c.p_value:.3g} significant={c.significant} ({c.method})")
+    print("conditions:", json.dumps(list(conditions.reasons)) or "matched")
+    print(outputs.sentence)
+    print("first divergence:", json.dumps(dict(arm.first_divergence)))
+    print("|Δ logprob| before it:", json.dumps(dict(arm.logprob_abs_diff)))

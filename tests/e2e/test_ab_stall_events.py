@@ -28,21 +28,21 @@ ISSUE_30 = [
 
 def test_each_prefill_is_an_event_and_the_events_decide(tmp_path: Path):
     code, doc = ab_json(*ISSUE_30, "--out", tmp_path / "ab")
-    assert code == 0, doc["verdict"]
-    verdict = doc["verdict"]
-    assert verdict["unit"] == "events" and "12 or more per arm" in verdict["unit_reason"]
-    assert (verdict["winner"], verdict["decided_by"]) == (256, ["event_stall"])
+    verdict = doc.verdict
+    assert code == 0 and verdict is not None, verdict
+    assert verdict.unit == "events" and "12 or more per arm" in verdict.unit_reason
+    assert (verdict.winner, verdict.decided_by) == (256, ("event_stall",))
     stall = comparison(doc, "event_stall")
-    assert stall["significant"] and stall["ci_high"] < 0.5 and stall["units"] == [12, 12]
-    assert stall["method"].startswith("events")
-    for arm in doc["arms"]:
-        events = arm["events"]
-        assert events["count"] == 12 and events["alone"] == 0
-        low, high = events["event_stall_interval_s"]
-        assert low <= events["event_stall_mean_s"] <= high
-    small, large = (arm["events"]["event_stall_mean_s"] for arm in doc["arms"])
+    assert stall.significant and stall.ci_high < 0.5 and stall.units == (12, 12)
+    assert stall.method.startswith("events")
+    for arm in doc.arms:
+        assert arm.events is not None
+        assert arm.events.count == 12 and arm.events.alone == 0
+        low, high = arm.events.figures["event_stall_interval_s"]
+        assert low <= arm.events.figures["event_stall_mean_s"] <= high
+    small, large = (arm.events.figures["event_stall_mean_s"] for arm in doc.arms if arm.events)
     assert large > 0.5 and large > 4 * small  # ~1 s stalls at 8192, every time
-    sentence = verdict["sentence"]
+    sentence = verdict.sentence
     assert sentence.startswith("256 vs 8192: worst decode gap per prefill \u2212")
     assert "(gaps pooled: p99 ITL " in sentence  # the gap-quantile view, beside
     assert "no significant difference" not in sentence

@@ -210,10 +210,10 @@ def test_the_chat_api_sends_text_of_exact_token_counts(tmp_path: Path) -> None:
         api="chat",
         overrides={"num_requests": 8, "rate": 20},
     )
-    assert outcome.status == "complete" and outcome.summary["requests"]["completed"] == 8
+    assert outcome.status == "complete" and outcome.summary.to_json()["requests"]["completed"] == 8
     info = read_json(run, "run.json")
     assert info["target"]["api"] == "chat" and info["workload"]["prompt_format"] == "text"
     requests = requests_table(run)
     assert (requests["output_tokens"] == 128).all()
     # The shared system prompts are still shared, token for token, as text.
-    assert outcome.summary["prefix"]["observed_hit_rate"] > 0.3
+    assert outcome.summary.to_json()["prefix"]["observed_hit_rate"] > 0.3

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from bench_support import bench_cli, read_json
 
+from runfmt.summary import Summary
 from session.exit_status import exit_status, requests_failure, slo_breach
 
 DOC_QA = ["--workload", "doc-qa", "--num-requests", "12", "--seed", "1", "--rate", "20"]
@@ -65,9 +66,14 @@ def test_max_error_rate_outside_0_1_is_bad_input(tmp_path: Path, value: str) -> 
     assert done.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
-def _summary(total: int, ok: int) -> dict:
+def _document(total: int, ok: int) -> dict:
     message = {"message": "HTTP 503: overloaded", "kind": "http_5xx", "count": total - ok}
     return {"requests": {"total": total, "completed": ok}, "error_messages": [message]}
+
+
+def _summary(total: int, ok: int) -> Summary:
+    """The summary a file holding ``_document(total, ok)`` reads as."""
+    return Summary.from_json(_document(total, ok))
 
 
 def test_the_threshold_is_a_larger_share_not_an_equal_one() -> None:
@@ -77,7 +83,7 @@ def test_the_threshold_is_a_larger_share_not_an_equal_one() -> None:
     assert "no request succeeded" in str(requests_failure(_summary(10, 0), None))
     assert "10× http_5xx: HTTP 503: overloaded" in str(requests_failure(_summary(10, 0), 1.0))
     assert requests_failure(_summary(0, 0), 0.0) is None  # nothing measured: nothing failed
-    assert json.dumps(_summary(1, 1))  # a plain JSON document, as summary.json holds
+    assert json.dumps(_summary(1, 1).to_json())  # a plain JSON document, as summary.json holds
 
 
 SMALL = ["--workload", "shared-prefix", "--num-requests", "6", "--rate", "20", "--seed", "3"]
@@ -115,10 +121,9 @@ def test_min_goodput_bad_input_is_one_line(tmp_path: Path, extra: list[str], mes
     assert done.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
-def _goodput_summary(total: int, ok: int, good: int) -> dict:
-    summary = _summary(total, ok)
-    summary["goodput"] = {"slo": {"ttft_s": 0.5}, "requests": good, "share": good / total}
-    return summary
+def _goodput_summary(total: int, ok: int, good: int) -> Summary:
+    goodput = {"slo": {"ttft_s": 0.5}, "requests": good, "share": good / total}
+    return Summary.from_json(_document(total, ok) | {"goodput": goodput})
 
 
 def test_the_slo_breach_is_a_smaller_share_and_exit_4_wins() -> None:

@@ -32,9 +32,11 @@ def test_without_server_metrics_the_oracle_uses_the_engine_config(tmp_path: Path
     assert metrics["url"] is None and metrics["status"]["state"] == "off"
     assert info["oracle"]["source"] == "engine config" and info["oracle"]["num_blocks"] > 0
     assert RunTables(run).server_metrics.empty
-    server = outcome.summary["server"]
+    server = outcome.summary.to_json()["server"]
     assert server["available"] is False and "--no-server-metrics" in server["reason"]
-    assert outcome.summary["prefix"]["observed_hit_rate"] is not None  # from the responses
+    assert (
+        outcome.summary.to_json()["prefix"]["observed_hit_rate"] is not None
+    )  # from the responses
 
 
 def test_gpu_probe_state_is_recorded(tmp_path: Path) -> None:
@@ -59,11 +61,11 @@ def test_a_prometheus_that_is_down_is_recorded_and_the_run_goes_on(tmp_path: Pat
         overrides=SMALL,
         prometheus=f"http://127.0.0.1:{free_port()}",
     )
-    assert outcome.status == "complete" and outcome.summary["requests"]["completed"] == 12
+    assert outcome.status == "complete" and outcome.summary.to_json()["requests"]["completed"] == 12
     status = read_json(run, "run.json")["probes"]["prometheus"]["status"]
     assert status["state"] == "failed" and "unreachable" in status["reason"]
-    assert outcome.summary["server"]["available"] is True  # the direct scrape
-    assert outcome.summary["server_prometheus"]["available"] is False
+    assert outcome.summary.to_json()["server"]["available"] is True  # the direct scrape
+    assert outcome.summary.to_json()["server_prometheus"]["available"] is False
 
 
 @pytest.fixture
@@ -192,5 +194,5 @@ def test_a_server_without_a_metrics_page_is_told_once_and_not_scraped(tmp_path: 
     events = RunTables(run).probe_events
     assert events[["probe", "event"]].values.tolist() == [["server_metrics", "unavailable"]]
     assert RunTables(run).server_metrics.empty
-    server = outcome.summary["server"]
+    server = outcome.summary.to_json()["server"]
     assert server["available"] is False and "HTTP 404" in server["reason"]

@@ -48,7 +48,7 @@ def test_a_ray_run_is_a_run_with_its_clocks_aligned(tmp_path: Path) -> None:
     # one CPU each, packed: both on this one node
     assert clocks["placement"] == "cpu" and clocks["nodes"] == 1
     assert len({clock["node"] for clock in clocks["clocks"]}) == 1
-    assert outcome.summary["requests"]["completed"] == 48
+    assert outcome.summary.to_json()["requests"]["completed"] == 48
     assert not (tmp_path / "run" / "shards").exists()
 
 

@@ -90,7 +90,7 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
     # each worker's loop has its own CPU samples, and its own share in the summary
     client = RunTables(runs[2][0]).client
     assert set(client["worker"]) == {0, 1}
-    cpu = runs[2][1].summary["client"]["cpu_share"]
+    cpu = runs[2][1].summary.to_json()["client"]["cpu_share"]
     assert sorted(w["worker"] for w in cpu["workers"]) == [0, 1]
     assert cpu["sustained_max"] == max(w["sustained_max"] for w in cpu["workers"])
     # the dashboard saw both workers' requests, and every token gap of their reads
@@ -101,7 +101,7 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
 
 @pytest.mark.timing  # client-observed TPOT of two runs
 def test_two_workers_summary_agrees_with_one(runs) -> None:
-    s1, s2 = runs[1][1].summary, runs[2][1].summary
+    s1, s2 = runs[1][1].summary.to_json(), runs[2][1].summary.to_json()
     assert s1["requests"] == s2["requests"]
     assert s1["throughput"]["output_tokens"] == s2["throughput"]["output_tokens"]
     assert s1["prefix"] == s2["prefix"]
@@ -115,7 +115,7 @@ def test_two_workers_summary_agrees_with_one(runs) -> None:
     tpot, engine = {}, {}
     for n in (1, 2):
         requests = requests_table(runs[n][0])
-        itl = runs[n][1].summary["server"]["itl_s"]
+        itl = runs[n][1].summary.to_json()["server"]["itl_s"]
         assert itl["count"] == (requests["output_tokens"] - 1).sum()  # the same tokens
         tpot[n], engine[n] = _tpot(requests), itl["mean"]
     # The net figures' difference within its sampling error: a 99.9 % bootstrap interval

@@ -6,8 +6,9 @@ three, and runs once they are given — ``model=`` the model's folder (its
 ``config.json``) and a device of its own (``gpu=custom:…``, a CPU's nominal figures,
 whose efficiencies the fit finds). vLLM 0.32 exposes no step-time histogram, so the
 decode (bandwidth efficiency, per-sequence and per-step host overhead) is fitted to the
-client's pure-decode gaps, and the prefill to the client's mean TTFT from the actual
-send, less the transport the server's TTFT histogram shows; the server's mean ITL is
+client's pure-decode gaps (the efficiency kept only where the gaps decide it, else the
+step's constant is its own overhead), and the prefill to the client's median TTFT from
+the actual send, less the transport the server's TTFT histogram shows; the server's mean ITL is
 read through the canonical ``itl`` series (either of vLLM's two names).
 
 The held-out check: calibrate on a run at ``max_num_batched_tokens`` 512 (arm A), predict
@@ -38,15 +39,19 @@ What is asserted is what this machine can show: every held-out error within its 
 ``GAP`` and twice the floor (a fixed bound would fail on a run whose own repeats differ
 2–3×, as they did at load average 11; a floor from one pair of repeats is itself
 uncertain), the TTFT change's direction, and the printed table carries the rest: the
-verdicts "missed" in a run say where the model is short. TTFT p50 does miss
-where the machine is quiet enough to show it: the budget change 512 → 128 measured
-+47 %/+47 % and +36 %/+37 % in two runs' pairs against +28 % and +17 % predicted
-(held-out error −14 % with a 5 % floor, −21 % with 8 %). The decode fit books this
-server's fixed per-step cost partly as weight reads (bandwidth efficiency 0.05 in the
-second run), which a compute-bound chunk step hides under its arithmetic, so the model
-undercounts what each extra chunk step costs; one budget's run cannot tell the two apart
-(same-budget repeats minutes apart differ 2× in TTFT p50). At load average 11 a run
-also measured ITL p50 16–21 % lower at 128 than at 512 in both pairs (predicted +1 %).
+verdicts "missed" in a run say where the model is short.
+
+What moved the errors (recorded ABAB runs, fitted offline before and after): the decode
+fit had booked 2 ms of a ~6 ms step as a slow weights' read (efficiency 0.13, which the
+gaps did not decide: 0.004–0.013 ms better per gap, interval across 0), hidden under
+every chunk step, so a smaller budget's extra chunk steps came out too cheap (TTFT
+change 512 → 128 predicted +22 %, measured +41 %; kept as the step's overhead: +30 %);
+the step jitter's end-point quantiles gave the largest stall a 1/101 share, which set
+the widened ITL p99 alone (a fit run's own ITL p99 +58 %, now −5 %); the TTFT mean
+followed a few stalled requests (a fit run's own TTFT p50 +80 %; the median is fitted
+now). ITL p99 under chunked prefill: 12–85 of ~750 gaps carry a chunk here (1.6–11 %);
+at load ~1–5 p99 sits where the chunk steps meet the machine's decode stalls, at load
+~10 the pure-decode gaps' own p99 (43–83 ms) is the whole run's.
 """
 
 from __future__ import annotations
@@ -71,8 +76,10 @@ HOLDOUT_BATCHED = 128
 #: Requests per second: 0.5 keeps the server out of overload (at 2 the 16 prompts offer
 #: ~2,400 tokens/s to a server that prefills ~1,000, so TTFT is mostly the queue's).
 RATE = 0.5
-#: How far past its goal and floor a held-out error may be: the open gap below.
-GAP = 0.25
+#: How far past its goal and twice its floor a held-out error may be. Six ABAB windows
+#: after the fit's changes (three fresh runs of this test at load 8–11, three recorded
+#: sets at load 5–13) left ≥ 17 points between every error and goal + 2 × floor; 0.25 before.
+GAP = 0.10
 #: The floor is one pair of repeats' difference, itself uncertain (the same budget's
 #: error ranged 4–185 % over seven runs of this test): asserted with twice its room.
 FLOOR_SPREAD = 2.0
@@ -158,12 +165,12 @@ def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Pa
     assert cal["itl_source"] in ("vllm:inter_token_latency_seconds",
                                  "vllm:time_per_output_token_seconds")  # fmt: skip
     assert cal["decode_source"].startswith("client") and cal["decode_fit"]["anchored"] is None
-    assert cal["fit_targets"] == ["ttft_mean"] and 0 <= cal["transport_s"] < 0.1
+    assert cal["fit_targets"] == ["ttft_p50"] and 0 <= cal["transport_s"] < 0.1
     fitted = cal["fitted"]
     assert 0 < fitted["bandwidth_efficiency"] <= 1 and fitted["host_overhead_per_seq_s"] >= 0
     assert fitted["host_overhead_step_s"] >= 0  # fitted beside the decode: no step histogram
     assert MFU_RANGE[0] < fitted["prefill_mfu"] < MFU_RANGE[1]  # not pinned at a bound
-    assert abs(cal["relative_error"]["ttft_mean"]) <= TOLERANCE
+    assert abs(cal["relative_error"]["ttft_p50"]) <= TOLERANCE
     assert b1["max_num_batched_tokens"] == b2["max_num_batched_tokens"] == HOLDOUT_BATCHED
     assert a2["max_num_batched_tokens"] == 512
     for check in (b1, b2, a2):  # each check is judged consistently with its own goals

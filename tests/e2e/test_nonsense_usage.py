@@ -76,5 +76,5 @@ def test_the_embedded_engines_usage_is_never_suspect(tmp_path: Path) -> None:
     assert outcome.exit_code == 0 and outcome.usage_warning is None
     requests = requests_table(tmp_path / "run")
     assert requests["usage_suspect"].isna().all() and requests["cached_tokens"].notna().all()
-    assert outcome.summary["usage_suspect"] == {"requests": 0, "of": 12, "kinds": {}}
-    assert "usage_suspect_excluded" not in outcome.summary["prefix"]
+    assert outcome.summary.to_json()["usage_suspect"] == {"requests": 0, "of": 12, "kinds": {}}
+    assert "usage_suspect_excluded" not in outcome.summary.to_json()["prefix"]

@@ -95,11 +95,11 @@ def test_absent_cached_tokens_are_unknown_not_zero(vllm_url: str, tmp_path: Path
     assert (requests["output_tokens"] > 0).all()
     # The prefixes were cached (the oracle and vLLM's own counters say so) ...
     assert (requests["expected_cached_tokens"] > 0).sum() >= 6
-    server_prefix = outcome.summary["server"]["prefix"]
+    server_prefix = outcome.summary.to_json()["server"]["prefix"]
     assert server_prefix["hits"]["value"] > 0
     assert server_prefix["observed_hit_rate"]["value"] > 0.5
     # ... but no stream said how many tokens, so no request and no summary claims 0.
     assert requests["cached_tokens"].isna().all()
-    prefix = outcome.summary["prefix"]
+    prefix = outcome.summary.to_json()["prefix"]
     assert prefix["observed_hit_rate"] is None and prefix["reported_requests"] == 0
     assert prefix["expected_hit_rate"] > 0.5

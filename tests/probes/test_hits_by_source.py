@@ -12,6 +12,7 @@ from probes.exposition import parse_exposition
 from probes.mapping import builtin_mapping
 from probes.normalise import ServerSeries
 from probes.server_summary import server_summary
+from runfmt.codec import encode
 
 SCRAPES = {
     "vllm": ("vllm-cpu/tiny-metrics-before.prom", "vllm-cpu/tiny-metrics-after.prom"),
@@ -25,7 +26,7 @@ def _server(fixtures_dir, flavour: str) -> dict:
     series = ServerSeries.from_snapshots(
         [0.0, 30.0], [mapping.snapshot(parse_exposition(text)) for text in texts]
     )
-    return server_summary(series, pd.DataFrame())
+    return encode(server_summary(series, pd.DataFrame()))
 
 
 def test_vllm_reports_its_hits_by_tier_and_source(fixtures_dir):
@@ -69,7 +70,7 @@ def test_vllms_block_residency_histograms_from_a_real_evicting_pool(fixtures_dir
     mapping = builtin_mapping("vllm")
     names = ("vllm-cpu/kv-cache-metrics-before.prom", "vllm-cpu/kv-cache-metrics-after.prom")
     snaps = [mapping.snapshot(parse_exposition((fixtures_dir / n).read_text())) for n in names]
-    server = server_summary(ServerSeries.from_snapshots([0.0, 60.0], snaps), pd.DataFrame())
+    server = encode(server_summary(ServerSeries.from_snapshots([0.0, 60.0], snaps), pd.DataFrame()))
     residency = server["kv_block_residency_s"]
     counts = {name: block["count"] for name, block in residency.items()}
     assert counts == {

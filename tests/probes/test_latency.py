@@ -55,7 +55,7 @@ def test_per_token_itl_splits_multi_token_chunks_and_matches_tpot() -> None:
     }
     assert by_request["a"] == pytest.approx([0.0, 0.1, 0.1, 0.1, 0.1, 0.1])
     assert by_request["b"] == pytest.approx([0.2, 0.2])
-    summary = summarize_frames(requests, chunk_df, EMPTY)
+    summary = summarize_frames(requests, chunk_df, EMPTY).as_read()
     assert summary["itl_s"]["count"] == 8 == (7 - 1) + (3 - 1)
     assert summary["itl_s"]["mean"] == pytest.approx(0.9 / 8)
     # A request's mean per-token gap is its TPOT: (end - first token) / (output - 1).
@@ -80,7 +80,7 @@ def test_ttft_from_intended_and_sent_and_a_lagging_client_is_flagged() -> None:
                           end_s=sent + 0.3, output_tokens=2)
         )  # fmt: skip
         chunks += [ChunkEvent(f"r{i}", sent + 0.2, 1), ChunkEvent(f"r{i}", sent + 0.3, 1)]
-    summary = summarize_frames(*frames(records, chunks), EMPTY)
+    summary = summarize_frames(*frames(records, chunks), EMPTY).as_read()
     assert summary["ttft_sent_s"]["p50"] == pytest.approx(0.2)
     assert summary["ttft_sent_s"]["p99"] == pytest.approx(0.2)
     expected = np.array([0.2 + 0.01 * i for i in range(50)])
@@ -106,7 +106,7 @@ def test_a_wait_for_a_concurrency_slot_is_the_caps_not_a_client_limit() -> None:
                           first_token_s=sent + 0.2, end_s=sent + 0.3, output_tokens=2)
         )  # fmt: skip
         chunks += [ChunkEvent(f"r{i}", sent + 0.2, 1), ChunkEvent(f"r{i}", sent + 0.3, 1)]
-    summary = summarize_frames(*frames(records, chunks), EMPTY)
+    summary = summarize_frames(*frames(records, chunks), EMPTY).as_read()
     client = summary["client"]
     waits = np.array([0.01 * i for i in range(50)])
     # the dispatch lag is sent - intended, the wait included; but the cap is the user's
@@ -117,12 +117,14 @@ def test_a_wait_for_a_concurrency_slot_is_the_caps_not_a_client_limit() -> None:
     assert summary["ttft_s"]["p99"] == pytest.approx(np.percentile(waits + 0.2005, 99))
     # a run written before released_s (no such column): the same lag, no wait to name
     old = frames(records, chunks)[0].drop(columns=["released_s"])
-    legacy = summarize_frames(old, frames(records, chunks)[1], EMPTY)["client"]
+    legacy = summarize_frames(old, frames(records, chunks)[1], EMPTY).as_read()["client"]
     assert legacy["dispatch_lag_p99_s"] == client["dispatch_lag_p99_s"]
     assert "concurrency_wait_s" not in legacy and "slot" not in legacy["reasons"][0]
     # a client late past its slot is limited, and the reason says the lag is past the wait
     late = [dict(r.to_row(), sent_s=r.released_s + 0.05) for r in records]
-    slow = summarize_frames(pd.DataFrame(late), frames(records, chunks)[1], EMPTY)["client"]
+    slow = summarize_frames(pd.DataFrame(late), frames(records, chunks)[1], EMPTY).as_read()[
+        "client"
+    ]
     assert slow["limited"] is True
     assert "50.0 ms > 5 ms past the --max-concurrency slot wait" in slow["reasons"][0]
 
@@ -141,12 +143,12 @@ def test_client_cpu_saturation_must_be_sustained() -> None:
     requests, chunks = _steady_requests()  # a 10 s window, dispatch lag 1 ms
     t = np.arange(0.0, 10.0, 0.5)
     spike = pd.DataFrame({"t_s": t, "loop_lag_s": 0.002, "cpu_share": np.where(t == 4.0, 1.0, 0.3)})
-    calm = summarize_frames(requests, chunks, spike)["client"]
+    calm = summarize_frames(requests, chunks, spike).as_read()["client"]
     assert calm["limited"] is False
     assert calm["cpu_share"]["max"] == 1.0
     assert calm["loop_lag_s"]["p99"] == pytest.approx(0.002)
     busy = spike.assign(cpu_share=np.where((t >= 3.0) & (t < 7.5), 0.95, 0.3))
-    loaded = summarize_frames(requests, chunks, busy)["client"]
+    loaded = summarize_frames(requests, chunks, busy).as_read()["client"]
     assert loaded["limited"] is True
     assert loaded["cpu_share"]["sustained_max"] == pytest.approx(0.95)
     assert loaded["reasons"] == ["client CPU at 95% of a core over 3 s (saturated at 90%)"]
@@ -160,7 +162,7 @@ def test_the_busiest_worker_decides_and_each_has_its_own_share() -> None:
     busy = pd.DataFrame({"t_s": t, "loop_lag_s": 0.001, "cpu_share": 0.95, "worker": 1})
     idle = busy.assign(cpu_share=0.1, worker=0)
     mixed = pd.concat([idle, busy]).sort_values("t_s", kind="stable")
-    client = summarize_frames(requests, chunks, mixed)["client"]
+    client = summarize_frames(requests, chunks, mixed).as_read()["client"]
     assert client["limited"] is True
     cpu = client["cpu_share"]
     assert cpu["sustained_max"] == pytest.approx(0.95) and cpu["busiest_worker"] == 1
@@ -172,7 +174,7 @@ def test_the_busiest_worker_decides_and_each_has_its_own_share() -> None:
     assert client["reasons"] == [
         "client CPU at 95% of a core (worker 1) over 3 s (saturated at 90%)"
     ]
-    calm = summarize_frames(requests, chunks, mixed.assign(cpu_share=0.5))["client"]
+    calm = summarize_frames(requests, chunks, mixed.assign(cpu_share=0.5)).as_read()["client"]
     assert calm["limited"] is False and len(calm["cpu_share"]["workers"]) == 2
 
 
@@ -198,7 +200,9 @@ def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
         ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.1, 1), ChunkEvent("stall", 0.16, 1),
         ChunkEvent("late", 0.6, 1), ChunkEvent("late", 0.62, 1), ChunkEvent("short", 0.2, 1),
     ]  # fmt: skip
-    summary = summarize_frames(*frames(records, chunks), EMPTY, parse_slo("ttft=500,itl=50ms"))
+    summary = summarize_frames(
+        *frames(records, chunks), EMPTY, parse_slo("ttft=500,itl=50ms")
+    ).as_read()
     assert summary["goodput"] == {
         "slo": {"ttft_s": 0.5, "itl_s": 0.05},
         "requests": 2,  # good, short
@@ -209,8 +213,10 @@ def test_goodput_counts_failures_and_judges_itl_by_the_worst_gap() -> None:
         "total": 5, "completed": 4, "failed": 1, "warmup_excluded": 0, "by_kind": {"request": 5}
     }  # fmt: skip
     assert summary["errors"] == {"http_5xx": 1}
-    assert summarize_frames(*frames(records, chunks), EMPTY)["goodput"] is None
-    tight = summarize_frames(*frames(records, chunks), EMPTY, Slo(e2e_s=0.15, tpot_s=0.021))
+    assert summarize_frames(*frames(records, chunks), EMPTY).as_read()["goodput"] is None
+    tight = summarize_frames(
+        *frames(records, chunks), EMPTY, Slo(e2e_s=0.15, tpot_s=0.021)
+    ).as_read()
     assert tight["goodput"]["requests"] == 1  # only "good": e2e 0.14, tpot 0.02
 
 
@@ -222,7 +228,7 @@ def test_percentiles_are_numpys_and_warmup_is_excluded(tmp_path: Path) -> None:
     run = RunDir(write_run(tmp_path / "run", [*records, warm], [*chunks, *warm_chunks]))
     requests = RunTables(run).requests
     done = requests[~requests["warmup"]]
-    summary = summarize(tmp_path / "run")
+    summary = summarize(tmp_path / "run").as_read()
     ttft = (done["first_token_s"] - done["intended_s"]).to_numpy()
     assert summary["ttft_s"] == describe(ttft) | {"max": float(ttft.max())}
     for name, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
@@ -246,7 +252,7 @@ def test_unreported_cached_tokens_is_unknown_not_zero() -> None:
                       output_tokens=1, prompt_tokens=100, expected_cached_tokens=50)
         for i in range(3)
     ]  # fmt: skip
-    prefix = summarize_frames(*frames(records, []), EMPTY)["prefix"]
+    prefix = summarize_frames(*frames(records, []), EMPTY).as_read()["prefix"]
     assert prefix == {
         "expected_hit_rate": 0.5,
         "observed_hit_rate": None,
@@ -256,7 +262,7 @@ def test_unreported_cached_tokens_is_unknown_not_zero() -> None:
 
 
 def test_an_empty_run_summarises_without_numbers(tmp_path: Path) -> None:
-    summary = summarize(RunDir(tmp_path, create=True))
+    summary = summarize(RunDir(tmp_path, create=True)).as_read()
     assert summary["requests"]["completed"] == 0
     assert summary["ttft_s"] == describe([]) | {"max": None}
     assert summary["throughput"]["requests_per_s"] is None

@@ -11,6 +11,7 @@ from prefillscope.report.content import latency_table
 from probes.metric_registry import DISPATCH_LAG, THROUGHPUTS, by_key, latencies
 from probes.units import fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+from runfmt.summary import Summary
 from runtime.quantiles import STATISTICS
 
 SUMMARY = FIXTURES / "golden_v1" / "run" / "summary.json"
@@ -36,7 +37,7 @@ def test_compare_names_and_directions_come_from_the_registry() -> None:
 
 
 def test_the_report_labels_the_reported_latencies_in_registry_order() -> None:
-    rows = latency_table(json.loads(SUMMARY.read_text()))
+    rows = latency_table(Summary.from_json(json.loads(SUMMARY.read_text())))
     labels = [row[0] for row in rows][: sum(m.reported for m in latencies())]
     assert labels == [m.label for m in latencies() if m.reported]
     assert {m.table for m in (*latencies(), *THROUGHPUTS)} <= {REQUESTS_TABLE, CHUNKS_TABLE}
@@ -55,7 +56,7 @@ def test_the_reports_slo_row_names_each_bound_as_the_registry_does() -> None:
     from prefillscope.report.content import goodput_rows
 
     goodput = {"slo": {"ttft_s": 0.5, "itl_s": 0.05}, "share": 0.5, "requests_per_s": 2.0}
-    (_, slo) = goodput_rows({"goodput": goodput})[1]
+    (_, slo) = goodput_rows(Summary.from_json({"goodput": goodput}))[1]
     names = (by_key("ttft_s").short, by_key("itl_s").short)
     assert slo == f"{names[0]} \u2264 500 ms, {names[1]} \u2264 50 ms"
 

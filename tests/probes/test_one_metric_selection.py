@@ -24,14 +24,6 @@ OWNER = Path("probes", "metric_registry.py")
 _PREFIXES = "|".join(m.prefix for m in (*latencies(), DISPATCH_LAG))
 #: A latency statistic's name, as a consumer would type it: ``itl_p99``, ``ttft_p50_s``.
 STAT_NAME = re.compile(rf"^({_PREFIXES})_({'|'.join(STAT_LABELS)})(_s)?$")
-#: Modules outside this worktree's reach while issue 26 is shared out: each keeps its
-#: literal names until its owner routes it through the registry (the names are the same
-#: ones the registry builds, so nothing disagrees today).
-EXEMPT: dict[Path, str] = {
-    Path("runfmt", "summary_sections.py"): "summary.json's client section, read by the run "
-    "format, which sits below probes/ and cannot import the registry; "
-    "test_the_run_format_reads_the_registry_s_names holds it to the registry's name",
-}
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -71,22 +63,18 @@ def _file_violations(tree: ast.Module, where: Path) -> set[str]:
     return found
 
 
-def violations(root: Path, exempt: dict[Path, str] = EXEMPT) -> list[str]:
+def violations(root: Path) -> list[str]:
     """``path:line: what`` for each metric statistic named and each ``*_s`` name built
     outside the registry in the packages under ``root``."""
     found: set[str] = set()
     for where, tree in parsed_modules(root, packages()):
-        if where != OWNER and where not in exempt:
+        if where != OWNER:
             found |= _file_violations(tree, where)
     return sorted(found)
 
 
 def test_no_metric_selection_or_json_name_is_typed_outside_the_registry() -> None:
     assert violations(ROOT) == []
-
-
-def test_every_exemption_is_a_module_of_the_tree() -> None:
-    assert all((ROOT / path).is_file() for path in EXEMPT)
 
 
 def test_the_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
@@ -105,11 +93,13 @@ def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
     assert violations(tmp_path) == [f"{planted}:2: builds a *_s name (f'{{name}}_s')"]
 
 
-def test_the_run_format_reads_the_registry_s_names() -> None:
-    """The exempt reader in runfmt reads the dispatch lag under the registry's name."""
+def test_the_run_format_s_client_section_is_keyed_as_the_registry_names_it() -> None:
+    """runfmt declares the client's dispatch lag p99 as a field (it cannot import the
+    registry): its JSON key is the registry's name for it, read and written."""
     from probes.metric_registry import CLIENT_DISPATCH_LAG, json_name
+    from runfmt.codec import decode, encode
     from runfmt.summary_sections import ClientSection
 
-    assert (
-        ClientSection.from_dict({json_name(CLIENT_DISPATCH_LAG): 0.25}).dispatch_lag_p99_s == 0.25
-    )
+    name = json_name(CLIENT_DISPATCH_LAG)
+    section = decode(ClientSection, {name: 0.25})
+    assert section.dispatch_lag_p99_s == 0.25 and encode(section) == {name: 0.25}

@@ -17,6 +17,7 @@ from probes.canonical import Provenance
 from probes.normalise import ServerSeries
 from probes.scraper import MetricsScraper
 from probes.server_summary import server_summary
+from runfmt.codec import encode
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
 from runtime.clock import RunClock
@@ -78,7 +79,7 @@ def test_canonical_series_equal_the_engines_truth(tmp_path):
     assert {series.provenance[c] for c in ("pool_active", "pool_reclaimable", "pool_free")} == {
         Provenance.MEASURED
     }
-    summary = server_summary(series, RunTables(run).requests)
+    summary = encode(server_summary(series, RunTables(run).requests))
     assert summary["prefix"]["observed_hit_rate"]["value"] == (
         truth["prefix_hits"] / truth["prefix_queries"]
     )

@@ -22,6 +22,7 @@ from probes.normalise import ServerSeries
 from probes.scraper import SERVER_METRICS_TABLE, sample_rows
 from probes.server_summary import server_summary
 from probes.timeline import Timeline, client_events, server_series
+from runfmt.codec import encode
 from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
@@ -99,7 +100,7 @@ def test_timeline_windows_line_up_client_server_and_gpu(tmp_path):
 def test_server_summary_observed_vs_expected(tmp_path):
     run = tiny_llama_run(tmp_path / "run")
     series = server_series(run)
-    summary = server_summary(series, RunTables(run).requests, probe={"state": "ok"})
+    summary = encode(server_summary(series, RunTables(run).requests, probe={"state": "ok"}))
     assert summary["available"] and summary["flavour"] == "vllm"
     prefix = summary["prefix"]
     assert prefix["hits"]["value"] == 2432.0
@@ -127,8 +128,10 @@ def test_server_summary_observed_vs_expected(tmp_path):
 
 def test_server_summary_without_server_metrics():
     requests = pd.DataFrame({"prompt_tokens": [100, 300], "expected_cached_tokens": [0, 100]})
-    summary = server_summary(
-        None, requests, probe={"state": "failed", "reason": "GET x answered HTTP 404"}
+    summary = encode(
+        server_summary(
+            None, requests, probe={"state": "failed", "reason": "GET x answered HTTP 404"}
+        )
     )
     assert summary["available"] is False
     assert summary["reason"] == "GET x answered HTTP 404"

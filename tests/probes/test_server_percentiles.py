@@ -20,7 +20,9 @@ from loadgen.records import ChunkEvent, RequestRecord
 from prefillscope.report.content import latency_table
 from probes.server_summary import server_summary
 from probes.timeline import server_series
+from runfmt.codec import encode
 from runfmt.rundir import RunDir
+from runfmt.summary import Summary
 from runfmt.tables import RunTables
 
 BOUNDS = ("1.0", "2.5", "5.0", "10.0", "20.0", "+Inf")
@@ -82,14 +84,16 @@ def test_a_bucket_wholly_above_the_clients_maximum_bounds_and_clamps_alike(tmp_p
     # The server's clock ran past the client's: every request the client saw took at most
     # 4.9 s, yet the server counted seven in its 5–10 s bucket (the p50's).
     run = e2e_run(tmp_path / "run", [4.0, 4.1, 4.2, 4.3, 4.4, 4.5, 4.6, 4.7, 4.8, 4.9])
-    e2e = server_summary(server_series(run), RunTables(run).requests)["e2e_s"]
+    e2e = encode(server_summary(server_series(run), RunTables(run).requests))["e2e_s"]
     p50 = e2e["quantiles"]["p50"]
     assert p50["bucket"] == [5.0, 10.0]
     assert p50["bounds"] == [pytest.approx(4.9), pytest.approx(4.9)]
     assert p50["value"] == pytest.approx(4.9) and p50["method"] == "clamped"
     assert "above the client's maximum" in p50["note"]
     assert assert_self_consistent(e2e) == 5
-    row = next(r for r in latency_table({"server": {"e2e_s": e2e}}) if "E2E" in r[0])
+    row = next(
+        r for r in latency_table(Summary.from_json({"server": {"e2e_s": e2e}})) if "E2E" in r[0]
+    )
     assert row[2] == "4.9 s*"  # the bound that holds, not a bucket the value lies under
 
 
@@ -97,7 +101,7 @@ def test_an_interpolation_beyond_the_clients_slowest_request_is_clamped_and_says
     wide_bucket_run,
 ):
     run = wide_bucket_run
-    summary = server_summary(server_series(run), RunTables(run).requests)
+    summary = encode(server_summary(server_series(run), RunTables(run).requests))
     e2e = summary["e2e_s"]
     assert e2e["count"] == 10 and e2e["client_max_s"] == pytest.approx(5.79)
     p50 = e2e["quantiles"]["p50"]
@@ -107,7 +111,11 @@ def test_an_interpolation_beyond_the_clients_slowest_request_is_clamped_and_says
     for q, detail in e2e["quantiles"].items():
         assert e2e[q] == detail["value"] <= e2e["client_max_s"], q
     assert "interpolated" in e2e["quantile_method"]
-    row = next(r for r in latency_table({"server": summary}) if r[0].startswith("server E2E"))
+    row = next(
+        r
+        for r in latency_table(Summary.from_json({"server": summary}))
+        if r[0].startswith("server E2E")
+    )
     assert row[0] == "server E2E (histogram buckets); * \u2264 client max"
     assert row[2] == "5 s\u20135.79 s*"  # p50: the bucket, its top cut at the client's max
 
@@ -116,16 +124,20 @@ def test_a_quantile_within_what_the_client_saw_is_interpolated_and_shown_as_its_
     wide_bucket_run,
 ):
     run = wide_bucket_run
-    summary = server_summary(server_series(run), RunTables(run).requests)
+    summary = encode(server_summary(server_series(run), RunTables(run).requests))
     p50 = summary["e2e_s"]["quantiles"]["p50"]
     # Without the client's maximum (no completed requests) nothing bounds the bucket.
-    alone = server_summary(server_series(run), RunTables(run).requests.iloc[:0])
+    alone = encode(server_summary(server_series(run), RunTables(run).requests.iloc[:0]))
     loose = alone["e2e_s"]["quantiles"]["p50"]
     assert loose["method"] == "interpolated" and loose["value"] == pytest.approx(5 + 5 * 2 / 7)
     assert loose["bounds"] == loose["bucket"] == [5.0, 10.0]
     assert alone["e2e_s"]["client_max_s"] is None
     assert p50["value"] < loose["value"]
-    row = next(r for r in latency_table({"server": alone}) if r[0].startswith("server E2E"))
+    row = next(
+        r
+        for r in latency_table(Summary.from_json({"server": alone}))
+        if r[0].startswith("server E2E")
+    )
     assert row[0] == "server E2E (histogram buckets)" and row[2] == "5 s\u201310 s"
 
 

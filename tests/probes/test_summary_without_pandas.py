@@ -6,7 +6,6 @@ order, ties included."""
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from probes.request_counts import error_messages
 from probes.slo import Slo
 from runfmt.columns import Columns, counted
 from runfmt.run import Run
+from runfmt.summary_sections import ErrorMessage
 from runfmt.tables import CHUNKS, CLIENT, REQUESTS
 
 GOLDEN_RUNS = [FIXTURES / "golden_v1" / "run", FIXTURES / "golden_v2" / "run"]
@@ -30,7 +30,7 @@ def test_a_run_s_summary_imports_no_pandas() -> None:
     body = (
         "import sys\nfrom probes.latency import summarize\nfrom probes.slo import Slo\n"
         f"summary = summarize({str(GOLDEN_RUNS[1])!r}, Slo(ttft_s=0.05, itl_s=0.02))\n"
-        "assert summary['requests']['total'] > 0 and summary['goodput']['requests'] >= 0\n"
+        "assert summary.requests.total > 0 and summary.goodput.requests >= 0\n"
         "print('pandas' in sys.modules)"
     )
     out = subprocess.run(
@@ -43,7 +43,7 @@ def test_columns_and_frames_give_the_same_summary_float_for_float() -> None:
     for run in GOLDEN_RUNS:
         tables = Run.at(run).tables
         frames = summarize_frames(tables.requests, tables.chunks, tables.client, SLO)
-        assert json.dumps(summarize(run, SLO), sort_keys=True) == json.dumps(frames, sort_keys=True)
+        assert summarize(run, SLO).to_json() == frames.to_json()
         names = (REQUESTS.name, CHUNKS.name)
         columns = [tables.columns(name) for name in names]
         metrics, levels = ("ttft", "itl", "e2el", "tpot"), (50.0, 99.0, 99.9)
@@ -51,8 +51,7 @@ def test_columns_and_frames_give_the_same_summary_float_for_float() -> None:
             tables.requests, tables.chunks, metrics, levels
         )
         assert (
-            summarize(run)["client"]
-            == summarize_frames(*columns, tables.columns(CLIENT.name))["client"]
+            summarize(run).client == summarize_frames(*columns, tables.columns(CLIENT.name)).client
         )
 
 
@@ -70,6 +69,6 @@ def test_counts_keep_value_counts_order_ties_in_order_of_first_appearance() -> N
             .value_counts(sort=True)
             .head(5)
         )
-        rows = [{"message": m, "kind": k, "count": int(c)} for (k, m), c in expected.items()]
+        rows = tuple(ErrorMessage(m, k, int(c)) for (k, m), c in expected.items())
         table = Columns({name: frame[name].to_numpy(dtype=object) for name in frame.columns})
         assert error_messages(table) == rows == error_messages(frame)

@@ -16,8 +16,10 @@ from workloads.errors import InputError
 
 def _diagnosis() -> Diagnosis:
     evidence = [Evidence("mean step", np.float64(0.018176912345), "s", "server: steps")]
-    finding = Finding("H1", "Prefill chunks", "supported", "slow", evidence, [], "ab")
-    finding.strength, finding.impact, finding.basis = 1.23456789, math.nan, "server"
+    finding = Finding(
+        "H1", "Prefill chunks", "supported", "slow", evidence, [], "ab",
+        strength=1.23456789, impact=math.nan, basis="server",
+    )  # fmt: skip
     return Diagnosis(
         "runs/x",
         Decision(False, ("no hard failure",), "measure"),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from ab_support import INTERFERENCE, ab_json
 
+from runfmt.abresult import arm_result
 from session.ab_prediction import METRICS, confront
 
 pytestmark = pytest.mark.slow
@@ -17,13 +18,14 @@ def test_the_prediction_is_confronted_with_the_measurement(tmp_path: Path) -> No
         "--chunks", "512,4096", *INTERFERENCE, "--predict", "--out", tmp_path / "ab"
     )  # fmt: skip
     assert code == 0
-    prediction = doc["prediction"]
+    prediction = doc.prediction
+    assert prediction is not None
     assert prediction["engine"]["model"] == "llama-3.1-8b"
     small, large = prediction["arms"]
     assert (small["chunk"], large["chunk"]) == (512, 4096)
-    for arm, measured in zip(prediction["arms"], doc["arms"], strict=True):
+    for arm, measured in zip(prediction["arms"], doc.arms, strict=True):
         for key, figure in arm["metrics"].items():
-            assert figure["measured"] == pytest.approx(measured[key])
+            assert figure["measured"] == pytest.approx(measured.figures[key])
             assert figure["predicted"] > 0
             assert figure["relative_error"] == pytest.approx(
                 figure["predicted"] / figure["measured"] - 1
@@ -36,6 +38,6 @@ def test_the_prediction_is_confronted_with_the_measurement(tmp_path: Path) -> No
 
 def test_confront_without_a_measurement_says_unknown() -> None:
     predicted = {"engine": {}, "arms": {512: {k: 0.01 for k in METRICS}}}
-    arms = [{"label": "512", "chunk": 512, **{k: None for k in METRICS}}]
+    arms = [arm_result(0, 512, "512", "embedded engine", [], {k: None for k in METRICS})]
     (row,) = confront(predicted, arms, 512)["arms"]
     assert all(m["relative_error"] is None for m in row["metrics"].values())

@@ -35,7 +35,7 @@ def test_client_ttft_and_itl_agree_with_the_engine(tmp_path: Path) -> None:
         },
     )
     assert outcome.status == "complete" and outcome.exit_code == 0
-    summary = outcome.summary
+    summary = outcome.summary.to_json()
     assert summary["requests"]["completed"] == 200
 
     ttft_sum, ttft_count = histogram_delta(run, "vllm:time_to_first_token_seconds")

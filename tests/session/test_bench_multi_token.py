@@ -30,7 +30,7 @@ def test_per_token_itl_is_the_engine_step_and_multi_token_chunks_are_counted(
         overrides={"output_len": 33, "num_requests": 24, "rate": 8, "groups": 2},
     )
     assert outcome.status == "complete"
-    summary = outcome.summary
+    summary = outcome.summary.to_json()
     itl = summary["itl_s"]
     assert itl["count"] == 24 * 32
     # The mean against the engine's own step interval (its ITL histogram, observed every

@@ -36,7 +36,7 @@ def _run(folder: Path, *engine: str):
     assert outcome.status == "complete"
     requests = requests_table(run)
     assert (requests["status"] == "ok").all() and len(requests) == 48
-    return run, outcome.summary, requests
+    return run, outcome.summary.to_json(), requests
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 from prefillscope.compare_view import knee_sentence
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
+from runfmt.summary import Summary
 from runfmt.sweep import SweepPoint, SweepResult, read_sweep, sweep_point
 from session.sweep import figures, knee, parse_values, place_knee, point_name, saturation
 from session.sweep_compare import compare_sweeps, sweep_points
@@ -54,7 +55,7 @@ def test_a_point_without_the_figure_counts_as_zero_and_the_first_of_equals_is_th
 def test_figures_are_read_from_a_summary_and_absent_ones_are_none():
     summary = {"throughput": {"requests_per_s": 3, "output_tokens_per_s": 120.5},
                "ttft_s": {"p50": 0.1, "p99": "n/a"}, "requests": {"completed": 30}}  # fmt: skip
-    got = figures(summary)
+    got = figures(Summary.from_json(summary))
     assert (got["achieved_rps"], got["output_tokens_per_s"]) == (3.0, 120.5)
     assert got["ttft_p50_s"] == 0.1
     assert got["ttft_p99_s"] is None and got["goodput_rps"] is None and got["completed"] == 30

@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 import aiohttp
+import huge_body
 import pytest
 
 from perfmodel.config import EngineConfig
@@ -85,25 +84,6 @@ def test_a_connection_whose_answer_is_streaming_is_not_cut() -> None:
     assert status == 200 and events >= 30 and took > 2 * IDLE_S
 
 
-#: A client in a process of its own (the server's loop shares no GIL with it): 10^7 token
-#: ids in one body with its Content-Length, sent when told (a line on stdin); prints the
-#: body's size when ready and the status line it got.
-SENDER = r"""
-import socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
-body = b'{"model": "x", "max_tokens": 1, "prompt": [' + b",".join([b"1234"] * 10**7) + b"]}"
-sock = socket.create_connection((host, port), timeout=10)
-print(len(body), flush=True)
-sys.stdin.readline()
-head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
-try:
-    sock.sendall(head.encode() + body)
-except OSError:
-    pass  # refused before the rest was read
-print(sock.recv(4096).split(b"\r\n")[0].decode(), flush=True)
-"""
-
-
 def _slowest_metrics(url: str, go_on: Callable[[], bool]) -> float:
     """The slowest of back-to-back ``GET /metrics`` while ``go_on()``, in seconds."""
     slowest = 0.0
@@ -124,13 +104,8 @@ def test_a_huge_body_is_refused_while_metrics_answer_at_once() -> None:
     before, as long): a loaded shared machine answers a quiet server's /metrics in tens
     of ms; parsing the body on the loop would add seconds (1.7 s before)."""
     with EngineProcess(EngineConfig(fixed_step_s=0.002)) as server:  # as bench runs it
-        host, port = server.url.removeprefix("http://").split(":")
-        sender = subprocess.Popen(
-            [sys.executable, "-c", SENDER, host, port],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        sender, size = huge_body.start(server.url, repeat=False)
         assert sender.stdin is not None and sender.stdout is not None
-        size = int(sender.stdout.readline())
         until = time.monotonic() + 1.0
         quiet = _slowest_metrics(server.url, lambda: time.monotonic() < until)
         sender.stdin.write("go\n")

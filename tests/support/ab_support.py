@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from prefillscope.cli import main
+from runfmt.abresult import AbComparison, ABResult
 from runfmt.tables import RunTables
 
 #: Condition tolerances for schedules of a second or two on a shared 2-core machine,
@@ -57,21 +58,22 @@ def diagnose_ab(*args: str | Path) -> tuple[int, str, str]:
     return int(exit_info.value.code or 0), out.getvalue(), err.getvalue()
 
 
-def ab_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
-    """``diagnose ab ARGS --json``: exit status and the document printed (= ``ab.json``)."""
+def ab_json(*args: str | Path) -> tuple[int, ABResult]:
+    """``diagnose ab ARGS --json``: exit status and the document printed (= ``ab.json``),
+    read as its types."""
     code, out, err = diagnose_ab(*args, "--json")
     assert out, err
-    return code, json.loads(out)
+    return code, ABResult.from_json(json.loads(out))
 
 
-def comparison(doc: dict[str, Any], metric: str, arm: str | None = None) -> dict[str, Any]:
-    return next(c for c in doc["comparisons"] if c["metric"] == metric and arm in (None, c["arm"]))
+def comparison(doc: ABResult, metric: str, arm: str | None = None) -> AbComparison:
+    return next(c for c in doc.comparisons if c.metric == metric and arm in (None, c.arm))
 
 
-def trial_dirs(doc: dict[str, Any]) -> list[Path]:
+def trial_dirs(doc: ABResult) -> list[Path]:
     """Every trial's run directory, in the order the trials ran."""
-    trials = [t for arm in doc["arms"] for t in arm["trials"]]
-    return [Path(t["run_dir"]) for t in sorted(trials, key=lambda t: t["run_dir"])]
+    trials = [t for arm in doc.arms for t in arm.trials]
+    return [Path(t.run_dir) for t in sorted(trials, key=lambda t: t.run_dir)]
 
 
 def run_json(run_dir: Path) -> dict[str, Any]:

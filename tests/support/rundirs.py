@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +89,19 @@ def run_info(info: Mapping[str, Any] | None = None) -> RunInfo:
     return RunInfo.from_json({"status": "complete", **(info or {})})
 
 
-def write_summary(path: Path, sections: Mapping[str, Any]) -> None:
-    """``summary.json`` of the run at ``path``: ``sections`` as a ``Summary``."""
-    RunDir(path).write_json(SUMMARY_JSON, Summary.from_sections(dict(sections)).to_json())
+def write_summary(path: Path, summary: Summary | Mapping[str, Any]) -> None:
+    """``summary.json`` of the run at ``path``: ``summary``, or a document's ``sections``
+    (JSON, as a file of any version holds them) read as a ``Summary``."""
+    typed = summary if isinstance(summary, Summary) else Summary.from_json(summary)
+    RunDir(path).write_json(SUMMARY_JSON, typed.to_json())
 
 
-def computed_summary(path: Path) -> dict[str, Any]:
-    """The sections ``bench`` computes from the run's tables: the client's and the server's."""
+def computed_summary(path: Path) -> Summary:
+    """The summary ``bench`` computes from the run's tables: the client's and the server's."""
     run = RunDir(path)
     requests = RunTables(run).requests
-    sections = summarize_frames(requests, RunTables(run).chunks, pd.DataFrame())
-    sections["server"] = server_summary(server_series(run), requests)
-    return sections
+    summary = summarize_frames(requests, RunTables(run).chunks, pd.DataFrame())
+    return replace(summary, server=server_summary(server_series(run), requests))
 
 
 def synth_run(

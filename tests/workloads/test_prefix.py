@@ -175,3 +175,30 @@ def test_bad_sizes_are_rejected(bad: int) -> None:
         BlockPool(num_blocks=10, block_size=bad)
     with pytest.raises(ValueError, match="num_blocks"):
         BlockPool(num_blocks=bad, block_size=16)
+
+
+def test_a_hit_stops_at_the_first_miss_even_with_later_blocks_cached() -> None:
+    """``find_cached`` looks every block up at once, then cuts at the first miss: a block
+    cached after a gap is no hit, and the hit a peek found is the one the claim pins."""
+    pool = BlockPool(num_blocks=64, block_size=4)
+    tokens = _tokens(40, seed=3)
+    hashes = block_hashes(tokens, 4)
+    for i, h in enumerate(hashes):
+        if i != 3:  # block 3 never indexed: blocks 4.. are cached but unreachable
+            pool.cache_block(i, h)
+    assert pool.find_cached(hashes, len(tokens)) == [0, 1, 2]
+    assert pool.find_cached(hashes[:3], len(tokens)) == [0, 1, 2]
+    assert pool.find_cached(hashes, 9) == [0, 1]  # capped at num_tokens - 1
+    peeked = SequenceBlocks(pool)
+    claimed = SequenceBlocks(pool)
+    assert peeked.peek(tokens, hashes) == 12
+    assert peeked.fits(40) and not peeked.fits(4 * (64 - 3) + 13)
+    assert pool.unpinned([0, 1, 2]) == 3
+    assert peeked.claim_prefix(tokens, hashes=hashes, peeked=True) == 12
+    assert pool.unpinned([0, 1, 2]) == 0  # pinned by the claim
+    assert claimed.claim_prefix(tokens, hashes=hashes) == 12
+    assert peeked.blocks == claimed.blocks == [0, 1, 2]
+    assert [pool.ref_count(b) for b in range(4)] == [2, 2, 2, 0]
+    claimed.release()
+    peeked.release()
+    assert pool.counts().active == 0 and pool.unpinned([0, 1, 2]) == 3
