@@ -51,6 +51,7 @@ from perfmodel.chunking import prefill_allowance
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel, attended_pairs
 from perfmodel.models import resolve_gpu, resolve_model
+from runfmt.codec import encode
 from runtime.quantiles import statistic
 from session.against import METRICS, STATS, score_run
 from session.lifecycle import LifecycleRun, read_lifecycle
@@ -173,7 +174,7 @@ def run_lifecycle(
         source_model = run.model
         run, config = ablate(run, config, without)
         t0 = time.process_time()
-        result = score_run(run, config)
+        result = encode(score_run(run, config))  # the --json document
         result["cpu_s"] = time.process_time() - t0
         result["name"] = name
         result["source_model"] = source_model
@@ -322,7 +323,7 @@ def bundle(
     return {"name": name, "config": dataclasses.asdict(config), "cpu_s": cpu,
             "requests": len(timings), "per_request_median_ape": per_request,
             "distribution": dist, "llmservingsim": theirs,
-            "predicted_summary_ttft_p50": predicted["ttft_s"]["p50"]}  # fmt: skip
+            "predicted_summary_ttft_p50": predicted.statistic("ttft_s", "p50")}  # fmt: skip
 
 
 def _their_summary(path: Path) -> dict[str, float]:

@@ -71,20 +71,21 @@ def main() -> None:
     cpu0 = time.process_time()
     result = simulate_grid(SimulateSpec(base, CHUNKS, break_even=False), workload)
     cpu = time.process_time() - cpu0
-    speed = result["speed"]
-    print(f"requests per configuration {result['requests']:>12,}")
-    print(f"configurations             {len(result['configurations']):>12}")
+    speed = result.speed
+    print(f"requests per configuration {result.requests:>12,}")
+    print(f"configurations             {len(result.configurations):>12}")
     print(f"trace → engine requests    {load_s:>12.2f} s")
-    for row in result["configurations"]:
+    for row in result.configurations:
+        ttft, itl = row.statistic("ttft_s", "p99"), row.statistic("itl_s", "p99")
         print(
-            f"  chunk {row['chunk']:>5}: {row['wall_s']:6.2f} s   TTFT p99 "
-            f"{row['ttft_s']['p99'] * 1e3:8.1f} ms   ITL p99 {row['itl_s']['p99'] * 1e3:6.1f} ms"
+            f"  chunk {row.chunk:>5}: {row.wall_s:6.2f} s   TTFT p99 "
+            f"{ttft * 1e3:8.1f} ms   ITL p99 {itl * 1e3:6.1f} ms"
         )
-    print(f"grid wall time             {speed['grid_wall_s']:>12.2f} s   (CPU {cpu:.2f} s)")
-    print(f"requests / s (virtual)     {speed['requests_per_s']:>12,.0f}")
-    print(f"output tokens / s          {speed['output_tokens_per_s']:>12,.0f}")
-    tokens = sum(row["output_tokens"] for row in result["configurations"])
-    n = result["requests"] * len(result["configurations"])
+    print(f"grid wall time             {speed.grid_wall_s:>12.2f} s   (CPU {cpu:.2f} s)")
+    print(f"requests / s (virtual)     {speed.requests_per_s:>12,.0f}")
+    print(f"output tokens / s          {speed.output_tokens_per_s:>12,.0f}")
+    tokens = sum(row.output_tokens for row in result.configurations)
+    n = result.requests * len(result.configurations)
     print(f"  per CPU second           {n / cpu:>12,.0f} requests, {tokens / cpu:,.0f} tokens")
     # CPU time is one core's work even on a machine other processes share; wall time is
     # the same figure only on an idle core

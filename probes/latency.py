@@ -481,16 +481,19 @@ def prefix_hit_rates(requests: Table) -> PrefixSection:
     return PrefixSums.of(requests).rates()
 
 
-def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Any]:
+def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Stats]:
     """Each registered latency described over the completed requests (ITL over
     ``gaps``), with its ``max``: the part of ``summary.json`` that ``simulate`` reports too,
-    from the same columns (``latency_columns``) and gaps (``probes.token_gaps``)."""
+    from the same columns (``latency_columns``) and gaps (``probes.token_gaps``), as the
+    same ``Stats``."""
     ok = np.asarray(latencies["ok"], dtype=bool)
-    out: dict[str, Any] = {}
+    out: dict[str, Stats] = {}
     for metric in registered_latencies():
         per = latencies[metric.key][ok] if metric.formula is not None else gaps.gap_s
         values = finite(per)
-        out[metric.key] = describe(values) | {"max": float(values.max()) if values.size else None}
+        out[metric.key] = Stats(
+            **describe(values), max=float(values.max()) if values.size else None
+        )
     return out
 
 

@@ -39,7 +39,7 @@ def predict_arms(
     arms = {}
     for chunk in chunks:
         row = run_point(spec, GridPoint(chunk), sim_workload)
-        arms[chunk] = {key: row[fig][q] for key, (fig, q) in METRICS.items()}
+        arms[chunk] = {key: row.statistic(fig, q) for key, (fig, q) in METRICS.items()}
     engine = dataclasses.asdict(base)
     return {
         "engine": {k: engine[k] for k in ("model", "gpu", "tensor_parallel_size")},

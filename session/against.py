@@ -11,13 +11,12 @@ mean, p90 and p99 is set beside the measured figure: ``error = predicted / actua
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from perfmodel.config import EngineConfig
 from probes.slo import Slo
+from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
 from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest
@@ -27,34 +26,6 @@ from simengine.tokenizer import FIRST_WORD_ID
 #: What the scoreboard compares, in this order.
 METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 STATS = ("mean", "p90", "p99")
-
-
-@dataclass(frozen=True)
-class Score:
-    """One predicted figure beside the measured one (seconds)."""
-
-    stage: int
-    metric: str
-    stat: str
-    predicted: float | None
-    actual: float | None
-
-    @property
-    def error(self) -> float | None:
-        """``predicted / actual − 1``; None when either is missing."""
-        if self.predicted is None or not self.actual:
-            return None
-        return self.predicted / self.actual - 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "metric": self.metric,
-            "stat": self.stat,
-            "predicted": self.predicted,
-            "actual": self.actual,
-            "error": self.error,
-        }
 
 
 def workload(
@@ -96,7 +67,7 @@ def replay(
 
 def stage_summaries(
     run: LifecycleRun, timings: list[RequestTiming], slo: Slo | None = None
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, SimFigures]:
     """Bench's summary of the requests sent in each stage, and of the whole run."""
     out = {WHOLE_RUN: summarize(timings, [], slo or Slo())}
     if len(run.stages) > 1:
@@ -109,7 +80,7 @@ def stage_summaries(
     return out
 
 
-def scores(run: LifecycleRun, summaries: dict[int, dict[str, Any]]) -> list[Score]:
+def scores(run: LifecycleRun, summaries: dict[int, SimFigures]) -> list[AgainstScore]:
     """Each stage × metric × statistic the run measured, predicted beside actual."""
     out = []
     for stage, summary in summaries.items():
@@ -118,8 +89,9 @@ def scores(run: LifecycleRun, summaries: dict[int, dict[str, Any]]) -> list[Scor
             continue
         for metric in METRICS:
             for stat in STATS:
+                predicted = summary.statistic(metric, stat)
                 out.append(
-                    Score(stage, metric, stat, summary[metric][stat], actual[metric].get(stat))
+                    AgainstScore.of(stage, metric, stat, predicted, actual[metric].get(stat))
                 )
     return out
 
@@ -131,7 +103,7 @@ def _failures(run: LifecycleRun) -> int | None:
     return None if count is None else int(count)
 
 
-def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str, Any]:
+def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> AgainstResult:
     """Replay ``run`` on ``base``'s GPU and cost model; the figures and their errors."""
     config = run.engine(base)
     t0 = time.perf_counter()
@@ -140,23 +112,25 @@ def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> dict[str,
     wall = time.perf_counter() - t0
     summaries = stage_summaries(run, timings)
     whole = summaries[WHOLE_RUN]
-    return {
-        "run": str(run.path),
-        "model": config.model,
-        "gpu": config.gpu,
-        "tensor_parallel_size": config.tensor_parallel_size,
-        "max_num_batched_tokens": config.max_num_batched_tokens,
-        "max_num_seqs": config.max_num_seqs,
-        "steps": core.stats.steps,
+    return AgainstResult(
+        run=str(run.path),
+        model=config.model,
+        gpu=config.gpu,
+        tensor_parallel_size=config.tensor_parallel_size,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_num_seqs=config.max_num_seqs,
+        steps=core.stats.steps,
         # where a different budget could have scheduled differently (simengine.scheduler)
-        "budget_bound_steps": core.scheduler.budget_bound_steps,
-        "arrivals": run.arrivals,
-        "timeout_s": run.timeout_s,
-        "client_tokens_per_token": run.client_tokens_per_token,
-        "requests": whole["requests"],
-        "timed_out": sum(1 for t in timings if t.error == "timeout"),
-        "measured_failures": _failures(run),
-        "configurations": [summaries[k] | {"stage": k} for k in sorted(summaries)],
-        "scores": [s.to_dict() for s in scores(run, summaries)],
-        "wall_s": wall,
-    }
+        budget_bound_steps=core.scheduler.budget_bound_steps,
+        arrivals=run.arrivals,
+        timeout_s=run.timeout_s,
+        client_tokens_per_token=run.client_tokens_per_token,
+        requests=whole.requests,
+        timed_out=sum(1 for t in timings if t.error == "timeout"),
+        measured_failures=_failures(run),
+        configurations=tuple(
+            extended(StageFigures, summaries[k], stage=k) for k in sorted(summaries)
+        ),
+        scores=tuple(scores(run, summaries)),
+        wall_s=wall,
+    )

@@ -28,9 +28,8 @@ import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,16 @@ from perfmodel.config import EngineConfig
 from probes.latency import latency_columns, latency_summary, meets_slo
 from probes.slo import Slo
 from probes.token_gaps import TokenGaps, gaps_of
+from runfmt.codec import frozen_map
 from runfmt.columns import Columns
+from runfmt.simresult import (
+    BreakEven,
+    SimConfiguration,
+    SimFigures,
+    SimSpeed,
+    SimulateResult,
+    extended,
+)
 from runfmt.tables import COMPLETED_STATUS
 from runtime import signals
 from session.sim_workload import SimWorkload
@@ -112,7 +120,7 @@ class SimulateSpec:
         return k
 
 
-def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> dict[str, Any]:
+def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> SimConfiguration:
     """Simulate one configuration; its figures (see the module docstring)."""
     config = dataclasses.replace(spec.base, max_num_batched_tokens=point.budget)
     if config.max_num_seqs > point.budget:
@@ -135,15 +143,16 @@ def run_point(spec: SimulateSpec, point: GridPoint, workload: SimWorkload) -> di
         waits = [transfer_wait_s(job) for job in result.jobs]
     wall = time.perf_counter() - t0
     gpus = (sum(point.ratio) if point.ratio else point.replicas) * config.tensor_parallel_size
-    return {
-        "label": point.label,
-        "chunk": point.budget,
-        "disaggregate": f"{point.ratio[0]}:{point.ratio[1]}" if point.ratio else None,
-        "replicas": point.replicas if point.ratio is None else None,
-        "gpus": gpus,
-        **summarize(timings, waits, spec.slo),
-        "wall_s": wall,
-    }
+    return extended(
+        SimConfiguration,
+        summarize(timings, waits, spec.slo),
+        label=point.label,
+        chunk=point.budget,
+        disaggregate=f"{point.ratio[0]}:{point.ratio[1]}" if point.ratio else None,
+        replicas=point.replicas if point.ratio is None else None,
+        gpus=gpus,
+        wall_s=wall,
+    )
 
 
 def timing_columns(timings: list[RequestTiming]) -> tuple[Columns, TokenGaps]:
@@ -188,7 +197,7 @@ def timing_columns(timings: list[RequestTiming]) -> tuple[Columns, TokenGaps]:
     return requests, gaps
 
 
-def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> dict[str, Any]:
+def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> SimFigures:
     """Bench's latency figures (``probes.latency.latency_summary``: TTFT, ITL, TPOT, E2E,
     each mean, p50 … p99.9 and max), goodput by bench's rule (``meets_slo``), throughput
     and the KV transfer's share of TTFT, of a set of simulated requests."""
@@ -201,43 +210,46 @@ def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> dic
     end = float(np.nanmax(requests["end_s"])) if ok.any() else start
     good = meets_slo(latencies, gaps.per_request("max"), slo) if slo else None
     wait_sum = float(np.nansum([max(0.0, w) for w in waits])) if waits else 0.0
-    return {
-        "requests": len(timings),
-        "completed": int(ok.sum()),
-        "rejected": sum(1 for t in timings if t.error is not None),
-        **latency_summary(latencies, gaps),
-        "goodput": int(good.sum()) / len(timings) if good is not None and timings else None,
-        "output_tokens_per_s": tokens / (end - start) if end > start else None,
-        "kv_transfer_share_of_ttft": wait_sum / float(ttft.sum()) if ttft.sum() > 0 else 0.0,
-        "output_tokens": tokens,
-    }
+    return SimFigures(
+        requests=len(timings),
+        completed=int(ok.sum()),
+        rejected=sum(1 for t in timings if t.error is not None),
+        latencies=frozen_map(latency_summary(latencies, gaps)),
+        goodput=int(good.sum()) / len(timings) if good is not None and timings else None,
+        output_tokens_per_s=tokens / (end - start) if end > start else None,
+        kv_transfer_share_of_ttft=wait_sum / float(ttft.sum()) if ttft.sum() > 0 else 0.0,
+        output_tokens=tokens,
+    )
 
 
-def pareto(rows: list[dict[str, Any]]) -> None:
-    """Mark ``pareto`` on rows no other row beats on both TTFT p99 and ITL p99."""
+def pareto(rows: Sequence[SimConfiguration]) -> list[SimConfiguration]:
+    """The rows, ``pareto`` marked on those no other row beats on both TTFT p99 and ITL
+    p99."""
 
-    def key(row: dict[str, Any]) -> tuple[float, float]:
-        ttft, itl = row["ttft_s"]["p99"], row["itl_s"]["p99"]
+    def key(row: SimConfiguration) -> tuple[float, float]:
+        ttft, itl = row.statistic("ttft_s", "p99"), row.statistic("itl_s", "p99")
         return (math.inf if ttft is None else ttft, math.inf if itl is None else itl)
 
-    for row in rows:
-        a = key(row)
-        row["pareto"] = not any(
-            (b := key(other))[0] <= a[0] and b[1] <= a[1] and b != a for other in rows
+    keys = [key(row) for row in rows]
+    return [
+        dataclasses.replace(
+            row, pareto=not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in keys)
         )
+        for row, a in zip(rows, keys, strict=True)
+    ]
 
 
-def _score(row: dict[str, Any], slo: Slo) -> float:
+def _score(row: SimFigures, slo: Slo) -> float:
     """What break-even compares (higher is better): goodput under an SLO, else −TTFT p99."""
     if slo:
-        return row["goodput"] or 0.0
-    ttft = row["ttft_s"]["p99"]
+        return row.goodput or 0.0
+    ttft = row.statistic("ttft_s", "p99")
     return -math.inf if ttft is None else -ttft
 
 
 def break_even_gbps(
     spec: SimulateSpec, point: GridPoint, workload: SimWorkload, target: float
-) -> dict[str, Any]:
+) -> BreakEven:
     """The slowest link at which ``point`` scores at least ``target`` (see ``_score``)."""
 
     def score_at(gbps: float) -> float:
@@ -247,48 +259,38 @@ def break_even_gbps(
     what = "goodput" if spec.slo else "TTFT p99"
     lo, hi = BREAK_EVEN_RANGE_GBPS
     if score_at(hi) < target:
-        return {
-            "gbps": None,
-            "bracket_gbps": None,
-            "note": f"{what} worse than monolithic even at {hi:,.0f} Gb/s",
-        }
+        return BreakEven(None, None, f"{what} worse than monolithic even at {hi:,.0f} Gb/s")
     if score_at(lo) >= target:
-        return {
-            "gbps": lo,
-            "bracket_gbps": None,
-            "note": f"{what} as good as monolithic at {lo:g} Gb/s already",
-        }
+        return BreakEven(lo, None, f"{what} as good as monolithic at {lo:g} Gb/s already")
     for _ in range(BREAK_EVEN_PROBES):
         mid = math.sqrt(lo * hi)
         if score_at(mid) >= target:
             hi = mid
         else:
             lo = mid
-    return {
-        "gbps": hi,
-        "bracket_gbps": [lo, hi],
-        "note": f"{what} matches monolithic between {lo:.3g} and {hi:.3g} Gb/s",
-    }
+    return BreakEven(hi, (lo, hi), f"{what} matches monolithic between {lo:.3g} and {hi:.3g} Gb/s")
 
 
 def _break_evens(
-    spec: SimulateSpec, points: list[GridPoint], rows: list[dict[str, Any]], workload: SimWorkload
+    spec: SimulateSpec, points: list[GridPoint], rows: list[SimConfiguration], workload: SimWorkload
 ) -> None:
-    """Each P/D row's break-even link against the monolithic row of its chunk budget."""
-    mono = {row["chunk"]: row for row in rows if row["disaggregate"] is None}
-    for point, row in zip(points, rows, strict=True):
+    """Each P/D row's break-even link against the monolithic row of its chunk budget, set
+    in ``rows`` as each is found (a stop signal keeps those found)."""
+    mono = {row.chunk: row for row in rows if row.disaggregate is None}
+    for i, (point, row) in enumerate(zip(points, rows, strict=True)):
         base = mono.get(point.budget)
         if spec.break_even and point.ratio and base is not None:
-            row["break_even"] = break_even_gbps(spec, point, workload, _score(base, spec.slo))
+            found = break_even_gbps(spec, point, workload, _score(base, spec.slo))
+            rows[i] = dataclasses.replace(row, break_even=found)
 
 
 #: Called as each configuration is done: (configurations done, planned, its row).
-OnPoint = Callable[[int, int, dict[str, Any]], None]
+OnPoint = Callable[[int, int, SimConfiguration], None]
 
 
 def simulate_grid(
     spec: SimulateSpec, workload: SimWorkload, on_point: OnPoint | None = None
-) -> dict[str, Any]:
+) -> SimulateResult:
     """Every configuration of the grid over ``workload``: the rows, the front, break-evens.
 
     A stop signal keeps what was done (see the module docstring)."""
@@ -297,7 +299,7 @@ def simulate_grid(
     if not len(workload):
         raise InputError("--workload", "the workload has no request to simulate")
     points = spec.points()
-    rows: list[dict[str, Any]] = []
+    rows: list[SimConfiguration] = []
     reason = None
     t0 = time.perf_counter()
     try:
@@ -308,29 +310,27 @@ def simulate_grid(
     except KeyboardInterrupt:  # a stop signal: the configurations done are the result
         reason = signals.stop_reason()
     grid_wall = time.perf_counter() - t0
-    pareto(rows)
-    for row in rows:
-        row["break_even"] = None
+    rows = pareto(rows)
     if reason is None:
         try:
             _break_evens(spec, points, rows, workload)
         except KeyboardInterrupt:  # likewise: the break-evens found so far are kept
             reason = signals.stop_reason()
-    simulated_tokens = sum(row["output_tokens"] for row in rows)
-    return {
-        "status": "complete" if reason is None else "interrupted",
-        "reason": reason,
-        "planned_configurations": len(points),
-        "model": spec.base.model,
-        "gpu": spec.base.gpu,
-        "link": dataclasses.asdict(spec.link),
-        "kv_transfer": spec.transfer,
-        "slo": spec.slo.to_dict(),
-        "requests": len(workload),
-        "configurations": rows,
-        "speed": {
-            "grid_wall_s": grid_wall,
-            "requests_per_s": len(workload) * len(rows) / grid_wall if grid_wall else None,
-            "output_tokens_per_s": simulated_tokens / grid_wall if grid_wall else None,
-        },
-    }
+    simulated_tokens = sum(row.output_tokens for row in rows)
+    return SimulateResult(
+        status="complete" if reason is None else "interrupted",
+        reason=reason,
+        planned_configurations=len(points),
+        model=spec.base.model,
+        gpu=spec.base.gpu,
+        link=frozen_map(dataclasses.asdict(spec.link)),
+        kv_transfer=spec.transfer,
+        slo=frozen_map(spec.slo.to_dict()),
+        requests=len(workload),
+        configurations=tuple(rows),
+        speed=SimSpeed(
+            grid_wall_s=grid_wall,
+            requests_per_s=len(workload) * len(rows) / grid_wall if grid_wall else None,
+            output_tokens_per_s=simulated_tokens / grid_wall if grid_wall else None,
+        ),
+    )

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,7 +32,11 @@ from prefillscope.kv_link_flags import (
     disagg_config,
 )
 from probes.metric_registry import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
+from runfmt.codec import encode
 from workloads.errors import InputError
+
+if TYPE_CHECKING:
+    from runfmt.simresult import SimConfiguration, SimulateResult
 
 #: Columns the grid table needs before rich starts wrapping its cells.
 TABLE_WIDTH = 150
@@ -194,27 +199,26 @@ def simulate(
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
     load = load_workload(workload or calibrated, set_ or [], overrides, spec.base)
-    result = simulate_grid(spec, load, _progress)
-    result["calibration"] = calibration
+    result = replace(simulate_grid(spec, load, _progress), calibration=calibration)
     if html is not None:
         from prefillscope.report.page_file import write_html
         from prefillscope.report.simulate_page import render_page
 
         write_html(html, render_page(result))
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(json.dumps(encode(result)))
     else:
         if calibration is not None:
             _print_calibration(calibration)
             if "holdout" in calibration:
                 _print_holdout(calibration["holdout"])
         _print(result)
-    if result["status"] != "complete":
+    if not result.complete:
         from runtime import signals
 
         print(
             f"prefillscope: simulate stopped ({signals.stop_name()}) after "
-            f"{len(result['configurations'])} of {result['planned_configurations']} "
+            f"{len(result.configurations)} of {result.planned_configurations} "
             "configurations; those are shown",
             file=sys.stderr,
         )
@@ -231,27 +235,27 @@ def _against(folder: Path, base: Any, as_json: bool) -> None:
     run = read_lifecycle(folder)
     result = score_run(run, base)
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(json.dumps(encode(result)))
         return
     typer.echo(
-        f"{run.name}: {result['requests']:,} requests replayed · {result['model']} "
-        f"tp {result['tensor_parallel_size']} on {result['gpu']} · budget "
-        f"{result['max_num_batched_tokens']} · {run.arrivals} arrivals · "
-        f"{result['timed_out']} timed out (measured failures {result['measured_failures']})"
+        f"{run.name}: {result.requests:,} requests replayed · {result.model} "
+        f"tp {result.tensor_parallel_size} on {result.gpu} · budget "
+        f"{result.max_num_batched_tokens} · {run.arrivals} arrivals · "
+        f"{result.timed_out} timed out (measured failures {result.measured_failures})"
     )
     typer.echo(f"{'stage':>5}  {'figure':<10} {'predicted ms':>13} {'actual ms':>13} {'error':>7}")
-    for row in result["scores"]:
-        stage = "all" if row["stage"] < 0 else str(row["stage"])
-        err = "–" if row["error"] is None else f"{row['error']:+.1%}"
+    for row in result.scores:
+        stage = "all" if row.stage < 0 else str(row.stage)
+        err = "–" if row.error is None else f"{row.error:+.1%}"
         typer.echo(
-            f"{stage:>5}  {row['metric'][:-2] + ' ' + row['stat']:<10} "
-            f"{_ms(row['predicted']):>13} {_ms(row['actual']):>13} {err:>7}"
+            f"{stage:>5}  {row.metric[:-2] + ' ' + row.stat:<10} "
+            f"{_ms(row.predicted):>13} {_ms(row.actual):>13} {err:>7}"
         )
 
 
-def _progress(done: int, planned: int, row: dict[str, Any]) -> None:
+def _progress(done: int, planned: int, row: SimConfiguration) -> None:
     print(
-        f"prefillscope simulate: {done}/{planned} {row['label']} ({row['wall_s']:.1f} s)",
+        f"prefillscope simulate: {done}/{planned} {row.label} ({row.wall_s:.1f} s)",
         file=sys.stderr,
     )
 
@@ -302,43 +306,40 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value * 1e3:,.1f}"
 
 
-def _print(result: dict[str, Any]) -> None:
+def _print(result: SimulateResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    title = f"{result['requests']:,} requests · {result['model']} on {result['gpu']}"
-    if result["status"] != "complete":
-        done, planned = len(result["configurations"]), result["planned_configurations"]
+    title = f"{result.requests:,} requests · {result.model} on {result.gpu}"
+    if not result.complete:
+        done, planned = len(result.configurations), result.planned_configurations
         title += f" — interrupted, {done} of {planned} configurations"
     table = Table(title=title)
     for name in ("configuration", "GPUs", "TTFT ms p50/p99/max", "ITL ms p50/p99/max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for name in ("goodput", "tok/s", "KV/TTFT", "front", "break-even link"):
         table.add_column(name, justify="right")
-    for row in result["configurations"]:
-        ttft, itl = row["ttft_s"], row["itl_s"]
-        be = row["break_even"]
+    for row in result.configurations:
+        be = row.break_even
         table.add_row(
-            row["label"],
-            str(row["gpus"]),
-            "/".join(_ms(ttft[k]) for k in ("p50", "p99", "max")),
-            "/".join(_ms(itl[k]) for k in ("p50", "p99", "max")),
-            "–" if row["goodput"] is None else f"{row['goodput']:.1%}",
-            "–" if row["output_tokens_per_s"] is None else f"{row['output_tokens_per_s']:,.0f}",
-            f"{row['kv_transfer_share_of_ttft']:.1%}" if row["disaggregate"] else "–",
-            "★" if row["pareto"] else "",
-            "–"
-            if be is None
-            else (f"{be['gbps']:,.1f} Gb/s" if be["bracket_gbps"] else be["note"]),
+            row.label,
+            str(row.gpus),
+            "/".join(_ms(row.statistic("ttft_s", k)) for k in ("p50", "p99", "max")),
+            "/".join(_ms(row.statistic("itl_s", k)) for k in ("p50", "p99", "max")),
+            "–" if row.goodput is None else f"{row.goodput:.1%}",
+            "–" if row.output_tokens_per_s is None else f"{row.output_tokens_per_s:,.0f}",
+            f"{row.kv_transfer_share_of_ttft:.1%}" if row.disaggregate else "–",
+            "★" if row.pareto else "",
+            "–" if be is None else (f"{be.gbps:,.1f} Gb/s" if be.bracket_gbps else be.note),
         )
     console = Console()
     console.width = max(console.width, TABLE_WIDTH)
     console.print(table)
-    speed = result["speed"]
+    speed = result.speed
     typer.echo(
-        f"simulated {result['requests']:,} requests × {len(result['configurations'])} "
-        f"configurations in {speed['grid_wall_s']:.1f} s "
-        f"({speed['requests_per_s']:,.0f} requests/s, {speed['output_tokens_per_s']:,.0f} "
+        f"simulated {result.requests:,} requests × {len(result.configurations)} "
+        f"configurations in {speed.grid_wall_s:.1f} s "
+        f"({speed.requests_per_s:,.0f} requests/s, {speed.output_tokens_per_s:,.0f} "
         "output tokens/s of virtual clock). front: no other configuration has both a lower "
         "TTFT p99 and a lower ITL p99; break-even: the slowest link at which P/D does as "
         "well as monolithic at the same chunk budget (goodput under --slo, else TTFT p99)."

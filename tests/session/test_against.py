@@ -82,12 +82,12 @@ def test_replay_repeats_the_prompts_and_meets_the_measured_decode(tmp_path: Path
     cached = [t.num_cached_tokens for t in timings]
     assert max(cached[:100]) < run.system_prompt_len and min(cached[100:]) >= 16 * 30
     result = score_run(run, EngineConfig())
-    rows = {(s["stage"], s["metric"], s["stat"]): s for s in result["scores"]}
+    rows = {(s.stage, s.metric, s.stat): s for s in result.scores}
     # the roofline's decode step on an H100 lands within 15 % of the measured stream
     for stage in (0, 1):
-        assert abs(rows[(stage, "itl_s", "mean")]["error"]) < 0.15
-        assert abs(rows[(stage, "tpot_s", "mean")]["error"]) < 0.15
-    assert rows[(WHOLE_RUN, "itl_s", "p99")]["actual"] is None
+        assert abs(rows[(stage, "itl_s", "mean")].error) < 0.15
+        assert abs(rows[(stage, "tpot_s", "mean")].error) < 0.15
+    assert rows[(WHOLE_RUN, "itl_s", "p99")].actual is None
 
 
 def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> None:
@@ -119,11 +119,11 @@ def test_the_run_budget_reaches_the_scheduler_and_binds_only_under_the_prompt(
     for budget in (256, 1024, 2048, 8192):
         budgeted = dataclasses.replace(run, max_num_batched_tokens=budget)
         results[budget] = score_run(budgeted, EngineConfig(gpu="h100-sxm"))
-        assert results[budget]["max_num_batched_tokens"] == budget
-    ttft = {b: r["configurations"][0]["ttft_s"]["mean"] for b, r in results.items()}
+        assert results[budget].max_num_batched_tokens == budget
+    ttft = {b: r.configurations[0].statistic("ttft_s", "mean") for b, r in results.items()}
     for budget in (1024, 2048, 8192):
-        assert results[budget]["budget_bound_steps"] == 0
-        assert results[budget]["steps"] == results[2048]["steps"]
+        assert results[budget].budget_bound_steps == 0
+        assert results[budget].steps == results[2048].steps
         assert ttft[budget] == ttft[2048]
-    assert results[256]["budget_bound_steps"] > 0.05 * results[256]["steps"]
+    assert results[256].budget_bound_steps > 0.05 * results[256].steps
     assert ttft[256] > 1.05 * ttft[2048]  # +12 % when written: each prompt in 2–4 chunks

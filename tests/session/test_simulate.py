@@ -13,6 +13,8 @@ from engine_util import prompt
 
 from perfmodel.config import EngineConfig
 from probes.slo import Slo
+from runfmt.codec import encode
+from runfmt.summary_sections import Stats
 from session.sim_workload import SimWorkload, load_workload
 from session.simulate import GridPoint, SimulateSpec, _score, run_point, simulate_grid
 from simengine.core import EngineCore, EngineRequest
@@ -71,12 +73,12 @@ def test_break_even_bracket_holds_on_both_sides() -> None:
     # worker never runs them, and its TTFTs stay under 2 s unless the link is slow
     spec = SimulateSpec(EngineConfig(), [2048], [(1, 1)], gpus=2, slo=Slo(ttft_s=2.0, itl_s=0.02))
     result = simulate_grid(spec, workload)
-    mono, pd = result["configurations"]
-    be = pd["break_even"]
-    assert be["gbps"] is not None, be
+    mono, pd = result.configurations
+    be = pd.break_even
+    assert be is not None and be.gbps is not None, be
     target = _score(mono, spec.slo)
-    lo, hi = be["bracket_gbps"]
-    assert hi == be["gbps"] and 1.0 < lo < hi < 10_000.0
+    lo, hi = be.bracket_gbps
+    assert hi == be.gbps and 1.0 < lo < hi < 10_000.0
     for gbps, meets in ((hi, True), (lo, False)):
         probe = dataclasses.replace(spec, link=LinkSpec(gbps))
         row = run_point(probe, GridPoint(2048, ratio=(1, 1)), workload)
@@ -111,8 +113,8 @@ def test_a_run_directory_replays_its_recorded_sends(tmp_path: Path) -> None:
     assert [len(req.prompt_token_ids) for _, req in arrivals] == [300] * 4
     assert [req.max_tokens for _, req in arrivals] == [20] * 4
     result = simulate_grid(SimulateSpec(EngineConfig(), [512]), workload)
-    (row,) = result["configurations"]
-    assert row["completed"] == len(arrivals)
+    (row,) = result.configurations
+    assert row.completed == len(arrivals)
 
 
 def test_goodput_counts_requests_meeting_every_bound() -> None:
@@ -120,8 +122,8 @@ def test_goodput_counts_requests_meeting_every_bound() -> None:
     early = EngineRequest("early", prompt(64, 1), 3, ignore_eos=True)
     late = EngineRequest("late", prompt(64, 2), 3, ignore_eos=True)
     workload = SimWorkload(timed=[(0.0, early), (0.005, late)])  # late waits for a step end
-    (row,) = simulate_grid(spec, workload)["configurations"]
-    assert row["goodput"] == 0.5
+    (row,) = simulate_grid(spec, workload).configurations
+    assert row.goodput == 0.5
 
 
 def test_a_configuration_carries_benchs_latencies_by_benchs_rules() -> None:
@@ -131,16 +133,19 @@ def test_a_configuration_carries_benchs_latencies_by_benchs_rules() -> None:
     alone = EngineRequest("alone", prompt(64, 1), 5, ignore_eos=True)
     crowd = [EngineRequest(f"c{i}", prompt(64, 10 + i), 5, ignore_eos=True) for i in range(3)]
     workload = SimWorkload(timed=[(0.0, alone), *((1.0, r) for r in crowd)])
-    (row,) = simulate_grid(spec, workload)["configurations"]
+    (row,) = simulate_grid(spec, workload).configurations
+    written = encode(row)  # the row as simulate --json writes it
     for metric in ("ttft_s", "itl_s", "tpot_s", "e2e_s"):
-        assert {"mean", "p50", "p90", "p99", "max", "count"} <= set(row[metric])
+        assert {"mean", "p50", "p90", "p99", "max", "count"} <= set(written[metric])
+        assert isinstance(row.latencies[metric], Stats)  # summary.json's type
     # fixed 10 ms steps: every gap and every TPOT is one step, TTFT one step, E2E five
-    assert row["itl_s"]["count"] == 4 * 4 and row["itl_s"]["max"] == pytest.approx(0.01)
-    assert row["tpot_s"]["mean"] == pytest.approx(0.01)
-    assert row["e2e_s"]["max"] == pytest.approx(0.05)
-    assert row["goodput"] == 1.0
+    itl = row.latencies["itl_s"]
+    assert itl.count == 4 * 4 and itl.max == pytest.approx(0.01)
+    assert row.statistic("tpot_s", "mean") == pytest.approx(0.01)
+    assert row.statistic("e2e_s", "max") == pytest.approx(0.05)
+    assert row.goodput == 1.0
     strict = SimulateSpec(EngineConfig(fixed_step_s=0.01), [2048], slo=Slo(tpot_s=0.009))
-    assert simulate_grid(strict, workload)["configurations"][0]["goodput"] == 0.0
+    assert simulate_grid(strict, workload).configurations[0].goodput == 0.0
 
 
 @pytest.mark.parametrize(
