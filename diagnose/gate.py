@@ -21,13 +21,28 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from diagnose.metrics import CONFIDENCE, MetricSpec, metric_spec
 from diagnose.stats import Comparison
-from runfmt.codec import encode
+from runfmt.abresult import RatioInterval
+from runfmt.codec import frozen_map
+from runfmt.compareresult import (
+    FAIL,
+    INCONCLUSIVE,
+    MISSING,
+    NO_GATES,
+    NOT_APPLICABLE,
+    NOT_SIGNIFICANT,
+    PASS,
+    SIGNIFICANT,
+    CompareDocument,
+    CompareRow,
+    GateSection,
+    RunLabels,
+    counts_as_failure,
+)
 from workloads.errors import InputError
 
 
@@ -58,15 +73,6 @@ def parse_gate(text: str) -> Gate:
 def worsening(spec: MetricSpec, ratio: float) -> float:
     """How much worse NEW is than BASE as a fraction (negative: better)."""
     return ratio - 1.0 if spec.is_latency else 1.0 - ratio
-
-
-#: A row's status without a gate, and a gate's verdicts.
-SIGNIFICANT, NOT_SIGNIFICANT, INCONCLUSIVE, MISSING = (
-    "significant", "not significant", "inconclusive", "missing",
-)  # fmt: skip
-PASS, FAIL = "pass", "fail"
-#: A row (and its gate) that cannot apply to these runs (``MetricResult.not_applicable``).
-NOT_APPLICABLE = "not applicable"
 
 
 @dataclass(frozen=True)
@@ -153,25 +159,29 @@ class MetricResult:
             f"observed {_pct(c.ratio)} from it"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        out = encode(self.comparison) | {
-            "higher_is_better": self.spec.higher_is_better,
-            "worse_by": self.worsening if math.isfinite(self.worsening) else None,
-            "status": self.status,
-            "missing": self.missing,
-            "reason": self.reason,
-            "needed_requests": self.needed_requests,
-            "note": self.note,
-            "not_applicable": self.not_applicable,
-        }
+    def document(self) -> CompareRow:
+        """The row as ``compare --json`` writes it and every view reads it."""
+        gate = None
         if self.gate is not None:
-            out["gate"] = {
-                "max_worse_by": self.gate.max_worsening,
-                "failed": self.gate_failed,
-                "verdict": self.gate_verdict,
-                "text": self.gate.text,
-            }
-        return out
+            gate = GateSection(
+                max_worse_by=self.gate.max_worsening,
+                failed=self.gate_failed,
+                verdict=self.gate_verdict,
+                text=self.gate.text,
+            )
+        interval = {f.name: getattr(self.comparison, f.name) for f in fields(RatioInterval)}
+        return CompareRow(
+            **interval,
+            higher_is_better=self.spec.higher_is_better,
+            worse_by=self.worsening if math.isfinite(self.worsening) else None,
+            status=self.status,
+            missing=self.missing,
+            reason=self.reason,
+            needed_requests=self.needed_requests,
+            note=self.note,
+            not_applicable=self.not_applicable,
+            gate=gate,
+        )
 
 
 def _pct(ratio: float) -> str:
@@ -206,29 +216,28 @@ class CompareResult:
             return FAIL
         if self.undecided_gates:
             return INCONCLUSIVE
-        return PASS if any(row.gate for row in self.rows) else "no gates"
+        return PASS if any(row.gate for row in self.rows) else NO_GATES
 
     def counts_as_failure(self, row: MetricResult) -> bool:
-        """Whether ``row``'s gate fails the comparison: it failed, or the data could not
-        decide it and an undecided gate counts as a failure (``inconclusive``, the
-        default). An undecided gate counted as a pass is neither (JUnit: skipped)."""
-        verdict = row.gate_verdict
-        return verdict == FAIL or (verdict == INCONCLUSIVE and self.inconclusive != PASS)
+        """Whether ``row``'s gate fails the comparison (``runfmt.compareresult``'s
+        ``counts_as_failure``: failed, or undecided while that counts as a failure)."""
+        return counts_as_failure(row.gate_verdict, self.inconclusive)
 
     @property
     def passed(self) -> bool:
         return not any(self.counts_as_failure(row) for row in self.rows)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base": str(self.base),
-            "new": str(self.new),
-            "labels": {"base": self.labels[0], "new": self.labels[1]},
-            "passed": self.passed,
-            "verdict": self.verdict,
-            "inconclusive_counts_as": self.inconclusive,
-            "confidence": self.confidence,
-            "workload_differences": self.differences,
-            "draws": self.draws,
-            "comparisons": [row.to_dict() for row in self.rows],
-        }
+    def document(self) -> CompareDocument:
+        """The comparison as ``compare --json`` writes it and every view reads it."""
+        return CompareDocument(
+            base=str(self.base),
+            new=str(self.new),
+            labels=RunLabels(frozen_map(self.labels[0]), frozen_map(self.labels[1])),
+            passed=self.passed,
+            verdict=self.verdict,
+            inconclusive_counts_as=self.inconclusive,
+            confidence=self.confidence,
+            workload_differences=tuple(self.differences),
+            draws=self.draws,
+            comparisons=tuple(row.document() for row in self.rows),
+        )

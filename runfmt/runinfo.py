@@ -171,7 +171,7 @@ def parse_labels(items: Iterable[str], flag: str = "--label") -> dict[str, str]:
     return labels
 
 
-def label_text(labels: dict[str, str]) -> str:
+def label_text(labels: Mapping[str, str]) -> str:
     """``KEY=VALUE`` pairs in one string, as a reader typed them (empty without labels)."""
     return " ".join(f"{k}={v}" for k, v in labels.items())
 

@@ -2,7 +2,8 @@
 
 Each load both sweeps completed is compared as two runs are (``diagnose.compare``: the
 same metrics, intervals and gates); the sweeps' knees are set side by side. The
-comparison passes when every compared load passes. Two folders that are not both sweeps
+comparison passes when every compared load passes (``runfmt.compareresult``'s
+``SweepCompareDocument``, what every view of it reads). Two folders that are not both sweeps
 are refused in one line, as are sweeps over different axes or with no completed load in
 common. ``sweep.json`` is read through ``runfmt.sweep.read_sweep`` alone.
 """
@@ -12,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diagnose.gate import CompareResult
+from runfmt.codec import frozen_map
+from runfmt.compareresult import SweepCompareDocument, SweepKnees
 from runfmt.sweep import SweepResult, read_sweep
 from session.sweep import point_name
 from workloads.errors import InputError
@@ -33,22 +35,13 @@ class SweepComparison:
     #: (point name, e.g. ``rate-2``; its comparison), by load.
     points: list[tuple[str, CompareResult]]
 
-    @property
-    def passed(self) -> bool:
-        return all(result.passed for _, result in self.points)
+    def knees(self) -> SweepKnees:
+        return SweepKnees(self.axis, self.knee_base, self.knee_new)
 
-    @property
-    def failed_points(self) -> list[str]:
-        return [name for name, result in self.points if not result.passed]
-
-    def knees(self) -> dict[str, Any]:
-        return {"axis": self.axis, "base": self.knee_base, "new": self.knee_new}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sweep": self.knees(),
-            "points": {name: result.to_dict() for name, result in self.points},
-        }
+    def document(self) -> SweepCompareDocument:
+        """The comparison as ``compare --json`` writes it and every view reads it."""
+        points = {name: result.document() for name, result in self.points}
+        return SweepCompareDocument(self.knees(), frozen_map(points))
 
 
 def sweep_points(folder: Path) -> tuple[SweepResult, dict[float, Path]] | None:

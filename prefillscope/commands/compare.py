@@ -113,7 +113,7 @@ def compare(
         )
 
     chosen = Format.JSON if as_json else output_format
-    compared = compare_sweeps(base_run, new_run, one) or one(base_run, new_run)
+    compared = (compare_sweeps(base_run, new_run, one) or one(base_run, new_run)).document()
     show(compared, chosen.value, os.environ.get("GITHUB_STEP_SUMMARY"))
     if not compared.passed:
         raise typer.Exit(1)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from prefillscope.compare_view import knee_sentence
+from runfmt.compareresult import SweepKnees
 from runfmt.names import SWEEP_JSON
 from runfmt.rundir import RunDir
 from runfmt.summary import Summary
@@ -75,9 +76,7 @@ def test_two_sweeps_are_compared_at_every_load_both_completed(tmp_path):
     compared = compare_sweeps(tmp_path / "a", tmp_path / "b", lambda a, b: (a.name, b.name))
     assert compared.points == [("rate-2", ("rate-2", "rate-2"))]
     assert knee_sentence(compared.knees()) == "knee: base 2 req/s, new 8 req/s"
-    assert knee_sentence({"axis": "concurrency", "base": None, "new": 4}) == (
-        "knee: base none, new 4 users"
-    )
+    assert knee_sentence(SweepKnees("concurrency", None, 4)) == ("knee: base none, new 4 users")
 
 
 def test_a_sweep_against_a_run_or_another_axis_or_no_shared_load_is_refused(tmp_path):
