@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from runfmt.ab_prediction import Prediction
+from runfmt.ab_servers import ServerRecord
 from runfmt.codec import ABSENT, EMPTY, decode, encode, frozen_map, key
 from runfmt.names import AB_JSON
 from runfmt.version import document_version
@@ -460,13 +462,13 @@ class ABResult:
     restart_per_trial: bool = False
     warmup_trials: tuple[TrialRecord, ...] = ()
     #: The launched servers (``session.ab_servers``' records).
-    servers: tuple[Mapping[str, Any], ...] = ()
+    servers: tuple[ServerRecord, ...] = ()
     workload: AbWorkload = field(default_factory=AbWorkload)
     cache_protocol: str = ""
     command: tuple[str, ...] = ()
     tool_version: str = ""
     #: Predicted vs measured per arm (``--predict``: ``session.ab_prediction``).
-    prediction: Mapping[str, Any] | None = key(omit_none=True, default=None)
+    prediction: Prediction | None = key(omit_none=True, default=None)  # noqa: RUF009
     extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
     def unanalysed(self) -> ABResult:

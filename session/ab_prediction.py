@@ -11,13 +11,20 @@ measured every time an A/B is run.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from perfmodel.config import EngineConfig
 from probes.metric_registry import AB_PREDICTED, json_name, stat_of
+from runfmt.ab_prediction import (
+    ArmPrediction,
+    PredictedFigure,
+    PredictedRatio,
+    Prediction,
+    PredictionEngine,
+)
 from runfmt.abresult import ArmResult
+from runfmt.codec import frozen_map
 from session.sim_workload import load_workload
 from session.simulate import GridPoint, SimulateSpec, run_point
 
@@ -30,9 +37,18 @@ METRICS = {
 }
 
 
+@dataclass(frozen=True)
+class Predicted:
+    """Each arm's predicted figures by chunk budget (``METRICS``' names), and the engine
+    they were simulated on."""
+
+    engine: PredictionEngine
+    arms: Mapping[int, Mapping[str, float | None]]
+
+
 def predict_arms(
     workload: str, overrides: dict[str, object], base: EngineConfig, chunks: list[int]
-) -> dict[str, Any]:
+) -> Predicted:
     """Each arm's predicted metrics (by chunk budget), from one replay per arm."""
     sim_workload = load_workload(workload, [], overrides, base)
     spec = SimulateSpec(base, chunks, break_even=False)
@@ -40,43 +56,34 @@ def predict_arms(
     for chunk in chunks:
         row = run_point(spec, GridPoint(chunk), sim_workload)
         arms[chunk] = {key: row.statistic(fig, q) for key, (fig, q) in METRICS.items()}
-    engine = dataclasses.asdict(base)
-    return {
-        "engine": {k: engine[k] for k in ("model", "gpu", "tensor_parallel_size")},
-        "arms": arms,
-    }
+    engine = PredictionEngine(base.model, base.gpu, base.tensor_parallel_size)
+    return Predicted(engine, arms)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def confront(
-    predicted: dict[str, Any], arms: Sequence[ArmResult], reference_chunk: int
-) -> dict[str, Any]:
+def confront(predicted: Predicted, arms: Sequence[ArmResult], reference_chunk: int) -> Prediction:
     """Predicted vs measured per arm and metric, and per arm its ratio to the reference."""
     rows = []
     for arm in arms:
-        guess = predicted["arms"].get(arm.chunk, {})
-        metrics = {}
-        for key in METRICS:
-            p, m = guess.get(key), arm.figure(key)
-            error = (p - m) / m if p is not None and m else None
-            metrics[key] = {"predicted": p, "measured": m, "relative_error": error}
-        rows.append({"arm": arm.label, "chunk": arm.chunk, "metrics": metrics})
-    ref = next((r for r in rows if r["chunk"] == reference_chunk), None)
+        guess = predicted.arms.get(arm.chunk, {})
+        metrics = {key: PredictedFigure.of(guess.get(key), arm.figure(key)) for key in METRICS}
+        rows.append(ArmPrediction(arm.label, arm.chunk, frozen_map(metrics)))
+    ref = next((r for r in rows if r.chunk == reference_chunk), None)
     ratios = []
     for row in rows:
         if ref is None or row is ref:
             continue
         for key in METRICS:
-            mine, theirs = row["metrics"][key], ref["metrics"][key]
+            mine, theirs = row.metrics[key], ref.metrics[key]
             ratios.append(
-                {
-                    "arm": row["arm"],
-                    "metric": key,
-                    "predicted_ratio": _ratio(mine["predicted"], theirs["predicted"]),
-                    "measured_ratio": _ratio(mine["measured"], theirs["measured"]),
-                }
+                PredictedRatio(
+                    arm=row.arm,
+                    metric=key,
+                    predicted_ratio=_ratio(mine.predicted, theirs.predicted),
+                    measured_ratio=_ratio(mine.measured, theirs.measured),
+                )
             )
-    return {"engine": predicted["engine"], "arms": rows, "ratios_to_reference": ratios}
+    return Prediction(predicted.engine, tuple(rows), tuple(ratios))

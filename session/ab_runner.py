@@ -53,7 +53,7 @@ from runfmt.names import AB_JSON, RUN_JSON
 from runtime import atomic, redact, signals
 from runtime.atomic import WriteFailed
 from runtime.version import package_version
-from session.ab_prediction import confront, predict_arms
+from session.ab_prediction import Predicted, confront, predict_arms
 from session.ab_servers import ArmServers
 from session.bench_options import BenchOptions
 from session.bench_plan import resolve_workload
@@ -314,7 +314,7 @@ class _AbRun:
         if prediction is not None:
             reference = analysis.arms[options.settings.reference].chunk
             confronted = confront(prediction, result.arms, reference)
-            result = replace(result, prediction=frozen_map(confronted))
+            result = replace(result, prediction=confronted)
         if isinstance(error, WriteFailed):
             raise self._kept(error, result)
         self._write(result)
@@ -374,7 +374,7 @@ class _AbRun:
                 signals.absorb_cancellation()
                 self.status, self.reason = "interrupted", signals.stop_reason()
 
-    def _predict(self) -> dict[str, Any] | None:
+    def _predict(self) -> Predicted | None:
         options = self.options
         if not options.predict:
             return None
@@ -399,7 +399,7 @@ class _AbRun:
             restart_per_trial=options.restart_per_trial,
             warmup_trials=tuple(t.recorded() for t in self.trials if t.warmup),
             servers=tuple(
-                frozen_map(record | {"command": redact.argv(record["command"], secrets)})
+                replace(record, command=tuple(redact.argv(record.command, secrets)))
                 for record in (self.servers.records if self.servers is not None else [])
             ),
             workload=workload,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from diagnose.ab import Arm
+from runfmt.ab_servers import ServerRecord
 from session.launcher import LaunchedServer, LaunchTemplate, free_port, log_tail
 
 
@@ -26,7 +26,7 @@ class ArmServers:
         self.folder = folder
         self.grace_s = grace_s
         self.live: dict[int, LaunchedServer] = {}
-        self.records: list[dict[str, Any]] = []
+        self.records: list[ServerRecord] = []
 
     async def start(self, indices: Sequence[int], timeout_s: float, tag: str = "") -> None:
         """Start the arms' servers at once and wait until all are healthy (or stop all)."""
@@ -64,13 +64,13 @@ class ArmServers:
         for index, how in zip(present, stopped, strict=True):
             server = self.live.pop(index)
             self.records.append(
-                {
-                    "name": server.name,
-                    "command": server.argv,
-                    "url": server.url,
-                    "log": str(server.log_path),
-                    "pid": server.process.pid if server.process is not None else None,
-                    "ready_s": server.ready_s,
-                    "stopped": how.to_dict(),
-                }
+                ServerRecord(
+                    name=server.name,
+                    command=tuple(server.argv),
+                    url=server.url,
+                    log=str(server.log_path),
+                    pid=server.process.pid if server.process is not None else None,
+                    ready_s=server.ready_s,
+                    stopped=how,
+                )
             )

@@ -38,6 +38,7 @@ from typing import IO
 import httpx
 
 from loadgen.flavours import LAUNCH_PLACEHOLDERS, REGISTRY
+from runfmt.ab_servers import ServerStop
 from runtime import redact
 from runtime.lifetime import dying_with_us
 from workloads.errors import InputError
@@ -148,18 +149,6 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Stopped:
-    """How a server went away: ``exited`` (before we stopped it), ``sigterm`` or ``sigkill``."""
-
-    how: str
-    returncode: int | None
-    seconds: float
-
-    def to_dict(self) -> dict[str, object]:
-        return {"how": self.how, "returncode": self.returncode, "seconds": self.seconds}
-
-
 class LaunchedServer:
     """One launched server: ``start()``, ``await wait_healthy()``, ``await stop()``."""
 
@@ -172,7 +161,7 @@ class LaunchedServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.ready_s: float | None = None
-        self.stopped: Stopped | None = None
+        self.stopped: ServerStop | None = None
         self._log: IO[bytes] | None = None
 
     def start(self) -> None:
@@ -246,12 +235,12 @@ class LaunchedServer:
             await asyncio.sleep(POLL_S)
         return True
 
-    async def stop(self, grace_s: float) -> Stopped:
+    async def stop(self, grace_s: float) -> ServerStop:
         """SIGTERM the group, SIGKILL it after ``grace_s``; how it went (idempotent)."""
         if self.stopped is not None:
             return self.stopped
         if self.process is None:
-            self.stopped = Stopped("never started", None, 0.0)
+            self.stopped = ServerStop("never started", None, 0.0)
             return self.stopped
         began = time.monotonic()
         how = "exited" if self.process.poll() is not None else "sigterm"
@@ -265,5 +254,5 @@ class LaunchedServer:
         if self._log is not None:
             self._log.close()
         redact.scrub_file(self.log_path)  # a server may print its own flags (vLLM does)
-        self.stopped = Stopped(how, self.process.returncode, time.monotonic() - began)
+        self.stopped = ServerStop(how, self.process.returncode, time.monotonic() - began)
         return self.stopped

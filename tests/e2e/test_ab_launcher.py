@@ -106,9 +106,9 @@ def test_a_launched_a_b_over_three_chunk_sizes(tmp_path: Path):
     ]
     # one server per arm, started once, kept across its trials, stopped by SIGTERM
     servers = doc.servers
-    assert len(servers) == 3 and all(s["stopped"]["how"] == "sigterm" for s in servers)
-    assert all(Path(s["log"]).parent == out / "servers" for s in servers)
-    chunk_at = {s["url"]: int(s["command"][-1]) for s in servers}  # … --max-num-batched-tokens N
+    assert len(servers) == 3 and all(s.stopped.how == "sigterm" for s in servers)
+    assert all(Path(s.log).parent == out / "servers" for s in servers)
+    chunk_at = {s.url: int(s.command[-1]) for s in servers}  # … --max-num-batched-tokens N
     urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
     assert [chunk_at[u] for u in urls] == [512, 2048, 4096] * 3
     warmups = doc.warmup_trials  # one unmeasured round first: the servers start cold
@@ -134,9 +134,9 @@ def test_restart_per_trial_gives_every_trial_a_fresh_server(tmp_path: Path):
     )  # fmt: skip
     assert code in (0, 1) and not doc.warmup_trials
     servers = doc.servers
-    assert len(servers) == 6 and all(s["stopped"]["how"] == "sigterm" for s in servers)
+    assert len(servers) == 6 and all(s.stopped.how == "sigterm" for s in servers)
     urls = [run_json(r)["target"]["url"] for r in trial_dirs(doc)]
-    assert urls == [s["url"] for s in servers]  # started for its trial, stopped after it
-    assert [int(s["command"][-1]) for s in servers] == [512, 1024] * 3
+    assert urls == [s.url for s in servers]  # started for its trial, stopped after it
+    assert [int(s.command[-1]) for s in servers] == [512, 1024] * 3
     logs = sorted(p.name for p in (tmp_path / "ab" / "servers").iterdir())
     assert logs == sorted(f"{c}-r{r}.log" for c in (512, 1024) for r in (1, 2, 3))

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from ab_support import INTERFERENCE, ab_json
 
+from runfmt.ab_prediction import PredictionEngine
 from runfmt.abresult import arm_result
-from session.ab_prediction import METRICS, confront
+from session.ab_prediction import METRICS, Predicted, confront
 
 pytestmark = pytest.mark.slow
 
@@ -20,24 +21,23 @@ def test_the_prediction_is_confronted_with_the_measurement(tmp_path: Path) -> No
     assert code == 0
     prediction = doc.prediction
     assert prediction is not None
-    assert prediction["engine"]["model"] == "llama-3.1-8b"
-    small, large = prediction["arms"]
-    assert (small["chunk"], large["chunk"]) == (512, 4096)
-    for arm, measured in zip(prediction["arms"], doc.arms, strict=True):
-        for key, figure in arm["metrics"].items():
-            assert figure["measured"] == pytest.approx(measured.figures[key])
-            assert figure["predicted"] > 0
-            assert figure["relative_error"] == pytest.approx(
-                figure["predicted"] / figure["measured"] - 1
-            )
+    assert prediction.engine.model == "llama-3.1-8b"
+    small, large = prediction.arms
+    assert (small.chunk, large.chunk) == (512, 4096)
+    for arm, measured in zip(prediction.arms, doc.arms, strict=True):
+        assert set(arm.metrics) == set(METRICS)
+        for key, figure in arm.metrics.items():
+            assert figure.measured == pytest.approx(measured.figures[key])
+            assert figure.predicted > 0
+            assert figure.relative_error == pytest.approx(figure.predicted / figure.measured - 1)
     # the engine is the model the simulator runs: it predicts the direction the A/B finds
-    (itl,) = [r for r in prediction["ratios_to_reference"] if r["metric"] == "itl_p99_s"]
-    assert itl["arm"] == "512"
-    assert itl["predicted_ratio"] < 0.5 and itl["measured_ratio"] < 0.5
+    (itl,) = [r for r in prediction.ratios_to_reference if r.metric == "itl_p99_s"]
+    assert itl.arm == "512"
+    assert itl.predicted_ratio < 0.5 and itl.measured_ratio < 0.5
 
 
 def test_confront_without_a_measurement_says_unknown() -> None:
-    predicted = {"engine": {}, "arms": {512: {k: 0.01 for k in METRICS}}}
+    predicted = Predicted(PredictionEngine(), {512: {k: 0.01 for k in METRICS}})
     arms = [arm_result(0, 512, "512", "embedded engine", [], {k: None for k in METRICS})]
-    (row,) = confront(predicted, arms, 512)["arms"]
-    assert all(m["relative_error"] is None for m in row["metrics"].values())
+    (row,) = confront(predicted, arms, 512).arms
+    assert all(m.relative_error is None and m.predicted == 0.01 for m in row.metrics.values())
