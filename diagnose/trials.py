@@ -62,6 +62,11 @@ __all__ = ["RandomEffects", "compare_trials", "random_effects", "trial_interval"
 #: What a comparison of trials is called (``Comparison.method``; ``ab_effect.unit_word``
 #: reads the prefix as "trials").
 METHOD = "trials as units"
+#: Least sampling variance of a trial's log statistic: a relative error of one part in a
+#: million, below any latency's resolution. A trial whose bootstrap never moved (every
+#: value alike, as a virtual clock can make them) is weighted as that precise, not
+#: infinitely so (1 / 0 would leave the weights, Q and τ² undefined).
+LEAST_VARIANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -138,10 +143,9 @@ def random_effects(base: ArmTrials, new: ArmTrials, confidence: float) -> Random
     arms = [(a.logs[a.known], a.variances[a.known]) for a in (base, new)]
     if any(len(y) < 2 for y, _ in arms):
         return None
-    tiny = np.finfo(float).tiny
     weighted = all(np.all(np.isfinite(v)) for _, v in arms)
     if weighted:
-        arms = [(y, np.maximum(v, tiny)) for y, v in arms]
+        arms = [(y, np.maximum(v, LEAST_VARIANCE)) for y, v in arms]
         tau2 = _tau_squared(arms)
         weights = [1.0 / (v + tau2) for _, v in arms]
     else:

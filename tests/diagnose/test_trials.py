@@ -181,6 +181,12 @@ def test_trials_without_a_statistic_or_a_sampling_variance() -> None:
     )
     # … and the pooled data's minimums still decide, the need given in trials.
     assert w.inconclusive is not None and w.needed_units == 10
+    # Trials whose bootstrap never moves (every value alike): weighted, finite, decided.
+    flat = [Sample.of(np.full(30, v)) for v in (1.0, 1.0, 1.0)]
+    slower = [Sample.of(np.full(30, v)) for v in (1.2, 1.2, 1.2)]
+    with np.errstate(all="raise"):
+        (f,) = compare_trials(flat, slower, {"p50": "p50"})
+    assert f.ratio == pytest.approx(1.2) and f.significant and f.ci_low > 1.19
 
 
 def test_the_units_needed_are_counted_in_trials() -> None:
