@@ -3,44 +3,46 @@
 **What is compared.** Per metric, each trial's statistic (a mean or quantile of its own
 values, ``runtime.quantiles``) on the log scale, ``y``, with its sampling variance ``v``
 from that trial's own bootstrap (``diagnose.resample``: requests, or time blocks of ITL
-gaps, resampled). The ratio NEW/BASE is exp(μ_NEW − μ_BASE), μ an arm's weighted mean of
-its trials' logs; ``base`` and ``new`` are exp(μ) (weighted geometric means of the trials'
-statistics).
+gaps, resampled). The ratio NEW/BASE is exp(ȳ_NEW − ȳ_BASE), ȳ the mean of an arm's
+trials' logs; ``base`` and ``new`` are exp(ȳ), the geometric means of the trials'
+statistics. The trials are weighted alike: they are alike by design (one plan, one
+length), and a trial's bootstrap variance of a tail quantile rests on its few tail values
+— weighting by it let one trial whose p99 happened to look precise outweigh the others
+(an A/A called −37 % [−53, −14] on the trials 22, 48, 27 ms against 38, 29, 40 ms).
 
 **Random effects, no pre-test.** Trials differ by more than their sampling: the warm-up
 of a server, a neighbour on the machine, the moment long prompts land. That between-trial
-variance, τ², is estimated from the trials themselves (DerSimonian–Laird, one τ² for both
-arms: Cochran's Q over both arms' trials about their own arm's mean, τ² = max(0,
-(Q − df) / C)), and every trial is weighted 1 / (v + τ²), so a larger τ² widens the
-interval smoothly. The interval on log NEW/BASE is the wider of
+variance is estimated from the trials (DerSimonian–Laird with the trials' mean sampling
+variance v̄: τ² = max(0, s² − v̄), s² the spread of the trials about their arm's mean,
+pooled over both arms), and it widens the interval smoothly — no test switches it on.
+The interval on log NEW/BASE is the wider of
 
-* the trials' **t interval** (Hartung–Knapp, per arm: the weighted spread of the trials
-  about their arm's mean, Σ w (y − μ)² / (k − 1) / Σ w; Welch–Satterthwaite degrees of
-  freedom for the two arms). With equal weights this *is* Welch's t on the per-trial
-  logs; it covers whatever makes trials differ, measured or not, and pays for the few
-  trials with a Student t quantile: 3 trials per arm give about 4 degrees of freedom
-  (t = 2.8, not 1.96), 2 per arm 1–2 (t = 4.3–12.7: wide, as it should be);
-* the **random-effects normal interval**, 1 / Σ w per arm with normal quantiles: never
-  narrower than what the trials' own sampling (plus the estimated τ²) says, when the
-  trials happen to agree more closely than their sampling allows.
+* the trials' **t interval**: Welch's t on the per-trial logs (each arm's s²/k,
+  Welch–Satterthwaite degrees of freedom). It covers whatever makes trials differ,
+  measured or not, and pays for the few trials with a Student t quantile: 3 trials per arm
+  give about 4 degrees of freedom (t ≈ 2.8, not 1.96), 2 per arm 1–2 (t = 4.3–12.7:
+  wide, as it should be);
+* the **random-effects normal interval**, (v̄ + τ²)/k per arm with normal quantiles: never
+  narrower than what the trials' own sampling says, when the trials happen to agree more
+  closely than their sampling allows.
 
 The p-value is the larger of the two tests' p-values, so it is below α exactly when both
 intervals, hence the wider one, exclude 1: the interval, ``significant`` and p are one
-decision. This replaces a switch (pooled cluster bootstrap of all trials unless Cochran's
-Q had p < 0.2, trials as units otherwise) whose pooled branch ignored a between-trial
-variance too small for Q to flag with 4 degrees of freedom yet larger than the pooled
-interval: in seeded A/A trials with τ the size of a trial's sampling error it called
-about a fifth of them different (``tests/diagnose/test_trials.py``).
+decision. This replaces a switch (the pooled cluster bootstrap of all trials unless
+Cochran's Q had p < 0.2, trials as units otherwise) whose pooled branch ignored a
+between-trial variance too small for Q to flag with 4 degrees of freedom yet larger than
+the pooled interval: in seeded A/A cases where Q's p landed just over 0.2 it called about a
+quarter of them different (``tests/diagnose/test_trials.py``).
 
-When a trial's sampling variance is unknown (a trial of fewer than two units) the trials
-are weighted equally and the t interval (Welch's) is the interval. The pooled data's
-minimums (``stats.shortfall``: units, values beyond a quantile) still decide whether the
-comparison can be trusted; the units it would need are given in trials.
+When a trial's sampling variance is unknown (a trial of fewer than two units) the t
+interval is the interval. The pooled data's minimums (``stats.shortfall``: units, values
+beyond a quantile) still decide whether the comparison can be trusted; the units it would
+need are given in trials.
 
 **Assumptions.** Trials are independent; an arm's trials' log statistics are normal about
-the arm's level with variance v + τ², the same τ² in both arms for the weights (each arm's
-own spread for the t interval). A trend through the trials (a machine warming up) is read
-as between-trial variance, which ABAB's alternation spreads over both arms.
+the arm's level with variance v + τ². A trend through the trials (a machine warming up, a
+spell of load) is read as between-trial variance, which ABAB's alternation spreads over
+both arms.
 """
 
 from __future__ import annotations
@@ -62,11 +64,6 @@ __all__ = ["RandomEffects", "compare_trials", "random_effects", "trial_interval"
 #: What a comparison of trials is called (``Comparison.method``; ``ab_effect.unit_word``
 #: reads the prefix as "trials").
 METHOD = "trials as units"
-#: Least sampling variance of a trial's log statistic: a relative error of one part in a
-#: million, below any latency's resolution. A trial whose bootstrap never moved (every
-#: value alike, as a virtual clock can make them) is weighted as that precise, not
-#: infinitely so (1 / 0 would leave the weights, Q and τ² undefined).
-LEAST_VARIANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -87,11 +84,12 @@ class ArmTrials:
 class RandomEffects:
     """The random-effects comparison of two arms' trials on the log scale.
 
-    ``difference`` is μ_NEW − μ_BASE and ``low``/``high`` its interval; ``means`` the arms'
-    μ; ``tau`` the between-trial standard deviation (of the log statistic); ``dof`` the t
-    interval's degrees of freedom; ``floored`` whether the random-effects normal interval
-    was the wider (the trials agreed more closely than their sampling allows);
-    ``weighted`` whether the trials' sampling variances were known (else Welch's t).
+    ``difference`` is ȳ_NEW − ȳ_BASE and ``low``/``high`` its interval; ``means`` the
+    arms' ȳ; ``tau`` the between-trial standard deviation (of the log statistic; NaN when
+    the sampling variances are unknown); ``dof`` the t interval's degrees of freedom;
+    ``floored`` whether the random-effects normal interval was the wider (the trials
+    agreed more closely than their sampling allows); ``sampled`` whether the trials'
+    sampling variances were known (else the interval is Welch's t alone).
     """
 
     difference: float
@@ -102,11 +100,11 @@ class RandomEffects:
     tau: float
     dof: float
     floored: bool
-    weighted: bool
+    sampled: bool
 
     def method(self) -> str:
         """The method text of a comparison made with it."""
-        if not self.weighted:
+        if not self.sampled:
             return f"{METHOD}, Welch t on the trials' logs ({self.dof:.1f} dof)"
         tau = f"between-trial tau {100.0 * math.expm1(self.tau):.2g} %"
         if self.floored:
@@ -124,47 +122,30 @@ def _welch_dof(parts: Sequence[float], counts: Sequence[int]) -> float:
     return total**2 / denominator if denominator > 0 else float(sum(k - 1 for k in counts))
 
 
-def _tau_squared(arms: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
-    """DerSimonian–Laird τ² shared by the arms: Q about each arm's own inverse-variance
-    mean, with its degrees of freedom and scaling constant summed over the arms."""
-    q = c = dof = 0.0
-    for y, v in arms:
-        w = 1.0 / v
-        centre = np.sum(w * y) / np.sum(w)
-        q += float(np.sum(w * (y - centre) ** 2))
-        c += float(np.sum(w) - np.sum(w**2) / np.sum(w))
-        dof += len(y) - 1
-    return max(0.0, (q - dof) / c) if c > 0 else 0.0
-
-
 def random_effects(base: ArmTrials, new: ArmTrials, confidence: float) -> RandomEffects | None:
     """The comparison of the module docstring; ``None`` when an arm has fewer than two
     trials with a statistic."""
     arms = [(a.logs[a.known], a.variances[a.known]) for a in (base, new)]
     if any(len(y) < 2 for y, _ in arms):
         return None
-    weighted = all(np.all(np.isfinite(v)) for _, v in arms)
-    if weighted:
-        arms = [(y, np.maximum(v, LEAST_VARIANCE)) for y, v in arms]
-        tau2 = _tau_squared(arms)
-        weights = [1.0 / (v + tau2) for _, v in arms]
-    else:
-        tau2 = float("nan")
-        weights = [np.ones_like(y) for y, _ in arms]
-    means, model, spread = [], [], []
-    for (y, _), w in zip(arms, weights, strict=True):
-        mean = float(np.sum(w * y) / np.sum(w))
-        means.append(mean)
-        model.append(1.0 / float(np.sum(w)))
-        spread.append(float(np.sum(w * (y - mean) ** 2)) / (len(y) - 1) / float(np.sum(w)))
-    difference = means[1] - means[0]
     counts = [len(y) for y, _ in arms]
+    means = [float(np.mean(y)) for y, _ in arms]
+    scatter = [float(np.var(y, ddof=1)) for y, _ in arms]
+    spread = [s2 / k for s2, k in zip(scatter, counts, strict=True)]
+    difference = means[1] - means[0]
     dof = _welch_dof(spread, counts)
     level = 0.5 + confidence / 2.0
     se_t = math.sqrt(sum(spread))
     half_t, p_t = float(sps.t.ppf(level, dof)) * se_t, _p(difference, se_t, sps.t(dof))
-    half_z, p_z = 0.0, 0.0
-    if weighted:
+    sampled = all(np.all(np.isfinite(v)) for _, v in arms)
+    tau2, half_z, p_z = math.nan, 0.0, 0.0
+    if sampled:
+        within = float(np.mean(np.concatenate([v for _, v in arms])))
+        between = sum((k - 1) * s2 for k, s2 in zip(counts, scatter, strict=True)) / sum(
+            k - 1 for k in counts
+        )
+        tau2 = max(0.0, between - within)
+        model = [(float(np.mean(v)) + tau2) / k for (_, v), k in zip(arms, counts, strict=True)]
         se_z = math.sqrt(sum(model))
         half_z, p_z = float(sps.norm.ppf(level)) * se_z, _p(difference, se_z, sps.norm())
     half = max(half_t, half_z)
@@ -174,10 +155,10 @@ def random_effects(base: ArmTrials, new: ArmTrials, confidence: float) -> Random
         difference + half,
         max(p_t, p_z),
         (means[0], means[1]),
-        math.sqrt(tau2) if weighted else float("nan"),
+        math.sqrt(tau2),
         dof,
         half_z > half_t,
-        weighted,
+        sampled,
     )
 
 

@@ -127,6 +127,17 @@ def test_seeded_a_a_trials_with_between_trial_variance_are_rarely_called_differe
     assert detected >= 48 and covered >= 45, (detected, covered)
 
 
+def test_one_trial_whose_tail_quantile_looks_precise_does_not_outweigh_the_others() -> None:
+    # An A/A's ITL p99 per trial (656 gaps: 6 beyond the p99) and its bootstrap sd (log):
+    # weighted by 1/(v + tau²), the first trial's 0.06 made A's level its 22 ms and the
+    # interval −37 % [−53, −14]. Weighted alike, the trials say what they can.
+    a = ArmTrials(np.log([0.0224, 0.0479, 0.0269]), np.array([0.062, 0.747, 0.177]) ** 2)
+    b = ArmTrials(np.log([0.0378, 0.0291, 0.0395]), np.array([0.195, 0.292, 0.286]) ** 2)
+    found = random_effects(b, a, 0.95)
+    assert found is not None and found.low < 0.0 < found.high and found.p_value > 0.05
+    assert np.exp(found.means[1]) == pytest.approx((0.0224 * 0.0479 * 0.0269) ** (1 / 3))
+
+
 def test_the_interval_widens_smoothly_with_the_between_trial_spread() -> None:
     # No threshold: the same trials spread a little further each time give an interval
     # that never narrows, and tau grows from zero.
