@@ -101,7 +101,7 @@ def test_a_between_trial_variance_cochrans_q_passes_does_not_fool_it() -> None:
 def test_seeded_a_a_trials_with_between_trial_variance_are_rarely_called_different() -> None:
     # 200 A/A pairs of three trials per arm, each trial at its own level (sd 1.5× the
     # sampling sd of its p50). The pooled bootstrap of all trials is confidently wrong
-    # in over a fifth; trials as units in about 5 % at most — and a planted 1.3× is
+    # in over a fifth (50 of 200); trials as units in 7 (40 of 1000 seeds) — and a planted 1.3× is
     # still found (49 of 50; 986 of 1000 seeds), its interval covering 1.3 (the
     # trials' levels differ between the arms too: about 95 % of the time).
     sampling_sd = 0.3 * 1.2533 / np.sqrt(200)  # of a log p50 of 200 lognormal(0, 0.3)
