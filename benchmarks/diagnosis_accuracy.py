@@ -23,7 +23,8 @@ salt       a per-request cache salt over shared prefixes                        
 cache-off  prefix caching disabled under shared prefixes                        PC:caching off
 control    nothing (a budget sized to the GPU, roomy pool, moderate load)      none
 aa         two arms of one healthy configuration, each trial its own seed,      no winner
-           judged by ``diagnose ab``'s analysis (a different-seed A/A)
+           trials alternating ABAB, judged by ``diagnose ab``'s analysis (a
+           different-seed A/A)
 =========  ===================================================================  ========
 
 Runs are short (2–10 s each). Printed: one line per run, the confusion matrix of primary
@@ -392,13 +393,15 @@ def run(scenario: Scenario, out: Path, seed: int | None = None) -> Path:
 
 def run_aa(scenario: Scenario, out: Path) -> tuple[str, str, str]:
     """A different-seed A/A: ``AA_TRIALS`` runs per arm of one configuration, every run
-    its own workload seed, judged by the A/B's analysis. (named, confidence, sentence):
-    ``no winner`` for an equivalent or inconclusive outcome, else ``winner``."""
+    its own workload seed, in the order ``diagnose ab`` runs its trials (ABAB…: a spell of
+    load on the machine falls on both arms, not on the three trials of one), judged by the
+    A/B's analysis. (named, confidence, sentence): ``no winner`` for an equivalent or
+    inconclusive outcome, else ``winner``."""
     first = int(scenario.overrides["seed"])
     arms = make_arms([512, 512], ["embedded", "embedded"])
     trials = [
         Trial(arm.index, r + 1, run(scenario, out / f"{arm.label[-1]}{r}", first + 10 * k), "ok")
-        for k, (arm, r) in enumerate((a, r) for a in arms for r in range(AA_TRIALS))
+        for k, (r, arm) in enumerate((r, a) for r in range(AA_TRIALS) for a in arms)
     ]
     verdict = analyse_ab(arms, trials, AbSettings(trials=AA_TRIALS, reference=1)).verdict
     if verdict.outcome == "winner":

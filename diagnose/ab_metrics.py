@@ -12,12 +12,12 @@ kind whose TTFT the chunk size trades against ITL (``prefill_kind``).
 Every arm is compared with another on:
 
 * ``METRICS`` — ITL p50/p95/p99, TTFT p50/p95/p99 of all requests, output tokens/s
-  (``stats.compare_trials``: a ratio, its interval, a test, trials pooled unless they
-  differ more than sampling explains);
+  (``trials.compare_trials``: trials as units, their between-trial variance carried
+  into the interval by a random-effects combination — a ratio, its interval, a test);
 * ``itl_max`` — the worst inter-token gap (the longest stall). A maximum has no useful
   bootstrap (a resample never exceeds the sample's maximum), so the trials are the units:
   the ratio of the geometric means of each trial's maximum with a Welch t interval on
-  the logs (``stats.trial_interval``, ``method="trials (per-trial max)"``), significant
+  the logs (``trials.trial_interval``, ``method="trials (per-trial max)"``), significant
   when that interval excludes 1 — the t test's p-value agrees with it by construction.
   It assumes the trials' maxima are log-normal around the arm's typical worst stall; with
   three trials per arm only a large difference (several-fold, as between chunk sizes
@@ -43,7 +43,8 @@ import pandas as pd
 
 from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
-from diagnose.stats import Comparison, Sample, compare_trials, resampled_statistics, trial_interval
+from diagnose.stats import Comparison, Sample, resampled_statistics
+from diagnose.trials import compare_trials, trial_interval
 from probes import metric_registry as registry
 from probes.metric_registry import json_name
 from probes.stall_events import NO_KIND, StallEvents, kinds_longest_first, prefill_kind

@@ -78,7 +78,7 @@ gate all read the widened replicates (the method names the factor). The interval
 covers the within-run resampling variance and the variation between parts of a run —
 autocorrelation, drift, a trend such as a growing queue. It does not cover a component
 constant through a whole run (a draw's persistent property every part of the run
-shares): repeated runs as trials (``compare_trials``) measure that. It assumes the
+shares): repeated runs as trials (``diagnose.trials``) measure that. It assumes the
 batches differ only by chance: a run whose batches differ by design (a tail with no
 long prompts) would have that shape read as variance between draws.
 
@@ -87,11 +87,9 @@ is a stationary sample of one configuration), the two runs are independent, and 
 percentile bootstrap is accurate once the minimums hold (``benchmarks/
 compare_calibration.py`` measures the false-positive and detection rates). What it does
 not cover is drift between runs (another machine, another hour): for that, repeat runs
-as trials (``compare_trials``). Several trials per arm: the trials are the independent
-units. When trials of an arm differ more than their own sampling explains (Cochran's Q),
-the comparison is made on the per-trial statistics (a Welch t interval on the log
-scale, whose p-value is below α exactly when its interval excludes 1); otherwise the
-pooled cluster bootstrap of all trials is used, which has more resolution.
+as trials (``diagnose.trials.compare_trials``: the trials are the units, their
+between-trial variance estimated and carried into the interval by a random-effects
+combination).
 """
 
 from __future__ import annotations
@@ -108,16 +106,12 @@ from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
 from runfmt.abresult import RatioInterval
 from runtime.quantiles import QUANTILES, quantiles, statistic
 
-__all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats", "compare_trials"]
+__all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats"]
 
 #: Fewest independent units (requests, clusters, time slices) in each run.
 MIN_UNITS = 10
 #: Fewest values beyond a quantile in each run (n·(1 − q) for p99, n·q for a low one).
 MIN_TAIL = 10
-#: Trials differ by more than sampling when Cochran's Q has p below this. Lenient on
-#: purpose: with three trials per arm the test is weak, and missing a real trial effect
-#: (reporting the narrower pooled interval) is the costlier mistake.
-HETEROGENEITY_P = 0.2
 
 
 @dataclass(frozen=True)
@@ -171,13 +165,16 @@ class Comparison(RatioInterval):
     def units_to_separate(self, value: float) -> int | None:
         """Units per run at which the interval would exclude ``value``, its half-width
         (on the log scale, the side facing ``value``) shrinking as 1/√n; ``None`` when
-        no size would (the ratio *is* ``value``) or there is no interval."""
+        no size would (the ratio *is* ``value``) or there is no interval. At least
+        ``MIN_UNITS``, or for trials as units (``diagnose.trials``: their t interval
+        needs no such minimum) one trial more than there are."""
         bound = self.ci_low if self.ratio > value else self.ci_high
         if not all(math.isfinite(x) and x > 0 for x in (self.ratio, bound, value)):
             return None
         logs = (math.log(self.ratio), math.log(bound), math.log(value))
         needed = units_to_exclude(*logs, max(self.units))
-        return None if needed is None else max(MIN_UNITS, needed)
+        least = max(self.units) + 1 if self.method.startswith("trials") else MIN_UNITS
+        return None if needed is None else max(least, needed)
 
 
 def units_to_exclude(estimate: float, bound: float, value: float, units: int) -> int | None:
@@ -392,7 +389,7 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(r[trim]), float(r[total - 1 - trim]), p_value
 
 
-def _undecided(
+def undecided(
     base: Sample, new: Sample, stat: str, names: tuple[str, str]
 ) -> tuple[str | None, int | None]:
     """The combined shortfall of two runs: the reasons, and the larger size needed."""
@@ -453,7 +450,7 @@ def compare_stats(
         low, high, p_value = bounds[stat]
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = float(np.float64(new_value) / base_value)
-        reason, needed = _undecided(base, new, stat, names)
+        reason, needed = undecided(base, new, stat, names)
         out.append(
             Comparison.judge(
                 metric,
@@ -467,125 +464,6 @@ def compare_stats(
                 units=units,
                 resamples=resamples,
                 needed_units=needed,
-            )
-        )
-    return out
-
-
-def trial_interval(
-    base_values: Sequence[float], new_values: Sequence[float], confidence: float = CONFIDENCE
-) -> tuple[float, float, float, float]:
-    """Geometric-mean ratio of per-trial statistics, Welch t interval on logs, and p-value.
-
-    Returns ``(ratio, low, high, p_value)``; p < 1 − ``confidence`` exactly when the
-    interval excludes 1 (both come from one t statistic). Welch's t rather than a rank
-    test: with three trials per arm the smallest two-sided Mann–Whitney p-value is 0.1,
-    so a rank test could never call a difference.
-    """
-    a, b = np.log(np.asarray(new_values, float)), np.log(np.asarray(base_values, float))
-    diff = a.mean() - b.mean()
-    var_a, var_b = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = np.sqrt(var_a + var_b)
-    if se == 0.0:
-        same = float(np.exp(diff))
-        return same, same, same, float(diff == 0.0)
-    dof = (var_a + var_b) ** 2 / (var_a**2 / (len(a) - 1) + var_b**2 / (len(b) - 1))
-    margin = sps.t.ppf(0.5 + confidence / 2.0, dof) * se
-    p_value = 2.0 * sps.t.sf(abs(diff) / se, dof)
-    return (
-        float(np.exp(diff)),
-        float(np.exp(diff - margin)),
-        float(np.exp(diff + margin)),
-        float(p_value),
-    )
-
-
-def _geometric_mean(values: Sequence[float]) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
-def trial_heterogeneity(
-    trials: Sequence[Sample], stats: Sequence[str], resamples: int, seed: Seed
-) -> dict[str, tuple[float, int]]:
-    """Cochran's Q of the per-trial log statistics of one arm, and its degrees of freedom.
-
-    Each trial's sampling variance comes from its own bootstrap; Q compares the spread
-    between trials with what that sampling alone explains (Q ~ chi2(k-1) when the
-    trials differ only by sampling).
-    """
-    root = seed_sequence(seed)
-    logs = {s: [] for s in stats}
-    variances = {s: [] for s in stats}
-    for trial, trial_seed in zip(trials, root.spawn(len(trials)), strict=True):
-        replicates = resampled_statistics(trial, stats, resamples, trial_seed)
-        for stat in stats:
-            logs[stat].append(np.log(statistic(trial.values, stat)))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                variances[stat].append(np.nanvar(np.log(replicates[stat])))
-    out = {}
-    for stat in stats:
-        weights = 1.0 / np.maximum(np.asarray(variances[stat]), np.finfo(float).tiny)
-        values = np.asarray(logs[stat])
-        centre = np.sum(weights * values) / np.sum(weights)
-        out[stat] = (float(np.sum(weights * (values - centre) ** 2)), len(trials) - 1)
-    return out
-
-
-def compare_trials(
-    base_trials: Sequence[Sample],
-    new_trials: Sequence[Sample],
-    metrics: Mapping[str, str],
-    *,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = 0,
-) -> list[Comparison]:
-    """Compare arms of several trials each (ABAB…), trials being the independent units.
-
-    Per metric: when the trials of the arms differ more than their own sampling explains
-    (Cochran's Q over both arms, p < ``HETEROGENEITY_P``), trial-to-trial variation
-    dominates and the trial-level comparison (``trial_interval``) is reported, with
-    ``method="trials"``; otherwise the pooled cluster bootstrap of all trials is. Needs
-    at least two trials per arm; three or more give an interval worth reading. The
-    pooled data's minimums (``shortfall``) apply to both.
-    """
-    if len(base_trials) < 2 or len(new_trials) < 2:
-        raise ValueError("compare_trials needs at least two trials per arm")
-    stats = list(dict.fromkeys(metrics.values()))
-    seed_pooled, seed_base, seed_new = seed_sequence(seed).spawn(3)
-    pooled = compare_stats(
-        Sample.concat(base_trials),
-        Sample.concat(new_trials),
-        metrics,
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed_pooled,
-    )
-    q_base = trial_heterogeneity(base_trials, stats, resamples, seed_base)
-    q_new = trial_heterogeneity(new_trials, stats, resamples, seed_new)
-    out = []
-    for (metric, stat), pooled_cmp in zip(metrics.items(), pooled, strict=True):
-        q_value = q_base[stat][0] + q_new[stat][0]
-        dof = q_base[stat][1] + q_new[stat][1]
-        if sps.chi2.sf(q_value, dof) >= HETEROGENEITY_P:
-            out.append(pooled_cmp)
-            continue
-        per_base = [statistic(s.values, stat) for s in base_trials]
-        per_new = [statistic(s.values, stat) for s in new_trials]
-        ratio, low, high, p_value = trial_interval(per_base, per_new, confidence)
-        means = (_geometric_mean(per_base), _geometric_mean(per_new))
-        out.append(
-            Comparison.judge(
-                metric,
-                ratio,
-                (low, high),
-                p_value,
-                means,
-                "trials",
-                confidence,
-                inconclusive=pooled_cmp.inconclusive,
-                units=(len(per_base), len(per_new)),
-                needed_units=pooled_cmp.needed_units,
             )
         )
     return out

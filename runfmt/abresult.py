@@ -85,6 +85,16 @@ class RatioInterval:
     is (BASE, NEW) independent units; ``needed_units`` the units per run that would meet
     the minimums when those are what failed. A value that could not be computed is NaN,
     ``null`` in the file.
+
+    ``method`` says how the interval was made, as free text a reader shows; its first
+    words name the units: ``bootstrap`` / ``cluster bootstrap`` (requests or time blocks
+    of two runs, ``compare``; ``…, widened …`` for different seeds), ``events …`` (stall
+    events, ``diagnose ab``), ``trials …`` (an A/B's trials as units: ``trials as units,
+    random effects (between-trial tau …; t interval, … dof)`` or ``…; the trials agree
+    within their sampling: its normal interval …``, ``trials as units, Welch t …``, and
+    ``trials (per-trial max)``; ``ab.json`` files written before the random-effects
+    combination also hold a bare ``trials``, and ``bootstrap`` / ``cluster bootstrap``
+    for an A/B's pooled trials). ``units`` and ``needed_units`` are in those units.
     """
 
     metric: str

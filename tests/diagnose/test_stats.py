@@ -1,4 +1,4 @@
-"""Bootstrap intervals, the one decision rule, inconclusive data and trial pooling."""
+"""Bootstrap intervals, the one decision rule, inconclusive data and pooled trials' units."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ from diagnose.stats import (
     Comparison,
     Sample,
     compare_stats,
-    compare_trials,
     percentile_interval,
     shortfall,
-    trial_interval,
 )
 from probes.units import p_text
 from runfmt.codec import encode
@@ -129,46 +127,6 @@ def test_too_small_samples_give_no_interval_and_no_verdict() -> None:
     assert encode(c)["ci_low"] is None
     assert c.significant is False
     assert c.inconclusive == "BASE: 1 units (fewer than 10); NEW: 2 units (fewer than 10)"
-
-
-def test_trial_interval_is_welch_t_on_logs() -> None:
-    base, new = [1.00, 1.08, 0.95], [1.30, 1.21, 1.40]
-    ratio, low, high, p_value = trial_interval(base, new)
-    expected = sps.ttest_ind(np.log(new), np.log(base), equal_var=False)
-    assert p_value == pytest.approx(expected.pvalue)
-    ci = expected.confidence_interval(0.95)
-    assert (low, high) == pytest.approx((np.exp(ci.low), np.exp(ci.high)))
-    assert ratio == pytest.approx(np.exp(np.mean(np.log(new)) - np.mean(np.log(base))))
-
-
-def _trials(rng: np.random.Generator, offsets: list[float], n: int = 2000) -> list[Sample]:
-    return [Sample.of(off * rng.lognormal(0.0, 0.3, n)) for off in offsets]
-
-
-def test_trial_to_trial_variation_is_not_mistaken_for_a_difference() -> None:
-    # Each trial of an arm runs at its own level (warm-up, neighbours, thermal state):
-    # pooled, 6000 requests per arm look decisive; as trials, they are three per arm.
-    rng = np.random.default_rng(21)
-    base = _trials(rng, [1.00, 1.12, 0.90])
-    new = _trials(rng, [1.08, 0.94, 1.15])
-    pooled = compare_stats(Sample.concat(base), Sample.concat(new), {"p50": "p50"})[0]
-    assert pooled.significant
-    (c,) = compare_trials(base, new, {"p50": "p50"})
-    assert c.method == "trials"
-    assert not c.significant
-    assert c.ci_high / c.ci_low > pooled.ci_high / pooled.ci_low
-
-
-def test_trials_with_a_real_shift_and_little_trial_noise() -> None:
-    rng = np.random.default_rng(22)
-    base = _trials(rng, [1.0, 1.0, 1.0], n=300)
-    new = _trials(rng, [1.4, 1.4, 1.4], n=300)
-    (c,) = compare_trials(base, new, {"mean": "mean"})
-    assert c.method == "bootstrap"  # trials agree within their sampling: pooled
-    assert c.significant
-    assert c.ci_low < 1.4 < c.ci_high
-    with pytest.raises(ValueError):
-        compare_trials(base[:1], new, {"mean": "mean"})
 
 
 def test_pooled_trials_keep_their_requests_apart() -> None:
