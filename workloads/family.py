@@ -9,7 +9,7 @@ concurrency — are resolved here once, so ``--rate`` means the same thing every
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +132,7 @@ def round_robin(names: Sequence[str], index: int) -> str | None:
 
 def make_plan(
     spec: WorkloadSpec,
-    requests: list[RequestSpec],
+    requests: Iterable[RequestSpec],
     arrival: Arrival,
     concurrency: int | None = None,
     **extra: Any,
