@@ -1,14 +1,16 @@
 """A plan's requests stored by column, each ``RequestSpec`` built when it is read.
 
-Measurement convention (memory, issue 43): a plan held as ``RequestSpec`` objects costs
-~570 B a request (27 MiB of Python objects at 50,000 requests, shared-prefix), and the
-oracle's annotated copy doubled it while it was made; the run's RSS level kept that high
-water mark for the whole run. Stored here as columns — numbers in typed arrays
-(``array``: 8 B a value, a byte for "None"), ids in one UTF-8 buffer, prompts as a
-table of segments (length, key; explicit tokens kept as given), other fields as plain
-lists of references (a string many requests share is one object) — a request costs
-~150 B. A request is materialised when it is read and let go by whoever read it: the
-sender holds only the requests in flight (and a session's next turn).
+Measurement convention (memory, issue 43; tracemalloc, shared-prefix, 50,000 requests):
+held as ``RequestSpec`` objects a plan costs ~570 B a request (27 MiB), and the
+oracle's annotated copy doubled it while it was made; the run's RSS level kept that
+high-water mark for the whole run. Stored here by column, a request costs ~86 B
+(4.1 MiB): a field that holds the same object for every request so far is one
+reference (``_Same``: the kind, no tenant, no text …) until a request differs; then
+numbers go to typed arrays (``array``: 8 B a value, a byte for "None"), ids to one
+UTF-8 buffer, prompts to a table of segments (length, key; explicit tokens kept as the
+tuple given), other fields to plain lists of references. A request is built when it is
+read and let go by whoever read it: the sender holds only the requests in flight (and a
+session's next turn).
 
 Bit for bit: a request read back is equal, field by field and type by type, to the one
 stored. A value a typed column cannot hold exactly (a numpy integer, a bool given where
@@ -52,6 +54,30 @@ class _Objects:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+class _Same:
+    """One value for every request so far (the same object: ``is``, so ``0.0`` and
+    ``-0.0``, ``1`` and ``True`` stay apart): no memory a request, until one differs."""
+
+    def __init__(self, value: Any, count: int) -> None:
+        self.value = value
+        self.count = count
+
+    def fits(self, value: Any) -> bool:
+        return value is self.value or not self.count
+
+    def append(self, value: Any) -> None:
+        self.value = value
+        self.count += 1
+
+    def __getitem__(self, i: int) -> Any:
+        if not -self.count <= i < self.count:
+            raise IndexError(i)
+        return self.value
+
+    def __len__(self) -> int:
+        return self.count
 
 
 class _Numbers:
@@ -169,11 +195,23 @@ def _column(name: str) -> Any:
     return _Objects()
 
 
+def _widened(name: str, column: Any, value: Any) -> Any:
+    """A column holding what ``column`` holds that ``value`` fits in: the typed column of
+    field ``name`` after a ``_Same``, else (or when that does not fit) plain objects."""
+    if isinstance(column, _Same):
+        typed = _column(name)
+        if typed.fits(value) and (not column.count or typed.fits(column.value)):
+            for _ in range(column.count):
+                typed.append(column.value)
+            return typed
+    return _Objects(column[i] for i in range(len(column)))
+
+
 class _Store:
     """The columns of every request, filled once, read-only after."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, Any] = {name: _column(name) for name in _FIELDS}
+        self.columns: dict[str, Any] = {name: _Same(None, 0) for name in _FIELDS}
         self.size = 0
         #: Positions holding something other than a ``RequestSpec``, kept as given.
         self.odd: dict[int, Any] = {}
@@ -181,13 +219,16 @@ class _Store:
     def add(self, spec: Any) -> None:
         if type(spec) is not RequestSpec:
             self.odd[self.size] = spec
-            for column in self.columns.values():
-                column.append(Prompt(()) if isinstance(column, _Prompts) else None)
+            for name, column in self.columns.items():
+                filler = Prompt(()) if isinstance(column, _Prompts) else None
+                if not column.fits(filler):
+                    column = self.columns[name] = _widened(name, column, filler)
+                column.append(filler)
         else:
             for name, column in self.columns.items():
                 value = getattr(spec, name)
                 if not column.fits(value):
-                    column = self.columns[name] = _Objects(column[i] for i in range(self.size))
+                    column = self.columns[name] = _widened(name, column, value)
                 column.append(value)
         self.size += 1
 
@@ -273,10 +314,10 @@ class PackedRequests(Sequence[RequestSpec]):
         store = _Store()
         store.columns = dict(whole._store.columns)
         store.size = whole._store.size
-        column = _column(name)
+        column: Any = _Same(None, 0)
         for value in values:
             if not column.fits(value):
-                column = _Objects(column[i] for i in range(len(column)))
+                column = _widened(name, column, value)
             column.append(value)
         store.columns[name] = column
         store.odd = {i: _replaced(spec, name, values[i]) for i, spec in whole._store.odd.items()}

@@ -1,6 +1,6 @@
 """The plan: every request a run sends, decided before sending (``workloads.request``
 for prompts and requests; ``workloads.packed`` for how they are held: by column, each
-request built when it is read, so a plan of 50,000 requests costs ~150 B a request)."""
+request built when it is read: ~86 B a request, against ~570 B as objects)."""
 
 from __future__ import annotations
 

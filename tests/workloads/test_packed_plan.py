@@ -165,3 +165,18 @@ def test_the_memo_in_two_generations_gives_the_plain_hashes_and_stays_bounded(
     assert [again.chain(r.prompt, scope) for r in plan.requests] == [
         hasher.chain(r.prompt, scope) for r in plan.requests
     ]
+
+
+def test_a_column_of_one_value_tells_equal_values_apart() -> None:
+    prompt = Prompt((Segment(1, key=1),))
+    given = [
+        RequestSpec("a", prompt, 1, think_time_s=0.0, intended_s=None),
+        RequestSpec("b", prompt, True, think_time_s=-0.0, intended_s=None),  # type: ignore[arg-type]
+        RequestSpec("c", prompt, 1, think_time_s=0.0, intended_s=2.0),
+    ]
+    packed = PackedRequests.pack(given)
+    for read, built in zip(packed, given, strict=True):
+        _same(read, built)
+    assert [str(t) for t in packed.column("think_time_s")] == ["0.0", "-0.0", "0.0"]
+    same = PackedRequests.pack([given[0]] * 500)
+    assert same.column("prompt") == [prompt] * 500 and same[499].think_time_s == 0.0
