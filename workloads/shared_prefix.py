@@ -15,7 +15,7 @@ tenant — the cost of isolation, and what a per-request salt does to a cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -111,7 +111,7 @@ def _tenants(p: SharedPrefixParams, seed: int, groups: np.ndarray) -> list[str |
 
 
 def _warmups(
-    prefixes: list[Segment], users: list[tuple[int, str | None, str | None]]
+    prefixes: list[Segment], users: Iterable[tuple[int, str | None, str | None]]
 ) -> list[RequestSpec]:
     """One prefix-only request per (group, tenant, adapter) that measured requests use."""
     distinct = dict.fromkeys(u for u in users if prefixes[u[0]].length)
@@ -160,7 +160,7 @@ def build(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
                 lora=round_robin(p.loras, int(g)),
             )
 
-    users = [(int(g), tenants[i], round_robin(p.loras, int(g))) for i, g in enumerate(groups)]
+    users = ((int(g), tenants[i], round_robin(p.loras, int(g))) for i, g in enumerate(groups))
     warmups = _warmups(prefixes, users) if p.warmup else []
     return make_plan(
         spec,
