@@ -24,11 +24,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields, replace
-from typing import Any, overload
+from typing import Any, TypeVar, overload
+from weakref import WeakValueDictionary
 
 from workloads.request import Prompt, RequestSpec, Segment
 
 __all__ = ["PackedRequests"]
+
+T = TypeVar("T")
 
 _INTS = ("max_tokens", "group", "session", "turn", "expected_cached_tokens")
 _FLOATS = ("intended_s", "think_time_s")
@@ -145,6 +148,18 @@ class _Prompts:
         self.lengths = array("q")
         self.keys = array("Q")
         self.tokens: dict[int, tuple[int, ...]] = {}
+        #: The segments read and still alive somewhere, by what they are: a segment read
+        #: twice (a trace's block in many prompts, a group's prefix) is one object while
+        #: anything holds it, as it was when the plan was built, and nothing once not.
+        self.alive: WeakValueDictionary[tuple[int, int | None, int], Segment] = (
+            WeakValueDictionary()
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if name != "alive"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state, alive=WeakValueDictionary())
 
     def fits(self, value: Any) -> bool:
         if type(value) is not Prompt:
@@ -168,17 +183,32 @@ class _Prompts:
 
     def __getitem__(self, i: int) -> Prompt:
         start = self.ends[i - 1] if i else 0
+        lengths, keys, explicit, alive = self.lengths, self.keys, self.tokens, self.alive
         segments = []
         for k in range(start, self.ends[i]):
-            tokens = self.tokens.get(k)
-            if tokens is None:
-                segments.append(Segment(self.lengths[k], key=self.keys[k]))
-            else:
-                segments.append(Segment(self.lengths[k], tokens=tokens))
-        return Prompt(tuple(segments))
+            tokens = explicit.get(k)
+            key = None if tokens is not None else keys[k]
+            # explicit tokens by the tuple's identity: the store holds it, so it is unique
+            what = (lengths[k], key, id(tokens))
+            segment = alive.get(what)
+            if segment is None:
+                segment = _built(Segment, length=lengths[k], key=key, tokens=tokens)
+                alive[what] = segment
+            segments.append(segment)
+        return _built(Prompt, segments=tuple(segments))
 
     def __len__(self) -> int:
         return len(self.ends)
+
+
+def _built(cls: type[T], **values: Any) -> T:
+    """An instance of frozen dataclass ``cls`` holding ``values``, its ``__init__`` (and
+    checks) skipped: each value was checked when the object was first made, and a trace's
+    request is dozens of segments read several times before it is sent (``__init__``
+    sets a frozen field through ``object.__setattr__``: ~1 µs a segment; this, ~0.3)."""
+    made = object.__new__(cls)
+    made.__dict__.update(values)
+    return made
 
 
 def _column(name: str) -> Any:
@@ -235,7 +265,7 @@ class _Store:
     def spec(self, i: int) -> RequestSpec:
         if self.odd and i in self.odd:
             return self.odd[i]
-        return RequestSpec(**{name: column[i] for name, column in self.columns.items()})
+        return _built(RequestSpec, **{name: column[i] for name, column in self.columns.items()})
 
     def value(self, name: str, i: int) -> Any:
         if self.odd and i in self.odd:
