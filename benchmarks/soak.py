@@ -57,16 +57,16 @@ The workload's plan held by column (``workloads.packed``: ~86 B a request, again
 sender reads each request when it sends it), same machine, ``--seed 7``, peak (level
 during the run, the end's increment), MiB; RSS while sending in brackets:
 
-    requests   before (18f987e)                 plan by column (96dec5b)
-    5,000      139.9 (87.1, +52.7) [~85]        135.0 (83.5, +51.6) [~82]
-    50,000     184.7 (132.9, +51.8) [~126]      155.5 (91.2, +64.3) [~89]
+    requests   before (18f987e)                 plan by column (3403aac)
+    5,000      139.9 (87.1, +52.7) [~85]        137.0 (84.0, +53.0) [~82]
+    50,000     184.7 (132.9, +51.8) [~126]      149.9 (91.4, +58.5) [~88]
 
-The level during the run now grows 7.7 MiB from 5,000 to 50,000 requests (the plan's
+The level during the run now grows 7.4 MiB from 5,000 to 50,000 requests (the plan's
 columns are 4.1 MiB of it at 50,000), against 45.8 before. What still grows: the end,
-+51.6 at 5,000 against +64.3 at 50,000 — no longer absorbed by a heap the plan freed —
-the compaction's peak (+52 → +59 over its own level) and the summary's (the server
-series itself: a frame row and each histogram per scrape, 2.9 MiB for 615 scrapes; the
-allocator's fragmentation over more parts).
++53.0 at 5,000 against +58.5 at 50,000 — no longer absorbed by a heap the plan freed —
+the compaction's peak and the summary's (the server series itself: a frame row and
+each histogram per scrape, 2.9 MiB for 615 scrapes; the allocator's fragmentation over
+more parts).
 
 Linux only (``/proc``). Exit status 1 when rows are missing.
 """
