@@ -30,33 +30,43 @@ Measured on the shared 2-core machine (issue 43, shared-prefix, 32 streams, 16 t
 increment); main run from its own tree (the ``-c`` child imports from the working
 directory first):
 
-    requests             main at aa5c0f9            this branch
+    requests             main at aa5c0f9            18f987e
     5,000                144.2 (86.8, +57.4)        138.3 (85.8, +52.4)
     50,000               233.5 (137.1, +96.4)       187.4 (132.8, +54.6)
     5,000 --percentiles  148.7 (85.9, +62.8)        140.2 (86.2, +54.0)
     50,000 --percentiles 332.3 (135.5, +196.8)      195.1 (132.8, +62.3)
 
 ``--replay`` of the same run directories (what the end adds to a fresh process's RSS;
-the summary.json and parquet files main and this branch write are identical, ``cmp``):
+the summary.json and parquet files aa5c0f9 and 18f987e write are identical, ``cmp``):
 
-    run                  main at aa5c0f9   this branch
+    run                  main at aa5c0f9   18f987e
     5,000                +66.5             +62.0
     50,000 (244 s run)   +123.2            +76.0
     50,000 (334 s run)   +129.3            +77.9
 
-(this branch: the server's ``/metrics`` samples resolved a scrape at a time, vLLM's extra
+(18f987e: the server's ``/metrics`` samples resolved a scrape at a time, vLLM's extra
 percentiles in the summary's own passes, glibc's ``mmap`` threshold held at 128 KiB
 (``runtime.arrow_pool``), the plan the oracle annotated replacing the original; before
 it: the summary a part at a time with exact quantiles, the compaction in two passes
-holding one part, pyarrow on the system allocator.) What still grows: in a replay the end
-adds ~14 MiB more at 50,000 than at 5,000 (in a whole bench the run's freed heap absorbs
-it) — the server series itself (a frame row and each histogram per scrape: 2.9 MiB for
-615 scrapes) and the allocator's fragmentation over more parts; and the workload's plan,
-built whole before the first send (27 MiB of Python objects at 50,000 requests, ~570 B a
-request: RSS while sending 86 MiB at 5,000, 126 MiB at 50,000, flat while sending). The
-summary step alone (fresh process, 50,000 requests, alternated with main at load 4-5):
-2.1-3.6 CPU s against main's 1.9-3.1; the held threshold is 0.1-0.4 s of it (each large
-buffer mapped anew).
+holding one part, pyarrow on the system allocator.) The summary step alone (fresh
+process, 50,000 requests, alternated with main at load 4-5): 2.1-3.6 CPU s against
+main's 1.9-3.1; the held threshold is 0.1-0.4 s of it (each large buffer mapped anew).
+
+The workload's plan held by column (``workloads.packed``: ~86 B a request, against
+~570 B as ``RequestSpec`` objects and a second copy while the oracle annotated it; the
+sender reads each request when it sends it), same machine, ``--seed 7``, peak (level
+during the run, the end's increment), MiB; RSS while sending in brackets:
+
+    requests   before (18f987e)                 plan by column (3403aac)
+    5,000      139.9 (87.1, +52.7) [~85]        137.0 (84.0, +53.0) [~82]
+    50,000     184.7 (132.9, +51.8) [~126]      149.9 (91.4, +58.5) [~88]
+
+The level during the run now grows 7.4 MiB from 5,000 to 50,000 requests (the plan's
+columns are 4.1 MiB of it at 50,000), against 45.8 before. What still grows: the end,
++53.0 at 5,000 against +58.5 at 50,000 — no longer absorbed by a heap the plan freed —
+the compaction's peak and the summary's (the server series itself: a frame row and
+each histogram per scrape, 2.9 MiB for 615 scrapes; the allocator's fragmentation over
+more parts).
 
 Linux only (``/proc``). Exit status 1 when rows are missing.
 """

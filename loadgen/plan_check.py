@@ -3,36 +3,39 @@ requests this target cannot take refused (``InputError``, one line, nothing sent
 
 from __future__ import annotations
 
+from collections.abc import Sized
+
 from loadgen.adapters.base import Adapter
 from loadgen.load_options import LoadOptions
-from loadgen.sessions import SessionBook
 from loadgen.target import Target
 from workloads.errors import InputError
-from workloads.plan import Plan, RequestSpec
+from workloads.plan import PackedRequests, Plan
 
 
-def split_plan(
-    plan: Plan, sessions: SessionBook
-) -> tuple[list[RequestSpec], list[RequestSpec], list[RequestSpec]]:
+def split_plan(plan: Plan) -> tuple[PackedRequests, PackedRequests, PackedRequests]:
     """The warm-up requests, the open-loop ones by send time and the closed-loop ones;
-    later turns of a session are released by their session, in none of the three."""
+    later turns of a session are released by their session, in none of the three. Views
+    on the plan (read from its columns: no request is built here)."""
+    requests = plan.requests
+    warmup, intended = requests.column("warmup"), requests.column("intended_s")
+    session, turn = requests.column("session"), requests.column("turn")
     warmups, open_loop, closed = [], [], []
-    for spec in plan:
-        if spec.warmup:
-            warmups.append(spec)
-        elif sessions.is_later_turn(spec):
+    for i in range(len(requests)):
+        if warmup[i]:
+            warmups.append(i)
+        elif session[i] is not None and (turn[i] or 0) >= 1:  # SessionBook.is_later_turn
             continue
-        elif spec.intended_s is not None:
-            open_loop.append(spec)
+        elif intended[i] is not None:
+            open_loop.append(i)
         else:
-            closed.append(spec)
-    open_loop.sort(key=lambda s: s.intended_s)
-    return warmups, open_loop, closed
+            closed.append(i)
+    open_loop.sort(key=intended.__getitem__)
+    return requests.select(warmups), requests.select(open_loop), requests.select(closed)
 
 
 def check_load(
     plan: Plan,
-    closed: list[RequestSpec],
+    closed: Sized,
     options: LoadOptions,
     target: Target,
     adapter: Adapter,

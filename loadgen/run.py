@@ -44,7 +44,7 @@ on the way, such as a cache reset against an unreachable server) leaves it ``fai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import aiohttp
@@ -69,7 +69,7 @@ from runfmt.rundir import RunDir
 from runtime.clock import RunClock
 from runtime.json_codec import dumps
 from runtime.timing import Waker, sleep_until
-from workloads.plan import Plan, RequestSpec
+from workloads.plan import PackedRequests, Plan, RequestSpec
 
 #: How long before its send time an open-loop request is built (a 32k-token prompt
 #: takes a few milliseconds to materialise and encode) and started, so that its
@@ -129,7 +129,7 @@ class LoadRun:
     # -- entry point ----------------------------------------------------------------------
     async def run(self) -> LoadResult:
         """Send the plan; return how it went (``status`` complete or interrupted)."""
-        warmups, open_loop, closed_loop = split_plan(self.plan, self.sessions)
+        warmups, open_loop, closed_loop = split_plan(self.plan)
         check_load(self.plan, closed_loop, self.options, self.target, self.adapter, self._users())
         self.result.started_s = self.clock.now()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
@@ -191,7 +191,7 @@ class LoadRun:
 
     # -- phases ---------------------------------------------------------------------------
     async def _phase(
-        self, open_loop: list[RequestSpec], closed: Iterator[RequestSpec], users: int | None
+        self, open_loop: Sequence[RequestSpec], closed: Iterator[RequestSpec], users: int | None
     ) -> None:
         """Run dispatchers until every request they release (and its later turns) ended.
 
@@ -219,20 +219,21 @@ class LoadRun:
                 await asyncio.wait(set(self._tasks.tasks), timeout=self.options.drain_s)
             await self._tasks.cancel_all()
 
-    async def _open_loop(self, specs: list[RequestSpec]) -> None:
+    async def _open_loop(self, specs: PackedRequests) -> None:
         """Start each request ``PREPARE_AHEAD_S`` before its intended time.
 
         Every request due within that window is built and started in one pass; each
         then holds its bytes until its own intended time, so a high rate never
         under-delivers and the client's set-up work is not counted as dispatch lag.
+        A request is read from the plan (built) only when it is started.
         """
         i, n = 0, len(specs)
         while i < n:
             # the send itself waits on the Waker; being early here needs no precision
-            prepare_at = self._t0 + specs[i].intended_s - PREPARE_AHEAD_S
+            prepare_at = self._t0 + specs.field(i, "intended_s") - PREPARE_AHEAD_S
             await sleep_until(self.clock.now, prepare_at, self.options.spin_s)
             horizon = self.clock.now() + PREPARE_AHEAD_S
-            while i < n and self._t0 + specs[i].intended_s <= horizon:
+            while i < n and self._t0 + specs.field(i, "intended_s") <= horizon:
                 spec = specs[i]
                 due = self._t0 + spec.intended_s
                 prepared = replace(self._prepare(spec), not_before=due)

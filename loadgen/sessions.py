@@ -30,10 +30,14 @@ class SessionBook:
         self.text_tokens = text_tokens
         #: request id -> the token ids a later turn sent (its composed history), when known
         self.composed: dict[str, Prompt] = {}
-        self._turns: dict[tuple[int, int], RequestSpec] = {
-            (spec.session, spec.turn): spec
-            for spec in plan
-            if spec.session is not None and spec.turn is not None
+        # (session, turn) -> the request's index in the plan (read from its columns: a
+        # turn is built when its session reaches it)
+        self._requests = plan.requests
+        sessions, turns = plan.requests.column("session"), plan.requests.column("turn")
+        self._turns: dict[tuple[int, int], int] = {
+            (s, t): i
+            for i, (s, t) in enumerate(zip(sessions, turns, strict=True))
+            if s is not None and t is not None
         }
         # session -> the last turn's full prompt and what the server returned for it
         self._history: dict[int, tuple[FullPrompt, list[int] | str]] = {}
@@ -46,7 +50,8 @@ class SessionBook:
     def next_turn(self, spec: RequestSpec) -> RequestSpec | None:
         if spec.session is None or spec.turn is None:
             return None
-        return self._turns.get((spec.session, spec.turn + 1))
+        index = self._turns.get((spec.session, spec.turn + 1))
+        return None if index is None else self._requests[index]
 
     def has_next(self, spec: RequestSpec) -> bool:
         """Whether ``spec``'s answer is needed: a next turn composes it into its history."""

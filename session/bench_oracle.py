@@ -185,7 +185,9 @@ def _offload_blocks(first: Exposition | None, mapping: MetricMapping | None) -> 
 
 
 def has_later_turns(plan: Plan) -> bool:
-    return any(r.composes_history for r in plan)
+    """Whether a request ``composes_history`` (read from the plan's columns)."""
+    columns = (plan.requests.column(name) for name in ("session", "turn", "carries_history"))
+    return any(s is not None and t and not c for s, t, c in zip(*columns, strict=True))
 
 
 def sessions_share_turns(plan: Plan) -> bool:
@@ -193,7 +195,10 @@ def sessions_share_turns(plan: Plan) -> bool:
     which copy's later turn reaches the server first is the run's timing, so the pass
     waits for the run and replays it in the order it happened."""
     opening: set[Prompt] = set()
-    sessions_with_history = {r.session for r in plan if r.carries_history}
+    columns = plan.requests.column("session"), plan.requests.column("carries_history")
+    sessions_with_history = {s for s, carries in zip(*columns, strict=True) if carries}
+    if not sessions_with_history:
+        return False
     for r in plan:
         if r.session in sessions_with_history and r.turn == 0:
             if r.prompt in opening:
@@ -212,7 +217,9 @@ def annotated_after_run(plan: Plan, deadline_s: float | None) -> bool:
     """Whether the oracle can only run once the run is over: a plan with later turns (their
     history is the server's answers), or a closed loop bounded by a duration (it sends a
     prefix of a generous plan, in plan order)."""
-    bounded_closed_loop = deadline_s is not None and all(r.intended_s is None for r in plan)
+    bounded_closed_loop = deadline_s is not None and all(
+        t is None for t in plan.requests.column("intended_s")
+    )
     return bounded_closed_loop or timing_decides(plan)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import chain
 
 from loadgen.target import Target
 from workloads.build import build_plan
@@ -101,8 +102,8 @@ def asked_rate(plan: Plan) -> tuple[float | None, str]:
 def counts_by_kind(plan: Plan) -> dict[str, int]:
     """Measured requests of each kind (``long-prompt``, ``decode``, ``turn`` …)."""
     counts: dict[str, int] = {}
-    for r in plan.measured:
-        counts[r.kind] = counts.get(r.kind, 0) + 1
+    for kind in plan.measured.column("kind"):
+        counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 
@@ -137,7 +138,7 @@ def dataset_reuse_note(plan: Plan) -> str | None:
 
 def target_rate(plan: Plan) -> float | None:
     """The offered open-loop rate (requests/s) of the plan's schedule."""
-    times = sorted(r.intended_s for r in plan.measured if r.intended_s is not None)
+    times = sorted(t for t in plan.measured.column("intended_s") if t is not None)
     span = times[-1] - times[0] if len(times) > 1 else 0.0
     return (len(times) - 1) / span if span > 0 else None
 
@@ -179,7 +180,7 @@ def exact_chat_prompts(plan: Plan, tokenizer: ChatTokenizer) -> Plan:
             return r
         return replace(r, prompt=Prompt.of_tokens(tokenizer.encode_chat(chat_messages(r.text))))
 
-    return replace(plan, requests=tuple(exact(r) for r in plan.requests))
+    return replace(plan, requests=(exact(r) for r in plan.requests))
 
 
 def full_text_tokens(api: str, tokenizer: Tokenizer | None) -> Callable[[str], list[int]] | None:
@@ -230,4 +231,6 @@ def build_bench_plan(
     if target.max_model_len and not allow_overlong:
         source = target.discovered.get("max_model_len", "the server")
         refuse_overlong(plan, target.max_model_len, source)
-    return replace(plan, requests=(*warmup_requests(plan, warmup), *plan.requests))
+    if not warmup:
+        return plan
+    return replace(plan, requests=chain(warmup_requests(plan, warmup), plan.requests))

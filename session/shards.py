@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from workloads.plan import Plan, RequestSpec
+from workloads.plan import PackedRequests, Plan, RequestSpec
 
 #: Streamed tokens per second one worker core sustains before it is client-limited
 #: (46-49 µs of CPU per token measured against an SSE mock, about 20k/s).
@@ -40,13 +41,16 @@ class Shard:
     """The requests one worker sends, in plan order, and the users it runs them with."""
 
     index: int
-    requests: list[RequestSpec]
+    requests: Sequence[RequestSpec]  # a view on the plan's (``PackedRequests.select``)
     concurrency: int | None
     max_concurrency: int | None
 
     def plan(self, whole: Plan) -> Plan:
-        """This shard's requests as a plan of their own (the whole plan's other fields)."""
-        return replace(whole, requests=self.requests, concurrency=self.concurrency)
+        """This shard's requests as a plan of their own (the whole plan's other fields),
+        packed anew: a worker is sent its own requests, not the whole plan's store."""
+        return replace(
+            whole, requests=PackedRequests.pack(self.requests), concurrency=self.concurrency
+        )
 
 
 def unit_of(spec: RequestSpec) -> tuple[str, object]:
@@ -83,21 +87,26 @@ def split_plan(plan: Plan, workers: int | None, max_concurrency: int | None = No
     """``plan`` as ``workers`` shards (fewer when it has fewer units or users than that;
     None: as many as its token rate needs, ``workers_needed``)."""
     workers = workers or workers_needed(plan, max_concurrency=max_concurrency)
-    units: dict[tuple[str, object], list[RequestSpec]] = {}
-    for spec in plan:
-        units.setdefault(unit_of(spec), []).append(spec)
+    units: dict[tuple[str, object], list[int]] = {}  # a unit's requests by plan index
+    closed_loop: list[bool] = []
+    for i, spec in enumerate(plan):
+        units.setdefault(unit_of(spec), []).append(i)
+        closed_loop.append(spec.intended_s is None and not spec.warmup)
     n = max(1, min(workers, *_worker_limits(plan, len(units), max_concurrency).values()))
-    buckets: list[list[RequestSpec]] = [[] for _ in range(n)]
+    buckets: list[list[int]] = [[] for _ in range(n)]
     for members in units.values():
         min(buckets, key=len).extend(members)
-    order = {id(spec): i for i, spec in enumerate(plan.requests)}
     for bucket in buckets:  # plan order within each shard
-        bucket.sort(key=lambda spec: order[id(spec)])
-    closed = [sum(1 for r in b if r.intended_s is None and not r.warmup) for b in buckets]
+        bucket.sort()
+    closed = [sum(closed_loop[i] for i in b) for b in buckets]
     users = split_exactly(plan.concurrency, closed) if plan.concurrency else [None] * n
     sizes = [len(b) for b in buckets]
     caps = split_exactly(max_concurrency, sizes) if max_concurrency else [None] * n
-    return [Shard(i, buckets[i], users[i] or None, caps[i] or None) for i in range(n) if buckets[i]]
+    return [
+        Shard(i, plan.requests.select(buckets[i]), users[i] or None, caps[i] or None)
+        for i in range(n)
+        if buckets[i]
+    ]
 
 
 def _worker_limits(plan: Plan, units: int, max_concurrency: int | None) -> dict[str, int]:

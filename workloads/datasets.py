@@ -40,7 +40,7 @@ from workloads.family import (
     unique_requests,
 )
 from workloads.params import choice, dist, number, option
-from workloads.plan import Plan, Prompt, RequestSpec, Segment
+from workloads.plan import PackedRequests, Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
 from workloads.sharegpt import conversations
 
@@ -80,9 +80,9 @@ def build_random(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan
     requests = unique_requests(spec.seed, "random", inputs, outputs, sched.count, sched)
     if p.prefix_len:
         shared = Segment(p.prefix_len, key=derive_key(spec.seed, "random-prefix"))
-        requests = [
+        requests = PackedRequests.pack(
             replace(r, prompt=Prompt((shared, *r.prompt.segments)), group=0) for r in requests
-        ]
+        )
     return make_plan(spec, requests, arrival, sched.concurrency)
 
 

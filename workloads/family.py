@@ -9,7 +9,7 @@ concurrency — are resolved here once, so ``--rate`` means the same thing every
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from workloads.arrivals import Arrival, ClosedLoop, make_arrival
 from workloads.distributions import Distribution
 from workloads.errors import InputError
 from workloads.limits import check_plan_size
-from workloads.plan import Plan, Prompt, RequestSpec, Segment
+from workloads.plan import PackedRequests, Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def round_robin(names: Sequence[str], index: int) -> str | None:
 
 def make_plan(
     spec: WorkloadSpec,
-    requests: list[RequestSpec],
+    requests: Iterable[RequestSpec],
     arrival: Arrival,
     concurrency: int | None = None,
     **extra: Any,
@@ -155,11 +155,12 @@ def unique_requests(
     output_len: Distribution,
     count: int,
     sched: Schedule | None = None,
-) -> list[RequestSpec]:
-    """``count`` requests that share no token with any other (each prompt its own run)."""
+) -> PackedRequests:
+    """``count`` requests that share no token with any other (each prompt its own run),
+    packed as they are made (no list of them is held)."""
     prompts = prompt_len.sample_int(rng(seed, "lengths", kind, "prompt"), count)
     outputs = output_len.sample_int(rng(seed, "lengths", kind, "output"), count)
-    return [
+    return PackedRequests.pack(
         RequestSpec(
             id=f"{kind}-{i:06d}",
             prompt=Prompt((Segment(int(prompts[i]), key=derive_key(seed, kind, i)),)),
@@ -168,4 +169,4 @@ def unique_requests(
             kind=kind,
         )
         for i in range(count)
-    ]
+    )

@@ -25,7 +25,8 @@ def sequence_length(request: RequestSpec, full_prompt_len: int) -> int:
 
 def overlong(plan: Plan, max_model_len: int) -> list[tuple[RequestSpec, int]]:
     """The requests of ``plan`` longer than ``max_model_len``, with their lengths."""
-    sessions = any(r.session is not None and r.turn for r in plan)
+    columns = plan.requests.column("session"), plan.requests.column("turn")
+    sessions = any(s is not None and t for s, t in zip(*columns, strict=True))
     full = assumed_prompts(plan) if sessions else {}
     out = []
     for r in plan:

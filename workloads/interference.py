@@ -15,6 +15,7 @@ so the prefix cache stays out of the comparison.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from workloads.distributions import Distribution
@@ -65,7 +66,7 @@ def build(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
     long = unique_requests(
         seed, "long-prompt", p.long_prompt_len, p.long_output_len, sched.count, sched
     )
-    return make_plan(spec, decode + long, arrival, streams, decode_streams=streams)
+    return make_plan(spec, chain(decode, long), arrival, streams, decode_streams=streams)
 
 
 FAMILY = Family(

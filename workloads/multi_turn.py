@@ -61,10 +61,18 @@ def assumed_output(spec: RequestSpec, seed: int) -> Segment:
 
 
 def assumed_prompts(plan: Plan) -> dict[str, Prompt]:
-    """Every request's full prompt, later turns composed as if each answer were full length."""
+    """The full prompt of every request of a session, later turns composed as if each
+    answer were full length (a request of no session is its own ``prompt``: not held
+    here, so a trace's plan is never held whole as objects; read ``.get(id, prompt)``)."""
     full: dict[str, Prompt] = {}
     last: dict[int, RequestSpec] = {}
-    for r in sorted(plan.requests, key=lambda r: (r.session or 0, r.turn or 0)):
+    columns = plan.requests.column("session"), plan.requests.column("turn")
+    order = sorted(
+        (session, turn or 0, i)
+        for i, (session, turn) in enumerate(zip(*columns, strict=True))
+        if session is not None
+    )
+    for r in (plan.requests[i] for _, _, i in order):
         prev = last.get(r.session) if r.composes_history else None
         if prev is None:
             full[r.id] = r.prompt

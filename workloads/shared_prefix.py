@@ -15,7 +15,9 @@ tenant — the cost of isolation, and what a per-request salt does to a cache.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -109,7 +111,7 @@ def _tenants(p: SharedPrefixParams, seed: int, groups: np.ndarray) -> list[str |
 
 
 def _warmups(
-    prefixes: list[Segment], users: list[tuple[int, str | None, str | None]]
+    prefixes: list[Segment], users: Iterable[tuple[int, str | None, str | None]]
 ) -> list[RequestSpec]:
     """One prefix-only request per (group, tenant, adapter) that measured requests use."""
     distinct = dict.fromkeys(u for u in users if prefixes[u[0]].length)
@@ -142,26 +144,27 @@ def build(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Plan:
         Segment(int(n), key=derive_key(seed, "prefix", g)) for g, n in enumerate(prefix_lens)
     ]
     tenants = _tenants(p, seed, groups)
-    measured = [
-        RequestSpec(
-            id=f"req-{i:06d}",
-            prompt=Prompt(()).extended(
-                prefixes[g], Segment(int(suffix_lens[i]), key=derive_key(seed, "suffix", i))
-            ),
-            max_tokens=int(outputs[i]),
-            intended_s=sched.at(i),
-            kind="shared-prefix",
-            group=int(g),
-            tenant=tenants[i],
-            lora=round_robin(p.loras, int(g)),
-        )
-        for i, g in enumerate(groups)
-    ]
-    users = [(r.group or 0, r.tenant, r.lora) for r in measured]
+
+    def measured() -> Iterator[RequestSpec]:  # one at a time: the plan packs them
+        for i, g in enumerate(groups):
+            yield RequestSpec(
+                id=f"req-{i:06d}",
+                prompt=Prompt(()).extended(
+                    prefixes[g], Segment(int(suffix_lens[i]), key=derive_key(seed, "suffix", i))
+                ),
+                max_tokens=int(outputs[i]),
+                intended_s=sched.at(i),
+                kind="shared-prefix",
+                group=int(g),
+                tenant=tenants[i],
+                lora=round_robin(p.loras, int(g)),
+            )
+
+    users = ((int(g), tenants[i], round_robin(p.loras, int(g))) for i, g in enumerate(groups))
     warmups = _warmups(prefixes, users) if p.warmup else []
     return make_plan(
         spec,
-        warmups + measured,
+        chain(warmups, measured()),
         arrival,
         sched.concurrency,
         group_requests=counts.tolist(),

@@ -23,7 +23,7 @@ import numpy as np
 from runtime.quantiles import quantile
 from workloads.multi_turn import assumed_prompts
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle, replay_sequence
-from workloads.plan import Plan
+from workloads.plan import PackedRequests, Plan
 
 #: Block size for statistics when neither the caller nor the plan says (vLLM's default).
 DEFAULT_BLOCK_SIZE = 16
@@ -55,9 +55,9 @@ def length_summary(values: list[int]) -> dict[str, float | int]:
 
 def _schedule(plan: Plan) -> dict[str, object]:
     measured = plan.measured
-    times = sorted(r.intended_s for r in measured if r.intended_s is not None)
+    times = sorted(t for t in measured.column("intended_s") if t is not None)
     span = times[-1] - times[0] if len(times) > 1 else 0.0
-    follow_ups = sum(1 for r in measured if r.session is not None and r.turn)
+    follow_ups = _follow_ups(measured)
     return {
         "open_loop_requests": len(times),
         "closed_loop_requests": len(measured) - len(times) - follow_ups,
@@ -65,6 +65,12 @@ def _schedule(plan: Plan) -> dict[str, object]:
         "schedule_s": span,
         "offered_rate_per_s": (len(times) - 1) / span if span > 0 else None,
     }
+
+
+def _follow_ups(requests: PackedRequests) -> int:
+    """Later turns of a session (read from the columns: no request built)."""
+    pairs = zip(requests.column("session"), requests.column("turn"), strict=True)
+    return sum(1 for session, turn in pairs if session is not None and turn)
 
 
 def _rate(num: float, den: float) -> float | None:
@@ -86,7 +92,7 @@ def prefix_stats(
     seen: set[int] = set()
     blocks = reused_blocks = tokens = reused_tokens = expected = 0
     for r in plan.requests:
-        full, scope = prompts[r.id], r.scope(model)
+        full, scope = prompts.get(r.id, r.prompt), r.scope(model)
         recorded = replay_sequence(plan, r, full)
         chain, tail = hasher.chain_and_tail(recorded, scope, len(full))
         ids = chain[: len(full) // block_size] + ([] if tail is None else [tail])
@@ -132,7 +138,7 @@ def plan_stats(
     bs = block_size or native_block_size(plan) or DEFAULT_BLOCK_SIZE
     measured = plan.measured
     prompts = assumed_prompts(plan)
-    multi_turn = any(r.session is not None and r.turn for r in measured)
+    multi_turn = _follow_ups(measured) > 0
     return {
         "workload": plan.workload,
         "seed": plan.seed,
@@ -141,8 +147,8 @@ def plan_stats(
         "requests": len(measured),
         "warmup_requests": len(plan.requests) - len(measured),
         **_schedule(plan),
-        "prompt_tokens": length_summary([len(prompts[r.id]) for r in measured]),
-        "output_tokens": length_summary([r.max_tokens for r in measured]),
+        "prompt_tokens": length_summary([len(prompts.get(r.id, r.prompt)) for r in measured]),
+        "output_tokens": length_summary(measured.column("max_tokens")),
         "history": "answers assumed max_tokens long" if multi_turn else None,
         "prefix": prefix_stats(plan, bs, num_blocks, vocab_size=vocab_size, model=model),
     }

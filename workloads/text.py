@@ -156,7 +156,7 @@ class TextRenderer:
 def render_text(plan: Plan, tokenizer: Tokenizer) -> Plan:
     """``plan`` with a text prompt of its exact token count for every request without text."""
     renderer = TextRenderer(tokenizer)
-    return replace(plan, requests=tuple(_rendered(r, renderer) for r in plan.requests))
+    return replace(plan, requests=(_rendered(r, renderer) for r in plan.requests))
 
 
 def _rendered(request: RequestSpec, renderer: TextRenderer) -> RequestSpec:

@@ -66,14 +66,14 @@ def test_the_plan_splits_into_warmups_open_loop_by_time_and_closed_loop():
         _req("closed"),
         _req("turn1", session=0, turn=1),
     ))  # fmt: skip
-    warm, open_loop, closed = split_plan(plan, SessionBook(plan))
+    warm, open_loop, closed = split_plan(plan)
     assert [[r.id for r in part] for part in (warm, open_loop, closed)] == [
         ["w"], ["early", "late"], ["closed"],
     ]  # fmt: skip
 
 
 def _refused(plan: Plan, options: LoadOptions, target: Target = VLLM, users=None) -> InputError:
-    _, _, closed = split_plan(plan, SessionBook(plan))
+    _, _, closed = split_plan(plan)
     with pytest.raises(InputError) as err:
         check_load(plan, closed, options, target, adapter_for(target), users)
     return err.value

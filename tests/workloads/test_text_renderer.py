@@ -50,4 +50,4 @@ def test_requests_sharing_a_prefix_render_it_to_the_same_token_ids(tokenizer):
 
 def test_requests_that_already_have_text_are_left_alone(tokenizer):
     given = RequestSpec("g", Prompt((Segment(3, key=1),)), 4, text="hello there")
-    assert render_text(Plan("test", 0, (given,)), tokenizer).requests[0] is given
+    assert render_text(Plan("test", 0, (given,)), tokenizer).requests[0] == given
