@@ -25,7 +25,7 @@ from session import bench_runner
 from session.bench_oracle import RunOracle
 from session.bench_plan import build_bench_plan
 from workloads.oracle import plan_order_expectations
-from workloads.plan import Plan, Prompt, RequestSpec
+from workloads.plan import PackedRequests, Plan, Prompt, RequestSpec
 
 SHARED = {"groups": 3, "prefix_len": 128, "suffix_len": 16, "output_len": 2}
 
@@ -53,7 +53,7 @@ def test_bench_sends_a_frozen_plan_and_records_one_oracle_pass(
     outcome = bench("shared-prefix", run, engine=("fixed_step_s=0.002",), overrides=SHARED | load)
     assert outcome.status == "complete"
     ((plan, before),) = built
-    assert plan == before and isinstance(plan.requests, tuple)
+    assert plan == before and isinstance(plan.requests, PackedRequests)
     with pytest.raises(FrozenInstanceError):
         plan.requests[0].expected_cached_tokens = 0  # type: ignore[misc]
 
