@@ -61,6 +61,15 @@ def test_as_it_happened_a_race_only_adds_what_the_engine_filled_before_the_first
     assert list(off_the_oracle(_table(RACE), AS_IT_HAPPENED)["id"]) == ["r1"]
 
 
+def test_requests_of_unrelated_groups_do_not_race() -> None:
+    """r1 (group 1) sent during r0's prefill (group 0): different prefixes, no race, so
+    its shortfall is the oracle's error; r2 (group 0) raced r0 and may find less."""
+    table = _table([RACE[0], (0.02, 0.06, 0, 64), (0.03, 0.07, 0, 64)])
+    table["group"] = [0, 1, 0]
+    assert list(off_the_oracle(table, related="group")["id"]) == ["r1"]
+    assert off_the_oracle(table).empty  # every request related: both raced r0
+
+
 def test_a_missing_figure_is_off_the_oracle() -> None:
     table = _table(CALM)
     table.loc[2, "cached_tokens"] = None
