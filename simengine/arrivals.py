@@ -43,10 +43,16 @@ class RequestArrivals:
         self._pending: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         #: Requests being handled, by connection (an idle timeout never cuts one).
         self._busy: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        #: When each connection's last answer ended (loop time): its idle time starts there.
+        self._answered: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
     def busy(self, transport: Any) -> bool:
         """Whether a request on this connection is being handled (its answer not done)."""
         return self._busy.get(transport, 0) > 0
+
+    def answered_at(self, transport: Any) -> float | None:
+        """When the last answer on this connection ended (None: none has yet)."""
+        return self._answered.get(transport)
 
     def seen(self, transport: asyncio.BaseTransport, now: float) -> None:
         """Bytes arrived on ``transport``: the first after a take starts a request."""
@@ -74,6 +80,7 @@ class RequestArrivals:
                 if transport is not None:
                     self._pending.pop(transport, None)
                     self._busy[transport] = self._busy.get(transport, 1) - 1
+                    self._answered[transport] = asyncio.get_running_loop().time()
 
         return stamp_arrival
 
@@ -104,10 +111,15 @@ class _StampingProtocol(asyncio.Protocol):
     def _watch_idle(self) -> None:
         """Close the connection once it has sent nothing for ``idle_timeout_s`` while no
         request of it is being answered: an idle keep-alive, a client that never sent a
-        request, or one that stopped half-way through sending it."""
+        request, or one that stopped half-way through sending it. A keep-alive's idle time
+        starts when its last answer ended (as uvicorn's), not at its last read: an answer
+        longer than the timeout must not leave a connection that is closed as the client
+        reuses it (a request then reset unanswered)."""
         if self._idle_timeout_s is None or self._transport is None:
             return
-        idle = self._loop.time() - self._last_read
+        answered = self._arrivals.answered_at(self._transport)
+        since = self._last_read if answered is None else max(self._last_read, answered)
+        idle = self._loop.time() - since
         if idle >= self._idle_timeout_s and not self._arrivals.busy(self._transport):
             self._transport.close()
             return

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from bench_support import bench, bench_cli, read_json, requests_table
+from oracle_races import assert_cached_as_expected
 from probe_servers import ReplayServer
 
 from perfmodel.config import EngineConfig
@@ -191,7 +192,8 @@ def test_users_for_a_duration(tmp_path: Path) -> None:
     assert requests["intended_s"].max() <= start + 2.0
     assert (requests["status"] == "ok").all()
     assert requests["expected_cached_tokens"].notna().all()  # annotated ahead of the sends
-    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).mean() > 0.9
+    # two users race for a group's prefix: only there may it differ
+    assert assert_cached_as_expected(requests, related="group") >= 1
     dry_run = bench_cli(
         "--workload", "shared-prefix", "--concurrency", "2", "--duration", "2",
         "--dry-run", "--json",

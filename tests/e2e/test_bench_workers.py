@@ -31,6 +31,7 @@ from bench_support import (
     sharded_options,
     wait_for_rows,
 )
+from oracle_races import assert_cached_as_expected
 
 from runfmt.journal import read_journal
 from runfmt.tables import RunTables
@@ -78,7 +79,7 @@ def test_two_workers_send_the_same_requests_with_an_exact_oracle(runs) -> None:
     one, two = requests_table(runs[1][0]), requests_table(runs[2][0])
     assert sorted(one["id"]) == sorted(two["id"]) and len(two) == 48
     assert (two["status"] == "ok").all()
-    assert (two["cached_tokens"] == two["expected_cached_tokens"]).all()
+    assert assert_cached_as_expected(two, related="group") >= 1
     run = read_json(runs[2][0], "run.json")
     assert run["load"]["workers"] == 2 and run["status"] == "complete"
     shards = run["result"]["shards"]
@@ -104,7 +105,15 @@ def test_two_workers_summary_agrees_with_one(runs) -> None:
     s1, s2 = runs[1][1].summary.to_json(), runs[2][1].summary.to_json()
     assert s1["requests"] == s2["requests"]
     assert s1["throughput"]["output_tokens"] == s2["throughput"]["output_tokens"]
-    assert s1["prefix"] == s2["prefix"]
+    # The oracle's figures are the plan's, equal; the hit rate each engine observed moves
+    # with the requests that raced a group's prefix (at load 16: 0.815 against 0.796), so
+    # each run's cached tokens are held to the oracle's request by request instead.
+    observed = "observed_hit_rate"
+    assert {k: v for k, v in s1["prefix"].items() if k != observed} == {
+        k: v for k, v in s2["prefix"].items() if k != observed
+    }
+    for n in (1, 2):
+        assert_cached_as_expected(requests_table(runs[n][0]), related="group")
     # What the client measured, net of what the engine did: each run's mean TPOT minus the
     # engine's own mean inter-token latency over the same tokens. The engine's steps move
     # with the machine's load from one run to the next (a first-token step 1 ms late

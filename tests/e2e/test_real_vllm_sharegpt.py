@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench_cli, read_json, requests_table
+from oracle_races import assert_cached_as_expected
 
 pytestmark = pytest.mark.real_vllm
 
@@ -62,4 +63,4 @@ def test_whole_sharegpt_conversations_expected_equal_vllms_cached_tokens(
     assert len(later) == 14 and (later["cached_tokens"] > 0).all()
     rows = requests[["id", "prompt_tokens", "expected_cached_tokens", "cached_tokens"]]
     print(f"\n{api}: oracle vs vLLM cached_tokens per request\n{rows.to_string(index=False)}")
-    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all(), rows
+    assert assert_cached_as_expected(requests) >= 1, rows

@@ -7,6 +7,17 @@ actual send) and per-token ITL must agree with them within 2 %. What the engine 
 see — the loopback both ways and each event loop noticing the bytes, a fraction of a
 millisecond per request — is why the run is one whose TTFT is prefill-bound (a 2k-token
 uncached suffix behind a 1k-token shared prefix) rather than a few milliseconds long.
+
+That holds for a client that kept its schedule. On a starved machine (load average 10
+to 15 on two cores) the client's process waits hundreds of milliseconds for a core
+between the engine's emission and its own read, and the engine's queue grows behind its
+late steps: the client's mean TTFT was 1.9-4.7 % over the engine's (four runs), and each
+run said why — its summary's ``client.limited`` (``probes.client_limits``: dispatch lag
+p99 over 5 ms, or a saturated client CPU), the tool's own statement that such a run's
+latencies are partly the client's. So the TTFT agreement is required of a run the client
+did not limit; of a limited one, that it says so with its reason. The per-token ITL (a
+stall lengthens one gap and shortens the next), the counts and the client never seeing a
+first token before the engine emitted it are required of every run.
 """
 
 from __future__ import annotations
@@ -46,7 +57,12 @@ def test_client_ttft_and_itl_agree_with_the_engine(tmp_path: Path) -> None:
     client_ttft, client_itl = summary["ttft_sent_s"]["mean"], summary["itl_s"]["mean"]
     assert summary["itl_s"]["count"] == 200 * 15
     assert abs(client_itl / engine_itl - 1) < 0.02, (client_itl, engine_itl)
-    assert abs(client_ttft / engine_ttft - 1) < 0.02, (client_ttft, engine_ttft)
+    client = summary["client"]
+    print(f"TTFT client/engine {client_ttft / engine_ttft - 1:+.2%}, client {client}")
+    if client["limited"]:  # its TTFT is partly its own: the run must say so, and why
+        assert client["reasons"], client
+    else:
+        assert abs(client_ttft / engine_ttft - 1) < 0.02, (client_ttft, engine_ttft, client)
     # The client cannot see a first token before the engine emitted it.
     assert client_ttft >= engine_ttft
     # The summary's server section reads the same increases.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench, read_json, requests_table
+from oracle_races import assert_cached_as_expected
 
 pytestmark = pytest.mark.slow  # two runs of 48 requests, one at a time
 
@@ -51,7 +52,8 @@ def test_oracle_equals_cached_tokens_with_a_large_pool(large) -> None:
     assert oracle["source"] == "server metrics" and oracle["block_size"] == 16
     assert oracle["num_blocks"] > 10_000
     assert requests["cached_tokens"].notna().all()
-    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all()
+    # one at a time: no request races another, so every one is held exactly
+    assert assert_cached_as_expected(requests) == 44
     # 4 cold prefixes, then every request hits its group's 32 blocks.
     assert (requests["cached_tokens"] == 512).sum() == 44
     prefix = summary["prefix"]

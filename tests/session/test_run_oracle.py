@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from bench_support import bench, read_json, requests_table
 from loadgen_servers import Server, generator, run_against
+from oracle_races import AS_IT_HAPPENED, assert_cached_as_expected
 
 from runfmt.run_sections import Geometry
 from session import bench_runner
@@ -73,8 +74,9 @@ def test_bench_sends_a_frozen_plan_and_records_one_oracle_pass(
     )
     recorded = requests.loc[sent, "expected_cached_tokens"].astype(int).tolist()
     assert recorded == [one_pass[order[i]] for i in sent]
-    assert recorded == requests.loc[sent, "cached_tokens"].astype(int).tolist()
     assert sum(recorded) > 0
+    # the engine's, on the wall clock: two users (or a busy machine) can race a group's prefix
+    assert assert_cached_as_expected(requests.reset_index(), related="group") >= 1
 
 
 def _session(own: list[list[int]]) -> list[RequestSpec]:
@@ -138,6 +140,4 @@ def test_sessions_replayed_after_the_run_equal_the_engines_cached_tokens(
     later = requests[requests["turn"] >= 1]
     assert len(later) == 8 and (later["cached_tokens"] > 0).all()
     assert read_json(run, "run.json")["load"]["workers"] == workers
-    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all(), requests[
-        ["id", "sent_s", "end_s", "cached_tokens", "expected_cached_tokens"]
-    ]
+    assert assert_cached_as_expected(requests, AS_IT_HAPPENED) >= 1

@@ -2,7 +2,8 @@
 
 * a connection idle for ``idle_timeout_s`` — a keep-alive between requests, a client that
   connected and never sent a request, one that stopped half-way through its headers — is
-  closed; one whose request is still being answered is not;
+  closed; one whose request is still being answered is not, and a keep-alive's idle time
+  starts when its last answer ended;
 * a body larger than a ``max_model_len`` prompt can take (here 10^7 token ids) is refused
   with HTTP 413 by its declared length, before it is read, while ``/metrics`` answers
   within 50 ms;
@@ -82,6 +83,36 @@ def test_a_connection_whose_answer_is_streaming_is_not_cut() -> None:
         status, events = asyncio.run(stream())
         took = time.monotonic() - began
     assert status == 200 and events >= 30 and took > 2 * IDLE_S
+
+
+def test_a_keep_alive_is_idle_from_the_end_of_its_last_answer() -> None:
+    """An answer that streams for longer than the timeout (1.5 s against 1 s): the
+    connection is kept for a timeout after it ended, for the client's next request, and
+    closed after that. Timed from its last read instead, it was closed at the first idle
+    check after the answer (within 1 s), and a request sent on it meanwhile was reset
+    unanswered (seen as a dropped request at load average 16, whose TTFTs passed 5 s)."""
+    idle_s = 1.0
+    config = EngineConfig(fixed_step_s=0.05)
+    with EmbeddedServer(config, idle_timeout_s=idle_s) as server:
+        body = (
+            f'{{"model": "{config.model_name}", "prompt": [5, 6, 7], "max_tokens": 30, '
+            '"stream": true, "ignore_eos": true}'
+        ).encode()
+        sock = _connect(server.url)
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        began, answer = time.monotonic(), b""
+        while not answer.endswith(b"0\r\n\r\n"):  # the chunked stream's last chunk
+            answer += sock.recv(65536)
+        streamed = time.monotonic() - began
+        kept = not _closed_within(sock, idle_s / 2)
+        closed = _closed_within(sock, 3 * idle_s)
+        sock.close()
+    assert streamed > 1.2 * idle_s and answer.count(b"data: {") >= 30
+    assert kept and closed
 
 
 def _slowest_metrics(url: str, go_on: Callable[[], bool]) -> float:

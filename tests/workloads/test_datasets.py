@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bench_support import bench_cli, read_json, requests_table
+from oracle_races import assert_cached_as_expected
 from workloads_util import train_tokenizer
 
 from perfmodel.config import EngineConfig
@@ -138,7 +139,8 @@ def test_sharegpt_through_the_server_tokenizer_keeps_the_oracle_exact(tmp_path: 
     assert done.returncode == 0, done.stderr
     requests = requests_table(out)
     assert len(requests) == 20 and (requests["cached_tokens"] > 0).sum() >= 8
-    assert (requests["cached_tokens"] == requests["expected_cached_tokens"]).all()
+    # one at a time: no request races another, so every one is held exactly
+    assert assert_cached_as_expected(requests) == (requests["expected_cached_tokens"] > 0).sum()
 
 
 @pytest.mark.parametrize(
