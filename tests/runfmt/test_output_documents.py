@@ -26,6 +26,8 @@ OUTPUTS = FIXTURES / "outputs"
 TYPES = {
     "simulate.json": SimulateResult,
     "simulate_against.json": AgainstResult,
+    "simulate_calibrate.json": SimulateResult,
+    "simulate_calibrate_client.json": SimulateResult,
     "compare.json": CompareDocument,
     "compare_sweep.json": SweepCompareDocument,
 }
