@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from runfmt.calibration import Calibration
 from runfmt.codec import EMPTY, key
 from runfmt.summary import LATENCY_KEY
 from runfmt.summary_sections import Stats
@@ -104,7 +105,7 @@ class SimulateResult:
     configurations planned, the engine's model and GPU, the KV link and transfer mode,
     the SLO (a latency's key → its bound in seconds), the workload's requests, each
     configuration, the simulator's speed, and with ``--calibrate`` the calibration
-    (``session.calibrate``'s document, kept as written)."""
+    (``runfmt.calibration``)."""
 
     status: str = "complete"
     reason: str | None = None
@@ -117,7 +118,7 @@ class SimulateResult:
     requests: int = 0
     configurations: tuple[SimConfiguration, ...] = ()
     speed: SimSpeed = field(default_factory=SimSpeed)
-    calibration: Any = None
+    calibration: Calibration | None = None
     extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
     @property

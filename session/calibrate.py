@@ -66,20 +66,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from probes.metric_registry import SIM_HOLDOUT, TTFT, stat_name
+from runfmt.calibration import Calibration, FitFigures, FittedSettings, Holdout
+from runfmt.codec import frozen_map
 from runfmt.run import Run, open_run
 from runtime.quantiles import quantiles
 from session.calibrate_decode import decode_gaps, fit_decode
 from session.calibrate_reading import (
     CHUNK_KINDS,
     STEP_METRIC,
-    Measured,
     client_warning,
     measure_run,
     read_run,
@@ -148,10 +148,10 @@ def replay(
     offsets: np.ndarray,
     transport_s: float = 0.0,
     jitter_s: Collection[float] = (0.0,),
-) -> Measured:
+) -> FitFigures:
     """The workload replayed on ``config``, once per row of ``offsets`` (every recorded
-    arrival moved by its own offset): the figures of ``Measured`` over all replays
-    pooled, each TTFT plus ``transport_s`` and the gaps widened by ``jitter_s``."""
+    arrival moved by its own offset): a run's ``FitFigures`` over all replays pooled,
+    each TTFT plus ``transport_s`` and the gaps widened by ``jitter_s``."""
     ttfts, gaps, decode, chunk, chunk_tokens = [], [], [], [], []
     for shift in offsets:
         arrivals, release = workload.start()
@@ -172,15 +172,15 @@ def replay(
         raise InputError("--calibrate", "the replay produced no token gaps to fit")
     seen = widened(gap, np.asarray(jitter_s, dtype=float))
     p50, p99 = quantiles(seen, (0.5, 0.99))
-    return Measured(
-        float(np.median(ttft)),
-        float(p50),
-        float(p99),
-        float(np.mean(decode)) if decode else None,
-        float(np.mean(seen)),
-        float(ttft.mean()),
-        float(np.mean(chunk)) if chunk else None,
-        float(np.sum(chunk) / np.sum(chunk_tokens)) if chunk else None,
+    return FitFigures(
+        ttft_p50=float(np.median(ttft)),
+        itl_p50=float(p50),
+        itl_p99=float(p99),
+        decode_step_mean=float(np.mean(decode)) if decode else None,
+        itl_mean=float(np.mean(seen)),
+        ttft_mean=float(ttft.mean()),
+        chunk_step_mean=float(np.mean(chunk)) if chunk else None,
+        chunk_token_s=float(np.sum(chunk) / np.sum(chunk_tokens)) if chunk else None,
     )
 
 
@@ -205,14 +205,7 @@ def _near(value: float, bounds: tuple[float, float]) -> tuple[float, float]:
     return max(bounds[0], value / NEAR), min(bounds[1], value * NEAR)
 
 
-def _relative_errors(predicted: Measured, measured: Measured) -> dict[str, float | None]:
-    return {
-        k: (getattr(predicted, k) - v) / v if v and getattr(predicted, k) is not None else None
-        for k, v in measured.as_dict().items()
-    }
-
-
-def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) -> dict[str, Any]:
+def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) -> Calibration:
     """Fit the engine ``run`` was measured on (``session.calibrate_target``: what the run
     recorded, the keys of ``given`` taken from ``user``) to the run; the fitted config,
     its fit error, and the replay. ``InputError`` when the run's plan cannot be rebuilt
@@ -224,14 +217,15 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
     reading = read_run(run)
     measured = measure_run(reading)
     server_steps = measured.decode_step_mean is not None and measured.chunk_token_s is not None
-    decode = fit_decode(
+    fitted_decode = fit_decode(
         decode_gaps(reading.spans, reading.gaps),
         CostModel.from_config(base),
         measured.decode_step_mean,
         free_step_overhead=not server_steps,
     )
-    if decode is None:
+    if fitted_decode is None:
         raise InputError("--calibrate", f"{run.path} has no pure-decode gap to fit the decode to")
+    decode, residuals = fitted_decode
     fitted: dict[str, float] = {
         "bandwidth_efficiency": decode.bandwidth_efficiency,
         "host_overhead_per_seq_s": decode.host_overhead_per_seq_s,
@@ -245,10 +239,10 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
             base.host_overhead_step_s + decode.step_overhead_added_s + lateness
         )
     transport = reading.transport_s
-    jitter = jitter_quantiles(decode.residuals_s - lateness)
+    jitter = jitter_quantiles(residuals - lateness)
     offsets = phase_offsets(workload, measured.itl_p50)
 
-    def figures(**changes: float) -> Measured:
+    def figures(**changes: float) -> FitFigures:
         config = dataclasses.replace(base, **(fitted | changes))
         return replay(config, workload, offsets, transport)
 
@@ -282,26 +276,26 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
     config = dataclasses.replace(base, **fitted)
     predicted = replay(config, workload, offsets, transport, jitter)
     warning = client_warning(reading, run)
-    return {
-        "run": str(run.path),
-        "requests": len(workload),
-        "prompts": workload.prompts,
-        "target": described(target),
-        "target_sources": target.sources,
-        "fitted": fitted,
-        "decode_fit": decode.as_dict(),
-        "config": dataclasses.asdict(config),
-        "transport_s": transport,
-        "step_jitter_s": jitter,
-        "measured": measured.as_dict(),
-        "predicted": predicted.as_dict(),
-        "relative_error": _relative_errors(predicted, measured),
-        "fit_targets": targets,
-        "decode_source": DECODE_SOURCE[decode.anchored is not None],
-        "itl_source": reading.server.itl_source,
-        "tolerance": TOLERANCE,
-        "warnings": [warning] if warning else [],
-    }
+    return Calibration(
+        run=str(run.path),
+        requests=len(workload),
+        prompts=workload.prompts,
+        target=described(target),
+        target_sources=frozen_map(target.sources),
+        fitted=FittedSettings(**fitted),
+        decode_fit=decode,
+        config=frozen_map(dataclasses.asdict(config)),
+        transport_s=transport,
+        step_jitter_s=tuple(jitter),
+        measured=measured,
+        predicted=predicted,
+        relative_error=predicted.errors(measured),
+        fit_targets=tuple(targets),
+        decode_source=DECODE_SOURCE[decode.anchored is not None],
+        itl_source=reading.server.itl_source,
+        tolerance=TOLERANCE,
+        warnings=(warning,) if warning else (),
+    )
 
 
 #: The metrics the held-out check is judged on, and its goal (relative error).
@@ -318,15 +312,15 @@ def holdout(
     run: Run | Path,
     user: EngineConfig,
     given: Collection[str],
-    calibration: dict[str, Any],
-) -> dict[str, Any]:
+    calibration: Calibration,
+) -> Holdout:
     """Predict a run the fit never saw: the engine it was measured on (its ``run.json``,
     the keys of ``given`` from ``user``: ``--engine`` and ``--holdout-engine``) with the
     calibration's fitted figures, its transport and step jitter; its recorded requests
     replayed on it and compared."""
     run = run if isinstance(run, Run) else open_run(run, "--holdout")
     target: TargetConfig = target_config(run, user, given, "--holdout-engine")
-    config = dataclasses.replace(target.config, **calibration["fitted"])
+    config = dataclasses.replace(target.config, **calibration.fitted.settings())
     workload = from_run(run, config.vocab_size, argument="--holdout")
     reading = read_run(run, "--holdout")
     measured = measure_run(reading)
@@ -334,23 +328,23 @@ def holdout(
         config,
         workload,
         phase_offsets(workload, measured.itl_p50),
-        calibration["transport_s"],
-        calibration["step_jitter_s"],
+        calibration.transport_s,
+        calibration.step_jitter_s,
     )
-    error = _relative_errors(predicted, measured)
+    error = predicted.errors(measured)
     warning = client_warning(reading, run)
-    return {
-        "run": str(run.path),
-        "requests": len(workload),
-        "target": described(target),
-        "max_num_batched_tokens": config.max_num_batched_tokens,
-        "measured": measured.as_dict(),
-        "predicted": predicted.as_dict(),
-        "relative_error": error,
-        "goal": HOLDOUT_GOAL,
-        "goals": {k: _goal(k) for k in HOLDOUT_METRICS},
-        "within_goal": {
-            k: error[k] is not None and abs(error[k]) <= _goal(k) for k in HOLDOUT_METRICS
-        },
-        "warnings": [warning] if warning else [],
-    }
+    return Holdout(
+        run=str(run.path),
+        requests=len(workload),
+        target=described(target),
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        measured=measured,
+        predicted=predicted,
+        relative_error=error,
+        goal=HOLDOUT_GOAL,
+        goals=frozen_map({k: _goal(k) for k in HOLDOUT_METRICS}),
+        within_goal=frozen_map(
+            {k: error[k] is not None and abs(error[k]) <= _goal(k) for k in HOLDOUT_METRICS}
+        ),
+        warnings=(warning,) if warning else (),
+    )

@@ -59,7 +59,8 @@ deterministic model never does, which the replay adds back to its gaps' quantile
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -68,6 +69,7 @@ from scipy.optimize import linprog
 
 from perfmodel.costmodel import CostModel
 from probes.token_gaps import TokenGaps
+from runfmt.calibration import DecodeFit
 from runtime.quantiles import quantiles
 
 #: The per-sequence overhead's upper bound (seconds): far above any real server's.
@@ -102,39 +104,12 @@ class DecodeGaps:
     mixed: int
 
 
-@dataclass(frozen=True)
-class DecodeFit:
-    """The fitted decode figures and how well they describe the gaps."""
+class FittedDecode(NamedTuple):
+    """The decode's fit as the calibration writes it, and its residuals: measured −
+    modelled seconds per fitted gap, the machine's step jitter (written as quantiles)."""
 
-    bandwidth_efficiency: float
-    host_overhead_per_seq_s: float
-    gaps: int
-    mixed_gaps: int
-    #: Median of |modelled − measured| / measured over the fitted gaps.
-    median_abs_error: float
-    #: Mean pure-decode step: modelled, and measured (the server's, else the gaps').
-    step_mean_fitted_s: float
-    step_mean_measured_s: float
-    #: Whether the server's mean step held the fit (None: the server has none).
-    anchored: bool | None
-    #: The parameter bound the fit ended on, if any.
-    at_bound: str | None
-    #: Per-step host overhead found beside the configured one (0 unless fitted).
-    step_overhead_added_s: float = 0.0
-    #: With a fitted per-step overhead: whether a free efficiency fitted the gaps better
-    #: than full bandwidth beyond the run's noise (None: not tested), and by how much
-    #: (mean |residual| per gap, seconds, with its interval).
-    efficiency_decided: bool | None = None
-    efficiency_gain_s: tuple[float, float, float] | None = None
-    #: Measured − modelled seconds per fitted gap: the machine's step jitter.
-    residuals_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-
-    def as_dict(self) -> dict[str, object]:
-        from dataclasses import asdict
-
-        out = asdict(self)
-        del out["residuals_s"]
-        return out
+    fit: DecodeFit
+    residuals_s: np.ndarray
 
 
 def request_spans(requests: pd.DataFrame, gaps: TokenGaps, chunks: pd.DataFrame) -> RequestSpans:
@@ -201,9 +176,10 @@ def fit_decode(
     cost: CostModel,
     server_step_mean_s: float | None = None,
     free_step_overhead: bool = False,
-) -> DecodeFit | None:
+) -> FittedDecode | None:
     """Efficiency and per-sequence overhead fitted to ``observed`` (None: no gaps); with
-    ``free_step_overhead``, a per-step host overhead beside them (the module docstring)."""
+    ``free_step_overhead``, a per-step host overhead beside them (the module docstring);
+    with the residuals."""
     if observed.gap_s.size == 0:
         return None
     pick = np.linspace(0, observed.gap_s.size - 1, min(MAX_ROWS, observed.gap_s.size))
@@ -241,7 +217,7 @@ def fit_decode(
         if v <= 0.0
         else None
     )
-    return DecodeFit(
+    fit = DecodeFit(
         bandwidth_efficiency=1.0 / u,
         host_overhead_per_seq_s=v,
         gaps=rows,
@@ -254,8 +230,8 @@ def fit_decode(
         step_overhead_added_s=float(params[2]) if free_step_overhead else 0.0,
         efficiency_decided=decided,
         efficiency_gain_s=gain,
-        residuals_s=gap - modelled,
     )
+    return FittedDecode(fit, gap - modelled)
 
 
 def median_regression(

@@ -24,7 +24,6 @@ Conventions (what every figure of the fit is measured from):
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +33,7 @@ from diagnose.h2_host import STEP_TOKENS_METRIC
 from probes.latency import request_latencies
 from probes.metric_registry import ITL, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
+from runfmt.calibration import FitFigures
 from runfmt.run import Run
 from runtime.quantiles import quantiles
 from session.calibrate_decode import RequestSpans, request_spans
@@ -43,28 +43,6 @@ from workloads.errors import InputError
 CHUNK_KINDS = ("prefill", "mixed")
 #: The server's own mean ITL, as the measured figures name it.
 ITL_MEAN = stat_name(ITL, "mean")
-
-
-@dataclass(frozen=True)
-class Measured:
-    """A run's figures the fit and its checks compare (seconds)."""
-
-    ttft_p50: float
-    itl_p50: float
-    itl_p99: float
-    #: Mean pure-decode step (the server's own clock), when the server exposes it.
-    decode_step_mean: float | None = None
-    #: Mean gap between tokens: the server's (its ITL histogram's sum ÷ count), else the client's.
-    itl_mean: float | None = None
-    #: Mean time to first token from the actual send (what the prefill is fitted to).
-    ttft_mean: float | None = None
-    #: Mean step carrying prompt chunks (the server's own clock), when exposed.
-    chunk_step_mean: float | None = None
-    #: Seconds per token scheduled in steps carrying prompt chunks (the server's clock).
-    chunk_token_s: float | None = None
-
-    def as_dict(self) -> dict[str, float | None]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -159,21 +137,21 @@ def read_run(run: Run, flag: str = "--calibrate") -> RunReading:
     return RunReading(ids, ttft, gaps, spans, _server_figures(run), limits, lag)
 
 
-def measure_run(reading: RunReading) -> Measured:
+def measure_run(reading: RunReading) -> FitFigures:
     """The run's figures over its measured, completed requests: TTFT p50 and mean from
     the actual send, the client's ITL p50/p99, and the server's means where it has them."""
     gaps = reading.gaps.gap_s
     p50, p99 = quantiles(gaps, (0.5, 0.99))
     server = reading.server
-    return Measured(
-        float(np.median(reading.ttft_s)),
-        float(p50),
-        float(p99),
-        server.decode_step_mean,
-        server.itl_mean if server.itl_mean is not None else float(np.mean(gaps)),
-        float(np.mean(reading.ttft_s)),
-        server.chunk_step_mean,
-        server.chunk_token_s,
+    return FitFigures(
+        ttft_p50=float(np.median(reading.ttft_s)),
+        itl_p50=float(p50),
+        itl_p99=float(p99),
+        decode_step_mean=server.decode_step_mean,
+        itl_mean=server.itl_mean if server.itl_mean is not None else float(np.mean(gaps)),
+        ttft_mean=float(np.mean(reading.ttft_s)),
+        chunk_step_mean=server.chunk_step_mean,
+        chunk_token_s=server.chunk_token_s,
     )
 
 

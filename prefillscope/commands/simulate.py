@@ -36,6 +36,7 @@ from runfmt.codec import encode
 from workloads.errors import InputError
 
 if TYPE_CHECKING:
+    from runfmt.calibration import Calibration, FitFigures, Holdout
     from runfmt.simresult import SimConfiguration, SimulateResult
 
 #: Columns the grid table needs before rich starts wrapping its cells.
@@ -189,12 +190,13 @@ def simulate(
 
             target_config(open_run(holdout, "--holdout"), holdout_base, given_b, "--holdout-engine")
         calibration = fit(calibrated, base, given_a)
-        spec.base = EngineConfig(**calibration["config"])  # the run's engine, fitted
+        spec.base = EngineConfig(**calibration.config)  # the run's engine, fitted
         if chunks is None:
             spec.chunks = [spec.base.max_num_batched_tokens]
         if holdout is not None:
-            calibration["holdout"] = predict_holdout(holdout, holdout_base, given_b, calibration)
-        for warning in calibration["warnings"] + calibration.get("holdout", {}).get("warnings", []):
+            check = predict_holdout(holdout, holdout_base, given_b, calibration)
+            calibration = replace(calibration, holdout=check)
+        for warning in calibration.all_warnings:
             print(f"prefillscope: warning: {warning}", file=sys.stderr)
     given = {"num_requests": num_requests, "rate": rate, "concurrency": concurrency, "seed": seed}
     overrides = {k: v for k, v in given.items() if v is not None}
@@ -210,8 +212,8 @@ def simulate(
     else:
         if calibration is not None:
             _print_calibration(calibration)
-            if "holdout" in calibration:
-                _print_holdout(calibration["holdout"])
+            if calibration.holdout is not None:
+                _print_holdout(calibration.holdout)
         _print(result)
     if not result.complete:
         from runtime import signals
@@ -260,46 +262,52 @@ def _progress(done: int, planned: int, row: SimConfiguration) -> None:
     )
 
 
-def _print_calibration(cal: dict[str, Any]) -> None:
-    fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal["fitted"].items())
-    typer.echo(f"calibrated on {cal['run']} ({cal['requests']} requests): {fitted}")
-    typer.echo(f"  target: {cal['target']}")
-    typer.echo(f"  prompts: {cal['prompts']}")
-    dec = cal["decode_fit"]
+def _print_calibration(cal: Calibration) -> None:
+    fitted = ", ".join(f"{k} = {v:.4g}" for k, v in cal.fitted.settings().items())
+    typer.echo(f"calibrated on {cal.run} ({cal.requests} requests): {fitted}")
+    typer.echo(f"  target: {cal.target}")
+    typer.echo(f"  prompts: {cal.prompts}")
+    dec = cal.decode_fit
     typer.echo(
-        f"  decode fit: {dec['gaps']} pure-decode gaps ({dec['mixed_gaps']} beside a prefill "
-        f"left out), median |error| {dec['median_abs_error']:.1%}, mean step "
-        f"{dec['step_mean_fitted_s'] * 1e3:.2f} ms vs {dec['step_mean_measured_s'] * 1e3:.2f} ms"
-        + (f" (at bound {dec['at_bound']})" if dec["at_bound"] else "")
+        f"  decode fit: {dec.gaps} pure-decode gaps ({dec.mixed_gaps} beside a prefill "
+        f"left out), median |error| {dec.median_abs_error:.1%}, mean step "
+        f"{dec.step_mean_fitted_s * 1e3:.2f} ms vs {dec.step_mean_measured_s * 1e3:.2f} ms"
+        + (f" (at bound {dec.at_bound})" if dec.at_bound else "")
     )
     for key in (*SIM_CALIBRATION_SHOWN, "decode_step_mean", "chunk_step_mean", "chunk_token_s"):
-        err = cal["relative_error"].get(key)
+        err = cal.relative_error.get(key)
         if err is None:
             continue
-        role = "fitted" if key in cal["fit_targets"] else "check"
+        role = "fitted" if key in cal.fit_targets else "check"
         typer.echo(
-            f"  {key:<9} measured {cal['measured'][key] * 1e3:9.2f} ms   replayed "
-            f"{cal['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%} ({role})"
+            f"  {key:<9} measured {_ms_of(cal.measured, key)}   replayed "
+            f"{_ms_of(cal.predicted, key)}   error {err:+.1%} ({role})"
         )
 
 
-def _print_holdout(check: dict[str, Any]) -> None:
+def _print_holdout(check: Holdout) -> None:
     typer.echo(
-        f"held-out check on {check['run']} ({check['requests']} requests, "
-        f"max_num_batched_tokens={check['max_num_batched_tokens']}):"
+        f"held-out check on {check.run} ({check.requests} requests, "
+        f"max_num_batched_tokens={check.max_num_batched_tokens}):"
     )
     for key in SIM_HOLDOUT_SHOWN:
-        err = check["relative_error"].get(key)
+        err = check.relative_error.get(key)
         if err is None:
             continue
-        verdict = check["within_goal"].get(key)
+        verdict = check.within_goal.get(key)
         mark = "" if verdict is None else ("  within" if verdict else "  OUTSIDE")
-        goal = check.get("goals", {}).get(key, check["goal"])
+        goal = check.goals.get(key, check.goal)
         typer.echo(
-            f"  {key:<9} measured {check['measured'][key] * 1e3:9.2f} ms   predicted "
-            f"{check['predicted'][key] * 1e3:9.2f} ms   error {err:+.1%}"
+            f"  {key:<9} measured {_ms_of(check.measured, key)}   predicted "
+            f"{_ms_of(check.predicted, key)}   error {err:+.1%}"
             + (f"{mark} ±{goal:.0%}" if mark else "")
         )
+
+
+def _ms_of(figures: FitFigures, name: str) -> str:
+    """A figure in milliseconds, right-aligned in 12 characters (``–``: unknown)."""
+    value = figures.figure(name)
+    return f"{'–':>12}" if value is None else f"{value * 1e3:9.2f} ms"
 
 
 def _ms(value: float | None) -> str:

@@ -67,6 +67,9 @@ import pytest
 from bench_support import bench_process
 from real_vllm import MAX_MODEL_LEN, MODEL_DIR, VOCAB_SIZE, vllm_target
 
+from runfmt.calibration import Calibration, FitFigures, Holdout
+from runfmt.codec import decode, encode
+from runfmt.simresult import SimulateResult
 from session.calibrate import MFU_RANGE, TOLERANCE
 
 pytestmark = pytest.mark.real_vllm
@@ -116,15 +119,31 @@ def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _check(fit_run: Path, held_out: Path, budget: int) -> dict[str, Any]:
-    """``simulate --calibrate FIT --holdout HELD_OUT --json``'s calibration."""
+def _check(fit_run: Path, held_out: Path, budget: int) -> tuple[Calibration, Holdout]:
+    """``simulate --calibrate FIT --holdout HELD_OUT --json``'s calibration and its check."""
     engine = [arg for item in ENGINE for arg in ("--engine", item)]
     done = _simulate(
         "--calibrate", str(fit_run), *engine, "--holdout", str(held_out),
         "--holdout-engine", f"max_num_batched_tokens={budget}", "--no-break-even", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["calibration"]
+    calibration = decode(SimulateResult, json.loads(done.stdout)).calibration
+    assert calibration is not None and calibration.holdout is not None
+    return calibration, calibration.holdout
+
+
+def _figure(figures: FitFigures, name: str) -> float:
+    """A figure every run of this target has (TTFT and ITL: the client's)."""
+    value = figures.figure(name)
+    assert value is not None, name
+    return value
+
+
+def _error(check: Calibration | Holdout, name: str) -> float:
+    """A judged figure's relative error (known: both figures are the client's)."""
+    error = check.relative_error[name]
+    assert error is not None, name
+    return error
 
 
 def judge(error: float, floor: float, goal: float) -> dict[str, Any]:
@@ -152,50 +171,53 @@ def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Pa
     refused = _simulate("--calibrate", str(runs["a1"]))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "does not record its gpu, model, max_num_batched_tokens" in refused.stderr
-    cal = _check(runs["a1"], runs["b1"], HOLDOUT_BATCHED)
-    b2 = _check(runs["a1"], runs["b2"], HOLDOUT_BATCHED)["holdout"]
-    a2 = _check(runs["a1"], runs["a2"], 512)["holdout"]
-    b1 = cal["holdout"]
+    cal, b1 = _check(runs["a1"], runs["b1"], HOLDOUT_BATCHED)
+    cal_b2, b2 = _check(runs["a1"], runs["b2"], HOLDOUT_BATCHED)
+    cal_a2, a2 = _check(runs["a1"], runs["a2"], 512)
     # the fit is deterministic: the same A1 gives the same figures at every call
-    assert b2["predicted"] and a2["predicted"]
-    print("\n" + json.dumps({k: cal[k] for k in ("fitted", "decode_fit", "relative_error")}))
+    assert cal_b2.fitted == cal.fitted == cal_a2.fitted
+    print("\n" + json.dumps(encode(
+        {"fitted": cal.fitted, "decode_fit": cal.decode_fit, "relative_error": cal.relative_error}
+    )))  # fmt: skip
     # the served model's figures, read from its config.json; every fact from --engine
-    assert cal["config"]["model"] == str(MODEL_DIR) and cal["requests"] == 16
-    assert cal["target_sources"]["max_num_batched_tokens"] == "--engine"
-    assert cal["itl_source"] in ("vllm:inter_token_latency_seconds",
-                                 "vllm:time_per_output_token_seconds")  # fmt: skip
-    assert cal["decode_source"].startswith("client") and cal["decode_fit"]["anchored"] is None
-    assert cal["fit_targets"] == ["ttft_p50"] and 0 <= cal["transport_s"] < 0.1
-    fitted = cal["fitted"]
-    assert 0 < fitted["bandwidth_efficiency"] <= 1 and fitted["host_overhead_per_seq_s"] >= 0
-    assert fitted["host_overhead_step_s"] >= 0  # fitted beside the decode: no step histogram
-    assert MFU_RANGE[0] < fitted["prefill_mfu"] < MFU_RANGE[1]  # not pinned at a bound
-    assert abs(cal["relative_error"]["ttft_p50"]) <= TOLERANCE
-    assert b1["max_num_batched_tokens"] == b2["max_num_batched_tokens"] == HOLDOUT_BATCHED
-    assert a2["max_num_batched_tokens"] == 512
+    assert cal.config["model"] == str(MODEL_DIR) and cal.requests == 16
+    assert cal.target_sources["max_num_batched_tokens"] == "--engine"
+    assert cal.itl_source in ("vllm:inter_token_latency_seconds",
+                              "vllm:time_per_output_token_seconds")  # fmt: skip
+    assert cal.decode_source.startswith("client") and cal.decode_fit.anchored is None
+    assert cal.fit_targets == ("ttft_p50",) and 0 <= cal.transport_s < 0.1
+    fitted = cal.fitted
+    assert 0 < fitted.bandwidth_efficiency <= 1 and fitted.host_overhead_per_seq_s >= 0
+    # fitted beside the decode: no step histogram
+    assert fitted.host_overhead_step_s is not None and fitted.host_overhead_step_s >= 0
+    assert MFU_RANGE[0] < fitted.prefill_mfu < MFU_RANGE[1]  # not pinned at a bound
+    assert abs(_error(cal, "ttft_p50")) <= TOLERANCE
+    assert b1.max_num_batched_tokens == b2.max_num_batched_tokens == HOLDOUT_BATCHED
+    assert a2.max_num_batched_tokens == 512
     for check in (b1, b2, a2):  # each check is judged consistently with its own goals
         for key in METRICS:
-            error = check["relative_error"][key]
-            assert check["within_goal"][key] == (abs(error) <= check["goals"][key]), key
+            error = _error(check, key)
+            assert check.within_goal[key] == (abs(error) <= check.goals[key]), key
     table = {}
     for key in METRICS:
-        measured = (b1["measured"][key] + b2["measured"][key]) / 2
-        predicted = (b1["predicted"][key] + b2["predicted"][key]) / 2
-        spread = abs(b1["measured"][key] / b2["measured"][key] - 1)
-        floor = max(abs(a2["relative_error"][key]), spread)
+        b1_measured, b2_measured = _figure(b1.measured, key), _figure(b2.measured, key)
+        measured = (b1_measured + b2_measured) / 2
+        predicted = (_figure(b1.predicted, key) + _figure(b2.predicted, key)) / 2
+        spread = abs(b1_measured / b2_measured - 1)
+        floor = max(abs(_error(a2, key)), spread)
         # the budget change itself, pair by pair (A1→B1, A2→B2): a drift both runs of a
         # pair share cancels; the pairs' disagreement is this view's noise floor
-        measured_change = [b1["measured"][key] / cal["measured"][key],
-                           b2["measured"][key] / a2["measured"][key]]  # fmt: skip
-        predicted_change = b1["predicted"][key] / cal["predicted"][key]
+        measured_change = [b1_measured / _figure(cal.measured, key),
+                           b2_measured / _figure(a2.measured, key)]  # fmt: skip
+        predicted_change = _figure(b1.predicted, key) / _figure(cal.predicted, key)
         change_errors = [predicted_change / m - 1 for m in measured_change]
-        table[key] = judge(predicted / measured - 1, floor, b1["goals"][key]) | {
-            "same_budget_error": a2["relative_error"][key],
+        table[key] = judge(predicted / measured - 1, floor, b1.goals[key]) | {
+            "same_budget_error": _error(a2, key),
             "b_repeat_spread": spread,
             "change_measured": [m - 1 for m in measured_change],
             "change_predicted": predicted_change - 1,
             "change": judge(sum(change_errors) / 2, abs(change_errors[0] - change_errors[1]),
-                            b1["goals"][key]),
+                            b1.goals[key]),
         }  # fmt: skip
     print(json.dumps(table, indent=1))
     for key, row in table.items():  # a fit on the wrong budget lands far past these

@@ -1,8 +1,9 @@
-"""What ``simulate --json``, ``simulate --against --json``, ``compare --json`` and
-``diagnose ab --predict --json`` printed before these outputs were typed
-(``tests/fixtures/outputs/``) reads through today's types and writes back with the same
-keys and values: the keys are contracts read from outside (CI gates, notebooks). A fresh
-``simulate --json`` of the same grid has every key the old one had."""
+"""What ``simulate --json``, ``simulate --against --json``, ``simulate --calibrate
+--holdout --json``, ``compare --json`` and ``diagnose ab --predict --json`` printed before
+these outputs were typed (``tests/fixtures/outputs/``) reads through today's types and
+writes back with the same keys and values: the keys are contracts read from outside (CI
+gates, notebooks). A fresh ``simulate --json`` of the same grid has every key the old one
+had."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from repo_paths import FIXTURES
 
 from prefillscope.cli import main
 from runfmt.abresult import ABResult
+from runfmt.calibration import Calibration, DecodeFit, FitFigures, FittedSettings
 from runfmt.codec import ABSENT, decode, encode
 from runfmt.compareresult import CompareDocument, CompareRow, SweepCompareDocument
 from runfmt.simresult import AgainstResult, SimConfiguration, SimulateResult, StageFigures
@@ -26,6 +28,8 @@ OUTPUTS = FIXTURES / "outputs"
 TYPES = {
     "simulate.json": SimulateResult,
     "simulate_against.json": AgainstResult,
+    "simulate_calibrate.json": SimulateResult,
+    "simulate_calibrate_client.json": SimulateResult,
     "compare.json": CompareDocument,
     "compare_sweep.json": SweepCompareDocument,
 }
@@ -89,6 +93,52 @@ def test_the_outputs_read_typed() -> None:
     prediction = ABResult.from_json(_read("ab_predict.json")).prediction
     assert prediction is not None and not _unknown(prediction)
     assert not any(_unknown(f) for arm in prediction.arms for f in arm.metrics.values())
+
+
+def _calibration(name: str) -> Calibration:
+    calibration = decode(SimulateResult, _read(name)).calibration
+    assert isinstance(calibration, Calibration)
+    return calibration
+
+
+@pytest.mark.parametrize("name", ["simulate_calibrate.json", "simulate_calibrate_client.json"])
+def test_the_calibration_block_reads_typed(name: str) -> None:
+    """``simulate --calibrate --holdout``'s block: every key declared, the fit, the decode
+    and each run's figures their types; a figure's error is the one its figures give."""
+    cal = _calibration(name)
+    holdout = cal.holdout
+    assert holdout is not None
+    sections = (cal, cal.fitted, cal.decode_fit, cal.measured, cal.predicted, holdout,
+                holdout.measured, holdout.predicted)  # fmt: skip
+    assert not any(_unknown(section) for section in sections)
+    assert isinstance(cal.fitted, FittedSettings) and isinstance(cal.decode_fit, DecodeFit)
+    assert isinstance(holdout.measured, FitFigures) and len(cal.step_jitter_s) == 200
+    assert set(cal.relative_error) == set(FitFigures.names())
+    for check in (cal, holdout):
+        assert dict(check.relative_error) == dict(check.predicted.errors(check.measured))
+    assert set(holdout.within_goal) == set(holdout.goals) == {"ttft_p50", "itl_p50", "itl_p99"}
+    # the calibrated run `al` was marked client-limited, `ar` not; `b` was limited itself
+    assert bool(cal.warnings) == (name == "simulate_calibrate.json") and holdout.warnings
+    assert cal.all_warnings == cal.warnings + holdout.warnings
+    assert cal.config["max_num_batched_tokens"] == 2048 and holdout.max_num_batched_tokens == 256
+
+
+def test_a_real_servers_calibration_has_its_step_overhead_and_the_efficiency_test() -> None:
+    """The client-gap decode (no step histogram): a per-step overhead among the fitted
+    settings, in order, and the free efficiency's interval; the embedded run has
+    neither."""
+    client, embedded = (_calibration(f"simulate_calibrate{s}.json") for s in ("_client", ""))
+    assert list(client.fitted.settings()) == [
+        "bandwidth_efficiency", "host_overhead_per_seq_s", "host_overhead_step_s", "prefill_mfu"
+    ]  # fmt: skip
+    gain = client.decode_fit.efficiency_gain_s
+    assert gain is not None and len(gain) == 3 and gain[1] <= gain[0] <= gain[2]
+    assert client.decode_fit.efficiency_decided is False and client.decode_fit.anchored is None
+    assert client.fit_targets == ("ttft_p50",) and client.measured.decode_step_mean is None
+    assert client.relative_error["decode_step_mean"] is None
+    assert embedded.fitted.host_overhead_step_s is None
+    assert "host_overhead_step_s" not in encode(embedded.fitted)
+    assert embedded.decode_fit.anchored is True and embedded.decode_fit.efficiency_gain_s is None
 
 
 def _shape(doc: Any) -> set[str]:

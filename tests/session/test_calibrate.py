@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 from bench_support import bench
+from repo_paths import FIXTURES
 
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
+from runfmt.calibration import Calibration
+from runfmt.codec import decode
+from runfmt.simresult import SimulateResult
 from session.calibrate import TOLERANCE, calibrate
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "simulate"]
@@ -34,24 +38,25 @@ def planted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_fit_recovers_the_planted_efficiency_and_replays_the_run(planted_run: Path) -> None:
     result = calibrate(planted_run, EngineConfig())
-    assert result["prompts"] == "rebuilt from the run's plan for 16 of 16"  # not fresh tokens
-    assert set(result["fitted"]) == {
+    assert result.prompts == "rebuilt from the run's plan for 16 of 16"  # not fresh tokens
+    assert set(result.fitted.settings()) == {
         "bandwidth_efficiency", "host_overhead_per_seq_s", "prefill_mfu"
     }  # fmt: skip
     # held to the server's own mean decode step (its histogram), beside the client's gaps
-    assert result["decode_fit"]["anchored"] is True
-    assert "prefillscope_engine_step_seconds" in result["decode_source"]
+    assert result.decode_fit.anchored is True
+    assert "prefillscope_engine_step_seconds" in result.decode_source
     # the server's step means, on its own clock: the engine's settings within 5 %
     _recovered(result, EngineConfig(bandwidth_efficiency=PLANTED_EFFICIENCY))
-    assert result["fit_targets"] == ["chunk_step_mean", "decode_step_mean"]
-    for key in result["fit_targets"]:
-        assert abs(result["relative_error"][key]) <= TOLERANCE, (key, result)
-    assert result["predicted"]["itl_p99"] > 0 and result["measured"]["itl_p99"] > 0
+    assert result.fit_targets == ("chunk_step_mean", "decode_step_mean")
+    for key in result.fit_targets:
+        assert abs(result.relative_error[key]) <= TOLERANCE, (key, result)
+    assert result.predicted.itl_p99 > 0 and result.measured.itl_p99 > 0
     # the client's HTTP and stream delivery, read off the server's TTFT histogram
-    assert 0 < result["transport_s"] < result["measured"]["ttft_mean"]
+    assert result.measured.ttft_mean is not None
+    assert 0 < result.transport_s < result.measured.ttft_mean
 
 
-def _recovered(result: dict, true: EngineConfig) -> None:
+def _recovered(result: Calibration, true: EngineConfig) -> None:
     """The engine's settings within 5 %: the prefill MFU (the server's mean chunk-carrying
     step); the bandwidth efficiency where the client's gaps show no per-sequence cost (the
     truth here). A heavily loaded client's gaps grow with its streams, which the
@@ -64,15 +69,15 @@ def _recovered(result: dict, true: EngineConfig) -> None:
     lag p99 54-388 ms) the MFU came out 0.497, 0.427 and 0.422 for 0.45, and a replay's
     mean decode step once missed the server's by 3.4 % (the fit's tolerance: 2 %). The
     settings and the server's decode step are required of a run the client did not limit."""
-    fitted = result["fitted"]
-    if result["warnings"]:
-        assert "client-limited" in result["warnings"][0], result["warnings"]
+    fitted = result.fitted
+    if result.warnings:
+        assert "client-limited" in result.warnings[0], result.warnings
         print(f"client-limited run, settings not held to 5 %: {fitted}")
         return
-    assert abs(result["relative_error"]["decode_step_mean"]) <= TOLERANCE
-    assert fitted["prefill_mfu"] == pytest.approx(true.prefill_mfu, rel=0.05), fitted
-    if fitted["host_overhead_per_seq_s"] == 0:
-        assert fitted["bandwidth_efficiency"] == pytest.approx(true.bandwidth_efficiency, rel=0.05)
+    assert abs(result.relative_error["decode_step_mean"]) <= TOLERANCE
+    assert fitted.prefill_mfu == pytest.approx(true.prefill_mfu, rel=0.05), fitted
+    if fitted.host_overhead_per_seq_s == 0:
+        assert fitted.bandwidth_efficiency == pytest.approx(true.bandwidth_efficiency, rel=0.05)
 
 
 #: Embedded runs of other shapes: device, budget, workload and load (the engine's true
@@ -100,8 +105,8 @@ def test_the_engines_own_settings_are_recovered_within_5_percent(
     bench(workload, run, engine=engine, overrides=overrides)
     true = EngineConfig(**dict(item.split("=") for item in engine))  # type: ignore[arg-type]
     result = calibrate(run, EngineConfig())  # nothing given: all from run.json
-    assert result["config"]["gpu"] == true.gpu
-    print(f"\n{shape}: {result['fitted']}")
+    assert result.config["gpu"] == true.gpu
+    print(f"\n{shape}: {result.fitted}")
     _recovered(result, true)
 
 
@@ -147,14 +152,14 @@ def test_a_client_delay_does_not_move_the_fit_and_a_limited_client_is_warned_of(
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        runs[name] = (json.loads(done.stdout)["calibration"], done.stderr)
+        runs[name] = (_calibration(done.stdout), done.stderr)
     (late_cal, late_err), (calm_cal, calm_err) = runs["late"], runs["calm"]
-    assert late_cal["fitted"] == calm_cal["fitted"]
-    assert late_cal["measured"]["ttft_mean"] == calm_cal["measured"]["ttft_mean"]
+    assert late_cal.fitted == calm_cal.fitted
+    assert late_cal.measured.ttft_mean == calm_cal.measured.ttft_mean
     warning = [line for line in late_err.splitlines() if line.startswith("prefillscope: warning")]
     assert len(warning) == 1 and "client-limited (dispatch lag p99 500 ms > 5 ms)" in warning[0]
     assert "fitted from the actual send times" in warning[0]
-    assert late_cal["warnings"] and not calm_cal["warnings"]
+    assert late_cal.warnings and not calm_cal.warnings
     assert "warning" not in calm_err
 
 
@@ -164,14 +169,15 @@ def test_the_command_prints_the_fit_and_uses_it(planted_run: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    fitted = result["calibration"]["fitted"]["bandwidth_efficiency"]
-    (row,) = result["configurations"]
+    result = decode(SimulateResult, json.loads(done.stdout))
+    assert result.calibration is not None
+    fitted = result.calibration.fitted.bandwidth_efficiency
+    (row,) = result.configurations
     # the grid ran on the fitted engine: its ITL floor is the weights at the fitted bandwidth
     cost = CostModel.from_config(EngineConfig())
     weights_s = cost.weight_bytes_per_gpu / cost.gpu.bandwidth
-    assert row["itl_s"]["p50"] >= weights_s / fitted
-    assert row["completed"] == result["calibration"]["requests"]
+    assert row.latencies["itl_s"].p50 >= weights_s / fitted
+    assert row.completed == result.calibration.requests
 
 
 def test_a_holdout_run_is_predicted_with_the_error_per_metric(
@@ -188,17 +194,39 @@ def test_a_holdout_run_is_predicted_with_the_error_per_metric(
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    calibration = json.loads(done.stdout)["calibration"]
-    check = calibration["holdout"]
-    assert check["max_num_batched_tokens"] == 256 and check["requests"] == 16
+    calibration = _calibration(done.stdout)
+    check = calibration.holdout
+    assert check is not None
+    assert check.max_num_batched_tokens == 256 and check.requests == 16
     for key in ("ttft_p50", "itl_p50", "itl_p99"):
-        error = check["relative_error"][key]
+        error = check.relative_error[key]
+        assert error is not None
         # each metric against its own goal: ±10 % for a median, ±25 % for ITL p99
-        assert check["within_goal"][key] == (abs(error) <= check["goals"][key])
+        assert check.within_goal[key] == (abs(error) <= check.goals[key])
     # the decode the fit found predicts the other run's median gap, where neither run's
     # client was limited (_recovered's rule: at load average 10, 10.1 % off, both limited)
-    if not (calibration["warnings"] or check["warnings"]):
-        assert abs(check["relative_error"]["itl_p50"]) <= 0.10, check
+    if not (calibration.warnings or check.warnings):
+        assert abs(check.relative_error["itl_p50"]) <= 0.10, check
+    # every key the block had before it was typed (its golden output) is still written
+    golden = json.loads((FIXTURES / "outputs" / "simulate_calibrate.json").read_text())
+    fresh = json.loads(done.stdout)
+    assert _keys(golden["calibration"]) <= _keys(fresh["calibration"])
+
+
+def _calibration(stdout: str) -> Calibration:
+    """``simulate --calibrate --json``'s calibration, read through its type."""
+    calibration = decode(SimulateResult, json.loads(stdout)).calibration
+    assert calibration is not None
+    return calibration
+
+
+def _keys(doc: object, at: str = "") -> set[str]:
+    """The key paths of a JSON document, array positions left out."""
+    if isinstance(doc, dict):
+        return {at} | {p for k, v in doc.items() for p in _keys(v, f"{at}/{k}")}
+    if isinstance(doc, list):
+        return {at} | {p for v in doc for p in _keys(v, at)}
+    return {at}
 
 
 def test_a_holdout_needs_a_calibration(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import pytest
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from probes.token_gaps import token_gaps
+from runfmt.calibration import DecodeFit
 from session.calibrate_decode import (
     DecodeGaps,
     decode_gaps,
@@ -27,6 +29,14 @@ from simengine.core import EngineCore, EngineRequest
 from simengine.driver import VirtualDriver
 
 PLANTED = {"bandwidth_efficiency": 0.55, "host_overhead_per_seq_s": 0.0004}
+
+
+def _fit(observed: DecodeGaps, cost: CostModel, *args: Any, **kwargs: Any) -> DecodeFit:
+    """``fit_decode``'s fit, found, with one residual per fitted gap."""
+    fitted = fit_decode(observed, cost, *args, **kwargs)
+    assert fitted is not None
+    assert fitted.residuals_s.shape == (fitted.fit.gaps,)
+    return fitted.fit
 
 
 def _virtual_run(config: EngineConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -60,8 +70,8 @@ def test_a_planted_efficiency_and_per_sequence_overhead_are_recovered(anchored: 
     server_mean = None
     if anchored:  # the server's mean pure-decode step, as its histogram gives it
         server_mean = float(np.average(observed.gap_s, weights=1.0 / observed.running))
-    fit = fit_decode(observed, CostModel.from_config(EngineConfig()), server_mean)
-    assert fit is not None and fit.anchored is (True if anchored else None)
+    fit = _fit(observed, CostModel.from_config(EngineConfig()), server_mean)
+    assert fit.anchored is (True if anchored else None)
     assert fit.bandwidth_efficiency == pytest.approx(PLANTED["bandwidth_efficiency"], rel=0.03)
     assert fit.host_overhead_per_seq_s == pytest.approx(
         PLANTED["host_overhead_per_seq_s"], rel=0.05
@@ -102,8 +112,8 @@ def test_an_efficiency_the_gaps_do_not_decide_leaves_the_constant_to_every_step(
     free_low = 0
     for seed in range(6):  # a KV slope at 0.3 of the bandwidth: under this noise, weak
         observed = _cpu_gaps(cpu_cost, seed, 0.3)
-        fit = fit_decode(observed, cpu_cost, free_step_overhead=True)
-        assert fit is not None and fit.efficiency_decided is False, seed
+        fit = _fit(observed, cpu_cost, free_step_overhead=True)
+        assert fit.efficiency_decided is False, seed
         low = fit.efficiency_gain_s[1]
         assert low <= 0, fit.efficiency_gain_s  # its interval reaches 0: undecided
         # full bandwidth: what the weights' read does not take is the step's own cost,
@@ -123,8 +133,8 @@ def test_an_efficiency_the_gaps_do_not_decide_leaves_the_constant_to_every_step(
 
 def test_a_kv_slope_the_gaps_decide_keeps_its_efficiency(cpu_cost: CostModel) -> None:
     for seed in range(3):
-        fit = fit_decode(_cpu_gaps(cpu_cost, seed, 0.1), cpu_cost, free_step_overhead=True)
-        assert fit is not None and fit.efficiency_decided is True, seed
+        fit = _fit(_cpu_gaps(cpu_cost, seed, 0.1), cpu_cost, free_step_overhead=True)
+        assert fit.efficiency_decided is True, seed
         assert 0.08 < fit.bandwidth_efficiency < 0.16 and fit.efficiency_gain_s[1] > 0
 
 
@@ -133,6 +143,6 @@ def test_an_efficiency_the_gaps_show_is_kept_beside_a_step_overhead() -> None:
     requests, chunks = _virtual_run(config)
     gaps = token_gaps(chunks, requests["id"])
     observed = decode_gaps(request_spans(requests, gaps, chunks), gaps)
-    fit = fit_decode(observed, CostModel.from_config(EngineConfig()), free_step_overhead=True)
-    assert fit is not None and fit.efficiency_decided is True and fit.efficiency_gain_s[1] > 0
+    fit = _fit(observed, CostModel.from_config(EngineConfig()), free_step_overhead=True)
+    assert fit.efficiency_decided is True and fit.efficiency_gain_s[1] > 0
     assert fit.bandwidth_efficiency == pytest.approx(PLANTED["bandwidth_efficiency"], rel=0.1)

@@ -14,7 +14,9 @@ import pytest
 from bench_support import bench
 
 from perfmodel.config import EngineConfig
+from runfmt.codec import decode
 from runfmt.run import open_run
+from runfmt.simresult import SimulateResult
 from session.calibrate_target import gpu_preset, target_config
 from workloads.errors import InputError
 
@@ -52,12 +54,13 @@ def test_the_run_records_its_gpu_and_budget_and_the_fit_uses_them(a100_run: Path
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    cal = result["calibration"]
-    assert cal["config"]["gpu"] == "a100-80gb" and cal["config"]["max_num_batched_tokens"] == 12288
-    assert "gpu a100-80gb (run.json)" in cal["target"]
+    result = decode(SimulateResult, json.loads(done.stdout))
+    cal = result.calibration
+    assert cal is not None
+    assert cal.config["gpu"] == "a100-80gb" and cal.config["max_num_batched_tokens"] == 12288
+    assert "gpu a100-80gb (run.json)" in cal.target
     # the grid replays the run's own budget on its own device
-    assert result["gpu"] == "a100-80gb" and result["configurations"][0]["chunk"] == 12288
+    assert result.gpu == "a100-80gb" and result.configurations[0].chunk == 12288
 
 
 def test_what_the_user_gives_wins_and_says_so(a100_run: Path) -> None:
