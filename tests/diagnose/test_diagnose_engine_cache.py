@@ -10,10 +10,11 @@ uses budget 512, so prefill chunks stay out of the picture — except the issue'
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
-from diagnose_bench import bench, dry_run, evidence_value, suggested_reruns
+from diagnose_bench import bench, dry_run, evidence_value, side_by_side, suggested_reruns
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -27,40 +28,46 @@ SHARED = {"seed": 1, "prefix_len": 1024, "suffix_len": 64, "output_len": 8}
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("engine-cache")
     small = ["max_num_batched_tokens=512"]
-    return {
-        "thrash": bench(
-            root / "thrash",
-            "shared-prefix",
-            SHARED | {"num_requests": 48, "concurrency": 2, "groups": 8},
-            [*small, "num_gpu_blocks=200"],
-        ),
-        "salt": bench(
-            root / "salt",
-            "shared-prefix",
-            SHARED
-            | {
-                "num_requests": 40,
-                "rate": 20,
-                "groups": 2,
-                "tenants": 1000,
-                "tenant_per": "request",
-            },
-            small,
-        ),
-        "pool-third": bench(
-            root / "pool-third",
-            "shared-prefix",
-            {"seed": 2, "prefix_len": 5000, "suffix_len": 64, "output_len": 64}
-            | {"num_requests": 48, "rate": 1.5, "groups": 8},
-            ["max_num_batched_tokens=6144", "num_gpu_blocks=875"],
-        ),
-        "reserved": bench(
-            root / "reserved",
-            "shared-prefix",
-            SHARED | {"num_requests": 40, "concurrency": 2, "groups": 40},
-            [*small, "num_gpu_blocks=4000"],
-        ),
-    }
+    return side_by_side(
+        {
+            "thrash": partial(
+                bench,
+                root / "thrash",
+                "shared-prefix",
+                SHARED | {"num_requests": 48, "concurrency": 2, "groups": 8},
+                [*small, "num_gpu_blocks=200"],
+            ),
+            "salt": partial(
+                bench,
+                root / "salt",
+                "shared-prefix",
+                SHARED
+                | {
+                    "num_requests": 40,
+                    "rate": 20,
+                    "groups": 2,
+                    "tenants": 1000,
+                    "tenant_per": "request",
+                },
+                small,
+            ),
+            "pool-third": partial(
+                bench,
+                root / "pool-third",
+                "shared-prefix",
+                {"seed": 2, "prefix_len": 5000, "suffix_len": 64, "output_len": 64}
+                | {"num_requests": 48, "rate": 1.5, "groups": 8},
+                ["max_num_batched_tokens=6144", "num_gpu_blocks=875"],
+            ),
+            "reserved": partial(
+                bench,
+                root / "reserved",
+                "shared-prefix",
+                SHARED | {"num_requests": 40, "concurrency": 2, "groups": 40},
+                [*small, "num_gpu_blocks=4000"],
+            ),
+        }
+    )
 
 
 def test_a_pool_smaller_than_the_working_set_thrashes(runs):

@@ -14,10 +14,11 @@ interval, and that supports H2 at more than weak confidence, with the margin sta
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
-from diagnose_bench import bench, evidence_value
+from diagnose_bench import bench, evidence_value, side_by_side
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -36,17 +37,26 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("engine-host")
     base = ["max_num_batched_tokens=512"]
     planted = [*base, "host_overhead_step_s=0.003"]
-    return {
-        "h100-sxm": bench(root / "h100", "shared-prefix", EIGHT_USERS, [*planted, "gpu=h100-sxm"]),
-        "h200": bench(root / "h200", "shared-prefix", EIGHT_USERS, [*planted, "gpu=h200"]),
-        "control": bench(root / "control", "shared-prefix", EIGHT_USERS, [*base, "gpu=h100-sxm"]),
-        "a100": bench(
-            root / "a100",
-            "shared-prefix",
-            TWELVE_USERS,
-            [*base, "host_overhead_step_s=0.0025", "gpu=a100-80gb"],
-        ),
-    }
+    return side_by_side(
+        {
+            "h100-sxm": partial(
+                bench, root / "h100", "shared-prefix", EIGHT_USERS, [*planted, "gpu=h100-sxm"]
+            ),
+            "h200": partial(
+                bench, root / "h200", "shared-prefix", EIGHT_USERS, [*planted, "gpu=h200"]
+            ),
+            "control": partial(
+                bench, root / "control", "shared-prefix", EIGHT_USERS, [*base, "gpu=h100-sxm"]
+            ),
+            "a100": partial(
+                bench,
+                root / "a100",
+                "shared-prefix",
+                TWELVE_USERS,
+                [*base, "host_overhead_step_s=0.0025", "gpu=a100-80gb"],
+            ),
+        }
+    )
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])

@@ -13,10 +13,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from diagnose_bench import INTERFERENCE, bench, dry_run, evidence_value, suggested_reruns
+from diagnose_bench import (
+    INTERFERENCE,
+    bench,
+    dry_run,
+    evidence_value,
+    side_by_side,
+    suggested_reruns,
+)
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
@@ -34,50 +42,62 @@ def statuses(diagnosis: Diagnosis) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("engine-steps")
-    return {
-        "oversized": bench(
-            root / "oversized", "interference", INTERFERENCE, ["max_num_batched_tokens=8192"]
-        ),
-        "control": bench(
-            root / "control", "interference", INTERFERENCE, ["max_num_batched_tokens=512"]
-        ),
-        # Short prompts arriving open-loop (so the batch size varies), 4 ms per step and
-        # 1 ms per running sequence of host work on top of the GPU's.
-        "host": bench(
-            root / "host",
-            "shared-prefix",
-            {
-                "num_requests": 60,
-                "rate": 20,
-                "seed": 1,
-                "groups": 4,
-                "prefix_len": 64,
-                "suffix_len": 64,
-                "output_len": 40,
-            },
-            [
-                "max_num_batched_tokens=512",
-                "host_overhead_step_s=0.004",
-                "host_overhead_per_seq_s=0.001",
-            ],
-        ),
-        # 64 sequences decoding at 6000 tokens of context each (one shared, cached
-        # prefix: the prefill is paid once) on an L40S; time_scale 0.5 keeps it short.
-        "bandwidth": bench(
-            root / "bandwidth",
-            "shared-prefix",
-            {
-                "num_requests": 64,
-                "concurrency": 64,
-                "seed": 1,
-                "groups": 1,
-                "prefix_len": 6000,
-                "suffix_len": 16,
-                "output_len": 40,
-            },
-            ["gpu=l40s", "time_scale=0.5"],
-        ),
-    }
+    return side_by_side(
+        {
+            "oversized": partial(
+                bench,
+                root / "oversized",
+                "interference",
+                INTERFERENCE,
+                ["max_num_batched_tokens=8192"],
+            ),
+            "control": partial(
+                bench,
+                root / "control",
+                "interference",
+                INTERFERENCE,
+                ["max_num_batched_tokens=512"],
+            ),
+            # Short prompts arriving open-loop (so the batch size varies), 4 ms per step and
+            # 1 ms per running sequence of host work on top of the GPU's.
+            "host": partial(
+                bench,
+                root / "host",
+                "shared-prefix",
+                {
+                    "num_requests": 60,
+                    "rate": 20,
+                    "seed": 1,
+                    "groups": 4,
+                    "prefix_len": 64,
+                    "suffix_len": 64,
+                    "output_len": 40,
+                },
+                [
+                    "max_num_batched_tokens=512",
+                    "host_overhead_step_s=0.004",
+                    "host_overhead_per_seq_s=0.001",
+                ],
+            ),
+            # 64 sequences decoding at 6000 tokens of context each (one shared, cached
+            # prefix: the prefill is paid once) on an L40S; time_scale 0.5 keeps it short.
+            "bandwidth": partial(
+                bench,
+                root / "bandwidth",
+                "shared-prefix",
+                {
+                    "num_requests": 64,
+                    "concurrency": 64,
+                    "seed": 1,
+                    "groups": 1,
+                    "prefix_len": 6000,
+                    "suffix_len": 16,
+                    "output_len": 40,
+                },
+                ["gpu=l40s", "time_scale=0.5"],
+            ),
+        }
+    )
 
 
 def test_an_oversized_budget_supports_h1(runs):

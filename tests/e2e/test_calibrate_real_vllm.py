@@ -12,11 +12,11 @@ the actual send, less the transport the server's TTFT histogram shows; the serve
 read through the canonical ``itl`` series (either of vLLM's two names).
 
 The held-out check: calibrate on a run at ``max_num_batched_tokens`` 512 (arm A), predict
-runs of the same plan at 128 (arm B, a second server). On this shared 2-core machine the
-other processes move a run's TTFT by 2× from one minute to the next (identical runs,
-minutes apart: TTFT p50 262 and 903 ms at load averages 4 and 14), so one run per arm
-compares two machines, not two budgets. The protocol makes the machine's noise a
-measured figure instead of the verdict:
+runs of the same plan at 128 (arm B, a second server, started beside the session's). On
+this shared 2-core machine the other processes move a run's TTFT by 2× from one minute
+to the next (identical runs, minutes apart: TTFT p50 262 and 903 ms at load averages 4
+and 14), so one run per arm compares two machines, not two budgets. The protocol makes
+the machine's noise a measured figure instead of the verdict:
 
 * **ABAB**: the arms alternate, one light run at a time (16 requests at 0.5 req/s, the
   two servers never loaded together): A1 B1 A2 B2. A drift of the machine reaches both
@@ -60,12 +60,20 @@ import json
 import math
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bench_support import bench_process
-from real_vllm import MAX_MODEL_LEN, MODEL_DIR, VOCAB_SIZE, vllm_target
+from real_vllm import (
+    HOLDOUT_BATCHED,
+    MAX_BATCHED,
+    MAX_MODEL_LEN,
+    MODEL_DIR,
+    VOCAB_SIZE,
+    VllmServer,
+)
 
 from runfmt.calibration import Calibration, FitFigures, Holdout
 from runfmt.codec import decode, encode
@@ -74,8 +82,6 @@ from session.calibrate import MFU_RANGE, TOLERANCE
 
 pytestmark = pytest.mark.real_vllm
 
-#: The held-out run's chunk budget (the calibrated one is the fixture's 512).
-HOLDOUT_BATCHED = 128
 #: Requests per second: 0.5 keeps the server out of overload (at 2 the 16 prompts offer
 #: ~2,400 tokens/s to a server that prefills ~1,000, so TTFT is mostly the queue's).
 RATE = 0.5
@@ -94,7 +100,7 @@ ENGINE = [
     f"model={MODEL_DIR}",
     "gpu=custom:peak_flops=1e12,bandwidth=5e10,memory_gib=2",
     "block_size=128",
-    "max_num_batched_tokens=512",  # the fixture's MAX_BATCHED
+    f"max_num_batched_tokens={MAX_BATCHED}",  # the shared server's
     "max_num_seqs=128",  # at most 16 in flight; the engine needs a budget ≥ its sequences
     f"vocab_size={VOCAB_SIZE}",
     f"max_model_len={MAX_MODEL_LEN}",
@@ -162,18 +168,26 @@ def judge(error: float, floor: float, goal: float) -> dict[str, Any]:
     return out | {"repeats_to_decide": repeats}
 
 
-@pytest.mark.timeout(1200)  # four runs, a second server and three fits on a busy machine
-def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Path) -> None:
+@pytest.mark.timeout(1200)  # two servers' start, four runs and three fits on a busy machine
+def test_calibrate_on_one_budget_and_predict_another(
+    vllm_url: str, vllm_holdout_server: VllmServer, tmp_path: Path
+) -> None:
     runs = {name: tmp_path / name for name in ("a1", "b1", "a2", "b2")}
-    with vllm_target(tmp_path / "server-b.log", HOLDOUT_BATCHED) as server:
-        for name, out in runs.items():  # ABAB, one at a time
-            _bench(vllm_url if name[0] == "a" else server.url, out)
-    refused = _simulate("--calibrate", str(runs["a1"]))
+    for name, out in runs.items():  # ABAB, one at a time
+        _bench(vllm_url if name[0] == "a" else vllm_holdout_server.url, out)
+    # the refusal and the three fits are independent processes: run side by side
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        refusing = pool.submit(_simulate, "--calibrate", str(runs["a1"]))
+        checks = [
+            pool.submit(_check, runs["a1"], runs[held_out], budget)
+            for held_out, budget in (("b1", HOLDOUT_BATCHED), ("b2", HOLDOUT_BATCHED),
+                                     ("a2", MAX_BATCHED))
+        ]  # fmt: skip
+        refused = refusing.result()
+        fits = [check.result() for check in checks]
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "does not record its gpu, model, max_num_batched_tokens" in refused.stderr
-    cal, b1 = _check(runs["a1"], runs["b1"], HOLDOUT_BATCHED)
-    cal_b2, b2 = _check(runs["a1"], runs["b2"], HOLDOUT_BATCHED)
-    cal_a2, a2 = _check(runs["a1"], runs["a2"], 512)
+    (cal, b1), (cal_b2, b2), (cal_a2, a2) = fits
     # the fit is deterministic: the same A1 gives the same figures at every call
     assert cal_b2.fitted == cal.fitted == cal_a2.fitted
     print("\n" + json.dumps(encode(
@@ -193,7 +207,7 @@ def test_calibrate_on_one_budget_and_predict_another(vllm_url: str, tmp_path: Pa
     assert MFU_RANGE[0] < fitted.prefill_mfu < MFU_RANGE[1]  # not pinned at a bound
     assert abs(_error(cal, "ttft_p50")) <= TOLERANCE
     assert b1.max_num_batched_tokens == b2.max_num_batched_tokens == HOLDOUT_BATCHED
-    assert a2.max_num_batched_tokens == 512
+    assert a2.max_num_batched_tokens == MAX_BATCHED
     for check in (b1, b2, a2):  # each check is judged consistently with its own goals
         for key in METRICS:
             error = _error(check, key)

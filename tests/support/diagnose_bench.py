@@ -3,6 +3,7 @@
 ``bench`` is ``prefillscope bench`` in-process (``run_bench``): the engine is started on a
 free port with the planted configuration (``--engine KEY=VALUE``), its ``/metrics`` are
 scraped every 0.1 s, and the run directory is exactly what the command writes.
+``side_by_side`` runs a few such benches at once, for a module's fixture of several runs.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import asyncio
 import json
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -59,6 +61,23 @@ def bench(
         )
     )
     return outcome.run_dir
+
+
+#: Runs at once in ``side_by_side``. A run against the embedded engine waits on the
+#: engine's clock: its client and engine process use a small share of a core (the
+#: accuracy scenarios: ~25 CPU-s over ~110 s of runs), so three at once keep a 2-core
+#: machine well short of saturated.
+AT_ONCE = 3
+T = TypeVar("T")
+
+
+def side_by_side(jobs: Mapping[str, Callable[[], T]], at_once: int = AT_ONCE) -> dict[str, T]:
+    """Each job (a ``bench`` and what follows it), ``at_once`` at a time, each in its own
+    thread (its own event loop and engine process), in the order given (longest first
+    packs best): ``{name: result}``."""
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def suggested_reruns(diagnoses: Iterable[Diagnosis]) -> set[str]:

@@ -17,8 +17,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,29 +99,51 @@ def installed_model(target: str, model: str) -> Path:
     return TARGETS_DIR / target / "models" / model
 
 
+@dataclass(frozen=True)
+class Start:
+    """One server of a target script to start: its label, log file and ``env`` added."""
+
+    label: str
+    log: Path
+    env: Mapping[str, str]
+
+
+@contextmanager
+def targets(script: str, starts: Sequence[Start], startup_s: float) -> Iterator[list[TargetServer]]:
+    """The target script ``script``'s ``run``, once per ``starts`` item, each on a free
+    port, all started before any is waited on (their start-ups overlap: a vLLM start is
+    35-80 s, mostly imports and waits), all stopped on exit."""
+    with ExitStack() as stack:
+        started = []
+        for start in starts:
+            port = free_port()
+            server = TargetServer(f"http://127.0.0.1:{port}", port, start.log, start.label)
+            with start.log.open("wb") as out:
+                process = subprocess.Popen(
+                    # exec'd down to the server itself, which then gets SIGTERM if the tests die
+                    dying_with_us(["bash", str(TARGETS / script), "run"]),
+                    env=os.environ | {"PORT": str(port), **start.env},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    process_group=0,  # not a new session: that would be its own scheduler autogroup
+                )
+            stack.callback(stop, process)
+            started.append((server, process))
+        t0 = time.monotonic()
+        for server, process in started:
+            _wait_healthy(server, process, script, startup_s)
+            took = time.monotonic() - t0
+            print(f"\n{server.label} target healthy on {server.url} after {took:.0f} s")
+        yield [server for server, _ in started]
+
+
 @contextmanager
 def target(
     script: str, label: str, log: Path, env: Mapping[str, str], startup_s: float
 ) -> Iterator[TargetServer]:
     """The target script ``script``'s ``run`` on a free port with ``env`` added, stopped on exit."""
-    port = free_port()
-    server = TargetServer(f"http://127.0.0.1:{port}", port, log, label)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            # exec'd down to the server itself, which then gets SIGTERM if the tests die
-            dying_with_us(["bash", str(TARGETS / script), "run"]),
-            env=os.environ | {"PORT": str(port), **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            process_group=0,  # not a new session: that would be its own scheduler autogroup
-        )
-    try:
-        t0 = time.monotonic()
-        _wait_healthy(server, process, script, startup_s)
-        print(f"\n{label} target healthy on {server.url} after {time.monotonic() - t0:.0f} s")
+    with targets(script, [Start(label, log, env)], startup_s) as (server,):
         yield server
-    finally:
-        stop(process)
 
 
 @pytest.hookimpl(wrapper=True)
