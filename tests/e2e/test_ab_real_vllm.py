@@ -56,15 +56,17 @@ def test_an_a_b_of_two_chunk_sizes_on_vllm_runs_to_a_verdict(tmp_path: Path):
     for metric in ("itl_p99", "ttft_p50", "output_tokens_per_s"):
         c = comparison(doc, metric)
         assert c.ratio > 0 and c.ci_low <= c.ratio <= c.ci_high
-    assert [s["url"].rsplit(":", 1)[1] != "" for s in doc.servers] == [True, True]
-    assert all(s["stopped"]["how"] in ("sigterm", "sigkill") for s in doc.servers)
-    assert all(Path(s["log"]).stat().st_size > 0 for s in doc.servers)
+    assert [s.url.rsplit(":", 1)[1] != "" for s in doc.servers] == [True, True]
+    assert all(s.stopped.how in ("sigterm", "sigkill") for s in doc.servers)
+    assert all(Path(s.log).stat().st_size > 0 for s in doc.servers)
+    ready = [s.ready_s for s in doc.servers]
+    assert all(r is not None and r > 0 for r in ready), ready
     arm = outputs.arms[0]
     assert arm.compared == TRIALS * 10 and arm.exact_match_rate is not None
     assert arm.logprob_abs_diff is not None  # vLLM returned the chosen tokens' logprobs
     assert outputs.baseline is not None and outputs.baseline.compared == (TRIALS - 1) * 10
     print(f"\nA/B against vLLM took {took:.0f} s; servers ready after", end=" ")
-    print(", ".join(f"{s['ready_s']:.0f} s" for s in doc.servers))
+    print(", ".join(f"{r:.0f} s" for r in ready))
     print(verdict.sentence)
     for c in doc.comparisons:
         print(f"  {c.metric}: {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]", end="")
