@@ -131,18 +131,21 @@ def engine_moments() -> Iterator[list[EngineMoments]]:
 
 
 @contextmanager
-def held_steps(server: EmbeddedServer, hold_s: float, kind: str = "decode") -> Iterator[None]:
-    """Every ``kind`` step of ``server``'s engine holds its loop ``hold_s`` of wall time
-    while the block runs, as a starved machine would (its core computing slower than its
-    cost model says): each such step ends at least ``hold_s`` − its modelled time late,
-    whatever the machine's load. The engine's own ``step`` is wrapped on its instance."""
+def held_steps(
+    server: EmbeddedServer, hold_s: float, kinds: tuple[str, ...] = ("decode",)
+) -> Iterator[None]:
+    """Every step of ``kinds`` of ``server``'s engine holds its loop ``hold_s`` of wall
+    time while the block runs, as a starved machine would (its core computing slower than
+    its cost model says): each such step ends at least ``hold_s`` − its modelled time
+    late, whatever the machine's load. The engine's own ``step`` is wrapped on its
+    instance."""
     assert server.server is not None
     core = server.server.core
     step = core.step
 
     def holding() -> Any:
         result = step()
-        if result.kind == kind:
+        if result.kind in kinds:
             time.sleep(hold_s)
         return result
 

@@ -1,0 +1,97 @@
+"""Did a modelled engine keep its pace? Its step lateness against the ITL it shaped.
+
+The embedded engine times its steps by a cost model and waits for each step's modelled
+end on the wall clock; a starved machine (other processes on the cores, a long pause of
+the interpreter) wakes it late, and every token of a late step leaves late by as much.
+The engine publishes each step's lateness (``server.step_lateness_s`` in ``summary.json``,
+a histogram: its quantiles are interpolated inside buckets); a real vLLM or SGLang server
+keeps no modelled schedule to be late against, so for them the pace is unknown, never
+"on time".
+
+**The measure.** A late step's delay lands in the gap before its tokens, so a run's p99
+inter-token latency can carry up to the step lateness p99 that is the machine's, not the
+engine's. The pace is judged by that share: step lateness p99 over the run's client ITL
+p99 (per token, ``probes.token_gaps``). At most ``LATENESS_SHARE`` (10 %) the engine
+kept its pace: what the machine added to the ITL tail is below the smallest change an
+A/B calls (``diagnose ab --min-effect``, 10 % by default), so it cannot make one alone.
+Beyond it the run's tail is partly the machine's stalls (seen: one arm's ITL p99 237 ms
+against 69 ms in the next run of the same A/B, its client healthy), and a comparison or
+an SLO judged on it measures the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from probes.metric_registry import ITL
+from runfmt.summary import Summary
+
+#: The step lateness p99, as a share of the run's ITL p99, up to which the engine kept its
+#: pace (the module docstring says why 10 %).
+LATENESS_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class EnginePace:
+    """A run's step lateness p99 and mean (seconds) and its client ITL p99 (``None``
+    when the run has no inter-token gaps)."""
+
+    lateness_p99_s: float
+    lateness_mean_s: float
+    itl_p99_s: float | None
+
+    @property
+    def share(self) -> float | None:
+        """Step lateness p99 over ITL p99 (``None`` without an ITL p99)."""
+        if self.itl_p99_s is None or self.itl_p99_s <= 0:
+            return None
+        return self.lateness_p99_s / self.itl_p99_s
+
+    def late(self, bound: float = LATENESS_SHARE) -> bool:
+        """Whether the lateness p99 is beyond ``bound`` of the ITL p99."""
+        share = self.share
+        return share is not None and share > bound
+
+    def text(self) -> str:
+        """``step lateness p99 12 ms (17 % of the ITL p99 70 ms)``."""
+        head = f"step lateness p99 {_ms(self.lateness_p99_s)}"
+        if self.share is None or self.itl_p99_s is None:
+            return head + " (no ITL p99 to weigh it against)"
+        return f"{head} ({self.share:.0%} of the ITL p99 {_ms(self.itl_p99_s)})"
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3g} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def engine_pace(summary: Summary) -> EnginePace | None:
+    """The run's pace, or ``None`` when its server published no step lateness (a real
+    server, an older summary) or timed no step over the run."""
+    server = summary.server
+    lateness = server.step_lateness_s if server is not None else None
+    if lateness is None or not lateness.count:
+        return None
+    p99, mean = _finite(lateness.p99), _finite(lateness.mean)
+    if p99 is None or mean is None:
+        return None
+    itl = _finite(summary.statistic(ITL.key, "p99"))
+    return EnginePace(p99, mean, itl)
+
+
+def late_warning(summary: Summary, bound: float = LATENESS_SHARE) -> str | None:
+    """One line when the engine ran late beyond ``bound`` (else ``None``)."""
+    pace = engine_pace(summary)
+    if pace is None or not pace.late(bound):
+        return None
+    return (
+        f"The engine ran late: {pace.text()}, beyond {bound:.0%}: the latencies include "
+        "the machine's stalls, not only the modelled engine's."
+    )
