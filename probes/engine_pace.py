@@ -24,8 +24,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from probes.metric_registry import ITL
+from probes.metric_registry import ITL, by_key
+from probes.units import fmt_seconds
 from runfmt.summary import Summary
+
+#: The latency step lateness is weighed against (its ``p99``): the per-token ITL.
+ITL_KEY = ITL.key
 
 #: The step lateness p99, as a share of the run's ITL p99, up to which the engine kept its
 #: pace (the module docstring says why 10 %).
@@ -55,15 +59,11 @@ class EnginePace:
 
     def text(self) -> str:
         """``step lateness p99 12 ms (17 % of the ITL p99 70 ms)``."""
-        head = f"step lateness p99 {_ms(self.lateness_p99_s)}"
+        head = f"step lateness p99 {fmt_seconds(self.lateness_p99_s)}"
+        named = by_key(ITL_KEY).named("p99")
         if self.share is None or self.itl_p99_s is None:
-            return head + " (no ITL p99 to weigh it against)"
-        return f"{head} ({self.share:.0%} of the ITL p99 {_ms(self.itl_p99_s)})"
-
-
-def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:.3g} ms" if ms < 10 else f"{ms:.0f} ms"
+            return f"{head} (no {named} to weigh it against)"
+        return f"{head} ({self.share:.0%} of the {named} {fmt_seconds(self.itl_p99_s)})"
 
 
 def _finite(value: object) -> float | None:
@@ -82,7 +82,7 @@ def engine_pace(summary: Summary) -> EnginePace | None:
     p99, mean = _finite(lateness.p99), _finite(lateness.mean)
     if p99 is None or mean is None:
         return None
-    itl = _finite(summary.statistic(ITL.key, "p99"))
+    itl = _finite(summary.statistic(ITL_KEY, "p99"))
     return EnginePace(p99, mean, itl)
 
 
