@@ -320,8 +320,8 @@ def _engine_pace_check(
         why = "unknown: the server publishes no step lateness (it keeps no modelled schedule)"
         return Check("engine_pace", None, why, tolerance, values)
     if len(published) < len(facts):
-        return Check("engine_pace", False, "step lateness known in some trials only",
-                     tolerance, values)  # fmt: skip
+        why = "step lateness known in some trials only"
+        return Check("engine_pace", False, why, tolerance, values)
     weighed = [(f, share) for f in facts if (share := f.lateness_share) is not None]
     if len(weighed) < len(facts):
         why = f"unknown: a trial has no {itl_p99} to weigh its step lateness against"
@@ -345,8 +345,8 @@ def _engine_pace_check(
         f"{share:.1%} of the {itl_p99} ({label})" for label, share in medians.items()
     )
     if max(medians.values()) - min(medians.values()) > limit / 2:
-        return Check("engine_pace", False, f"the engine's lateness was uneven between arms: "
-                     f"{seen}", tolerance, values)  # fmt: skip
+        why = f"the engine's lateness was uneven between arms: {seen}"
+        return Check("engine_pace", False, why, tolerance, values)
     return Check("engine_pace", True, seen, tolerance, values)
 
 
