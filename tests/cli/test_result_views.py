@@ -92,6 +92,7 @@ def test_the_end_of_a_run_says_the_engine_ran_late_only_when_it_did(tmp_path):
     ) in shown(late)
     assert "ran late" not in shown(replace(late, p99=0.004))  # 8 %: within its bound
     assert "ran late" not in shown(None)  # a server that publishes none (a real vLLM)
+    assert "ran late" not in shown(SizeHistogram(count=0, unit="s"))  # no step timed
 
 
 def test_a_diagnosis_shows_every_finding_the_decision_and_text_as_written(tmp_path):
