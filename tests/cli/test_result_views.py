@@ -87,10 +87,10 @@ def test_the_end_of_a_run_says_the_engine_ran_late_only_when_it_did(tmp_path):
 
     late = SizeHistogram(count=100, mean=0.01, p50=0.008, p99=0.02, unit="s")
     assert (
-        "⚠ The engine ran late: step lateness p99 20 ms (40% of the ITL p99 50 ms), beyond 10%: "
+        "⚠ The engine ran late: step lateness p99 20 ms (40% of the ITL p99 50 ms), beyond 20%: "
         "the latencies include the machine's stalls, not only the modelled engine's."
     ) in shown(late)
-    assert "ran late" not in shown(replace(late, p99=0.004))  # 8 %: within its bound
+    assert "ran late" not in shown(replace(late, p99=0.009))  # 18 %: within its bound
     assert "ran late" not in shown(None)  # a server that publishes none (a real vLLM)
     assert "ran late" not in shown(SizeHistogram(count=0, unit="s"))  # no step timed
 

@@ -66,7 +66,7 @@ def test_the_engine_s_step_lateness_reaches_summary_json_and_the_screen(tmp_path
     pace = engine_pace(summary)
     assert pace is not None and pace.late()
     screen = _screen(run)
-    assert f"The engine ran late: {pace.text()}, beyond 10%" in screen
+    assert f"The engine ran late: {pace.text()}, beyond 20%" in screen
 
 
 def test_an_engine_on_time_publishes_its_lateness_and_the_screen_says_nothing(tmp_path):
