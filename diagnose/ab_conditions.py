@@ -23,7 +23,18 @@ what a run can still get wrong:
   read (a busy event loop, a starved process) delays it too, and that is the arm's
   behaviour, not the client's. On a machine the client shares with the server, an arm
   that keeps the CPU busier also slows the client's loop: a difference beyond
-  ``loop_lag`` then refuses the verdict, since it lands in that arm's latencies.
+  ``loop_lag`` then refuses the verdict, since it lands in that arm's latencies;
+* **engine pace** — for a server that publishes its step lateness (the embedded engine,
+  ``probes.engine_pace``), that the machine did not hold the modelled engine back unevenly:
+  a trial's share is its step lateness p99 over its ITL p99 (a late step's delay lands in
+  its tokens' gaps); the arms' median shares within ``engine_lateness`` (10 %) of each
+  other, so that lateness cannot move their ITL p99 ratio by the smallest change the A/B
+  calls (lateness common to both arms largely cancels in the ratio; what one arm has more
+  of enters it with its sign), and no trial's share beyond twice that (20 %: a fifth of
+  its tail the machine's, starved whatever the other arm did; ABAB's medians would hide
+  one such trial). A starved engine is not the client's fault: the client checks stay
+  calm while its stalls land in one arm's tail. Unknown, not failed, for a server that
+  publishes none (a real vLLM or SGLang keeps no modelled schedule).
 
 Any failed check refuses the verdict; each says what it saw and the tolerance it used.
 """
@@ -40,8 +51,9 @@ import numpy as np
 import pandas as pd
 
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
+from probes.engine_pace import ITL_KEY, LATENESS_SHARE, engine_pace
 from probes.latency import completed_mask
-from probes.metric_registry import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
+from probes.metric_registry import AB_SLO_ITL, CLIENT_DISPATCH_LAG, DISPATCH_LAG, by_key, json_name
 from probes.units import fmt_seconds
 from runfmt.abresult import Check, Conditions, Tolerances
 from runfmt.codec import frozen_map
@@ -56,7 +68,13 @@ FLAG = "--tolerance"
 
 #: The tolerances unless ``--tolerance`` says otherwise (the module doc says what each is).
 DEFAULT_TOLERANCES = Tolerances(
-    tokens=0.02, rate=0.10, hit_rate=0.05, errors=0.01, client=0.5, loop_lag=DISPATCH_LAG_LIMIT_S
+    tokens=0.02,
+    rate=0.10,
+    hit_rate=0.05,
+    errors=0.01,
+    client=0.5,
+    loop_lag=DISPATCH_LAG_LIMIT_S,
+    engine_lateness=LATENESS_SHARE,
 )
 
 
@@ -100,6 +118,11 @@ class TrialFacts:
     cpu_saturated: bool
     loop_lag_p99_s: float | None
     dispatch_lag_p99_s: float | None
+    #: The engine's step lateness p99 and mean, and the trial's ITL p99 (seconds; the
+    #: lateness ``None`` when the server publishes none).
+    lateness_p99_s: float | None = None
+    lateness_mean_s: float | None = None
+    itl_p99_s: float | None = None
 
     @classmethod
     def read(cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str]) -> TrialFacts:
@@ -111,6 +134,7 @@ class TrialFacts:
         done = requests[completed_mask(requests)]
         sections = summary or Summary()
         counts, client = sections.requests, sections.client
+        pace = engine_pace(sections)
         return cls(
             arm=arm,
             status=status if summary else "failed",
@@ -123,7 +147,17 @@ class TrialFacts:
             cpu_saturated=_saturated(client),
             loop_lag_p99_s=_number(client.loop_lag.get("p99") if client.loop_lag else None),
             dispatch_lag_p99_s=_number(client.dispatch_lag_p99_s),
+            lateness_p99_s=pace.lateness_p99_s if pace is not None else None,
+            lateness_mean_s=pace.lateness_mean_s if pace is not None else None,
+            itl_p99_s=pace.itl_p99_s if pace is not None else None,
         )
+
+    @property
+    def lateness_share(self) -> float | None:
+        """Step lateness p99 over ITL p99 (``None`` when either is unknown)."""
+        if self.lateness_p99_s is None or not self.itl_p99_s:
+            return None
+        return self.lateness_p99_s / self.itl_p99_s
 
     @property
     def error_share(self) -> float:
@@ -263,6 +297,60 @@ def _hit_rate_check(facts: Sequence[TrialFacts], labels: Sequence[str], toleranc
     return check
 
 
+def _engine_pace_check(
+    facts: Sequence[TrialFacts], labels: Sequence[str], bound: float | None
+) -> Check:
+    """The engine pace of the module docstring (``bound``: ``engine_lateness``)."""
+    values = _by_arm(
+        facts,
+        labels,
+        lambda f: {
+            "lateness_p99_s": f.lateness_p99_s,
+            "lateness_mean_s": f.lateness_mean_s,
+            json_name(AB_SLO_ITL): f.itl_p99_s,
+        },
+    )
+    limit = LATENESS_SHARE if bound is None else bound
+    itl_p99 = by_key(ITL_KEY).named("p99")  # what lateness is weighed against, as named
+    tolerance = (
+        f"step lateness p99 within {2 * limit:.0%} of each trial's {itl_p99}, the arms' "
+        f"medians within {limit:.0%} of each other"
+    )
+    published = [f for f in facts if f.lateness_p99_s is not None]
+    if not published:
+        why = "unknown: the server publishes no step lateness (it keeps no modelled schedule)"
+        return Check("engine_pace", None, why, tolerance, values)
+    if len(published) < len(facts):
+        why = "step lateness known in some trials only"
+        return Check("engine_pace", False, why, tolerance, values)
+    weighed = [(f, share) for f in facts if (share := f.lateness_share) is not None]
+    if len(weighed) < len(facts):
+        why = f"unknown: a trial has no {itl_p99} to weigh its step lateness against"
+        return Check("engine_pace", None, why, tolerance, values)
+    late = [(f, share) for f, share in weighed if share > 2 * limit]
+    if late:
+        worst, share = max(late, key=lambda pair: pair[1])
+        detail = (
+            f"the engine ran late in {len(late)} of {len(facts)} trials: step lateness p99 "
+            f"up to {fmt_seconds(worst.lateness_p99_s or 0.0)} ({share:.0%} of that trial's "
+            f"{itl_p99} {fmt_seconds(worst.itl_p99_s or 0.0)}, arm {labels[worst.arm]}), "
+            f"beyond {2 * limit:.0%}"
+        )
+        return Check("engine_pace", False, detail, tolerance, values)
+    medians = {
+        label: float(np.median(shares))
+        for i, label in enumerate(labels)
+        if (shares := [share for f, share in weighed if f.arm == i])
+    }
+    seen = "step lateness p99 median " + ", ".join(
+        f"{share:.1%} of the {itl_p99} ({label})" for label, share in medians.items()
+    )
+    if max(medians.values()) - min(medians.values()) > limit:
+        why = f"the engine's lateness was uneven between arms: {seen}"
+        return Check("engine_pace", False, why, tolerance, values)
+    return Check("engine_pace", True, seen, tolerance, values)
+
+
 def check_conditions(
     facts: Sequence[TrialFacts],
     labels: Sequence[str],
@@ -303,5 +391,6 @@ def check_conditions(
             rate,
             _hit_rate_check(facts, labels, tolerances.hit_rate),
             _client_check(facts, labels, tolerances),
+            _engine_pace_check(facts, labels, tolerances.engine_lateness),
         ]
     )

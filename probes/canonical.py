@@ -93,7 +93,10 @@ SERIES: dict[str, Kind] = {
 #: the units their names say (``HISTOGRAM_UNITS``): its time, its size, its speed, and
 #: (``kv_transfer_wait_s``) a request's whole wait from its prefill's end to its KV on
 #: the decode worker; the time a request queued before its first step (``queue_time``)
-#: and spent in its prefill steps (``prefill_time``).
+#: and spent in its prefill steps (``prefill_time``); and how late each engine step
+#: ended past the end its engine scheduled (``step_lateness``, seconds: a modelled
+#: engine's pace on a starved machine; the embedded engine publishes it, real servers
+#: keep no schedule to be late against).
 HISTOGRAMS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -109,6 +112,7 @@ HISTOGRAMS: tuple[str, ...] = (
     "kv_transfer_wait_s",
     "queue_time",
     "prefill_time",
+    "step_lateness",
 )
 #: The unit of each histogram's observations.
 HISTOGRAM_UNITS: dict[str, str] = {

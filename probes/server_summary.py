@@ -3,7 +3,8 @@
 Next to the client's numbers (``probes.latency``) it puts the server's own: TTFT/ITL/E2E
 quantiles from its histograms, the prefix hit rate its counters show over the run against
 the oracle's expectation for the requests sent, preemptions, the waiting queue, KV usage
-and the pool's buckets — every value with its provenance (``measured``, ``derived``,
+and the pool's buckets, and the step lateness of an engine that publishes it (the
+embedded engine: ``step_lateness_s``) — every value with its provenance (``measured``, ``derived``,
 ``unknown``) and source, so a report never presents a guess as a reading.
 
 **Quantiles from buckets.** A histogram knows only how many observations fell in each
@@ -332,4 +333,13 @@ def server_summary(
                 {f"{name.removeprefix('pool_')}_blocks": level(name) for name in POOL_COLUMNS}
             ),
         ),
+        step_lateness_s=_published(series, "step_lateness"),
     )
+
+
+def _published(series: ServerSeries, name: str) -> SizeHistogram | None:
+    """A histogram the server may not publish at all (``None`` then: no key is written,
+    unlike a figure every server could have and this one did not)."""
+    if series.histogram_increase(name) is None:
+        return None
+    return _plain_histogram(series, name)

@@ -353,8 +353,9 @@ class TradeoffRow(_Figures):
 class Tolerances:
     """How far trials may differ and still count as the same load: relative for tokens
     and rate, absolute for the hit rate, the error share and the shares of CPU-saturated
-    trials, seconds for the loop lag (``diagnose.ab_conditions`` judges by them and owns
-    their defaults)."""
+    trials, seconds for the loop lag, a share of a trial's ITL p99 for the engine's step
+    lateness p99 (``None`` in an A/B written before that check) (``diagnose.ab_conditions``
+    judges by them and owns their defaults)."""
 
     tokens: float
     rate: float
@@ -362,6 +363,7 @@ class Tolerances:
     errors: float
     client: float
     loop_lag: float
+    engine_lateness: float | None = key(omit_none=True, default=None)
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,8 @@ SERVER_LATENCIES = ("ttft_s", "itl_s", "e2e_s")
 class ServerSection:
     """``server``: what the server said about the run (``probes.server_summary``), or
     why nothing (``available`` false, with the ``reason``); ``probe`` is the probe's
-    status as ``run.json`` records it, ``window`` the scraped span."""
+    status as ``run.json`` records it, ``window`` the scraped span; ``step_lateness_s``
+    the engine's step lateness where the server publishes it (``probes.engine_pace``)."""
 
     source: str | None = None
     probe: Mapping[str, Any] | None = None
@@ -239,6 +240,9 @@ class ServerSection:
     block_size: Reading | None = key(omit_none=True, default=None)  # noqa: RUF009
     num_blocks: Reading | None = key(omit_none=True, default=None)  # noqa: RUF009
     pool: PoolLevels | None = key(omit_none=True, default=None)  # noqa: RUF009
+    #: How late the engine's steps ended past their modelled ends, in seconds: written
+    #: only by a server that publishes it (the embedded engine), absent otherwise.
+    step_lateness_s: SizeHistogram | None = key(omit_none=True, default=None)  # noqa: RUF009
     extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
     def latency(self, key: str) -> Histogram | None:

@@ -20,6 +20,9 @@ COUNTER_SUFFIX = "_total"
 
 #: Histogram: seconds per engine step, ``kind`` = prefill | decode | mixed.
 STEP_SECONDS = PREFIX + "step_seconds"
+#: Histogram: seconds each real-time engine step ended after its modelled end (the
+#: driver's lateness: the machine's stalls, not the modelled engine's time).
+STEP_LATENESS = PREFIX + "step_lateness_seconds"
 #: Histogram: tokens per engine step, by the same ``kind``.
 STEP_TOKENS = PREFIX + "step_tokens"
 #: Gauge: KV blocks by ``state`` = active | reclaimable | free.

@@ -65,6 +65,8 @@ MAX_CATCH_UP_S = 0.05
 SPIN_S = 0.0012
 
 OnStep = Callable[[StepResult, float, float], None]
+#: Called with each step's lateness in seconds (its end past its scheduled end, ≥ 0).
+OnLate = Callable[[float], None]
 
 
 class UpdateSink(Protocol):
@@ -77,10 +79,17 @@ class RealTimeDriver:
     """Runs EngineCore on an asyncio loop: step, sleep ``duration × time_scale``, deliver."""
 
     def __init__(
-        self, core: EngineCore, *, on_step: OnStep | None = None, lateness_window: int = 100_000
+        self,
+        core: EngineCore,
+        *,
+        on_step: OnStep | None = None,
+        on_late: OnLate | None = None,
+        lateness_window: int = 100_000,
     ) -> None:
         self.core = core
         self.on_step = on_step
+        #: Told each timed step's lateness (the server's ``/metrics`` histogram).
+        self.on_late = on_late
         self.time_scale = core.config.time_scale
         #: Seconds each step ended after its scheduled end (the most recent steps).
         self.lateness: deque[float] = deque(maxlen=lateness_window)
@@ -130,7 +139,10 @@ class RealTimeDriver:
             end = scheduled + result.duration_s * self.time_scale
             await sleep_until(loop.time, end, SPIN_S)
             if result.duration_s > 0:
-                self.lateness.append(max(0.0, loop.time() - end))
+                late = max(0.0, loop.time() - end)
+                self.lateness.append(late)
+                if self.on_late is not None:
+                    self.on_late(late)
             self._deliver(result)
             if self.on_step is not None:
                 self.on_step(result, scheduled, end)

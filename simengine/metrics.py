@@ -6,7 +6,10 @@ and histogram buckets copy a real vLLM exposition
 (``tests/fixtures/vllm-cpu/tiny-metrics-after.prom``) so every tool that reads vLLM
 reads this engine unchanged. On top, the ``prefillscope_engine_*`` series expose what a
 diagnosis needs and vLLM does not show: the three pool buckets, step time and tokens by
-step kind, and prefix-cache evictions.
+step kind, prefix-cache evictions, and how late each real-time step ended past its
+modelled end (``prefillscope_engine_step_lateness_seconds``: the machine's stalls, which
+land in the tokens' gaps though the modelled engine has none; a single engine's, its
+driver being the one that keeps a schedule).
 
 Two kinds of sources:
 
@@ -61,6 +64,12 @@ REQUEST_LATENCY_BUCKETS = (
     *(50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0),
 )
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: Step lateness: a healthy engine ends its steps within the timer's spin window (~1 ms);
+#: a starved one tens to hundreds of milliseconds late.
+LATENESS_BUCKETS = (
+    *(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03),
+    *(0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5),
+)
 STEP_SECONDS_BUCKETS = (
     *(0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05),
     *(0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0),
@@ -191,7 +200,9 @@ class ServerMetrics:
 
     A disaggregated server passes ``workers``, one ``(labels, core)`` per engine core
     (labels ``engine`` and ``role``): each gets its own state series and step histograms,
-    and the client-facing request histograms carry ``client_labels``.
+    and the client-facing request histograms carry ``client_labels``. Step lateness is a
+    single engine's (``step_late``, told by its ``RealTimeDriver``): a disaggregated
+    server has no such histogram rather than an empty one.
     """
 
     def __init__(
@@ -204,6 +215,7 @@ class ServerMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         base = {"model_name": config.model_name, "engine": ENGINE_LABEL}
+        single = workers is None
         if workers is None:
             assert core is not None
             workers = [({}, core)]
@@ -273,6 +285,14 @@ class ServerMetrics:
             "Tokens scheduled in one engine step (prompt + decode) by kind.",
             TOKEN_BUCKETS,
         )
+        self._lateness: Histogram | None = None
+        if single:
+            self._lateness = histogram(
+                engine_metrics.STEP_LATENESS,
+                "Seconds each engine step ended after its modelled end (the machine's "
+                "stalls, not the modelled engine's time).",
+                LATENESS_BUCKETS,
+            )
 
     def on_step(self, result: StepResult, t_start: float, t_end: float, worker: int = 0) -> None:
         """Record one finished engine step (the driver's hook); idle steps are not steps.
@@ -283,6 +303,11 @@ class ServerMetrics:
         self.iteration_tokens.observe(tokens)
         self._step_seconds[worker][result.kind].observe(t_end - t_start)
         self._step_tokens[worker][result.kind].observe(tokens)
+
+    def step_late(self, seconds: float) -> None:
+        """Record how late one timed step ended (the real-time driver's ``on_late``)."""
+        if self._lateness is not None:
+            self._lateness.observe(seconds)
 
     def request_finished(self, *, e2e: float, queue: float, prefill: float, decode: float) -> None:
         """Record a request's phases once it is done (measured at token emission)."""

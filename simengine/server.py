@@ -109,7 +109,9 @@ class EngineServer:
         """The engine core, its metrics and its real-time driver (a P/D server overrides)."""
         self.core = EngineCore(self.config)
         self.metrics = ServerMetrics(self.core, self.config)
-        self.driver = RealTimeDriver(self.core, on_step=self._on_step)
+        self.driver = RealTimeDriver(
+            self.core, on_step=self._on_step, on_late=self.metrics.step_late
+        )
 
     # -- application ---------------------------------------------------------------------
     def _build_app(self) -> web.Application:

@@ -132,7 +132,8 @@ def ab(
     tolerance: Annotated[
         list[str] | None,
         typer.Option(
-            help="Condition tolerance KEY=VALUE: tokens, rate, hit_rate, errors, client, loop_lag."
+            help="Condition tolerance KEY=VALUE: tokens, rate, hit_rate, errors, client, loop_lag, "
+            "engine_lateness."
         ),
     ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = RESAMPLES,

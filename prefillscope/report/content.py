@@ -25,6 +25,7 @@ from prefillscope.report.numbers import (
     fmt_value,
     known_number,
 )
+from probes.engine_pace import late_warning
 from probes.metric_registry import (
     E2E,
     E2E_SENT,
@@ -390,8 +391,11 @@ def mixed_traffic_warning(summary: Summary) -> str | None:
 
 def run_warnings(summary: Summary) -> list[str]:
     """What shaped the run besides the server, as every view shows it up front: the
-    client (``client_warning``), other clients' traffic (``mixed_traffic_warning``)."""
-    return [w for w in (client_warning(summary), mixed_traffic_warning(summary)) if w]
+    client (``client_warning``), other clients' traffic (``mixed_traffic_warning``), the
+    machine holding a modelled engine's steps back (``probes.engine_pace.late_warning``:
+    only when the engine ran late beyond its bound)."""
+    found = (client_warning(summary), mixed_traffic_warning(summary), late_warning(summary))
+    return [w for w in found if w]
 
 
 def error_message_rows(summary: Summary) -> list[tuple[str, str, str]]:

@@ -18,7 +18,7 @@ from prefillscope.summary_view import (
     summary_renderable,
 )
 from runfmt.summary import Summary
-from runfmt.summary_server import ServerSection
+from runfmt.summary_server import ServerSection, SizeHistogram
 
 #: Text whose brackets rich would read as markup if a view forgot to escape it.
 MARKUP = "[bold red]not markup[/]"
@@ -75,6 +75,24 @@ def test_the_summary_says_why_server_metrics_are_unknown_in_full(tmp_path):
     assert " ".join(f"server metrics unknown: {reason}".split()) in flat
     assert "run directory:" in flat and " report " in flat
     assert all(len(line) <= 60 for line in out.splitlines())
+
+
+def test_the_end_of_a_run_says_the_engine_ran_late_only_when_it_did(tmp_path):
+    summary = _summary(tmp_path)  # steady 50 ms gaps: an ITL p99 of 50 ms
+
+    def shown(lateness: SizeHistogram | None) -> str:
+        server = ServerSection(available=True, flavour="embedded", step_lateness_s=lateness)
+        view = summary_renderable(replace(summary, server=server), tmp_path, "complete", None, 100)
+        return " ".join(_text(view, 100).split())
+
+    late = SizeHistogram(count=100, mean=0.01, p50=0.008, p99=0.02, unit="s")
+    assert (
+        "⚠ The engine ran late: step lateness p99 20 ms (40% of the ITL p99 50 ms), beyond 20%: "
+        "the latencies include the machine's stalls, not only the modelled engine's."
+    ) in shown(late)
+    assert "ran late" not in shown(replace(late, p99=0.009))  # 18 %: within its bound
+    assert "ran late" not in shown(None)  # a server that publishes none (a real vLLM)
+    assert "ran late" not in shown(SizeHistogram(count=0, unit="s"))  # no step timed
 
 
 def test_a_diagnosis_shows_every_finding_the_decision_and_text_as_written(tmp_path):

@@ -173,6 +173,10 @@ def fact(arm: int, **changes) -> TrialFacts:
         "cpu_saturated": False,
         "loop_lag_p99_s": 0.001,
         "dispatch_lag_p99_s": 0.001,
+        # an embedded engine on time: step lateness p99 1 ms against an ITL p99 of 50 ms
+        "lateness_p99_s": 0.001,
+        "lateness_mean_s": 0.0002,
+        "itl_p99_s": 0.05,
     }
     return TrialFacts(**(values | changes))
 
@@ -199,6 +203,8 @@ def test_matched_trials_pass_every_check():
         ({"open_loop_rate": 4.0}, "request_rate"),
         ({"observed_hit_rate": 0.4}, "hit_rate"),
         ({"observed_hit_rate": None}, "hit_rate"),
+        ({"lateness_p99_s": 0.02}, "engine_pace"),  # 40 % of its ITL p99
+        ({"lateness_p99_s": None}, "engine_pace"),  # published in some trials only
     ],
 )
 def test_one_trial_off_fails_its_check(changes, name):
@@ -245,6 +251,88 @@ def test_a_trial_that_never_ran_is_a_failed_one(tmp_path):
     assert (facts.arm, facts.status, facts.requests) == (1, "failed", 0)
 
 
+def test_a_starved_engine_refuses_the_verdict_while_the_client_stays_calm():
+    # the case seen: one arm's ITL p99 237 ms (69 ms in the next run), the client healthy
+    starved = [fact(0, itl_p99_s=0.069) for _ in range(3)] + [
+        fact(1, lateness_p99_s=0.17, lateness_mean_s=0.02, itl_p99_s=0.237) for _ in range(3)
+    ]
+    conditions = check_conditions(starved, ["512", "4096"], 3, DEFAULT_TOLERANCES)
+    by_name = {c.name: c for c in conditions.checks}
+    assert not conditions.matched and by_name["client"].matched is True
+    pace = by_name["engine_pace"]
+    assert pace.matched is False
+    assert pace.detail == (
+        "the engine ran late in 3 of 6 trials: step lateness p99 up to 170 ms (72% of that "
+        "trial's ITL p99 237 ms, arm 4096), beyond 20%"
+    )
+    assert pace.values["4096"][0]["lateness_p99_s"] == 0.17
+    verdict = decide(decision({512: (69, 200), 4096: (237, 150)}), conditions)
+    assert verdict.refused and verdict.winner is None
+    assert verdict.sentence == (
+        "no verdict: the arms' conditions did not match (engine_pace: " + pace.detail + ")"
+    )
+    # a bound loose enough for one trial's 72 % (--tolerance engine_lateness=0.5: 100 % a
+    # trial) still sees the arms unevenly late: 1 % against 72 %, more than 50 points apart
+    loose = replace(DEFAULT_TOLERANCES, engine_lateness=0.5)
+    reasons = check_conditions(starved, ["512", "4096"], 3, loose).reasons
+    assert len(reasons) == 1 and "uneven between arms" in reasons[0]
+
+
+def test_the_engine_late_in_one_arm_only_is_uneven_even_within_the_bound():
+    # each trial within 20 % of its ITL p99, but one arm's 1 % against the other's 18 %
+    uneven = [fact(0, lateness_p99_s=0.0005) for _ in range(3)] + [
+        fact(1, lateness_p99_s=0.009) for _ in range(3)
+    ]
+    conditions = check_conditions(uneven, ["A", "B"], 3, DEFAULT_TOLERANCES)
+    pace = next(c for c in conditions.checks if c.name == "engine_pace")
+    assert pace.matched is False and not conditions.matched
+    assert pace.detail == (
+        "the engine's lateness was uneven between arms: step lateness p99 median 1.0% of "
+        "the ITL p99 (A), 18.0% of the ITL p99 (B)"
+    )
+    # 17 points apart: within a 20 % bound (--tolerance engine_lateness=0.2)
+    assert checks(uneven, engine_lateness=0.2)["engine_pace"] is True
+    alike = [fact(i % 2, lateness_p99_s=0.009) for i in range(6)]  # 18 % in both arms
+    assert checks(alike)["engine_pace"] is True
+    # as the idle machine's A/B: the 512 arm 7 %, the 4096 arm 1 %
+    idle = [fact(0, lateness_p99_s=0.0036) for _ in range(3)] + [
+        fact(1, lateness_p99_s=0.0005) for _ in range(3)
+    ]
+    assert checks(idle)["engine_pace"] is True
+
+
+def test_a_server_that_publishes_no_lateness_is_unknown_not_failed():
+    real = [fact(i % 2, lateness_p99_s=None, lateness_mean_s=None) for i in range(6)]
+    conditions = check_conditions(real, ["A", "B"], 3, DEFAULT_TOLERANCES)
+    pace = next(c for c in conditions.checks if c.name == "engine_pace")
+    assert conditions.matched and pace.matched is None
+    assert pace.detail.startswith("unknown: the server publishes no step lateness")
+    # the checks before it keep their names, order and keys (ab.json stays compatible)
+    assert [c.name for c in conditions.checks] == [
+        "trials", "errors", "prompt_tokens", "output_tokens", "request_rate", "hit_rate",
+        "client", "engine_pace",
+    ]  # fmt: skip
+
+
+def test_a_trial_reads_its_engine_pace_from_its_summary(tmp_path):
+    row = RequestRecord("r1", intended_s=0.0, sent_s=0.01, first_token_s=0.1, end_s=0.2)
+    lateness = {"count": 40, "mean": 0.01, "p50": 0.008, "p99": 0.03, "unit": "s"}
+    trial = write_run(
+        tmp_path / "trial",
+        [row.to_row() | {"prompt_tokens": 10, "output_tokens": 5}],
+        summary={
+            "requests": {"total": 1, "failed": 0},
+            "itl_s": {"count": 4, "p50": 0.02, "p99": 0.06},
+            "server": {"available": True, "step_lateness_s": lateness},
+        },
+    )
+    facts = TrialFacts.read(0, trial, frozenset({"r1"}))
+    assert (facts.lateness_p99_s, facts.lateness_mean_s, facts.itl_p99_s) == (0.03, 0.01, 0.06)
+    assert facts.lateness_share == pytest.approx(0.5)
+    plain = write_run(tmp_path / "plain", [row.to_row()], summary={"itl_s": {"p99": 0.06}})
+    assert TrialFacts.read(0, plain, frozenset()).lateness_p99_s is None
+
+
 def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():
     facts = [fact(i % 2, open_loop_rate=None, observed_hit_rate=None) for i in range(6)]
     conditions = check_conditions(facts, ["A", "B"], 3, DEFAULT_TOLERANCES)
@@ -257,8 +345,8 @@ def test_a_closed_loop_and_a_server_without_cached_tokens_are_not_failures():
 
 
 def test_tolerances_parse_and_refuse_nonsense():
-    parsed = parse_tolerances(["rate=0.2", "hit-rate=0.1"])
-    assert parsed == replace(DEFAULT_TOLERANCES, rate=0.2, hit_rate=0.1)
+    parsed = parse_tolerances(["rate=0.2", "hit-rate=0.1", "engine-lateness=0.25"])
+    assert parsed == replace(DEFAULT_TOLERANCES, rate=0.2, hit_rate=0.1, engine_lateness=0.25)
     for bad in ("speed=1", "rate", "rate=fast", "rate=-1"):
         with pytest.raises(InputError, match="--tolerance"):
             parse_tolerances([bad])

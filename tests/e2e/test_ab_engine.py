@@ -5,6 +5,10 @@ decode streams ride in, so the A/B must pick 512 with a p99 ITL interval excludi
 change, and state what it costs in TTFT. The same chunk size in both arms must come out
 with no winner: no significant difference, or inconclusive with the data that would
 decide. Each A/B is 6 real bench runs over loopback (~20 s).
+
+On a starved machine the engine's steps end late and its tail is the machine's: then the
+conditions report that it ran late (``engine_pace``) and the verdict must be refused with
+that reason instead (``ab_support.engine_ran_late``; the test prints which branch ran).
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ab_support import INTERFERENCE, ab_json, comparison, requests, run_json, trial_dirs
+from ab_support import (
+    INTERFERENCE,
+    ab_json,
+    assert_refused_for_lateness,
+    comparison,
+    engine_ran_late,
+    requests,
+    run_json,
+    trial_dirs,
+)
 
 from diagnose.ab_verdict import percent
 from runfmt.abresult import ABResult
@@ -29,6 +42,9 @@ def oversized(tmp_path_factory) -> tuple[int, ABResult]:
 
 def test_the_small_budget_wins_on_p99_itl_and_the_ttft_cost_is_stated(oversized):
     code, doc = oversized
+    if engine_ran_late(doc):
+        assert_refused_for_lateness(code, doc)
+        return
     assert code == 0
     verdict = doc.verdict
     assert verdict is not None
@@ -69,7 +85,10 @@ def test_the_small_budget_wins_on_p99_itl_and_the_ttft_cost_is_stated(oversized)
 
 def test_the_trials_alternate_and_send_one_plan_with_matched_cache_warmth(oversized):
     _, doc = oversized
-    assert doc.conditions is not None and doc.conditions.matched, doc.conditions
+    assert doc.conditions is not None
+    # matched, unless the engine ran late (then that is the one check that failed)
+    failed = [c.name for c in doc.conditions.checks if c.matched is False]
+    assert failed == (["engine_pace"] if engine_ran_late(doc) else []), doc.conditions
     runs = trial_dirs(doc)
     budgets = [run_json(r)["target"]["engine"]["max_num_batched_tokens"] for r in runs]
     assert budgets == [512, 4096] * 3
@@ -103,6 +122,9 @@ def test_the_embedded_engine_says_the_same_whatever_the_chunk_size(oversized):
 
 def test_an_a_a_run_finds_no_difference_or_says_what_would_decide(tmp_path: Path):
     code, doc = ab_json("--chunks", "2048,2048", *INTERFERENCE, "--out", tmp_path / "aa")
+    if engine_ran_late(doc):
+        assert_refused_for_lateness(code, doc)
+        return
     assert code == 0
     verdict = doc.verdict
     assert verdict is not None and verdict.winner is None and not verdict.refused

@@ -66,6 +66,30 @@ def ab_json(*args: str | Path) -> tuple[int, ABResult]:
     return code, ABResult.from_json(json.loads(out))
 
 
+def engine_ran_late(doc: ABResult) -> bool:
+    """Whether the A/B's conditions say the embedded engine ran late (its ``engine_pace``
+    check failed: the machine, not the modelled engine, shaped a trial's tail). A test of
+    the A/B's verdict requires the refusal naming it then, and the verdict otherwise; it
+    prints which branch ran."""
+    conditions = doc.conditions
+    assert conditions is not None
+    (pace,) = [c for c in conditions.checks if c.name == "engine_pace"]
+    assert pace.matched is not None, pace  # the embedded engine publishes its lateness
+    late = pace.matched is False
+    branch = "ran late: the refusal is required" if late else "kept its pace: the verdict"
+    print(f"engine pace: {branch} ({pace.detail})")
+    return late
+
+
+def assert_refused_for_lateness(code: int, doc: ABResult) -> None:
+    """The A/B refused its verdict (exit 1) and its one sentence names the engine pace."""
+    verdict = doc.verdict
+    assert code == 1 and verdict is not None and verdict.refused, verdict
+    assert verdict.winner is None
+    assert verdict.sentence.startswith("no verdict: the arms' conditions did not match (")
+    assert "engine_pace: the engine" in verdict.sentence, verdict.sentence
+
+
 def comparison(doc: ABResult, metric: str, arm: str | None = None) -> AbComparison:
     return next(c for c in doc.comparisons if c.metric == metric and arm in (None, c.arm))
 

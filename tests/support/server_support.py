@@ -128,3 +128,29 @@ def engine_moments() -> Iterator[list[EngineMoments]]:
         yield finished
     finally:
         RequestLatency.emitted = emitted  # type: ignore[method-assign]
+
+
+@contextmanager
+def held_steps(
+    server: EmbeddedServer, hold_s: float, kinds: tuple[str, ...] = ("decode",)
+) -> Iterator[None]:
+    """Every step of ``kinds`` of ``server``'s engine holds its loop ``hold_s`` of wall
+    time while the block runs, as a starved machine would (its core computing slower than
+    its cost model says): each such step ends at least ``hold_s`` − its modelled time
+    late, whatever the machine's load. The engine's own ``step`` is wrapped on its
+    instance."""
+    assert server.server is not None
+    core = server.server.core
+    step = core.step
+
+    def holding() -> Any:
+        result = step()
+        if result.kind in kinds:
+            time.sleep(hold_s)
+        return result
+
+    core.step = holding  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del core.step  # the class's method again
