@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from json_paths import leaf_paths
 from repo_paths import ROOT
 
 from runfmt.abresult import ABResult
@@ -26,21 +27,6 @@ DOCUMENTS = ROOT / "tests" / "fixtures" / "documents"
 
 def _read(name: str) -> dict[str, Any]:
     return json.loads((DOCUMENTS / name).read_text())
-
-
-def _paths(doc: Any, at: str = "") -> dict[str, Any]:
-    """Every leaf of a JSON document by its path (``/target/paths/models``)."""
-    if isinstance(doc, dict):
-        out: dict[str, Any] = {at or "/": {}} if not doc else {}
-        for key, value in doc.items():
-            out |= _paths(value, f"{at}/{key}")
-        return out
-    if isinstance(doc, list):
-        out = {at: []} if not doc else {}
-        for i, value in enumerate(doc):
-            out |= _paths(value, f"{at}[{i}]")
-        return out
-    return {at: doc}
 
 
 def _written_back(name: str) -> dict[str, Any]:
@@ -67,7 +53,7 @@ def _written_back(name: str) -> dict[str, Any]:
 def test_a_document_of_the_earlier_code_writes_back_the_same_keys_and_values(name: str) -> None:
     before = _read(name)
     after = json.loads(json.dumps(_written_back(name)))
-    assert _paths(after) == _paths(before)
+    assert leaf_paths(after) == leaf_paths(before)
 
 
 def test_every_kind_of_document_has_its_fixture() -> None:
@@ -117,7 +103,7 @@ def test_a_newer_writer_s_keys_and_a_hand_edited_value_are_kept() -> None:
     info = RunInfo.from_json(doc)
     assert info.oracle.block_size is None and info.target.server_info.chunk_budget is None
     assert info.extra["from_the_future"] == {"x": 1} and info.oracle.extra["tier"] == "hbm"
-    assert _paths(json.loads(json.dumps(info.to_json()))) == _paths(doc)
+    assert leaf_paths(json.loads(json.dumps(info.to_json()))) == leaf_paths(doc)
 
 
 def test_a_partial_run_json_reads_as_absent() -> None:

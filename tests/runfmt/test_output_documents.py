@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import pytest
+from json_paths import leaf_paths
 from repo_paths import FIXTURES
 
 from prefillscope.cli import main
@@ -39,21 +40,6 @@ def _read(name: str) -> dict[str, Any]:
     return json.loads((OUTPUTS / name).read_text())
 
 
-def _paths(doc: Any, at: str = "") -> dict[str, Any]:
-    """Every leaf of a JSON document by its path (``/configurations[0]/ttft_s/p99``)."""
-    if isinstance(doc, dict):
-        out: dict[str, Any] = {at or "/": {}} if not doc else {}
-        for key, value in doc.items():
-            out |= _paths(value, f"{at}/{key}")
-        return out
-    if isinstance(doc, list):
-        out = {at: []} if not doc else {}
-        for i, value in enumerate(doc):
-            out |= _paths(value, f"{at}[{i}]")
-        return out
-    return {at: doc}
-
-
 def _written_back(name: str) -> Any:
     doc = _read(name)
     if name == "ab_predict.json":
@@ -65,7 +51,7 @@ def _written_back(name: str) -> Any:
 def test_an_output_of_the_earlier_code_writes_back_the_same_keys_and_values(name: str) -> None:
     before = _read(name)
     after = json.loads(json.dumps(_written_back(name)))
-    assert _paths(after) == _paths(before)
+    assert leaf_paths(after) == leaf_paths(before)
 
 
 def _unknown(section: Any) -> set[str]:
@@ -143,7 +129,7 @@ def test_a_real_servers_calibration_has_its_step_overhead_and_the_efficiency_tes
 
 def _shape(doc: Any) -> set[str]:
     """The key paths of a document, array positions left out."""
-    return {re.sub(r"\[\d+\]", "[]", path) for path in _paths(doc)}
+    return {re.sub(r"\[\d+\]", "[]", path) for path in leaf_paths(doc)}
 
 
 def test_a_fresh_simulate_json_has_every_key_the_old_one_had(monkeypatch, capsys) -> None:
