@@ -61,6 +61,7 @@ from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.summary import Summary
 from runfmt.summary_sections import ClientSection
+from runtime.quantiles import finite_number
 from workloads.errors import InputError
 
 FLAG = "--tolerance"
@@ -97,10 +98,6 @@ def parse_tolerances(items: Iterable[str]) -> Tolerances:
             raise InputError(FLAG, f"{key}={text!r} must be a number >= 0")
         values[key] = value
     return replace(DEFAULT_TOLERANCES, **values)
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -143,10 +140,10 @@ class TrialFacts:
             prompt_tokens=_total(done, "prompt_tokens"),
             output_tokens=_total(done, "output_tokens"),
             open_loop_rate=_send_rate(requests, open_loop_ids),
-            observed_hit_rate=_number(sections.prefix.observed_hit_rate),
+            observed_hit_rate=finite_number(sections.prefix.observed_hit_rate),
             cpu_saturated=_saturated(client),
-            loop_lag_p99_s=_number(client.loop_lag.get("p99") if client.loop_lag else None),
-            dispatch_lag_p99_s=_number(client.dispatch_lag_p99_s),
+            loop_lag_p99_s=finite_number(client.loop_lag.get("p99") if client.loop_lag else None),
+            dispatch_lag_p99_s=finite_number(client.dispatch_lag_p99_s),
             lateness_p99_s=pace.lateness_p99_s if pace is not None else None,
             lateness_mean_s=pace.lateness_mean_s if pace is not None else None,
             itl_p99_s=pace.itl_p99_s if pace is not None else None,

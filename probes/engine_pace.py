@@ -23,12 +23,12 @@ about 1 %.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from probes.metric_registry import ITL, by_key
 from probes.units import fmt_seconds
 from runfmt.summary import Summary
+from runtime.quantiles import finite_number
 
 #: The latency step lateness is weighed against (its ``p99``): the per-token ITL.
 ITL_KEY = ITL.key
@@ -70,12 +70,6 @@ class EnginePace:
         return f"{head} ({self.share:.0%} of the {named} {fmt_seconds(self.itl_p99_s)})"
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def engine_pace(summary: Summary) -> EnginePace | None:
     """The run's pace, or ``None`` when its server published no step lateness (a real
     server, an older summary) or timed no step over the run."""
@@ -83,10 +77,10 @@ def engine_pace(summary: Summary) -> EnginePace | None:
     lateness = server.step_lateness_s if server is not None else None
     if lateness is None or not lateness.count:
         return None
-    p99, mean = _finite(lateness.p99), _finite(lateness.mean)
+    p99, mean = finite_number(lateness.p99), finite_number(lateness.mean)
     if p99 is None or mean is None:
         return None
-    itl = _finite(summary.statistic(ITL_KEY, "p99"))
+    itl = finite_number(summary.statistic(ITL_KEY, "p99"))
     return EnginePace(p99, mean, itl)
 
 

@@ -59,6 +59,14 @@ def finite(values: Iterable[float] | np.ndarray) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
+def finite_number(value: object) -> float | None:
+    """One value as a float when it is a finite number (a document's figure), else
+    ``None`` (absent, null, NaN, infinite, or not a number at all)."""
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def quantile(values: Iterable[float] | np.ndarray, q: float) -> float:
     """The ``q`` quantile (0 to 1) of the finite values, numpy's linear interpolation; NaN
     for no samples. Every quantile a report, a view or a check shows is this one."""
