@@ -52,7 +52,6 @@ from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
-from probes.slo import Slo
 from probes.stall_events import StallEvents
 from runfmt.abresult import (
     AbComparison,
@@ -74,6 +73,7 @@ from runfmt.abresult import (
     known,
 )
 from runfmt.codec import frozen_map
+from runfmt.slo import Slo
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]
 
@@ -145,7 +145,7 @@ class AbSettings:
         return AbSettingsSection(
             self.trials,
             self.reference,
-            frozen_map(self.slo.to_dict()) if self.slo else None,
+            self.slo or None,
             self.tolerances,
             self.resamples,
             self.confidence,

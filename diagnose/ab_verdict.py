@@ -64,8 +64,8 @@ from probes.metric_registry import (
     AB_TTFT_WEIGHED,
     json_name,
 )
-from probes.slo import Slo
 from runfmt.abresult import Needed, Verdict
+from runfmt.slo import Slo
 
 #: The pooled-gap stall metric, and the SLO metrics (the registry's selections).
 ITL_KEY, ITL_SLO, TTFT_SLO = AB_STALL_GAPS, AB_SLO_ITL, AB_SLO_TTFT

@@ -88,7 +88,7 @@ def slo_breaches(ctx: Context) -> list[Breach]:
         },
     }
     out = []
-    for metric, bound in slo.to_dict().items():
+    for metric, bound in slo.bounds():
         finite = values[metric][np.isfinite(values[metric])]
         if finite.size and (p99 := quantile(finite, 0.99)) > bound:
             out.append(Breach(metric, p99, bound))

@@ -7,7 +7,6 @@ is done once however many hypotheses use it.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from diagnose.attribution import DecodeGaps, decode_gaps, overlapping, prefill_windows
@@ -15,8 +14,8 @@ from diagnose.client_limited import ClientHealth, read_client_health
 from diagnose.inputs import RunView
 from diagnose.next_steps import recorded_budget
 from diagnose.roofline import Roofline, resolve_roofline
-from probes.slo import Slo
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.slo import Slo
 
 #: Fewest pure-decode gaps worth a statistic; below it every gap is used instead.
 MIN_CLEAR_GAPS = 50
@@ -63,10 +62,7 @@ class Context:
     def slo(self) -> Slo | None:
         if self.options.slo:
             return self.options.slo
-        recorded = self.view.info.slo or {}
-        known = {f.name for f in dataclasses.fields(Slo)}
-        slo = Slo(**{k: float(v) for k, v in recorded.items() if k in known and v})
-        return slo or None
+        return self.view.info.slo or None
 
     @property
     def budget(self) -> tuple[int | None, str]:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
 from loadgen.target import Target
+from runfmt.run_sections import CacheProtocolSection
 from workloads.errors import InputError
 
 MODES = ("reset", "salt", "warm")
@@ -40,13 +40,9 @@ class CacheProtocol:
             return tenant
         return f"{self.salt}-{tenant}" if tenant else self.salt
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "requested": self.requested,
-            "applied": self.applied,
-            "salt": self.salt,
-            "note": self.note,
-        }
+    def describe(self) -> CacheProtocolSection:
+        """What ``run.json`` records of it."""
+        return CacheProtocolSection(self.requested, self.applied, self.salt, self.note)
 
 
 async def apply_cache_protocol(

@@ -22,8 +22,10 @@ import asyncio
 import contextlib
 import time
 
+from runfmt.run_result import ClientAccount, SendTimer
 from runfmt.rundir import RunWriteError, TableWriter
 from runtime.clock import RunClock
+from runtime.timing import Waker
 
 DEFAULT_INTERVAL_S = 0.2
 
@@ -60,13 +62,21 @@ class ClientMonitor:
                 {"t_s": self.clock.from_perf(ready), "loop_lag_s": lag, "cpu_share": share}
             )
 
-    def summary(self) -> dict[str, float | int | None]:
-        """Totals since the monitor was made: samples, worst loop lag, mean CPU share."""
+    def summary(self, waker: Waker) -> ClientAccount:
+        """Totals since the monitor was made: samples, worst loop lag, mean CPU share, and
+        how the run's send timer ``waker`` went."""
         wall = time.perf_counter() - self._wall_start
         cpu = time.thread_time() - self._cpu_start
-        return {
-            "samples": self.samples,
-            "loop_lag_max_s": self.max_loop_lag_s,
-            "cpu_s": cpu,
-            "cpu_share": cpu / wall if wall > 0 else None,
-        }
+        timer = SendTimer(
+            wakeups=waker.wakeups,
+            recent_wake_late_max_s=waker.recent_late_max_s,
+            spin_s=waker.spin_s,
+            widest_spin_s=waker.widest_s,
+        )
+        return ClientAccount(
+            samples=self.samples,
+            loop_lag_max_s=self.max_loop_lag_s,
+            cpu_s=cpu,
+            cpu_share=cpu / wall if wall > 0 else None,
+            timer=timer,
+        )

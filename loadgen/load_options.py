@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from loadgen.cache import CacheProtocol
 from loadgen.health import DEFAULT_INTERVAL_S
 from loadgen.records import ChunkTimes, RequestRecord
 from loadgen.sse import MAX_EVENT_BYTES
+from runfmt.codec import unrecorded
+from runfmt.run_result import ClientAccount, RequestCounts, RunResult, ShardRecord
+from runfmt.run_sections import CacheProtocolSection
 from runtime.timing import DEFAULT_SPIN_S
 from workloads.plan import Prompt, RequestSpec
 
@@ -100,37 +104,41 @@ class LoadResult:
     started_s: float | None = None
     schedule_t0_s: float | None = None
     ended_s: float | None = None
-    cache_protocol: dict[str, Any] = field(default_factory=dict)
-    client: dict[str, Any] = field(default_factory=dict)
+    cache_protocol: CacheProtocolSection = field(
+        default_factory=lambda: unrecorded(CacheProtocolSection)
+    )
+    client: ClientAccount = field(default_factory=lambda: unrecorded(ClientAccount))
     #: How each worker's shard went, when worker processes sent the plan.
-    shards: list[dict[str, Any]] = field(default_factory=list)
+    shards: tuple[ShardRecord, ...] = ()
     #: The token ids later turns sent (history + answer + new message), by request id,
-    #: where known: what the session's oracle replays after the run. Not in ``to_json``.
+    #: where known: what the session's oracle replays after the run. Not in ``section``.
     composed_prompts: dict[str, Prompt] = field(default_factory=dict, repr=False)
 
     @property
     def not_sent(self) -> int:
         return self.planned - self.sent
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "requests": {
-                "planned": self.planned,
-                "released": self.released,
-                "sent": self.sent,
-                "finished": self.finished,
-                "ok": self.ok,
-                "not_sent": self.not_sent,
-            },
-            "errors": dict(self.errors),
-            "started_s": self.started_s,
-            "schedule_t0_s": self.schedule_t0_s,
-            "ended_s": self.ended_s,
-            "cache_protocol": self.cache_protocol,
-            "client": self.client,
-        } | ({"shards": self.shards} if self.shards else {})
+    def section(self) -> RunResult:
+        """``run.json``'s ``result`` as the run stands."""
+        return RunResult(
+            status=self.status,
+            reason=self.reason,
+            requests=RequestCounts(
+                planned=self.planned,
+                released=self.released,
+                sent=self.sent,
+                finished=self.finished,
+                ok=self.ok,
+                not_sent=self.not_sent,
+            ),
+            errors=MappingProxyType(dict(self.errors)),
+            started_s=self.started_s,
+            schedule_t0_s=self.schedule_t0_s,
+            ended_s=self.ended_s,
+            cache_protocol=self.cache_protocol,
+            client=self.client,
+            shards=self.shards,
+        )
 
 
 def observer_hook(observer: LoadObserver | None, name: str) -> Any:

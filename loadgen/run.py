@@ -386,7 +386,7 @@ class LoadRun:
         if self.result.status == "running":
             self.result.status = "complete"
         self.result.ended_s = self.clock.now()
-        self.result.client = monitor.summary() | {"timer": self._waker.summary()}
+        self.result.client = monitor.summary(self._waker)
 
 
 async def run_load(

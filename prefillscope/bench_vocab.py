@@ -19,7 +19,7 @@ from workloads.errors import InputError
 
 if TYPE_CHECKING:
     from prefillscope.bench_flags import BenchFlags
-    from probes.slo import Slo
+    from runfmt.slo import Slo
 
 #: What ``--gpu`` meant on ``bench`` before it named a GPU preset.
 OLD_TELEMETRY_VALUES = ("auto", "off")

@@ -58,7 +58,6 @@ from probes.percentiles import (
     picks_itl,
 )
 from probes.request_counts import TOP_ERROR_MESSAGES, RequestCounts, completed_mask
-from probes.slo import Slo
 from probes.stall_events import (
     NO_KIND,
     RunStalls,
@@ -75,6 +74,7 @@ from runfmt.columns import Columns, IdSet, Table, numbers, texts
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
+from runfmt.slo import Slo
 from runfmt.summary import Summary
 from runfmt.summary_sections import (
     ChunksSection,
@@ -278,7 +278,7 @@ def goodput(good: np.ndarray, window: Window, slo: Slo) -> GoodputSection:
 def goodput_of(count: int, measured: int, window: Window, slo: Slo) -> GoodputSection:
     """``goodput`` from the count of good requests among ``measured``."""
     return GoodputSection(
-        slo=frozen_map(slo.to_dict()),
+        slo=slo,
         requests=count,
         share=count / measured if measured else None,
         requests_per_s=count / window.seconds if window.valid else None,

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from probes.canonical import Provenance, Value
 from probes.mapping_model import Snapshot
+from runfmt.probe_report import PoolBucket, PoolReport
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,9 @@ class Bucket:
     value: Value
     bounds: tuple[float, float] | None = None
 
-    def to_dict(self, unit: str) -> dict[str, Any]:
-        from runfmt.codec import encode  # probe --json only: not on the probe's own path
-
-        out = encode(self.value.reading()) | {"unit": unit}
-        if self.bounds is not None:
-            out["bounds"] = list(self.bounds)
-        return out
+    def recorded(self, unit: str) -> PoolBucket:
+        """This bucket in ``unit``, as ``probe --json`` writes it."""
+        return _bucket(self.value, unit, self.bounds)
 
 
 @dataclass(frozen=True)
@@ -52,16 +48,18 @@ class PoolBreakdown:
     reclaimable: Bucket
     free: Bucket
 
-    def to_dict(self) -> dict[str, Any]:
+    def recorded(self) -> PoolReport:
         """The ``pool`` object of ``probe --json``."""
-        from runfmt.codec import encode
+        return PoolReport(
+            active_blocks=self.active.recorded(self.unit),
+            reclaimable_blocks=self.reclaimable.recorded(self.unit),
+            free_blocks=self.free.recorded(self.unit),
+            total_blocks=_bucket(self.total, self.unit),
+        )
 
-        return {
-            "active_blocks": self.active.to_dict(self.unit),
-            "reclaimable_blocks": self.reclaimable.to_dict(self.unit),
-            "free_blocks": self.free.to_dict(self.unit),
-            "total_blocks": encode(self.total.reading()) | {"unit": self.unit},
-        }
+
+def _bucket(value: Value, unit: str, bounds: tuple[float, float] | None = None) -> PoolBucket:
+    return PoolBucket(value.value, str(value.provenance), value.source, unit, bounds)
 
 
 def _num(value: Value) -> float | None:

@@ -1,4 +1,5 @@
-"""Service-level objectives: what ``--slo ttft=500,itl=50,e2e=10s`` asks of a run.
+"""Service-level objectives: what ``--slo ttft=500,itl=50,e2e=10s`` asks of a run, read
+into the documents' ``runfmt.slo.Slo``.
 
 ``probes.latency`` judges each request against them (goodput); the A/B verdict and the
 diagnosis name a breach by them.
@@ -7,27 +8,10 @@ diagnosis name a breach by them.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
+from runfmt.slo import Slo
 from runtime.durations import parse_duration
 from workloads.errors import InputError
-
-
-@dataclass(frozen=True)
-class Slo:
-    """Service-level objectives in seconds; ``None`` means not constrained."""
-
-    ttft_s: float | None = None
-    itl_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
-
-    def to_dict(self) -> dict[str, float]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def __bool__(self) -> bool:
-        return bool(self.to_dict())
-
 
 _SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
 _SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s or us)"

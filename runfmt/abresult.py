@@ -38,6 +38,7 @@ from runfmt.ab_prediction import Prediction
 from runfmt.ab_servers import ServerRecord
 from runfmt.codec import ABSENT, EMPTY, decode, encode, frozen_map, key
 from runfmt.names import AB_JSON
+from runfmt.slo import Slo
 from runfmt.version import document_version
 
 #: The ``format_version`` this version writes.
@@ -373,7 +374,7 @@ class AbSettingsSection:
     trials: int = 0
     reference: int = 0
     #: The SLO bounds given (``itl_s``, ``ttft_s`` …), ``None`` when none.
-    slo: Mapping[str, float] | None = None
+    slo: Slo | None = None
     tolerances: Tolerances | None = None
     resamples: int = 0
     confidence: float = 0.95

@@ -106,6 +106,19 @@ def absent(*keys: str) -> Mapping[str, Any]:
     return MappingProxyType(dict.fromkeys(keys, ABSENT))
 
 
+def declared_keys(cls: type) -> tuple[str, ...]:
+    """The JSON keys ``cls`` declares, in its order (``extra`` and inline fields not
+    among them)."""
+    fields, _ = _plan(cls)
+    return tuple(f.key for f in fields if f.inline is None)
+
+
+def unrecorded(cls: type[T]) -> T:
+    """A ``cls`` that recorded none of its keys, written as ``{}`` (a section the run never
+    got to); ``cls`` keeps ``extra`` and has a default for every field."""
+    return cls(extra=absent(*declared_keys(cls)))  # type: ignore[call-arg]
+
+
 def frozen_map(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     """A read-only JSON object (an empty one by default): a section's mapping field."""
     return MappingProxyType(dict(value or {}))

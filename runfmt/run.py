@@ -7,7 +7,7 @@ folder that is no run in one line, reads ``run.json`` (``RunInfo``), ``summary.j
 the one version check (``runfmt.version.document_version``: a newer format is one line
 naming the file, exit status 2), and hands back a ``Run``. Its ``tables`` are the run's
 one ``RunTables``; its ``spec`` is the workload ``run.json`` recorded, rebuilt by
-``WorkloadSpec.from_dict``, or ``None`` with the reason it could not be
+``runfmt.run_workload.WorkloadSection.spec``, or ``None`` with the reason it could not be
 (``spec_problem``): a reader that needs the plan refuses with that reason
 (``require_spec``), never falls back to another.
 
@@ -88,15 +88,13 @@ class Run:
 
     @cached_property
     def _spec(self) -> tuple[WorkloadSpec | None, str | None]:
-        from workloads.spec import WorkloadSpec
-
         source = self._source(RUN_JSON)
         if self.info is None:
             return None, f"{self.path} has no {RUN_JSON}"
-        if not self.info.workload:
+        if not self.info.workload.recorded:
             return None, f"{source} records no workload spec"
         try:
-            return WorkloadSpec.from_dict(self.info.workload), None
+            return self.info.workload.spec(), None
         except InputError as exc:
             return None, f"{source}: its workload spec cannot be rebuilt ({exc})"
 

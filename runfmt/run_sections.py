@@ -5,9 +5,9 @@ Each section keeps what it does not declare in ``extra`` (a newer writer's keys,
 of the wrong JSON type in a hand-edited file), so a ``run.json`` read and written back
 holds the same keys and values. A key that only some runs carry is declared
 ``omit_none`` and stays absent while ``None``; every other key is written, ``null`` when
-unknown. Two sections are documents another package owns and are kept as the JSON their
-owner wrote: ``workload`` (``workloads.spec.WorkloadSpec.to_dict``) and ``result`` (the load
-generator's account, ``loadgen.load_options.LoadResult.to_json``). The embedded engine's
+unknown. Three more sections are declared beside their writers' vocabulary:
+``workload`` (``runfmt.run_workload``), ``result`` (the load generator's account,
+``runfmt.run_result``) and ``slo`` (``runfmt.slo``). The embedded engine's
 configuration is an open set keyed like ``simengine``'s ``EngineConfig`` fields, which
 this package does not import: a read-only mapping.
 """

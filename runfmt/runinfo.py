@@ -21,8 +21,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from runfmt.codec import EMPTY, decode, encode, key
+from runfmt.codec import EMPTY, decode, encode, key, unrecorded
 from runfmt.names import RUN_JSON
+from runfmt.run_result import RunResult
 from runfmt.run_sections import (
     CacheProtocolSection,
     Clock,
@@ -32,7 +33,9 @@ from runfmt.run_sections import (
     ProbesSection,
     TargetSection,
 )
+from runfmt.run_workload import WorkloadSection
 from runfmt.rundir import RunDir
+from runfmt.slo import Slo
 from runfmt.version import document_version
 from runtime.version import package_version
 from workloads.errors import InputError
@@ -67,17 +70,17 @@ class RunInfo:
     reason: str | None = None
     clock: Clock = field(default_factory=Clock)
     target: TargetSection = field(default_factory=TargetSection)
-    workload: Mapping[str, Any] = field(default_factory=EMPTY)
+    workload: WorkloadSection = field(default_factory=lambda: unrecorded(WorkloadSection))
     #: The workload's seed beside its spec, as written (``seed`` reads the spec's).
     seed_written: int | None = key("seed", default=None)
     plan: PlanSection = field(default_factory=PlanSection)
     load: LoadSection = field(default_factory=LoadSection)
     oracle: Geometry = field(default_factory=Geometry)
-    #: The SLO's bounds by name, in seconds (``ttft_s`` …); None: no SLO given.
-    slo: Mapping[str, float] | None = None
+    #: The SLO's bounds; None: no SLO given.
+    slo: Slo | None = None
     probes: ProbesSection = field(default_factory=ProbesSection)
     cache_protocol: CacheProtocolSection = field(default_factory=CacheProtocolSection)
-    result: Mapping[str, Any] | None = None
+    result: RunResult | None = None
     #: Once the run is over: how long it took from the clock's zero.
     duration_s: float | None = key(omit_none=True, default=None)
     #: Keys this version does not know (a newer writer's), kept and written back.
@@ -95,15 +98,13 @@ class RunInfo:
     @property
     def seed(self) -> int | None:
         """The workload's seed as its spec records it."""
-        seed = self.workload.get("seed")
-        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+        return self.workload.seed
 
     @property
     def workload_name(self) -> str | None:
         """The workload's name as recorded (``--workload``), even when its spec cannot be
         rebuilt (``runfmt.run.Run.spec`` is the spec itself)."""
-        name = self.workload.get("workload")
-        return name if isinstance(name, str) and name else None
+        return self.workload.workload or None
 
     def workload_differences(
         self, other: RunInfo, ignore: Iterable[str] = ()
@@ -112,7 +113,7 @@ class RunInfo:
         ``ignore`` left out: ``(key, this run's value, the other's)``, in key order. What
         was recorded is compared, not a rebuilt spec, so that a spec this version cannot
         rebuild still matches its twin. ``None`` when either recorded none."""
-        specs = (self.workload, other.workload)
+        specs = (encode(self.workload), encode(other.workload))
         if not all(specs):
             return None
         skip = set(ignore)

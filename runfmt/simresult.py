@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from runfmt.calibration import Calibration
 from runfmt.codec import EMPTY, key
+from runfmt.slo import Slo
 from runfmt.summary import LATENCY_KEY
 from runfmt.summary_sections import Stats
 
@@ -114,7 +115,7 @@ class SimulateResult:
     gpu: str = ""
     link: Mapping[str, Any] = field(default_factory=EMPTY)
     kv_transfer: str = ""
-    slo: Mapping[str, float] = field(default_factory=EMPTY)
+    slo: Slo = field(default_factory=Slo)
     requests: int = 0
     configurations: tuple[SimConfiguration, ...] = ()
     speed: SimSpeed = field(default_factory=SimSpeed)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
+from runfmt.slo import Slo
 from runtime.quantiles import STATISTICS
 
 #: A stall metric's figure (``probes.metric_registry.json_name(prefix, part=...)``):
@@ -95,7 +96,7 @@ class GoodputSection:
     """``goodput``: the requests that met every bound of the run's SLO (``slo``: a
     latency's key → its bound in seconds)."""
 
-    slo: Mapping[str, float] = field(default_factory=EMPTY)
+    slo: Slo = field(default_factory=Slo)
     requests: int | None = None
     share: float | None = None
     requests_per_s: float | None = None

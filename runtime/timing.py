@@ -91,11 +91,8 @@ class Waker:
             self._late.append(late)
             self.wakeups += 1
 
-    def summary(self) -> dict[str, float | int]:
-        """For run.json: how late wake-ups were and how wide the window got."""
-        return {
-            "wakeups": self.wakeups,
-            "recent_wake_late_max_s": max(self._late, default=0.0),
-            "spin_s": self.spin_s,
-            "widest_spin_s": self.widest_s,
-        }
+    @property
+    def recent_late_max_s(self) -> float:
+        """How late the latest wake-ups (``WAKE_HISTORY``) ran at worst, in seconds (for
+        run.json's ``result.client.timer``, with ``wakeups``, ``spin_s`` and ``widest_s``)."""
+        return max(self._late, default=0.0)

@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from perfmodel.config import EngineConfig
-from probes.slo import Slo
 from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
+from runfmt.slo import Slo
 from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest

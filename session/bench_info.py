@@ -20,6 +20,7 @@ from runfmt.run_sections import (
     PrometheusProbe,
     ServerMetricsProbe,
 )
+from runfmt.run_workload import WorkloadSection
 from runfmt.runinfo import RunInfo, started_clock
 from runtime import redact
 from runtime.clock import RunClock
@@ -91,15 +92,14 @@ def run_info(
         settings = (options.engine or EngineSettings.default()).describe()
         settings["kv_pool_blocks"] = engine.num_gpu_blocks
         described = replace(described, engine=frozen_map(settings))
-    workload = spec.to_dict()
     rate, unit = asked_rate(plan)
     return RunInfo(
         command=tuple(redact.argv(options.command, [options.api_key])),
         labels=frozen_map(options.labels),
         clock=started_clock(clock.wall_t0),
         target=described,
-        workload=frozen_map(workload),
-        seed_written=workload.get("seed"),
+        workload=WorkloadSection.of(spec),
+        seed_written=spec.seed,
         plan=PlanSection(
             requests=len(plan),
             warmup_requests=len(plan) - len(plan.measured),
@@ -116,5 +116,5 @@ def run_info(
             duration_s=deadline_s,
             warmup=options.warmup,
         ),
-        slo=frozen_map(options.slo.to_dict()) if options.slo else None,
+        slo=options.slo or None,
     )

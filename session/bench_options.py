@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.sse import MAX_EVENT_BYTES
-from probes.slo import Slo
+from runfmt.slo import Slo
 from simengine.settings import EngineSettings
 
 

@@ -52,10 +52,9 @@ from loadgen.target import Target
 from probes.detect import detect_target
 from probes.exposition import metrics_url
 from probes.probe_process import ProbeProcess, absent_metrics_reason
-from runfmt.codec import decode, frozen_map
+from runfmt.codec import frozen_map
 from runfmt.names import REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
-from runfmt.run_sections import CacheProtocolSection
 from runfmt.rundir import RunDir, RunWriteError
 from runfmt.runinfo import RunInfo
 from runtime import redact, signals
@@ -409,8 +408,8 @@ class _Bench:
         info = replace(
             info,
             load=replace(info.load, ray=frozen_map(ray) if ray is not None else None),
-            cache_protocol=decode(CacheProtocolSection, result.cache_protocol),
-            result=frozen_map(result.to_json()),
+            cache_protocol=result.cache_protocol,
+            result=result.section(),
         )
         final = info.finished(result.status, result.reason, ended)
         try:

@@ -68,7 +68,7 @@ def slo_breach(summary: Summary, min_goodput: float | None) -> str | None:
     share = goodput.share if goodput is not None else None
     if goodput is None or min_goodput is None or share is None or share >= min_goodput:
         return None
-    slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput.slo.items())
+    slo = ",".join(f"{k.removesuffix('_s')}={v * 1e3:g}ms" for k, v in goodput.slo.bounds())
     good, total = goodput.requests, summary.requests.total
     return (
         f"{good} of {total} requests ({share:.1%}) met the SLO {slo}, "

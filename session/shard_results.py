@@ -2,64 +2,71 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
 
 from loadgen.load_options import LoadResult
+from runfmt.run_result import ClientAccount, RunResult, SendTimer, ShardRecord
 from runtime import signals
 
 
-def merge_results(into: LoadResult, shards: list[dict[str, Any]]) -> None:
-    """One run's result from its shards' (``LoadResult.to_json`` each): counts and
-    errors summed, the earliest start and latest end, the first failed or interrupted
-    shard's status and reason, the client's figures (CPU summed, worst lag)."""
-    into.shards = [
-        {key: s.get(key) for key in ("index", "status", "reason", "requests", "client")}
-        for s in shards
-    ]
-    for shard in shards:
-        counts = shard["requests"]
-        into.released += counts.get("released", 0)
-        into.sent += counts.get("sent", 0)
-        into.finished += counts.get("finished", 0)
-        into.ok += counts.get("ok", 0)
-        for kind, n in shard.get("errors", {}).items():
+def merge_results(into: LoadResult, shards: list[tuple[int, RunResult]]) -> None:
+    """One run's result from its shards' (each ``LoadResult.section``, by the shard's
+    index): counts and errors summed, the earliest start and latest end, the first failed
+    or interrupted shard's status and reason, the client's figures (CPU summed, worst
+    lag)."""
+    into.shards = tuple(
+        ShardRecord(index, s.status, s.reason, s.requests, s.client) for index, s in shards
+    )
+    for _, shard in shards:
+        counts = shard.requests
+        into.released += counts.released
+        into.sent += counts.sent
+        into.finished += counts.finished
+        into.ok += counts.ok
+        for kind, n in shard.errors.items():
             into.errors[kind] = into.errors.get(kind, 0) + n
     ended = sorted(
-        (s for s in shards if s["status"] != "complete"), key=lambda s: s["status"] != "failed"
+        ((i, s) for i, s in shards if s.status != "complete"), key=lambda s: s[1].status != "failed"
     )  # a failed shard's reason first: it is why the others stopped
     if ended:
-        first = ended[0]
-        reason = first["reason"] or ""
+        index, first = ended[0]
+        reason = first.reason or ""
         if not reason.startswith(signals.STOP_REASON_PREFIX):
-            reason = f"shard {first['index']}: {reason}"
-        failed = all(s["status"] == "failed" for s in shards)
+            reason = f"shard {index}: {reason}"
+        failed = all(s.status == "failed" for _, s in shards)
         into.status, into.reason = "failed" if failed else "interrupted", reason
     else:
         into.status = "complete"
-    times = [(s.get("started_s"), s.get("schedule_t0_s"), s.get("ended_s")) for s in shards]
-    starts = [t[0] for t in times if t[0] is not None]
+    results = [s for _, s in shards]
+    starts = [s.started_s for s in results if s.started_s is not None]
     into.started_s = min(starts) if starts else None
-    into.schedule_t0_s = next((t[1] for t in times if t[1] is not None), None)
-    ends = [t[2] for t in times if t[2] is not None]
+    into.schedule_t0_s = next(
+        (s.schedule_t0_s for s in results if s.schedule_t0_s is not None), None
+    )
+    ends = [s.ended_s for s in results if s.ended_s is not None]
     into.ended_s = max(ends) if ends else None
-    into.cache_protocol = next((s["cache_protocol"] for s in shards if s.get("cache_protocol")), {})
-    clients = [s.get("client") or {} for s in shards]
-    into.client = {
-        "workers": len(shards),
-        "samples": sum(c.get("samples", 0) for c in clients),
-        "loop_lag_max_s": max((c.get("loop_lag_max_s") or 0.0 for c in clients), default=0.0),
-        "cpu_s": sum(c.get("cpu_s") or 0.0 for c in clients),
-        "cpu_share": max((c.get("cpu_share") or 0.0 for c in clients), default=None),
-        "timer": _merge_timers([c.get("timer") or {} for c in clients]),
-    }
+    into.cache_protocol = next(
+        (s.cache_protocol for s in results if s.cache_protocol.applied is not None),
+        into.cache_protocol,
+    )
+    clients = [s.client for s in results]
+    into.client = ClientAccount(
+        workers=len(shards),
+        samples=sum(c.samples for c in clients),
+        loop_lag_max_s=max((c.loop_lag_max_s or 0.0 for c in clients), default=0.0),
+        cpu_s=sum(c.cpu_s or 0.0 for c in clients),
+        cpu_share=max((c.cpu_share or 0.0 for c in clients), default=None),
+        timer=_merge_timers([c.timer for c in clients]),
+    )
 
 
-def _merge_timers(timers: list[dict[str, Any]]) -> dict[str, Any]:
+def _merge_timers(timers: list[SendTimer]) -> SendTimer:
     """The send timers of every worker as one: wake-ups summed, the rest the worst."""
-    keys = {key for timer in timers for key in timer}
-    merged: dict[str, Any] = {}
-    for key in sorted(keys):
-        values = [t[key] for t in timers if isinstance(t.get(key), int | float)]
+    merged = {}
+    for f in fields(SendTimer):
+        if f.name == "extra":
+            continue
+        values = [getattr(t, f.name) for t in timers if getattr(t, f.name) is not None]
         if values:
-            merged[key] = sum(values) if key == "wakeups" else max(values)
-    return merged
+            merged[f.name] = sum(values) if f.name == "wakeups" else max(values)
+    return SendTimer(**merged)

@@ -180,7 +180,7 @@ def _planned_prompts(run: Run, vocab_size: int, argument: str) -> dict[str, list
     ``InputError`` with the reason when its plan cannot be rebuilt."""
     from workloads.build import build_plan
 
-    if run.info is None or not run.info.workload:
+    if run.info is None or not run.info.workload.recorded:
         return None  # a run made by hand: nothing to rebuild, and ``prompts`` says so
     spec = run.require_spec(argument)
     if spec.prompt_format != "tokens":

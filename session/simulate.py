@@ -35,7 +35,6 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from probes.latency import latency_columns, latency_summary, meets_slo
-from probes.slo import Slo
 from probes.token_gaps import TokenGaps, gaps_of
 from runfmt.codec import frozen_map
 from runfmt.columns import Columns
@@ -47,6 +46,7 @@ from runfmt.simresult import (
     SimulateResult,
     extended,
 )
+from runfmt.slo import Slo
 from runfmt.tables import COMPLETED_STATUS
 from runtime import signals
 from session.sim_workload import SimWorkload
@@ -325,7 +325,7 @@ def simulate_grid(
         gpu=spec.base.gpu,
         link=frozen_map(dataclasses.asdict(spec.link)),
         kv_transfer=spec.transfer,
-        slo=frozen_map(spec.slo.to_dict()),
+        slo=spec.slo,
         requests=len(workload),
         configurations=tuple(rows),
         speed=SimSpeed(

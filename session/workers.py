@@ -39,6 +39,7 @@ from loadgen.cache import apply_cache_protocol
 from loadgen.load_options import LoadOptions, LoadResult
 from loadgen.run import LoadRun
 from loadgen.target import Target
+from runfmt.codec import decode, encode
 from runfmt.names import (
     CHUNKS_TABLE,
     CLIENT_TABLE,
@@ -46,6 +47,7 @@ from runfmt.names import (
     SHARDS_DIR,
     WORKER_COLUMN,
 )
+from runfmt.run_result import RunResult
 from runfmt.rundir import RunDir, RunWriteError
 from runtime import event_loop, signals
 from runtime.child import become_child
@@ -155,11 +157,12 @@ async def _work(job: ShardJob, conn: Any) -> None:
     finally:
         pumping.cancel()
         run_dir.close(compact=False)
-    result = load.result.to_json()
-    if error is not None and result["status"] != "failed":
-        result["status"], result["reason"] = "failed", error
+    result = load.result.section()
+    if error is not None and result.status != "failed":
+        result = replace(result, status="failed", reason=error)
     send(("live", job.index, feed.take_pending()))
-    send(("done", job.index, result, load.result.composed_prompts))
+    # the codec's JSON across the pipe (a section's read-only mappings do not pickle)
+    send(("done", job.index, encode(result), load.result.composed_prompts))
 
 
 # -- the parent's side ----------------------------------------------------------------------
@@ -220,7 +223,7 @@ class _Worker:
     process: Any
     conn: Any
     ready: bool = False
-    result: dict[str, Any] | None = None
+    result: RunResult | None = None
     composed: dict[str, Any] = field(default_factory=dict)
     gone: bool = False
 
@@ -298,7 +301,7 @@ class WorkerPool:
         elif kind == "ready":
             worker.ready = True
         elif kind == "done":
-            worker.result, worker.composed = message[2], message[3]
+            worker.result, worker.composed = decode(RunResult, message[2]), message[3]
         self._changed.set()
 
     def _on_gone(self, worker: _Worker) -> None:
@@ -350,8 +353,8 @@ class WorkerPool:
                     reason=f"worker {worker.job.index} died ({self._death(worker)})",
                     planned=len(worker.job.plan),
                     finished=rows.get(REQUESTS_TABLE, 0),
-                ).to_json()
-            shards.append({"index": worker.job.index, **result})
+                ).section()
+            shards.append((worker.job.index, result))
             self.result.composed_prompts.update(worker.composed)
         if not kept_apart:
             shutil.rmtree(self.run_dir.path / SHARDS_DIR, ignore_errors=True)

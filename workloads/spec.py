@@ -86,7 +86,9 @@ class WorkloadSpec:
     prompt_format: str = "tokens"
 
     def to_dict(self) -> dict[str, object]:
-        """The spec as plain values for ``run.json`` (enough to rebuild the same plan)."""
+        """The spec as flat plain values, for the plan (``Plan.spec``, with the family's
+        facts) and the command lines a diagnosis proposes; ``run.json`` records it typed
+        (``runfmt.run_workload.WorkloadSection``, which reads back the same keys)."""
         load = self.load
         return {
             "workload": self.name,
@@ -106,43 +108,46 @@ class WorkloadSpec:
         }
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, object]) -> WorkloadSpec:
-        """The spec ``to_dict`` wrote (``run.json``'s ``workload``), rebuilt from its family,
-        preset, load keys and parameters without reading the files it named (a spec file,
-        a trace): the inverse of ``to_dict``. ``InputError`` naming the key that cannot be
-        read back (a family or parameter this version does not know, a value out of range)."""
-        if not isinstance(doc, Mapping):
-            raise InputError("workload", f"expected the spec as a mapping, got {doc!r}")
-        name, family_name = doc.get("workload"), doc.get("family")
+    def rebuilt(
+        cls,
+        *,
+        name: object,
+        family: object,
+        preset: object,
+        seed: object,
+        prompt_format: object,
+        load: Mapping[str, object],
+        params: Mapping[str, object],
+    ) -> WorkloadSpec:
+        """The spec a run recorded (``runfmt.run_workload.WorkloadSection``), rebuilt from
+        its family, preset, load keys (a spec file's: ``duration``, ``rate`` …) and
+        parameters, each checked as a spec file's would be. ``InputError`` naming the key
+        that cannot be read back (a family or parameter this version does not know, a
+        value out of range)."""
         if not isinstance(name, str) or not name:
             raise InputError("workload", "the spec names no workload")
-        if family_name not in registry.FAMILY_NAMES:
+        if family not in registry.FAMILY_NAMES:
             known = ", ".join(registry.FAMILY_NAMES)
-            raise InputError(
-                "family", f"unknown workload family {family_name!r}", f"known: {known}"
-            )
-        family = registry.family(str(family_name))
-        params = doc.get("params") or {}
-        if not isinstance(params, Mapping):
-            raise InputError("params", f"expected a mapping, got {params!r}")
-        preset = doc.get("preset")
-        load = {
-            key: convert(key, kind, doc[key], meta)
+            raise InputError("family", f"unknown workload family {family!r}", f"known: {known}")
+        owner = registry.family(str(family))
+        values = {
+            key: convert(key, kind, load[key], meta)
             for key, (kind, meta) in _LOAD_KEYS.items()
-            if doc.get(key) is not None and key not in _NOT_LOAD
+            if load.get(key) is not None and key not in _NOT_LOAD
         }
-        seed = convert("seed", int, doc.get("seed") or 0, _LOAD_KEYS["seed"][1])
-        prompt_format = doc.get("prompt_format") or "tokens"
-        prompt_format = convert("prompt_format", str, prompt_format, _LOAD_KEYS["prompt_format"][1])
+        seed = convert("seed", int, seed or 0, _LOAD_KEYS["seed"][1])
+        prompt_format = convert(
+            "prompt_format", str, prompt_format or "tokens", _LOAD_KEYS["prompt_format"][1]
+        )
         return cls(
             name=name,
-            family=family,
+            family=owner,
             params=make_params(
-                family.params,
+                owner.params,
                 {k: v for k, v in params.items() if v is not None},
-                f"workload {family.name!r}",
+                f"workload {owner.name!r}",
             ),
-            load=_load(load),
+            load=_load(values),
             seed=int(seed),  # type: ignore[call-overload]
             preset=preset if isinstance(preset, str) else None,
             prompt_format=str(prompt_format),

@@ -62,7 +62,7 @@ def probe_report(snapshot: Snapshot, pool: PoolBreakdown, source: str) -> dict[s
         "series": {name: encode(snapshot.series[name].reading()) for name in SERIES},
         "histograms": histograms,
         "itl_per": snapshot.itl_per,
-        "pool": pool.to_dict(),
+        "pool": encode(pool.recorded()),
     }
 
 

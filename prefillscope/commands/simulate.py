@@ -123,7 +123,8 @@ def simulate(
 ) -> None:
     """Predict TTFT, ITL and goodput per configuration without launching a server."""
     from prefillscope.engine_flags import parse_engine_flags
-    from probes.slo import Slo, parse_slo
+    from probes.slo import parse_slo
+    from runfmt.slo import Slo
     from session.sim_workload import load_workload
     from session.simulate import SimulateSpec, simulate_grid
     from simengine.disagg_config import parse_ratio

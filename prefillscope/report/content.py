@@ -337,7 +337,7 @@ def goodput_rows(summary: Summary) -> list[tuple[str, str]]:
         return []
     slo = goodput.slo
     names = {metric.key: metric.short for metric in latencies()}  # SLO keys: latency keys
-    targets = ", ".join(f"{names.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.items())
+    targets = ", ".join(f"{names.get(k, k)} \u2264 {fmt_duration(v)}" for k, v in slo.bounds())
     share = fmt_share(goodput.share)
     rate = fmt_rate(goodput.requests_per_s, "req/s")
     return [("goodput (meets every SLO)", f"{share} · {rate}"), ("SLO", targets or UNKNOWN)]

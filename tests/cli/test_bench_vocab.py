@@ -13,7 +13,7 @@ from prefillscope.bench_vocab import (
     run_slo,
     workload_name,
 )
-from probes.slo import Slo
+from runfmt.slo import Slo
 from workloads.errors import InputError
 
 

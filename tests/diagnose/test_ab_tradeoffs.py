@@ -24,7 +24,7 @@ from rundirs import write_run
 from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.ab_metrics import kind_metric
 from prefillscope.ab_view import render
-from probes.slo import Slo
+from runfmt.slo import Slo
 from session.ab_runner import AbOutcome
 
 TRIALS = 3

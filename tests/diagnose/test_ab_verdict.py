@@ -19,8 +19,8 @@ from diagnose.outputs_check import Output, OutputComparison, first_divergence
 from diagnose.stats import Comparison
 from loadgen.records import RequestRecord
 from prefillscope.commands.diagnose_ab import parse_chunks
-from probes.slo import Slo
 from runfmt.codec import encode
+from runfmt.slo import Slo
 from session.launcher import LaunchTemplate
 from workloads.errors import InputError
 

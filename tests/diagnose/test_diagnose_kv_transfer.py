@@ -8,8 +8,8 @@ from bench_support import bench, read_json
 
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
-from probes.slo import Slo
 from runfmt.diagnosis import Status
+from runfmt.slo import Slo
 
 
 def _diagnosed(tmp_path: Path, gbps: float):

@@ -9,6 +9,7 @@ from runfmt.names import CLIENT_TABLE
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
 from runtime.clock import RunClock
+from runtime.timing import Waker
 
 
 def test_each_sample_is_a_row_on_the_run_clock_and_the_summary_totals_them(tmp_path):
@@ -21,16 +22,17 @@ def test_each_sample_is_a_row_on_the_run_clock_and_the_summary_totals_them(tmp_p
             await monitor.sample()
 
     asyncio.run(sample_three_times())
-    summary = monitor.summary()
+    waker = Waker(clock.now)
+    summary = monitor.summary(waker)
     run.close()
     rows = RunTables(run).client
     assert list(rows.columns) == ["t_s", "loop_lag_s", "cpu_share"]
-    assert len(rows) == 3 == summary["samples"]
+    assert len(rows) == 3 == summary.samples
     assert rows["t_s"].is_monotonic_increasing and (rows["t_s"] >= 0).all()
     assert (rows["loop_lag_s"] >= 0).all()
-    assert summary["loop_lag_max_s"] == rows["loop_lag_s"].max()
-    assert summary["cpu_s"] >= 0 and set(summary) == {"samples", "loop_lag_max_s", "cpu_s",
-                                                      "cpu_share"}  # fmt: skip
+    assert summary.loop_lag_max_s == rows["loop_lag_s"].max()
+    assert summary.cpu_s >= 0 and summary.cpu_share is not None
+    assert summary.timer.wakeups == 0 and summary.timer.spin_s == waker.spin_s
 
 
 def test_run_samples_until_cancelled(tmp_path):

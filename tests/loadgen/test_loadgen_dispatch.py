@@ -181,7 +181,7 @@ def test_the_waker_widens_its_window_to_how_late_wake_ups_run() -> None:
     assert min(late) >= 0
     assert late[0] > 0.003  # the first deadline was missed: the window was too narrow
     assert waker.spin_s >= 0.006 + SPIN_MARGIN_S and waker.spin_s <= MAX_SPIN_S
-    assert waker.summary()["wakeups"] == 12
+    assert waker.wakeups == 12
     # later ones spin through the stall: judged on the Waker's own lateness, what is left
     # of each once the time the thread waited for a CPU during it is set aside
     own = np.array(late[2:]) - np.array(busy[2:])
@@ -193,7 +193,7 @@ def test_the_waker_spins_no_wider_than_its_cpu_share_allows() -> None:
     """Deadlines every 5 ms: a 6 ms window would spin all the time, so it stays narrow."""
     waker = Waker(RunClock().now)
     asyncio.run(_stalled_wakeups(waker, gap_s=0.005, stall_s=0.006, n=20))
-    assert waker.summary()["recent_wake_late_max_s"] > 0.004  # the wake-ups were late ...
+    assert waker.recent_late_max_s > 0.004  # the wake-ups were late ...
     assert waker.spin_s <= max(DEFAULT_SPIN_S, SPIN_CPU_SHARE * 0.005 * 1.5)  # ... yet
 
 

@@ -10,8 +10,8 @@ embedded engine's ``prefillscope_engine_`` …) or is a name a mapping reads. Do
 are prose and may name them.
 
 Exempt, each with its reason (``EXEMPT``): the embedded engine's one owner of its own
-names, the embedded server itself (it *exposes* vLLM's names, so that it is read like
-vLLM), and ``session/calibrate.py`` (its ITL name is issue 39's, another worktree's).
+names, and the embedded server itself (it *exposes* vLLM's names, so that it is read like
+vLLM).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from probes.mapping import BUILTIN_FLAVOURS, builtin_mapping
 EXEMPT = {
     "runtime/engine_metrics.py": "the one owner of the embedded engine's own names",
     "simengine/": "the embedded server exposes vLLM's names (it writes them, reads none)",
-    "session/calibrate.py": "its ITL name belongs to issue 39 item 4 (wt/calib)",
 }
 
 #: Where the planted violation goes (a module of the diagnosis, in a copy of the tree).

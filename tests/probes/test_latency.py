@@ -14,9 +14,10 @@ from rundirs import write_run
 
 from loadgen.records import ChunkEvent, ErrorKind, RequestRecord, Status
 from probes.latency import summarize, summarize_frames
-from probes.slo import Slo, parse_slo
+from probes.slo import parse_slo
 from probes.token_gaps import token_gaps
 from runfmt.rundir import RunDir
+from runfmt.slo import Slo
 from runfmt.tables import RunTables
 from runtime.quantiles import describe
 from workloads.errors import InputError

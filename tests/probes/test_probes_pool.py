@@ -8,6 +8,7 @@ from probes.canonical import Provenance
 from probes.exposition import parse_exposition
 from probes.mapping import builtin_mapping, detect_flavour
 from probes.pool import pool_breakdown
+from runfmt.codec import encode
 
 TINY_BEFORE = (FIXTURES / "vllm-cpu/tiny-metrics-before.prom").read_text()
 UNDER_LOAD = (FIXTURES / "vllm-cpu/small-metrics-under-load.prom").read_text()
@@ -46,6 +47,10 @@ def test_preemptions_void_the_counter_bound():
     # itself bounds the cached blocks now.
     assert pool.reclaimable.bounds == (0.0, 1294.0)
     assert pool.free.bounds == (0.0, 1294.0)
+    written = encode(pool.recorded())  # probe --json: the bounds beside the unknown value
+    assert written["free_blocks"] == {"value": None, "provenance": "unknown",
+                                      "source": pool.free.value.source, "unit": "blocks",
+                                      "bounds": [0.0, 1294.0]}  # fmt: skip
     assert pool.reclaimable.value.value is None and pool.free.value.value is None
 
 
@@ -81,7 +86,7 @@ def test_sglang_token_pool_is_measured_when_exposed():
     )
     pool = breakdown(text)
     assert pool.unit == "tokens"
-    assert pool.to_dict()["reclaimable_blocks"] == {
+    assert encode(pool.recorded())["reclaimable_blocks"] == {
         "value": 5000.0,
         "provenance": "measured",
         "source": "sglang:kv_evictable_tokens",

@@ -36,7 +36,6 @@ from probes.latency import (
 from probes.normalise import ServerSeries
 from probes.percentiles import METRICS, label, picked_percentiles
 from probes.server_summary import server_summary
-from probes.slo import Slo
 from probes.timeline import run_mapping, server_series
 from probes.token_gaps import token_gaps
 from runfmt.codec import frozen_map
@@ -49,6 +48,7 @@ from runfmt.names import (
 )
 from runfmt.run import Run
 from runfmt.rundir import RunDir
+from runfmt.slo import Slo
 from runfmt.summary import Summary
 from runfmt.tables import RunTables
 from runtime.clock import RunClock

@@ -16,9 +16,9 @@ from repo_paths import FIXTURES, ROOT
 from probes.latency import summarize, summarize_frames
 from probes.percentiles import picked_percentiles
 from probes.request_counts import error_messages
-from probes.slo import Slo
 from runfmt.columns import Columns, counted
 from runfmt.run import Run
+from runfmt.slo import Slo
 from runfmt.summary_sections import ErrorMessage
 from runfmt.tables import CHUNKS, CLIENT, REQUESTS
 
@@ -28,7 +28,7 @@ SLO = Slo(ttft_s=0.05, itl_s=0.02, e2e_s=1.0, tpot_s=0.01)
 
 def test_a_run_s_summary_imports_no_pandas() -> None:
     body = (
-        "import sys\nfrom probes.latency import summarize\nfrom probes.slo import Slo\n"
+        "import sys\nfrom probes.latency import summarize\nfrom runfmt.slo import Slo\n"
         f"summary = summarize({str(GOLDEN_RUNS[1])!r}, Slo(ttft_s=0.05, itl_s=0.02))\n"
         "assert summary.requests.total > 0 and summary.goodput.requests >= 0\n"
         "print('pandas' in sys.modules)"

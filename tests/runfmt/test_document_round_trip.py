@@ -81,7 +81,15 @@ def test_run_json_reads_typed_from_the_fixture() -> None:
     for probe in info.probes:
         assert encode(probe.status) == doc["probes"][probe.name]["status"]
     assert info.cache_protocol.applied == doc["cache_protocol"]["applied"]
-    assert dict(info.slo or {}) == doc["slo"] and dict(info.labels) == doc["labels"]
+    assert info.slo is not None and dict(info.slo.bounds()) == doc["slo"]
+    assert dict(info.labels) == doc["labels"]
+    result = info.result
+    assert result is not None and result.requests.ok == doc["result"]["requests"]["ok"]
+    assert encode(result.cache_protocol) == doc["result"]["cache_protocol"]
+    assert result.client.timer.wakeups == doc["result"]["client"]["timer"]["wakeups"]
+    assert encode(result) == doc["result"]  # the whole account, typed
+    assert info.workload.params["groups"] == doc["workload"]["params"]["groups"]
+    assert encode(info.workload) == doc["workload"] and info.workload.spec().seed == info.seed
     assert info.wall_t0 == doc["clock"]["wall_t0"] and info.seed == doc["seed"]
 
 

@@ -42,7 +42,7 @@ def test_a_version_1_run_json_reads_and_writes_back_the_same_with_its_version() 
     doc = json.loads((GOLDEN / "run" / RUN_JSON).read_text())
     assert "format_version" not in doc
     info = RunInfo.from_json(doc)
-    assert info.status == "complete" and info.workload["workload"] == "system-prompt"
+    assert info.status == "complete" and info.workload.workload == "system-prompt"
     assert info.probes.server_metrics is not None
     assert info.probes.server_metrics.flavour == "embedded"
     assert info.to_json() == {**doc, "format_version": RUN_FORMAT_VERSION}

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from loadgen.load_options import LoadResult
+from runfmt.codec import encode
+from runfmt.run_result import ClientAccount, RunResult, SendTimer
 from runtime.signals import STOP_REASON_PREFIX
 from session.shard_results import merge_results
 
 
-def _shard(index: int, status: str = "complete", reason: str | None = None, **fields) -> dict:
-    client = fields.pop("client", {})
-    result = LoadResult(status=status, reason=reason, client=client, **fields)
-    return {"index": index, **result.to_json()}
+def _shard(
+    index: int, status: str = "complete", reason: str | None = None, **fields
+) -> tuple[int, RunResult]:
+    result = LoadResult(status=status, reason=reason, **fields)
+    return index, result.section()
 
 
 def test_counts_and_errors_are_summed_over_every_shard():
@@ -25,7 +28,8 @@ def test_counts_and_errors_are_summed_over_every_shard():
     assert (merged.released, merged.sent, merged.finished, merged.ok) == (10, 9, 9, 6)
     assert merged.errors == {"timeout": 2, "http_5xx": 1}
     assert merged.not_sent == 1 and merged.status == "complete"
-    assert [s["index"] for s in merged.shards] == [0, 1]
+    assert [s.index for s in merged.shards] == [0, 1]
+    assert [s.requests.ok for s in merged.shards] == [4, 2]
 
 
 def test_the_run_spans_the_earliest_start_and_the_latest_end():
@@ -66,17 +70,30 @@ def test_client_figures_sum_cpu_and_samples_and_keep_the_worst_lag_and_timer():
     merge_results(
         merged,
         [
-            _shard(0, client={"samples": 3, "cpu_s": 1.5, "cpu_share": 0.4, "loop_lag_max_s": 0.01,
-                              "timer": {"wakeups": 10, "late_p99_s": 0.002}}),
-            _shard(1, client={"samples": 2, "cpu_s": 0.5, "cpu_share": 0.9, "loop_lag_max_s": 0.03,
-                              "timer": {"wakeups": 5, "late_p99_s": 0.001}}),
+            _shard(0, client=ClientAccount(samples=3, cpu_s=1.5, cpu_share=0.4,
+                                           loop_lag_max_s=0.01,
+                                           timer=SendTimer(wakeups=10, spin_s=0.002))),
+            _shard(1, client=ClientAccount(samples=2, cpu_s=0.5, cpu_share=0.9,
+                                           loop_lag_max_s=0.03,
+                                           timer=SendTimer(wakeups=5, spin_s=0.001))),
         ],
     )  # fmt: skip
-    assert merged.client == {
+    assert encode(merged.client) == {
         "workers": 2,
         "samples": 5,
         "loop_lag_max_s": 0.03,
         "cpu_s": 2.0,
         "cpu_share": 0.9,
-        "timer": {"late_p99_s": 0.002, "wakeups": 15},
+        "timer": {"wakeups": 15, "spin_s": 0.002},
     }
+
+
+def test_a_shard_that_recorded_nothing_is_written_as_it_was():
+    """A worker that died before its account: its client and cache protocol are ``{}`` in
+    ``run.json``, as before the result was typed."""
+    dead = LoadResult(status="failed", reason="worker 1 died", planned=4).section()
+    merged = LoadResult()
+    merge_results(merged, [(1, dead)])
+    doc = encode(merged.section())
+    assert doc["cache_protocol"] == {} and doc["shards"][0]["client"] == {}
+    assert doc["shards"][0]["requests"]["planned"] == 4 and doc["status"] == "failed"

@@ -12,8 +12,8 @@ import pytest
 from engine_util import prompt
 
 from perfmodel.config import EngineConfig
-from probes.slo import Slo
 from runfmt.codec import encode
+from runfmt.slo import Slo
 from runfmt.summary_sections import Stats
 from session.sim_workload import SimWorkload, load_workload
 from session.simulate import GridPoint, SimulateSpec, _score, run_point, simulate_grid
