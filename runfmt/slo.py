@@ -10,10 +10,10 @@ against it (goodput).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runfmt.codec import EMPTY, key
+from runfmt.codec import EMPTY, EXTRA, key
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,7 @@ class Slo:
 
     def bounds(self) -> tuple[tuple[str, float], ...]:
         """The bounds given, ``(key, seconds)`` in the document's order."""
-        pairs = (("ttft_s", self.ttft_s), ("itl_s", self.itl_s), ("tpot_s", self.tpot_s),
-                 ("e2e_s", self.e2e_s))  # fmt: skip
+        pairs = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != EXTRA)
         return tuple((name, value) for name, value in pairs if value is not None)
 
     def __bool__(self) -> bool:

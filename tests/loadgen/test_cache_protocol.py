@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 
 from loadgen.cache import CacheProtocol, apply_cache_protocol
 from loadgen.target import Target
+from runfmt.codec import encode
 from workloads.errors import InputError
 
 
@@ -19,7 +20,7 @@ def test_a_salt_prefixes_every_tenant_and_stands_alone_without_one():
     salted = CacheProtocol("salt", "salt", salt="ps1")
     assert (salted.salt_for("tenant-a"), salted.salt_for(None)) == ("ps1-tenant-a", "ps1")
     assert CacheProtocol("warm", "warm").salt_for("tenant-a") == "tenant-a"
-    assert set(salted.describe()) == {"requested", "applied", "salt", "note"}
+    assert set(encode(salted.describe())) == {"requested", "applied", "salt", "note"}
 
 
 async def _apply(routes: dict[str, int], flavour: str, mode: str) -> tuple[CacheProtocol, list]:

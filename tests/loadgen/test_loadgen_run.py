@@ -33,6 +33,7 @@ from loadgen.run import LoadRun
 from loadgen.target import Target
 from perfmodel.config import EngineConfig
 from probes.token_gaps import token_gaps
+from runfmt.codec import encode
 from runfmt.rundir import RunDir
 from runfmt.tables import CLIENT, RunTables
 from runtime.clock import RunClock
@@ -59,7 +60,7 @@ def test_cache_reset_through_the_server_endpoint(tmp_path: Path) -> None:
 
     result, _, _, _ = asyncio.run(go())
     assert resets == ["POST"]
-    assert result.cache_protocol == {
+    assert encode(result.cache_protocol) == {
         "requested": "reset",
         "applied": "reset",
         "salt": None,
@@ -80,12 +81,12 @@ def test_cache_reset_refused_by_vllm_falls_back_to_a_salt(tmp_path: Path) -> Non
 
     result, _, _, _ = asyncio.run(go())
     protocol = result.cache_protocol
-    assert protocol["applied"] == "salt" and "VLLM_SERVER_DEV_MODE=1" in protocol["note"]
-    salt = protocol["salt"]
+    assert protocol.applied == "salt" and "VLLM_SERVER_DEV_MODE=1" in (protocol.note or "")
+    salt = protocol.salt
     assert [b["cache_salt"] for b in server.bodies] == [salt, f"{salt}-acme", salt]
     # a later run gets a different salt: nothing it caches can hit this run's prefixes
     result2, _, _, _ = asyncio.run(go())
-    assert result2.cache_protocol["salt"] != salt
+    assert result2.cache_protocol.salt != salt
 
 
 def test_llamacpp_reset_erases_every_slot(tmp_path: Path) -> None:
@@ -109,7 +110,7 @@ def test_llamacpp_reset_erases_every_slot(tmp_path: Path) -> None:
             )
 
     result, requests, _, _ = asyncio.run(go())
-    assert result.cache_protocol["applied"] == "reset"
+    assert result.cache_protocol.applied == "reset"
     assert erased == [f"/slots/{s['id']}?action=erase" for s in slots]
     assert requests.iloc[0]["cached_tokens"] == 3
 
@@ -165,7 +166,7 @@ def test_observer_and_client_health(tmp_path: Path) -> None:
         assert list(seen.t_s) == written["t_s"].tolist()
         assert list(seen.n_tokens) == written["n_tokens"].tolist()
     client = RunTables(run.run_dir).client
-    assert len(client) >= 5 and result.client["samples"] == len(client)
+    assert len(client) >= 5 and result.client.samples == len(client)
     assert tuple(client.columns) == CLIENT.columns  # the run format's schema
     assert (client["loop_lag_s"] >= 0).all() and (client["cpu_share"] <= 1.5).all()
     assert client["t_s"].is_monotonic_increasing
