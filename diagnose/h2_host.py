@@ -145,7 +145,7 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
     median = itl.bucket_quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
     if not median or series is None:
         return None
-    running = series.level("running")["p50"]
+    running = series.level("running").p50
     if not running:
         return None
     expected = float(roofline.decode_step_s(np.array([round(running)]), [context_tokens])[0])

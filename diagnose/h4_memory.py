@@ -26,8 +26,6 @@ one preemption among hundreds of requests is a weak primary, not a strong one.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from diagnose.context import Context
@@ -37,6 +35,7 @@ from diagnose.registry import Cost, hypothesis
 from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.summary_server import Level
 
 TITLE = "KV pool exhaustion (vs reservation)"
 #: Active share of the pool from which a waiting queue counts as memory-bound.
@@ -47,8 +46,8 @@ QUEUE = 2
 RECOMPUTE_SHARE = 0.05
 
 
-def _source(level: dict[str, Any]) -> str:
-    return f"server: {level.get('source') or 'unknown'} ({level['provenance']})"
+def _source(level: Level) -> str:
+    return f"server: {level.source or 'unknown'} ({level.provenance})"
 
 
 def _gpu_memory(ctx: Context) -> Evidence | None:
@@ -77,13 +76,13 @@ def _pool_evidence(series: ServerSeries) -> tuple[list[Evidence], dict[str, floa
     out: list[Evidence] = []
     for bucket, stat in (("active", "max"), ("reclaimable", "mean"), ("free", "mean")):
         level = series.level(f"pool_{bucket}")
-        value = level[stat]
+        value = getattr(level, stat)
         share = value / total if value is not None and total else None
         shares[bucket] = share
         if share is not None:
             known = (
-                f"; known in {level['samples']} of {level['scrapes']} scrapes"
-                if level["samples"] < level["scrapes"]
+                f"; known in {level.samples} of {level.scrapes} scrapes"
+                if (level.samples or 0) < (level.scrapes or 0)
                 else ""
             )
             out.append(
@@ -179,21 +178,21 @@ def assess(ctx: Context) -> Finding:
         )
     else:
         missing.append(f"preemptions ({preempt.source})")
-    if waiting["max"] is not None:
-        evidence.append(Evidence("waiting requests (max)", waiting["max"], "", _source(waiting)))
+    if waiting.max is not None:
+        evidence.append(Evidence("waiting requests (max)", waiting.max, "", _source(waiting)))
     else:
         missing.append("the waiting queue (not exposed)")
-    if usage["max"] is not None:
+    if usage.max is not None:
         evidence.append(
-            Evidence("active share of pool (peak)", 100 * usage["max"], "%", _source(usage))
+            Evidence("active share of pool (peak)", 100 * usage.max, "%", _source(usage))
         )
     pool, shares = _pool_evidence(series)
     evidence += pool
-    if shares.get("reclaimable") is None and usage["max"] is not None:
+    if shares.get("reclaimable") is None and usage.max is not None:
         missing.append("reclaimable vs free blocks (the server counts them together)")
-    active_peak = usage["max"] if usage["max"] is not None else shares.get("active")
+    active_peak = usage.max if usage.max is not None else shares.get("active")
     full = active_peak is not None and active_peak >= FULL_SHARE
-    queued = (waiting["max"] or 0) >= QUEUE
+    queued = (waiting.max or 0) >= QUEUE
     if preempt.value:
         status, summary = (
             Status.SUPPORTED,
@@ -206,7 +205,7 @@ def assess(ctx: Context) -> Finding:
         status, summary = (
             Status.SUPPORTED,
             (
-                f"Correlation, not proof: requests waited (up to {waiting['max']:.0f}) while "
+                f"Correlation, not proof: requests waited (up to {waiting.max:.0f}) while "
                 f"{percent(active_peak)} of the pool was pinned by running requests."
             ),
         )
@@ -237,7 +236,7 @@ def assess(ctx: Context) -> Finding:
 def _reservation(
     shares: dict[str, float | None],
     active_peak: float | None,
-    waiting: dict[str, Any],
+    waiting: Level,
     limit: str,
 ) -> str:
     """Why requests waited with the pool not full; ``limit`` names the server's own cap on
@@ -251,9 +250,9 @@ def _reservation(
             f"{percent(shares['free'])} free"
         )
     queue = (
-        f"; requests waited (up to {waiting['max']:.0f}) with the pool not full: the token "
+        f"; requests waited (up to {waiting.max:.0f}) with the pool not full: the token "
         f"budget or {limit}, not memory, held them"
-        if (waiting["max"] or 0) >= QUEUE
+        if (waiting.max or 0) >= QUEUE
         else "; no waiting queue"
     )
     return f"Reservation, not exhaustion: {', '.join(parts)}{queue}."

@@ -113,9 +113,9 @@ def assess(ctx: Context) -> Finding:
                 )
             )
     depth = series.level(DEPTH)
-    if depth["max"] is not None:
+    if depth.max is not None:
         evidence.append(
-            Evidence("deepest transfer queue", depth["max"], "transfers", _source(series, DEPTH))
+            Evidence("deepest transfer queue", depth.max, "transfers", _source(series, DEPTH))
         )
     ttft_source = _source(series, TTFT)
     if ttft is None or not ttft.count or not ttft.sum:

@@ -125,8 +125,8 @@ def _queue_growth(ctx: Context) -> tuple[float | None, str]:
     series = ctx.view.server
     if series is not None:
         early, late = series.level("waiting", lo, first), series.level("waiting", last, hi)
-        if early["mean"] is not None and late["mean"] is not None:
-            return late["mean"] - early["mean"], f"server: {early['source']}"
+        if early.mean is not None and late.mean is not None:
+            return late.mean - early.mean, f"server: {early.source}"
     sent, end = ctx.view.column("sent_s"), ctx.view.column("end_s")
     end = np.where(np.isfinite(end), end, np.inf)
 
@@ -210,7 +210,7 @@ def _depth(ctx: Context, growth: float | None) -> float | None:
     """The queue's depth: the server's peak waiting requests, else the queue's growth."""
     series = ctx.view.server
     if series is not None:
-        peak = series.level("waiting")["max"]
+        peak = series.level("waiting").max
         if peak is not None:
             return float(peak)
     return growth

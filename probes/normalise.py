@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from probes.mapping import choose_mapping
 from probes.mapping_model import MetricMapping, Snapshot
 from probes.pool import pool_breakdown
 from runfmt.columns import Columns, Table, as_columns, concat, numbers
+from runfmt.summary_server import Level
 from runtime.quantiles import QUANTILES
 
 #: Pool columns of the frame (from ``PoolBreakdown.values``); levels like gauges.
@@ -213,28 +214,29 @@ class ServerSeries:
         return Value(total.value / span, total.provenance, total.source)
 
     # -- levels ----------------------------------------------------------------------------
-    def level(self, name: str, start: float | None = None, end: float | None = None) -> dict:
+    def level(self, name: str, start: float | None = None, end: float | None = None) -> Level:
         """Mean, p50, max, min and last of a gauge (or pool bucket) over [start, end]; each
         None when the server never exposed it there. ``samples`` counts the scrapes that
         knew the value, ``scrapes`` all of them: a pool bucket can be pinned at one
         moment and unknown at the next."""
         values = self.frame[name][self._rows(start, end, baseline=False)]
         known = values[np.isfinite(values)]
-        out: dict[str, Any] = {
-            "provenance": str(self.provenance[name] if known.size else Provenance.UNKNOWN),
-            "source": self.sources.get(name),
-            "samples": int(known.size),
-            "scrapes": int(values.size),
-        }
+        seen = Level(
+            provenance=str(self.provenance[name] if known.size else Provenance.UNKNOWN),
+            source=self.sources.get(name),
+            samples=int(known.size),
+            scrapes=int(values.size),
+        )
         if not known.size:
-            return out | {"mean": None, "p50": None, "max": None, "min": None, "last": None}
-        return out | {
-            "mean": float(known.mean()),
-            "p50": float(np.median(known)),
-            "max": float(known.max()),
-            "min": float(known.min()),
-            "last": float(known[-1]),
-        }
+            return seen
+        return replace(
+            seen,
+            mean=float(known.mean()),
+            p50=float(np.median(known)),
+            max=float(known.max()),
+            min=float(known.min()),
+            last=float(known[-1]),
+        )
 
     def latest(self, name: str) -> Value:
         """The last known value of any column (config such as ``block_size``)."""
@@ -274,9 +276,9 @@ class ServerSeries:
                 row[f"{name}_rate"] = self.rate(name, start, end).value
             elif kind is Kind.GAUGE:
                 stats = self.level(name, start, end)
-                row[f"{name}_mean"], row[f"{name}_max"] = stats["mean"], stats["max"]
+                row[f"{name}_mean"], row[f"{name}_max"] = stats.mean, stats.max
         for name in POOL_COLUMNS:
-            row[f"{name}_mean"] = self.level(name, start, end)["mean"]
+            row[f"{name}_mean"] = self.level(name, start, end).mean
         for name in HISTOGRAMS:
             hist = self.histogram_increase(name, start, end)
             row[f"{name}_count"] = hist.count if hist else None

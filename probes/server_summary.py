@@ -286,7 +286,7 @@ def server_summary(
     itl = _histogram(series, "itl", client["itl_s"])
 
     def level(name: str) -> Level:
-        return Level(**series.level(name))
+        return series.level(name)
 
     return ServerSection(
         source=source,
