@@ -55,11 +55,11 @@ from probes.stall_events import (
 from probes.token_gaps import token_gaps
 from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
-from runtime import engine_metrics
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
-STEP_METRIC = engine_metrics.STEP_SECONDS
+#: The canonical series of a mixed and a pure-decode step's time (``probes.canonical``).
+MIXED_STEPS, DECODE_STEPS = "step_time_mixed", "step_time_decode"
 #: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
 STARVE_RATIO = 4.0
 
@@ -72,21 +72,32 @@ def ratio_text(c: Comparison) -> str:
 
 
 def step_histograms(ctx: Context) -> tuple[Histogram | None, Histogram | None]:
-    raw = ctx.view.raw
-    return (
-        raw.histogram_increase(STEP_METRIC, {"kind": "mixed"}),
-        raw.histogram_increase(STEP_METRIC, {"kind": "decode"}),
-    )
+    """The run's mixed and pure-decode steps, where the server's mapping gives them."""
+    series = ctx.view.server
+    if series is None:
+        return None, None
+    return series.histogram_increase(MIXED_STEPS), series.histogram_increase(DECODE_STEPS)
 
 
-def _step_evidence(mixed: Histogram, decode: Histogram) -> tuple[list[Evidence], float | None]:
-    source = f"server: {STEP_METRIC}"
+def step_source(ctx: Context, name: str) -> str:
+    """``server: `` and the server metric (with its labels) a step series was read from."""
+    series = ctx.view.server
+    return f"server: {(series.sources.get(name) if series is not None else None) or name}"
+
+
+def _step_evidence(
+    mixed: Histogram, decode: Histogram, sources: tuple[str, str]
+) -> tuple[list[Evidence], float | None]:
+    mixed_source, decode_source = sources
     out = [
-        Evidence("mixed steps", mixed.count, "steps", f'{source}{{kind="mixed"}}'),
-        Evidence("mean mixed step", mixed.mean, "s", f'{source}{{kind="mixed"}}'),
-        Evidence("pure-decode steps", decode.count, "steps", f'{source}{{kind="decode"}}'),
-        Evidence("mean pure-decode step", decode.mean, "s", f'{source}{{kind="decode"}}'),
+        Evidence("mixed steps", mixed.count, "steps", mixed_source),
+        Evidence("mean mixed step", mixed.mean, "s", mixed_source),
+        Evidence("pure-decode steps", decode.count, "steps", decode_source),
+        Evidence("mean pure-decode step", decode.mean, "s", decode_source),
     ]
+    # both kinds of one metric (``…step_seconds{kind=…}``): the ratio's source is the metric
+    base, other = (text.partition("{")[0] for text in sources)
+    source = base if base == other else f"{mixed_source} / {decode_source}"
     if not (mixed.mean and decode.mean):
         return out, None
     ratio = mixed.mean / decode.mean
@@ -350,14 +361,15 @@ def assess(ctx: Context) -> Finding:
     mixed, decode = step_histograms(ctx)
     step_ratio = None
     if mixed is not None and decode is not None:
-        found, step_ratio = _step_evidence(mixed, decode)
+        sources = (step_source(ctx, MIXED_STEPS), step_source(ctx, DECODE_STEPS))
+        found, step_ratio = _step_evidence(mixed, decode, sources)
         evidence += found
         if not mixed.count:
             missing.append("a step that mixed prompt chunks with decodes (none ran)")
     else:
         missing.append(
-            f"step kinds ({STEP_METRIC}{{kind}}): the server does not expose step timing by "
-            "kind, so H1 rests on client-side attribution"
+            f"step kinds ({MIXED_STEPS}, {DECODE_STEPS}): the server does not expose step "
+            "timing by kind, so H1 rests on client-side attribution"
         )
     a = attribute(ctx.view, ctx.gaps, resamples=ctx.options.resamples, seed=ctx.options.seed)
     evidence += _attribution_evidence(a)

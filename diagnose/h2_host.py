@@ -56,7 +56,7 @@ import numpy as np
 
 from diagnose.context import Context
 from diagnose.costs import decode_share_cost
-from diagnose.h1_prefill import STEP_METRIC
+from diagnose.h1_prefill import DECODE_STEPS, step_source
 from diagnose.next_steps import bench_command
 from diagnose.registry import hypothesis
 from diagnose.step_margin import (
@@ -68,11 +68,11 @@ from diagnose.step_margin import (
 )
 from diagnose.trend import Trend, fit_trend
 from runfmt.diagnosis import Evidence, Finding, Status
-from runtime import engine_metrics
 from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
-STEP_TOKENS_METRIC = engine_metrics.STEP_TOKENS
+#: The canonical series of a pure-decode step's tokens (its batch).
+DECODE_TOKENS = "step_tokens_decode"
 #: Server decode step over the roofline step from which the host adds a real share.
 SERVER_RATIO = 1.25
 #: Client ITL floor (median pure-decode gap) over the roofline from which H2 holds.
@@ -129,18 +129,18 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
     roofline = ctx.roofline
     if roofline is None:
         return None
-    raw = ctx.view.raw
-    steps = raw.histogram_increase(STEP_METRIC, {"kind": "decode"})
-    if steps is not None and steps.mean:
-        tokens = raw.histogram_increase(STEP_TOKENS_METRIC, {"kind": "decode"})
+    series = ctx.view.server
+    steps = series.histogram_increase(DECODE_STEPS) if series is not None else None
+    if series is not None and steps is not None and steps.mean:
+        tokens = series.histogram_increase(DECODE_TOKENS)
         batch = tokens.mean if tokens is not None and tokens.mean else None
         if batch is None:
             batch = float(np.median(ctx.clear.running)) if len(ctx.clear) else 1.0
         expected = float(roofline.decode_step_s(np.array([round(batch)]), [context_tokens])[0])
-        source = f'server: {STEP_METRIC}{{kind="decode"}} (batch from {STEP_TOKENS_METRIC})'
+        batch_from = step_source(ctx, DECODE_TOKENS).removeprefix("server: ").partition("{")[0]
+        source = f"{step_source(ctx, DECODE_STEPS)} (batch from {batch_from})"
         margin = step_margin(steps, expected)
         return StepReading(steps.mean, expected, source, round(batch), context_tokens, margin)
-    series = ctx.view.server
     itl = series.histogram_increase("itl") if series is not None else None
     median = itl.bucket_quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
     if not median or series is None:
@@ -225,7 +225,7 @@ def assess(ctx: Context) -> Finding:
         evidence += _server_evidence(reading, label)
     else:
         missing.append(
-            f"the server's own step time ({STEP_METRIC} or a per-token latency histogram)"
+            f"the server's own step time ({DECODE_STEPS} or a per-token latency histogram)"
         )
     floor_ratio = None
     trend = None

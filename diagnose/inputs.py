@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diagnose.raw_metrics import RawMetrics
 from probes.normalise import ServerSeries
 from probes.timeline import server_series
 from runfmt.run import Run, open_run
@@ -38,7 +37,6 @@ class RunView:
     every_request: pd.DataFrame
     chunks: pd.DataFrame
     server: ServerSeries | None
-    raw: RawMetrics
     gpu: pd.DataFrame
     #: The load generator's own health samples (event-loop lag, CPU share); may be empty.
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -95,7 +93,6 @@ def load_run_view(path: str | Path) -> RunView:
         every_request=requests,
         chunks=tables.chunks,
         server=server_series(run.dir),
-        raw=RawMetrics(tables.server_metrics),
         gpu=tables.gpu,
         client=tables.client,
     )

@@ -47,10 +47,10 @@ from diagnose.oracle_replay import Replay, replay_oracle
 from diagnose.registry import Cost, Link, hypothesis
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
 from runfmt.diagnosis import CacheHealth, Evidence, Finding, Status
-from runtime import engine_metrics
 
 TITLE = "Prefix-cache health"
-EVICTIONS = engine_metrics.PREFIX_EVICTIONS + engine_metrics.COUNTER_SUFFIX
+#: The canonical count of blocks the prefix cache evicted.
+EVICTIONS = "prefix_evictions"
 #: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
 TOLERANCE = 0.1
 #: Share of prompt tokens a cache problem must lose to be a cause worth its own action.
@@ -279,11 +279,12 @@ def assess(ctx: Context) -> Finding:
         ]
     else:
         missing.append(f"the unbounded and unscoped oracle replays: {why}")
-    evictions = ctx.view.raw.counter_increase(EVICTIONS)
-    if evictions is not None:
-        evidence.append(
-            Evidence("prefix-cache evictions", evictions, "blocks", f"server: {EVICTIONS}")
-        )
+    series = ctx.view.server
+    evicted = series.increase(EVICTIONS) if series is not None else None
+    evictions = evicted.value if evicted is not None else None
+    if evicted is not None and evictions is not None:
+        source = f"server: {evicted.source or EVICTIONS}"
+        evidence.append(Evidence("prefix-cache evictions", evictions, "blocks", source))
     else:
         missing.append(f"evictions ({EVICTIONS} not exposed)")
     for column in ("tenant", "lora"):

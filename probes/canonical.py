@@ -84,7 +84,13 @@ SERIES: dict[str, Kind] = {
     "host_pool_blocks": Kind.INFO,
     # KV transfers waiting for a disaggregated (P/D) link, sharing it or queued.
     "kv_transfer_queue_depth": Kind.GAUGE,
+    # Blocks the prefix cache evicted (the embedded engine counts them).
+    "prefix_evictions": Kind.COUNTER,
 }
+
+#: What an engine step carried: decode tokens only, decode tokens beside a prompt chunk,
+#: or a prompt chunk only.
+STEP_KINDS: tuple[str, ...] = ("decode", "mixed", "prefill")
 
 #: Histograms: latency (``ttft``, ``itl``, ``e2e``) and KV block residency (vLLM's
 #: sampled ``kv_block_*``: allocation to eviction, idle before eviction, gap between
@@ -96,7 +102,9 @@ SERIES: dict[str, Kind] = {
 #: and spent in its prefill steps (``prefill_time``); and how late each engine step
 #: ended past the end its engine scheduled (``step_lateness``, seconds: a modelled
 #: engine's pace on a starved machine; the embedded engine publishes it, real servers
-#: keep no schedule to be late against).
+#: keep no schedule to be late against); and each engine step's time and tokens by what
+#: it carried (``STEP_KINDS``: ``step_time_decode`` … in seconds, ``step_tokens_decode`` …
+#: in tokens), which H1, H2 and the calibration compare.
 HISTOGRAMS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -113,12 +121,17 @@ HISTOGRAMS: tuple[str, ...] = (
     "queue_time",
     "prefill_time",
     "step_lateness",
+    *(f"step_{what}_{kind}" for what in ("time", "tokens") for kind in STEP_KINDS),
 )
 #: The unit of each histogram's observations.
-HISTOGRAM_UNITS: dict[str, str] = {
-    name: "bytes" if name.startswith("offload_") or name.endswith("_bytes") else "s"
-    for name in HISTOGRAMS
-} | {"kv_transfer_latency_ms": "ms", "kv_transfer_speed_gb_s": "GB/s"}
+HISTOGRAM_UNITS: dict[str, str] = (
+    {
+        name: "bytes" if name.startswith("offload_") or name.endswith("_bytes") else "s"
+        for name in HISTOGRAMS
+    }
+    | {"kv_transfer_latency_ms": "ms", "kv_transfer_speed_gb_s": "GB/s"}
+    | {f"step_tokens_{kind}": "tokens" for kind in STEP_KINDS}
+)
 
 #: Block-pool buckets an engine may expose directly (disjoint buckets).
 POOL_BUCKETS: tuple[str, ...] = ("active", "reclaimable", "free")

@@ -238,8 +238,15 @@ class MetricMapping:
                         _matching(exposition.get(name + "_count"), spec.labels),
                         _matching(exposition.get(name + "_sum"), spec.labels),
                         spec.scale,
-                    ), name
+                    ), _labelled(name, spec.labels)
         return None
+
+
+def _labelled(name: str, labels: tuple[tuple[str, str], ...]) -> str:
+    """A histogram's source as PromQL selects it: ``step_seconds{kind="mixed"}``."""
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
 
 
 # -- resolution helpers ------------------------------------------------------------------

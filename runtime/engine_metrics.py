@@ -1,14 +1,15 @@
 """The embedded engine's own metric names: the one owner of every ``prefillscope_engine_*``
 name, imported by the engine that exposes them (``simengine.metrics``,
-``simengine.disagg_server``) and by the readers that need a series no canonical one
-carries (``diagnose``'s step-time and eviction checks, the oracle's cache model through
-``workloads.cache_model``), so that a rename here renames both sides and no hypothesis
-turns "not applicable" silently. A leaf module: it imports nothing.
+``simengine.disagg_server``) and by the oracle's cache model (``workloads.cache_model``,
+read from the engine's info metric), so that a rename here renames both sides. A leaf
+module: it imports nothing.
 
 Names are the exposition's base names: a counter is exposed with ``_total`` added
-(``COUNTER_SUFFIX``), a histogram with ``_bucket``/``_sum``/``_count``. The series that
-canonical ones carry (pool buckets, hits by tier, the KV-transfer wait and queue) are
-read through ``probes/mappings/embedded.toml``, which names them there too.
+(``COUNTER_SUFFIX``), a histogram with ``_bucket``/``_sum``/``_count``. Every reader of
+what the engine measures — the diagnosis's step kinds and evictions, pool buckets, hits
+by tier, the KV-transfer wait and queue — reads canonical series through
+``probes/mappings/embedded.toml``, which names them there
+(``tests/probes/test_flavour_metric_names.py`` holds who imports this module).
 """
 
 from __future__ import annotations

@@ -79,7 +79,6 @@ from runtime.quantiles import quantiles
 from session.calibrate_decode import decode_gaps, fit_decode
 from session.calibrate_reading import (
     CHUNK_KINDS,
-    STEP_METRIC,
     client_warning,
     measure_run,
     read_run,
@@ -107,11 +106,16 @@ JITTER_QUANTILES = 200
 #: Replayed gaps widened at most (an evenly spaced subset of the sorted gaps beyond).
 MAX_WIDENED_GAPS = 20_000
 
-#: Where the decode fit's figures came from.
-DECODE_SOURCE = {
-    False: "client: pure-decode token gaps (median regression)",
-    True: f'client: pure-decode token gaps, held to {STEP_METRIC}{{kind="decode"}} (mean)',
-}
+#: Where the decode fit's figures came from, unless held to the server's decode steps.
+DECODE_SOURCE = "client: pure-decode token gaps (median regression)"
+
+
+def decode_source(held_to: str | None) -> str:
+    """Where the decode fit's figures came from: the client's gaps, held to the server's
+    mean decode step (``held_to``: the metric it was read from) when it was."""
+    if held_to is None:
+        return DECODE_SOURCE
+    return f"client: pure-decode token gaps, held to {held_to} (mean)"
 
 
 def phase_offsets(workload: SimWorkload, step_s: float, seed: int = 0) -> np.ndarray:
@@ -291,7 +295,9 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
         predicted=predicted,
         relative_error=predicted.errors(measured),
         fit_targets=tuple(targets),
-        decode_source=DECODE_SOURCE[decode.anchored is not None],
+        decode_source=decode_source(
+            reading.server.decode_step_source if decode.anchored is not None else None
+        ),
         itl_source=reading.server.itl_source,
         tolerance=TOLERANCE,
         warnings=(warning,) if warning else (),

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diagnose.h1_prefill import STEP_METRIC
-from diagnose.h2_host import STEP_TOKENS_METRIC
 from probes.latency import request_latencies
 from probes.metric_registry import ITL, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
@@ -54,6 +52,8 @@ class ServerFigures:
     itl_mean: float | None = None
     itl_source: str | None = None
     decode_step_mean: float | None = None
+    #: The server metric the decode steps were read from (``…step_seconds{kind="decode"}``).
+    decode_step_source: str | None = None
     chunk_step_mean: float | None = None
     chunk_token_s: float | None = None
 
@@ -85,12 +85,10 @@ class RunReading:
 
 def _server_figures(run: Run) -> ServerFigures:
     """The server's canonical TTFT and ITL histograms and the embedded engine's steps."""
-    from diagnose.raw_metrics import RawMetrics
     from probes.timeline import server_series
 
     try:
         series = server_series(run)
-        raw = RawMetrics(run.tables.server_metrics)
     except (OSError, ValueError, KeyError):
         return ServerFigures()
     if series is None:
@@ -101,15 +99,16 @@ def _server_figures(run: Run) -> ServerFigures:
         figures |= dict(ttft_mean=ttft.mean, ttft_count=int(ttft.count))  # ServerFigures
     if itl is not None and itl.count and itl.sum > 0:
         figures |= dict(itl_mean=itl.mean, itl_source=series.sources.get("itl"))
-    steps = {k: raw.histogram_increase(STEP_METRIC, {"kind": k}) for k in ("decode", *CHUNK_KINDS)}
+    steps = {k: series.histogram_increase(f"step_time_{k}") for k in ("decode", *CHUNK_KINDS)}
     decode = steps["decode"]
     if decode is not None and decode.count and decode.sum > 0:
         figures["decode_step_mean"] = decode.sum / decode.count
+        figures["decode_step_source"] = series.sources.get("step_time_decode")
     chunk = [steps[k] for k in CHUNK_KINDS if steps[k] is not None and steps[k].count]
     if chunk:
         seconds = sum(h.sum for h in chunk)
         figures["chunk_step_mean"] = seconds / sum(h.count for h in chunk)
-        tokens = [raw.histogram_increase(STEP_TOKENS_METRIC, {"kind": k}) for k in CHUNK_KINDS]
+        tokens = [series.histogram_increase(f"step_tokens_{k}") for k in CHUNK_KINDS]
         scheduled = sum(h.sum for h in tokens if h is not None)
         if scheduled > 0:
             figures["chunk_token_s"] = seconds / scheduled

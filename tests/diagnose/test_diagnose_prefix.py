@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from run_shapes import metric_row
 from rundirs import plan_run
@@ -11,7 +14,9 @@ from diagnose.inputs import load_run_view
 from diagnose.oracle_replay import replay_oracle
 from diagnose.prefix_health import assess
 from runfmt.diagnosis import CacheHealth
+from runfmt.names import RUN_JSON
 from runfmt.rundir import RunDir
+from runfmt.runinfo import read_run_info
 from runfmt.tables import RunTables
 
 SHARED = {"num_requests": 40, "groups": 4, "prefix_len": 512, "suffix_len": 32, "output_len": 4}
@@ -30,6 +35,21 @@ def _config(t: float, blocks: int, caching: bool = True) -> dict:
 
 def _judge(path):
     return assess(build_context(load_run_view(path), DiagnoseOptions()))
+
+
+def _record_mapping(run: Path, path: Path) -> None:
+    """The run as if measured with ``--mapping path``: vLLM's names plus the build's own
+    eviction counter."""
+    path.write_text(
+        'flavour = "mybuild"\nextends = "vllm"\n\n'
+        '[series.prefix_evictions]\nmetric = "mybuild_prefix_evictions_total"\n'
+    )
+    rundir = RunDir(run)
+    info = read_run_info(rundir)
+    metrics = replace(info.probes.server_metrics, mapping_file=str(path))
+    rundir.write_json(
+        RUN_JSON, replace(info, probes=replace(info.probes, server_metrics=metrics)).to_json()
+    )
 
 
 def _value(finding, name: str):
@@ -74,16 +94,20 @@ def test_hits_lost_without_evictions_are_an_identity_mismatch(tmp_path):
 
 @pytest.mark.parametrize("evictions", [True, False])
 def test_a_pool_smaller_than_the_working_set_thrashes(tmp_path, evictions):
+    """With evictions: a vLLM build that counts them under a name of its own, read through
+    the user's mapping (``--mapping``, recorded in run.json) as the canonical series."""
     thrash = SHARED | {"groups": 8}
     samples = [_config(t, 60) for t in (0.0, 5.0)]
     if evictions:
         samples += [
-            metric_row(t, "prefillscope_engine_prefix_evictions_total", v)
+            metric_row(t, "mybuild_prefix_evictions_total", v)
             for t, v in ((0.0, 0.0), (5.0, 900.0))
         ]
     run = plan_run(
         tmp_path / "r", "shared-prefix", thrash, num_blocks=60, samples=samples, flavour="vllm"
     )
+    if evictions:
+        _record_mapping(run, tmp_path / "mybuild.toml")
     finding = _judge(run)
     assert finding.status == CacheHealth.THRASHING, finding.summary
     assert _value(finding, "KV pool") == 59  # vLLM reserves its null block

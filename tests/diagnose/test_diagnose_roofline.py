@@ -1,15 +1,12 @@
-"""The roofline a diagnosis compares with, and the raw server series it reads."""
+"""The roofline a diagnosis compares with."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
-from run_shapes import metric_row
 
-from diagnose.raw_metrics import RawMetrics
 from diagnose.roofline import resolve_roofline
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
@@ -48,30 +45,3 @@ def test_flags_override_the_engine_and_name_what_is_missing():
     with pytest.raises(InputError) as err:
         resolve_roofline(None, model="llama-3.1-8b", gpu="tpu9")
     assert err.value.field == "--gpu"
-
-
-def test_counter_increase_survives_a_restart_and_unknown_is_none():
-    rows = [metric_row(t, "evictions_total", v) for t, v in [(0, 10), (1, 15), (2, 3), (3, 7)]]
-    raw = RawMetrics(pd.DataFrame(rows))
-    assert raw.counter_increase("evictions_total") == 5 + 3 + 4
-    assert raw.counter_increase("not_there_total") is None
-
-
-def test_histogram_increase_by_label():
-    def scrape(t, counts, total):
-        rows = []
-        for kind, (fast, slow) in counts.items():
-            for le, value in (("0.01", fast), ("0.1", fast + slow), ("+Inf", fast + slow)):
-                rows.append(metric_row(t, "step_seconds_bucket", value, kind=kind, le=le))
-            rows.append(metric_row(t, "step_seconds_count", fast + slow, kind=kind))
-            rows.append(metric_row(t, "step_seconds_sum", total[kind], kind=kind))
-        return rows
-
-    rows = scrape(0.0, {"decode": (5, 0), "mixed": (0, 1)}, {"decode": 0.03, "mixed": 0.05})
-    rows += scrape(1.0, {"decode": (105, 0), "mixed": (0, 11)}, {"decode": 0.73, "mixed": 0.65})
-    raw = RawMetrics(pd.DataFrame(rows))
-    decode = raw.histogram_increase("step_seconds", {"kind": "decode"})
-    mixed = raw.histogram_increase("step_seconds", {"kind": "mixed"})
-    assert decode.count == 100 and decode.mean == pytest.approx(0.007)
-    assert mixed.count == 10 and mixed.mean == pytest.approx(0.06)
-    assert raw.histogram_increase("step_seconds", {"kind": "prefill"}) is None

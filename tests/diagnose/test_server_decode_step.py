@@ -13,17 +13,13 @@ from run_shapes import metric_row, steady_streams
 from rundirs import write_run
 
 from diagnose.context import DiagnoseOptions, build_context
-from diagnose.h2_host import (
-    STEP_METRIC,
-    STEP_TOKENS_METRIC,
-    StepReading,
-    below_margin,
-    server_step,
-)
+from diagnose.h2_host import StepReading, below_margin, server_step
 from diagnose.inputs import load_run_view
 from diagnose.step_margin import StepMargin
 from perfmodel.config import EngineConfig
 from runfmt.diagnosis import Status
+from runtime.engine_metrics import STEP_SECONDS as STEP_METRIC
+from runtime.engine_metrics import STEP_TOKENS as STEP_TOKENS_METRIC
 
 EMBEDDED = {"target": {"engine": dataclasses.asdict(EngineConfig()) | {"stream_interval": 1}}}
 

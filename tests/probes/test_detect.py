@@ -173,7 +173,7 @@ def test_a_run_against_the_embedded_engine(tmp_path: Path) -> None:
             )
 
         result, requests, chunks, _ = asyncio.run(go())
-    assert result.status == "complete" and result.cache_protocol["applied"] == "reset"
+    assert result.status == "complete" and result.cache_protocol.applied == "reset"
     assert (requests["status"] == "ok").all(), requests["error_message"].tolist()
     assert (requests["output_tokens"] == 8).all() and int(chunks["n_tokens"].sum()) == 48
     assert set(requests["token_count_method"]) == {"usage"}

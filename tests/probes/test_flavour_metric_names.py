@@ -12,6 +12,11 @@ are prose and may name them.
 Exempt, each with its reason (``EXEMPT``): the embedded engine's one owner of its own
 names, and the embedded server itself (it *exposes* vLLM's names, so that it is read like
 vLLM).
+
+The owner's names are imported only where the engine is (``ENGINE_NAME_READERS``): the
+engine that exposes them and the cache model the oracle reads from its info metric. The
+diagnosis and the calibration read the engine's step kinds and evictions as canonical
+series, through its mapping, so another engine's mapping can feed the same checks.
 """
 
 from __future__ import annotations
@@ -28,6 +33,13 @@ from probes.mapping import BUILTIN_FLAVOURS, builtin_mapping
 EXEMPT = {
     "runtime/engine_metrics.py": "the one owner of the embedded engine's own names",
     "simengine/": "the embedded server exposes vLLM's names (it writes them, reads none)",
+}
+
+#: The modules that may import ``runtime.engine_metrics``, and why.
+ENGINE_NAME_READERS = {
+    "simengine/metrics.py": "the engine exposes them",
+    "simengine/disagg_server.py": "the disaggregated engine exposes its transfer series",
+    "workloads/cache_model.py": "the oracle's cache model, read from the engine's info metric",
 }
 
 #: Where the planted violation goes (a module of the diagnosis, in a copy of the tree).
@@ -94,3 +106,34 @@ def test_a_planted_name_is_found_and_a_docstring_is_not(tmp_path: Path) -> None:
         f"{PLANTED}:3: 'prefillscope_engine_step_seconds'",
         f"{PLANTED}:4: 'vllm:request_queue_time_seconds'",
     ]
+
+
+def engine_name_importers(root: Path) -> list[str]:
+    """``path:line`` of every import of ``runtime.engine_metrics`` outside its readers."""
+    found = []
+    for path, tree in parsed_modules(root, packages()):
+        where = path.as_posix()
+        for node in ast.walk(tree):
+            named = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            reads = any(n.startswith("runtime.engine_metrics") for n in named)
+            if reads and where not in ENGINE_NAME_READERS:
+                found.append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_only_the_engine_and_the_oracle_s_cache_model_import_the_engine_s_names() -> None:
+    assert engine_name_importers(ROOT) == []
+
+
+def test_a_diagnosis_importing_the_engine_s_names_is_found(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, packages())
+    (root / PLANTED).write_text("from runtime import engine_metrics\n")
+    calibration = Path("session", "planted.py")
+    (root / calibration).write_text("from runtime.engine_metrics import STEP_SECONDS\n")
+    assert engine_name_importers(root) == [f"{PLANTED}:1", f"{calibration}:1"]

@@ -100,6 +100,7 @@ def test_vllm_under_load_capture():
                 "host_pool_tokens",
                 "host_pool_blocks",  # cache_config_info num_cpu_blocks="None": no CPU tier
                 "kv_transfer_queue_depth",
+                "prefix_evictions",  # vLLM does not count its evictions
             )
         ),
     }
