@@ -74,6 +74,7 @@ from cpu_slices import CpuSlices, place_workers, unavailable
 from overhead_clients import LIMITED_CPU_SHARE, bare, bare_chunks, busiest_share, loadgen
 
 from probes.latency import summarize
+from runfmt.summary_sections import ClientSection
 from runfmt.tables import RunTables
 from runtime import event_loop
 from runtime.clock import RunClock
@@ -169,7 +170,7 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
         throttled0 = slices.throttled_s()
     since = time.perf_counter()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    health: dict = {}
+    health: ClientSection | None = None
     if workers == 0:
         reads, tokens = await bare(url, streams, args.per_stream, args.tokens)
         wall = time.perf_counter() - wall0
@@ -182,11 +183,11 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
                 url, streams, args.per_stream, args.tokens, Path(tmp) / "run", workers, clock
             )
             wall = time.perf_counter() - wall0
-            assert result.ok == streams * args.per_stream, result.to_json()
+            assert result.ok == streams * args.per_stream, result.section()
             tables = RunTables(run_dir)
             tokens = int(tables.requests["output_tokens"].sum())
             chunks = tables.chunks
-            health = summarize(run_dir)["client"]  # the project's own verdict
+            health = summarize(run_dir).client  # the project's own verdict
         chunks["t_s"] += clock.t0  # run time back to perf_counter, the mock's clock
         share = busiest_share(result, cpu, wall)
     capacity, throttled = 1.0, 0.0
@@ -223,8 +224,8 @@ async def one_point(url: str, name: str, streams: int, args: argparse.Namespace)
     row["busy"] = bool(share >= LIMITED_CPU_SHARE * capacity)
     row["late"] = bool(row["gap_error_p99_ms"] > step_s * 1e3 / 4)
     row["limited"] = row["busy"] or row["late"]
-    row["summary_limited"] = health.get("limited")  # summary.json's client: limited
-    row["summary_reasons"] = health.get("reasons")
+    row["summary_limited"] = health.limited if health else None  # summary.json's client
+    row["summary_reasons"] = list(health.reasons) if health else None
     row["void"] = bool(row["mock_delay_p50_ms"] > step_s * 1e3 / 4)
     return row
 

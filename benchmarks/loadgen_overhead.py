@@ -146,7 +146,7 @@ async def measure(url: str, streams: int, args: argparse.Namespace, step_s: floa
                 result, run_dir, cpu, startup = await loadgen(
                     url, streams, args.per_stream, args.tokens, Path(tmp) / "run", workers
                 )
-                assert result.ok == streams * args.per_stream, result.to_json()
+                assert result.ok == streams * args.per_stream, result.section()
                 requests = RunTables(run_dir).requests
                 tokens = int(requests["output_tokens"].sum())
                 ttft = float((requests["first_token_s"] - requests["sent_s"]).mean())

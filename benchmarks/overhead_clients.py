@@ -198,7 +198,7 @@ async def loadgen(
         stats = LiveStats(clock, total=len(plan))
         pool = await worker_pool(shards, plan, target, (run_dir, clock, stats), LoadOptions())
         result = await pool.run()
-        loops = sum(s["client"].get("cpu_s") or 0.0 for s in result.shards)
+        loops = sum(s.client.cpu_s or 0.0 for s in result.shards)
         cpu = time.process_time() - cpu0 + loops
         startup = (children_cpu() - children0 - loops) / len(shards)
     run_dir.close()
@@ -207,5 +207,5 @@ async def loadgen(
 
 def busiest_share(result, cpu: float, wall: float) -> float:
     """The busiest client process's share of a core over the run."""
-    shares = [(s["client"] or {}).get("cpu_share") or 0.0 for s in result.shards]
-    return max(shares) if shares else (result.client.get("cpu_share") or cpu / wall)
+    shares = [s.client.cpu_share or 0.0 for s in result.shards]
+    return max(shares) if shares else (result.client.cpu_share or cpu / wall)
