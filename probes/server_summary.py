@@ -53,6 +53,7 @@ from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunk_parts
 from runfmt.codec import absent, frozen_map
 from runfmt.columns import Table, factorize
+from runfmt.run_sections import ProbeState
 from runfmt.summary_server import Histogram as LatencyHistogram
 from runfmt.summary_server import (
     HitsBySource,
@@ -263,23 +264,22 @@ def server_summary(
     series: ServerSeries | None,
     requests: Table | Parts,
     *,
-    probe: dict[str, Any] | None = None,
+    probe: ProbeState | None = None,
     source: str = "scrape",
     chunks: Table | Parts | None = None,
 ) -> ServerSection:
     """The ``server`` section; with no series every value is unknown and ``probe`` says
-    why (the probe's status dict). ``chunks`` (the run's chunk events) give the client's
-    longest gap, which bounds the server's ITL quantiles."""
+    why (the probe's status as ``run.json`` records it). ``chunks`` (the run's chunk
+    events) give the client's longest gap, which bounds the server's ITL quantiles."""
     expected = expected_hit_rate(requests)
     if series is None or series.frame.empty:
-        reason = (probe or {}).get("reason") or "no server metrics were recorded"
+        reason = (probe.reason if probe is not None else None) or "no server metrics were recorded"
         prefix = ServerPrefix(
             observed_hit_rate=Value.unknown(reason).reading(),
             expected_hit_rate=expected.reading(),
             extra=absent("observed_minus_expected"),  # nothing observed to compare
         )
-        recorded = frozen_map(probe) if probe is not None else None
-        return ServerSection(source, recorded, False, reason=reason, prefix=prefix)
+        return ServerSection(source, probe, False, reason=reason, prefix=prefix)
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     observed = _ratio(hits, queries)
     client = client_maxima(requests, chunks)
@@ -290,7 +290,7 @@ def server_summary(
 
     return ServerSection(
         source=source,
-        probe=frozen_map(probe) if probe is not None else None,
+        probe=probe,
         available=True,
         flavour=series.flavour,
         window=ServerWindow(

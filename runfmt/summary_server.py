@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
+from runfmt.run_sections import ProbeState
 from runfmt.summary_sections import statistic_of
 
 
@@ -218,7 +219,7 @@ class ServerSection:
     the engine's step lateness where the server publishes it (``probes.engine_pace``)."""
 
     source: str | None = None
-    probe: Mapping[str, Any] | None = None
+    probe: ProbeState | None = None
     available: bool | None = None
     reason: str | None = key(omit_none=True, default=None)
     flavour: str | None = key(omit_none=True, default=None)

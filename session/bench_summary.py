@@ -21,7 +21,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from loadgen.load_options import LoadResult
-from runfmt.codec import encode
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, RUN_JSON, SUMMARY_JSON
 from runfmt.run import Run
 from runfmt.run_sections import ProbeState, PrometheusProbe
@@ -71,11 +70,10 @@ async def write_summary(
     )
     server_probe = info.probes.server_metrics  # the bench always records its probes
     status = server_probe.status if server_probe is not None else ProbeState()
-    probe = encode(status)
     # off, unavailable (no page to scrape) or failed (nothing scraped, or the user's
     # mapping file unusable): no series
     series = server_series(run) if status.state not in ("off", "unavailable", "failed") else None
-    scraped = server_summary(series, requests, probe=probe, chunks=chunks)
+    scraped = server_summary(series, requests, probe=status, chunks=chunks)
     summary = replace(summary, server=scraped)
     if prometheus is not None:
         section = await _from_prometheus(prometheus, result, requests, chunks, clock)
@@ -106,5 +104,5 @@ async def _from_prometheus(
     start = result.started_s or 0.0
     end = max(result.ended_s or clock.now(), start + PROMETHEUS_STEP_S)
     series = await asyncio.to_thread(prometheus.server_series, clock, start, end, PROMETHEUS_STEP_S)
-    probe = encode(prometheus.status.recorded())
+    probe = prometheus.status.recorded()
     return server_summary(series, requests, probe=probe, source="prometheus", chunks=chunks)

@@ -24,6 +24,7 @@ from probes.server_summary import server_summary
 from probes.timeline import Timeline, client_events, server_series
 from runfmt.codec import encode
 from runfmt.names import RUN_JSON
+from runfmt.run_sections import ProbeState
 from runfmt.rundir import RunDir
 from runfmt.tables import RunTables
 
@@ -130,10 +131,12 @@ def test_server_summary_without_server_metrics():
     requests = pd.DataFrame({"prompt_tokens": [100, 300], "expected_cached_tokens": [0, 100]})
     summary = encode(
         server_summary(
-            None, requests, probe={"state": "failed", "reason": "GET x answered HTTP 404"}
+            None, requests, probe=ProbeState(state="failed", reason="GET x answered HTTP 404")
         )
     )
     assert summary["available"] is False
+    assert summary["probe"] == {"state": "failed", "reason": "GET x answered HTTP 404",
+                                "ok": 0, "failed": 0}  # fmt: skip
     assert summary["reason"] == "GET x answered HTTP 404"
     assert summary["prefix"]["observed_hit_rate"]["provenance"] == "unknown"
     assert summary["prefix"]["expected_hit_rate"]["value"] == 0.25

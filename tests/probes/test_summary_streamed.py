@@ -38,7 +38,7 @@ from probes.percentiles import METRICS, label, picked_percentiles
 from probes.server_summary import server_summary
 from probes.timeline import run_mapping, server_series
 from probes.token_gaps import token_gaps
-from runfmt.codec import frozen_map
+from runfmt.codec import decode, frozen_map
 from runfmt.names import (
     CHUNKS_TABLE,
     CLIENT_TABLE,
@@ -47,6 +47,7 @@ from runfmt.names import (
     SUMMARY_JSON,
 )
 from runfmt.run import Run
+from runfmt.run_sections import ProbeState
 from runfmt.rundir import RunDir
 from runfmt.slo import Slo
 from runfmt.summary import Summary
@@ -106,7 +107,9 @@ def test_parts_of_a_few_rows_and_whole_columns_give_the_file_the_bench_wrote(
     whole = replace(
         whole,
         percentiles=frozen_map(_percentiles_of_whole_columns(requests, chunks)),
-        server=server_summary(samples, requests, probe=document["server"]["probe"], chunks=chunks),
+        server=server_summary(
+            samples, requests, probe=decode(ProbeState, document["server"]["probe"]), chunks=chunks
+        ),
     )
     monkeypatch.setattr(runfmt.tables, "PART_READ_ROWS", 301)  # requests split across parts
     monkeypatch.setattr(runtime.quantiles, "SELECT_CAP", 64)  # and histogram passes
@@ -131,7 +134,7 @@ def test_parts_of_a_few_rows_and_whole_columns_give_the_file_the_bench_wrote(
         server=server_summary(
             server_series(bench_run),
             lambda: tables.parts(REQUESTS_TABLE),
-            probe=document["server"]["probe"],
+            probe=decode(ProbeState, document["server"]["probe"]),
             chunks=lambda: tables.parts(CHUNKS_TABLE),
         ),
     )
