@@ -31,17 +31,18 @@ per-request values are resampled in time blocks of requests (``request_blocks``)
 gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``): the resampled
 unit holds the correlation between neighbours. Every metric's interval is then at least
 a Student t interval of each run's bootstrap variance, corrected for the few units
-(units/(units − 1), units − 1 degrees of freedom) and for the correlation left between
-neighbouring units (``diagnose.stats``, "different draws"). Stall events are too few (a run has a
-dozen long prompts) to resample in blocks, yet they are correlated: long prefills that
-arrive faster than they are served queue behind one another and share the gaps they
-overlap. Their interval is widened to at least the Student t interval of batch means of
-each run's events in time order (``diagnose.stats``, "different draws", states what
-that covers and what it does not). Requests and gaps are not widened by batch means: a run's time
-batches are not alike by design (an ``interference`` run's streams outlast its long
-prompts, so its last batches have no stalls), and batch means would read that shared
-shape as variance between draws. The result says the seeds differ
-(``CompareResult.draws``).
+(units/(units − 1); the degrees of freedom its own variance estimate has, at most
+units − 1: ``diagnose.stats``, "effective degrees of freedom") and for the correlation
+left between neighbouring units (``diagnose.stats``, "different draws"). Stall events
+are too few (a run has a dozen long prompts) to resample in blocks, yet they are
+correlated: long prefills that arrive faster than they are served queue behind one
+another and share the gaps they overlap. Their interval is widened to at least the
+Student t interval of batch means of each run's events in time order
+(``diagnose.stats``, "different draws", states what that covers and what it does not).
+Requests and gaps are not widened by batch means: a run's time batches are not alike by
+design (an ``interference`` run's streams outlast its long prompts, so its last batches
+have no stalls), and batch means would read that shared shape as variance between draws.
+The result says the seeds differ (``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
 

@@ -53,9 +53,25 @@ long-run over lag-0 variance of its units' scores in time order
 (``autocorrelation_inflation``: each unit's share of the statistic's estimating equation,
 ``unit_scores``, Bartlett weights over round(units^⅓) lags, never below 1; time
 blocks, cut to hold that correlation, get no lag window: over an ``interference``
-run's blocks it read the stall-free tail as correlation), with
-units − 1 degrees of freedom per run (Welch–Satterthwaite for the two). Each run's
-figures are its own: nothing is fitted to a traffic.
+run's blocks it read the stall-free tail as correlation), with, per run, the degrees of
+freedom of that variance estimate itself (Welch–Satterthwaite for the two).
+
+**Effective degrees of freedom.** A variance estimate has units − 1 degrees of freedom
+only when every unit weighs alike in it. A quantile's bootstrap variance rests on the
+units' scores *and* on the few values near the quantile (its density there), so it varies
+between draws more than a χ² with units − 1 degrees of freedom: on the benchmark's runs
+(21 blocks) TPOT and E2E p50's varied with a coefficient of variation of 0.51 where
+χ²₂₀ gives 0.32 (about 8 degrees of freedom), and a t quantile with 20 left 6–7 % of A/A
+pairs significant. So each run's degrees of freedom are Satterthwaite's 2·v²/var(v) of
+its own bootstrap variance v (``variance_dof``), var(v) estimated from the resamples
+already drawn: the infinitesimal jackknife of v over the units — the covariance, across
+resamples, of each unit's draws with the replicate's squared deviation, squared and
+summed (Efron 2014, "Estimation and accuracy after model selection", for a bagged
+statistic, which v is) — less its Monte Carlo bias, units × the variance of the squared
+deviations / resamples² (Wager, Hastie and Efron 2014), and never more than units − 1.
+On planted draws (``tests/diagnose/test_variance_dof.py``) it recovers the ~11 degrees
+of freedom of a pooled p50 over 21 blocks and the ~2–4 of a mean whose variance two of
+40 units carry. Each run's figures are its own: nothing is fitted to a traffic.
 
 Stall events need more (``batch_means=True``, what ``diagnose.compare`` asks for them):
 a dozen events, 8–9 of them overlapping the one before and sharing its gaps, whose
@@ -287,27 +303,63 @@ def autocorrelation_inflation(sample: Sample, stat: str) -> float:
     return max(long_run / lag0, 1.0) * units / (units - 1)
 
 
+def variance_dof(log_replicates: np.ndarray, counts: np.ndarray | None) -> float | None:
+    """Degrees of freedom of the bootstrap variance of ``log_replicates``, judged from
+    the run itself (the module docstring's "effective degrees of freedom"): 2·v²/var(v)
+    (Satterthwaite), var(v) the infinitesimal jackknife of v over the units, read from
+    the resamples' draws per unit ``counts`` (resamples × units): the sum over units of
+    the squared covariance, across resamples, between a unit's draws and the replicate's
+    squared deviation, less its Monte Carlo bias (units × their variance / resamples).
+    At most units − 1: never more than a plug-in variance of independent units has.
+    ``None`` without counts or with fewer than two units or finite replicates."""
+    if counts is None or counts.shape[1] < 2:
+        return None
+    finite = np.isfinite(log_replicates)
+    logs, draws = log_replicates[finite], counts[finite].astype(float)
+    resamples, units = draws.shape
+    if resamples < 2:
+        return None
+    squares = (logs - logs.mean()) ** 2
+    variance = float(squares.mean())
+    if not variance > 0:
+        return None
+    deviations = squares - variance
+    covariances = (draws - draws.mean(axis=0)).T @ deviations / resamples
+    monte_carlo = units * float(deviations @ deviations) / resamples**2
+    spread = float(covariances @ covariances) - monte_carlo
+    most = float(units - 1)
+    if not spread > 0:
+        return most
+    return min(most, 2.0 * variance**2 / spread)
+
+
 def studentized_part(
-    log_replicates: np.ndarray, sample: Sample, stat: str
-) -> tuple[float, int] | None:
+    log_replicates: np.ndarray, sample: Sample, stat: str, counts: np.ndarray | None = None
+) -> tuple[float, float] | None:
     """One run's variance of the log statistic and its degrees of freedom for a Student t
     interval (the module docstring's "different draws"): the bootstrap replicates'
-    variance times ``autocorrelation_inflation``, units − 1 degrees of freedom. ``None``
-    with fewer than two units or two finite replicates."""
+    variance times ``autocorrelation_inflation``; the degrees of freedom those of the
+    bootstrap variance (``variance_dof``, from the resamples' ``counts``), units − 1
+    without counts. ``None`` with fewer than two units or two finite replicates."""
     finite = log_replicates[np.isfinite(log_replicates)]
     if sample.n_units < 2 or finite.size < 2:
         return None
-    return float(np.var(finite)) * autocorrelation_inflation(sample, stat), sample.n_units - 1
+    dof = variance_dof(log_replicates, counts)
+    return (
+        float(np.var(finite)) * autocorrelation_inflation(sample, stat),
+        sample.n_units - 1 if dof is None else dof,
+    )
 
 
 def draw_widening(
     log_ratios: np.ndarray,
-    parts: Sequence[tuple[float, int] | None],
+    parts: Sequence[tuple[float, float] | None],
     confidence: float,
 ) -> tuple[np.ndarray, float]:
     """``log_ratios`` (bootstrap replicates of log NEW/BASE) widened about their median
     so that their percentile interval is at least the Student t interval of the two
-    runs' batch-means variances ``parts`` (Welch–Satterthwaite degrees of freedom); and
+    runs' variances ``parts`` ((variance, degrees of freedom) each; Welch–Satterthwaite
+    degrees of freedom for the two); and
     the factor (1: the bootstrap was already as wide, or a part is unknown)."""
     finite = log_ratios[np.isfinite(log_ratios)]
     if any(p is None for p in parts) or finite.size < 2:
@@ -339,13 +391,16 @@ def _between_draws(
     *,
     batch_means: bool,
     method: str,
+    counts: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> tuple[np.ndarray, str]:
     """``ratios`` widened for two different draws (the module docstring's "different
-    draws"), and the method naming what widened them."""
+    draws"), and the method naming what widened them; ``counts`` are each run's
+    resamples' draws per unit (``variance_dof``)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         logs = np.log(ratios)
         parts = [
-            studentized_part(np.log(r), x, stat) for r, x in zip(replicates, samples, strict=True)
+            studentized_part(np.log(r), x, stat, c)
+            for r, x, c in zip(replicates, samples, counts, strict=True)
         ]
     logs, studentized = draw_widening(logs, parts, confidence)
     batched = 1.0
@@ -359,9 +414,10 @@ def _between_draws(
         lags = ", ".join(
             str(0 if x.clusters is not None else autocorrelation_lags(x.n_units)) for x in samples
         )
+        dofs = ", ".join(f"{p[1]:.1f}" for p in parts if p is not None)
         reasons.append(
             f"{studentized:.2f}x to a Student t interval of each run's bootstrap variance "
-            f"with its units' autocorrelation ({lags} lags)"
+            f"with its units' autocorrelation ({lags} lags; {dofs} dof)"
         )
     if batched > 1.0:
         batches = ", ".join(str(p[1] + 1) for p in batch_parts if p is not None)
@@ -432,15 +488,19 @@ def compare_stats(
     methods = dict.fromkeys(stats, method)
     if base.n_units >= 2 and new.n_units >= 2:
         seed_base, seed_new = seed_sequence(seed).spawn(2)
-        base_reps = resampled_statistics(base, stats, resamples, seed_base)
-        new_reps = resampled_statistics(new, stats, resamples, seed_new)
+        # different draws: each run's resamples' draws per unit, to judge its variance
+        counts = tuple(
+            np.zeros((resamples, x.n_units), dtype=np.int32) if draws else None for x in (base, new)
+        )
+        base_reps = resampled_statistics(base, stats, resamples, seed_base, counts=counts[0])
+        new_reps = resampled_statistics(new, stats, resamples, seed_new, counts=counts[1])
         for s in stats:
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios = new_reps[s] / base_reps[s]
             if draws:
                 ratios, methods[s] = _between_draws(
                     ratios, (base, new), (base_reps[s], new_reps[s]), s, confidence,
-                    batch_means=batch_means, method=method,
+                    batch_means=batch_means, method=method, counts=counts,
                 )  # fmt: skip
             bounds[s] = percentile_interval(ratios, confidence)
     units = (base.n_units, new.n_units)
