@@ -183,11 +183,12 @@ def gate_fails(results: list[CompareResult], metric: str) -> str:
     return binomial_text(sum(v == FAIL for v in verdicts), len(verdicts))
 
 
-def quick_start(workload: str, size: int, rate: float, pairs: int) -> None:
+def quick_start(workload: str, size: int, rate: float, pairs: int, first_seed: int) -> None:
     started = time.perf_counter()
     params = {"num_requests": size, "rate": rate}
+    first = 1000 * size + first_seed
     runs = [
-        [simulate_run(workload, params, 1000 * size + 2 * pair + k) for k in (0, 1)]
+        [simulate_run(workload, params, first + 2 * pair + k) for k in (0, 1)]
         for pair in range(pairs)
     ]
     gate = ["itl_p99:+25%"]
@@ -197,6 +198,7 @@ def quick_start(workload: str, size: int, rate: float, pairs: int) -> None:
                for i, (a, b) in enumerate(runs)]  # fmt: skip
     print(
         f"\n{workload} at {rate:g} req/s, {size} requests per run, {pairs} different-seed A/A pairs"
+        f" (seeds {first}-{first + 2 * pairs - 1})"
     )
     shift = f"+{(PLANTED_SHIFT - 1) * 100:.0f}% planted sig."
     print(f"{'metric':<20} {'A/A sig., seeds ignored':>30} {'A/A sig.':>30} {shift:>30}")
@@ -270,6 +272,9 @@ def main() -> None:
     )
     parser.add_argument("--rate", type=float, default=10.0, help="arrivals per second")
     parser.add_argument("--pairs", type=int, default=None, help="A/A pairs (default 20; --full 40)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="the first pair's seed, past 1000 x size (0)"
+    )
     parser.add_argument("--long-prompts", type=int, default=12, help="long prompts per stall run")
     parser.add_argument(
         "--stall-pairs", type=int, default=None, help="stall pairs (default: --pairs; 0: none)"
@@ -281,7 +286,7 @@ def main() -> None:
     sizes = args.sizes or ("200,1000" if args.full else "400")
     print("shares of A/A pairs; gates: not passed (exit 1 by default), in brackets FAIL")
     for size in (int(s) for s in sizes.split(",")) if not args.no_quick else ():
-        quick_start(args.workload, size, args.rate, pairs)
+        quick_start(args.workload, size, args.rate, pairs, args.first_seed)
     stall_pairs = pairs if args.stall_pairs is None else args.stall_pairs
     if stall_pairs:
         stalls(stall_pairs, args.long_prompts)

@@ -1,5 +1,5 @@
 """Different draws: the Student t floor takes the degrees of freedom of each run's own
-bootstrap variance (``diagnose.stats.variance_dof``), not units − 1. A variance that rests
+bootstrap variance (``diagnose.draws.variance_dof``), not units − 1. A variance that rests
 on a few units, or a quantile's variance (it hangs on the few values near the quantile), is
 a noisy estimate, and a t interval that trusts it as if it had units − 1 degrees of freedom
 calls too many A/A pairs different."""
@@ -9,15 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from diagnose.draws import draw_widening, studentized_part, variance_dof
 from diagnose.resample import resampled_statistics, seed_sequence
-from diagnose.stats import (
-    Sample,
-    compare_stats,
-    draw_widening,
-    percentile_interval,
-    studentized_part,
-    variance_dof,
-)
+from diagnose.stats import Sample, compare_stats, percentile_interval
 
 RESAMPLES = 400
 UNITS = 40
