@@ -6,12 +6,18 @@ calls too many A/A pairs different."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
+from diagnose.compare import RunSamples, compare_samples
 from diagnose.draws import draw_widening, studentized_part, variance_dof
+from diagnose.metrics import metric_spec
 from diagnose.resample import resampled_statistics, seed_sequence
 from diagnose.stats import Sample, compare_stats, percentile_interval
+from probes.token_gaps import TokenGaps
 
 RESAMPLES = 400
 UNITS = 40
@@ -137,3 +143,44 @@ def test_one_draw_is_compared_as_before():
     ]
     assert (one.ci_low, one.ci_high) == percentile_interval(reps[1] / reps[0], 0.95)[:2]
     assert one.method == "bootstrap"
+
+
+def stalled_streams(rng: np.random.Generator, streams: int = 10, tokens: int = 2000) -> RunSamples:
+    """Decode streams whose gaps are 50 ms but for a dozen stall steps, all in the run's
+    first 30 s, each stalling every stream for four steps of 0.5 s (an ``interference``
+    run: the long prompts come early, the streams outlast them). About 2.4 % of the gaps
+    are stalls, so the pooled p99 sits on them, in a few of the run's time blocks."""
+    at = np.sort(rng.uniform(0.0, 30.0, 12))
+    gaps = np.full((streams, tokens), 0.05)
+    for t in at:
+        k = int(np.searchsorted(np.cumsum(gaps[0]), t))
+        gaps[:, k : k + 4] = 0.5
+    token_gaps = TokenGaps(
+        gaps.ravel(), np.repeat(np.arange(streams), tokens), np.cumsum(gaps, axis=1).ravel(),
+        np.arange(streams).astype(object),
+    )  # fmt: skip
+    return RunSamples(
+        path=Path("run"), run=None, latencies=pd.DataFrame({"ttft_s": [1.0]}), gaps=token_gaps,
+        throughput=pd.DataFrame(), requests=streams,
+    )  # fmt: skip
+
+
+def test_itl_gaps_keep_units_less_one_degrees_of_freedom():
+    # A pooled p99 that rests on the few time blocks with stalls: a resample that draws too
+    # few of them drops it ten-fold, and its variance estimate has a degree of freedom or
+    # two. Gaps keep units − 1 (diagnose.compare: their blocks are not alike by design).
+    rng = np.random.default_rng(3)
+    base, new = stalled_streams(rng), stalled_streams(rng)
+    (row,) = compare_samples(
+        base, new, metrics=["itl_p99"], resamples=RESAMPLES, draws="the seeds differ"
+    ).rows
+    units = row.comparison.units
+    assert f"{units[0] - 1:.1f}, {units[1] - 1:.1f} dof" in row.comparison.method
+    spec = metric_spec("itl_p99")
+    (own,) = compare_stats(
+        base.sample(spec, draws=True), new.sample(spec, draws=True), {"m": "p99"},
+        resamples=RESAMPLES, draws=True, batch_means=False,
+    )  # fmt: skip
+    dofs = own.method.split("lags; ")[1].split(" dof")[0].split(", ")
+    assert all(float(d) < 5.0 for d in dofs)
+    assert own.ci_high / own.ci_low > 2.0 * (row.comparison.ci_high / row.comparison.ci_low)
