@@ -29,17 +29,22 @@ only when every unit weighs alike in it. A quantile's bootstrap variance rests o
 units' scores *and* on the few values near the quantile (its density there), so it varies
 between draws more than a χ² with units − 1 degrees of freedom: on the benchmark's runs
 (21 blocks) TPOT and E2E p50's varied with a coefficient of variation of 0.51 where
-χ²₂₀ gives 0.32 (about 8 degrees of freedom), and a t quantile with 20 left 6–7 % of A/A
-pairs significant. So each run's degrees of freedom are Satterthwaite's 2·v²/var(v) of
-its own bootstrap variance v (``variance_dof``), var(v) estimated from the resamples
-already drawn: the infinitesimal jackknife of v over the units — the covariance, across
-resamples, of each unit's draws with the replicate's squared deviation, squared and
-summed (Efron 2014, "Estimation and accuracy after model selection", for a bagged
-statistic, which v is) — less its Monte Carlo bias, units × the variance of the squared
-deviations / resamples² (Wager, Hastie and Efron 2014), and never more than units − 1.
-On planted draws (``tests/diagnose/test_variance_dof.py``) it recovers the ~11 degrees
-of freedom of a pooled p50 over 21 blocks and the ~2–4 of a mean whose variance two of
-40 units carry. Each run's figures are its own: nothing is fitted to a traffic.
+χ²₂₀ gives 0.32 (about 8 degrees of freedom). So each run's degrees of freedom are
+Satterthwaite's 2·v²/var(v) of its own bootstrap variance v (``variance_dof``), var(v)
+estimated from the resamples already drawn: the infinitesimal jackknife of v over the
+units — the covariance, across resamples, of each unit's draws with the replicate's
+squared deviation, squared and summed (Efron 2014, "Estimation and accuracy after model
+selection", for a bagged statistic, which v is) — less its Monte Carlo bias, units × the
+variance of the squared deviations / resamples² (Wager, Hastie and Efron 2014), and never
+more than units − 1. On planted draws (``tests/diagnose/test_variance_dof.py``) it
+recovers the ~11 degrees of freedom of a pooled p50 over 21 blocks and the ~2–4 of a mean
+whose variance two of 40 units carry; on 600 different-seed A/A pairs of the benchmark it
+took TPOT p50's significant share from 31 to 21, E2E p50's from 28 to 24, TTFT p50's from
+24 to 18. ITL gaps keep units − 1 (``compare_stats(effective_dof=False)``, what
+``diagnose.compare`` asks for them): their time blocks are not alike by design, and in an
+``interference`` run the p99's variance, resting on the few blocks with stalls (a resample
+drawing too few of them drops it ten-fold), came out under one degree of freedom. Each
+run's figures are its own: nothing is fitted to a traffic.
 
 Stall events need more (``batch_means=True``, what ``diagnose.compare`` asks for them):
 a dozen events, 8–9 of them overlapping the one before and sharing its gaps, whose
