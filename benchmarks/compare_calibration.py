@@ -50,7 +50,8 @@ TTFT p50 544 → 536/600 (89.3 %), ITL p99 120/600 (20 %), the rest 600/600; the
 ``stall_worst`` A/A significant 26/300 (8.7 % [5.7, 12.4]) before and after, each pair one
 run whose events' worst gaps sat at 128.0 ms (most of them) and one whose sat at
 127.0–127.3 ms, none more than 0.64 % apart (a level the whole run shares: no within-run
-estimate sees it; its ``+25%`` gate FAILED 0/100); ``stall_lost`` 1/100. The stall part
+estimate sees it; its ``+25%`` gate FAILED 0/300); ``stall_lost`` 5/300; every change of
+``stall_worst`` (768 -> 12288, planted 1.5x and 2x) called in 300/300. The stall part
 prints the largest change among the A/A pairs called significant.
 """
 
