@@ -179,7 +179,8 @@ def variance_dof(log_replicates: np.ndarray, counts: np.ndarray | None) -> float
     if not variance > 0:
         return None
     deviations = squares - variance
-    covariances = (draws - draws.mean(axis=0)).T @ deviations / resamples
+    # the deviations sum to zero, so the draws need no centring for their covariance
+    covariances = deviations @ draws / resamples
     monte_carlo = units * float(deviations @ deviations) / resamples**2
     spread = float(covariances @ covariances) - monte_carlo
     most = float(units - 1)
