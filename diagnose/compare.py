@@ -31,17 +31,23 @@ per-request values are resampled in time blocks of requests (``request_blocks``)
 gaps in blocks twice as long as for one draw (``DRAW_BLOCK_LIFETIMES``): the resampled
 unit holds the correlation between neighbours. Every metric's interval is then at least
 a Student t interval of each run's bootstrap variance, corrected for the few units
-(units/(units − 1), units − 1 degrees of freedom) and for the correlation left between
-neighbouring units (``diagnose.stats``, "different draws"). Stall events are too few (a run has a
-dozen long prompts) to resample in blocks, yet they are correlated: long prefills that
-arrive faster than they are served queue behind one another and share the gaps they
+(units/(units − 1); the degrees of freedom its own variance estimate has, at most
+units − 1: ``diagnose.draws``, "effective degrees of freedom") and for the correlation
+left between neighbouring units (``diagnose.draws``). ITL gaps keep units − 1 degrees
+of freedom, as they get no lag window: their time blocks are not alike by design, and a
+within-run estimate reads that shape as noise — in an ``interference`` run at budget 768
+the pooled p99 rests on the few blocks with stalls, a resample drawing too few of them
+drops it ten-fold, and its variance estimate came out with under one degree of freedom;
+the 12288 → 768 ``itl_p99:+25%`` gate then FAILED 0 of 100 different-seed pairs, 46
+with units − 1 (``benchmarks/compare_calibration.py``). Stall events are too few (a run
+has a dozen long prompts) to resample in blocks, yet they are correlated: long prefills
+that arrive faster than they are served queue behind one another and share the gaps they
 overlap. Their interval is widened to at least the Student t interval of batch means of
-each run's events in time order (``diagnose.stats``, "different draws", states what
-that covers and what it does not). Requests and gaps are not widened by batch means: a run's time
-batches are not alike by design (an ``interference`` run's streams outlast its long
-prompts, so its last batches have no stalls), and batch means would read that shared
-shape as variance between draws. The result says the seeds differ
-(``CompareResult.draws``).
+each run's events in time order (``diagnose.draws`` states what that covers and what it
+does not). Requests and gaps are not widened by batch means: a run's time batches are not alike by
+design (an ``interference`` run's streams outlast its long prompts, so its last batches
+have no stalls), and batch means would read that shared shape as variance between draws.
+The result says the seeds differ (``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
 
@@ -94,6 +100,10 @@ from workloads.errors import InputError
 #: Workload spec keys that may differ between comparable runs.
 SAME_WORKLOAD_ANYWAY = ("seed", "num_requests", "duration")
 
+#: The source of the ITL metrics: per-token gaps, resampled in time blocks. When the seeds
+#: differ their t part keeps units − 1 degrees of freedom (the module docstring).
+GAPS = "itl_s"
+
 
 @dataclass(frozen=True)
 class RunSamples:
@@ -134,7 +144,7 @@ class RunSamples:
     def sample(self, spec: MetricSpec, *, draws: bool = False) -> Sample:
         """The values ``spec`` is compared on; ``draws``: BASE and NEW are different draws
         of the workload, so requests are resampled in time blocks."""
-        if spec.source == "itl_s":
+        if spec.source == GAPS:
             lifetimes = DRAW_BLOCK_LIFETIMES if draws else 1.0
             return Sample.of(self.gaps.gap_s, time_blocks(self.gaps, lifetimes))
         if spec.source in THROUGHPUTS:
@@ -159,7 +169,7 @@ class RunSamples:
             return f"no completed request (of {self.requests})"
         if len(self.sample(spec).values):
             return None
-        if spec.source == "itl_s":
+        if spec.source == GAPS:
             return "no ITL gaps (no request streamed two tokens)"
         if spec.source in STALL_SOURCES:
             return "no stall events (no long prompt of another kind beside decode streams)"
@@ -288,7 +298,7 @@ def _ordered_metrics(metrics: Sequence[str], gates: Sequence[Gate]) -> list[Metr
 
 #: How ``shortfall`` words a unit and a value of each metric source.
 _WORDS = (
-    {"itl_s": ("time blocks", "gaps")}
+    {GAPS: ("time blocks", "gaps")}
     | dict.fromkeys(THROUGHPUTS, ("time slices", "slices"))
     | dict.fromkeys(STALL_SOURCES, ("stall events", "events"))
 )
@@ -316,7 +326,7 @@ def _row(
     """A row: what is missing, and the run size that would decide it; a pooled ITL
     quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``)."""
     row = _decided_row(spec, c, gate, runs)
-    return _stall_view(row, runs) if spec.source == "itl_s" else row
+    return _stall_view(row, runs) if spec.source == GAPS else row
 
 
 def _stall_text(stalls: RunStalls) -> str:
@@ -380,7 +390,7 @@ def _decided_row(
             run.requests_for(spec, c.needed_units, now)
             for run, now in zip(runs, c.units, strict=True)
         )
-    few = _few_streams(runs) if spec.source == "itl_s" else None
+    few = _few_streams(runs) if spec.source == GAPS else None
     if few is not None:  # time blocks are the units, but a handful of requests is a handful
         reasons = [few[0], *([c.inconclusive] if c.inconclusive else [])]
         c = replace(c, significant=False, inconclusive="; ".join(reasons))
@@ -472,6 +482,7 @@ def compare_samples(
             names=_WORDS.get(source, ("time blocks" if draws else "requests", "requests")),
             draws=draws is not None,
             batch_means=source in STALL_SOURCES,
+            effective_dof=source != GAPS,
         )
         comparisons |= {c.metric: c for c in found}
     rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]

@@ -83,11 +83,15 @@ def seed_sequence(seed: Seed) -> np.random.SeedSequence:
     return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
 
 
-def resample_sums(features: sparse.csr_matrix, resamples: int, seed: Seed) -> np.ndarray:
+def resample_sums(
+    features: sparse.csr_matrix, resamples: int, seed: Seed, *, counts: np.ndarray | None = None
+) -> np.ndarray:
     """``weights @ features`` for ``resamples`` multinomial weight vectors over the units.
 
     The features are sparse (most of a unit's values fall below or above a quantile's
     grid), so the product costs resamples × non-zeros rather than × units × columns.
+    ``counts`` (resamples × units), when given, is filled with the weights: how many
+    times each resample drew each unit.
     """
     rng = np.random.default_rng(seed)
     units = features.shape[0]
@@ -99,6 +103,8 @@ def resample_sums(features: sparse.csr_matrix, resamples: int, seed: Seed) -> np
         picks = rng.integers(0, units, size=(rows, units))
         picks += np.arange(rows)[:, None] * units
         weights = np.bincount(picks.ravel(), minlength=rows * units).reshape(rows, units)
+        if counts is not None:
+            counts[start : start + rows] = weights
         out[start : start + rows] = (by_column @ weights.T.astype(float)).T
     return out
 
@@ -196,9 +202,15 @@ def _independent_quantiles(ordered: np.ndarray, q: float, resamples: int, seed: 
 
 
 def _clustered_statistics(
-    sample: Sample, ordered: np.ndarray, stats: Sequence[str], resamples: int, seed: Seed
+    sample: Sample,
+    ordered: np.ndarray,
+    stats: Sequence[str],
+    resamples: int,
+    seed: Seed,
+    counts: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Replicates through weights @ features, all statistics on the same resamples.
+    """Replicates through weights @ features, all statistics on the same resamples
+    (their weights written to ``counts`` when given).
 
     A quantile whose replicates fall outside its grid gets a grid twice as wide and the
     same weights again.
@@ -217,7 +229,7 @@ def _clustered_statistics(
         blocks = ([_mean_features(sample)] if want_mean else []) + [
             g.features for g in grids.values()
         ]
-        sums = resample_sums(sparse.hstack(blocks, format="csr"), resamples, seed)
+        sums = resample_sums(sparse.hstack(blocks, format="csr"), resamples, seed, counts=counts)
         if want_mean:
             out["mean"] = sums[:, 0] / sums[:, 1]
             sums, want_mean = sums[:, 2:], False
@@ -234,12 +246,19 @@ def _clustered_statistics(
 
 
 def resampled_statistics(
-    sample: Sample, stats: Sequence[str], resamples: int, seed: Seed
+    sample: Sample,
+    stats: Sequence[str],
+    resamples: int,
+    seed: Seed,
+    *,
+    counts: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``resamples`` bootstrap replicates of each statistic (cluster bootstrap if clustered).
 
     Quantiles of independent values are drawn exactly from order statistics; everything
-    else goes through the weight matrix.
+    else goes through the weight matrix. ``counts`` (resamples × units), when given, is
+    filled with each resample's draws per unit, every statistic then read from those
+    same weights (what ``diagnose.stats`` needs to judge its own variance estimate).
     """
     unknown = [s for s in stats if s not in STATISTICS]
     if unknown:
@@ -248,12 +267,12 @@ def resampled_statistics(
     root = seed_sequence(seed)
     seeds = dict(zip(stats, root.spawn(len(stats)), strict=True))
     out: dict[str, np.ndarray] = {}
-    if sample.clusters is None:
+    if sample.clusters is None and counts is None:
         for stat in stats:
             if stat != "mean":
                 q = QUANTILES[stat] / 100.0
                 out[stat] = _independent_quantiles(ordered, q, resamples, seeds[stat])
     rest = [s for s in stats if s not in out]
     if rest:
-        out |= _clustered_statistics(sample, ordered, rest, resamples, seeds[rest[0]])
+        out |= _clustered_statistics(sample, ordered, rest, resamples, seeds[rest[0]], counts)
     return {s: out[s] for s in stats}

@@ -35,52 +35,10 @@ at which the interval would exclude v, assuming its width shrinks as 1/√n.
 
 **Different draws.** When BASE and NEW are different draws of the workload
 (``compare_stats(..., draws=True)``; ``diagnose.compare`` asks it for every metric of
-runs whose seeds differ), a 95 % interval must cover how far another draw's statistic
-lands. A percentile bootstrap of one run's units covers less. Measured on 217
-different-seed runs of 400 ``system-prompt`` requests (``benchmarks/
-compare_calibration.py``'s traffic): TPOT and E2E p50 varied between runs 1.13–1.14×
-more than their bootstrap said (ITL p50 1.07×, TTFT p50 1.01×); the halves of a run were
-uncorrelated across runs (−0.07…0.05: no level persists through a run) and neighbouring
-time blocks nearly so (lag 1: −0.03…0.06). What was short is the few units: 40 s cut in
-blocks of two request lifetimes gives ~21, and a bootstrap of n units reads the plug-in
-variance ((n − 1)/n short) with normal quantiles where Student t ones with n − 1 degrees
-of freedom belong — 1.09× together at 21 units. Units correlated with their neighbours
-are the other shortfall: blocks forced shorter than the correlation (a run under
-``2 × MIN_UNITS`` lifetimes, ``diagnose.compare``), events that overlap (stall events).
-So every metric's log-ratio interval is made at least as wide as a Student t interval
-whose variance is, per run, the bootstrap replicates' variance × units/(units − 1) × the
-long-run over lag-0 variance of its units' scores in time order
-(``autocorrelation_inflation``: each unit's share of the statistic's estimating equation,
-``unit_scores``, Bartlett weights over round(units^⅓) lags, never below 1; time
-blocks, cut to hold that correlation, get no lag window: over an ``interference``
-run's blocks it read the stall-free tail as correlation), with
-units − 1 degrees of freedom per run (Welch–Satterthwaite for the two). Each run's
-figures are its own: nothing is fitted to a traffic.
-
-Stall events need more (``batch_means=True``, what ``diagnose.compare`` asks for them):
-a dozen events, 8–9 of them overlapping the one before and sharing its gaps, whose
-run means varied between draws 3.5–4× more than a per-event bootstrap said, correlated
-over more events than a lag window of round(12^⅓) sees. After the Student t floor, each
-run's between-draw variance is also estimated from the run itself by batch means: its
-units, in time order (``Sample.clusters`` numbered by time), are cut into
-b = round(units^⅓) contiguous batches, at least two (``draw_batches``), the statistic is
-computed on each batch, and the variance of the log statistic of the whole run is
-var(log batch statistics) / b, with b − 1 degrees of freedom (``draw_variance``). Few,
-long batches (units^⅔ each) on purpose: batch means see a correlation only as far as it
-is shorter than a batch, and the Student t quantile pays for the few degrees of
-freedom. (With √units batches, AR(1) draws of 120 units whose correlation spans ~9
-units were called different in 9 of 60 A/A pairs; with units^⅓, 4 of 60:
-``tests/diagnose/test_draw_variance.py``.) The interval of the log ratio must be at least as wide
-as the Student t interval of those two variances (Welch–Satterthwaite degrees of
-freedom): when it is narrower, the bootstrap's log-ratio replicates are widened about
-their median by the factor that makes it so, and the p-value, ``significant`` and a
-gate all read the widened replicates (the method names the factor). The interval then
-covers the within-run resampling variance and the variation between parts of a run —
-autocorrelation, drift, a trend such as a growing queue. It does not cover a component
-constant through a whole run (a draw's persistent property every part of the run
-shares): repeated runs as trials (``diagnose.trials``) measure that. It assumes the
-batches differ only by chance: a run whose batches differ by design (a tail with no
-long prompts) would have that shape read as variance between draws.
+runs whose seeds differ), the interval must cover how far another draw's statistic lands,
+which a percentile bootstrap of one run's units does not: ``diagnose.draws`` widens the
+log-ratio replicates to at least a Student t interval of each run's own variance (and,
+for stall events, of its time batches), and states what that covers.
 
 **Assumptions.** Units are independent and identically distributed within a run (a run
 is a stationary sample of one configuration), the two runs are independent, and the
@@ -95,16 +53,16 @@ combination).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
+from diagnose.draws import between_draws
 from diagnose.metrics import CONFIDENCE, RESAMPLES
 from diagnose.resample import Sample, Seed, resampled_statistics, seed_sequence
 from runfmt.abresult import RatioInterval
-from runtime.quantiles import QUANTILES, quantiles, statistic
+from runtime.quantiles import QUANTILES, statistic
 
 __all__ = ["CONFIDENCE", "RESAMPLES", "Comparison", "Sample", "compare_stats"]
 
@@ -213,164 +171,6 @@ def shortfall(
     return ("; ".join(reasons), needed) if reasons else None
 
 
-def draw_batches(units: int) -> int:
-    """Time batches a run of ``units`` units is cut into for its between-draw variance:
-    round(units^⅓), at least two (and no more than the units)."""
-    return min(units, max(2, round(units ** (1.0 / 3.0))))
-
-
-def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
-    """Batch-means variance of the log of ``stat`` over the whole run, and its degrees of
-    freedom (the module docstring's "different draws"): the units, in time order, in
-    ``draw_batches`` contiguous batches. ``None`` when a batch has no finite positive
-    statistic (or there are fewer than two units)."""
-    units = sample.n_units
-    if units < 2:
-        return None
-    batches = draw_batches(units)
-    of_value = sample.unit_codes() * batches // units
-    logs = []
-    for batch in range(batches):
-        value = statistic(sample.values[of_value == batch], stat)
-        if not (math.isfinite(value) and value > 0):
-            return None
-        logs.append(math.log(value))
-    return float(np.var(logs, ddof=1)) / batches, batches - 1
-
-
-def unit_scores(sample: Sample, stat: str) -> np.ndarray:
-    """Each unit's share of the estimating equation of ``stat``, in unit order: for a
-    mean, the sum of its values' deviations from the mean; for a quantile q, the count of
-    its values at or below the run's quantile less q times its values. The statistic's
-    error is, to first order, proportional to the sum of these scores, so their
-    autocorrelation is the statistic's."""
-    if stat == "mean":
-        deviations = sample.values - sample.values.mean()
-    else:
-        level = statistic(sample.values, stat)
-        deviations = (sample.values <= level) - QUANTILES[stat] / 100.0
-    return np.bincount(sample.unit_codes(), weights=deviations, minlength=sample.n_units)
-
-
-def autocorrelation_lags(units: int) -> int:
-    """Lags of the Bartlett window over a run's unit scores: round(units^⅓), the rate
-    that balances a lag window's bias and variance, at most units − 1."""
-    return max(0, min(units - 1, round(units ** (1.0 / 3.0))))
-
-
-def autocorrelation_inflation(sample: Sample, stat: str) -> float:
-    """How much wider the variance of ``stat`` is than a bootstrap of independent units
-    says: the long-run variance of the unit scores (``unit_scores``, in time order;
-    Bartlett weights over ``autocorrelation_lags``) over their lag-0 variance, times
-    units / (units − 1) (a bootstrap's variance is the plug-in one). Never below the
-    latter: a negative estimated autocorrelation does not narrow the interval.
-
-    Clustered units (time blocks) get the plug-in factor alone: the blocks are cut to
-    hold the correlation between neighbours, and a lag window over them reads a run's
-    designed shape as correlation (an ``interference`` run's stall-free tail made its
-    ITL p99 scores look correlated: the 12288 → 768 ``itl_p99:+25%`` gate FAILED 6 of
-    30 different-seed pairs with the window, every pair without it)."""
-    units = sample.n_units
-    if units < 2:
-        return 1.0
-    if sample.clusters is not None:
-        return units / (units - 1)
-    scores = unit_scores(sample, stat)
-    scores = scores - scores.mean()
-    lag0 = float(scores @ scores)
-    if not lag0 > 0:
-        return units / (units - 1)
-    lags = autocorrelation_lags(units)
-    long_run = lag0 + sum(
-        2.0 * (1.0 - k / (lags + 1)) * float(scores[k:] @ scores[:-k]) for k in range(1, lags + 1)
-    )
-    return max(long_run / lag0, 1.0) * units / (units - 1)
-
-
-def studentized_part(
-    log_replicates: np.ndarray, sample: Sample, stat: str
-) -> tuple[float, int] | None:
-    """One run's variance of the log statistic and its degrees of freedom for a Student t
-    interval (the module docstring's "different draws"): the bootstrap replicates'
-    variance times ``autocorrelation_inflation``, units − 1 degrees of freedom. ``None``
-    with fewer than two units or two finite replicates."""
-    finite = log_replicates[np.isfinite(log_replicates)]
-    if sample.n_units < 2 or finite.size < 2:
-        return None
-    return float(np.var(finite)) * autocorrelation_inflation(sample, stat), sample.n_units - 1
-
-
-def draw_widening(
-    log_ratios: np.ndarray,
-    parts: Sequence[tuple[float, int] | None],
-    confidence: float,
-) -> tuple[np.ndarray, float]:
-    """``log_ratios`` (bootstrap replicates of log NEW/BASE) widened about their median
-    so that their percentile interval is at least the Student t interval of the two
-    runs' batch-means variances ``parts`` (Welch–Satterthwaite degrees of freedom); and
-    the factor (1: the bootstrap was already as wide, or a part is unknown)."""
-    finite = log_ratios[np.isfinite(log_ratios)]
-    if any(p is None for p in parts) or finite.size < 2:
-        return log_ratios, 1.0
-    variance = sum(p[0] for p in parts)
-    if not variance > 0:
-        return log_ratios, 1.0
-    dof = variance**2 / sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
-    half = float(sps.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(variance)
-    alpha = 1.0 - confidence
-    low, high = quantiles(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
-    boot_half = (high - low) / 2.0
-    factor = half / boot_half if boot_half > 0 else math.inf
-    if not factor > 1.0:
-        return log_ratios, 1.0
-    if not math.isfinite(factor):  # a bootstrap of no spread: the batches' t interval
-        spread = sps.t.ppf(np.linspace(0.0, 1.0, finite.size + 2)[1:-1], dof)
-        return np.median(finite) + np.sqrt(variance) * spread, factor
-    centre = np.median(finite)
-    return centre + factor * (log_ratios - centre), factor
-
-
-def _between_draws(
-    ratios: np.ndarray,
-    samples: tuple[Sample, Sample],
-    replicates: tuple[np.ndarray, np.ndarray],
-    stat: str,
-    confidence: float,
-    *,
-    batch_means: bool,
-    method: str,
-) -> tuple[np.ndarray, str]:
-    """``ratios`` widened for two different draws (the module docstring's "different
-    draws"), and the method naming what widened them."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        logs = np.log(ratios)
-        parts = [
-            studentized_part(np.log(r), x, stat) for r, x in zip(replicates, samples, strict=True)
-        ]
-    logs, studentized = draw_widening(logs, parts, confidence)
-    batched = 1.0
-    if batch_means:
-        batch_parts = [draw_variance(x, stat) for x in samples]
-        logs, batched = draw_widening(logs, batch_parts, confidence)
-    if studentized * batched <= 1.0:
-        return ratios, method
-    reasons = []
-    if studentized > 1.0:
-        lags = ", ".join(
-            str(0 if x.clusters is not None else autocorrelation_lags(x.n_units)) for x in samples
-        )
-        reasons.append(
-            f"{studentized:.2f}x to a Student t interval of each run's bootstrap variance "
-            f"with its units' autocorrelation ({lags} lags)"
-        )
-    if batched > 1.0:
-        batches = ", ".join(str(p[1] + 1) for p in batch_parts if p is not None)
-        reasons.append(f"{batched:.2f}x by the spread between time batches of each run ({batches})")
-    with np.errstate(over="ignore"):
-        widened = np.exp(logs)
-    return widened, f"{method}, widened {' then '.join(reasons)}: the seeds differ"
-
-
 def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """``(low, high, p_value)`` of bootstrap ratio replicates (see the module docstring).
 
@@ -414,6 +214,7 @@ def compare_stats(
     names: tuple[str, str] = ("units", "values"),
     draws: bool = False,
     batch_means: bool = True,
+    effective_dof: bool = True,
 ) -> list[Comparison]:
     """Compare two independent samples (two runs) on several statistics at once.
 
@@ -423,7 +224,9 @@ def compare_stats(
     ``draws``: the runs are different draws of the workload, their units numbered in
     time order; the interval is widened to at least the Student t interval of each run's
     bootstrap variance with its autocorrelation, and (``batch_means``) to the between-draw
-    variance the time batches of each run show (the module docstring).
+    variance the time batches of each run show (``diagnose.draws``); ``effective_dof``:
+    each run's t part takes the degrees of freedom of its own variance estimate
+    (``diagnose.draws.variance_dof``), else units − 1.
     """
     stats = list(dict.fromkeys(metrics.values()))
     unknown = (float("nan"), float("nan"), float("nan"))
@@ -432,15 +235,20 @@ def compare_stats(
     methods = dict.fromkeys(stats, method)
     if base.n_units >= 2 and new.n_units >= 2:
         seed_base, seed_new = seed_sequence(seed).spawn(2)
-        base_reps = resampled_statistics(base, stats, resamples, seed_base)
-        new_reps = resampled_statistics(new, stats, resamples, seed_new)
+        # different draws: each run's resamples' draws per unit, to judge its variance
+        counts = tuple(
+            np.zeros((resamples, x.n_units), dtype=np.int32) if draws and effective_dof else None
+            for x in (base, new)
+        )
+        base_reps = resampled_statistics(base, stats, resamples, seed_base, counts=counts[0])
+        new_reps = resampled_statistics(new, stats, resamples, seed_new, counts=counts[1])
         for s in stats:
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios = new_reps[s] / base_reps[s]
             if draws:
-                ratios, methods[s] = _between_draws(
+                ratios, methods[s] = between_draws(
                     ratios, (base, new), (base_reps[s], new_reps[s]), s, confidence,
-                    batch_means=batch_means, method=method,
+                    batch_means=batch_means, method=method, counts=counts,
                 )  # fmt: skip
             bounds[s] = percentile_interval(ratios, confidence)
     units = (base.n_units, new.n_units)

@@ -35,7 +35,7 @@ overlap and share the gaps they both cover (``benchmarks/compare_calibration.py`
 stall traffic at budget 768: 8 or 9 of each run's 11 events overlap the one before;
 per-event values correlate at lag one by about 0.5). A comparison of two different
 draws therefore widens the interval by the spread between time batches of events
-(``diagnose.stats``, "different draws").
+(``diagnose.draws``).
 Nothing here needs pandas or scipy: a bench's end computes these.
 """
 

@@ -1,5 +1,5 @@
 """Different draws: the interval carries the variance between draws that a bootstrap of one
-run's units cannot see (``diagnose.stats``' batch means over time batches)."""
+run's units cannot see (``diagnose.draws``' batch means over time batches)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import pandas as pd
 import pytest
 
 from diagnose.compare import RunSamples, compare_samples
-from diagnose.gate import SIGNIFICANT
-from diagnose.stats import (
-    Sample,
+from diagnose.draws import (
     autocorrelation_inflation,
     autocorrelation_lags,
-    compare_stats,
     draw_batches,
     draw_variance,
     draw_widening,
 )
+from diagnose.gate import SIGNIFICANT
+from diagnose.stats import Sample, compare_stats
 from probes.stall_events import RunStalls, StallEvents
 from probes.token_gaps import TokenGaps
 
