@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from runfmt.journal import FIX_DAMAGED, journal_parts, one_line, read_journal, warn_once
+from runfmt.journal import (
+    FIX_DAMAGED,
+    NoReadableRow,
+    journal_parts,
+    one_line,
+    read_journal,
+    warn_once,
+)
 from runfmt.names import (
     CHUNKS_TABLE,
     CLIENT_TABLE,
@@ -73,6 +80,16 @@ class TableSchema:
     columns: tuple[str, ...]
     kinds: tuple[tuple[str, str], ...] = ()
     required: tuple[str, ...] = ()
+
+    def foreign(self, names: Sequence[str]) -> str | None:
+        """Why a file with columns ``names`` is not this table (a required column
+        missing, or none of its columns at all); None when it can be."""
+        missing = [c for c in self.required if c not in names]
+        if missing:
+            return f"not a {self.name} table: no column {', '.join(missing)}"
+        if names and not set(names) & set(self.columns):
+            return f"not a {self.name} table: none of its columns"
+        return None
 
     def fits(self, row: dict) -> bool:
         """Whether ``row`` (a journal line) has every required column and each kind right."""
@@ -174,6 +191,13 @@ def unreadable(path: Path) -> str | None:
     return None
 
 
+def _parquet_names(path: Path) -> list[str]:
+    """The column names of the parquet file at ``path`` (its footer only)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
+
+
 #: Most rows one part of ``RunTables.parts`` holds when read from parquet.
 PART_READ_ROWS = 16384
 
@@ -272,8 +296,13 @@ class RunTables:
             if why is not None:
                 raise InputError(str(journal), f"is unreadable ({why})", FIX_DAMAGED)
             if journal.exists():
-                for part in journal_parts(journal, _schema(name).fits):
-                    yield _selected(part, columns)
+                try:
+                    for part in journal_parts(
+                        journal, _schema(name).fits, some_rows=name == REQUESTS_TABLE
+                    ):
+                        yield _selected(part, columns)
+                except NoReadableRow as exc:
+                    raise InputError(str(journal), f"is unreadable ({exc})", FIX_DAMAGED) from None
         for table in self._unmerged(name):
             yield _selected(table, columns)
 
@@ -316,7 +345,10 @@ class RunTables:
             raise InputError(str(journal), f"is unreadable ({why})", FIX_DAMAGED)
         if not journal.exists():
             return None
-        return read_journal(journal, _schema(name).fits)
+        try:
+            return read_journal(journal, _schema(name).fits, some_rows=name == REQUESTS_TABLE)
+        except NoReadableRow as exc:  # a request table of garbage is damage, not no requests
+            raise InputError(str(journal), f"is unreadable ({exc})", FIX_DAMAGED) from None
 
     def _parquet(self, name: str, reader: Callable[[Path], T]) -> T | None:
         """Table ``name`` read from its parquet file by ``reader``; None when there is none,
@@ -326,7 +358,7 @@ class RunTables:
         if not os.path.lexists(parquet):
             return None
         try:
-            why = unreadable(parquet)
+            why = unreadable(parquet) or _schema(name).foreign(_parquet_names(parquet))
             if why is not None:
                 raise OSError(why)
             return reader(parquet)

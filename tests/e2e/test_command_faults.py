@@ -215,21 +215,62 @@ READERS = {
 }
 
 
-def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
-    run_dir: Path, tmp_path: Path
-) -> None:
-    run = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+def _self_links(run: Path) -> None:
     for name in ("requests.parquet", "requests.jsonl"):
         (run / name).unlink()
         (run / name).symlink_to(name)  # a link to itself: there, and never readable
+
+
+def _truncated_parquet(run: Path) -> None:
+    data = (run / "requests.parquet").read_bytes()
+    (run / "requests.parquet").write_bytes(data[: len(data) // 2])
+    (run / "requests.jsonl").unlink()
+
+
+def _folder_parquet(run: Path) -> None:
+    (run / "requests.parquet").unlink()
+    (run / "requests.parquet").mkdir()
+    (run / "requests.jsonl").unlink()
+
+
+def _garbage_journal(run: Path) -> None:
+    (run / "requests.parquet").unlink()
+    (run / "requests.jsonl").write_bytes(b'\x00\xffgarbage\nnot json\n[1, 2]\n"a string"\n')
+
+
+def _foreign_parquet(run: Path) -> None:
+    (run / "requests.parquet").write_bytes((run / "gpu.parquet").read_bytes())
+    (run / "requests.jsonl").unlink()
+
+
+#: Request tables that are there and cannot be read, and what the one line says.
+DAMAGES = {
+    "self-links": (_self_links, "requests.parquet: is unreadable"),
+    "truncated parquet": (_truncated_parquet, "requests.parquet: is unreadable (Parquet"),
+    "a folder named requests.parquet": (_folder_parquet, "is unreadable (Is a directory)"),
+    # before: exit 0, 'skipped 4 unreadable lines' and a report of no requests
+    "a journal of garbage only": (_garbage_journal, "not one of its 4 lines is a readable row"),
+    # before: exit 0 without a word, an export of a header and no rows
+    "another table's parquet": (_foreign_parquet, "not a requests table: no column id"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
+    damage: str, run_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    plant, says = DAMAGES[damage]
+    plant(run)
     lines = set()
     for command, args in READERS.items():
         done = cli(*args(run))
-        lines.add(table_row(command, "damaged table (unreadable)", done))
+        lines.add(table_row(command, f"damaged table ({damage})", done))
         assert done.returncode == 2
     assert len(lines) == 1, lines  # the same answer in all three
-    assert "requests.parquet" in lines.pop()
+    line = lines.pop()
+    assert says in line and "the run directory is damaged" in line, line
 
 
 def test_rows_of_the_wrong_types_are_skipped_and_counted_alike(
