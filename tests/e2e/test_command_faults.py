@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import fault_server
+import forked_cli
 import pytest
 from small_disk import fill, small_tmpfs
 
@@ -349,3 +350,74 @@ def test_an_absurd_number_is_one_line_naming_the_flag(
         assert done.returncode == 2, (value, done.returncode, line)
         assert flag in line, (value, line)
         assert not out.exists() or not any(out.iterdir()), "nothing written"
+
+
+# -- absurd numbers in --set keys and in trace fields ---------------------------------------
+def set_keys() -> list[tuple[str, str]]:
+    """``(workload, key)`` for every ``--set`` key: each family's own keys (from its
+    params), and the load keys every family shares (once)."""
+    from workloads import registry
+    from workloads.params import known_keys
+    from workloads.spec import _LOAD_KEYS
+
+    found = [("shared-prefix", key) for key in _LOAD_KEYS]
+    for name in registry.FAMILY_NAMES:
+        if name not in registry.FILE_FAMILIES:
+            found += [(name, key) for key in known_keys(registry.family(name).params)]
+    return found
+
+
+ABSURD_SET = ("1e308", "1" + "0" * 30, "-1", "nan", "inf")
+
+
+def _refused_in_one_line_or_taken(label: str, key: str, code: int, err: str) -> None:
+    assert "Traceback" not in err, (label, err)
+    assert code in (0, 2), (label, code, err[-300:])  # -9: killed after 30 s
+    if code == 2:
+        line = [x for x in err.splitlines() if x.startswith("prefillscope:")][-1]
+        assert key in line, (label, line)
+
+
+@pytest.mark.slow
+def test_every_set_key_of_every_workload_takes_an_absurd_value_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """``bench --dry-run`` (the plan and its split over workers) with each absurd value in
+    each key: refused in one line naming the key, or taken (a name such as tenant "-1",
+    rate inf). Before: rate=1e308 ended in OverflowError (the planned token rate), and
+    tenants=10^30 and loras=10^30 built names until killed."""
+    cases = [(w, k, v) for w, k in set_keys() for v in ABSURD_SET]
+    argvs = [["bench", "--dry-run", "--workload", w, "--set", f"{k}={v}"] for w, k, v in cases]
+    for (workload, key, value), (code, err) in zip(
+        cases, forked_cli.run_all(argvs, tmp_path), strict=True
+    ):
+        _refused_in_one_line_or_taken(f"{workload} --set {key}={value}", key, code, err)
+
+
+TRACE = Path(__file__).parent.parent / "fixtures" / "traces" / "mooncake_synthetic_trace.jsonl"
+ABSURD_FIELD = (1e308, 10**30, 604_800_001, -1, 2.5, True, "x", None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["bench", "--dry-run"], ["simulate"]])
+def test_every_trace_field_takes_an_absurd_value_in_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Every field of a Mooncake trace row (the fixture's own keys) with each absurd value
+    on its second row. Before: output_length 10^30 was an OverflowError in bench and taken
+    by simulate, 604,800,001 built a plan until killed."""
+    first, second = (json.loads(line) for line in TRACE.read_text().splitlines()[:2])
+    cases, argvs = [], []
+    for field in first:
+        for value in ABSURD_FIELD:
+            if field == "hash_ids":
+                value = [value] * len(second["hash_ids"])
+            path = tmp_path / f"trace-{len(cases)}.jsonl"
+            path.write_text(json.dumps(first) + "\n" + json.dumps(second | {field: value}) + "\n")
+            cases.append((field, value, path.name))
+            argvs.append([*command, "--workload", f"trace:{path}", "--num-requests", "2"])
+    results = forked_cli.run_all(argvs, tmp_path)
+    for (field, value, name), (code, err) in zip(cases, results, strict=True):
+        _refused_in_one_line_or_taken(f"{field}={value!r}", name, code, err)  # names the file
+        if field in ("input_length", "output_length") and value is not None:
+            assert code == 2, (field, value)  # no token count but a whole one in range
