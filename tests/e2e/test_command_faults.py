@@ -127,6 +127,18 @@ def test_compare_never_turns_a_failed_step_summary_into_a_verdict(
     assert "warning: $GITHUB_STEP_SUMMARY" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_compare_names_a_step_summary_that_is_a_folder(run_dir: Path, tmp_path: Path) -> None:
+    """Before: 'cannot write to PARENT (Is a directory)', naming the folder it is in."""
+    folder = tmp_path / "summary.md"
+    folder.mkdir()
+    done = cli(
+        "compare", str(run_dir), str(run_dir), env=os.environ | {"GITHUB_STEP_SUMMARY": str(folder)}
+    )
+    table_row("compare", "$GITHUB_STEP_SUMMARY a folder", done)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert f"not written: {folder} is a folder; the verdict stands" in done.stderr, done.stderr
+
+
 def test_a_sweep_on_a_full_disk_stops_with_exit_6_and_no_knee_from_it(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "disk", "256k") as disk:
         done = cli(
