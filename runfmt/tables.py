@@ -217,8 +217,13 @@ def _parquet_columns(path: Path) -> Columns:
 
 
 def _parquet_parts(path: Path, columns: Sequence[str] | None) -> Iterator[Columns]:
-    """The parquet file's rows, ``PART_READ_ROWS`` at a time, as ``_parquet_columns`` reads
-    them (the file is opened, and its footer read, before the first part is asked for)."""
+    """The parquet file's rows, ``PART_READ_ROWS`` at most at a time, as
+    ``_parquet_columns`` reads them (the file is opened, and its footer read, before the
+    first part is asked for). Read a row group at a time (the compaction writes one per
+    journal part), each cut into parts: pyarrow's ``iter_batches`` reads ahead, its
+    buffers growing with the file (a 50,000-request run's requests table: 3.5 MiB at its
+    peak against 1.3 at 5,000, and RSS +20 MiB against +11 for the summary's passes); a
+    row group at a time it is the same at any length (0.9 MiB)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -230,8 +235,10 @@ def _parquet_parts(path: Path, columns: Sequence[str] | None) -> Iterator[Column
     file = pq.ParquetFile(path, read_dictionary=text)
 
     def parts() -> Iterator[Columns]:
-        for batch in file.iter_batches(batch_size=PART_READ_ROWS, columns=names):
-            yield Columns.from_arrow(pa.Table.from_batches([batch]))
+        for group in range(file.num_row_groups):
+            table = file.read_row_group(group, columns=names, use_threads=False)
+            for batch in table.to_batches(max_chunksize=PART_READ_ROWS):
+                yield Columns.from_arrow(pa.Table.from_batches([batch], schema=table.schema))
 
     return parts()
 
