@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from runtime.durations import parse_duration
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ def _parse_seconds(key: str, text: str) -> float:
         raise InputError("--slo", f"{key}={text!r} is not a duration", _SLO_FIX) from None
     if not (math.isfinite(value) and value > 0):
         raise InputError("--slo", f"{key}={text!r} must be a positive duration", _SLO_FIX)
+    if value > MAX_SECONDS:  # 1e308 ms was taken: every request met it
+        raise InputError("--slo", f"{key}={text!r} is beyond a week", _SLO_FIX)
     return value
 
 

@@ -433,3 +433,38 @@ def test_every_trace_field_takes_an_absurd_value_in_one_line(
         _refused_in_one_line_or_taken(f"{field}={value!r}", name, code, err)  # names the file
         if field in ("input_length", "output_length") and value is not None:
             assert code == 2, (field, value)  # no token count but a whole one in range
+
+
+#: Flags whose value is text carrying numbers (lists, KEY=VALUE, P:D): click types them
+#: ``str``, so ``numeric_options`` does not find them; each with ``{v}`` for the value.
+TEXT_NUMBERS = {
+    "--chunks": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                 "--chunks", "512,{v}"],
+    "--rate": ["bench", "--dry-run", "--workload", "shared-prefix", "--num-requests", "5",
+               "--rate", "1,{v}"],
+    "--prefix-tokens": ["isolation", "--trials", "3", "--prefix-tokens", "64,{v}",
+                        "--out", "{out}"],
+    "--engine": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                 "--engine", "fixed_step_s={v}"],
+    "--slo": ["diagnose", "{run}", "--slo", "ttft={v}ms"],
+    "--disaggregate": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                       "--disaggregate", "1:{v}"],
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", list(TEXT_NUMBERS))
+def test_numbers_inside_text_flags_are_refused_in_one_line(
+    flag: str, run_dir: Path, tmp_path: Path
+) -> None:
+    """Before: ``--disaggregate 1:10^30`` built decode workers until killed, and
+    ``--slo ttft=1e308ms`` was taken (every request met it)."""
+    values = ("1e308", "1" + "0" * 30, "-1", "nan")
+    argvs = [
+        [a.format(v=v, run=run_dir, out=tmp_path / f"out{i}") for a in TEXT_NUMBERS[flag]]
+        for i, v in enumerate(values)
+    ]
+    for value, (code, err) in zip(values, forked_cli.run_all(argvs, tmp_path), strict=True):
+        assert "Traceback" not in err, (value, err)
+        lines = [x for x in err.splitlines() if x.startswith("prefillscope:")]
+        assert code == 2 and lines and flag in lines[-1], (value, code, err[-300:])
