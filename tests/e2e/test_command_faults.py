@@ -220,6 +220,32 @@ def test_isolation_against_a_server_whose_cached_tokens_lie(tmp_path: Path) -> N
     assert "nan" not in sentence
 
 
+def test_a_sweep_against_a_server_that_dies_says_where_it_stopped_and_why(tmp_path: Path) -> None:
+    """The server dies during the second point (30 completions: the first point's 20 and
+    each point's test request). Before: exit 3 with the point's live line last on the
+    screen and no word of why."""
+    proc, url = fault_server.start("die-after:30")
+    try:
+        done = cli(
+            "sweep", "--endpoint", url, *SERVER_FLAGS, "--no-server-metrics",
+            "--gpu-telemetry", "off", "--workload", "shared-prefix", "--set", "groups=1",
+            "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+            "--rates", "10,20", "--num-requests", "20", "--out", str(tmp_path / "sweep"),
+        )  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    line = table_row("sweep", "dying server", done)
+    assert done.returncode == 3
+    assert "sweep stopped at point rate-20 (interrupted: server at" in line, line
+    assert "stopped answering" in line and "1 complete point before it, the knee at 10" in line
+    sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert sweep["knee"] == 10 and [p["status"] for p in sweep["points"]] == [
+        "complete",
+        "interrupted",
+    ]
+
+
 # -- a damaged run directory ----------------------------------------------------------------
 READERS = {
     "report": lambda run: ["report", str(run)],
