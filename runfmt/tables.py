@@ -83,11 +83,13 @@ class TableSchema:
 
     def foreign(self, names: Sequence[str]) -> str | None:
         """Why a file with columns ``names`` is not this table (a required column
-        missing, or none of its columns at all); None when it can be."""
+        missing, or none of its columns at all); None when it can be (or has none)."""
+        if not names:  # an empty table written without columns: nothing to misread
+            return None
         missing = [c for c in self.required if c not in names]
         if missing:
             return f"not a {self.name} table: no column {', '.join(missing)}"
-        if names and not set(names) & set(self.columns):
+        if not set(names) & set(self.columns):
             return f"not a {self.name} table: none of its columns"
         return None
 
