@@ -278,7 +278,7 @@ def _garbage_journal(run: Path) -> None:
 
 
 def _foreign_parquet(run: Path) -> None:
-    (run / "requests.parquet").write_bytes((run / "gpu.parquet").read_bytes())
+    (run / "requests.parquet").write_bytes((run / "chunks.parquet").read_bytes())
     (run / "requests.jsonl").unlink()
 
 
