@@ -58,9 +58,7 @@ print(json.dumps(results))
 """
 
 
-def run_all(
-    cases: list[list[str]], cwd: Path, timeout: float = 30
-) -> list[tuple[int, str]]:
+def run_all(cases: list[list[str]], cwd: Path, timeout: float = 30) -> list[tuple[int, str]]:
     """Each command line of ``cases`` run by a forked child; its status and stderr."""
     done = subprocess.run(
         [sys.executable, "-c", _CHILD],
