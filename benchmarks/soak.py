@@ -68,6 +68,20 @@ the compaction's peak and the summary's (the server series itself: a frame row a
 each histogram per scrape, 2.9 MiB for 615 scrapes; the allocator's fragmentation over
 more parts).
 
+Parquet tables read a row group at a time (``runfmt.tables``: pyarrow's ``iter_batches``
+read ahead, its buffers growing with the file), same machine and seed, one run each,
+load 3-5, peak (level, the end's increment), MiB:
+
+    requests   before (65b82b9)          row group at a time (47b4247)
+    5,000      134.9 (83.1, +51.8)       136.8 (83.3, +53.5)
+    50,000     154.7 (91.9, +62.8)       145.3 (91.0, +54.3)
+
+The end's increment no longer grows with the run (+0.8 MiB from 5,000 to 50,000, against
++11.0): the summary's client figures added 14.0 MiB at 50,000, now 5.9. What the end
+adds is the compaction's: pyarrow and pyarrow.parquet imported there (27.0 + 8.8 MiB)
+and what converting and writing the first table leaves (~17 MiB, in a fresh process the
+same for both runs: ``--replay``).
+
 Linux only (``/proc``). Exit status 1 when rows are missing.
 """
 

@@ -34,10 +34,12 @@ from workloads.limits import (
     MAX_CONCURRENCY,
     MAX_PLAN_REQUESTS,
     MAX_POOL_BLOCKS,
+    MAX_RATE,
     MAX_SECONDS,
     MAX_TOKENS,
     MAX_VOCAB_SIZE,
     PLAN_REASON,
+    RATE_REASON,
     Bound,
 )
 from workloads.registry import known_workloads
@@ -54,7 +56,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "num_requests": Bound(1, MAX_PLAN_REQUESTS, whole=True, why=PLAN_REASON),
     "duration": Bound(0, MAX_SECONDS, above=True, why="a run is at most a week"),
     # inf: every request at t=0, as vLLM's; a finite rate beyond a billion a second is that
-    "rate": Bound(0, 1e9, above=True, inf=True, why="for every request at t=0, use inf"),
+    "rate": Bound(0, MAX_RATE, above=True, inf=True, why=RATE_REASON),
     "burstiness": Bound(0, 1e6, above=True),
     "max_concurrency": Bound(1, MAX_CONCURRENCY, whole=True, why=_IN_FLIGHT),
     "concurrency": Bound(

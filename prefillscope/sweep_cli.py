@@ -94,7 +94,29 @@ def run_sweep_command(
     if result.search is not None:  # a probe that failed is a verdict (the load missed)
         raise typer.Exit(0 if result.search.state == DONE else 3)
     incomplete = [p for p in result.points if p.status != "complete"]
+    if incomplete:
+        print(_stopped_line(result, incomplete[0], folder), file=sys.stderr)
     raise typer.Exit(3 if incomplete else 0)
+
+
+def _stopped_line(result: SweepResult, point, folder: Path) -> str:
+    """The one line of a sweep that stopped at a point that did not complete: which, why
+    (its ``run.json``'s reason), and what the curve kept. Before, the sweep exited 3 with
+    the point's live line last on the screen and no word of why."""
+    from runfmt.run import open_run
+
+    try:
+        info = open_run(folder / point.run_dir).info
+        why = info.reason if info is not None and info.reason else point.status
+    except InputError:
+        why = point.status
+    done = len(result.points) - 1
+    points = f"{done} complete point{'s' if done != 1 else ''}"
+    knee = "" if result.knee is None else f", the knee at {result.knee:g} from them"
+    return (
+        f"prefillscope: sweep stopped at point {point.run_dir} ({point.status}: {why}); "
+        f"{points} before it{knee}, in {folder / 'sweep.json'}"
+    )
 
 
 def check_probe_size(base, bounds) -> None:

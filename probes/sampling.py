@@ -133,6 +133,10 @@ class PeriodicProbe:
     def available(self) -> bool:
         return True
 
+    def _stopping(self) -> bool:
+        """Whether the run has ended (the sample being taken is the last one)."""
+        return self._stop.is_set()
+
     async def tick(self) -> Any:
         raise NotImplementedError
 

@@ -63,17 +63,29 @@ class MetricsScraper(PeriodicProbe):
         self.first: Exposition | None = None
         self.last: Exposition | None = None
         self._table = run.table(SERVER_METRICS_TABLE) if run is not None else None
+        #: Whether the last scrape failed by running out of ``timeout_s`` (a page that
+        #: stalls): the run's last sample is then not attempted, lest the run's end wait
+        #: another whole timeout for it (a 2 s bench took 16 s against a stalled page).
+        self._ran_out = False
 
     async def tick(self) -> Exposition | None:
         """One scrape; returns None (and records why) when it failed."""
         sent = self.clock.now()
+        if self._ran_out and self._stopping():
+            self.status.fail(
+                f"last scrape not taken: the one before had no page within {self.timeout_s:g} s",
+                sent,
+            )
+            return None
         try:
             text = await fetch_text(self.url, self.timeout_s)
             t_s = (sent + self.clock.now()) / 2
             exposition = await parse_exposition_cooperatively(text, source=self.url)
         except InputError as exc:
+            self._ran_out = self.clock.now() - sent >= 0.9 * self.timeout_s
             self.status.fail(exc.problem, sent)
             return None
+        self._ran_out = False
         if self._table is not None:
             try:
                 await self._append(sample_rows(t_s, exposition))

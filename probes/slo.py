@@ -12,6 +12,7 @@ import math
 from runfmt.slo import Slo
 from runtime.durations import parse_duration
 from workloads.errors import InputError
+from workloads.limits import MAX_SECONDS
 
 _SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
 _SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s or us)"
@@ -24,6 +25,8 @@ def _parse_seconds(key: str, text: str) -> float:
         raise InputError("--slo", f"{key}={text!r} is not a duration", _SLO_FIX) from None
     if not (math.isfinite(value) and value > 0):
         raise InputError("--slo", f"{key}={text!r} must be a positive duration", _SLO_FIX)
+    if value > MAX_SECONDS:  # 1e308 ms was taken: every request met it
+        raise InputError("--slo", f"{key}={text!r} is beyond a week", _SLO_FIX)
     return value
 
 

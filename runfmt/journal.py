@@ -149,7 +149,9 @@ def _rows_table(rows: list[dict[str, Any]]) -> Columns:
 PART_ROWS = 4096
 
 
-def read_journal(journal: Path, fits: Callable[[dict], bool] | None = None) -> Columns:
+def read_journal(
+    journal: Path, fits: Callable[[dict], bool] | None = None, *, some_rows: bool = False
+) -> Columns:
     """Every row of a journal, batch lines expanded, in the order they were written.
 
     A line that is not a JSON object, or a row that ``fits`` refuses (a column of the
@@ -161,18 +163,27 @@ def read_journal(journal: Path, fits: Callable[[dict], bool] | None = None) -> C
     """
     from runfmt.columns import concat
 
-    return concat(list(journal_parts(journal, fits)))
+    return concat(list(journal_parts(journal, fits, some_rows=some_rows)))
+
+
+class NoReadableRow(ValueError):
+    """A journal that has lines and not one readable row among them."""
 
 
 def journal_parts(
-    journal: Path, fits: Callable[[dict], bool] | None = None, part_rows: int = PART_ROWS
+    journal: Path,
+    fits: Callable[[dict], bool] | None = None,
+    part_rows: int = PART_ROWS,
+    *,
+    some_rows: bool = False,
 ) -> Iterator[Columns]:
     """``read_journal``'s rows in consecutive parts of about ``part_rows`` lines each, so
     a reader that converts each part (the compaction to parquet) never holds a long
-    run's rows as Python objects at once."""
+    run's rows as Python objects at once. ``some_rows``: a journal whose every line was
+    skipped is ``NoReadableRow`` (garbage, not an empty table)."""
     rows: list[dict[str, Any]] = []
     batch = _BatchRows()
-    skipped = 0
+    skipped = kept = 0
 
     def parts() -> Iterator[Columns]:
         nonlocal rows, batch
@@ -199,14 +210,19 @@ def journal_parts(
                 if batch.lengths or len(rows) >= part_rows:
                     yield from parts()
                 rows.append(obj)
+                kept += 1
                 continue
             if rows or not batch.fits(obj) or len(batch.lengths) >= part_rows:
                 yield from parts()
             try:
                 batch.add(obj)
+                kept += 1
             except (TypeError, ValueError, AttributeError):  # a batch line mangled inside
                 skipped += 1
     yield from parts()
+    if skipped and not kept and some_rows:
+        plural = "s" if skipped > 1 else ""
+        raise NoReadableRow(f"not one of its {skipped} line{plural} is a readable row")
     if skipped:
         plural = "s" if skipped > 1 else ""
         warn_once(f"{journal}: skipped {skipped} unreadable line{plural}")

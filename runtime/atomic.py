@@ -48,10 +48,13 @@ class WriteFailed(OSError):
 
 
 def failure_reason(folder: Path | str, exc: OSError) -> str:
-    """The one line for a failed write: ``no space left on DIR``, ``DIR is not writable``."""
+    """The one line for a failed write: ``no space left on DIR``, ``DIR is not writable``,
+    ``FILE is a folder``."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"no space left on {folder}"
     why = exc.strerror or type(exc).__name__
+    if exc.errno == errno.EISDIR:  # the target itself, not the folder it is in
+        return f"{exc.filename2 or exc.filename or folder} is a folder"
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return f"{folder} is not writable ({why})"
     return f"cannot write to {folder} ({why})"

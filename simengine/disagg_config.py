@@ -16,6 +16,10 @@ from workloads.errors import InputError
 TRANSFER_MODES = ("after-prefill", "overlap")
 
 
+#: Workers of one role (prefill or decode) in a P:D split: each is an engine in memory.
+MAX_ROLE_WORKERS = 1024
+
+
 def parse_ratio(text: str, field_name: str = "--disaggregate") -> tuple[int, int]:
     """``"P:D"`` as two positive worker counts."""
     p, sep, d = text.strip().partition(":")
@@ -25,6 +29,12 @@ def parse_ratio(text: str, field_name: str = "--disaggregate") -> tuple[int, int
         ratio = None
     if ratio is None or min(ratio) < 1:
         raise InputError(field_name, f"{text!r} is not P:D", "e.g. 1:1 or 2:1 (positive counts)")
+    if max(ratio) > MAX_ROLE_WORKERS:  # 1:10^30 built decode workers until killed
+        raise InputError(
+            field_name,
+            f"{text!r} is above the cap of {MAX_ROLE_WORKERS:,} workers of a role",
+            "each worker is an engine in memory",
+        )
     return ratio
 
 

@@ -197,12 +197,18 @@ def _token_ids(value: list[Any], served: ServedModel, param: str) -> list[int]:
 
 
 def completion_prompt_ids(
-    body: dict[str, Any], served: ServedModel, *, add_special_tokens: bool = True
+    body: dict[str, Any],
+    served: ServedModel,
+    *,
+    add_special_tokens: bool = True,
+    generating: bool = False,
 ) -> list[int]:
     """The prompt as token ids: text is tokenized (with BOS), an id list is taken as is.
 
     A one-element batch (``["text"]`` or ``[[ids]]``) is unwrapped; larger batches are
-    refused because the embedded engine serves one choice per request.
+    refused because the embedded engine serves one choice per request. ``generating``:
+    an id list as long as ``max_model_len`` is refused before its ids are checked (a
+    body of a million ids is not scanned to be refused for its length).
     """
     prompt = body.get("prompt")
     if prompt is None:
@@ -216,6 +222,8 @@ def completion_prompt_ids(
     if isinstance(prompt, list):
         if not prompt:
             raise _invalid("prompt", "The prompt cannot be empty.", "[]")
+        if generating and len(prompt) >= served.max_model_len:
+            raise _prompt_too_long(len(prompt), served.max_model_len)
         if any(isinstance(p, str | list) for p in prompt):
             raise _invalid("prompt", "Only a single prompt per request is supported.", "batch")
         return _token_ids(prompt, served, "prompt")
@@ -259,6 +267,17 @@ def chat_prompt_ids(
 
 
 # -- generation requests ----------------------------------------------------------------
+def _prompt_too_long(prompt_len: int, max_len: int) -> ApiError:
+    return ApiError(
+        400,
+        f"This model's maximum context length is {max_len} tokens. However, your prompt "
+        f"contains {prompt_len} input tokens, which exceeds this limit even without any "
+        "output tokens. Please reduce the length of the input prompt. "
+        f"(parameter=input_tokens, value={prompt_len})",
+        "input_tokens",
+    )
+
+
 def _max_tokens(requested: int | None, default: int, prompt_len: int, max_len: int) -> int:
     if requested is not None and requested > max_len:
         raise _invalid(
@@ -268,14 +287,7 @@ def _max_tokens(requested: int | None, default: int, prompt_len: int, max_len: i
             requested,
         )
     if prompt_len >= max_len:
-        raise ApiError(
-            400,
-            f"This model's maximum context length is {max_len} tokens. However, your prompt "
-            f"contains {prompt_len} input tokens, which exceeds this limit even without any "
-            "output tokens. Please reduce the length of the input prompt. "
-            f"(parameter=input_tokens, value={prompt_len})",
-            "input_tokens",
-        )
+        raise _prompt_too_long(prompt_len, max_len)
     if requested is None:
         return min(default, max_len - prompt_len)
     if prompt_len + requested > max_len:
@@ -320,7 +332,7 @@ def parse_completion(body: dict[str, Any], served: ServedModel) -> GenerationReq
     """Validate a ``/v1/completions`` body (logprobs: an int, the number of top logprobs)."""
     check_model(body, served)
     _n(body)
-    ids = completion_prompt_ids(body, served)
+    ids = completion_prompt_ids(body, served, generating=True)
     logprobs = _logprob_count(body, "logprobs")
     requested = _int(body, "max_tokens", minimum=1)
     default = DEFAULT_COMPLETION_MAX_TOKENS

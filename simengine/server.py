@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import HttpVersion11, web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -51,15 +51,27 @@ from simengine.tokenizer import Tokenizer
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 #: The default idle timeout of a connection (``ServerOptions.idle_timeout_s``), as vLLM's.
 DEFAULT_IDLE_TIMEOUT_S = 5.0
-#: Bytes of a request body beyond what its tokens can take: a prompt of ``max_model_len``
-#: token ids is at most ~11 bytes a token (``2147483647,``), as text a few; a body larger
-#: than ``BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN × max_model_len`` is refused (HTTP 413)
-#: before it is read whole, and so never parsed on the event loop.
-BODY_BASE_BYTES = 1024 * 1024
-BODY_BYTES_PER_TOKEN = 32
-#: A body above this is parsed on a worker thread, not on the loop that answers /metrics.
-THREAD_PARSE_BYTES = 256 * 1024
+#: The largest request body served: what a prompt of ``max_model_len`` tokens can take.
+#: A token is at most 16 bytes of JSON: an id with its separator (``347999, ``: 8), the
+#: same pretty-printed (a newline and an indent before it: 15), a word token as text
+#: (`` tivusa``: 7), a byte token escaped (``\u0001``: 6). A body larger than
+#: ``BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN × max_model_len`` (576 KiB at 32,768 tokens)
+#: is refused (HTTP 413): by its declared length before a byte is read, a chunked one
+#: as soon as what was read passes it; so no body the loop or a worker parses is larger.
+BODY_BASE_BYTES = 64 * 1024
+BODY_BYTES_PER_TOKEN = 16
+#: A body above this is parsed, validated and tokenized on a worker thread, not on the
+#: loop that answers /metrics and streams tokens (``json.loads`` of 64 KiB: ~2 ms; it
+#: holds the GIL for the whole document, so the byte limit above is also what bounds
+#: the loop's pause while a worker parses the largest body).
+THREAD_PARSE_BYTES = 64 * 1024
+#: A body must arrive at this many bytes a second on average once the connection's idle
+#: timeout has passed (Apache's ``mod_reqtimeout``: ``body=20,MinRate=500``): a client
+#: that sends its body a byte at a time (or stops half-way) is answered 408 and closed
+#: rather than holding a connection for as long as it likes.
+BODY_MIN_RATE = 500
 _log = logging.getLogger("prefillscope.serve")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -163,14 +175,26 @@ class EngineServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         """``_api_errors``, and a body over ``max_body_bytes`` refused by its declared
-        length before a byte of it is read."""
+        length before a byte of it is read; a refused body's connection is closed (no
+        lingering read of the rest on the loop)."""
         length = request.content_length
         if length is not None and length > self.max_body_bytes:
             return _too_large(self.max_body_bytes, self.config.max_model_len)
         response = await _api_errors(request, handler)
         if response.status == 413:
             return _too_large(self.max_body_bytes, self.config.max_model_len)
+        if response.status == 408:
+            response.force_close()
         return response
+
+    async def _parsed(self, request: web.Request, parse: Callable[[dict[str, Any]], T]) -> T:
+        """``parse`` of the request's JSON body: read within the size and time limits
+        (``_read_body``), then decoded and parsed (validated, tokenized) on the loop when
+        small, on a worker thread when larger than ``THREAD_PARSE_BYTES``."""
+        raw = await _read_body(request, self.max_body_bytes, self.options.idle_timeout_s)
+        if len(raw) > THREAD_PARSE_BYTES:
+            return await asyncio.to_thread(lambda: parse(parse_json_body(raw)))
+        return parse(parse_json_body(raw))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, parse_completion)
@@ -187,7 +211,7 @@ class EngineServer:
         # Arrival is when the request's first bytes were read (simengine.arrivals), not
         # when this handler ran: the client's TTFT includes the time in between.
         latency = RequestLatency(self.metrics, request[ARRIVAL])
-        req = parse(await _json_body(request), self.served)
+        req = await self._parsed(request, lambda body: parse(body, self.served))
         request_id = req.engine.request_id
         shaper = ResponseShaper(
             req,
@@ -258,11 +282,12 @@ class EngineServer:
 
     # -- everything else -----------------------------------------------------------------
     async def _tokenize(self, request: web.Request) -> web.StreamResponse:
-        body = await _json_body(request)
-        ids = parse_tokenize(body, self.served)
-        strs = (
-            [self.tokenizer.token_text(i) for i in ids] if body.get("return_token_strs") else None
-        )
+        def tokenize(body: dict[str, Any]) -> tuple[list[int], list[str] | None]:
+            ids = parse_tokenize(body, self.served)
+            want = body.get("return_token_strs")
+            return ids, [self.tokenizer.token_text(i) for i in ids] if want else None
+
+        ids, strs = await self._parsed(request, tokenize)
         return _json(
             {
                 "count": len(ids),
@@ -273,8 +298,10 @@ class EngineServer:
         )
 
     async def _detokenize(self, request: web.Request) -> web.StreamResponse:
-        ids = parse_detokenize(await _json_body(request), self.served)
-        return _json({"prompt": self.tokenizer.decode(ids)})
+        text = await self._parsed(
+            request, lambda body: self.tokenizer.decode(parse_detokenize(body, self.served))
+        )
+        return _json({"prompt": text})
 
     async def _reset_prefix_cache(self, _request: web.Request) -> web.StreamResponse:
         return _json({"success": self.core.reset_prefix_cache()})
@@ -308,13 +335,31 @@ class EngineServer:
         return response
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON body; a large one parsed on a worker thread (the loop keeps
-    answering /metrics and streaming tokens meanwhile)."""
-    raw = await request.read()
-    if len(raw) > THREAD_PARSE_BYTES:
-        return await asyncio.to_thread(parse_json_body, raw)
-    return parse_json_body(raw)
+async def _read_body(request: web.Request, limit: int, idle_s: float | None) -> bytes:
+    """The request's body, read as it arrives: HTTP 413 as soon as more than ``limit``
+    bytes came (a chunked body declares no length), HTTP 408 when it comes slower than
+    ``idle_s`` plus a second for every ``BODY_MIN_RATE`` bytes received (a client that
+    stopped half-way, or trickles; ``idle_s`` None: no deadline)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if idle_s is None else loop.time() + idle_s
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline):
+                chunk = await request.content.readany()
+        except TimeoutError:
+            raise ApiError(
+                408, f"request body not received in time ({size:,} bytes came before the deadline)"
+            ) from None
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
+        parts.append(chunk)
+        if deadline is not None:
+            deadline += len(chunk) / BODY_MIN_RATE
 
 
 def _json(body: object, status: int = 200) -> web.Response:

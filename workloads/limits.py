@@ -30,6 +30,12 @@ MAX_TOKENS = 10**8
 #: Tokens in one KV block (vLLM's largest is 256; leave room, refuse typos).
 MAX_BLOCK_SIZE = 65_536
 
+#: Requests a second: a finite rate beyond a billion a second is every request at t=0.
+MAX_RATE = 1e9
+RATE_REASON = "for every request at t=0, use inf"
+#: Tenants or LoRA adapters given as a count: each is a name held in memory.
+MAX_NAMES = 100_000
+
 PLAN_REASON = "plans are built in memory before the run; split a larger run into several"
 
 

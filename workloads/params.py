@@ -18,7 +18,7 @@ from typing import Any
 
 from workloads.distributions import Distribution, at_least, at_most, parse_distribution
 from workloads.errors import InputError
-from workloads.limits import MAX_PLAN_REQUESTS, MAX_TOKENS, PLAN_REASON
+from workloads.limits import MAX_NAMES, MAX_PLAN_REQUESTS, MAX_TOKENS, PLAN_REASON
 
 #: The cap of a float knob that does not name its own: no share, exponent or multiplier
 #: of a workload means anything beyond it (and a sample of it must fit an int64).
@@ -102,7 +102,9 @@ def _number(key: str, value: object, kind: type, meta: Mapping[str, Any]) -> flo
         raise InputError(key, f"must be {bound}, got {value!r}")
     cap = meta.get("max", MAX_PLAN_REQUESTS if kind is int else MAX_KNOB)
     if parsed > cap:  # an int knob is a count: of requests, groups, turns
-        why = PLAN_REASON if kind is int and "max" not in meta else f"must be <= {cap:g}"
+        why = meta.get("why") or (
+            PLAN_REASON if kind is int and "max" not in meta else f"must be <= {cap:g}"
+        )
         shown = (
             f"{parsed:,} is above the cap of {cap:,}"
             if kind is int
@@ -119,6 +121,10 @@ def _names(key: str, value: object, prefix: str) -> Names:
         count = int(value)
         if count < 0:
             raise InputError(key, f"count must be >= 0, got {count}")
+        if count > MAX_NAMES:  # 10^30 built names until the machine gave out
+            raise InputError(
+                key, f"{count:,} is above the cap of {MAX_NAMES:,}", "each is a name in memory"
+            )
         return tuple(f"{prefix}{i}" for i in range(count))
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple):

@@ -32,7 +32,7 @@ from workloads import registry
 from workloads.arrivals import ARRIVALS, RAMPS
 from workloads.errors import InputError
 from workloads.family import Family
-from workloads.limits import MAX_CONCURRENCY, MAX_SECONDS
+from workloads.limits import MAX_CONCURRENCY, MAX_RATE, MAX_SECONDS, RATE_REASON
 from workloads.params import convert, known_keys, make_params, params_dict
 
 PROMPT_FORMATS = ("tokens", "text")
@@ -44,11 +44,12 @@ _LOAD_KEYS: dict[str, tuple[type, dict[str, Any]]] = {
     "num_requests": (int, {"min": 1}),
     "duration": (float, {"min": 0, "above": True, "max": MAX_SECONDS}),
     "arrival": (str, {"choices": ARRIVALS}),
-    # inf: all at t=0, as vLLM; any rate above is harmless (build.check_span bounds below)
-    "rate": (float, {"min": 0, "above": True, "inf": True, "max": math.inf}),
+    # inf: all at t=0, as vLLM; a finite rate capped as --rate's (1e308 overflowed the
+    # planned token rate); build.check_span bounds below
+    "rate": (float, {"min": 0, "above": True, "inf": True, "max": MAX_RATE, "why": RATE_REASON}),
     "cv": (float, {"min": 0, "above": True}),
     "burstiness": (float, {"min": 0, "above": True}),
-    "start_rate": (float, {"min": 0, "max": math.inf}),
+    "start_rate": (float, {"min": 0, "max": MAX_RATE, "why": RATE_REASON}),
     "ramp": (str, {"choices": RAMPS}),
     "concurrency": (int, {"min": 1, "max": MAX_CONCURRENCY}),
     "prompt_format": (str, {"choices": PROMPT_FORMATS}),

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from workloads.distributions import Distribution
 from workloads.errors import InputError
 from workloads.family import Family, arrival_name, make_plan, resolve_arrival, schedule
+from workloads.limits import MAX_SECONDS, MAX_TOKENS
 from workloads.params import dist, number, option
 from workloads.plan import Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
@@ -76,9 +77,13 @@ class _Reader:
         return InputError("workload", f"{self.path} line {line}: {problem}", fix)
 
     def count(self, obj: dict, key: str, line: int, minimum: int) -> int:
+        """A token count: a whole number from ``minimum`` to ``MAX_TOKENS`` (an
+        output_length of 10^30 overflowed the plan; 6e8 built it until killed)."""
         value = obj.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(line, f"{key} must be a whole number >= {minimum}, got {value!r}")
+        if value > MAX_TOKENS:
+            raise self.fail(line, f"{key} {value:,} is above the cap of {MAX_TOKENS:,} tokens")
         return value
 
     def timestamp(self, obj: dict, line: int) -> float | None:
@@ -91,6 +96,8 @@ class _Reader:
             or not math.isfinite(value)
         ):
             raise self.fail(line, f"timestamp must be a number of milliseconds, got {value!r}")
+        if abs(value) > MAX_SECONDS * 1000:  # told here, not as the plan's span on --rate
+            raise self.fail(line, f"timestamp {value:g} ms is beyond a week from 0")
         return float(value)
 
     def block(self, hash_id: int, length: int) -> Segment:

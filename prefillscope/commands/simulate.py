@@ -34,6 +34,7 @@ from prefillscope.kv_link_flags import (
 from probes.metric_registry import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
 from runfmt.codec import encode
 from workloads.errors import InputError
+from workloads.limits import MAX_TOKENS
 
 if TYPE_CHECKING:
     from runfmt.calibration import Calibration, FitFigures, Holdout
@@ -50,6 +51,8 @@ def _ints(text: str, flag: str) -> list[int]:
         raise InputError(flag, f"{text!r} is not a comma-separated list of integers") from None
     if not values or min(values) <= 0:
         raise InputError(flag, f"{text!r} needs positive integers", "e.g. 256,512,1024")
+    if max(values) > MAX_TOKENS:  # told before the first configuration runs, by its flag
+        raise InputError(flag, f"{max(values):,} is above the cap of {MAX_TOKENS:,} tokens")
     return values
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import fault_server
+import forked_cli
 import pytest
 from small_disk import fill, small_tmpfs
 
@@ -126,6 +127,18 @@ def test_compare_never_turns_a_failed_step_summary_into_a_verdict(
     assert "warning: $GITHUB_STEP_SUMMARY" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_compare_names_a_step_summary_that_is_a_folder(run_dir: Path, tmp_path: Path) -> None:
+    """Before: 'cannot write to PARENT (Is a directory)', naming the folder it is in."""
+    folder = tmp_path / "summary.md"
+    folder.mkdir()
+    done = cli(
+        "compare", str(run_dir), str(run_dir), env=os.environ | {"GITHUB_STEP_SUMMARY": str(folder)}
+    )
+    table_row("compare", "$GITHUB_STEP_SUMMARY a folder", done)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert f"not written: {folder} is a folder; the verdict stands" in done.stderr, done.stderr
+
+
 def test_a_sweep_on_a_full_disk_stops_with_exit_6_and_no_knee_from_it(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "disk", "256k") as disk:
         done = cli(
@@ -207,6 +220,32 @@ def test_isolation_against_a_server_whose_cached_tokens_lie(tmp_path: Path) -> N
     assert "nan" not in sentence
 
 
+def test_a_sweep_against_a_server_that_dies_says_where_it_stopped_and_why(tmp_path: Path) -> None:
+    """The server dies during the second point (30 completions: the first point's 20 and
+    each point's test request). Before: exit 3 with the point's live line last on the
+    screen and no word of why."""
+    proc, url = fault_server.start("die-after:30")
+    try:
+        done = cli(
+            "sweep", "--endpoint", url, *SERVER_FLAGS, "--no-server-metrics",
+            "--gpu-telemetry", "off", "--workload", "shared-prefix", "--set", "groups=1",
+            "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+            "--rates", "10,20", "--num-requests", "20", "--out", str(tmp_path / "sweep"),
+        )  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    line = table_row("sweep", "dying server", done)
+    assert done.returncode == 3
+    assert "sweep stopped at point rate-20 (interrupted: server at" in line, line
+    assert "stopped answering" in line and "1 complete point before it, the knee at 10" in line
+    sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert sweep["knee"] == 10 and [p["status"] for p in sweep["points"]] == [
+        "complete",
+        "interrupted",
+    ]
+
+
 # -- a damaged run directory ----------------------------------------------------------------
 READERS = {
     "report": lambda run: ["report", str(run)],
@@ -215,21 +254,62 @@ READERS = {
 }
 
 
-def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
-    run_dir: Path, tmp_path: Path
-) -> None:
-    run = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+def _self_links(run: Path) -> None:
     for name in ("requests.parquet", "requests.jsonl"):
         (run / name).unlink()
         (run / name).symlink_to(name)  # a link to itself: there, and never readable
+
+
+def _truncated_parquet(run: Path) -> None:
+    data = (run / "requests.parquet").read_bytes()
+    (run / "requests.parquet").write_bytes(data[: len(data) // 2])
+    (run / "requests.jsonl").unlink()
+
+
+def _folder_parquet(run: Path) -> None:
+    (run / "requests.parquet").unlink()
+    (run / "requests.parquet").mkdir()
+    (run / "requests.jsonl").unlink()
+
+
+def _garbage_journal(run: Path) -> None:
+    (run / "requests.parquet").unlink()
+    (run / "requests.jsonl").write_bytes(b'\x00\xffgarbage\nnot json\n[1, 2]\n"a string"\n')
+
+
+def _foreign_parquet(run: Path) -> None:
+    (run / "requests.parquet").write_bytes((run / "chunks.parquet").read_bytes())
+    (run / "requests.jsonl").unlink()
+
+
+#: Request tables that are there and cannot be read, and what the one line says.
+DAMAGES = {
+    "self-links": (_self_links, "requests.parquet: is unreadable"),
+    "truncated parquet": (_truncated_parquet, "requests.parquet: is unreadable (Parquet"),
+    "a folder named requests.parquet": (_folder_parquet, "is unreadable (Is a directory)"),
+    # before: exit 0, 'skipped 4 unreadable lines' and a report of no requests
+    "a journal of garbage only": (_garbage_journal, "not one of its 4 lines is a readable row"),
+    # before: exit 0 without a word, an export of a header and no rows
+    "another table's parquet": (_foreign_parquet, "not a requests table: no column id"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
+    damage: str, run_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    plant, says = DAMAGES[damage]
+    plant(run)
     lines = set()
     for command, args in READERS.items():
         done = cli(*args(run))
-        lines.add(table_row(command, "damaged table (unreadable)", done))
+        lines.add(table_row(command, f"damaged table ({damage})", done))
         assert done.returncode == 2
     assert len(lines) == 1, lines  # the same answer in all three
-    assert "requests.parquet" in lines.pop()
+    line = lines.pop()
+    assert says in line and "the run directory is damaged" in line, line
 
 
 def test_rows_of_the_wrong_types_are_skipped_and_counted_alike(
@@ -308,3 +388,109 @@ def test_an_absurd_number_is_one_line_naming_the_flag(
         assert done.returncode == 2, (value, done.returncode, line)
         assert flag in line, (value, line)
         assert not out.exists() or not any(out.iterdir()), "nothing written"
+
+
+# -- absurd numbers in --set keys and in trace fields ---------------------------------------
+def set_keys() -> list[tuple[str, str]]:
+    """``(workload, key)`` for every ``--set`` key: each family's own keys (from its
+    params), and the load keys every family shares (once)."""
+    from workloads import registry
+    from workloads.params import known_keys
+    from workloads.spec import _LOAD_KEYS
+
+    found = [("shared-prefix", key) for key in _LOAD_KEYS]
+    for name in registry.FAMILY_NAMES:
+        if name not in registry.FILE_FAMILIES:
+            found += [(name, key) for key in known_keys(registry.family(name).params)]
+    return found
+
+
+ABSURD_SET = ("1e308", "1" + "0" * 30, "-1", "nan", "inf")
+
+
+def _refused_in_one_line_or_taken(label: str, key: str, code: int, err: str) -> None:
+    assert "Traceback" not in err, (label, err)
+    assert code in (0, 2), (label, code, err[-300:])  # -9: killed after 30 s
+    if code == 2:
+        line = [x for x in err.splitlines() if x.startswith("prefillscope:")][-1]
+        assert key in line, (label, line)
+
+
+@pytest.mark.slow
+def test_every_set_key_of_every_workload_takes_an_absurd_value_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """``bench --dry-run`` (the plan and its split over workers) with each absurd value in
+    each key: refused in one line naming the key, or taken (a name such as tenant "-1",
+    rate inf). Before: rate=1e308 ended in OverflowError (the planned token rate), and
+    tenants=10^30 and loras=10^30 built names until killed."""
+    cases = [(w, k, v) for w, k in set_keys() for v in ABSURD_SET]
+    argvs = [["bench", "--dry-run", "--workload", w, "--set", f"{k}={v}"] for w, k, v in cases]
+    for (workload, key, value), (code, err) in zip(
+        cases, forked_cli.run_all(argvs, tmp_path), strict=True
+    ):
+        _refused_in_one_line_or_taken(f"{workload} --set {key}={value}", key, code, err)
+
+
+TRACE = Path(__file__).parent.parent / "fixtures" / "traces" / "mooncake_synthetic_trace.jsonl"
+ABSURD_FIELD = (1e308, 10**30, 604_800_001, -1, 2.5, True, "x", None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["bench", "--dry-run"], ["simulate"]])
+def test_every_trace_field_takes_an_absurd_value_in_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Every field of a Mooncake trace row (the fixture's own keys) with each absurd value
+    on its second row. Before: output_length 10^30 was an OverflowError in bench and taken
+    by simulate, 604,800,001 built a plan until killed."""
+    first, second = (json.loads(line) for line in TRACE.read_text().splitlines()[:2])
+    cases, argvs = [], []
+    for field in first:
+        for value in ABSURD_FIELD:
+            if field == "hash_ids":
+                value = [value] * len(second["hash_ids"])
+            path = tmp_path / f"trace-{len(cases)}.jsonl"
+            path.write_text(json.dumps(first) + "\n" + json.dumps(second | {field: value}) + "\n")
+            cases.append((field, value, path.name))
+            argvs.append([*command, "--workload", f"trace:{path}", "--num-requests", "2"])
+    results = forked_cli.run_all(argvs, tmp_path)
+    for (field, value, name), (code, err) in zip(cases, results, strict=True):
+        _refused_in_one_line_or_taken(f"{field}={value!r}", name, code, err)  # names the file
+        if field in ("input_length", "output_length") and value is not None:
+            assert code == 2, (field, value)  # no token count but a whole one in range
+
+
+#: Flags whose value is text carrying numbers (lists, KEY=VALUE, P:D): click types them
+#: ``str``, so ``numeric_options`` does not find them; each with ``{v}`` for the value.
+TEXT_NUMBERS = {
+    "--chunks": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                 "--chunks", "512,{v}"],
+    "--rate": ["bench", "--dry-run", "--workload", "shared-prefix", "--num-requests", "5",
+               "--rate", "1,{v}"],
+    "--prefix-tokens": ["isolation", "--trials", "3", "--prefix-tokens", "64,{v}",
+                        "--out", "{out}"],
+    "--engine": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                 "--engine", "fixed_step_s={v}"],
+    "--slo": ["diagnose", "{run}", "--slo", "ttft={v}ms"],
+    "--disaggregate": ["simulate", "--workload", "shared-prefix", "--num-requests", "5",
+                       "--disaggregate", "1:{v}"],
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", list(TEXT_NUMBERS))
+def test_numbers_inside_text_flags_are_refused_in_one_line(
+    flag: str, run_dir: Path, tmp_path: Path
+) -> None:
+    """Before: ``--disaggregate 1:10^30`` built decode workers until killed, and
+    ``--slo ttft=1e308ms`` was taken (every request met it)."""
+    values = ("1e308", "1" + "0" * 30, "-1", "nan")
+    argvs = [
+        [a.format(v=v, run=run_dir, out=tmp_path / f"out{i}") for a in TEXT_NUMBERS[flag]]
+        for i, v in enumerate(values)
+    ]
+    for value, (code, err) in zip(values, forked_cli.run_all(argvs, tmp_path), strict=True):
+        assert "Traceback" not in err, (value, err)
+        lines = [x for x in err.splitlines() if x.startswith("prefillscope:")]
+        assert code == 2 and lines and flag in lines[-1], (value, code, err[-300:])

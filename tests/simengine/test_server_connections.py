@@ -5,8 +5,10 @@
   closed; one whose request is still being answered is not, and a keep-alive's idle time
   starts when its last answer ended;
 * a body larger than a ``max_model_len`` prompt can take (here 10^7 token ids) is refused
-  with HTTP 413 by its declared length, before it is read, while ``/metrics`` answers
-  within 50 ms;
+  with HTTP 413 by its declared length, before it is read, or as soon as what was read
+  passes the limit (chunked), while ``/metrics`` answers within 50 ms; so does the largest
+  body the server reads, of many times ``max_model_len`` ids, decoded off the loop;
+* a body that stops half-way, or comes a byte at a time, is answered 408 and closed;
 * a client that leaves before its first token is one log line, not a traceback.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import time
 from collections.abc import Callable
@@ -25,6 +28,7 @@ import pytest
 from perfmodel.config import EngineConfig
 from simengine.embedded import EmbeddedServer
 from simengine.engine_process import EngineProcess
+from simengine.server import BODY_BASE_BYTES, BODY_BYTES_PER_TOKEN, BODY_MIN_RATE
 
 IDLE_S = 0.5
 
@@ -130,12 +134,19 @@ def _slowest_metrics(url: str, go_on: Callable[[], bool]) -> float:
 
 
 @pytest.mark.timing
-def test_a_huge_body_is_refused_while_metrics_answer_at_once() -> None:
+@pytest.mark.parametrize("kind", ["declared", "chunked", "ids"])
+def test_a_huge_body_is_refused_while_metrics_answer_at_once(kind: str) -> None:
     """/metrics answers within 50 ms of its own latency on this machine (measured just
     before, as long): a loaded shared machine answers a quiet server's /metrics in tens
-    of ms; parsing the body on the loop would add seconds (1.7 s before)."""
-    with EngineProcess(EngineConfig(fixed_step_s=0.002)) as server:  # as bench runs it
-        sender, size = huge_body.start(server.url, repeat=False)
+    of ms; parsing the body on the loop would add seconds (1.7 s before). ``declared``
+    and ``chunked``: 10^7 token ids, with and without a Content-Length; ``ids``: the
+    largest body the server reads, of one-digit ids (a 2 MiB one, decoded and scanned on
+    the loop, held /metrics up to 0.3 s)."""
+    config = EngineConfig(fixed_step_s=0.002)
+    limit = BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN * config.max_model_len
+    with EngineProcess(config) as server:  # as bench runs it
+        spec = f"ids:{limit}" if kind == "ids" else kind
+        sender, size = huge_body.start(server.url, repeat=False, kind=spec)
         assert sender.stdin is not None and sender.stdout is not None
         until = time.monotonic() + 1.0
         quiet = _slowest_metrics(server.url, lambda: time.monotonic() < until)
@@ -143,10 +154,38 @@ def test_a_huge_body_is_refused_while_metrics_answer_at_once() -> None:
         sender.stdin.flush()
         during = _slowest_metrics(server.url, lambda: sender.poll() is None)
         status = sender.stdout.read().strip()
-    print(f"{size / 2**20:.0f} MiB body: {status}; slowest /metrics {during * 1e3:.1f} ms "
-          f"(quiet: {quiet * 1e3:.1f} ms)")  # fmt: skip
-    assert status.startswith("HTTP/1.1 413"), status
+    print(f"{kind} {size / 2**20:.2f} MiB body: {status}; slowest /metrics "
+          f"{during * 1e3:.1f} ms (quiet: {quiet * 1e3:.1f} ms)")  # fmt: skip
+    assert status.startswith("HTTP/1.1 400" if kind == "ids" else "HTTP/1.1 413"), status
     assert during < quiet + 0.05
+
+
+def test_a_body_that_stops_half_way_or_trickles_is_answered_408_and_closed() -> None:
+    """Functional: the connection's idle timeout does not cover a request whose handler
+    runs, so a body that stopped half-way was held open for ever, and one sent a byte
+    every 0.1 s (never idle for the timeout) was read to its end. Now the body must come
+    within the timeout plus a second per ``BODY_MIN_RATE`` bytes."""
+    with EmbeddedServer(EngineConfig(fixed_step_s=0.002), idle_timeout_s=IDLE_S) as server:
+        body = b'{"prompt": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14], "max_tokens": 1}'
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+        half = _connect(server.url)
+        half.sendall(head % len(body) + body[:20])
+        trickle = _connect(server.url)
+        trickle.sendall(head % len(body))
+        sent, answer = 0, b""
+        while sent < len(body) and not answer:  # a byte every 0.1 s, until answered
+            trickle.sendall(body[sent : sent + 1])
+            sent += 1
+            time.sleep(0.1)
+            if select.select([trickle], [], [], 0)[0]:
+                answer = trickle.recv(4096)
+        assert _status_line(half).startswith("HTTP/1.1 408")
+        assert _closed_within(half, 3 * IDLE_S)
+        half.close()
+        trickle.close()
+    print(f"trickled: answered after {sent} of {len(body)} bytes: {answer[:30]!r}")
+    assert answer.startswith(b"HTTP/1.1 408") and sent < len(body)
+    assert sent / 10 < 3 * IDLE_S + len(body) / BODY_MIN_RATE
 
 
 def test_a_client_that_leaves_before_its_first_token_is_one_line(
@@ -196,7 +235,7 @@ def test_a_body_over_the_limit_is_refused_while_still_being_sent() -> None:
     the limit), and ``/metrics`` answers meanwhile."""
     config = EngineConfig(fixed_step_s=0.002, max_model_len=1024)
     with EmbeddedServer(config) as server:
-        limit = 1024 * 1024 + 32 * 1024  # BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN × 1024
+        limit = BODY_BASE_BYTES + BODY_BYTES_PER_TOKEN * config.max_model_len
         declared = _connect(server.url)
         head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
         declared.sendall(head % (10 * limit) + b'{"model": "x", "prompt": [' + b"1," * 1000)
@@ -208,7 +247,7 @@ def test_a_body_over_the_limit_is_refused_while_still_being_sent() -> None:
         chunked.sendall(
             b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
-        piece = b"1," * 32768
+        piece = b"1," * 8192
         sent = 0
         while sent <= limit:  # just past the limit, then the sender waits
             chunked.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
