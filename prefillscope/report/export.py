@@ -197,9 +197,9 @@ def run_options(run: Run) -> VllmJsonOptions:
     levels = next(iter(picked.values()), {}) if picked else {}
     percentiles = tuple(float(k[1:]) for k in levels) or DEFAULT_PERCENTILES
     goodput = sections.goodput if sections is not None else None
-    slo = goodput.slo if goodput is not None else {}
+    slo = goodput.slo.bounds() if goodput is not None else ()
     bounds = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2el"}
-    bounds_ms = {bounds[k]: v * _MS for k, v in slo.items() if k in bounds and v is not None}
+    bounds_ms = {bounds[k]: v * _MS for k, v in slo if k in bounds}
     return VllmJsonOptions(metrics, percentiles, bounds_ms or None)
 
 
