@@ -356,7 +356,8 @@ def whole_numbers(dist: Distribution, field: str) -> Distribution:
     if fractional:
         raise InputError(
             field,
-            f"{dist} is a count of tokens and {fractional[0]:g} is not a whole number",
+            f"{fractional[0]:g} is not a whole number of tokens"
+            + ("" if isinstance(dist, Constant) else f" (in {dist})"),
             "give whole numbers, e.g. 2 or uniform:2-10",
         )
     return dist
