@@ -58,6 +58,10 @@ class Gate:
         return f"{self.metric.name}:+{self.max_worsening * 100:g}%"
 
 
+#: The largest X of a latency gate ``METRIC:+X%``: NEW up to 10x BASE.
+MAX_LATENCY_GATE_PCT = 900.0
+#: A throughput gate's X is below this: a throughput 100 % worse is none at all.
+MAX_THROUGHPUT_GATE_PCT = 100.0
 _GATE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*\+?\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _GATE_FIX = "write --gate METRIC:+X%, e.g. --gate itl_p99:+10% (NEW may be up to 10 % worse)"
 
@@ -67,7 +71,20 @@ def parse_gate(text: str) -> Gate:
     match = _GATE.match(text.lower())
     if match is None:
         raise InputError("--gate", f"{text!r} is not METRIC:+X%", _GATE_FIX)
-    return Gate(metric_spec(match[1], flag="--gate"), float(match[2]) / 100.0)
+    spec = metric_spec(match[1], flag="--gate")
+    percent = float(match[2])
+    # a throughput cannot lose more than all of itself (at 100 % the limit is 0: any NEW
+    # passes); +1e30 % on a latency was taken, a gate no regression could fail
+    cap = MAX_THROUGHPUT_GATE_PCT if spec.higher_is_better else MAX_LATENCY_GATE_PCT
+    if percent >= cap if spec.higher_is_better else percent > cap:
+        bound = f"below {cap:g} %" if spec.higher_is_better else f"at most {cap:g} %"
+        what = "a throughput" if spec.higher_is_better else "a latency"
+        raise InputError(
+            "--gate",
+            f"{text.strip()!r}: {match[2]} % is no limit for {what} (X must be {bound})",
+            _GATE_FIX,
+        )
+    return Gate(spec, percent / 100.0)
 
 
 def worsening(spec: MetricSpec, ratio: float) -> float:

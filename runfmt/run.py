@@ -57,7 +57,16 @@ class Run:
 
     @cached_property
     def tables(self) -> RunTables:
-        return RunTables(self.dir, keep=not self.live)
+        recorded = None if self.live else self._recorded_requests
+        return RunTables(self.dir, keep=not self.live, recorded=recorded)
+
+    def _recorded_requests(self) -> tuple[int, str] | None:
+        """The rows ``summary.json`` counts in the requests table (measured and warm-up)
+        and the file's name; ``None`` without a summary that counts them."""
+        section = self.summary.requests if self.summary is not None else None
+        if section is None or section.total is None:
+            return None
+        return section.total + (section.warmup_excluded or 0), SUMMARY_JSON
 
     @cached_property
     def info(self) -> RunInfo | None:

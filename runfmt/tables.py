@@ -263,10 +263,18 @@ class RunTables:
     writes starts faster without it.
     """
 
-    def __init__(self, run: RunDir | str | Path, *, keep: bool = False) -> None:
+    def __init__(
+        self,
+        run: RunDir | str | Path,
+        *,
+        keep: bool = False,
+        recorded: Callable[[], tuple[int, str] | None] | None = None,
+    ) -> None:
         self.run = run if isinstance(run, RunDir) else RunDir(run)
         self._kept: dict[str, pd.DataFrame] | None = {} if keep else None
         self._kept_columns: dict[str, Columns] | None = {} if keep else None
+        self._recorded = recorded
+        self._sources: dict[str, Path] = {}
 
     def has(self, name: str) -> bool:
         """Whether the run wrote table ``name`` (its journal or its parquet file)."""
@@ -327,7 +335,8 @@ class RunTables:
         if unmerged:
             frame = pd.concat([f for f in (frame, *unmerged) if f is not None], ignore_index=True)
         if frame is None or (frame.empty and frame.columns.empty):
-            return pd.DataFrame(columns=list(schema.columns))
+            frame = pd.DataFrame(columns=list(schema.columns))
+        self._check_rows(name, len(frame))
         return frame
 
     def _read_columns(self, name: str) -> Columns:
@@ -342,8 +351,22 @@ class RunTables:
         tables = [t for t in (table, *self._unmerged(name)) if t is not None]
         table = concat(tables) if tables else None
         if table is None or (table.empty and not table.columns):
-            return Columns({column: np.empty(0, dtype=object) for column in schema.columns})
+            table = Columns({column: np.empty(0, dtype=object) for column in schema.columns})
+        self._check_rows(name, len(table))
         return table
+
+    def _check_rows(self, name: str, rows: int) -> None:
+        """Hold the request table's ``rows`` to the count the run recorded (``recorded``:
+        the rows and the document that counts them): none of them is damage, an
+        ``InputError`` naming the file read; fewer is read as it is, with one warning."""
+        counted = self._recorded() if self._recorded is not None else None
+        if name != REQUESTS_TABLE or counted is None or rows >= counted[0]:
+            return
+        source = self._sources.get(name, self.run.path / journal_file(name))
+        holds = f"holds {rows} of the {counted[0]} requests {counted[1]} counts"
+        if rows == 0:
+            raise InputError(str(source), holds, FIX_DAMAGED)
+        warn_once(f"{source}: {holds}; read from those {rows} ({FIX_DAMAGED})")
 
     def _journal(self, name: str) -> Columns | None:
         """Table ``name`` from its journal (rows of the wrong types skipped and counted);
@@ -370,7 +393,9 @@ class RunTables:
             why = unreadable(parquet) or _schema(name).foreign(_parquet_names(parquet))
             if why is not None:
                 raise OSError(why)
-            return reader(parquet)
+            read = reader(parquet)
+            self._sources[name] = parquet
+            return read
         except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
             reason = one_line(exc).split("': ", 1)[-1]  # pyarrow repeats the path
             if not journal.is_file():

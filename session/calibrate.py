@@ -82,6 +82,7 @@ from session.calibrate_reading import (
     client_warning,
     measure_run,
     read_run,
+    table_first,
 )
 from session.calibrate_target import TargetConfig, described, target_config
 from session.sim_workload import SimWorkload, from_run
@@ -214,7 +215,7 @@ def calibrate(run: Run | Path, user: EngineConfig, given: Collection[str] = ()) 
     recorded, the keys of ``given`` taken from ``user``) to the run; the fitted config,
     its fit error, and the replay. ``InputError`` when the run's plan cannot be rebuilt
     (``session.sim_workload.from_run``): other prompts would fit another model."""
-    run = run if isinstance(run, Run) else open_run(run, "--calibrate")
+    run = table_first(run if isinstance(run, Run) else open_run(run, "--calibrate"))
     target = target_config(run, user, given)
     base = target.config
     workload = from_run(run, base.vocab_size, argument="--calibrate")
@@ -324,7 +325,7 @@ def holdout(
     the keys of ``given`` from ``user``: ``--engine`` and ``--holdout-engine``) with the
     calibration's fitted figures, its transport and step jitter; its recorded requests
     replayed on it and compared."""
-    run = run if isinstance(run, Run) else open_run(run, "--holdout")
+    run = table_first(run if isinstance(run, Run) else open_run(run, "--holdout"))
     target: TargetConfig = target_config(run, user, given, "--holdout-engine")
     config = dataclasses.replace(target.config, **calibration.fitted.settings())
     workload = from_run(run, config.vocab_size, argument="--holdout")

@@ -115,11 +115,21 @@ def _server_figures(run: Run) -> ServerFigures:
     return ServerFigures(**figures)
 
 
+def table_first(run: Run) -> Run:
+    """``run`` with its request table read before anything else of it: a damaged table is
+    then the one line every reader gives (``runfmt.tables``), not a complaint about what
+    the run's documents lack."""
+    run.tables.requests  # noqa: B018 - read (and kept) now
+    return run
+
+
 def read_run(run: Run, flag: str = "--calibrate") -> RunReading:
     """The one place calibration reads a run (opened once: ``runfmt.run.open_run``)."""
     tables = run.tables
     try:
         measured, chunks = tables.measured, tables.chunks
+    except InputError:  # a damaged table: its own line, as every reader gives it
+        raise
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(flag, f"cannot read the run {run.path}: {exc}") from None
     latencies = request_latencies(measured)

@@ -326,7 +326,12 @@ class SharegptParams(FileParams):
         )
     )
     think_time: Distribution = field(
-        **dist(0, 0, "seconds from an answer to the conversation's next turn (turns=whole)")
+        **dist(
+            0,
+            0,
+            "seconds from an answer to the conversation's next turn (turns=whole)",
+            whole=False,
+        )
     )
 
 

@@ -338,3 +338,26 @@ def at_least(dist: Distribution, minimum: float, field: str) -> Distribution:
     if high is not None and high < minimum:
         raise InputError(field, f"{dist} has max {high:g}, below {minimum:g}")
     return replace(dist, clip=Clip(minimum, high))
+
+
+def whole_numbers(dist: Distribution, field: str) -> Distribution:
+    """``dist`` checked to be one of whole numbers (a token count): a constant, a uniform's
+    ends and a clip's bounds must be whole, not rounded behind the user's back
+    (``prefix_len=2.5`` was taken as 2, ``uniform:2.5-10`` as 3 to 10). A normal's,
+    lognormal's or exponential's mean and spread may be any number: their draws are
+    rounded to whole tokens as the distribution's own values."""
+    if isinstance(dist, Constant):
+        ends: tuple[float | None, ...] = (dist.value,)
+    elif isinstance(dist, Uniform):
+        ends = (dist.low, dist.high)
+    else:
+        ends = (dist.clip.low, dist.clip.high)
+    fractional = [v for v in ends if v is not None and v != int(v)]
+    if fractional:
+        raise InputError(
+            field,
+            f"{fractional[0]:g} is not a whole number of tokens"
+            + ("" if isinstance(dist, Constant) else f" (in {dist})"),
+            "give whole numbers, e.g. 2 or uniform:2-10",
+        )
+    return dist

@@ -42,7 +42,11 @@ class MultiTurnParams:
     output_len: Distribution = field(**dist(192, 1, "max_tokens of each turn"))
     think_time: Distribution = field(
         **dist(
-            "exponential:mean=3", 0, "seconds from an answer to the next turn", maximum=MAX_SECONDS
+            "exponential:mean=3",
+            0,
+            "seconds from an answer to the next turn",
+            maximum=MAX_SECONDS,
+            whole=False,
         )
     )
     tenants: Names = field(**names("tenant-", "cache_salt values, given to sessions round-robin"))

@@ -16,7 +16,13 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from workloads.distributions import Distribution, at_least, at_most, parse_distribution
+from workloads.distributions import (
+    Distribution,
+    at_least,
+    at_most,
+    parse_distribution,
+    whole_numbers,
+)
 from workloads.errors import InputError
 from workloads.limits import MAX_NAMES, MAX_PLAN_REQUESTS, MAX_TOKENS, PLAN_REASON
 
@@ -33,14 +39,20 @@ _FALSE = {"false", "no", "off", "0"}
 
 
 def dist(
-    default: str | float, minimum: float = 0, doc: str = "", *, maximum: float = MAX_TOKENS
+    default: str | float,
+    minimum: float = 0,
+    doc: str = "",
+    *,
+    maximum: float = MAX_TOKENS,
+    whole: bool = True,
 ) -> dict[str, Any]:
     """``field(**dist(…))``: a distribution (lengths in tokens, times in seconds) >= ``minimum``
-    and <= ``maximum`` (default ``MAX_TOKENS``: a length; a time gives ``MAX_SECONDS``)."""
+    and <= ``maximum`` (default ``MAX_TOKENS``: a length; a time gives ``MAX_SECONDS``);
+    ``whole``: of whole numbers (a length; a time passes ``whole=False``)."""
     parsed = at_most(parse_distribution(default, "default"), maximum, "default")
     return {
         "default": at_least(parsed, minimum, "default"),
-        "metadata": {"min": minimum, "max": maximum, "doc": doc},
+        "metadata": {"min": minimum, "max": maximum, "doc": doc, "whole": whole},
     }
 
 
@@ -139,7 +151,8 @@ def convert(key: str, hint: object, value: object, meta: Mapping[str, Any]) -> o
     """``value`` read as the field type ``hint`` and checked against ``meta``."""
     if hint is Distribution:
         capped = at_most(parse_distribution(value, key), meta.get("max", MAX_TOKENS), key)
-        return at_least(capped, meta.get("min", 0), key)
+        checked = at_least(capped, meta.get("min", 0), key)
+        return whole_numbers(checked, key) if meta.get("whole", True) else checked
     if hint is bool:
         return _bool(key, value)
     if hint in (int, float):

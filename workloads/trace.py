@@ -12,8 +12,12 @@ Two line formats, told apart by their keys (a file may mix them):
   "timestamp"?: ms}``. Text is tokenized with the target's tokenizer (the prompt is
   then sent as that text) and needs one; token ids are sent as they are.
 
-Timestamps (milliseconds) drive the schedule unless ``--rate`` or ``--concurrency``
-says otherwise; ``time_scale`` stretches them (0.5 replays twice as fast).
+Timestamps (milliseconds from the trace's start: >= 0, at most a week) drive the
+schedule unless ``--rate`` or ``--concurrency`` says otherwise; ``time_scale`` stretches
+them (0.5 replays twice as fast). Lines may come in any order: they are replayed in
+time order (file order among equal timestamps). A ``hash_ids`` entry is a whole number
+from 0 to 2^63 - 1, the range of the block keys it becomes (a larger one would share
+its key with another id).
 """
 
 from __future__ import annotations
@@ -96,7 +100,13 @@ class _Reader:
             or not math.isfinite(value)
         ):
             raise self.fail(line, f"timestamp must be a number of milliseconds, got {value!r}")
-        if abs(value) > MAX_SECONDS * 1000:  # told here, not as the plan's span on --rate
+        if value < 0:  # an offset from the trace's start; -1 was taken as a time before it
+            raise self.fail(
+                line,
+                f"timestamp must be >= 0 (milliseconds from the trace's start), got {value:g}",
+                "shift the trace's timestamps so that its first request is at 0",
+            )
+        if value > MAX_SECONDS * 1000:  # told here, not as the plan's span on --rate
             raise self.fail(line, f"timestamp {value:g} ms is beyond a week from 0")
         return float(value)
 
@@ -116,6 +126,13 @@ class _Reader:
         want = -(-n // self.block_size)
         if not isinstance(ids, list) or any(type(h) is not int for h in ids):
             raise self.fail(line, "hash_ids must be a list of integers")
+        outside = next((h for h in ids if not 0 <= h <= _KEY_MASK), None)
+        if outside is not None:  # 10^30 was folded onto another id's key
+            raise self.fail(
+                line,
+                f"hash_ids entry {outside} is outside 0 to 2^63-1, the range of block keys",
+                "give each block's id as a whole number in that range",
+            )
         if len(ids) != want:
             raise self.fail(
                 line,

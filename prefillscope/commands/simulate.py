@@ -182,17 +182,20 @@ def simulate(
         from runfmt.run import open_run
         from session.calibrate import calibrate as fit
         from session.calibrate import holdout as predict_holdout
+        from session.calibrate_reading import table_first
 
         if not calibrate.is_dir():
             raise InputError("--calibrate", f"{calibrate} is not a run directory")
-        calibrated = open_run(calibrate, "--calibrate")  # opened once: fitted, then simulated
+        # opened once: fitted, then simulated; its request table read first
+        calibrated = table_first(open_run(calibrate, "--calibrate"))
         given_a = given_keys(engine or [])
         # the held-out run's own budget: recorded, or given by --holdout-engine
         given_b = (given_a - {"max_num_batched_tokens"}) | given_keys(holdout_engine or [])
         if holdout is not None:  # refused before the fit when its engine is unknown
             from session.calibrate_target import target_config
 
-            target_config(open_run(holdout, "--holdout"), holdout_base, given_b, "--holdout-engine")
+            held = table_first(open_run(holdout, "--holdout"))
+            target_config(held, holdout_base, given_b, "--holdout-engine")
         calibration = fit(calibrated, base, given_a)
         spec.base = EngineConfig(**calibration.config)  # the run's engine, fitted
         if chunks is None:

@@ -202,6 +202,12 @@ def test_gate_parsing_and_direction() -> None:
     with pytest.raises(InputError) as err:
         parse_gate("itl_p99")
     assert err.value.field == "--gate" and "--gate itl_p99:+10%" in str(err.value)
+    assert parse_gate("itl_p99:+900%").max_worsening == pytest.approx(9.0)
+    assert parse_gate("output_tokens_per_s:+99.5%").max_worsening == pytest.approx(0.995)
+    for absurd in ("itl_p99:+900.5%", "itl_p99:+1" + "0" * 30 + "%", "output_tokens_per_s:+100%"):
+        with pytest.raises(InputError) as err:
+            parse_gate(absurd)
+        assert err.value.field == "--gate" and "is no limit for a" in str(err.value)
     assert worsening(metric_spec("ttft_p50"), 1.2) == pytest.approx(0.2)
     assert worsening(metric_spec("requests_per_s"), 0.8) == pytest.approx(0.2)
     assert metric_spec("ttft_sent_p999").source == "ttft_sent_s"

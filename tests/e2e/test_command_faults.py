@@ -312,6 +312,92 @@ def test_an_unreadable_request_table_gets_the_same_one_line_from_every_reader(
     assert says in line and "the run directory is damaged" in line, line
 
 
+def _empty_journal(run: Path) -> None:
+    (run / "requests.parquet").unlink()
+    (run / "requests.jsonl").write_bytes(b"")
+
+
+def _cut_journal(run: Path, keep: int = 5) -> None:
+    (run / "requests.parquet").unlink()
+    lines = (run / "requests.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "requests.jsonl").write_bytes(b"".join(lines[:keep]))
+
+
+def test_a_request_table_emptied_is_refused_alike_by_every_reader(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A 0-byte journal (no parquet) while summary.json counts 12 requests. Before: exit 0
+    in report, diagnose and export without a word (an export of a header only)."""
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    _empty_journal(run)
+    lines = set()
+    for command, args in READERS.items():
+        done = cli(*args(run))
+        lines.add(table_row(command, "damaged table (0-byte journal)", done))
+        assert done.returncode == 2
+    assert len(lines) == 1, lines
+    line = lines.pop()
+    assert "requests.jsonl: holds 0 of the 12 requests summary.json counts" in line, line
+    assert "the run directory is damaged" in line
+
+
+def test_a_request_table_cut_short_is_read_with_the_same_warning_by_every_reader(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """5 of the 12 rows left (a journal cut after its fifth line). Before: every reader
+    took the 5 as the whole run without a word."""
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    _cut_journal(run)
+    for command, args in READERS.items():
+        done = cli(*args(run))
+        print(f"FAULT {command} | damaged table (5 of 12 rows) | exit {done.returncode} | "
+              f"{one_line(done)}")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        warnings = [x for x in done.stderr.splitlines() if "holds 5 of the 12" in x]
+        assert warnings == [
+            f"prefillscope: warning: {run / 'requests.jsonl'}: holds 5 of the 12 requests "
+            "summary.json counts; read from those 5 (the run directory is damaged: rerun "
+            "the bench or restore the file)"
+        ], done.stderr
+    exported = cli("export", str(run)).stdout.splitlines()
+    assert len(exported) == 1 + 5
+
+
+@pytest.mark.parametrize("damage", ["self-links", "a journal of garbage only"])
+def test_calibrating_from_a_damaged_run_gives_the_readers_one_line(
+    damage: str, run_dir: Path, tmp_path: Path
+) -> None:
+    """``simulate --calibrate`` reads the request table first. Before: it complained of
+    the engine fields the run lacks, never reaching the damaged table."""
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(run)], check=True)
+    DAMAGES[damage][0](run)
+    reader = one_line(cli("export", str(run)))
+    done = cli("simulate", "--calibrate", str(run), "--num-requests", "5")
+    line = table_row("simulate --calibrate", f"damaged table ({damage})", done)
+    assert done.returncode == 2 and line == reader, (line, reader)
+
+
+@pytest.mark.parametrize(
+    "gate, says",
+    [
+        ("itl_p99:+" + "1" + "0" * 30 + "%", "is no limit for a latency (X must be at most 900 %)"),
+        ("itl_p99:+1e30%", "is not METRIC:+X%"),
+        ("output_tokens_per_s:+100%", "is no limit for a throughput (X must be below 100 %)"),
+    ],
+)
+def test_a_gate_no_regression_could_fail_is_refused(
+    gate: str, says: str, run_dir: Path, tmp_path: Path
+) -> None:
+    """Before: ``--gate itl_p99:+10^30%`` was taken (a gate that passes anything)."""
+    done = cli("compare", str(run_dir), str(run_dir), "--gate", gate, timeout=60)
+    line = table_row("compare", f"absurd gate {gate[:24]}", done)
+    assert done.returncode == 2 and line.startswith("prefillscope: error: --gate:"), line
+    assert says in line, line
+
+
 def test_rows_of_the_wrong_types_are_skipped_and_counted_alike(
     run_dir: Path, tmp_path: Path
 ) -> None:
@@ -432,8 +518,52 @@ def test_every_set_key_of_every_workload_takes_an_absurd_value_in_one_line(
         _refused_in_one_line_or_taken(f"{workload} --set {key}={value}", key, code, err)
 
 
+def whole_keys() -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(workload, key, values)`` for every ``--set`` key whose values are whole numbers
+    (an int knob, a distribution of token counts), with fractional values for it."""
+    import dataclasses
+    import typing
+
+    from workloads import registry
+    from workloads.distributions import Distribution
+    from workloads.spec import _LOAD_KEYS
+
+    found = [("shared-prefix", k, ("2.5",)) for k, (kind, _) in _LOAD_KEYS.items() if kind is int]
+    for name in registry.FAMILY_NAMES:
+        if name in registry.FILE_FAMILIES:
+            continue
+        params = registry.family(name).params
+        hints = typing.get_type_hints(params)
+        for f in dataclasses.fields(params):
+            if hints[f.name] is int:
+                found.append((name, f.name, ("2.5",)))
+            elif hints[f.name] is Distribution and f.metadata.get("whole", True):
+                found.append((name, f.name, ("2.5", "uniform:2.5-10", "uniform:2-10.5")))
+    return found
+
+
+@pytest.mark.slow
+def test_a_fraction_in_a_whole_number_key_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Every integer-valued ``--set`` key of every workload given a fraction. Before:
+    ``prefix_len=2.5`` was taken as 2 and ``uniform:2.5-10`` as 3 to 10, without a word."""
+    cases = [(w, k, v) for w, k, values in whole_keys() for v in values]
+    assert any(key == "prefix_len" for _, key, _ in cases)  # the keys were found
+    argvs = [["bench", "--dry-run", "--workload", w, "--set", f"{k}={v}"] for w, k, v in cases]
+    for (workload, key, value), (code, err) in zip(
+        cases, forked_cli.run_all(argvs, tmp_path), strict=True
+    ):
+        assert "Traceback" not in err, (workload, key, value, err)
+        lines = [x for x in err.splitlines() if x.startswith("prefillscope:")]
+        assert code == 2 and lines, (workload, key, value, code, err[-300:])
+        assert key in lines[-1] and "whole number" in lines[-1], (workload, key, lines[-1])
+
+
 TRACE = Path(__file__).parent.parent / "fixtures" / "traces" / "mooncake_synthetic_trace.jsonl"
 ABSURD_FIELD = (1e308, 10**30, 604_800_001, -1, 2.5, True, "x", None)
+#: Values of the other fields that must be refused: a timestamp is >= 0 (milliseconds
+#: from the trace's start; before, -1 was taken), a hash id within the 2^63 block keys
+#: (before, 10^30 was folded onto another id's key).
+REFUSED_FIELD = {("timestamp", -1), ("timestamp", 10**30), ("hash_ids", -1), ("hash_ids", 10**30)}
 
 
 @pytest.mark.slow
@@ -459,6 +589,8 @@ def test_every_trace_field_takes_an_absurd_value_in_one_line(
         _refused_in_one_line_or_taken(f"{field}={value!r}", name, code, err)  # names the file
         if field in ("input_length", "output_length") and value is not None:
             assert code == 2, (field, value)  # no token count but a whole one in range
+        if (field, value[0] if isinstance(value, list) else value) in REFUSED_FIELD:
+            assert code == 2, (field, value, err[-300:])
 
 
 #: Flags whose value is text carrying numbers (lists, KEY=VALUE, P:D): click types them

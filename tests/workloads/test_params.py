@@ -78,3 +78,19 @@ def test_resolved_values_print_back_as_plain_json_values():
         "mode": "fast",
         "stream": True,
     }
+
+
+@pytest.mark.parametrize("value", ["2.5", 2.5, "uniform:2.5-10", "uniform:2-10.5",
+                                   "normal:mean=50,std=5,min=2.5"])  # fmt: skip
+def test_a_token_count_distribution_takes_whole_numbers_only(value) -> None:
+    err = _refused({"prompt_len": value})
+    assert err.field == "prompt_len" and "is not a whole number" in err.problem
+
+
+def test_a_distribution_of_seconds_takes_fractions() -> None:
+    @dataclass(frozen=True)
+    class Timed:
+        think: Distribution = field(**dist(0, 0, "seconds", whole=False))
+
+    assert str(make_params(Timed, {"think": "uniform:0.5-2.5"}, "timed").think) == "uniform:0.5-2.5"
+    assert str(make_params(Knobs, {"prompt_len": "normal:mean=50.5,std=5"}, "k").prompt_len)

@@ -65,6 +65,12 @@ def test_a_different_seed_gives_different_tokens_for_the_same_hash_id(tmp_path):
         ({"prompt": [1], "timestamp": "soon"}, "timestamp must be a number"),
         ({"prompt": "hello"}, "needs the target's tokenizer"),
         ({"text": "x"}, "expected Mooncake keys"),
+        ({"prompt": [1], "timestamp": -1}, "timestamp must be >= 0"),
+        (
+            {"input_length": 8, "output_length": 1, "hash_ids": [1, 10**30]},
+            f"hash_ids entry {10**30} is outside 0 to 2^63-1",
+        ),
+        ({"input_length": 4, "output_length": 1, "hash_ids": [-1]}, "hash_ids entry -1"),
     ],
 )
 def test_a_bad_line_names_the_file_and_its_line_number(tmp_path, row, words):
