@@ -284,6 +284,48 @@ def analyse_ab(
     )
     loaded = [[TrialSamples.load(t) for t in trials if t.arm == arm.index] for arm in arms]
     samples = [[s for s in arm if s is not None] for arm in loaded]
+    judged = judge(arms, samples, settings, conditions)
+    kinds, stats, events = judged.kinds, judged.stats, judged.events
+    comparisons, verdict = judged.comparisons, judged.verdict
+    return AbAnalysis(
+        list(arms),
+        list(trials),
+        settings,
+        conditions,
+        stats,
+        comparisons,
+        verdict,
+        _outputs(arms, trials, settings),
+        kinds,
+        [arm_intervals(s, settings) if s else {} for s in samples],
+        [by_kind(stats[i], s, kinds) for i, s in enumerate(samples)],
+        [event_summary(e, settings.resamples, settings.confidence, settings.seed) for e in events]
+        if kinds
+        else [],
+    )
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the arms' samples say: the request kinds, each arm's figures and stall events,
+    the comparisons against the reference arm and the verdict."""
+
+    kinds: list[str]
+    stats: list[dict[str, float]]
+    events: list[StallEvents]
+    comparisons: list[tuple[Arm, Comparison]]
+    verdict: Verdict
+
+
+def judge(
+    arms: Sequence[Arm],
+    samples: Sequence[Sequence[TrialSamples]],
+    settings: AbSettings,
+    conditions: Conditions,
+) -> Judged:
+    """Compare each arm's trials with the reference arm's and decide (``ab_verdict``);
+    ``analyse_ab`` reads the samples from run directories, the A/B's calibration
+    (``benchmarks/ab_event_calibration.py``) simulates them."""
     kinds = request_kinds(samples)
     stats = [arm_statistics(s, kinds) for s in samples]
     events = arm_events(samples, kinds)
@@ -318,22 +360,7 @@ def analyse_ab(
         reason = "fewer than two trials with completed requests in an arm"
         sentence = f"no verdict: {reason}"
         verdict = Verdict(None, None, sentence, (), True, RULE, min_effect=MIN_EFFECT)
-    return AbAnalysis(
-        list(arms),
-        list(trials),
-        settings,
-        conditions,
-        stats,
-        comparisons,
-        verdict,
-        _outputs(arms, trials, settings),
-        kinds,
-        [arm_intervals(s, settings) if s else {} for s in samples],
-        [by_kind(stats[i], s, kinds) for i, s in enumerate(samples)],
-        [event_summary(e, settings.resamples, settings.confidence, settings.seed) for e in events]
-        if kinds
-        else [],
-    )
+    return Judged(kinds, stats, events, comparisons, verdict)
 
 
 def _mean(values: Any) -> float:

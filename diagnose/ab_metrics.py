@@ -105,7 +105,12 @@ class TrialSamples:
             run = load_run(trial.run_dir, f"trial {trial.round} of arm {trial.arm}")
         except InputError:
             return None
-        requests = run.run.tables.requests
+        return cls.of_run(run, run.run.tables.requests)
+
+    @classmethod
+    def of_run(cls, run: RunSamples, requests: pd.DataFrame) -> TrialSamples:
+        """The samples of a run read for comparison and its ``requests`` table (the kind,
+        prompt length and times of each request)."""
         requests = requests.drop_duplicates("id", keep="last").set_index("id")
         ids = run.latencies["id"]
 
