@@ -48,7 +48,7 @@ from diagnose.ab_metrics import (
     split_metric,
 )
 from diagnose.ab_tradeoffs import with_tradeoffs
-from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, violated
+from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, decision_family, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
@@ -334,24 +334,27 @@ def judge(
             arm_stats |= {json_name(m): _mean(event_values(arm, m)) for m in EVENT_METRICS}
     comparisons: list[tuple[Arm, Comparison]] = []
     if all(len(s) >= 2 for s in samples):
-        comparer = Comparer(samples, settings, kinds)
+        kind = prefill_kind(kinds)
+        stall, why = stall_unit(kinds, events)
+        ttft = kind_metric(AB_TTFT_WEIGHED, kind)
+        family = decision_family(stall, ttft, settings.slo, len(arms), settings.confidence)
+        comparer = Comparer(samples, settings, kinds, family)
         metrics = reported_metrics(kinds)
         for arm in arms:
             if arm.index != settings.reference:
                 found = comparer.compare(settings.reference, arm.index)
                 comparisons += [(arm, found[m]) for m in metrics]
-        kind = prefill_kind(kinds)
-        stall, why = stall_unit(kinds, events)
         decision = Decision(
             arms,
             stats,
             comparer.compare,
             settings.reference,
             settings.slo,
-            kind_metric(AB_TTFT_WEIGHED, kind),
+            ttft,
             stall,
             why,
             settings.min_effect,
+            family,
         )
         # every reported metric, the per-event ones included: a long prompt's TTFT per
         # event can be significantly worse where its pooled p50 is not

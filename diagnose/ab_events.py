@@ -13,13 +13,14 @@ this comparison on the virtual-time engine.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from diagnose.resample import Sample
-from diagnose.stats import Comparison, compare_stats
+from diagnose.stats import Comparison
+from diagnose.trials import compare_trials
 from probes.metric_registry import AB_EVENTS, json_name
 from probes.stall_events import STALL_FIELDS, StallEvents, mean_interval
 from runfmt.abresult import EventBlock
@@ -34,7 +35,8 @@ _FIELDS = {name: STALL_FIELDS[metric.key] for name, metric in AB_EVENTS.items()}
 }
 #: The per-event metric the stall is judged on.
 EVENT_STALL = "event_stall"
-METHOD = "events (bootstrap of the per-event mean)"
+#: What each trial's statistic is (``trials.compare_trials``' method text).
+OF = " (each trial's mean over its events)"
 
 
 def event_values(events: StallEvents, metric: str) -> np.ndarray:
@@ -48,26 +50,31 @@ def scaled(events: StallEvents, metric: str, factor: float) -> StallEvents:
 
 
 def compare_events(
-    base: StallEvents,
-    new: StallEvents,
+    base: Sequence[StallEvents],
+    new: Sequence[StallEvents],
     *,
     resamples: int,
     confidence: float,
     seed: Any = 0,
+    levels: Mapping[str, float] | None = None,
 ) -> dict[str, Comparison]:
-    """NEW/BASE of each per-event metric's mean, with an interval from resampling events."""
+    """NEW/BASE of each per-event metric's mean, the trials as units: each trial's mean
+    over its events (``base`` and ``new`` hold an arm's trials' events), compared by
+    ``trials.compare_trials``' random-effects rule; ``levels`` as there."""
     out = {}
     for metric in EVENT_METRICS:
-        (found,) = compare_stats(
-            Sample.of(event_values(base, metric)),
-            Sample.of(event_values(new, metric)),
+        (found,) = compare_trials(
+            [Sample.of(event_values(trial, metric)) for trial in base],
+            [Sample.of(event_values(trial, metric)) for trial in new],
             {metric: "mean"},
             resamples=resamples,
             confidence=confidence,
             seed=seed,
+            levels=levels,
             names=("events", "events"),
+            of=OF,
         )
-        out[metric] = replace(found, method=METHOD)
+        out[metric] = found
     return out
 
 

@@ -34,13 +34,14 @@ Each arm's own ITL quantiles come with a cluster-bootstrap interval over its poo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from diagnose.ab_effect import Family
 from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, resampled_statistics
@@ -210,15 +211,24 @@ def _max_comparison(
 
 
 class Comparer:
-    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair."""
+    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair; the
+    metrics of ``family`` (those a winner may be named on, ``ab_effect.Family``) at its
+    level, the rest at the settings' confidence."""
 
     def __init__(
-        self, samples: Sequence[Sequence[TrialSamples]], settings: AbSettings, kinds: Sequence[str]
+        self,
+        samples: Sequence[Sequence[TrialSamples]],
+        settings: AbSettings,
+        kinds: Sequence[str],
+        family: Family | None = None,
     ) -> None:
         self.samples = samples
+        self.family = family
         self.settings = settings
         self.kinds = list(kinds)
-        self.events = arm_events(samples, self.kinds)
+        kind = prefill_kind(self.kinds)
+        self.trial_events = [[t.events(kind) for t in arm] for arm in samples]
+        self.levels = family.levels() if family else {}
         self.compare = cache(self._compare)
 
     def _trials(
@@ -231,6 +241,7 @@ class Comparer:
             resamples=self.settings.resamples,
             confidence=self.settings.confidence,
             seed=self.settings.seed,
+            levels=self.levels,
         )
 
     def _compare(self, base: int, new: int) -> Mapping[str, Comparison]:
@@ -251,13 +262,22 @@ class Comparer:
         if self.kinds:
             settings = self.settings
             out |= compare_events(
-                self.events[base],
-                self.events[new],
+                self.trial_events[base],
+                self.trial_events[new],
                 resamples=settings.resamples,
                 confidence=settings.confidence,
                 seed=settings.seed,
+                levels=self.levels,
             )
-        return out
+        notes = dict.fromkeys(self.levels, self.family.note()) if self.family else {}
+        return {m: _leveled(c, notes.get(m)) for m, c in out.items()}
+
+
+def _leveled(c: Comparison, note: str | None) -> Comparison:
+    """``c`` with its interval's own level said in its method (``note``), when it has one."""
+    if note is None:
+        return c
+    return replace(c, method=f"{c.method}{note}")
 
 
 def arm_statistics(samples: Sequence[TrialSamples], kinds: Sequence[str]) -> dict[str, float]:
