@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -66,19 +67,50 @@ class Planted(TrialSamples):
         return scaled(super().events(kind), EVENT_STALL, self.factor)
 
 
-def simulate_trial(chunk: int, events: int, seed: int, gpu: str) -> TrialSamples:
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What both arms run: the ``interference`` parameters, GPU, model and chunk budget."""
+
+    traffic: dict
+    gpu: str
+    model: str
+    chunk: int
+
+    def describe(self) -> str:
+        t = self.traffic
+        return (
+            f"{self.gpu} {self.model} budget {self.chunk}, {t['concurrency']} streams of "
+            f"{t['stream_output_len']} tokens, {t['long_prompt_len']}-token prompts"
+        )
+
+
+def drawn(rng: random.Random) -> Shape:
+    """A shape drawn at random, as ``diagnosis_accuracy.py``'s A/A draws them and wider:
+    GPU, model, streams, stream and prompt lengths, chunk budget."""
+    traffic = {
+        "concurrency": rng.choice((4, 6, 8)),
+        "stream_output_len": rng.choice((150, 250, 400)),
+        "long_prompt_len": rng.randrange(4000, 14001, 1000),
+        "rate": rng.choice((0.5, 1.0)),
+    }
+    gpu = rng.choice(("h100-sxm", "h200", "a100-80gb"))
+    model = rng.choice(("llama-3.1-8b", "qwen2.5-7b", "mistral-7b"))
+    return Shape(traffic, gpu, model, rng.choice((256, 512, 1024, 2048, 4096)))
+
+
+def simulate_trial(shape: Shape, events: int, seed: int) -> TrialSamples:
     """One virtual-time trial of ``events`` stall events at budget ``chunk``, as
     ``diagnose ab`` reads a trial (its requests and one token per chunk). The plan has
     one long prompt more: its first arrives at 0 s with the decode streams, before their
     first gap, so nothing stalls beside it (``alone``, not an event)."""
     # the decode streams outlast the injections: ~2 s of each stream's 400 tokens per prompt
-    streams = math.ceil(events * 2.0 / 3.0) + 2
+    streams = math.ceil(events * 2.0 / 3.0 * 400 / shape.traffic["stream_output_len"]) + 2
     spec = load_spec(
         "interference",
-        TRAFFIC | {"num_requests": events + 1, "seed": seed, "stream_requests": streams},
+        shape.traffic | {"num_requests": events + 1, "seed": seed, "stream_requests": streams},
     )
     plan = build_plan(spec)
-    config = dataclasses.replace(EngineConfig(gpu=gpu), max_num_batched_tokens=chunk)
+    config = EngineConfig(gpu=shape.gpu, model=shape.model, max_num_batched_tokens=shape.chunk)
     arrivals, release = from_plan(plan, config.vocab_size, config.model).start()
     result = VirtualDriver(EngineCore(config)).run(arrivals, record_steps=False, release=release)
     planned = {r.id: r for r in plan.requests if not r.warmup}
@@ -102,15 +134,15 @@ def simulate_trial(chunk: int, events: int, seed: int, gpu: str) -> TrialSamples
 
 
 def experiment(
-    chunk: int, trials: int, per_trial: int, seed: int, gpu: str, factors: tuple[float, ...]
+    shape: Shape, trials: int, per_trial: int, seed: int, factors: tuple[float, ...]
 ) -> tuple[int, dict[float, tuple[str | None, str, str]]]:
     """One A/A experiment's trials (ABAB…, each its own seed), judged as is and with each
     planted factor on the second arm: the fewest events an arm had, and per factor (the
     winner's label or ``None``, the metrics that decided, the per-event stall comparison
     as the verdict reads it)."""
-    arms = make_arms([chunk, chunk], ["virtual", "virtual"])
+    arms = make_arms([shape.chunk, shape.chunk], ["virtual", "virtual"])
     runs = [
-        [simulate_trial(chunk, per_trial, seed + 2 * r + arm, gpu) for r in range(trials)]
+        [simulate_trial(shape, per_trial, seed + 2 * r + arm) for r in range(trials)]
         for arm in range(2)
     ]
     settings = AbSettings(trials=trials, reference=0, seed=seed)
@@ -133,6 +165,23 @@ def share(hits: int, n: int) -> str:
     return f"{hits}/{n} {100 * hits / n:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
 
 
+def report(title: str, done: list, planted: tuple[float, ...], started: float) -> None:
+    """The shares of one cell: A/A winners, the stall alone, planted stalls found."""
+    rows = [r for _, r in done]
+    n = len(rows)
+    aa = [r[1.0] for r in rows]
+    named = sum(w is not None for w, _, _ in aa)
+    by = Counter(d for w, d, _ in aa if w is not None)
+    stall = sum(s == SIGNIFICANT for _, _, s in aa)
+    print(f"{title} (fewest events measured in an arm: {min(e for e, _ in done)}):")
+    print(f"  A/A winner (whole decision): {share(named, n)} by {dict(by)}")
+    print(f"  A/A per-event stall alone significant: {share(stall, n)}")
+    for f in planted:
+        found = sum(r[f][0] is not None and r[f][0].endswith("/A") for r in rows)
+        print(f"  stall x{f:g} planted on B, A wins: {share(found, n)}")
+    print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", default="12", help="long prompts per arm")
@@ -141,36 +190,34 @@ def main() -> None:
     parser.add_argument("--planted", default="1.5,2,3", help="factors planted on the stall")
     parser.add_argument("--experiments", type=int, default=100)
     parser.add_argument("--gpu", default="a100-80gb")
+    parser.add_argument("--drawn", action="store_true", help="each experiment a drawn shape")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     planted = tuple(float(f) for f in args.planted.split(",") if f)
-    print(f"interference {TRAFFIC} on {args.gpu}, {args.trials} trials per arm, ABAB")
+    factors = (1.0, *planted)
+    print(f"{args.trials} trials per arm, ABAB, each trial its own seed")
     for events in (int(e) for e in args.events.split(",")):
         per_trial = max(1, round(events / args.trials))
-        for chunk in (int(c) for c in args.chunks.split(",")):
+        first = args.seed + 100_000 * events
+        cells = f"{per_trial * args.trials} events per arm ({per_trial} per trial)"
+        if args.drawn:
+            rng = random.Random(first)
+            shapes = [drawn(rng) for _ in range(args.experiments)]
             started = time.perf_counter()
-            first, factors = args.seed + 100_000 * events, (1.0, *planted)
+            done = []
+            for k, shape in enumerate(shapes):
+                done.append(experiment(shape, args.trials, per_trial, first + 1_000 * k, factors))
+                print(f"  {shape.describe()}: A/A {done[-1][1][1.0][0] or 'no winner'}")
+            report(f"{cells}, drawn shapes", done, planted, started)
+            continue
+        for chunk in (int(c) for c in args.chunks.split(",")):
+            shape = Shape(TRAFFIC, args.gpu, "llama-3.1-8b", chunk)
+            started = time.perf_counter()
             done = [
-                experiment(chunk, args.trials, per_trial, first + 1_000 * k, args.gpu, factors)
+                experiment(shape, args.trials, per_trial, first + 1_000 * k, factors)
                 for k in range(args.experiments)
             ]
-            rows = [r for _, r in done]
-            n = len(rows)
-            aa = [r[1.0] for r in rows]
-            named = sum(w is not None for w, _, _ in aa)
-            by = Counter(d for w, d, _ in aa if w is not None)
-            stall = sum(s == SIGNIFICANT for _, _, s in aa)
-            fewest = min(e for e, _ in done)
-            print(
-                f"{per_trial * args.trials} events per arm ({per_trial} per trial; fewest "
-                f"measured {fewest}), chunk {chunk}:"
-            )
-            print(f"  A/A winner (whole decision): {share(named, n)} by {dict(by)}")
-            print(f"  A/A per-event stall alone significant: {share(stall, n)}")
-            for f in planted:
-                found = sum(r[f][0] is not None and r[f][0].endswith("/A") for r in rows)
-                print(f"  stall x{f:g} planted on B, A wins: {share(found, n)}")
-            print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+            report(f"{cells}, {shape.describe()}", done, planted, started)
 
 
 if __name__ == "__main__":

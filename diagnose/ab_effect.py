@@ -17,7 +17,8 @@ uses (``Comparison.units_to_separate``: the interval's half-width shrinking as 1
 when the observed change is beyond m, the units per arm at which the interval would
 exclude no change; when it is within m, those at which the interval would fit inside
 ±m; when the comparison is below the minimums (``stats.shortfall``), the units those
-need. The units are the comparison's own — events, trials, or the pooled data's blocks.
+need. The units are the comparison's own — trials (the per-event metrics' too), or the
+pooled data's blocks.
 """
 
 from __future__ import annotations
@@ -59,9 +60,7 @@ def units_to_decide(c: Comparison, min_effect: float) -> int | None:
 
 def unit_word(c: Comparison) -> str:
     """What the comparison's units are, for "about N … per arm would decide"."""
-    if c.method.startswith("events"):
-        return "events"
-    if c.method.startswith("trials"):
+    if c.method.startswith("trials"):  # the per-event metrics too: trials are their units
         return "trials"
     return "time blocks" if c.method == "cluster bootstrap" else "requests"
 

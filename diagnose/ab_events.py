@@ -2,13 +2,22 @@
 
 What a stall event is — a long prompt's prefill, its worst decode gap (``stall``), the
 decode time it cost (``lost``) and its TTFT — is defined once, in ``probes.stall_events``
-(``summary.json`` and ``compare`` read the same events). Here arms are compared over
-events (n = long prompts, trials pooled), each metric's mean as a ratio with a bootstrap
-interval from resampling events (``stats.compare_stats``; fewer than ``stats.MIN_UNITS``
-events in an arm: inconclusive, with the events that would do). Events are taken as
-independent: prefills that overlap share the gaps they both cover.
-``benchmarks/ab_event_calibration.py`` measures the false-positive and detection rates of
-this comparison on the virtual-time engine.
+(``summary.json`` and ``compare`` read the same events).
+
+**Events nested in trials, the trials the units.** Each trial's statistic is the mean of
+a metric over that trial's events; the arms are compared on those per-trial means by
+``trials.compare_trials``' random-effects rule (Welch t on the trials' logs, never
+narrower than the trials' own sampling plus the between-trial variance), as every other
+A/B metric is. Events within a trial are not independent — long prefills that arrive
+faster than they are served queue behind one another and share the gaps they overlap
+(lag-one correlation ~0.5 on ``compare``'s stall traffic) — and trials differ by more
+than their events' scatter (the moment the prompts land, the machine): resampling the
+events of all trials pooled as independent read both as a difference, and named an A/A
+winner ("worst decode gap per prefill −9.3 % [−17, −2.0]"). The mean of a trial's
+events carries whatever correlation they have into the spread between trials, which the
+t interval measures. Fewer than ``stats.MIN_UNITS`` events in an arm is inconclusive,
+with the trials that would give them. ``benchmarks/ab_event_calibration.py`` measures
+the A/A winner and detection rates of the whole decision on the virtual-time engine.
 """
 
 from __future__ import annotations

@@ -25,7 +25,11 @@ Every arm is compared with another on:
 * per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests;
 * per stall event (two kinds or more: each long prompt of the prefill-heavy kind beside
   the decode streams, ``ab_events``): the mean worst decode gap, decode time lost and
-  TTFT per event, events resampled (trials pooled).
+  TTFT per event, each trial's mean over its events compared with the trials as units.
+
+The comparisons a winner may be named on (``ab_effect.Family``: the stall and the TTFT
+weighed, with SLOs their metrics) are made at the family's level (97.5 % for two arms
+and two metrics), the rest at ``--confidence``; the method of each says which.
 
 Each arm's own ITL quantiles come with a cluster-bootstrap interval over its pooled trials
 (requests as clusters), and its maximum with the range of its trials' maxima.

@@ -36,6 +36,14 @@ one, which falls between the kinds. ``rule_text`` states the rule as applied, in
 "Significantly better" is ``Comparison.significant`` (decided, and the interval excludes
 1) with the ratio on the better side. Every winner is thus backed by a significant
 pairwise comparison.
+
+**Several chances to name a winner.** Rule 3 names a winner when the stall separates the
+arms *or*, where it does not, the TTFT weighed does (and rule 2 on any missed SLO's
+metric), between any pair of arms: m comparisons, each a chance for arms that do not
+differ to look different. ``decision_family`` lists them and each is read at
+1 − (1 − confidence)/m (Bonferroni, ``ab_effect.Family``: 97.5 % for two arms without
+SLO), so the whole decision names a winner for identical arms in at most 5 % of A/Bs;
+``verdict.rule`` states the level, each comparison's method its own.
 """
 
 from __future__ import annotations
