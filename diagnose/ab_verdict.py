@@ -259,11 +259,11 @@ def _family_text(d: Decision) -> str:
         return ""
     names = ", ".join(sentence_name(m) for m in f.metrics)
     pairs = f.arms * (f.arms - 1) // 2
-    between = f" between {pairs} pairs of arms" if pairs > 1 else ""
+    between = f", each between {pairs} pairs of arms" if pairs > 1 else ""
     return (
-        f"; each comparison a winner may be named on ({names}{between}: {f.size}) read at "
-        f"{100 * f.level:.4g} % (Bonferroni), so arms that do not differ name a winner in at "
-        f"most {100 * (1 - f.confidence):.4g} % of A/Bs"
+        f"; each of the {f.size} comparisons a winner may be named on ({names}{between}) "
+        f"read at {100 * f.level:.4g} % (Bonferroni), so arms that do not differ name a "
+        f"winner in at most {100 * (1 - f.confidence):.4g} % of A/Bs"
     )
 
 
