@@ -37,7 +37,6 @@ from diagnose.ab_metrics import (
     METRICS,
     Comparer,
     TrialSamples,
-    arm_events,
     arm_intervals,
     arm_statistics,
     by_kind,
@@ -46,6 +45,7 @@ from diagnose.ab_metrics import (
     reported_metrics,
     request_kinds,
     split_metric,
+    trial_events,
 )
 from diagnose.ab_tradeoffs import with_tradeoffs
 from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, decision_family, violated
@@ -328,7 +328,8 @@ def judge(
     (``benchmarks/ab_event_calibration.py``) simulates them."""
     kinds = request_kinds(samples)
     stats = [arm_statistics(s, kinds) for s in samples]
-    events = arm_events(samples, kinds)
+    per_trial = trial_events(samples, kinds)
+    events = [StallEvents.concat(arm) for arm in per_trial]
     for arm_stats, arm in zip(stats, events, strict=True):
         if kinds:
             arm_stats |= {json_name(m): _mean(event_values(arm, m)) for m in EVENT_METRICS}
@@ -338,7 +339,7 @@ def judge(
         stall, why = stall_unit(kinds, events)
         ttft = kind_metric(AB_TTFT_WEIGHED, kind)
         family = decision_family(stall, ttft, settings.slo, len(arms), settings.confidence)
-        comparer = Comparer(samples, settings, kinds, family)
+        comparer = Comparer(samples, settings, kinds, per_trial, family)
         metrics = reported_metrics(kinds)
         for arm in arms:
             if arm.index != settings.reference:

@@ -172,12 +172,12 @@ def request_kinds(arms: Sequence[Sequence[TrialSamples]]) -> list[str]:
     return kinds_longest_first(kinds, prompts)
 
 
-def arm_events(
+def trial_events(
     samples: Sequence[Sequence[TrialSamples]], kinds: Sequence[str]
-) -> list[StallEvents]:
-    """Each arm's stall events, its trials pooled (none when the traffic has one kind)."""
+) -> list[list[StallEvents]]:
+    """Each arm's stall events, trial by trial (none when the traffic has one kind)."""
     kind = prefill_kind(kinds)
-    return [StallEvents.concat([t.events(kind) for t in arm]) for arm in samples]
+    return [[t.events(kind) for t in arm] for arm in samples]
 
 
 def reported_metrics(kinds: Sequence[str]) -> list[str]:
@@ -215,7 +215,8 @@ def _max_comparison(
 
 
 class Comparer:
-    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair; the
+    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair (the
+    per-event ones on each arm's ``events``, trial by trial: ``trial_events``); the
     metrics of ``family`` (those a winner may be named on, ``ab_effect.Family``) at its
     level, the rest at the settings' confidence."""
 
@@ -224,14 +225,14 @@ class Comparer:
         samples: Sequence[Sequence[TrialSamples]],
         settings: AbSettings,
         kinds: Sequence[str],
+        events: Sequence[Sequence[StallEvents]],
         family: Family | None = None,
     ) -> None:
         self.samples = samples
         self.family = family
         self.settings = settings
         self.kinds = list(kinds)
-        kind = prefill_kind(self.kinds)
-        self.trial_events = [[t.events(kind) for t in arm] for arm in samples]
+        self.trial_events = events
         self.levels = family.levels() if family else {}
         self.compare = cache(self._compare)
 
