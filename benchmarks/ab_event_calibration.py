@@ -49,6 +49,7 @@ from diagnose.ab_effect import SIGNIFICANT, effect_status
 from diagnose.ab_events import EVENT_STALL, scaled
 from diagnose.ab_metrics import TrialSamples
 from diagnose.compare import RunSamples
+from diagnose.stats import MIN_UNITS
 from perfmodel.config import EngineConfig
 from probes.stall_events import StallEvents
 from runfmt.abresult import Conditions
@@ -166,6 +167,8 @@ def experiment(
 
 def share(hits: int, n: int) -> str:
     """``hits/n`` as a percentage with its 95 % Clopper–Pearson interval."""
+    if n == 0:
+        return "0/0"
     low = float(sps.beta.ppf(0.025, hits, n - hits + 1)) if hits else 0.0
     high = float(sps.beta.ppf(0.975, hits + 1, n - hits)) if hits < n else 1.0
     return f"{hits}/{n} {100 * hits / n:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
@@ -182,9 +185,14 @@ def report(title: str, done: list, planted: tuple[float, ...], started: float) -
     print(f"{title} (fewest events measured in an arm: {min(e for e, _ in done)}):")
     print(f"  A/A winner (whole decision): {share(named, n)} by {dict(by)}")
     print(f"  A/A per-event stall alone significant: {share(stall, n)}")
+    judged = [r for e, r in done if e >= MIN_UNITS]  # the stall judged per event
     for f in planted:
         found = sum(r[f][0] is not None and r[f][0].endswith("/A") for r in rows)
-        print(f"  stall x{f:g} planted on B, A wins: {share(found, n)}")
+        on_events = sum(r[f][0] is not None and r[f][0].endswith("/A") for r in judged)
+        print(
+            f"  stall x{f:g} planted on B, A wins: {share(found, n)}; of the experiments "
+            f"with {MIN_UNITS}+ events per arm: {share(on_events, len(judged))}"
+        )
     print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
