@@ -27,7 +27,10 @@ per-event stall is not what decides.
 
 Run: ``.venv/bin/python benchmarks/ab_event_calibration.py [--events 6,12,24]
 [--experiments 100] [--trials 3] [--chunks 256,8192] [--planted 1.5,2,3] [--drawn]``,
-about 4 s per experiment on one core.
+about 2–3 s per experiment on one core. The virtual clock has no machine to make trials
+differ (no load spells, no late steps): A/As on the wall clock (``diagnosis_accuracy.py
+--only aa``) are where between-trial variance, which the trials-as-units rule carries,
+shows most.
 """
 
 from __future__ import annotations
