@@ -37,7 +37,6 @@ from diagnose.ab_metrics import (
     METRICS,
     Comparer,
     TrialSamples,
-    arm_events,
     arm_intervals,
     arm_statistics,
     by_kind,
@@ -46,9 +45,10 @@ from diagnose.ab_metrics import (
     reported_metrics,
     request_kinds,
     split_metric,
+    trial_events,
 )
 from diagnose.ab_tradeoffs import with_tradeoffs
-from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, violated
+from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, decision_family, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
 from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
@@ -284,40 +284,9 @@ def analyse_ab(
     )
     loaded = [[TrialSamples.load(t) for t in trials if t.arm == arm.index] for arm in arms]
     samples = [[s for s in arm if s is not None] for arm in loaded]
-    kinds = request_kinds(samples)
-    stats = [arm_statistics(s, kinds) for s in samples]
-    events = arm_events(samples, kinds)
-    for arm_stats, arm in zip(stats, events, strict=True):
-        if kinds:
-            arm_stats |= {json_name(m): _mean(event_values(arm, m)) for m in EVENT_METRICS}
-    comparisons: list[tuple[Arm, Comparison]] = []
-    if all(len(s) >= 2 for s in samples):
-        comparer = Comparer(samples, settings, kinds)
-        metrics = reported_metrics(kinds)
-        for arm in arms:
-            if arm.index != settings.reference:
-                found = comparer.compare(settings.reference, arm.index)
-                comparisons += [(arm, found[m]) for m in metrics]
-        kind = prefill_kind(kinds)
-        stall, why = stall_unit(kinds, events)
-        decision = Decision(
-            arms,
-            stats,
-            comparer.compare,
-            settings.reference,
-            settings.slo,
-            kind_metric(AB_TTFT_WEIGHED, kind),
-            stall,
-            why,
-            settings.min_effect,
-        )
-        # every reported metric, the per-event ones included: a long prompt's TTFT per
-        # event can be significantly worse where its pooled p50 is not
-        verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
-    else:
-        reason = "fewer than two trials with completed requests in an arm"
-        sentence = f"no verdict: {reason}"
-        verdict = Verdict(None, None, sentence, (), True, RULE, min_effect=MIN_EFFECT)
+    judged = judge(arms, samples, settings, conditions)
+    kinds, stats, events = judged.kinds, judged.stats, judged.events
+    comparisons, verdict = judged.comparisons, judged.verdict
     return AbAnalysis(
         list(arms),
         list(trials),
@@ -334,6 +303,68 @@ def analyse_ab(
         if kinds
         else [],
     )
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the arms' samples say: the request kinds, each arm's figures and stall events,
+    the comparisons against the reference arm and the verdict."""
+
+    kinds: list[str]
+    stats: list[dict[str, float]]
+    events: list[StallEvents]
+    comparisons: list[tuple[Arm, Comparison]]
+    verdict: Verdict
+
+
+def judge(
+    arms: Sequence[Arm],
+    samples: Sequence[Sequence[TrialSamples]],
+    settings: AbSettings,
+    conditions: Conditions,
+) -> Judged:
+    """Compare each arm's trials with the reference arm's and decide (``ab_verdict``);
+    ``analyse_ab`` reads the samples from run directories, the A/B's calibration
+    (``benchmarks/ab_event_calibration.py``) simulates them."""
+    kinds = request_kinds(samples)
+    stats = [arm_statistics(s, kinds) for s in samples]
+    per_trial = trial_events(samples, kinds)
+    events = [StallEvents.concat(arm) for arm in per_trial]
+    for arm_stats, arm in zip(stats, events, strict=True):
+        if kinds:
+            arm_stats |= {json_name(m): _mean(event_values(arm, m)) for m in EVENT_METRICS}
+    comparisons: list[tuple[Arm, Comparison]] = []
+    if all(len(s) >= 2 for s in samples):
+        kind = prefill_kind(kinds)
+        stall, why = stall_unit(kinds, events)
+        ttft = kind_metric(AB_TTFT_WEIGHED, kind)
+        family = decision_family(stall, ttft, settings.slo, len(arms), settings.confidence)
+        comparer = Comparer(samples, settings, kinds, per_trial, family)
+        metrics = reported_metrics(kinds)
+        for arm in arms:
+            if arm.index != settings.reference:
+                found = comparer.compare(settings.reference, arm.index)
+                comparisons += [(arm, found[m]) for m in metrics]
+        decision = Decision(
+            arms,
+            stats,
+            comparer.compare,
+            settings.reference,
+            settings.slo,
+            ttft,
+            stall,
+            why,
+            settings.min_effect,
+            family,
+        )
+        # every reported metric, the per-event ones included: a long prompt's TTFT per
+        # event can be significantly worse where its pooled p50 is not
+        verdict = with_tradeoffs(decide(decision, conditions), decision, metrics)
+    else:
+        reason = "fewer than two trials with completed requests in an arm"
+        sentence = f"no verdict: {reason}"
+        verdict = Verdict(None, None, sentence, (), True, RULE, min_effect=MIN_EFFECT)
+    return Judged(kinds, stats, events, comparisons, verdict)
 
 
 def _mean(values: Any) -> float:

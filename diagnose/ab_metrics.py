@@ -25,7 +25,11 @@ Every arm is compared with another on:
 * per kind (two kinds or more): TTFT p50/p95/p99 of that kind's requests;
 * per stall event (two kinds or more: each long prompt of the prefill-heavy kind beside
   the decode streams, ``ab_events``): the mean worst decode gap, decode time lost and
-  TTFT per event, events resampled (trials pooled).
+  TTFT per event, each trial's mean over its events compared with the trials as units.
+
+The comparisons a winner may be named on (``ab_effect.Family``: the stall and the TTFT
+weighed, with SLOs their metrics) are made at the family's level (97.5 % for two arms
+and two metrics), the rest at ``--confidence``; the method of each says which.
 
 Each arm's own ITL quantiles come with a cluster-bootstrap interval over its pooled trials
 (requests as clusters), and its maximum with the range of its trials' maxima.
@@ -34,13 +38,14 @@ Each arm's own ITL quantiles come with a cluster-bootstrap interval over its poo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from diagnose.ab_effect import Family
 from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, resampled_statistics
@@ -105,7 +110,12 @@ class TrialSamples:
             run = load_run(trial.run_dir, f"trial {trial.round} of arm {trial.arm}")
         except InputError:
             return None
-        requests = run.run.tables.requests
+        return cls.of_run(run, run.run.tables.requests)
+
+    @classmethod
+    def of_run(cls, run: RunSamples, requests: pd.DataFrame) -> TrialSamples:
+        """The samples of a run read for comparison and its ``requests`` table (the kind,
+        prompt length and times of each request)."""
         requests = requests.drop_duplicates("id", keep="last").set_index("id")
         ids = run.latencies["id"]
 
@@ -162,12 +172,12 @@ def request_kinds(arms: Sequence[Sequence[TrialSamples]]) -> list[str]:
     return kinds_longest_first(kinds, prompts)
 
 
-def arm_events(
+def trial_events(
     samples: Sequence[Sequence[TrialSamples]], kinds: Sequence[str]
-) -> list[StallEvents]:
-    """Each arm's stall events, its trials pooled (none when the traffic has one kind)."""
+) -> list[list[StallEvents]]:
+    """Each arm's stall events, trial by trial (none when the traffic has one kind)."""
     kind = prefill_kind(kinds)
-    return [StallEvents.concat([t.events(kind) for t in arm]) for arm in samples]
+    return [[t.events(kind) for t in arm] for arm in samples]
 
 
 def reported_metrics(kinds: Sequence[str]) -> list[str]:
@@ -205,15 +215,25 @@ def _max_comparison(
 
 
 class Comparer:
-    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair."""
+    """Arm-against-arm comparisons on ``reported_metrics``, computed once per pair (the
+    per-event ones on each arm's ``events``, trial by trial: ``trial_events``); the
+    metrics of ``family`` (those a winner may be named on, ``ab_effect.Family``) at its
+    level, the rest at the settings' confidence."""
 
     def __init__(
-        self, samples: Sequence[Sequence[TrialSamples]], settings: AbSettings, kinds: Sequence[str]
+        self,
+        samples: Sequence[Sequence[TrialSamples]],
+        settings: AbSettings,
+        kinds: Sequence[str],
+        events: Sequence[Sequence[StallEvents]],
+        family: Family | None = None,
     ) -> None:
         self.samples = samples
+        self.family = family
         self.settings = settings
         self.kinds = list(kinds)
-        self.events = arm_events(samples, self.kinds)
+        self.trial_events = events
+        self.levels = family.levels() if family else {}
         self.compare = cache(self._compare)
 
     def _trials(
@@ -226,6 +246,7 @@ class Comparer:
             resamples=self.settings.resamples,
             confidence=self.settings.confidence,
             seed=self.settings.seed,
+            levels=self.levels,
         )
 
     def _compare(self, base: int, new: int) -> Mapping[str, Comparison]:
@@ -246,13 +267,22 @@ class Comparer:
         if self.kinds:
             settings = self.settings
             out |= compare_events(
-                self.events[base],
-                self.events[new],
+                self.trial_events[base],
+                self.trial_events[new],
                 resamples=settings.resamples,
                 confidence=settings.confidence,
                 seed=settings.seed,
+                levels=self.levels,
             )
-        return out
+        notes = dict.fromkeys(self.levels, self.family.note()) if self.family else {}
+        return {m: _leveled(c, notes.get(m)) for m, c in out.items()}
+
+
+def _leveled(c: Comparison, note: str | None) -> Comparison:
+    """``c`` with its interval's own level said in its method (``note``), when it has one."""
+    if note is None:
+        return c
+    return replace(c, method=f"{c.method}{note}")
 
 
 def arm_statistics(samples: Sequence[TrialSamples], kinds: Sequence[str]) -> dict[str, float]:

@@ -36,6 +36,14 @@ one, which falls between the kinds. ``rule_text`` states the rule as applied, in
 "Significantly better" is ``Comparison.significant`` (decided, and the interval excludes
 1) with the ratio on the better side. Every winner is thus backed by a significant
 pairwise comparison.
+
+**Several chances to name a winner.** Rule 3 names a winner when the stall separates the
+arms *or*, where it does not, the TTFT weighed does (and rule 2 on any missed SLO's
+metric), between any pair of arms: m comparisons, each a chance for arms that do not
+differ to look different. ``decision_family`` lists them and each is read at
+1 − (1 − confidence)/m (Bonferroni, ``ab_effect.Family``: 97.5 % for two arms without
+SLO), so the whole decision names a winner for identical arms in at most 5 % of A/Bs;
+``verdict.rule`` states the level, each comparison's method its own.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from diagnose.ab_effect import (
     INCONCLUSIVE,
     MIN_EFFECT,
     SIGNIFICANT,
+    Family,
     effect_status,
     unit_word,
     units_to_decide,
@@ -91,7 +100,8 @@ RULE = (
     f"{sentence_name(ITL_SLO)}, TTFT on {sentence_name(TTFT_SLO)}); then "
     f"{sentence_name(AB_TTFT_WEIGHED)} first with an ITL SLO, else the stall first (per prefill "
     f"event, else {sentence_name(ITL_KEY)}), then the other; arms significantly worse than "
-    "the best drop out; one left wins; no significant difference only within --min-effect"
+    "the best drop out; one left wins; no significant difference only within --min-effect; "
+    "each comparison a winner may be named on read at 1 − 5 %/m, m of them (Bonferroni)"
 )
 MINUS = "\u2212"
 
@@ -169,6 +179,8 @@ class Decision:
     stall: str = ITL_KEY
     unit_reason: str = ""
     min_effect: float = MIN_EFFECT
+    #: The comparisons a winner may be named on and their level (``decision_family``).
+    family: Family | None = None
 
     @property
     def unit(self) -> str:
@@ -232,6 +244,29 @@ def _only_candidate(d: Decision, winner: ArmLike, head: str, slo: str) -> Verdic
     return Verdict(winner.chunk, winner.label, sentence, ("slo",), False)
 
 
+def decision_family(stall: str, ttft: str, slo: Slo | None, arms: int, confidence: float) -> Family:
+    """The comparisons this rule may name a winner on: the stall and the TTFT weighed,
+    and with SLOs the metrics of those given (a lone candidate wins on what another arm
+    misses), between every pair of arms (``ab_effect.Family``)."""
+    bounds = (None, None) if slo is None else (slo.itl_s, slo.ttft_s)
+    given = [m for m, b in zip((ITL_SLO, TTFT_SLO), bounds, strict=True) if b is not None]
+    return Family(tuple(dict.fromkeys([stall, ttft, *given])), arms, confidence)
+
+
+def _family_text(d: Decision) -> str:
+    f = d.family
+    if f is None or f.size <= 1:
+        return ""
+    names = ", ".join(sentence_name(m) for m in f.metrics)
+    pairs = f.arms * (f.arms - 1) // 2
+    between = f", each between {pairs} pairs of arms" if pairs > 1 else ""
+    return (
+        f"; each of the {f.size} comparisons a winner may be named on ({names}{between}) "
+        f"read at {100 * f.level:.4g} % (Bonferroni), so arms that do not differ name a "
+        f"winner in at most {100 * (1 - f.confidence):.4g} % of A/Bs"
+    )
+
+
 def _priority(d: Decision) -> list[str]:
     itl_slo = d.slo is not None and d.slo.itl_s is not None
     return [d.ttft, d.stall] if itl_slo else [d.stall, d.ttft]
@@ -245,7 +280,7 @@ def rule_text(d: Decision) -> str:
         f"the arm significantly best on {first} wins; where {first} does not separate "
         f"them, {second} decides; otherwise no significant difference when every interval "
         f"lies within {_band(d)}, else inconclusive (the stall judged on {d.unit}: "
-        f"{d.unit_reason or 'pooled ITL gaps'})"
+        f"{d.unit_reason or 'pooled ITL gaps'}){_family_text(d)}"
     )
     if slo:
         return (

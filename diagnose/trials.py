@@ -102,17 +102,19 @@ class RandomEffects:
     floored: bool
     sampled: bool
 
-    def method(self) -> str:
-        """The method text of a comparison made with it."""
+    def method(self, of: str = "") -> str:
+        """The method text of a comparison made with it; ``of`` says what each trial's
+        statistic is of (`` (each trial's mean over its events)``)."""
+        head = f"{METHOD}{of}"
         if not self.sampled:
-            return f"{METHOD}, Welch t on the trials' logs ({self.dof:.1f} dof)"
+            return f"{head}, Welch t on the trials' logs ({self.dof:.1f} dof)"
         tau = f"between-trial tau {100.0 * math.expm1(self.tau):.2g} %"
         if self.floored:
             return (
-                f"{METHOD}, random effects ({tau}; the trials agree within their sampling: "
+                f"{head}, random effects ({tau}; the trials agree within their sampling: "
                 f"its normal interval, wider than the t one on {self.dof:.1f} dof)"
             )
-        return f"{METHOD}, random effects ({tau}; t interval, {self.dof:.1f} dof)"
+        return f"{head}, random effects ({tau}; t interval, {self.dof:.1f} dof)"
 
 
 def _welch_dof(parts: Sequence[float], counts: Sequence[int]) -> float:
@@ -233,13 +235,19 @@ def compare_trials(
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    levels: Mapping[str, float] | None = None,
+    names: tuple[str, str] = ("units", "values"),
+    of: str = "",
 ) -> list[Comparison]:
     """Compare arms of several trials each (ABAB…), trials being the units (the module
     docstring): per metric, the random-effects ratio of the trials' statistics, its
     interval and p-value, ``units`` the trials per arm. Needs at least two trials per arm;
     three or more give an interval worth reading. The pooled data's minimums
-    (``stats.shortfall``) decide whether it can be trusted (``inconclusive``, with the
-    trials per arm that would meet them)."""
+    (``stats.shortfall``, worded with ``names``) decide whether it can be trusted
+    (``inconclusive``, with the trials per arm that would meet them). ``levels``: a
+    metric's own confidence in place of ``confidence`` (a decision's metrics corrected
+    for their number, ``ab_verdict``); ``of``: what a trial's statistic is of, for the
+    method text."""
     if len(base_trials) < 2 or len(new_trials) < 2:
         raise ValueError("compare_trials needs at least two trials per arm")
     stats = list(dict.fromkeys(metrics.values()))
@@ -250,14 +258,15 @@ def compare_trials(
     units = (len(base_trials), len(new_trials))
     out = []
     for metric, stat in metrics.items():
-        reason, needed = undecided(*pooled, stat, ("units", "values"))
+        level = (levels or {}).get(metric, confidence)
+        reason, needed = undecided(*pooled, stat, names)
         needed = _trials_needed(pooled, units, needed)
-        found = random_effects(per_base[stat], per_new[stat], confidence)
+        found = random_effects(per_base[stat], per_new[stat], level)
         if found is None:
             nan = math.nan
             reason = reason or f"fewer than two trials per arm with a {stat}"
             out.append(Comparison.judge(
-                metric, nan, (nan, nan), nan, (nan, nan), METHOD, confidence,
+                metric, nan, (nan, nan), nan, (nan, nan), f"{METHOD}{of}", level,
                 inconclusive=reason, units=units, needed_units=needed,
             ))  # fmt: skip
             continue
@@ -265,7 +274,7 @@ def compare_trials(
             float(np.exp(x)) for x in (found.difference, found.low, found.high, *found.means)
         )
         out.append(Comparison.judge(
-            metric, ratio, (low, high), found.p_value, (base, new), found.method(),
-            confidence, inconclusive=reason, units=units, needed_units=needed,
+            metric, ratio, (low, high), found.p_value, (base, new), found.method(of),
+            level, inconclusive=reason, units=units, needed_units=needed,
         ))  # fmt: skip
     return out

@@ -20,7 +20,7 @@ from diagnose.ab_events import (
     event_values,
     scaled,
 )
-from diagnose.stats import MIN_UNITS, Comparison
+from diagnose.stats import Comparison
 from probes.stall_events import StallEvents
 
 
@@ -69,20 +69,34 @@ TWELVE = events_of(list(0.3 * RNG.lognormal(0, 0.1, 12)))
 OTHER_TWELVE = events_of(list(0.3 * RNG.lognormal(0, 0.1, 12)))
 
 
-def test_events_are_the_units_a_doubled_stall_is_found_and_too_few_cannot_decide():
+def trials_of(events: StallEvents, per_trial: int) -> list[StallEvents]:
+    """``events`` cut into trials of ``per_trial`` events, in order."""
+    return [
+        StallEvents(*(events.field(f)[i : i + per_trial] for f in ("stall_s", "lost_s", "ttft_s")))
+        for i in range(0, len(events), per_trial)
+    ]
+
+
+def test_trials_are_the_units_a_doubled_stall_is_found_and_too_few_cannot_decide():
+    base = trials_of(TWELVE, 4)
     found = compare_events(
-        TWELVE, scaled(TWELVE, EVENT_STALL, 2.0), resamples=2000, confidence=0.95
+        base, [scaled(t, EVENT_STALL, 2.0) for t in base], resamples=2000, confidence=0.95
     )
     stall = found[EVENT_STALL]
     assert stall.significant and stall.ratio == pytest.approx(2.0)
-    assert stall.units == (12, 12) and stall.method.startswith("events")
+    # three trials per arm, each its mean over its four events
+    assert stall.units == (3, 3) and stall.method.startswith("trials as units (each trial's")
     assert 1.8 < stall.ci_low < 2.0 < stall.ci_high < 2.2
     assert not found["event_ttft"].significant  # left alone
-    assert effect_status(stall, 0.10) == SIGNIFICANT and unit_word(stall) == "events"
-    six = events_of(list(TWELVE.stall_s[:6]))
-    few = compare_events(six, scaled(six, EVENT_STALL, 2.0), resamples=500, confidence=0.95)
+    assert effect_status(stall, 0.10) == SIGNIFICANT and unit_word(stall) == "trials"
+    six = trials_of(events_of(list(TWELVE.stall_s[:6])), 2)
+    few = compare_events(
+        six, [scaled(t, EVENT_STALL, 2.0) for t in six], resamples=500, confidence=0.95
+    )
     assert few[EVENT_STALL].inconclusive and not few[EVENT_STALL].significant
-    assert units_to_decide(few[EVENT_STALL], 0.10) == MIN_UNITS  # the minimum's events
+    assert "6 events (fewer than 10)" in few[EVENT_STALL].inconclusive
+    # ten events at the two per trial these have: five trials per arm
+    assert units_to_decide(few[EVENT_STALL], 0.10) == 5
 
 
 def test_an_arm_summary_holds_each_mean_within_its_interval():

@@ -118,6 +118,19 @@ def test_the_winner_on_the_stall_states_that_it_made_p50_and_p95_worse(no_slo):
     assert verdict.rule.startswith(
         "no SLO given: the arm significantly best on worst decode gap per prefill wins"
     )
+    # two chances to name a winner (the stall, the long prompts' TTFT): each at 97.5 %
+    assert (
+        "each of the 2 comparisons a winner may be named on (worst decode gap per prefill, "
+        "p50 TTFT (long-prompt)) read at 97.5 % (Bonferroni)"
+    ) in verdict.rule
+    by_metric = {c.metric: c for c in no_slo.result().comparisons}
+    for metric in ("event_stall", "ttft_p50[long-prompt]"):
+        assert "; 97.5 % interval (Bonferroni" in by_metric[metric].method
+    for metric in ("event_lost", "event_ttft", "itl_p50", "ttft_p50[decode]"):
+        assert "Bonferroni" not in by_metric[metric].method  # reported, not decided on
+    # the events nested in their trials: three trials per arm are the units
+    stall = by_metric["event_stall"]
+    assert stall.units == (TRIALS, TRIALS) and stall.method.startswith("trials as units (each")
 
 
 def test_ttft_is_reported_and_weighed_per_request_kind(no_slo):

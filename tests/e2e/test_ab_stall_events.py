@@ -43,8 +43,11 @@ def test_each_prefill_is_an_event_and_the_events_decide(tmp_path: Path):
     assert verdict.unit == "events" and "12 or more per arm" in verdict.unit_reason
     assert (verdict.winner, verdict.decided_by) == (256, ("event_stall",))
     stall = comparison(doc, "event_stall")
-    assert stall.significant and stall.ci_high < 0.5 and stall.units == (12, 12)
-    assert stall.method.startswith("events")
+    # each trial's mean over its 4 events, the 3 trials per arm the units; read at 97.5 %
+    # (one of two chances to name a winner: the stall, the long prompts' TTFT)
+    assert stall.significant and stall.ci_high < 0.5 and stall.units == (3, 3)
+    assert stall.method.startswith("trials as units (each trial's mean over its events)")
+    assert "97.5 % interval (Bonferroni" in stall.method
     for arm in doc.arms:
         assert arm.events is not None
         assert arm.events.count == 12 and arm.events.alone == 0
