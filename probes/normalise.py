@@ -49,6 +49,10 @@ class ServerSeries:
     provenance: dict[str, Provenance]
     sources: dict[str, str | None]
     histograms: dict[str, list[Histogram | None]]
+    #: Why the counters have no baseline (the first scrape came after the first request
+    #: was sent: a page that stalled at the run's start): every increase is then
+    #: unknown with this reason rather than short of the first requests.
+    no_baseline: str | None = None
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -196,6 +200,8 @@ class ServerSeries:
     def increase(self, name: str, start: float | None = None, end: float | None = None) -> Value:
         """Reset-aware increase of a counter over [start, end]."""
         _require(name, Kind.COUNTER)
+        if self.no_baseline is not None:
+            return Value.unknown(self.no_baseline)
         values = self.frame[name][self._rows(start, end, baseline=True)]
         if np.isnan(values).all():
             return Value.unknown(self.sources.get(name) or f"{name} not exposed")
@@ -250,7 +256,10 @@ class ServerSeries:
     def histogram_increase(
         self, name: str, start: float | None = None, end: float | None = None
     ) -> Histogram | None:
-        """Observations made in [start, end], summed across reset-aware steps."""
+        """Observations made in [start, end], summed across reset-aware steps (None
+        without a baseline, ``no_baseline``)."""
+        if self.no_baseline is not None:
+            return None
         hists = [self.histograms[name][i] for i in self._rows(start, end, baseline=True)]
         total: Histogram | None = None
         previous: Histogram | None = None

@@ -29,6 +29,12 @@ from runfmt.rundir import RunDir
 from runtime.child import become_child, say
 from runtime.clock import RunClock
 
+#: How long the load waits for the probes' first samples (from their start): a prompt
+#: ``/metrics`` answers in milliseconds, and its scrape is the counters' baseline before
+#: the first send; a page that stalls does not hold the run's start for a whole scrape
+#: timeout — the load begins, the scrape goes on, journaled ``late``.
+BASELINE_WAIT_S = 1.0
+
 
 def encode_exposition(exposition: Exposition | None) -> dict[str, Any] | None:
     """The first scrape as the ready line carries it (``ProbeProcess`` decodes it)."""
@@ -68,8 +74,14 @@ async def _sample(request: dict[str, Any]) -> None:
     loop.add_reader(sys.stdin.fileno(), _on_stdin, loop, stop)
     for probe in probes.values():
         probe.start()
+    began = loop.time()
     for probe in probes.values():
-        await probe.first_sample()
+        if not await probe.first_sample(max(0.0, began + BASELINE_WAIT_S - loop.time())):
+            probe.status.late(
+                f"first sample still in flight {BASELINE_WAIT_S:g} s after it began: the load "
+                "starts without it (a baseline taken later misses the first requests)",
+                clock.now(),
+            )
     scraper = probes.get(SERVER_METRICS_TABLE)
     first = scraper.first if isinstance(scraper, MetricsScraper) else None
     statuses = {name: probe.status for name, probe in probes.items()}
@@ -85,7 +97,13 @@ def _dicts(statuses: dict[str, ProbeStatus]) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     become_child()
-    asyncio.run(_sample(json.loads(sys.stdin.buffer.readline())))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(_sample(json.loads(sys.stdin.buffer.readline())))
+    # Not ``asyncio.run``: its executor shutdown (and the interpreter's exit) would join a
+    # scrape thread abandoned at the run's end, holding the exit for its whole timeout.
+    # Every journal row is already written (one ``write`` per append) and the last line said.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,12 @@ time. It appends to the run directory's ``server_metrics``, ``gpu`` and ``probe_
 journals, which the parent leaves alone until the child has exited; it then adopts them,
 so that the run's ``close()`` compacts them with the rest.
 
-The child answers with one JSON line once every probe made its first attempt: the
-probes' statuses and the first scrape's samples. Waiting for that line keeps the
-counters' baseline ahead of the first request, and the first scrape the parent reads
+The child answers with one JSON line once every probe made its first attempt, or
+``probe_child.BASELINE_WAIT_S`` (1 s) passed: the probes' statuses and the first
+scrape's samples. Waiting for that line keeps the counters' baseline ahead of the first
+request (a page that stalls does not hold the start: the load begins, the scrape is
+journaled ``late``; at the run's end a scrape still in flight is abandoned,
+``sampling.END_GRACE_S``), and the first scrape the parent reads
 (block size and pool size for the oracle, flavour for ``run.json``) is the very one in
 the journal — a scrape of its own would be another reading, and a parse on the parent's
 loop. Closing its stdin is the stop message: a last sample, a JSON line with the final

@@ -20,6 +20,11 @@ from runfmt.run_sections import ProbeState
 from runfmt.rundir import RunDir, RunWriteError, TableWriter
 from runtime.clock import RunClock
 
+#: How long ``stop()`` lets a sample still in flight at the run's end finish (a healthy
+#: scrape takes milliseconds) before abandoning it, journaled as a failed attempt: a page
+#: that stalls never holds the run's end for a whole scrape timeout.
+END_GRACE_S = 1.0
+
 
 @dataclass
 class ProbeStatus:
@@ -54,6 +59,11 @@ class ProbeStatus:
         reason replaces any earlier one, since it explains every sample missing after it."""
         self.reason = None
         self.fail(reason, t_s)
+
+    def late(self, reason: str, t_s: float | None = None) -> None:
+        """The first sample was still in flight when the load began: journaled, not
+        counted (it may yet succeed, as a baseline taken after the first send)."""
+        self._journal(t_s, "late", reason)
 
     def unavailable(self, reason: str) -> None:
         self.state, self.reason = "unavailable", reason
@@ -129,6 +139,8 @@ class PeriodicProbe:
         self._stop = asyncio.Event()
         self._ticked = asyncio.Event()
         self._task: asyncio.Task | None = None
+        #: When the sample in flight began (run clock); None between samples.
+        self._tick_began: float | None = None
 
     def available(self) -> bool:
         return True
@@ -152,27 +164,53 @@ class PeriodicProbe:
         return self._task
 
     async def _tick(self) -> Any:
+        self._tick_began = self.clock.now()
         try:
             return await self.tick()
         finally:
+            self._tick_began = None
             self._ticked.set()
 
-    async def first_sample(self) -> None:
-        """Wait until the first sample was attempted (at once when not started)."""
-        if self._task is not None:
-            waiter = asyncio.ensure_future(self._ticked.wait())
-            await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
+    async def first_sample(self, timeout_s: float | None = None) -> bool:
+        """Wait until the first sample was attempted (at once when not started), or at
+        most ``timeout_s``; whether it was."""
+        if self._task is None:
+            return True
+        waiter = asyncio.ensure_future(self._ticked.wait())
+        await asyncio.wait(
+            {waiter, self._task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        waiter.cancel()
+        return self._ticked.is_set() or self._task.done()
 
-    async def stop(self) -> None:
-        """Take one last sample and stop; an unexpected error is recorded, not raised."""
+    async def stop(self, grace_s: float = END_GRACE_S) -> None:
+        """Take one last sample and stop; an unexpected error is recorded, not raised. A
+        sample in flight for ``grace_s`` once the run has ended is abandoned (a failed
+        attempt): one that stalled long before the stop is abandoned at once."""
         self._stop.set()
         if self._task is not None:
-            try:
-                await self._task
-            except Exception as exc:  # a probe must never fail the run
+            while not self._task.done():
+                began = self._tick_began
+                left = grace_s if began is None else began + grace_s - self.clock.now()
+                await asyncio.wait({self._task}, timeout=max(left, 0.0))
+                if not self._task.done() and began is not None and began is self._tick_began:
+                    await self._abandon(self.clock.now() - began)
+            if not self._task.cancelled() and self._task.exception() is not None:
+                exc = self._task.exception()  # a probe must never fail the run
                 self.status.fail(f"{self.status.probe} stopped: {type(exc).__name__}: {exc}")
         await self.aclose()
+
+    async def _abandon(self, in_flight_s: float) -> None:
+        """Cancel the sample in flight at the run's end and journal it as failed."""
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self.status.fail(
+            f"{self.status.probe} sample abandoned at the run's end: in flight for "
+            f"{in_flight_s:.1f} s",
+            self.clock.now(),
+        )
 
     async def __aenter__(self) -> PeriodicProbe:
         self.start()

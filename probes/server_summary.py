@@ -29,7 +29,10 @@ server counted and ``note`` says the two disagree.
 Counters are taken over the whole scraped span (the scraper starts before the first
 request and takes a last scrape after the last), so warm-up requests are in the server's
 counts; the oracle's expectation is therefore over every request sent, warm-up included.
-Anything else hitting the server during the run is in its counters too.
+Anything else hitting the server during the run is in its counters too. A first scrape
+taken after the first request was sent (a page that stalled when the load began, which
+does not wait for it) is no baseline: every counter's increase is then unknown, saying
+so, rather than short of the first requests; gauges' levels stand.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from probes.latency import (
 from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunk_parts
 from runfmt.codec import absent, frozen_map
-from runfmt.columns import Table, factorize
+from runfmt.columns import Table, factorize, numbers
 from runfmt.run_sections import ProbeState
 from runfmt.summary_server import Histogram as LatencyHistogram
 from runfmt.summary_server import (
@@ -260,6 +263,27 @@ def _last_response_s(requests: Table | Parts) -> float:
     return max((window_bounds(part)[1] for part in parts_of(requests)()), default=-math.inf)
 
 
+def _first_send_s(requests: Table | Parts) -> float:
+    """When the run's first request was sent (run clock); inf when none was."""
+    sent = (numbers(part, "sent_s") for part in parts_of(requests)())
+    return min((float(np.nanmin(s)) for s in sent if np.isfinite(s).any()), default=math.inf)
+
+
+def _without_late_baseline(series: ServerSeries, requests: Table | Parts) -> ServerSeries:
+    """``series``, its counters marked baseline-less when its first scrape is later than
+    the first send (their increases would miss the first requests)."""
+    first_scrape, first_send = float(series.t_s.min()), _first_send_s(requests)
+    if first_scrape <= first_send:
+        return series
+    return replace(
+        series,
+        no_baseline=(
+            f"no baseline: the first scrape (t={first_scrape:.2f} s) came after the first "
+            f"request was sent (t={first_send:.2f} s), so the counters miss the first requests"
+        ),
+    )
+
+
 def server_summary(
     series: ServerSeries | None,
     requests: Table | Parts,
@@ -280,6 +304,8 @@ def server_summary(
             extra=absent("observed_minus_expected"),  # nothing observed to compare
         )
         return ServerSection(source, probe, False, reason=reason, prefix=prefix)
+    if source == "scrape":  # a Prometheus range starts at the load's start, by construction
+        series = _without_late_baseline(series, requests)
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     observed = _ratio(hits, queries)
     client = client_maxima(requests, chunks)

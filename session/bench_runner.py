@@ -9,7 +9,8 @@ What ``prefillscope bench`` does, and what ``diagnose ab`` repeats per arm:
 4. create the run directory and write ``run.json`` (``status: running``);
 5. start the probes — ``/metrics`` scraping and GPU sampling, in a child process
    (``probes.probe_process``) so that their CPU never delays a send or a read — and
-   wait for their first sample, so counters have a baseline before the first request;
+   wait for their first sample, so counters have a baseline before the first request
+   (at most 1 s: a page that stalls is journaled ``late`` and the load starts);
 6. run the prefix oracle's one pass (``session.bench_oracle.RunOracle``), with the block
    size and pool size the server's metrics report (infinite pool when unknown): over
    the plan before sending it, or over what was recorded once the run is over when

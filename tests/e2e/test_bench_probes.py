@@ -7,7 +7,9 @@ state and reason, and the summary's ``server`` section says ``unknown`` with tha
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import fault_server
@@ -16,7 +18,9 @@ from bench_support import bench, bench_cli, read_json
 from probe_servers import PrometheusServer, free_port
 
 from perfmodel.config import EngineConfig
+from probes.probe_process import ProbeProcess
 from runfmt.tables import RunTables
+from session import bench_runner
 from simengine.embedded import EmbeddedServer
 
 SMALL = {"num_requests": 12, "rate": 20}
@@ -196,3 +200,49 @@ def test_a_server_without_a_metrics_page_is_told_once_and_not_scraped(tmp_path: 
     assert RunTables(run).server_metrics.empty
     server = outcome.summary.to_json()["server"]
     assert server["available"] is False and "HTTP 404" in server["reason"]
+
+
+def test_a_stalling_metrics_page_never_holds_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/metrics`` answers detection, then stalls every scrape (30 s timeout here): the
+    load starts while the baseline scrape is still in flight (journaled ``late``), and at
+    the run's end the stalled scrape is abandoned (journaled ``failed``). A 1-s run ends
+    well within one scrape timeout; before, its start waited a whole timeout for the
+    baseline and its end for the rest of the one in flight (≥ 60 s here, 10.8 s at 5 s)."""
+    monkeypatch.setattr(bench_runner, "ProbeProcess", partial(ProbeProcess, timeout_s=30.0))
+    proc, url = fault_server.start("stall-metrics")
+    run = tmp_path / "run"
+    began = time.monotonic()
+    try:
+        outcome = bench(
+            "shared-prefix",
+            run,
+            endpoint=url,
+            model=fault_server.MODEL,
+            vocab_size=32000,
+            cache_protocol="warm",
+            overrides={"prefix_len": 16, "suffix_len": 8, "output_len": 4}
+            | {"concurrency": 2, "duration": 1},
+        )
+    finally:
+        took = time.monotonic() - began
+        proc.kill()
+        proc.wait()
+    print(f"1-s bench against a stalling /metrics (30-s scrape timeout) took {took:.1f} s")
+    assert outcome.status == "complete"
+    assert took < 20.0  # one scrape timeout is 30 s; before, two of them
+    requests = RunTables(run).requests
+    assert len(requests) > 0 and requests["status"].eq("ok").all()
+    status = read_json(run, "run.json")["probes"]["server_metrics"]["status"]
+    assert status["state"] == "failed" and (status["ok"], status["failed"]) == (0, 1)
+    assert "abandoned at the run's end" in status["reason"]
+    events = RunTables(run).probe_events
+    scraper = events[events["probe"] == "server_metrics"]
+    assert scraper["event"].tolist() == ["late", "failed"]
+    late_s, abandoned_s = scraper["t_s"].tolist()
+    assert late_s < requests["sent_s"].min()  # the load did not wait for the baseline
+    assert abandoned_s < requests["end_s"].max() + 10.0  # nor the end for the stalled scrape
+    assert RunTables(run).server_metrics.empty
+    server = outcome.summary.to_json()["server"]
+    assert server["available"] is False and "abandoned" in server["reason"]

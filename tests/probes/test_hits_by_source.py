@@ -20,13 +20,30 @@ SCRAPES = {
 }
 
 
-def _server(fixtures_dir, flavour: str) -> dict:
+def _server(fixtures_dir, flavour: str, requests: pd.DataFrame | None = None) -> dict:
     texts = [(fixtures_dir / name).read_text() for name in SCRAPES[flavour]]
     mapping = builtin_mapping(flavour)
     series = ServerSeries.from_snapshots(
         [0.0, 30.0], [mapping.snapshot(parse_exposition(text)) for text in texts]
     )
-    return encode(server_summary(series, pd.DataFrame()))
+    return encode(server_summary(series, pd.DataFrame() if requests is None else requests))
+
+
+def test_a_first_scrape_after_the_first_send_is_no_baseline(fixtures_dir):
+    """The same two scrapes (t=0 s and 30 s): with the first request sent at 5 s the first
+    scrape is the counters' baseline; sent at -1 s (the load began while a stalling page's
+    scrape was in flight) it is not, and every increase is unknown, saying why, rather
+    than short of the first requests; a gauge's level stands."""
+    on_time = _server(fixtures_dir, "vllm", pd.DataFrame({"sent_s": [5.0, 20.0]}))
+    assert on_time["prefix"]["hits"]["value"] == 2432.0
+    late = _server(fixtures_dir, "vllm", pd.DataFrame({"sent_s": [-1.0, 20.0]}))
+    for counter in (late["prefix"]["hits"], late["prefix"]["queries"], late["prompt_tokens"]):
+        assert counter["value"] is None
+        assert "no baseline: the first scrape (t=0.00 s)" in counter["source"]
+        assert "first request was sent (t=-1.00 s)" in counter["source"]
+    assert late["hits_by_source"]["reported"] is False
+    assert late["ttft_s"]["count"] is None and on_time["ttft_s"]["count"] > 0
+    assert late["running"] == on_time["running"]  # a gauge needs no baseline
 
 
 def test_vllm_reports_its_hits_by_tier_and_source(fixtures_dir):

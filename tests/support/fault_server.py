@@ -11,8 +11,11 @@ instead: ``die-after:N`` answers N completions well, then the process exits (eve
 connection refused: a server that died mid-run); ``lying-cache`` answers every request
 well but reports its whole prompt as cached, fresh prompts too (``cached_tokens`` that
 contradict themselves). ``negative-completion`` reports ``completion_tokens: -3`` on
-every other request. A separate process, so a test can
-SIGKILL it mid-run and ``prefillscope bench --endpoint`` drives it as it would a server.
+every other request. ``stall-metrics`` answers every completion well and serves a
+``/metrics`` page whose first GET (the bench's detection) is answered and every later
+one stalls after its headers and a few bytes (``/metrics`` is 404 under every other
+fault). A separate process, so a test can SIGKILL it mid-run and ``prefillscope bench
+--endpoint`` drives it as it would a server.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from loadgen_servers import _event, _start_stream
 
 MODEL = "fault-model"
+#: The ``stall-metrics`` fault's page (when it answers).
+METRICS_PAGE = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
 #: The messages the faults carry, which the client must keep on its rows.
 MESSAGES = {
     "429": "rate limited: 3 requests in flight, limit 2",
@@ -148,7 +153,7 @@ def app(fault: str) -> web.Application:
         if fault.startswith("die-after:") and index >= int(fault.split(":")[1]):
             os._exit(0)  # the server dies: this request is cut, every later one refused
         every = fault == "all-5xx" or (fault == "all-5xx-after-first" and index > 0)
-        well = ("none", "nonsense-usage", "lying-cache", "negative-completion")
+        well = ("none", "nonsense-usage", "lying-cache", "negative-completion", "stall-metrics")
         if not (fault in well or fault.startswith("die-after:")) and (every or index % 2 == 1):
             return await _fault(fault, request, events)
         resp = await _start_stream(request)
@@ -158,7 +163,21 @@ def app(fault: str) -> web.Application:
         await resp.write_eof()
         return resp
 
+    scrapes = itertools.count()
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain; version=0.0.4"})
+        await resp.prepare(request)
+        await resp.write(METRICS_PAGE[:20])
+        if next(scrapes) > 0:
+            await asyncio.sleep(3600)  # the rest of the page never comes
+        await resp.write(METRICS_PAGE[20:])
+        await resp.write_eof()
+        return resp
+
     application = web.Application()
+    if fault == "stall-metrics":
+        application.router.add_get("/metrics", metrics)
     application.router.add_get("/v1/models", models)
     application.router.add_post("/v1/completions", completions)
     return application
