@@ -18,7 +18,10 @@ run whose share is beyond twice that (``LATE_SHARE``, 20 %: a fifth of its tail 
 machine's) ran late whatever it is compared with (seen: one arm's ITL p99 237 ms against
 69 ms in the next run of the same A/B, its client healthy). On an idle 2-core machine
 the interference A/B's 512 arm shows about 7 % (its ITL p99 the smallest), the 4096 arm
-about 1 %.
+about 1 %; a faster configuration (ITL p99 ~25 ms) 10–25 % in every trial alike. So bench
+warns beyond ``LATE_SHARE``, while an A/B weighs each trial against the others' median
+(``diagnose.ab_conditions``): a lateness all trials share dilutes a ratio but cannot make
+one, up to ``DILUTED_SHARE``.
 """
 
 from __future__ import annotations
@@ -36,8 +39,12 @@ ITL_KEY = ITL.key
 #: The most two runs' step lateness shares (lateness p99 over ITL p99) may differ by: the
 #: smallest effect an A/B calls (the module docstring).
 LATENESS_SHARE = 0.10
-#: The share beyond which one run ran late, whatever it is compared with.
+#: The share beyond which one run ran late, whatever it is compared with (bench's warning).
 LATE_SHARE = 2 * LATENESS_SHARE
+#: The share beyond which the machine's lateness may hide an effect, even when every run
+#: shares it: a common lateness L dilutes an ITL p99 ratio 1 + e to about 1 + e(1 − share),
+#: so past half the tail an effect twice the smallest an A/B calls can fall under it.
+DILUTED_SHARE = 0.5
 
 
 @dataclass(frozen=True)

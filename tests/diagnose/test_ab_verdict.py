@@ -263,7 +263,7 @@ def test_a_starved_engine_refuses_the_verdict_while_the_client_stays_calm():
     assert pace.matched is False
     assert pace.detail == (
         "the engine ran late in 3 of 6 trials: step lateness p99 up to 170 ms (72% of that "
-        "trial's ITL p99 237 ms, arm 4096), beyond 20%"
+        "trial's ITL p99 237 ms, arm 4096), beyond 50%"
     )
     assert pace.values["4096"][0]["lateness_p99_s"] == 0.17
     verdict = decide(decision({512: (69, 200), 4096: (237, 150)}), conditions)
@@ -299,6 +299,27 @@ def test_the_engine_late_in_one_arm_only_is_uneven_even_within_the_bound():
         fact(1, lateness_p99_s=0.0005) for _ in range(3)
     ]
     assert checks(idle)["engine_pace"] is True
+
+
+def test_one_starved_trial_is_judged_against_the_others_not_against_a_fixed_share():
+    # an idle machine's fast configuration: every trial 10-24 % of its ITL p99 25 ms alike
+    shares = (0.10, 0.24, 0.16, 0.22, 0.13, 0.19)
+    shared = [
+        fact(i % 2, lateness_p99_s=share * 0.025, itl_p99_s=0.025) for i, share in enumerate(shares)
+    ]
+    assert checks(shared)["engine_pace"] is True
+    # one of those trials starved: 40 % against the six trials' median 19 %, 21 points above
+    starved = [*shared[:5], fact(1, lateness_p99_s=0.010, itl_p99_s=0.025)]
+    conditions = check_conditions(starved, ["A", "B"], 3, DEFAULT_TOLERANCES)
+    pace = next(c for c in conditions.checks if c.name == "engine_pace")
+    assert pace.matched is False
+    assert pace.detail == (
+        "the engine ran late in 1 of 6 trials: step lateness p99 up to 10 ms (40% of that "
+        "trial's ITL p99 25 ms, arm B), 21 points above the trials' median 19%"
+    )
+    # a lateness every trial shares beyond half the tail is refused all the same
+    drowned = [fact(i % 2, lateness_p99_s=0.014, itl_p99_s=0.025) for i in range(6)]
+    assert checks(drowned)["engine_pace"] is False
 
 
 def test_a_server_that_publishes_no_lateness_is_unknown_not_failed():
