@@ -39,6 +39,7 @@ from workloads.family import (
     schedule,
     unique_requests,
 )
+from workloads.limits import MAX_TOKENS
 from workloads.params import choice, dist, number, option
 from workloads.plan import PackedRequests, Plan, Prompt, RequestSpec, Segment
 from workloads.seeding import derive_key, rng
@@ -138,6 +139,24 @@ def sharegpt_entries(path: Path) -> list[Entry]:
     return entries
 
 
+def _answer_limit(obj: dict[str, Any], path: Path, line: int) -> int | None:
+    """A line's ``max_tokens`` (or ``output_len``): a whole number of tokens up to
+    ``MAX_TOKENS``; absent, null or 0 leave the workload's ``output_len`` to decide."""
+    field_ = "max_tokens" if "max_tokens" in obj else "output_len"
+    limit = obj.get(field_)
+    whole = isinstance(limit, int) and not isinstance(limit, bool)
+    if limit is None or (whole and limit == 0):
+        return None
+    if whole and 0 < limit <= MAX_TOKENS:
+        return limit
+    raise InputError(
+        "--dataset",
+        f"{path} line {line}: {field_} must be a whole number of tokens from 1 to "
+        f"{MAX_TOKENS:,}, got {json.dumps(limit)[:40]}",
+        f"give {field_} as a whole number, or leave it out (or 0) for --set output_len",
+    )
+
+
 def jsonl_entries(path: Path) -> list[Entry]:
     """Every line's prompt or messages, and its answer length when it gives one."""
     entries = []
@@ -150,8 +169,7 @@ def jsonl_entries(path: Path) -> list[Entry]:
             raise InputError("--dataset", f"{path} line {number_}: not JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise InputError("--dataset", f"{path} line {number_}: not a JSON object")
-        limit = obj.get("max_tokens", obj.get("output_len"))
-        limit = limit if isinstance(limit, int) and limit > 0 else None
+        limit = _answer_limit(obj, path, number_)
         messages = obj.get("messages")
         if isinstance(messages, list) and messages and all(_is_message(m) for m in messages):
             entries.append(Entry(None, tuple(messages), max_tokens=limit))

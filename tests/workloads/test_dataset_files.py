@@ -59,6 +59,28 @@ def test_a_jsonl_line_without_a_prompt_names_its_line(tmp_path):
     assert err.value.field == "--dataset" and f"{path} line 2: no prompt" in err.value.problem
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_tokens", 10**30),
+        ("max_tokens", -3),
+        ("output_len", 2.5),
+        ("max_tokens", "12"),
+        ("output_len", 10**8 + 1),
+        ("max_tokens", True),
+    ],
+)
+def test_an_absurd_answer_length_is_refused_naming_its_line_and_field(tmp_path, field, value):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"prompt": "a"}) + "\n" + json.dumps({"prompt": "b", field: value}))
+    with pytest.raises(InputError) as err:
+        jsonl_entries(path)
+    assert err.value.field == "--dataset"
+    assert err.value.problem.startswith(
+        f"{path} line 2: {field} must be a whole number of tokens from 1 to 100,000,000, got "
+    )
+
+
 def test_random_range_ratio_spreads_lengths_around_the_input_len():
     spec = load_spec("random", {"input_len": 100, "range_ratio": 0.1, "num_requests": 200})
     lengths = [r.prompt_len for r in build_random(spec)]
