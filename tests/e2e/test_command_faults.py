@@ -29,6 +29,11 @@ from session.exit_status import EXIT_REQUESTS_FAILED
 
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()"]
 SERVER_FLAGS = ["--backend", "vllm", "--model", fault_server.MODEL, "--vocab-size", "32000"]
+#: A tiny shared-prefix plan, no server metrics or GPU telemetry: runs against the fault server.
+TINY_PLAN = [
+    "--no-server-metrics", "--gpu-telemetry", "off", "--workload", "shared-prefix",
+    "--set", "groups=1", "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+]  # fmt: skip
 
 
 def cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -57,9 +62,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     proc, url = fault_server.start("none")
     try:
         done = cli(
-            "bench", "--endpoint", url, *SERVER_FLAGS, "--no-server-metrics",
-            "--gpu-telemetry", "off", "--workload", "shared-prefix", "--set", "groups=1",
-            "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+            "bench", "--endpoint", url, *SERVER_FLAGS, *TINY_PLAN,
             "--num-requests", "12", "--concurrency", "2", "--out", str(out),
         )  # fmt: skip
     finally:
@@ -227,9 +230,7 @@ def test_a_sweep_against_a_server_that_dies_says_where_it_stopped_and_why(tmp_pa
     proc, url = fault_server.start("die-after:30")
     try:
         done = cli(
-            "sweep", "--endpoint", url, *SERVER_FLAGS, "--no-server-metrics",
-            "--gpu-telemetry", "off", "--workload", "shared-prefix", "--set", "groups=1",
-            "--set", "prefix_len=16", "--set", "suffix_len=8", "--set", "output_len=4",
+            "sweep", "--endpoint", url, *SERVER_FLAGS, *TINY_PLAN,
             "--rates", "10,20", "--num-requests", "20", "--out", str(tmp_path / "sweep"),
         )  # fmt: skip
     finally:
