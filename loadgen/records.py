@@ -7,7 +7,11 @@ Times are seconds from the run's t=0 on the monotonic clock. Unknown values are
 is not a server that reported zero.
 
 The server's ``usage`` is kept as it said it, but checked (``usage_suspect``): a count
-below zero, more cached tokens than prompt tokens, or a completion count that parts from
+below zero, more cached tokens than prompt tokens, the whole prompt reported cached (no
+server can: the last prompt token is computed to give the first output token's logits —
+vLLM caps a prefix hit at the request's tokens − 1, SGLang its matched prefix at the
+input − 1, llama.cpp re-evaluates at least one token; so does ``workloads.prefix``), or a
+completion count that parts from
 the tokens the stream carried by more than its counting method allows
 (``STREAM_SLACK``) flag the row with the reason, and the summary leaves such rows out of
 the prefix hit rates (``probes.latency``).
@@ -161,6 +165,8 @@ def usage_suspect(
     ]
     if cached is not None and prompt is not None and cached > prompt >= 0:
         why.append(f"cached_tokens > prompt_tokens ({cached} > {prompt})")
+    elif cached is not None and prompt is not None and cached == prompt > 0:
+        why.append(f"cached_tokens = prompt_tokens ({cached}: the last one is always computed)")
     slack = STREAM_SLACK.get(method)
     if slack is not None and completion is not None and completion >= 0:
         below, above = slack

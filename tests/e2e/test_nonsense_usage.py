@@ -78,3 +78,30 @@ def test_the_embedded_engines_usage_is_never_suspect(tmp_path: Path) -> None:
     assert requests["usage_suspect"].isna().all() and requests["cached_tokens"].notna().all()
     assert outcome.summary.to_json()["usage_suspect"] == {"requests": 0, "of": 12, "kinds": {}}
     assert "usage_suspect_excluded" not in outcome.summary.to_json()["prefix"]
+
+
+@pytest.mark.slow
+def test_a_server_reporting_whole_prompts_cached_is_flagged_not_believed(tmp_path: Path) -> None:
+    """``--fault lying-cache``: every request well answered but its whole prompt reported
+    cached, the first (nothing before it to share) too. No server caches the last prompt
+    token (it is computed for the first output token's logits), so each row is flagged,
+    the warning says so, and the observed hit rate is not the server's 100 %. Before, bench
+    wrote ``observed_hit_rate`` 1.0 with no word."""
+    out = tmp_path / "run"
+    proc, url = fault_server.start("lying-cache")
+    try:
+        done = bench_cli("--endpoint", url, *BENCH, "--out", str(out))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert done.returncode == 0, done.stderr
+    (warning,) = [line for line in done.stderr.splitlines() if "impossible usage" in line]
+    print(warning)
+    assert f"{REQUESTS} of {REQUESTS} completed requests" in warning
+    assert f"cached_tokens = prompt_tokens ×{REQUESTS}" in warning
+    requests = requests_table(out)
+    assert (requests["cached_tokens"] == requests["prompt_tokens"]).all()  # kept as said
+    assert requests["usage_suspect"].str.contains("the last one is always computed").all()
+    prefix = json.loads((out / "summary.json").read_text())["prefix"]
+    assert prefix["observed_hit_rate"] is None
+    assert f"{REQUESTS} left out as usage_suspect" in prefix["observed_reason"]

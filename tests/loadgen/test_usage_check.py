@@ -14,6 +14,7 @@ from loadgen.adapters.openai import OpenAIStream
 from loadgen.records import suspect_kind, usage_suspect
 
 APART = "completion_tokens != streamed tokens"
+WHOLE = "cached_tokens = prompt_tokens"
 
 
 @pytest.mark.parametrize(
@@ -22,6 +23,9 @@ APART = "completion_tokens != streamed tokens"
         ((100, 8, 40), 8, "usage", None),
         ((100, 9, 0), 8, "usage", None),  # a stop token the final usage adds
         ((100, 8, 140), 8, "usage", "cached_tokens > prompt_tokens (140 > 100)"),
+        ((100, 8, 99), 8, "usage", None),  # the most a server can have cached
+        ((100, 8, 100), 8, "usage", f"{WHOLE} (100: the last one is always computed)"),
+        ((0, 8, 0), 8, "usage", None),  # an empty prompt: nothing cached, nothing claimed
         ((-5, 8, 0), 8, "usage", "negative prompt_tokens (-5)"),
         ((100, 8, -1), 8, "usage", "negative cached_tokens (-1)"),
         ((100, 48, 0), 8, "usage", f"{APART} (48 vs 8 counted by usage)"),
