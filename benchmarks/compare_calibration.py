@@ -232,7 +232,7 @@ def quick_start(workload: str, size: int, rate: float, pairs: int, first_seed: i
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
-def stalls(pairs: int, long_prompts: int) -> None:
+def stalls(pairs: int, long_prompts: int, first_seed: int = 0) -> None:
     started = time.perf_counter()
     streams = math.ceil(long_prompts * 2 / 10 * 1.5) + 2  # each stream outlasts the prompts
     params = STALL_TRAFFIC | {"num_requests": long_prompts, "stream_requests": streams}
@@ -245,7 +245,8 @@ def stalls(pairs: int, long_prompts: int) -> None:
     aa, forward, reverse = [], [], []
     planted: dict[float, list[CompareResult]] = {f: [] for f in PLANTED_STALL}
     for pair in range(pairs):
-        base, again, raised = run(2 * pair, low), run(2 * pair + 1, low), run(2 * pair + 1, high)
+        seed = first_seed + 2 * pair
+        base, again, raised = run(seed, low), run(seed + 1, low), run(seed + 1, high)
         aa.append(compared(base, again, gates, pair, draws=True))
         forward.append(compared(base, raised, gates, pair, draws=True))
         reverse.append(compared(raised, base, gates, pair, draws=True))
@@ -253,7 +254,8 @@ def stalls(pairs: int, long_prompts: int) -> None:
             rows.append(compared(base, planted_stall(again, factor), gates, pair, draws=True))
     print(
         f"\ninterference on {STALL_GPU}: {long_prompts} long prompts of 14k tokens amid 10 "
-        f"decode streams, budget {low}; {pairs} different-seed pairs"
+        f"decode streams, budget {low}; {pairs} different-seed pairs (seeds {first_seed}-"
+        f"{first_seed + 2 * pairs - 1})"
     )
     for m in STALL_METRICS:
         print(
@@ -291,7 +293,10 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="arrivals per second")
     parser.add_argument("--pairs", type=int, default=None, help="A/A pairs (default 20; --full 40)")
     parser.add_argument(
-        "--first-seed", type=int, default=0, help="the first pair's seed, past 1000 x size (0)"
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first pair's seed, past 1000 x size; the stall pairs' first (0)",
     )
     parser.add_argument("--long-prompts", type=int, default=12, help="long prompts per stall run")
     parser.add_argument(
@@ -307,7 +312,7 @@ def main() -> None:
         quick_start(args.workload, size, args.rate, pairs, args.first_seed)
     stall_pairs = pairs if args.stall_pairs is None else args.stall_pairs
     if stall_pairs:
-        stalls(stall_pairs, args.long_prompts)
+        stalls(stall_pairs, args.long_prompts, args.first_seed)
 
 
 if __name__ == "__main__":

@@ -71,12 +71,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from diagnose.gate import FAIL, INCONCLUSIVE, CompareResult, Gate, MetricResult
+from diagnose.draws import grid_variance
+from diagnose.gate import (
+    FAIL,
+    INCONCLUSIVE,
+    NOT_SIGNIFICANT,
+    CompareResult,
+    Gate,
+    MetricResult,
+)
 from diagnose.metrics import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -89,7 +98,7 @@ from diagnose.metrics import (
 )
 from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
 from probes.latency import measured_window, request_latencies, throughput_bins
-from probes.stall_events import RunStalls, run_stalls
+from probes.stall_events import STALL_FACTOR, RunStalls, run_stalls
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
@@ -150,12 +159,24 @@ class RunSamples:
         if spec.source in THROUGHPUTS:
             return Sample.of(self.throughput[spec.source])
         if spec.source in STALL_SOURCES:
-            return Sample.of(self.stalls.values(spec.source))
+            values = self.stalls.values(spec.source)
+            if not draws or spec.source != STALL_SOURCES[0] or not len(values):
+                return Sample.of(values)
+            return Sample.of(values, level_variance=self.grid_variance())
         if not draws or self.starts_s is None:
             return Sample.of(self.latencies[spec.source])
         lifetimes = self.latencies["e2e_s"].to_numpy(float)
         blocks = request_blocks(self.starts_s, lifetimes, DRAW_BLOCK_LIFETIMES)
         return Sample.of(self.latencies[spec.source], blocks)
+
+    def grid_variance(self) -> float:
+        """The log variance of the mean worst stall gap that the phase of this run's chunk
+        grid sets (``diagnose.draws.grid_variance``: stall gaps as ``probes.stall_events``
+        counts them, longer than ``STALL_FACTOR`` normal steps)."""
+        events = self.stalls.events
+        threshold = STALL_FACTOR * events.normal_s
+        level = float(np.mean(events.stall_s)) if len(events) else math.nan
+        return grid_variance(self.gaps.gap_s, self.gaps.request, threshold, level)
 
     @property
     def completed(self) -> int:
@@ -321,12 +342,47 @@ def _few_streams(runs: tuple[RunSamples, RunSamples]) -> tuple[str, int] | None:
 
 
 def _row(
-    spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
+    spec: MetricSpec,
+    c: Comparison,
+    gate: Gate | None,
+    runs: tuple[RunSamples, RunSamples],
+    draws: bool = False,
+    confidence: float = CONFIDENCE,
 ) -> MetricResult:
     """A row: what is missing, and the run size that would decide it; a pooled ITL
-    quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``)."""
+    quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``);
+    for different draws, a worst-gap change within the runs' chunk grids (``_grid_view``)."""
     row = _decided_row(spec, c, gate, runs)
-    return _stall_view(row, runs) if spec.source == GAPS else row
+    if spec.source == GAPS:
+        return _stall_view(row, runs)
+    if draws and spec.source == STALL_SOURCES[0]:
+        return _grid_view(row, runs, confidence)
+    return row
+
+
+def _grid_view(
+    row: MetricResult, runs: tuple[RunSamples, RunSamples], confidence: float
+) -> MetricResult:
+    """A worst-gap row of different draws that is not significant and whose change lies
+    within the phase of the runs' chunk grids (``diagnose.draws.grid_variance``): one
+    pair of runs cannot tell a change that small from a draw's level, so the row says so
+    and what would decide."""
+    c = row.comparison
+    levels = [run.grid_variance() for run in runs]
+    if row.status != NOT_SIGNIFICANT or not sum(levels) > 0 or not c.ratio > 0:
+        return row
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)  # the levels are known: no t quantile
+    band = math.expm1(z * math.sqrt(sum(levels)))
+    if abs(math.log(c.ratio)) > math.log1p(band):
+        return row
+    steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
+    note = (
+        f"inconclusive within ±{band:.1%}: each run's worst gaps sit on a grid of chunk "
+        f"steps whose phase the whole run shares (one chunk grows the stall step by "
+        f"{steps}), so one pair of runs cannot tell a change this small from another "
+        f"draw's level; repeated runs as trials (diagnose ab) would decide it"
+    )
+    return replace(row, note=note)
 
 
 def _stall_text(stalls: RunStalls) -> str:
@@ -485,7 +541,9 @@ def compare_samples(
             effective_dof=source != GAPS,
         )
         comparisons |= {c.metric: c for c in found}
-    rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]
+    different = draws is not None
+    gated = [(s, comparisons[s.name], gate_of.get(s.name)) for s in specs]
+    rows = [_row(*g, (base, new), different, confidence) for g in gated]
     labels = tuple(
         dict(r.run.info.labels) if r.run is not None and r.run.info else {} for r in (base, new)
     )

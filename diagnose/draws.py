@@ -109,6 +109,40 @@ def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
     return float(np.var(logs, ddof=1)) / batches, batches - 1
 
 
+def grid_variance(
+    gap_s: np.ndarray, request: np.ndarray, threshold_s: float, level_s: float
+) -> float:
+    """The variance of the log of a run's mean worst stall gap that the phase of its chunk
+    grid sets (the module docstring's "a level a whole run shares"): the growth of the
+    stall step from one chunk to the next, ``d`` = |the median, over every stream's
+    consecutive gaps both longer than ``threshold_s``, of the second less the first|;
+    one grid step as a share of the run's mean worst gap ``level_s``, its phase uniform
+    over the step: (d / level)² / 12. ``gap_s`` / ``request`` are the run's ITL gaps and
+    the request each belongs to, each request's gaps together and in time order. 0 with
+    fewer than two such pairs or no level."""
+    gap_s, request = np.asarray(gap_s, float), np.asarray(request)
+    if gap_s.size < 2 or not (math.isfinite(level_s) and level_s > 0):
+        return 0.0
+    stalled = gap_s > threshold_s
+    pairs = (request[1:] == request[:-1]) & stalled[1:] & stalled[:-1]
+    if pairs.sum() < 2:
+        return 0.0
+    growth = abs(float(np.median(np.diff(gap_s)[pairs])))
+    return (growth / level_s) ** 2 / 12.0
+
+
+def with_level(part: tuple[float, int] | None, level: float) -> tuple[float, float] | None:
+    """A run's batch-means ``part`` (variance, degrees of freedom) with its run-wide
+    ``level`` variance added, a variance known from the model (uniform phase), not
+    estimated: Satterthwaite's degrees of freedom for the sum (infinite for the level
+    alone)."""
+    if part is None or not level > 0:
+        return part
+    variance, dof = part
+    total = variance + level
+    return total, (total**2 / (variance**2 / dof) if variance > 0 else math.inf)
+
+
 def unit_scores(sample: Sample, stat: str) -> np.ndarray:
     """Each unit's share of the estimating equation of ``stat``, in unit order: for a
     mean, the sum of its values' deviations from the mean; for a quantile q, the count of
@@ -223,7 +257,8 @@ def draw_widening(
     variance = sum(p[0] for p in parts)
     if not variance > 0:
         return log_ratios, 1.0
-    dof = variance**2 / sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
+    spread = sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
+    dof = variance**2 / spread if spread > 0 else math.inf  # known variances only
     half = float(sps.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(variance)
     alpha = 1.0 - confidence
     low, high = quantiles(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
@@ -260,8 +295,12 @@ def between_draws(
         ]
     logs, studentized = draw_widening(logs, parts, confidence)
     batched = 1.0
+    levels = [x.level_variance for x in samples]
     if batch_means:
-        batch_parts = [draw_variance(x, stat) for x in samples]
+        batch_parts = [
+            with_level(draw_variance(x, stat), level)
+            for x, level in zip(samples, levels, strict=True)
+        ]
         logs, batched = draw_widening(logs, batch_parts, confidence)
     if studentized * batched <= 1.0:
         return ratios, method
@@ -276,8 +315,14 @@ def between_draws(
             f"with its units' autocorrelation ({lags} lags; {dofs} dof)"
         )
     if batched > 1.0:
-        batches = ", ".join(str(p[1] + 1) for p in batch_parts if p is not None)
+        batches = ", ".join(str(draw_batches(x.n_units)) for x in samples)
         reasons.append(f"{batched:.2f}x by the spread between time batches of each run ({batches})")
+        if any(level > 0 for level in levels):
+            steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
+            reasons[-1] += (
+                f" and the phase of its chunk grid (one chunk's growth of the stall step: "
+                f"{steps} of the worst gap, shared by the whole run)"
+            )
     with np.errstate(over="ignore"):
         widened = np.exp(logs)
     return widened, f"{method}, widened {' then '.join(reasons)}: the seeds differ"
