@@ -44,9 +44,13 @@ has a dozen long prompts) to resample in blocks, yet they are correlated: long p
 that arrive faster than they are served queue behind one another and share the gaps they
 overlap. Their interval is widened to at least the Student t interval of batch means of
 each run's events in time order (``diagnose.draws`` states what that covers and what it
-does not). Requests and gaps are not widened by batch means: a run's time batches are not alike by
-design (an ``interference`` run's streams outlast its long prompts, so its last batches
-have no stalls), and batch means would read that shared shape as variance between draws.
+does not); the mean worst gap's also carries the phase of each run's chunk grid, a level
+every event of a run shares (``diagnose.draws``, "a level a whole run shares"), and a
+change within it that is not significant is noted as inconclusive, repeated runs as
+trials being what would decide it. Requests and gaps are not widened by batch means: a
+run's time batches are not alike by design (an ``interference`` run's streams outlast its
+long prompts, so its last batches have no stalls), and batch means would read that shared
+shape as variance between draws.
 The result says the seeds differ (``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
@@ -377,8 +381,8 @@ def _grid_view(
         return row
     steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
     note = (
-        f"inconclusive within ±{band:.1%}: each run's worst gaps sit on a grid of chunk "
-        f"steps whose phase the whole run shares (one chunk grows the stall step by "
+        f"the change is inconclusive within ±{band:.1%}: each run's worst gaps sit on a "
+        f"grid of chunk steps whose phase the whole run shares (one chunk grows the stall step by "
         f"{steps}), so one pair of runs cannot tell a change this small from another "
         f"draw's level; repeated runs as trials (diagnose ab) would decide it"
     )

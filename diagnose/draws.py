@@ -70,6 +70,36 @@ constant through a whole run (a draw's persistent property every part of the run
 shares): repeated runs as trials (``diagnose.trials``) measure that. It assumes the
 batches differ only by chance: a run whose batches differ by design (a tail with no
 long prompts) would have that shape read as variance between draws.
+
+**A level a whole run shares: the chunk grid.** One such component is known from the run
+itself. A long prompt is prefilled in chunks, one per engine step, each attending to a
+longer context, so its stall steps grow chunk by chunk; the worst decode gap of the
+event is the last full chunk's step. Where the chunk boundaries fall against the prompt
+(the grid's phase) is set by the budget left beside the decode batch and by the prompt
+queued before it, and queued prefills hand the phase on to one another: the whole run's
+events sit at one level (on ``benchmarks/compare_calibration.py``'s stall traffic, most
+worst gaps of a run at 128.0 ms, or all at 127.0–127.3 ms; 26 of 300 different-seed A/A
+pairs were one run of each, none more than 0.64 % apart, called different by intervals
+under a percent wide, since the simulator's steps have no jitter). Another draw can put
+the phase anywhere within one chunk, which moves the worst step by up to one chunk's
+growth. So for ``stall_worst`` (the mean worst gap; ``diagnose.compare`` asks it of
+different draws), each run's growth of the stall step per chunk, ``d``, is read from its
+own gaps (``grid_variance``: the median change between a stream's consecutive gaps that
+are both stall gaps: 2.14 ms of ~127 ms, 1.7 %, on that traffic), the phase is taken as
+uniform over one step, and (d / level)² / 12 — the variance of the log statistic, shared
+by every event of the run, so not divided by their number — is added to the run's
+batch-means variance as a known variance (Satterthwaite degrees of freedom for the sum).
+That is an upper reading: the phases a draw can reach may span less than a whole chunk
+(the worst gaps seen on that traffic spanned 126.9–128.0 ms, 0.9 %, of a 1.7 % chunk).
+Where the steps are noisy, the median change still reads the growth (symmetric noise
+cancels in a median) and the level stays one chunk's growth, small beside the events'
+own spread; as a known variance it adds degrees of freedom to the batches' one or two
+(on planted runs with ±10 % steps it hid no 1.5× change the batches alone decided:
+``tests/diagnose/test_stall_grid.py``). ``stall_lost`` (decode time lost per prefill)
+sums every stall step's excess: moving the grid redistributes the same tokens among the
+steps, so it gets no such level. The method names it ("the phase of its chunk grid"),
+and ``diagnose.compare`` notes a change within it as inconclusive: one pair of runs
+cannot tell it from another draw's level; repeated runs can.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def test_two_draws_whose_whole_runs_sit_at_levels_under_a_chunk_apart_are_not_ca
     assert row.status == NOT_SIGNIFICANT and c.ci_low < 1.0 < c.ci_high
     assert c.significant == (c.p_value < 0.05)  # one rule for the interval and p
     assert "phase of its chunk grid" in c.method and "the seeds differ" in c.method
-    assert row.note.startswith("inconclusive within ±1.")
+    assert row.note.startswith("the change is inconclusive within ±1.")
     assert "trials (diagnose ab)" in row.note
     assert row.gate_verdict == PASS  # the +25 % gate is decided: far within it
 
