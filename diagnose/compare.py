@@ -75,13 +75,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from diagnose.draws import grid_variance
+from diagnose.draws import grid_note, grid_variance
 from diagnose.gate import (
     FAIL,
     INCONCLUSIVE,
@@ -367,26 +366,13 @@ def _row(
 def _grid_view(
     row: MetricResult, runs: tuple[RunSamples, RunSamples], confidence: float
 ) -> MetricResult:
-    """A worst-gap row of different draws that is not significant and whose change lies
-    within the phase of the runs' chunk grids (``diagnose.draws.grid_variance``): one
-    pair of runs cannot tell a change that small from a draw's level, so the row says so
-    and what would decide."""
-    c = row.comparison
+    """A worst-gap row of different draws that is not significant, its change within the
+    phase of the runs' chunk grids, carries ``diagnose.draws.grid_note``."""
+    if row.status != NOT_SIGNIFICANT:
+        return row
     levels = [run.grid_variance() for run in runs]
-    if row.status != NOT_SIGNIFICANT or not sum(levels) > 0 or not c.ratio > 0:
-        return row
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)  # the levels are known: no t quantile
-    band = math.expm1(z * math.sqrt(sum(levels)))
-    if abs(math.log(c.ratio)) > math.log1p(band):
-        return row
-    steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
-    note = (
-        f"the change is inconclusive within ±{band:.1%}: each run's worst gaps sit on a "
-        f"grid of chunk steps whose phase the whole run shares (one chunk grows the stall step by "
-        f"{steps}), so one pair of runs cannot tell a change this small from another "
-        f"draw's level; repeated runs as trials (diagnose ab) would decide it"
-    )
-    return replace(row, note=note)
+    note = grid_note(levels, row.comparison.ratio, confidence)
+    return row if note is None else replace(row, note=note)
 
 
 def _stall_text(stalls: RunStalls) -> str:

@@ -98,8 +98,8 @@ own spread; as a known variance it adds degrees of freedom to the batches' one o
 ``tests/diagnose/test_stall_grid.py``). ``stall_lost`` (decode time lost per prefill)
 sums every stall step's excess: moving the grid redistributes the same tokens among the
 steps, so it gets no such level. The method names it ("the phase of its chunk grid"),
-and ``diagnose.compare`` notes a change within it as inconclusive: one pair of runs
-cannot tell it from another draw's level; repeated runs can.
+and ``diagnose.compare`` notes a change within it as inconclusive (``grid_note``): one
+pair of runs cannot tell it from another draw's level; repeated runs can.
 """
 
 from __future__ import annotations
@@ -159,6 +159,27 @@ def grid_variance(
         return 0.0
     growth = abs(float(np.median(np.diff(gap_s)[pairs])))
     return (growth / level_s) ** 2 / 12.0
+
+
+def grid_note(levels: Sequence[float], ratio: float, confidence: float) -> str | None:
+    """What a comparison of different draws says when its not-significant change NEW/BASE
+    ``ratio`` lies within the two runs' grid ``levels`` (``grid_variance``; their
+    ``confidence`` band, normal quantiles: the levels are known, not estimated): one pair
+    of runs cannot tell a change that small from another draw's level, and repeated runs
+    would. ``None`` beyond the band, or without levels."""
+    if not sum(levels) > 0 or not (math.isfinite(ratio) and ratio > 0):
+        return None
+    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    band = math.expm1(z * math.sqrt(sum(levels)))
+    if abs(math.log(ratio)) > math.log1p(band):
+        return None
+    steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
+    return (
+        f"the change is inconclusive within ±{band:.1%}: each run's worst gaps sit on a "
+        f"grid of chunk steps whose phase the whole run shares (one chunk grows the stall "
+        f"step by {steps}), so one pair of runs cannot tell a change this small from "
+        f"another draw's level; repeated runs as trials (diagnose ab) would decide it"
+    )
 
 
 def with_level(part: tuple[float, int] | None, level: float) -> tuple[float, float] | None:

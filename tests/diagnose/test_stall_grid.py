@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from diagnose.compare import RunSamples, compare_samples
-from diagnose.draws import grid_variance
+from diagnose.draws import grid_note, grid_variance
 from diagnose.gate import FAIL, NOT_SIGNIFICANT, PASS, SIGNIFICANT, parse_gate
 from probes.stall_events import RunStalls, StallEvents
 from probes.token_gaps import TokenGaps
@@ -82,6 +82,16 @@ def test_grid_variance_is_one_chunks_growth_of_the_stall_step_uniform_over_a_ste
     # no level, or one step: nothing known
     assert grid_variance(gap_s, np.zeros(5, int), 0.05, math.nan) == 0.0
     assert grid_variance(gap_s[:2], np.zeros(2, int), 0.05, 0.2) == 0.0
+
+
+def test_the_grid_note_covers_the_levels_band_and_nothing_beyond_it():
+    levels = [(0.017**2) / 12.0] * 2  # one chunk grows the step 1.7 % in each run
+    # the band: 1.96 × √(2 × 0.017² / 12) = 1.36 %
+    assert grid_note(levels, 1.013, 0.95).startswith("the change is inconclusive within ±1.4%")
+    assert grid_note(levels, 1 / 1.013, 0.95) is not None
+    assert grid_note(levels, 1.015, 0.95) is None and grid_note(levels, 0.985, 0.95) is None
+    assert grid_note([0.0, 0.0], 1.001, 0.95) is None
+    assert grid_note(levels, math.nan, 0.95) is None
 
 
 def test_two_draws_whose_whole_runs_sit_at_levels_under_a_chunk_apart_are_not_called_different():
