@@ -46,13 +46,17 @@ A/A significant TTFT p50 24 → 18/600 (3.0 % [1.8, 4.7]), TPOT p50 31 → 21 (3
 5.3]), E2E p50 28 → 24 (4.0 % [2.6, 5.9]), throughputs 8 → 7 (1.2 %), ITL p50 26 and ITL
 p99 21 unchanged (gaps keep units − 1: 4.3 % [2.8, 6.3], 3.5 % [2.2, 5.3]); planted +10 %
 TTFT p50 544 → 536/600 (89.3 %), ITL p99 120/600 (20 %), the rest 600/600; the
-``itl_p99:+25%`` gate FAILED 0/600 A/A pairs. Stall traffic (300 pairs, 12 long prompts):
-``stall_worst`` A/A significant 26/300 (8.7 % [5.7, 12.4]) before and after, each pair one
-run whose events' worst gaps sat at 128.0 ms (most of them) and one whose sat at
-127.0–127.3 ms, none more than 0.64 % apart (a level the whole run shares: no within-run
-estimate sees it; its ``+25%`` gate FAILED 0/300); ``stall_lost`` 5/300; every change of
-``stall_worst`` (768 -> 12288, planted 1.5x and 2x) called in 300/300. The stall part
-prints the largest change among the A/A pairs called significant.
+``itl_p99:+25%`` gate FAILED 0/600 A/A pairs.
+Stall traffic (``--no-quick --stall-pairs 300``, seeds 0-599 and, ``--first-seed 600``,
+600-1199; before -> after the phase of each run's chunk grid, ``diagnose.draws``):
+``stall_worst`` A/A significant 26/300 (8.7 % [5.7, 12.4]) -> 0/300 [0.0, 1.2] and
+24/300 (8.0 % [5.2, 11.7]) -> 0/300 [0.0, 1.2], the 50 none more than 0.64 % apart (the
+first 26 each one run whose worst gaps sat at 128.0 ms, most of them, and one at
+127.0-127.3 ms; after, 293 of the second 300 noted inconclusive within the grid); its
+``+25%`` gate FAILED 0/600 either way; 768 -> 12288 called in 600/600, planted 1.5x in
+300/300 and 297 -> 299/300; ``stall_lost`` 5/300 and 3/300 as before. The stall part
+prints the largest change among the A/A pairs called significant, and how many A/A rows
+note a change within the grid.
 """
 
 from __future__ import annotations
@@ -232,7 +236,7 @@ def quick_start(workload: str, size: int, rate: float, pairs: int, first_seed: i
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
-def stalls(pairs: int, long_prompts: int) -> None:
+def stalls(pairs: int, long_prompts: int, first_seed: int = 0) -> None:
     started = time.perf_counter()
     streams = math.ceil(long_prompts * 2 / 10 * 1.5) + 2  # each stream outlasts the prompts
     params = STALL_TRAFFIC | {"num_requests": long_prompts, "stream_requests": streams}
@@ -245,7 +249,8 @@ def stalls(pairs: int, long_prompts: int) -> None:
     aa, forward, reverse = [], [], []
     planted: dict[float, list[CompareResult]] = {f: [] for f in PLANTED_STALL}
     for pair in range(pairs):
-        base, again, raised = run(2 * pair, low), run(2 * pair + 1, low), run(2 * pair + 1, high)
+        seed = first_seed + 2 * pair
+        base, again, raised = run(seed, low), run(seed + 1, low), run(seed + 1, high)
         aa.append(compared(base, again, gates, pair, draws=True))
         forward.append(compared(base, raised, gates, pair, draws=True))
         reverse.append(compared(raised, base, gates, pair, draws=True))
@@ -253,7 +258,8 @@ def stalls(pairs: int, long_prompts: int) -> None:
             rows.append(compared(base, planted_stall(again, factor), gates, pair, draws=True))
     print(
         f"\ninterference on {STALL_GPU}: {long_prompts} long prompts of 14k tokens amid 10 "
-        f"decode streams, budget {low}; {pairs} different-seed pairs"
+        f"decode streams, budget {low}; {pairs} different-seed pairs (seeds {first_seed}-"
+        f"{first_seed + 2 * pairs - 1})"
     )
     for m in STALL_METRICS:
         print(
@@ -264,6 +270,8 @@ def stalls(pairs: int, long_prompts: int) -> None:
         changes = [abs(r.comparison.ratio - 1) for r in rows_of(aa, m) if r.status == SIGNIFICANT]
         if changes:
             print(f"  {m}: the A/A pairs called significant differ by at most {max(changes):.2%}")
+    grid = sum(bool(r.note) for r in rows_of(aa, STALL_METRICS[0]))
+    print(f"{STALL_METRICS[0]}: A/A rows noting a change within the chunk grid: {grid}/{pairs}")
     for g in gates:
         metric = g.split(":")[0]
         print(f"A/A gate {g} FAIL {gate_fails(aa, metric)}")
@@ -291,7 +299,10 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="arrivals per second")
     parser.add_argument("--pairs", type=int, default=None, help="A/A pairs (default 20; --full 40)")
     parser.add_argument(
-        "--first-seed", type=int, default=0, help="the first pair's seed, past 1000 x size (0)"
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first pair's seed, past 1000 x size; the stall pairs' first (0)",
     )
     parser.add_argument("--long-prompts", type=int, default=12, help="long prompts per stall run")
     parser.add_argument(
@@ -307,7 +318,7 @@ def main() -> None:
         quick_start(args.workload, size, args.rate, pairs, args.first_seed)
     stall_pairs = pairs if args.stall_pairs is None else args.stall_pairs
     if stall_pairs:
-        stalls(stall_pairs, args.long_prompts)
+        stalls(stall_pairs, args.long_prompts, args.first_seed)
 
 
 if __name__ == "__main__":

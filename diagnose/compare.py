@@ -44,9 +44,13 @@ has a dozen long prompts) to resample in blocks, yet they are correlated: long p
 that arrive faster than they are served queue behind one another and share the gaps they
 overlap. Their interval is widened to at least the Student t interval of batch means of
 each run's events in time order (``diagnose.draws`` states what that covers and what it
-does not). Requests and gaps are not widened by batch means: a run's time batches are not alike by
-design (an ``interference`` run's streams outlast its long prompts, so its last batches
-have no stalls), and batch means would read that shared shape as variance between draws.
+does not); the mean worst gap's also carries the phase of each run's chunk grid, a level
+every event of a run shares (``diagnose.draws``, "a level a whole run shares"), and a
+change within it that is not significant is noted as inconclusive, repeated runs as
+trials being what would decide it. Requests and gaps are not widened by batch means: a
+run's time batches are not alike by design (an ``interference`` run's streams outlast its
+long prompts, so its last batches have no stalls), and batch means would read that shared
+shape as variance between draws.
 The result says the seeds differ (``CompareResult.draws``).
 ``benchmarks/compare_calibration.py`` measures the A/A false-positive rate of
 different-seed pairs for every default metric.
@@ -76,7 +80,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diagnose.gate import FAIL, INCONCLUSIVE, CompareResult, Gate, MetricResult
+from diagnose.draws import grid_note, grid_variance
+from diagnose.gate import (
+    FAIL,
+    INCONCLUSIVE,
+    NOT_SIGNIFICANT,
+    CompareResult,
+    Gate,
+    MetricResult,
+)
 from diagnose.metrics import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -89,7 +101,7 @@ from diagnose.metrics import (
 )
 from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
 from probes.latency import measured_window, request_latencies, throughput_bins
-from probes.stall_events import RunStalls, run_stalls
+from probes.stall_events import STALL_FACTOR, RunStalls, run_stalls
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
@@ -150,12 +162,24 @@ class RunSamples:
         if spec.source in THROUGHPUTS:
             return Sample.of(self.throughput[spec.source])
         if spec.source in STALL_SOURCES:
-            return Sample.of(self.stalls.values(spec.source))
+            values = self.stalls.values(spec.source)
+            if not draws or spec.source != STALL_SOURCES[0] or not len(values):
+                return Sample.of(values)
+            return Sample.of(values, level_variance=self.grid_variance())
         if not draws or self.starts_s is None:
             return Sample.of(self.latencies[spec.source])
         lifetimes = self.latencies["e2e_s"].to_numpy(float)
         blocks = request_blocks(self.starts_s, lifetimes, DRAW_BLOCK_LIFETIMES)
         return Sample.of(self.latencies[spec.source], blocks)
+
+    def grid_variance(self) -> float:
+        """The log variance of the mean worst stall gap that the phase of this run's chunk
+        grid sets (``diagnose.draws.grid_variance``: stall gaps as ``probes.stall_events``
+        counts them, longer than ``STALL_FACTOR`` normal steps)."""
+        events = self.stalls.events
+        threshold = STALL_FACTOR * events.normal_s
+        level = float(np.mean(events.stall_s)) if len(events) else math.nan
+        return grid_variance(self.gaps.gap_s, self.gaps.request, threshold, level)
 
     @property
     def completed(self) -> int:
@@ -321,12 +345,34 @@ def _few_streams(runs: tuple[RunSamples, RunSamples]) -> tuple[str, int] | None:
 
 
 def _row(
-    spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
+    spec: MetricSpec,
+    c: Comparison,
+    gate: Gate | None,
+    runs: tuple[RunSamples, RunSamples],
+    draws: bool = False,
+    confidence: float = CONFIDENCE,
 ) -> MetricResult:
     """A row: what is missing, and the run size that would decide it; a pooled ITL
-    quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``)."""
+    quantile blind to NEW's stalls, or worse by a trade-off of stalls (``_stall_view``);
+    for different draws, a worst-gap change within the runs' chunk grids (``_grid_view``)."""
     row = _decided_row(spec, c, gate, runs)
-    return _stall_view(row, runs) if spec.source == GAPS else row
+    if spec.source == GAPS:
+        return _stall_view(row, runs)
+    if draws and spec.source == STALL_SOURCES[0]:
+        return _grid_view(row, runs, confidence)
+    return row
+
+
+def _grid_view(
+    row: MetricResult, runs: tuple[RunSamples, RunSamples], confidence: float
+) -> MetricResult:
+    """A worst-gap row of different draws that is not significant, its change within the
+    phase of the runs' chunk grids, carries ``diagnose.draws.grid_note``."""
+    if row.status != NOT_SIGNIFICANT:
+        return row
+    levels = [run.grid_variance() for run in runs]
+    note = grid_note(levels, row.comparison.ratio, confidence)
+    return row if note is None else replace(row, note=note)
 
 
 def _stall_text(stalls: RunStalls) -> str:
@@ -485,7 +531,9 @@ def compare_samples(
             effective_dof=source != GAPS,
         )
         comparisons |= {c.metric: c for c in found}
-    rows = [_row(s, comparisons[s.name], gate_of.get(s.name), (base, new)) for s in specs]
+    different = draws is not None
+    gated = [(s, comparisons[s.name], gate_of.get(s.name)) for s in specs]
+    rows = [_row(*g, (base, new), different, confidence) for g in gated]
     labels = tuple(
         dict(r.run.info.labels) if r.run is not None and r.run.info else {} for r in (base, new)
     )

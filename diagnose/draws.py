@@ -70,6 +70,36 @@ constant through a whole run (a draw's persistent property every part of the run
 shares): repeated runs as trials (``diagnose.trials``) measure that. It assumes the
 batches differ only by chance: a run whose batches differ by design (a tail with no
 long prompts) would have that shape read as variance between draws.
+
+**A level a whole run shares: the chunk grid.** One such component is known from the run
+itself. A long prompt is prefilled in chunks, one per engine step, each attending to a
+longer context, so its stall steps grow chunk by chunk; the worst decode gap of the
+event is the last full chunk's step. Where the chunk boundaries fall against the prompt
+(the grid's phase) is set by the budget left beside the decode batch and by the prompt
+queued before it, and queued prefills hand the phase on to one another: the whole run's
+events sit at one level (on ``benchmarks/compare_calibration.py``'s stall traffic, most
+worst gaps of a run at 128.0 ms, or all at 127.0–127.3 ms; 26 of 300 different-seed A/A
+pairs were one run of each, none more than 0.64 % apart, called different by intervals
+under a percent wide, since the simulator's steps have no jitter). Another draw can put
+the phase anywhere within one chunk, which moves the worst step by up to one chunk's
+growth. So for ``stall_worst`` (the mean worst gap; ``diagnose.compare`` asks it of
+different draws), each run's growth of the stall step per chunk, ``d``, is read from its
+own gaps (``grid_variance``: the median change between a stream's consecutive gaps that
+are both stall gaps: 2.14 ms of ~127 ms, 1.7 %, on that traffic), the phase is taken as
+uniform over one step, and (d / level)² / 12 — the variance of the log statistic, shared
+by every event of the run, so not divided by their number — is added to the run's
+batch-means variance as a known variance (Satterthwaite degrees of freedom for the sum).
+That is an upper reading: the phases a draw can reach may span less than a whole chunk
+(the worst gaps seen on that traffic spanned 126.9–128.0 ms, 0.9 %, of a 1.7 % chunk).
+Where the steps are noisy, the median change still reads the growth (symmetric noise
+cancels in a median) and the level stays one chunk's growth, small beside the events'
+own spread; as a known variance it adds degrees of freedom to the batches' one or two
+(on planted runs with ±10 % steps it hid no 1.5× change the batches alone decided:
+``tests/diagnose/test_stall_grid.py``). ``stall_lost`` (decode time lost per prefill)
+sums every stall step's excess: moving the grid redistributes the same tokens among the
+steps, so it gets no such level. The method names it ("the phase of its chunk grid"),
+and ``diagnose.compare`` notes a change within it as inconclusive (``grid_note``): one
+pair of runs cannot tell it from another draw's level; repeated runs can.
 """
 
 from __future__ import annotations
@@ -107,6 +137,61 @@ def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
             return None
         logs.append(math.log(value))
     return float(np.var(logs, ddof=1)) / batches, batches - 1
+
+
+def grid_variance(
+    gap_s: np.ndarray, request: np.ndarray, threshold_s: float, level_s: float
+) -> float:
+    """The variance of the log of a run's mean worst stall gap that the phase of its chunk
+    grid sets (the module docstring's "a level a whole run shares"): the growth of the
+    stall step from one chunk to the next, ``d`` = |the median, over every stream's
+    consecutive gaps both longer than ``threshold_s``, of the second less the first|;
+    one grid step as a share of the run's mean worst gap ``level_s``, its phase uniform
+    over the step: (d / level)² / 12. ``gap_s`` / ``request`` are the run's ITL gaps and
+    the request each belongs to, each request's gaps together and in time order. 0 with
+    fewer than two such pairs or no level."""
+    gap_s, request = np.asarray(gap_s, float), np.asarray(request)
+    if gap_s.size < 2 or not (math.isfinite(level_s) and level_s > 0):
+        return 0.0
+    stalled = gap_s > threshold_s
+    pairs = (request[1:] == request[:-1]) & stalled[1:] & stalled[:-1]
+    if pairs.sum() < 2:
+        return 0.0
+    growth = abs(float(np.median(np.diff(gap_s)[pairs])))
+    return (growth / level_s) ** 2 / 12.0
+
+
+def grid_note(levels: Sequence[float], ratio: float, confidence: float) -> str | None:
+    """What a comparison of different draws says when its not-significant change NEW/BASE
+    ``ratio`` lies within the two runs' grid ``levels`` (``grid_variance``; their
+    ``confidence`` band, normal quantiles: the levels are known, not estimated): one pair
+    of runs cannot tell a change that small from another draw's level, and repeated runs
+    would. ``None`` beyond the band, or without levels."""
+    if not sum(levels) > 0 or not (math.isfinite(ratio) and ratio > 0):
+        return None
+    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    band = math.expm1(z * math.sqrt(sum(levels)))
+    if abs(math.log(ratio)) > math.log1p(band):
+        return None
+    steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
+    return (
+        f"the change is inconclusive within ±{band:.1%}: each run's worst gaps sit on a "
+        f"grid of chunk steps whose phase the whole run shares (one chunk grows the stall "
+        f"step by {steps}), so one pair of runs cannot tell a change this small from "
+        f"another draw's level; repeated runs as trials (diagnose ab) would decide it"
+    )
+
+
+def with_level(part: tuple[float, int] | None, level: float) -> tuple[float, float] | None:
+    """A run's batch-means ``part`` (variance, degrees of freedom) with its run-wide
+    ``level`` variance added, a variance known from the model (uniform phase), not
+    estimated: Satterthwaite's degrees of freedom for the sum (infinite for the level
+    alone)."""
+    if part is None or not level > 0:
+        return part
+    variance, dof = part
+    total = variance + level
+    return total, (total**2 / (variance**2 / dof) if variance > 0 else math.inf)
 
 
 def unit_scores(sample: Sample, stat: str) -> np.ndarray:
@@ -223,7 +308,8 @@ def draw_widening(
     variance = sum(p[0] for p in parts)
     if not variance > 0:
         return log_ratios, 1.0
-    dof = variance**2 / sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
+    spread = sum(p[0] ** 2 / p[1] for p in parts if p[0] > 0)
+    dof = variance**2 / spread if spread > 0 else math.inf  # known variances only
     half = float(sps.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(variance)
     alpha = 1.0 - confidence
     low, high = quantiles(finite, (alpha / 2.0, 1.0 - alpha / 2.0))
@@ -260,8 +346,12 @@ def between_draws(
         ]
     logs, studentized = draw_widening(logs, parts, confidence)
     batched = 1.0
+    levels = [x.level_variance for x in samples]
     if batch_means:
-        batch_parts = [draw_variance(x, stat) for x in samples]
+        batch_parts = [
+            with_level(draw_variance(x, stat), level)
+            for x, level in zip(samples, levels, strict=True)
+        ]
         logs, batched = draw_widening(logs, batch_parts, confidence)
     if studentized * batched <= 1.0:
         return ratios, method
@@ -276,8 +366,14 @@ def between_draws(
             f"with its units' autocorrelation ({lags} lags; {dofs} dof)"
         )
     if batched > 1.0:
-        batches = ", ".join(str(p[1] + 1) for p in batch_parts if p is not None)
+        batches = ", ".join(str(draw_batches(x.n_units)) for x in samples)
         reasons.append(f"{batched:.2f}x by the spread between time batches of each run ({batches})")
+        if any(level > 0 for level in levels):
+            steps = ", ".join(f"{math.sqrt(12.0 * level):.1%}" for level in levels)
+            reasons[-1] += (
+                f" and the phase of its chunk grid (one chunk's growth of the stall step: "
+                f"{steps} of the worst gap, shared by the whole run)"
+            )
     with np.errstate(over="ignore"):
         widened = np.exp(logs)
     return widened, f"{method}, widened {' then '.join(reasons)}: the seeds differ"

@@ -49,15 +49,19 @@ class Sample:
 
     values: np.ndarray
     clusters: np.ndarray | None = None
+    #: The variance of the log statistic that the whole run shares and no unit shows (a
+    #: level every unit of the run sits at alike: ``diagnose.draws.grid_variance``); only
+    #: a comparison of different draws reads it. 0: none known.
+    level_variance: float = 0.0
 
     @classmethod
-    def of(cls, values: Any, clusters: Any = None) -> Sample:
+    def of(cls, values: Any, clusters: Any = None, *, level_variance: float = 0.0) -> Sample:
         arr = np.asarray(values, dtype=float).ravel()
         keep = np.isfinite(arr)
         if clusters is None:
-            return cls(arr[keep])
+            return cls(arr[keep], level_variance=level_variance)
         codes, _ = pd.factorize(np.asarray(clusters)[keep], sort=True)
-        return cls(arr[keep], codes.astype(np.int64))
+        return cls(arr[keep], codes.astype(np.int64), level_variance)
 
     @classmethod
     def concat(cls, samples: Sequence[Sample]) -> Sample:
