@@ -50,10 +50,10 @@ from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, resampled_statistics
 from diagnose.trials import compare_trials, trial_interval
-from probes import metric_registry as registry
-from probes.metric_registry import json_name
 from probes.stall_events import NO_KIND, StallEvents, kinds_longest_first, prefill_kind
+from runfmt import metrics as registry
 from runfmt.abresult import KindBlock
+from runfmt.metrics import json_name
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 

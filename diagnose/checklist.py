@@ -40,10 +40,10 @@ from diagnose.registry import Declaration, declaration, declared
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
-from probes.metric_registry import by_key
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary, Status
+from runfmt.metrics import by_key
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.quantiles import quantile

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TextIO
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from probes import metric_registry as registry
-from probes.units import fmt_rate
+from runfmt import metrics as registry
+from runfmt.units import fmt_rate
 from session.live_stats import (
     LIVE_STATS,
     LIVE_THROUGHPUT,

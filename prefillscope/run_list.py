@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import RUNS_HEADLINE
+from runfmt.metrics import RUNS_HEADLINE
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.runinfo import label_text

@@ -47,8 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-from probes.metric_registry import DISPATCH_LAG
-from probes.metric_registry import latencies as registered_latencies
+from probes.metric_formulas import formula, per_request
 from probes.percentiles import (
     PICKED,
     Picked,
@@ -71,6 +70,8 @@ from probes.token_gaps import TokenGaps, chunk_gaps, token_chunk_parts
 from probes.usage_counts import SuspectCounts, suspect_mask
 from runfmt.codec import frozen_map
 from runfmt.columns import Columns, IdSet, Table, numbers, texts
+from runfmt.metrics import DISPATCH_LAG
+from runfmt.metrics import latencies as registered_latencies
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
@@ -110,8 +111,8 @@ _SUMMARY_COLUMNS = (
 
 def summary_columns() -> tuple[str, ...]:
     """The requests' columns ``summarize`` reads: its own, and each registered latency's
-    inputs (``probes.metric_registry``)."""
-    inputs = (name for m in (*registered_latencies(), DISPATCH_LAG) for name in m.inputs)
+    inputs (``probes.metric_formulas``)."""
+    inputs = (name for _, f in per_request() for name in f.inputs)
     return tuple(dict.fromkeys((*_SUMMARY_COLUMNS, *inputs)))
 
 
@@ -125,13 +126,13 @@ def latency_columns(requests: Table, ids: Any = None) -> Columns:
 
     Columns: ``id`` (``ids`` when given, else the requests' ``id``, else their position),
     each registered latency computed per request by its own formula
-    (``probes.metric_registry``: ``ttft_s``, ``ttft_sent_s``, ``tpot_s``, ``e2e_s``,
+    (``probes.metric_formulas``: ``ttft_s``, ``ttft_sent_s``, ``tpot_s``, ``e2e_s``,
     ``e2e_sent_s`` …), ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and
     ``ok``. A value that cannot be computed (no first token, one output token) is NaN.
     """
-    per_request = [m for m in (*registered_latencies(), DISPATCH_LAG) if m.formula]
+    computed = per_request()
     names = {"intended_s", "released_s", "output_tokens"}
-    names |= {name for metric in per_request for name in metric.inputs}
+    names |= {name for _, f in computed for name in f.inputs}
     raw = {name: numbers(requests, name) for name in sorted(names)}
     intended, released = raw["intended_s"], raw["released_s"]
     released = np.where(np.isnan(released), intended, released)  # no cap, or an older run
@@ -140,7 +141,7 @@ def latency_columns(requests: Table, ids: Any = None) -> Columns:
     return Columns(
         {
             "id": np.asarray(ids),
-            **{metric.key: metric.values(raw) for metric in per_request},
+            **{metric.key: f.values(raw) for metric, f in computed},
             "concurrency_wait_s": released - intended,
             "output_tokens": raw["output_tokens"],
             "ok": completed_mask(requests),
@@ -489,7 +490,7 @@ def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Stats]:
     ok = np.asarray(latencies["ok"], dtype=bool)
     out: dict[str, Stats] = {}
     for metric in registered_latencies():
-        per = latencies[metric.key][ok] if metric.formula is not None else gaps.gap_s
+        per = latencies[metric.key][ok] if formula(metric) is not None else gaps.gap_s
         values = finite(per)
         out[metric.key] = Stats(
             **describe(values), max=float(values.max()) if values.size else None
@@ -529,7 +530,7 @@ def summarize_frames(
     late = reading.late_pass(slo, chunk_reading.worse_than(slo.itl_s) if slo else {}, kind)
     latencies = {}
     for metric in registered_latencies():  # ITL (no per-request formula) from the chunks
-        selection = itl if metric.formula is None else stats.get(metric.key)
+        selection = itl if formula(metric) is None else stats.get(metric.key)
         latencies[metric.key] = Stats(**(selection or Selection()).describe())
     gaps = itl.count if itl is not None else 0
     stalls = stall_summary(chunk_reading.stalls(kind, late, gaps))
@@ -612,7 +613,7 @@ class _RequestReading:
             values = {
                 metric.key: latencies[metric.key][ok]
                 for metric in registered_latencies()
-                if metric.formula is not None
+                if formula(metric) is not None
             }
             values |= {
                 "dispatch_lag_s": lag,

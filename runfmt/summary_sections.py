@@ -18,7 +18,7 @@ from runfmt.codec import EMPTY, key
 from runfmt.slo import Slo
 from runtime.quantiles import STATISTICS
 
-#: A stall metric's figure (``probes.metric_registry.json_name(prefix, part=...)``):
+#: A stall metric's figure (``runfmt.metrics.json_name(prefix, part=...)``):
 #: its mean, interval or worst event, in seconds.
 STALL_FIGURE = r"\w+_(mean|interval|max)_s"
 

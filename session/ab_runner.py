@@ -46,7 +46,7 @@ from diagnose.ab import (
     make_arms,
     unanalysed_arm,
 )
-from probes import metric_registry as registry
+from runfmt import metrics as registry
 from runfmt.abresult import ABResult, AbWorkload
 from runfmt.codec import frozen_map
 from runfmt.names import AB_JSON, RUN_JSON

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from probes.latency import request_latencies
-from probes.metric_registry import ITL, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.calibration import FitFigures
+from runfmt.metrics import ITL, stat_name
 from runfmt.run import Run
 from runtime.quantiles import quantiles
 from session.calibrate_decode import RequestSpans, request_spans

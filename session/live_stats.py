@@ -34,8 +34,8 @@ import numpy as np
 
 from loadgen.load_options import LoadObserver
 from loadgen.records import ChunkTimes, RequestRecord
-from probes import metric_registry as registry
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+from runfmt import metrics as registry
 from runtime.clock import RunClock
 from runtime.quantiles import QUANTILES as QUANTILE_PERCENTS
 from runtime.quantiles import quantiles

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import json_name, stat_of, sweep_figures
+from runfmt.metrics import json_name, stat_of, sweep_figures
 from runfmt.names import SWEEP_JSON
 from runfmt.run import open_run
 from runfmt.summary import Summary

@@ -31,8 +31,8 @@ from prefillscope.kv_link_flags import (
     KvTransferOverheadUs,
     disagg_config,
 )
-from probes.metric_registry import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
 from runfmt.codec import encode
+from runfmt.metrics import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
 from workloads.errors import InputError
 from workloads.limits import MAX_TOKENS
 

@@ -26,7 +26,8 @@ from prefillscope.report.numbers import (
     known_number,
 )
 from probes.engine_pace import late_warning
-from probes.metric_registry import (
+from probes.stall_events import STALL_FACTOR
+from runfmt.metrics import (
     E2E,
     E2E_SENT,
     ITL,
@@ -39,7 +40,6 @@ from probes.metric_registry import (
     json_name,
     latencies,
 )
-from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
 from runfmt.summary_sections import Distribution

@@ -16,8 +16,8 @@ from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.token_gaps import TokenGaps
-from probes.units import fmt_seconds
 from runfmt.columns import counted
+from runfmt.units import fmt_seconds
 from runtime.quantiles import quantile, quantiles
 
 if TYPE_CHECKING:

@@ -16,8 +16,7 @@ from prefillscope.report.markup import Markup, el, join, void
 from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
-from probes.metric_registry import json_name, stat_of, sweep_figures
-from probes.units import fmt_seconds
+from runfmt.metrics import json_name, stat_of, sweep_figures
 from runfmt.sweep import COMPLETE, SweepPoint, SweepResult
 from runfmt.sweep_search import (
     ALL_MET,
@@ -29,6 +28,7 @@ from runfmt.sweep_search import (
     ProbeSection,
     SearchSection,
 )
+from runfmt.units import fmt_seconds
 from workloads.errors import InputError
 
 

@@ -1,6 +1,6 @@
 """The metric registry owns every metric selection and every ``*_s`` JSON name
 (``docs/ARCHITECTURE.md``, "A metric"), held mechanically over the installed
-packages: outside ``probes/metric_registry.py`` no code types a latency statistic's name
+packages: outside ``runfmt/metrics.py`` no code types a latency statistic's name
 (a string such as ``"itl_p99"`` or ``"ttft_p50_s"``: a registered latency's prefix, a
 statistic the registry labels, an optional ``_s``) and none builds a ``*_s`` name by hand
 (an f-string ending in ``_s`` after a formatted value, ``f"{name}_s"``): a selection is
@@ -17,10 +17,10 @@ from pathlib import Path
 from repo_paths import ROOT
 from source_tree import copy_tree, packages, parsed_modules
 
-from probes.metric_registry import DISPATCH_LAG, STAT_LABELS, latencies
+from runfmt.metrics import DISPATCH_LAG, STAT_LABELS, latencies
 
 #: The one module allowed to name metric statistics.
-OWNER = Path("probes", "metric_registry.py")
+OWNER = Path("runfmt", "metrics.py")
 _PREFIXES = "|".join(m.prefix for m in (*latencies(), DISPATCH_LAG))
 #: A latency statistic's name, as a consumer would type it: ``itl_p99``, ``ttft_p50_s``.
 STAT_NAME = re.compile(rf"^({_PREFIXES})_({'|'.join(STAT_LABELS)})(_s)?$")
@@ -96,8 +96,8 @@ def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
 def test_the_run_format_s_client_section_is_keyed_as_the_registry_names_it() -> None:
     """runfmt declares the client's dispatch lag p99 as a field (it cannot import the
     registry): its JSON key is the registry's name for it, read and written."""
-    from probes.metric_registry import CLIENT_DISPATCH_LAG, json_name
     from runfmt.codec import decode, encode
+    from runfmt.metrics import CLIENT_DISPATCH_LAG, json_name
     from runfmt.summary_sections import ClientSection
 
     name = json_name(CLIENT_DISPATCH_LAG)
