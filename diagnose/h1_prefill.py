@@ -53,7 +53,7 @@ from probes.stall_events import (
 )
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Evidence, Finding, Status
-from runfmt.metrics import STALL_LOST, STALL_WORST
+from runfmt.metrics import STALL_LOST, STALL_WORST, TTFT
 from runfmt.units import p_text
 from runtime.quantiles import finite
 
@@ -152,7 +152,7 @@ def stall_figures(ctx: Context) -> StallFigures:
     """The stall events of the run's completed requests (``probes.stall_events``)."""
     done = ctx.view.completed
     gaps = token_gaps(ctx.view.chunks, done.get("id"))
-    stalls = run_stalls(done, latency_columns(done)["ttft_s"], gaps)
+    stalls = run_stalls(done, latency_columns(done)[TTFT.key], gaps)
     worst = stalls.values(STALL_WORST.key)
     normal = stalls.events.normal_s
     interval = mean_interval(worst, SUMMARY_CONFIDENCE, ctx.options.resamples, ctx.options.seed)

@@ -61,6 +61,14 @@ def formula(metric: Metric) -> Formula | None:
     return _FORMULAS.get(metric.key)
 
 
+def per_request_formula(metric: Metric) -> Formula:
+    """How ``metric`` is computed per request; ``ValueError`` when it is not."""
+    found = formula(metric)
+    if found is None:
+        raise ValueError(f"{metric.key} is not computed per request")
+    return found
+
+
 def per_request() -> tuple[tuple[Metric, Formula], ...]:
     """Every latency computed per request, in the registry's order, then the dispatch lag
     (a client-health figure, computed the same way)."""

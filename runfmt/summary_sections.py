@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
+from runfmt.metrics import DISPATCH_LAG
 from runfmt.slo import Slo
 from runtime.quantiles import STATISTICS
 
@@ -184,7 +185,7 @@ class ClientSection:
     loop lag, CPU share, and the wait for a ``--max-concurrency`` slot (absent when no
     request waited)."""
 
-    dispatch_lag: Distribution | None = key("dispatch_lag_s", default=None)  # noqa: RUF009
+    dispatch_lag: Distribution | None = key(DISPATCH_LAG.key, default=None)  # noqa: RUF009
     dispatch_lag_p99_s: float | None = None
     loop_lag: Stats | None = key("loop_lag_s", default=None)  # noqa: RUF009
     cpu_share: CpuShare | None = None

@@ -37,6 +37,7 @@ import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
 from probes.percentiles import METRICS
+from runfmt.metrics import E2E, TPOT, TTFT
 from runfmt.run import Run
 from runfmt.runinfo import RunInfo, label_text
 from runtime.quantiles import quantile
@@ -72,10 +73,10 @@ def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
             "expected_cached_tokens": runs.get("expected_cached_tokens"),
             "intended_s": runs.get("intended_s"),
             "sent_s": sent,
-            "ttft_ms": lat["ttft_s"] * _MS,
+            "ttft_ms": lat[TTFT.key] * _MS,
             "ttft_from_send_ms": (first - sent) * _MS,
-            "tpot_ms": lat["tpot_s"] * _MS,
-            "e2e_ms": lat["e2e_s"] * _MS,
+            "tpot_ms": lat[TPOT.key] * _MS,
+            "e2e_ms": lat[E2E.key] * _MS,
             "e2e_from_send_ms": (end - sent) * _MS,
             "error_kind": runs.get("error_kind"),
             "error_message": runs.get("error_message"),
@@ -198,7 +199,7 @@ def run_options(run: Run) -> VllmJsonOptions:
     percentiles = tuple(float(k[1:]) for k in levels) or DEFAULT_PERCENTILES
     goodput = sections.goodput if sections is not None else None
     slo = goodput.slo.bounds() if goodput is not None else ()
-    bounds = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2el"}
+    bounds = {TTFT.key: "ttft", TPOT.key: "tpot", E2E.key: "e2el"}
     bounds_ms = {bounds[k]: v * _MS for k, v in slo if k in bounds}
     return VllmJsonOptions(metrics, percentiles, bounds_ms or None)
 
