@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from runfmt.columns import Table
     from runtime.quantiles import Selection
 
-#: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
+#: vLLM's metric names → the column (or ``itl`` gaps) they are read from, in the order
+#: vLLM writes their statistics.
 METRICS = {
     "ttft": TTFT_SENT.key,
     "tpot": TPOT.key,
@@ -36,6 +37,10 @@ METRICS = {
     "client_queue_time": "concurrency_wait_s",
     "e2el_including_client_queue": E2E.key,
 }
+
+#: vLLM's defaults: ``--percentile-metrics ttft,tpot,itl`` and ``--metric-percentiles 99``.
+DEFAULT_METRICS = ("ttft", "tpot", "itl")
+DEFAULT_PERCENTILES = (99.0,)
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:

@@ -36,19 +36,13 @@ import numpy as np
 import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
-from probes.percentiles import METRICS
-from runfmt.metrics import E2E, TPOT, TTFT
+from probes.percentiles import DEFAULT_METRICS, DEFAULT_PERCENTILES, METRICS
+from runfmt.metrics import E2E, E2E_SENT, TPOT, TTFT, TTFT_SENT
 from runfmt.run import Run
 from runfmt.runinfo import RunInfo, label_text
 from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
-#: vLLM's defaults: ``--percentile-metrics ttft,tpot,itl`` and ``--metric-percentiles 99``.
-DEFAULT_METRICS = ("ttft", "tpot", "itl")
-DEFAULT_PERCENTILES = (99.0,)
-#: The order vLLM writes its metrics' statistics in.
-STANDARD_ORDER = ("ttft", "tpot", "itl", "e2el", "client_queue_time",
-                  "e2el_including_client_queue")  # fmt: skip
 #: The per-request lists vLLM leaves out without ``--save-detailed``.
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls",
                  "generated_texts", "errors")  # fmt: skip
@@ -60,8 +54,6 @@ def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
     runs = measured(requests).reset_index(drop=True)
     lat = request_latencies(runs).reset_index(drop=True)
     sent = pd.to_numeric(runs["sent_s"], errors="coerce")
-    first = pd.to_numeric(runs["first_token_s"], errors="coerce")
-    end = pd.to_numeric(runs["end_s"], errors="coerce")
     return pd.DataFrame(
         {
             "id": runs["id"],
@@ -74,10 +66,10 @@ def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
             "intended_s": runs.get("intended_s"),
             "sent_s": sent,
             "ttft_ms": lat[TTFT.key] * _MS,
-            "ttft_from_send_ms": (first - sent) * _MS,
+            "ttft_from_send_ms": lat[TTFT_SENT.key] * _MS,
             "tpot_ms": lat[TPOT.key] * _MS,
             "e2e_ms": lat[E2E.key] * _MS,
-            "e2e_from_send_ms": (end - sent) * _MS,
+            "e2e_from_send_ms": lat[E2E_SENT.key] * _MS,
             "error_kind": runs.get("error_kind"),
             "error_message": runs.get("error_message"),
         }
@@ -308,7 +300,7 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
         values["client_queue_time"] = (released - intended)[ok]
         if rate is not None and rate != float("inf"):
             values["e2el_including_client_queue"] = (end - intended)[ok]
-    for name in STANDARD_ORDER:
+    for name in METRICS:  # in the order vLLM writes them
         if name in options.metrics and name in values:
             doc |= _stats(values[name], name, options.percentiles)
     # the run's --label pairs at the top level, as vLLM writes its --metadata
