@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
-from runfmt.metrics import DISPATCH_LAG
+from runfmt.metrics import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from runfmt.slo import Slo
 from runtime.quantiles import STATISTICS
 
@@ -186,7 +186,8 @@ class ClientSection:
     request waited)."""
 
     dispatch_lag: Distribution | None = key(DISPATCH_LAG.key, default=None)  # noqa: RUF009
-    dispatch_lag_p99_s: float | None = None
+    #: Keyed as ``runfmt.metrics`` names it (``json_name(CLIENT_DISPATCH_LAG)``).
+    dispatch_lag_p99_s: float | None = key(json_name(CLIENT_DISPATCH_LAG), default=None)
     loop_lag: Stats | None = key("loop_lag_s", default=None)  # noqa: RUF009
     cpu_share: CpuShare | None = None
     limited: bool | None = None

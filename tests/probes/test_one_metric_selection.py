@@ -116,8 +116,8 @@ def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
 
 
 def test_the_run_format_s_client_section_is_keyed_as_the_registry_names_it() -> None:
-    """runfmt declares the client's dispatch lag p99 as a field (it cannot import the
-    registry): its JSON key is the registry's name for it, read and written."""
+    """runfmt's client section keys its dispatch lag p99 by the name ``runfmt.metrics``
+    gives it: read and written under the registry's name."""
     from runfmt.codec import decode, encode
     from runfmt.metrics import CLIENT_DISPATCH_LAG, json_name
     from runfmt.summary_sections import ClientSection
