@@ -16,8 +16,9 @@ its own makes to add a latency, which then reaches ``summary.json``, ``simulate`
 ``compare`` and its gates, the report and ``sweep`` with no other edit. ITL has no
 formula: it is the per-token gaps of the chunks table (``probes.token_gaps``).
 
-This module is in ``runfmt`` (a leaf: no numpy, nothing above it) so that the documents
-it serialises name their keys from here, as does every package above.
+It is in ``runfmt``, below every package that reads or writes a run, so that the run
+format's own documents name their keys from here as every package above does; it
+imports nothing outside ``runfmt``.
 
 The selections are here too, each named by its use (``COMPARE_DEFAULTS``,
 ``AB_ITL_QUANTILES`` …), and so is the name a statistic is written under in a JSON
