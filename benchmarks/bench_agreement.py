@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from prefillscope.dashboard import PlainProgress
+from runfmt.metrics import ITL, TTFT, TTFT_SENT
 from session.bench_options import BenchOptions
 from session.bench_runner import run_bench
 
@@ -39,10 +40,10 @@ def one_run(workload: str, overrides: dict[str, object]) -> dict[str, float]:
     server, lag = summary.server, summary.client.dispatch_lag
     assert server is not None and server.ttft_s is not None and server.itl_s is not None
     return {
-        "ttft_sent": summary.statistic("ttft_sent_s", "mean"),
-        "ttft": summary.statistic("ttft_s", "mean"),
+        "ttft_sent": summary.statistic(TTFT_SENT.key, "mean"),
+        "ttft": summary.statistic(TTFT.key, "mean"),
         "engine_ttft": server.ttft_s.mean,
-        "itl": summary.statistic("itl_s", "mean"),
+        "itl": summary.statistic(ITL.key, "mean"),
         "engine_itl": server.itl_s.mean,
         "lag_p50": lag.p50 if lag is not None else None,
         "lag_p99": summary.client.dispatch_lag_p99_s,

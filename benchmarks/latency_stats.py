@@ -21,6 +21,8 @@ import pandas as pd
 from diagnose.stats import Sample, compare_stats
 from probes.latency import summarize_frames
 from probes.token_gaps import token_gaps
+from runfmt.metrics import ITL, TTFT, stat_name
+from runfmt.summary_sections import Stats
 
 
 def synthetic(requests: int, tokens: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -74,10 +76,11 @@ def main() -> None:
         "summarize_frames (summary.json)",
         lambda: summarize_frames(base_reqs, base_chunks, pd.DataFrame()),
     )
-    print(f"  itl p99 {summary['itl_s']['p99'] * 1e3:.2f} ms over {summary['itl_s']['count']:,}")
+    itl_stats = summary.latency(ITL.key) or Stats()
+    print(f"  itl p99 {(itl_stats.p99 or 0) * 1e3:.2f} ms over {itl_stats.count or 0:,}")
     base_gaps = timed("token_gaps (one run)", lambda: token_gaps(base_chunks))
     new_gaps = token_gaps(new_chunks)
-    itl = {f"itl_{s}": s for s in ("mean", "p50", "p90", "p95", "p99")}
+    itl = {stat_name(ITL, s): s for s in ("mean", "p50", "p90", "p95", "p99")}
     result = timed(
         "compare ITL, cluster bootstrap, 5 statistics",
         lambda: compare_stats(
@@ -89,7 +92,7 @@ def main() -> None:
     )
     for c in result:
         print(f"  {c.metric:<10} ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}]")
-    ttft = {f"ttft_{s}": s for s in ("mean", "p50", "p90", "p95", "p99", "p999")}
+    ttft = {stat_name(TTFT, s): s for s in ("mean", "p50", "p90", "p95", "p99", "p999")}
     timed(
         "compare TTFT, independent values, 6 statistics",
         lambda: compare_stats(

@@ -52,6 +52,7 @@ from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel, attended_pairs
 from perfmodel.models import resolve_gpu, resolve_model
 from runfmt.codec import encode
+from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runtime.quantiles import statistic
 from session.against import METRICS, STATS, score_run
 from session.lifecycle import LifecycleRun, read_lifecycle
@@ -309,9 +310,9 @@ def bundle(
     per_request = {}
     dist = []
     for metric, p, m in (
-        ("ttft_s", ttft_p, ttft_m),
-        ("tpot_s", tpot_p, tpot_m),
-        ("e2e_s", e2e_p, e2e_m),
+        (TTFT.key, ttft_p, ttft_m),
+        (TPOT.key, tpot_p, tpot_m),
+        (E2E.key, e2e_p, e2e_m),
     ):
         ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
         per_request[metric] = 100 * float(np.median(np.abs(p[ok] / m[ok] - 1)))
@@ -323,12 +324,12 @@ def bundle(
     return {"name": name, "config": dataclasses.asdict(config), "cpu_s": cpu,
             "requests": len(timings), "per_request_median_ape": per_request,
             "distribution": dist, "llmservingsim": theirs,
-            "predicted_summary_ttft_p50": predicted.statistic("ttft_s", "p50")}  # fmt: skip
+            "predicted_summary_ttft_p50": predicted.statistic(TTFT.key, "p50")}  # fmt: skip
 
 
 def _their_summary(path: Path) -> dict[str, float]:
     """LLMServingSim's Diff% per ``<metric> <stat>`` (e.g. ``ttft_s mean``)."""
-    names = {"TTFT": "ttft_s", "TPOT": "tpot_s", "Latency": "e2e_s"}
+    names = {"TTFT": TTFT.key, "TPOT": TPOT.key, "Latency": E2E.key}
     stats = {"Mean": "mean", "Median": "p50", "P90": "p90", "P99": "p99"}
     out = {}
     for line in path.read_text().splitlines():
@@ -440,8 +441,8 @@ def budget_triple(ours: list[dict]) -> list[dict[str, Any]]:
     out = []
     for other in (1024, 8192):
         for stage in (0, 1, -1):
-            for metric, stat in (("ttft_s", "mean"), ("ttft_s", "p99"), ("itl_s", "mean"),
-                                 ("e2e_s", "mean"), ("e2e_s", "p99")):  # fmt: skip
+            for metric, stat in ((TTFT.key, "mean"), (TTFT.key, "p99"), (ITL.key, "mean"),
+                                 (E2E.key, "mean"), (E2E.key, "p99")):  # fmt: skip
                 ref, new = by.get((2048, stage, metric, stat)), by.get((other, stage, metric, stat))
                 if not ref or not new:
                     continue

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from runfmt.metrics import ITL, TTFT
 from session.sim_workload import load_workload
 from session.simulate import SimulateSpec, simulate_grid
 
@@ -76,7 +77,7 @@ def main() -> None:
     print(f"configurations             {len(result.configurations):>12}")
     print(f"trace → engine requests    {load_s:>12.2f} s")
     for row in result.configurations:
-        ttft, itl = row.statistic("ttft_s", "p99"), row.statistic("itl_s", "p99")
+        ttft, itl = row.statistic(TTFT.key, "p99"), row.statistic(ITL.key, "p99")
         print(
             f"  chunk {row.chunk:>5}: {row.wall_s:6.2f} s   TTFT p99 "
             f"{ttft * 1e3:8.1f} ms   ITL p99 {itl * 1e3:6.1f} ms"

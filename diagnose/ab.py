@@ -51,7 +51,6 @@ from diagnose.ab_tradeoffs import with_tradeoffs
 from diagnose.ab_verdict import ITL_KEY, RULE, Decision, decide, decision_family, violated
 from diagnose.outputs_check import baseline, compare_arms, outputs_sentence
 from diagnose.stats import CONFIDENCE, MIN_UNITS, RESAMPLES, Comparison
-from probes.metric_registry import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
 from probes.stall_events import StallEvents
 from runfmt.abresult import (
     AbComparison,
@@ -73,6 +72,7 @@ from runfmt.abresult import (
     known,
 )
 from runfmt.codec import frozen_map
+from runfmt.metrics import AB_TRADEOFF, AB_TTFT_WEIGHED, json_name
 from runfmt.slo import Slo
 
 __all__ = ["METRICS", "AbAnalysis", "AbSettings", "Arm", "Trial", "analyse_ab", "make_arms"]

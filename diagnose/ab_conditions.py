@@ -58,14 +58,14 @@ import pandas as pd
 from probes.client_limits import CPU_SATURATION_SHARE, DISPATCH_LAG_LIMIT_S
 from probes.engine_pace import DILUTED_SHARE, ITL_KEY, LATENESS_SHARE, engine_pace
 from probes.latency import completed_mask
-from probes.metric_registry import AB_SLO_ITL, CLIENT_DISPATCH_LAG, DISPATCH_LAG, by_key, json_name
-from probes.units import fmt_seconds
 from runfmt.abresult import Check, Conditions, Tolerances
 from runfmt.codec import frozen_map
+from runfmt.metrics import AB_SLO_ITL, CLIENT_DISPATCH_LAG, DISPATCH_LAG, by_key, json_name
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.summary import Summary
 from runfmt.summary_sections import ClientSection
+from runfmt.units import fmt_seconds
 from runtime.quantiles import finite_number
 from workloads.errors import InputError
 

@@ -30,9 +30,9 @@ import numpy as np
 from diagnose.resample import Sample
 from diagnose.stats import Comparison
 from diagnose.trials import compare_trials
-from probes.metric_registry import AB_EVENTS, json_name
 from probes.stall_events import STALL_FIELDS, StallEvents, mean_interval
 from runfmt.abresult import EventBlock
+from runfmt.metrics import AB_EVENTS, json_name
 
 #: The per-event metrics, as ``ab.json`` names them, and how a verdict reads them.
 EVENT_METRICS = {name: metric.label for name, metric in AB_EVENTS.items()} | {

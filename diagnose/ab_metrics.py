@@ -50,10 +50,10 @@ from diagnose.ab_events import EVENT_METRICS, compare_events
 from diagnose.compare import MetricSpec, RunSamples, load_run, metric_spec
 from diagnose.stats import Comparison, Sample, resampled_statistics
 from diagnose.trials import compare_trials, trial_interval
-from probes import metric_registry as registry
-from probes.metric_registry import json_name
 from probes.stall_events import NO_KIND, StallEvents, kinds_longest_first, prefill_kind
+from runfmt import metrics as registry
 from runfmt.abresult import KindBlock
+from runfmt.metrics import TTFT, json_name
 from runtime.quantiles import quantiles, statistic
 from workloads.errors import InputError
 
@@ -138,7 +138,7 @@ class TrialSamples:
         gap_kind = pd.Series(self.kinds, index=self.run.latencies["id"].to_numpy())
         decode = gap_kind.reindex(gaps.request_ids[gaps.request]).to_numpy() != kind
         long = self.requests[self.kinds == kind]
-        ttft = self.run.latencies["ttft_s"].to_numpy(dtype=float)[self.kinds == kind]
+        ttft = self.run.latencies[TTFT.key].to_numpy(dtype=float)[self.kinds == kind]
         return StallEvents.measure(
             long["sent_s"].to_numpy(float),
             long["first_token_s"].to_numpy(float),

@@ -66,14 +66,14 @@ from diagnose.ab_effect import (
 from diagnose.ab_events import EVENT_METRICS
 from diagnose.metrics import metric_spec
 from diagnose.stats import Comparison
-from probes.metric_registry import (
+from runfmt.abresult import Needed, Verdict
+from runfmt.metrics import (
     AB_SLO_ITL,
     AB_SLO_TTFT,
     AB_STALL_GAPS,
     AB_TTFT_WEIGHED,
     json_name,
 )
-from runfmt.abresult import Needed, Verdict
 from runfmt.slo import Slo
 
 #: The pooled-gap stall metric, and the SLO metrics (the registry's selections).

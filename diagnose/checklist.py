@@ -40,10 +40,10 @@ from diagnose.registry import Declaration, declaration, declared
 from diagnose.words import chunk_knob, concurrency_knob
 from loadgen.records import ErrorKind
 from probes.latency import request_latencies
-from probes.metric_registry import by_key
 from probes.request_counts import error_counts
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Decision, Diagnosis, Finding, Primary, Status
+from runfmt.metrics import E2E, ITL, TPOT, TTFT, by_key
 from runfmt.names import DIAGNOSIS_JSON
 from runfmt.rundir import RunDir
 from runtime.quantiles import quantile
@@ -81,10 +81,10 @@ def slo_breaches(ctx: Context) -> list[Breach]:
     latencies = request_latencies(done) if not done.empty else None
     ids = done["id"] if "id" in done.columns else []
     values = {
-        "itl_s": token_gaps(ctx.view.chunks, ids).gap_s,
+        ITL.key: token_gaps(ctx.view.chunks, ids).gap_s,
         **{
             m: latencies[m].to_numpy(dtype=float) if latencies is not None else np.array([])
-            for m in ("ttft_s", "tpot_s", "e2e_s")
+            for m in (TTFT.key, TPOT.key, E2E.key)
         },
     }
     out = []
@@ -123,7 +123,7 @@ def _hard_failures(ctx: Context) -> tuple[list[str], set[str]]:
             calls.add("concurrency")
     for breach in slo_breaches(ctx):
         reasons.append(str(breach))
-        calls.add("chunk" if breach.metric in ("itl_s", "tpot_s") else "concurrency")
+        calls.add("chunk" if breach.metric in (ITL.key, TPOT.key) else "concurrency")
     return reasons, calls
 
 

@@ -32,6 +32,7 @@ from diagnose.words import percent
 from probes.latency import client_health, measured_window, request_latencies
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.metrics import DISPATCH_LAG, TTFT
 from runtime.quantiles import quantile
 
 if TYPE_CHECKING:
@@ -89,11 +90,11 @@ def read_client_health(view: RunView) -> ClientHealth:
         return ClientHealth(False)
     latencies = request_latencies(view.requests)
     health = client_health(
-        latencies["dispatch_lag_s"].to_numpy(), view.client, measured_window(view.requests)
+        latencies[DISPATCH_LAG.key].to_numpy(), view.client, measured_window(view.requests)
     )
     done = latencies[latencies["ok"]]
-    lag = done["dispatch_lag_s"].to_numpy(dtype=float)
-    ttft = done["ttft_s"].to_numpy(dtype=float)
+    lag = done[DISPATCH_LAG.key].to_numpy(dtype=float)
+    ttft = done[TTFT.key].to_numpy(dtype=float)
     lag_p50 = float(np.nanmedian(lag)) if np.isfinite(lag).any() else None
     ttft_p50 = float(np.nanmedian(ttft)) if np.isfinite(ttft).any() else None
     loop = health.loop_lag.p99 if health.loop_lag is not None else None

@@ -103,6 +103,7 @@ from diagnose.stats import MIN_UNITS, Comparison, Sample, compare_stats
 from probes.latency import measured_window, request_latencies, throughput_bins
 from probes.stall_events import STALL_FACTOR, RunStalls, run_stalls
 from probes.token_gaps import TokenGaps, token_gaps
+from runfmt.metrics import E2E, ITL, TTFT
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
 from runfmt.tables import completed_mask
@@ -114,7 +115,7 @@ SAME_WORKLOAD_ANYWAY = ("seed", "num_requests", "duration")
 
 #: The source of the ITL metrics: per-token gaps, resampled in time blocks. When the seeds
 #: differ their t part keeps units − 1 degrees of freedom (the module docstring).
-GAPS = "itl_s"
+GAPS = ITL.key
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ class RunSamples:
                 requests, measured_window(requests), throughput_slices(int(ok.sum()))
             ),
             requests=len(requests),
-            stalls=run_stalls(done, latencies["ttft_s"].to_numpy(float), gaps),
+            stalls=run_stalls(done, latencies[TTFT.key].to_numpy(float), gaps),
             starts_s=pd.to_numeric(done["intended_s"], errors="coerce").to_numpy(float),
         )
 
@@ -168,7 +169,7 @@ class RunSamples:
             return Sample.of(values, level_variance=self.grid_variance())
         if not draws or self.starts_s is None:
             return Sample.of(self.latencies[spec.source])
-        lifetimes = self.latencies["e2e_s"].to_numpy(float)
+        lifetimes = self.latencies[E2E.key].to_numpy(float)
         blocks = request_blocks(self.starts_s, lifetimes, DRAW_BLOCK_LIFETIMES)
         return Sample.of(self.latencies[spec.source], blocks)
 

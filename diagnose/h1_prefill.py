@@ -44,7 +44,6 @@ from diagnose.words import chunk_flags_named
 from perfmodel.costmodel import StepShape, attended_pairs
 from probes.canonical import Histogram
 from probes.latency import latency_columns
-from probes.metric_registry import STALL_LOST, STALL_WORST
 from probes.stall_events import (
     STALL_FACTOR,
     SUMMARY_CONFIDENCE,
@@ -53,8 +52,9 @@ from probes.stall_events import (
     run_stalls,
 )
 from probes.token_gaps import token_gaps
-from probes.units import p_text
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.metrics import STALL_LOST, STALL_WORST, TTFT
+from runfmt.units import p_text
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
@@ -152,7 +152,7 @@ def stall_figures(ctx: Context) -> StallFigures:
     """The stall events of the run's completed requests (``probes.stall_events``)."""
     done = ctx.view.completed
     gaps = token_gaps(ctx.view.chunks, done.get("id"))
-    stalls = run_stalls(done, latency_columns(done)["ttft_s"], gaps)
+    stalls = run_stalls(done, latency_columns(done)[TTFT.key], gaps)
     worst = stalls.values(STALL_WORST.key)
     normal = stalls.events.normal_s
     interval = mean_interval(worst, SUMMARY_CONFIDENCE, ctx.options.resamples, ctx.options.seed)

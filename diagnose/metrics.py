@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes import metric_registry as registry
+from runfmt import metrics as registry
 from runtime.quantiles import STATISTICS
 from workloads.errors import InputError
 

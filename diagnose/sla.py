@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.metrics import CONFIDENCE, RESAMPLES, MetricSpec, metric_spec
+from runfmt.metrics import ITL
 from runfmt.sweep_search import INCONCLUSIVE, MEETS, MISSES, BoundSection, CheckSection
 from runtime.durations import UNIT_SECONDS, to_seconds
 from workloads.errors import InputError
@@ -112,7 +113,7 @@ def requests_to_decide(bound: Bound, gaps_per_request: float = 1.0) -> int:
     if not spec.is_latency or spec.stat == "mean":
         return MIN_UNITS
     share = min(QUANTILES[spec.stat], 100.0 - QUANTILES[spec.stat]) / 100.0
-    per_request = max(gaps_per_request, 1.0) if spec.source == "itl_s" else 1.0
+    per_request = max(gaps_per_request, 1.0) if spec.source == ITL.key else 1.0
     return max(MIN_UNITS, math.ceil(MIN_TAIL / share / per_request - 1e-9))
 
 

@@ -21,7 +21,8 @@ from diagnose.ab_events import EVENT_METRICS
 from diagnose.ab_metrics import ITL_MAX, ITL_QUANTILES, KIND_TTFT, ab_metric_spec
 from diagnose.ab_verdict import change_text
 from loadgen.flavours import EMBEDDED_CHUNK_KEY
-from probes.metric_registry import (
+from runfmt.abresult import ABResult, KindBlock, OutputCheck, Outputs, Verdict
+from runfmt.metrics import (
     AB_ARM_METRICS,
     AB_SLO_TTFT,
     AB_STALL_GAPS,
@@ -29,8 +30,7 @@ from probes.metric_registry import (
     STAT_LABELS,
     json_name,
 )
-from probes.units import p_value_text
-from runfmt.abresult import ABResult, KindBlock, OutputCheck, Outputs, Verdict
+from runfmt.units import p_value_text
 from session.ab_runner import AbOutcome
 from session.launcher import LaunchTemplate
 

@@ -133,13 +133,20 @@ def engine_flags(flags: BenchFlags, endpoint: str | None) -> list[str]:
 def picked_percentiles(flags: BenchFlags) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
     """vLLM's ``--percentile-metrics`` (default ttft,tpot,itl) and ``--metric-percentiles``
     (default 99), when either is given."""
-    from probes.percentiles import parse_metrics, parse_percentiles
+    from probes.percentiles import (
+        DEFAULT_METRICS,
+        DEFAULT_PERCENTILES,
+        parse_metrics,
+        parse_percentiles,
+    )
 
     if flags.percentile_metrics is None and flags.metric_percentiles is None:
         return None
     return (
-        parse_metrics(flags.percentile_metrics or "ttft,tpot,itl"),
-        parse_percentiles(flags.metric_percentiles or "99"),
+        parse_metrics(flags.percentile_metrics) if flags.percentile_metrics else DEFAULT_METRICS,
+        parse_percentiles(flags.metric_percentiles)
+        if flags.metric_percentiles
+        else DEFAULT_PERCENTILES,
     )
 
 

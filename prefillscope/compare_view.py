@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping
 from xml.etree import ElementTree as ET
 
-from probes.units import p_value_text
 from runfmt.codec import encode
 from runfmt.compareresult import (
     FAIL,
@@ -28,6 +27,7 @@ from runfmt.compareresult import (
     SweepCompareDocument,
     SweepKnees,
 )
+from runfmt.units import p_value_text
 
 Compared = CompareDocument | SweepCompareDocument
 

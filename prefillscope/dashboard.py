@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TextIO
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from probes import metric_registry as registry
-from probes.units import fmt_rate
+from runfmt import metrics as registry
+from runfmt.units import fmt_rate
 from session.live_stats import (
     LIVE_STATS,
     LIVE_THROUGHPUT,
@@ -42,7 +42,7 @@ PLAIN_EVERY_S = 5.0
 # -- formatting ------------------------------------------------------------------------------
 #: Every figure's name, unit and format are the metric registry's (``LIVE_LATENCIES``);
 #: the send rate is of requests sent, not completed, so it only borrows the unit.
-SEND_UNIT = registry.by_key("requests_per_s").unit
+SEND_UNIT = registry.REQUESTS_PER_S.unit
 
 
 def _rate(value: float | None, unit: str) -> str:

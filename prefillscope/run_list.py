@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import RUNS_HEADLINE
+from runfmt.metrics import REQUESTS_PER_S, RUNS_HEADLINE
 from runfmt.names import RUN_JSON
 from runfmt.run import open_run
 from runfmt.runinfo import label_text
@@ -59,7 +59,7 @@ def run_row(folder: Path, root: Path) -> dict[str, Any]:
         "started_at": info.clock.started_at,
         "completed": requests.completed,
         "measured": requests.total,
-        "requests_per_s": sections.throughput.requests_per_s,
+        REQUESTS_PER_S.key: sections.throughput.requests_per_s,
     }
     for key, source, stat in RUNS_HEADLINE:
         value = sections.statistic(source, stat)
@@ -91,7 +91,7 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     for r in rows:
         done = r.get("completed")
         measured = r.get("measured")
-        rate = r.get("requests_per_s")
+        rate = r.get(REQUESTS_PER_S.key)
         cells.append([
             r["run"],
             label_text(r.get("labels") or {}) or "–",

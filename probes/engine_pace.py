@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes.metric_registry import ITL, by_key
-from probes.units import fmt_seconds
+from runfmt.metrics import ITL, by_key
 from runfmt.summary import Summary
+from runfmt.units import fmt_seconds
 from runtime.quantiles import finite_number
 
 #: The latency step lateness is weighed against (its ``p99``): the per-token ITL.

@@ -47,8 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
-from probes.metric_registry import DISPATCH_LAG
-from probes.metric_registry import latencies as registered_latencies
+from probes.metric_formulas import formula, per_request
 from probes.percentiles import (
     PICKED,
     Picked,
@@ -71,6 +70,8 @@ from probes.token_gaps import TokenGaps, chunk_gaps, token_chunk_parts
 from probes.usage_counts import SuspectCounts, suspect_mask
 from runfmt.codec import frozen_map
 from runfmt.columns import Columns, IdSet, Table, numbers, texts
+from runfmt.metrics import DISPATCH_LAG, E2E, ITL, OUTPUT_TOKENS_PER_S, REQUESTS_PER_S, TPOT, TTFT
+from runfmt.metrics import latencies as registered_latencies
 from runfmt.names import CHUNKS_TABLE, CLIENT_TABLE, REQUESTS_TABLE, WORKER_COLUMN
 from runfmt.run import Run
 from runfmt.rundir import RunDir
@@ -110,8 +111,8 @@ _SUMMARY_COLUMNS = (
 
 def summary_columns() -> tuple[str, ...]:
     """The requests' columns ``summarize`` reads: its own, and each registered latency's
-    inputs (``probes.metric_registry``)."""
-    inputs = (name for m in (*registered_latencies(), DISPATCH_LAG) for name in m.inputs)
+    inputs (``probes.metric_formulas``)."""
+    inputs = (name for _, f in per_request() for name in f.inputs)
     return tuple(dict.fromkeys((*_SUMMARY_COLUMNS, *inputs)))
 
 
@@ -125,13 +126,13 @@ def latency_columns(requests: Table, ids: Any = None) -> Columns:
 
     Columns: ``id`` (``ids`` when given, else the requests' ``id``, else their position),
     each registered latency computed per request by its own formula
-    (``probes.metric_registry``: ``ttft_s``, ``ttft_sent_s``, ``tpot_s``, ``e2e_s``,
+    (``probes.metric_formulas``: ``ttft_s``, ``ttft_sent_s``, ``tpot_s``, ``e2e_s``,
     ``e2e_sent_s`` …), ``dispatch_lag_s``, ``concurrency_wait_s``, ``output_tokens`` and
     ``ok``. A value that cannot be computed (no first token, one output token) is NaN.
     """
-    per_request = [m for m in (*registered_latencies(), DISPATCH_LAG) if m.formula]
+    computed = per_request()
     names = {"intended_s", "released_s", "output_tokens"}
-    names |= {name for metric in per_request for name in metric.inputs}
+    names |= {name for _, f in computed for name in f.inputs}
     raw = {name: numbers(requests, name) for name in sorted(names)}
     intended, released = raw["intended_s"], raw["released_s"]
     released = np.where(np.isnan(released), intended, released)  # no cap, or an older run
@@ -140,7 +141,7 @@ def latency_columns(requests: Table, ids: Any = None) -> Columns:
     return Columns(
         {
             "id": np.asarray(ids),
-            **{metric.key: metric.values(raw) for metric in per_request},
+            **{metric.key: f.values(raw) for metric, f in computed},
             "concurrency_wait_s": released - intended,
             "output_tokens": raw["output_tokens"],
             "ok": completed_mask(requests),
@@ -236,7 +237,7 @@ def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
     import pandas as pd
 
     if not window.valid or bins < 1:
-        return pd.DataFrame({"requests_per_s": [], "output_tokens_per_s": []})
+        return pd.DataFrame({REQUESTS_PER_S.key: [], OUTPUT_TOKENS_PER_S.key: []})
     ok = completed_mask(requests)
     end = numbers(requests, "end_s")[ok]
     tokens, _ = possible_tokens(requests, ok)
@@ -245,8 +246,8 @@ def throughput_bins(requests: Table, window: Window, bins: int) -> pd.DataFrame:
     width = window.seconds / bins
     return pd.DataFrame(
         {
-            "requests_per_s": np.bincount(slot, minlength=bins) / width,
-            "output_tokens_per_s": np.bincount(slot, weights=tokens, minlength=bins) / width,
+            REQUESTS_PER_S.key: np.bincount(slot, minlength=bins) / width,
+            OUTPUT_TOKENS_PER_S.key: np.bincount(slot, weights=tokens, minlength=bins) / width,
         }
     )
 
@@ -259,7 +260,7 @@ def meets_slo(latencies: Table, itl_max_s: dict[Any, float], slo: Slo) -> np.nda
     cannot be missed.
     """
     good = np.asarray(latencies["ok"], dtype=bool).copy()
-    bounds = {"ttft_s": slo.ttft_s, "e2e_s": slo.e2e_s, "tpot_s": slo.tpot_s}
+    bounds = {TTFT.key: slo.ttft_s, E2E.key: slo.e2e_s, TPOT.key: slo.tpot_s}
     for column, bound in bounds.items():
         if bound is not None:
             good &= ~(np.asarray(latencies[column], dtype=float) > bound)
@@ -489,7 +490,7 @@ def latency_summary(latencies: Table, gaps: TokenGaps) -> dict[str, Stats]:
     ok = np.asarray(latencies["ok"], dtype=bool)
     out: dict[str, Stats] = {}
     for metric in registered_latencies():
-        per = latencies[metric.key][ok] if metric.formula is not None else gaps.gap_s
+        per = latencies[metric.key][ok] if formula(metric) is not None else gaps.gap_s
         values = finite(per)
         out[metric.key] = Stats(
             **describe(values), max=float(values.max()) if values.size else None
@@ -524,12 +525,12 @@ def summarize_frames(
     reading.done_ids = []
     chunk_reading = _ChunkReading(chunks, done, picks_itl(picked))
     gaps_selected = select_passes(chunk_reading.itl_parts, levels_of(picked))
-    itl = gaps_selected.get("itl_s")
+    itl = gaps_selected.get(ITL.key)
     kind = prefill_kind(longest_first(reading.prompt_medians(stats)))
     late = reading.late_pass(slo, chunk_reading.worse_than(slo.itl_s) if slo else {}, kind)
     latencies = {}
     for metric in registered_latencies():  # ITL (no per-request formula) from the chunks
-        selection = itl if metric.formula is None else stats.get(metric.key)
+        selection = itl if formula(metric) is None else stats.get(metric.key)
         latencies[metric.key] = Stats(**(selection or Selection()).describe())
     gaps = itl.count if itl is not None else 0
     stalls = stall_summary(chunk_reading.stalls(kind, late, gaps))
@@ -551,7 +552,7 @@ def summarize_frames(
         chunks=chunk_reading.counts(),
         stalls=stalls,
         client=health_of(
-            _described(stats.get("dispatch_lag_s")),
+            _described(stats.get(DISPATCH_LAG.key)),
             _described(stats.get("own_lag_s")).p99,
             _described(stats.get("concurrency_wait_s")),
             stats["concurrency_wait_s"].describe()["max"]
@@ -608,14 +609,14 @@ class _RequestReading:
             latencies = latency_columns(runs)
             if pass_number == 0:
                 self._count(part, runs, ok)
-            lag, wait = latencies["dispatch_lag_s"], latencies["concurrency_wait_s"]
+            lag, wait = latencies[DISPATCH_LAG.key], latencies["concurrency_wait_s"]
             values = {
                 metric.key: latencies[metric.key][ok]
                 for metric in registered_latencies()
-                if metric.formula is not None
+                if formula(metric) is not None
             }
             values |= {
-                "dispatch_lag_s": lag,
+                DISPATCH_LAG.key: lag,
                 "concurrency_wait_s": wait,
                 "own_lag_s": lag - np.nan_to_num(wait, nan=0.0),
             }
@@ -672,7 +673,7 @@ class _RequestReading:
                 late.long_ids += np.asarray(done["id"], dtype=object)[long].tolist()
                 late.starts += numbers(done, "sent_s")[long].tolist()
                 late.ends += numbers(done, "first_token_s")[long].tolist()
-                late.ttfts += np.asarray(latencies["ttft_s"], float)[ok][long].tolist()
+                late.ttfts += np.asarray(latencies[TTFT.key], float)[ok][long].tolist()
         return late
 
 
@@ -695,8 +696,8 @@ class _ChunkReading:
                 self.rows += int(n.size)
                 self.tokens += int(n.sum())
                 self.multi += int((n > 1).sum())
-            yield {"itl_s": gaps.gap_s} | (
-                {PICKED + "itl_s": gaps.gap_s} if self.picked_itl else {}
+            yield {ITL.key: gaps.gap_s} | (
+                {PICKED + ITL.key: gaps.gap_s} if self.picked_itl else {}
             )
 
     def counts(self) -> ChunksSection:

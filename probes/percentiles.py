@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from runfmt.columns import IdSet
+from runfmt.metrics import E2E, E2E_SENT, ITL, TPOT, TTFT_SENT
 from runtime.quantiles import QUANTILES, select_passes
 from workloads.errors import InputError
 
@@ -26,15 +27,20 @@ if TYPE_CHECKING:
     from runfmt.columns import Table
     from runtime.quantiles import Selection
 
-#: vLLM's metric names → the column (or ``itl`` gaps) they are read from.
+#: vLLM's metric names → the column (or ``itl`` gaps) they are read from, in the order
+#: vLLM writes their statistics.
 METRICS = {
-    "ttft": "ttft_sent_s",
-    "tpot": "tpot_s",
-    "itl": "itl_s",
-    "e2el": "e2e_sent_s",
+    "ttft": TTFT_SENT.key,
+    "tpot": TPOT.key,
+    "itl": ITL.key,
+    "e2el": E2E_SENT.key,
     "client_queue_time": "concurrency_wait_s",
-    "e2el_including_client_queue": "e2e_s",
+    "e2el_including_client_queue": E2E.key,
 }
+
+#: vLLM's defaults: ``--percentile-metrics ttft,tpot,itl`` and ``--metric-percentiles 99``.
+DEFAULT_METRICS = ("ttft", "tpot", "itl")
+DEFAULT_PERCENTILES = (99.0,)
 
 
 def parse_metrics(text: str) -> tuple[str, ...]:
@@ -95,7 +101,7 @@ def picked_values(
     if picked is None:
         return {}
     columns = dict.fromkeys(METRICS[name] for name in picked[0])
-    return {PICKED + c: np.asarray(latencies[c])[ok] for c in columns if c != "itl_s"}
+    return {PICKED + c: np.asarray(latencies[c])[ok] for c in columns if c != ITL.key}
 
 
 def picks_itl(picked: Picked | None) -> bool:
@@ -154,7 +160,7 @@ def picked_percentiles(
 
         def gap_values(_: int) -> Iterator[dict[str, np.ndarray]]:
             for tokens, _carried in token_chunk_parts(chunks(), keep):
-                yield {PICKED + "itl_s": chunk_gaps(tokens).gap_s}
+                yield {PICKED + ITL.key: chunk_gaps(tokens).gap_s}
 
         found |= select_passes(gap_values, levels_of(picked))
     return picked_section(picked, found)

@@ -56,6 +56,7 @@ from probes.normalise import POOL_COLUMNS, ServerSeries, histogram_summary
 from probes.token_gaps import token_chunk_parts
 from runfmt.codec import absent, frozen_map
 from runfmt.columns import Table, factorize, numbers
+from runfmt.metrics import E2E, E2E_SENT, ITL, TTFT, TTFT_SENT
 from runfmt.run_sections import ProbeState
 from runfmt.summary_server import Histogram as LatencyHistogram
 from runfmt.summary_server import (
@@ -104,11 +105,11 @@ def client_maxima(requests: Table | Parts, chunks: Table | Parts | None) -> dict
     request it sent (warm-up included, as the server's counters are): what a server
     histogram of the same span cannot exceed. ``None`` where not measured. The tables
     whole or a part at a time (``probes.latency.Parts``)."""
-    out: dict[str, float | None] = {"ttft_s": None, "e2e_s": None, "itl_s": None}
+    out: dict[str, float | None] = {TTFT.key: None, E2E.key: None, ITL.key: None}
     for part in parts_of(requests)():
         latencies = latency_columns(part)[completed_mask(part)]
-        out["ttft_s"] = _finite_max(latencies["ttft_sent_s"], out["ttft_s"])
-        out["e2e_s"] = _finite_max(latencies["e2e_sent_s"], out["e2e_s"])
+        out[TTFT.key] = _finite_max(latencies[TTFT_SENT.key], out[TTFT.key])
+        out[E2E.key] = _finite_max(latencies[E2E_SENT.key], out[E2E.key])
     if chunks is not None:
         for tokens, _ in token_chunk_parts(parts_of(chunks)()):
             codes, _ = factorize(tokens["request_id"])
@@ -116,7 +117,7 @@ def client_maxima(requests: Table | Parts, chunks: Table | Parts | None) -> dict
             order = np.lexsort((t, codes))  # each request's chunks in time order
             codes, t = codes[order], t[order]
             same = codes[1:] == codes[:-1]
-            out["itl_s"] = _finite_max((t[1:] - t[:-1])[same], out["itl_s"])
+            out[ITL.key] = _finite_max((t[1:] - t[:-1])[same], out[ITL.key])
     return out
 
 
@@ -309,7 +310,7 @@ def server_summary(
     hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
     observed = _ratio(hits, queries)
     client = client_maxima(requests, chunks)
-    itl = _histogram(series, "itl", client["itl_s"])
+    itl = _histogram(series, "itl", client[ITL.key])
 
     def level(name: str) -> Level:
         return series.level(name)
@@ -327,9 +328,9 @@ def server_summary(
             # final requests (the last scrape failed, or the run was cut short).
             stale=bool(float(series.t_s.max()) < _last_response_s(requests)),
         ),
-        ttft_s=_histogram(series, "ttft", client["ttft_s"]),
+        ttft_s=_histogram(series, "ttft", client[TTFT.key]),
         itl_s=replace(itl, per=series.itl_per, extra=frozen_map()),
-        e2e_s=_histogram(series, "e2e", client["e2e_s"]),
+        e2e_s=_histogram(series, "e2e", client[E2E.key]),
         prefix=ServerPrefix(
             queries=queries.reading(),
             hits=hits.reading(),

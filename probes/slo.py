@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 
+from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runfmt.slo import Slo
 from runtime.durations import parse_duration
 from workloads.errors import InputError
 from workloads.limits import MAX_SECONDS
 
-_SLO_KEYS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
+_SLO_KEYS = {"ttft": TTFT.key, "itl": ITL.key, "tpot": TPOT.key, "e2e": E2E.key, "e2el": E2E.key}
 _SLO_FIX = "write e.g. --slo ttft=500,itl=50,e2e=10s (milliseconds unless given in s or us)"
 
 

@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from probes.metric_registry import STALL_LOST, STALL_WORST, json_name
 from probes.token_gaps import TokenGaps
 from runfmt.codec import frozen_map
 from runfmt.columns import Table, numbers, texts
+from runfmt.metrics import STALL_LOST, STALL_WORST, json_name
 from runfmt.summary_sections import StallsSection
 from runtime.quantiles import Selection, exact_mean, exact_sum, quantile, quantiles, select_passes
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runfmt.codec import EMPTY, encode, frozen_map, key
+from runfmt.codec import EMPTY, decode, encode, key
 
 if TYPE_CHECKING:  # imported when a spec is recorded or rebuilt: the families are many
     from workloads.spec import WorkloadSpec
@@ -43,26 +43,10 @@ class WorkloadSection:
 
     @classmethod
     def of(cls, spec: WorkloadSpec) -> WorkloadSection:
-        """What ``run.json`` records of ``spec``."""
-        from workloads.params import params_dict
-
-        load = spec.load
-        return cls(
-            workload=spec.name,
-            family=spec.family.name,
-            preset=spec.preset,
-            seed=spec.seed,
-            prompt_format=spec.prompt_format,
-            num_requests=load.num_requests,
-            duration=load.duration_s,
-            arrival=load.arrival,
-            rate=load.rate,
-            cv=load.cv,
-            start_rate=load.start_rate,
-            ramp=load.ramp if load.ramp != "linear" else None,
-            concurrency=load.concurrency,
-            params=frozen_map(params_dict(spec.params)),
-        )
+        """What ``run.json`` records of ``spec``: its flat keys (``WorkloadSpec.to_dict``,
+        the one mapping of a spec to them: ``workloads`` is below ``runfmt`` and cannot
+        name this section) read by the codec, as the section is read back from the file."""
+        return decode(cls, spec.to_dict())
 
     @property
     def recorded(self) -> bool:

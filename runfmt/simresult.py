@@ -8,7 +8,7 @@ through ``runfmt.codec`` and its table and ``--html`` page read the same types.
 A set of simulated requests has bench's latencies (``summary.json``'s ``Stats`` under the
 registry's keys, ``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s`` …: mean, p50 … p99.9, count
 and max, written at the top level of its object as in ``summary.json``, so a metric
-declared once in ``probes.metric_registry`` is one more key here), the share of requests
+declared once in ``runfmt.metrics`` is one more key here), the share of requests
 meeting every SLO bound (``goodput``, bench's rule, ``null`` without an SLO), output
 throughput over the makespan and the KV transfer's share of TTFT. Times are seconds of
 the virtual clock; ``wall_s`` and ``speed`` are the simulator's own wall-clock time.

@@ -4,7 +4,7 @@
 ``probes.server_summary`` the server's; the session writes the ``Summary`` it holds them
 in through ``runfmt.codec``, and every reader reads the same frozen types back
 (``runfmt.summary_sections``, ``runfmt.summary_server``). The latencies are the
-registered metrics' (``probes.metric_registry``: a metric declared in any module is one
+registered metrics' (``runfmt.metrics``: a metric declared in any module is one
 more key): ``latencies`` holds each distribution by its JSON key (``ttft_s`` …), written
 at the top level of the document, where a reader of any version finds it.
 
@@ -39,7 +39,7 @@ from runfmt.version import FIRST_FORMAT_VERSION, document_version
 
 #: The ``format_version`` this version writes.
 SUMMARY_FORMAT_VERSION = 2
-#: A latency's JSON key (``probes.metric_registry.json_name``): ``<name>_s``.
+#: A latency's JSON key (``runfmt.metrics.json_name``): ``<name>_s``.
 LATENCY_KEY = r"\w+_s"
 
 
@@ -78,7 +78,7 @@ class Summary:
 
     def latency(self, key: str) -> Stats | None:
         """The client's distribution of ``key`` (``ttft_s``, ``itl_s`` …, as
-        ``probes.metric_registry`` names them), if the summary has it."""
+        ``runfmt.metrics`` names them), if the summary has it."""
         return self.latencies.get(key)
 
     def statistic(self, key: str, name: str) -> Any:

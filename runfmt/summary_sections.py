@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
+from runfmt.metrics import CLIENT_DISPATCH_LAG, DISPATCH_LAG, json_name
 from runfmt.slo import Slo
 from runtime.quantiles import STATISTICS
 
-#: A stall metric's figure (``probes.metric_registry.json_name(prefix, part=...)``):
+#: A stall metric's figure (``runfmt.metrics.json_name(prefix, part=...)``):
 #: its mean, interval or worst event, in seconds.
 STALL_FIGURE = r"\w+_(mean|interval|max)_s"
 
@@ -184,8 +185,9 @@ class ClientSection:
     loop lag, CPU share, and the wait for a ``--max-concurrency`` slot (absent when no
     request waited)."""
 
-    dispatch_lag: Distribution | None = key("dispatch_lag_s", default=None)  # noqa: RUF009
-    dispatch_lag_p99_s: float | None = None
+    dispatch_lag: Distribution | None = key(DISPATCH_LAG.key, default=None)  # noqa: RUF009
+    #: Keyed as ``runfmt.metrics`` names it (``json_name(CLIENT_DISPATCH_LAG)``).
+    dispatch_lag_p99_s: float | None = key(json_name(CLIENT_DISPATCH_LAG), default=None)
     loop_lag: Stats | None = key("loop_lag_s", default=None)  # noqa: RUF009
     cpu_share: CpuShare | None = None
     limited: bool | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfmt.codec import EMPTY, key
+from runfmt.metrics import E2E, ITL, TTFT
 from runfmt.run_sections import ProbeState
 from runfmt.summary_sections import statistic_of
 
@@ -208,7 +209,7 @@ class PoolLevels:
 
 
 #: The ``server`` section's latency histograms, by their summary key.
-SERVER_LATENCIES = ("ttft_s", "itl_s", "e2e_s")
+SERVER_LATENCIES = (TTFT.key, ITL.key, E2E.key)
 
 
 @dataclass(frozen=True)

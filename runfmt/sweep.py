@@ -31,6 +31,12 @@ from workloads.errors import InputError
 SWEEP_FORMAT_VERSION = 2
 #: The status of a point whose run completed (``runfmt.runinfo``'s ``complete``).
 COMPLETE = "complete"
+#: A point's request-rate figures (besides each latency's ``runfmt.metrics.json_name``):
+#: completed requests per second of the measured window, completions per second from the
+#: first to the last end, the plan's intended sends per second, and, under an SLO, the
+#: goodput and the share of requests within it.
+ACHIEVED_RPS, SERVED_RPS, OFFERED_RPS = "achieved_rps", "served_rps", "offered_rps"
+GOODPUT_RPS, GOODPUT_SHARE = "goodput_rps", "goodput_share"
 
 
 @dataclass(frozen=True)

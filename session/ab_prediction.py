@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from perfmodel.config import EngineConfig
-from probes.metric_registry import AB_PREDICTED, json_name, stat_of
 from runfmt.ab_prediction import (
     ArmPrediction,
     PredictedFigure,
@@ -25,6 +24,7 @@ from runfmt.ab_prediction import (
 )
 from runfmt.abresult import ArmResult
 from runfmt.codec import frozen_map
+from runfmt.metrics import AB_PREDICTED, json_name, stat_of
 from session.sim_workload import load_workload
 from session.simulate import GridPoint, SimulateSpec, run_point
 

@@ -46,7 +46,7 @@ from diagnose.ab import (
     make_arms,
     unanalysed_arm,
 )
-from probes import metric_registry as registry
+from runfmt import metrics as registry
 from runfmt.abresult import ABResult, AbWorkload
 from runfmt.codec import frozen_map
 from runfmt.names import AB_JSON, RUN_JSON
@@ -141,7 +141,7 @@ def arm_engine(base: EngineSettings | None, chunk: int) -> EngineSettings:
 
 
 #: The figures each trial's progress line shows, named and written as the registry does.
-TRIAL_LINE_FIGURES = ((registry.by_key("itl_s"), "p99"), (registry.by_key("ttft_s"), "p50"))
+TRIAL_LINE_FIGURES = ((registry.ITL, "p99"), (registry.TTFT, "p50"))
 
 
 def _trial_line(where: str, trial: Trial, outcome: BenchOutcome) -> str:

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
 from runfmt.slo import Slo
 from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
@@ -24,7 +25,7 @@ from simengine.driver import RequestTiming, VirtualDriver
 from simengine.tokenizer import FIRST_WORD_ID
 
 #: What the scoreboard compares, in this order.
-METRICS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+METRICS = (TTFT.key, ITL.key, TPOT.key, E2E.key)
 STATS = ("mean", "p90", "p99")
 
 

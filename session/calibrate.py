@@ -71,9 +71,9 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
-from probes.metric_registry import SIM_HOLDOUT, TTFT, stat_name
 from runfmt.calibration import Calibration, FitFigures, FittedSettings, Holdout
 from runfmt.codec import frozen_map
+from runfmt.metrics import SIM_HOLDOUT, TTFT, stat_name
 from runfmt.run import Run, open_run
 from runtime.quantiles import quantiles
 from session.calibrate_decode import decode_gaps, fit_decode

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from probes.latency import request_latencies
-from probes.metric_registry import ITL, stat_name
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.calibration import FitFigures
+from runfmt.metrics import ITL, TTFT_SENT, stat_name
 from runfmt.run import Run
 from runtime.quantiles import quantiles
 from session.calibrate_decode import RequestSpans, request_spans
@@ -133,8 +133,8 @@ def read_run(run: Run, flag: str = "--calibrate") -> RunReading:
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(flag, f"cannot read the run {run.path}: {exc}") from None
     latencies = request_latencies(measured)
-    ok = latencies["ok"].astype(bool).to_numpy() & latencies["ttft_sent_s"].notna().to_numpy()
-    ttft = latencies.loc[ok, "ttft_sent_s"].to_numpy(dtype=float)
+    ok = latencies["ok"].astype(bool).to_numpy() & latencies[TTFT_SENT.key].notna().to_numpy()
+    ttft = latencies.loc[ok, TTFT_SENT.key].to_numpy(dtype=float)
     ids = latencies.loc[ok, "id"].astype(str).to_numpy()
     gaps = token_gaps(chunks, latencies.loc[ok, "id"])
     if ttft.size == 0 or gaps.gap_s.size == 0:

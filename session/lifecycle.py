@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.config import EngineConfig
+from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from workloads.errors import InputError
 
 #: The client's total timeout when ``request_timeout`` is null (aiohttp's default).
@@ -58,10 +59,10 @@ _CLIENT_LEVELS = {"p50": "median", "p75": "p75", "p90": "p90", "p95": "p95", "p9
                   "p99.9": "p99.9"}  # fmt: skip
 #: inference-perf's names of the four latencies.
 _LATENCY_KEYS = {
-    "ttft_s": "time_to_first_token",
-    "itl_s": "inter_token_latency",
-    "tpot_s": "time_per_output_token",
-    "e2e_s": "request_latency",
+    TTFT.key: "time_to_first_token",
+    ITL.key: "inter_token_latency",
+    TPOT.key: "time_per_output_token",
+    E2E.key: "request_latency",
 }
 #: The whole run's figures, under the stage index inference-perf's peers use for it.
 WHOLE_RUN = -1
@@ -231,11 +232,11 @@ def _actual(data: dict[str, Any], run: LifecycleRun) -> dict[str, dict[str, floa
         figures: dict[str, float | None] = {}
         for stat, name in LIFECYCLE_STATS.items():
             value = stats.get(name)
-            if metric == "itl_s" and stat != "mean":
+            if metric == ITL.key and stat != "mean":
                 level = 100 - (100 - float(stat[1:])) / k
                 name = next((v for s, v in _CLIENT_LEVELS.items() if float(s[1:]) == level), None)
                 value = stats.get(name) if name else None
-            elif metric in ("itl_s", "tpot_s") and value is not None:
+            elif metric in (ITL.key, TPOT.key) and value is not None:
                 value *= per_token
             figures[stat] = None if value is None or not math.isfinite(value) else float(value)
         out[metric] = figures

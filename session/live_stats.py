@@ -34,8 +34,9 @@ import numpy as np
 
 from loadgen.load_options import LoadObserver
 from loadgen.records import ChunkTimes, RequestRecord
-from probes import metric_registry as registry
 from probes.client_limits import CPU_SATURATION_SHARE, CPU_SUSTAIN_S, DISPATCH_LAG_LIMIT_S
+from runfmt import metrics as registry
+from runfmt.metrics import DISPATCH_LAG, ITL, TTFT
 from runtime.clock import RunClock
 from runtime.quantiles import QUANTILES as QUANTILE_PERCENTS
 from runtime.quantiles import quantiles
@@ -48,9 +49,9 @@ TICK_SAMPLES = 4096
 LIVE_STATS = ("p50", "p90", "p99")
 QUANTILES = tuple(QUANTILE_PERCENTS[stat] / 100.0 for stat in LIVE_STATS)
 #: The rolling latencies a snapshot holds, in the order the dashboard shows them.
-LIVE_LATENCIES = (registry.by_key("ttft_s"), registry.by_key("itl_s"), registry.DISPATCH_LAG)
+LIVE_LATENCIES = (registry.TTFT, registry.ITL, registry.DISPATCH_LAG)
 #: The live output rate is the registry's output tokens per second, over the window.
-LIVE_THROUGHPUT = registry.by_key("output_tokens_per_s")
+LIVE_THROUGHPUT = registry.OUTPUT_TOKENS_PER_S
 
 # numpy's quantile imports numpy.ma on its first call (~15 ms, more where bytecode is not
 # cached): done here, at import, before the run clock starts, so that it does not stall
@@ -123,11 +124,11 @@ class LiveSnapshot:
 
     def latencies(self) -> list[tuple[registry.Metric, Quantiles]]:
         """Each rolling latency with the registry entry that names it and writes its values."""
-        by_key = {"ttft_s": self.ttft, "itl_s": self.itl, "dispatch_lag_s": self.dispatch_lag}
+        by_key = {TTFT.key: self.ttft, ITL.key: self.itl, DISPATCH_LAG.key: self.dispatch_lag}
         metrics = list(LIVE_LATENCIES)
         if self.capped:  # the rolling TTFT is from the actual send: named so
             by_key[registry.TTFT_SENT.key] = self.ttft
-            metrics = [registry.TTFT_SENT if m.key == "ttft_s" else m for m in metrics]
+            metrics = [registry.TTFT_SENT if m.key == TTFT.key else m for m in metrics]
         return [(metric, by_key[metric.key]) for metric in metrics]
 
     @property

@@ -38,6 +38,7 @@ from probes.latency import latency_columns, latency_summary, meets_slo
 from probes.token_gaps import TokenGaps, gaps_of
 from runfmt.codec import frozen_map
 from runfmt.columns import Columns
+from runfmt.metrics import ITL, TTFT
 from runfmt.simresult import (
     BreakEven,
     SimConfiguration,
@@ -204,7 +205,7 @@ def summarize(timings: list[RequestTiming], waits: list[float], slo: Slo) -> Sim
     requests, gaps = timing_columns(timings)
     latencies = latency_columns(requests)
     ok = np.asarray(latencies["ok"], dtype=bool)
-    ttft = np.asarray(latencies["ttft_s"])[ok]
+    ttft = np.asarray(latencies[TTFT.key])[ok]
     tokens = int(np.asarray(requests["output_tokens"])[ok].sum())
     start = min((t.arrival_s for t in timings), default=0.0)
     end = float(np.nanmax(requests["end_s"])) if ok.any() else start
@@ -227,7 +228,7 @@ def pareto(rows: Sequence[SimConfiguration]) -> list[SimConfiguration]:
     p99."""
 
     def key(row: SimConfiguration) -> tuple[float, float]:
-        ttft, itl = row.statistic("ttft_s", "p99"), row.statistic("itl_s", "p99")
+        ttft, itl = row.statistic(TTFT.key, "p99"), row.statistic(ITL.key, "p99")
         return (math.inf if ttft is None else ttft, math.inf if itl is None else itl)
 
     keys = [key(row) for row in rows]
@@ -243,7 +244,7 @@ def _score(row: SimFigures, slo: Slo) -> float:
     """What break-even compares (higher is better): goodput under an SLO, else −TTFT p99."""
     if slo:
         return row.goodput or 0.0
-    ttft = row.statistic("ttft_s", "p99")
+    ttft = row.statistic(TTFT.key, "p99")
     return -math.inf if ttft is None else -ttft
 
 

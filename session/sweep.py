@@ -29,12 +29,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from probes.metric_registry import json_name, stat_of, sweep_figures
+from runfmt.metrics import OUTPUT_TOKENS_PER_S, json_name, stat_of, sweep_figures
 from runfmt.names import SWEEP_JSON
 from runfmt.run import open_run
 from runfmt.summary import Summary
 from runfmt.summary_sections import GoodputSection
-from runfmt.sweep import COMPLETE, SweepPoint, SweepResult, sweep_point, write_sweep
+from runfmt.sweep import (
+    ACHIEVED_RPS,
+    COMPLETE,
+    GOODPUT_RPS,
+    GOODPUT_SHARE,
+    OFFERED_RPS,
+    SERVED_RPS,
+    SweepPoint,
+    SweepResult,
+    sweep_point,
+    write_sweep,
+)
 from runtime import atomic
 from runtime.atomic import WriteFailed
 from session.bench_options import BenchOptions
@@ -79,10 +90,10 @@ def figures(sections: Summary) -> dict[str, float | None]:
     goodput = sections.goodput or GoodputSection()
     stat = sections.statistic
     values = {
-        "achieved_rps": throughput.requests_per_s,
-        "output_tokens_per_s": throughput.output_tokens_per_s,
-        "goodput_rps": goodput.requests_per_s,
-        "goodput_share": goodput.share,
+        ACHIEVED_RPS: throughput.requests_per_s,
+        OUTPUT_TOKENS_PER_S.key: throughput.output_tokens_per_s,
+        GOODPUT_RPS: goodput.requests_per_s,
+        GOODPUT_SHARE: goodput.share,
         **{
             json_name(name): stat(metric.key, statistic)
             for name in sweep_figures()
@@ -96,14 +107,14 @@ def figures(sections: Summary) -> dict[str, float | None]:
 
 
 def rising_figure(slo_given: bool) -> str:
-    return "goodput_rps" if slo_given else "achieved_rps"
+    return GOODPUT_RPS if slo_given else ACHIEVED_RPS
 
 
 def not_following(point: SweepPoint) -> bool:
     """Whether a rate point served less than ``FOLLOW_SHARE`` of the rate it offered."""
-    served = point.figure("served_rps")
-    served = point.figure("achieved_rps") if served is None else served
-    offered = point.figure("offered_rps")
+    served = point.figure(SERVED_RPS)
+    served = point.figure(ACHIEVED_RPS) if served is None else served
+    offered = point.figure(OFFERED_RPS)
     return served is not None and offered is not None and served < FOLLOW_SHARE * offered
 
 
@@ -178,8 +189,8 @@ def point_of(value: float, name: str, outcome: Any) -> SweepPoint:
         ends = run.tables.completed["end_s"].to_numpy(dtype=float)
     except InputError:  # run.json unwritten: the point has no offered rate to follow
         offered, ends = None, None
-    found["offered_rps"] = float(offered) if isinstance(offered, int | float) else None
-    found["served_rps"] = served_rate(ends)
+    found[OFFERED_RPS] = float(offered) if isinstance(offered, int | float) else None
+    found[SERVED_RPS] = served_rate(ends)
     return sweep_point(value, name, outcome.status, found)
 
 

@@ -87,9 +87,10 @@ class WorkloadSpec:
     prompt_format: str = "tokens"
 
     def to_dict(self) -> dict[str, object]:
-        """The spec as flat plain values, for the plan (``Plan.spec``, with the family's
-        facts) and the command lines a diagnosis proposes; ``run.json`` records it typed
-        (``runfmt.run_workload.WorkloadSection``, which reads back the same keys)."""
+        """The spec as flat plain values, the one mapping of a spec to its keys: for the
+        plan (``Plan.spec``, with the family's facts), the command lines a diagnosis
+        proposes, and ``run.json``, which records them typed
+        (``runfmt.run_workload.WorkloadSection.of`` reads this dict with the codec)."""
         load = self.load
         return {
             "workload": self.name,

@@ -31,8 +31,8 @@ from prefillscope.kv_link_flags import (
     KvTransferOverheadUs,
     disagg_config,
 )
-from probes.metric_registry import SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN
 from runfmt.codec import encode
+from runfmt.metrics import ITL, SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN, TTFT
 from workloads.errors import InputError
 from workloads.limits import MAX_TOKENS
 
@@ -339,8 +339,8 @@ def _print(result: SimulateResult) -> None:
         table.add_row(
             row.label,
             str(row.gpus),
-            "/".join(_ms(row.statistic("ttft_s", k)) for k in ("p50", "p99", "max")),
-            "/".join(_ms(row.statistic("itl_s", k)) for k in ("p50", "p99", "max")),
+            "/".join(_ms(row.statistic(TTFT.key, k)) for k in ("p50", "p99", "max")),
+            "/".join(_ms(row.statistic(ITL.key, k)) for k in ("p50", "p99", "max")),
             "–" if row.goodput is None else f"{row.goodput:.1%}",
             "–" if row.output_tokens_per_s is None else f"{row.output_tokens_per_s:,.0f}",
             f"{row.kv_transfer_share_of_ttft:.1%}" if row.disaggregate else "–",

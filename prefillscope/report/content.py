@@ -26,7 +26,8 @@ from prefillscope.report.numbers import (
     known_number,
 )
 from probes.engine_pace import late_warning
-from probes.metric_registry import (
+from probes.stall_events import STALL_FACTOR
+from runfmt.metrics import (
     E2E,
     E2E_SENT,
     ITL,
@@ -39,7 +40,6 @@ from probes.metric_registry import (
     json_name,
     latencies,
 )
-from probes.stall_events import STALL_FACTOR
 from runfmt.runinfo import RunInfo
 from runfmt.summary import Summary
 from runfmt.summary_sections import Distribution
@@ -164,9 +164,9 @@ def _text(value: Any) -> str:
 # -- summary -----------------------------------------------------------------------------
 #: Server-side histograms of the summary's ``server`` section, shown under the client's.
 SERVER_LATENCY = (
-    ("ttft_s", "server TTFT (histogram)", "srv TTFT"),
-    ("itl_s", "server ITL (histogram)", "srv ITL"),
-    ("e2e_s", "server E2E (histogram)", "srv E2E"),
+    (TTFT.key, "server TTFT (histogram)", "srv TTFT"),
+    (ITL.key, "server ITL (histogram)", "srv ITL"),
+    (E2E.key, "server E2E (histogram)", "srv E2E"),
 )
 
 
@@ -183,7 +183,7 @@ def latency_table(summary: Summary, *, short: bool = False) -> list[list[str]]:
             stats = latency(key)
             if stats is None or stats.count is None:
                 continue
-            if key == "itl_s" and stats.per:
+            if key == ITL.key and stats.per:
                 label += f", per {stats.per}"
             cells = [histogram_cell(stats, col, short) for col, _ in QUANTILE_COLUMNS]
             if stats.quantiles is not None:
@@ -367,7 +367,7 @@ def server_share(summary: Summary) -> tuple[int, int] | None:
     over the same seconds), when the server exposed that histogram."""
     sections = summary
     server = sections.server or ServerSection()
-    mine, counted = sections.latency("ttft_s"), server.latency("ttft_s")
+    mine, counted = sections.latency(TTFT.key), server.latency(TTFT.key)
     if mine is None or counted is None or not mine.count or not counted.count:
         return None
     return int(mine.count), int(counted.count)

@@ -17,9 +17,11 @@ import numpy as np
 
 from probes.canonical import POOL_BUCKETS, Provenance
 from probes.latency import summarize_frames
+from probes.metric_formulas import per_request_formula
 from probes.timeline import server_series
 from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.diagnosis import Diagnosis
+from runfmt.metrics import TTFT
 from runfmt.names import DIAGNOSIS_JSON, RUN_JSON, SERVER_METRICS_TABLE
 from runfmt.run import Run, open_run
 from runfmt.runinfo import RunInfo
@@ -148,18 +150,19 @@ def report_requests(df: pd.DataFrame) -> pd.DataFrame:
         "cached_tokens",
         "expected_cached_tokens",
         "ok",
-        "ttft_s",
+        TTFT.key,
         "long_prompt",
     ]
     if df.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     df = measured_rows(df).copy()
-    for col in [*columns[2:6], "intended_s", "first_token_s"]:
+    ttft = per_request_formula(TTFT)
+    for col in [*columns[2:6], *ttft.inputs]:
         df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
     df["id"] = df["id"].astype(str)
     df["kind"] = df["kind"].fillna("request").astype(str) if "kind" in df else "request"
     df["ok"] = completed_mask(df)
-    df["ttft_s"] = df["first_token_s"] - df["intended_s"]
+    df[TTFT.key] = ttft.values(df)
     df["long_prompt"] = long_prompt_mask(df)
     return df.reset_index(drop=True)
 

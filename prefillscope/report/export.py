@@ -36,18 +36,13 @@ import numpy as np
 import pandas as pd
 
 from probes.latency import completed_mask, measured, request_latencies
-from probes.percentiles import METRICS
+from probes.percentiles import DEFAULT_METRICS, DEFAULT_PERCENTILES, METRICS
+from runfmt.metrics import E2E, E2E_SENT, TPOT, TTFT, TTFT_SENT
 from runfmt.run import Run
 from runfmt.runinfo import RunInfo, label_text
 from runtime.quantiles import quantile
 
 FORMATS = ("csv", "vllm-json")
-#: vLLM's defaults: ``--percentile-metrics ttft,tpot,itl`` and ``--metric-percentiles 99``.
-DEFAULT_METRICS = ("ttft", "tpot", "itl")
-DEFAULT_PERCENTILES = (99.0,)
-#: The order vLLM writes its metrics' statistics in.
-STANDARD_ORDER = ("ttft", "tpot", "itl", "e2el", "client_queue_time",
-                  "e2el_including_client_queue")  # fmt: skip
 #: The per-request lists vLLM leaves out without ``--save-detailed``.
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls",
                  "generated_texts", "errors")  # fmt: skip
@@ -59,8 +54,6 @@ def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
     runs = measured(requests).reset_index(drop=True)
     lat = request_latencies(runs).reset_index(drop=True)
     sent = pd.to_numeric(runs["sent_s"], errors="coerce")
-    first = pd.to_numeric(runs["first_token_s"], errors="coerce")
-    end = pd.to_numeric(runs["end_s"], errors="coerce")
     return pd.DataFrame(
         {
             "id": runs["id"],
@@ -72,11 +65,11 @@ def _latency_frame(requests: pd.DataFrame) -> pd.DataFrame:
             "expected_cached_tokens": runs.get("expected_cached_tokens"),
             "intended_s": runs.get("intended_s"),
             "sent_s": sent,
-            "ttft_ms": lat["ttft_s"] * _MS,
-            "ttft_from_send_ms": (first - sent) * _MS,
-            "tpot_ms": lat["tpot_s"] * _MS,
-            "e2e_ms": lat["e2e_s"] * _MS,
-            "e2e_from_send_ms": (end - sent) * _MS,
+            "ttft_ms": lat[TTFT.key] * _MS,
+            "ttft_from_send_ms": lat[TTFT_SENT.key] * _MS,
+            "tpot_ms": lat[TPOT.key] * _MS,
+            "e2e_ms": lat[E2E.key] * _MS,
+            "e2e_from_send_ms": lat[E2E_SENT.key] * _MS,
             "error_kind": runs.get("error_kind"),
             "error_message": runs.get("error_message"),
         }
@@ -198,7 +191,7 @@ def run_options(run: Run) -> VllmJsonOptions:
     percentiles = tuple(float(k[1:]) for k in levels) or DEFAULT_PERCENTILES
     goodput = sections.goodput if sections is not None else None
     slo = goodput.slo.bounds() if goodput is not None else ()
-    bounds = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_s": "e2el"}
+    bounds = {TTFT.key: "ttft", TPOT.key: "tpot", E2E.key: "e2el"}
     bounds_ms = {bounds[k]: v * _MS for k, v in slo if k in bounds}
     return VllmJsonOptions(metrics, percentiles, bounds_ms or None)
 
@@ -307,7 +300,7 @@ def vllm_result(run: Run, options: VllmJsonOptions | None = None) -> dict[str, A
         values["client_queue_time"] = (released - intended)[ok]
         if rate is not None and rate != float("inf"):
             values["e2el_including_client_queue"] = (end - intended)[ok]
-    for name in STANDARD_ORDER:
+    for name in METRICS:  # in the order vLLM writes them
         if name in options.metrics and name in values:
             doc |= _stats(values[name], name, options.percentiles)
     # the run's --label pairs at the top level, as vLLM writes its --metadata

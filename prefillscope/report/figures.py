@@ -16,8 +16,9 @@ from prefillscope.report.data import PoolTimeline
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
 from probes.token_gaps import TokenGaps
-from probes.units import fmt_seconds
 from runfmt.columns import counted
+from runfmt.metrics import TTFT
+from runfmt.units import fmt_seconds
 from runtime.quantiles import quantile, quantiles
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ def ttft_cached_chart(requests: pd.DataFrame) -> Chart:
         empty_message="no request has both a TTFT and a cached-token count",
     )
     rows = (
-        requests[requests["ttft_s"].notna() & requests[column].notna()]
+        requests[requests[TTFT.key].notna() & requests[column].notna()]
         if len(requests)
         else requests
     )
@@ -191,11 +192,11 @@ def ttft_cached_chart(requests: pd.DataFrame) -> Chart:
     kinds = group_kinds(rows["kind"].to_numpy(dtype=object))
     for i, name in enumerate(top_kinds(kinds)):
         sel = rows[kinds == name]
-        idx = sample_keeping_extremes(sel["ttft_s"].to_numpy(dtype=float))
+        idx = sample_keeping_extremes(sel[TTFT.key].to_numpy(dtype=float))
         chart.points(
             str(name),
             sel[column].to_numpy(dtype=float)[idx],
-            sel["ttft_s"].to_numpy(dtype=float)[idx],
+            sel[TTFT.key].to_numpy(dtype=float)[idx],
             color=PALETTE[i],
         )
     return chart

@@ -1,7 +1,7 @@
 """How the report's views write a number: durations, rates, shares, counts, any scalar.
 
 Every figure a view cannot know (absent from the run files, NaN) is written ``unknown``,
-never 0. Durations and rates are written by ``probes.units``.
+never 0. Durations and rates are written by ``runfmt.units``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from probes import units
+from runfmt import units
 
 UNKNOWN = "unknown"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probes.units import fmt_seconds
+from runfmt.units import fmt_seconds
 
 Formatter = Callable[[float], str]
 

@@ -11,6 +11,7 @@ from prefillscope.report.html import CSS
 from prefillscope.report.markup import Markup, el, void
 from prefillscope.report.scale import Axis
 from prefillscope.report.svg import Chart
+from runfmt.metrics import ITL, TTFT
 from runfmt.simresult import SimConfiguration, SimulateResult
 
 COLUMNS = ("configuration", "GPUs", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "goodput",
@@ -26,10 +27,10 @@ def _cells(row: SimConfiguration) -> list[str]:
     return [
         row.label + (" ★" if row.pareto else ""),
         str(row.gpus),
-        _ms(row.statistic("ttft_s", "p50")),
-        _ms(row.statistic("ttft_s", "p99")),
-        _ms(row.statistic("itl_s", "p50")),
-        _ms(row.statistic("itl_s", "p99")),
+        _ms(row.statistic(TTFT.key, "p50")),
+        _ms(row.statistic(TTFT.key, "p99")),
+        _ms(row.statistic(ITL.key, "p50")),
+        _ms(row.statistic(ITL.key, "p99")),
         "–" if row.goodput is None else f"{row.goodput:.1%}",
         "–" if row.output_tokens_per_s is None else f"{row.output_tokens_per_s:,.0f}",
         f"{row.kv_transfer_share_of_ttft:.1%}" if row.disaggregate else "–",
@@ -39,7 +40,7 @@ def _cells(row: SimConfiguration) -> list[str]:
 
 def _p99s(row: SimConfiguration) -> tuple[float, float] | None:
     """The row's ITL p99 and TTFT p99 in milliseconds, when it has both."""
-    itl, ttft = row.statistic("itl_s", "p99"), row.statistic("ttft_s", "p99")
+    itl, ttft = row.statistic(ITL.key, "p99"), row.statistic(TTFT.key, "p99")
     return None if itl is None or ttft is None else (itl * 1e3, ttft * 1e3)
 
 

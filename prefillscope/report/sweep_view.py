@@ -16,9 +16,16 @@ from prefillscope.report.markup import Markup, el, join, void
 from prefillscope.report.numbers import fmt_duration
 from prefillscope.report.scale import Axis, fmt_plain
 from prefillscope.report.svg import PALETTE, Chart
-from probes.metric_registry import json_name, stat_of, sweep_figures
-from probes.units import fmt_seconds
-from runfmt.sweep import COMPLETE, SweepPoint, SweepResult
+from runfmt.metrics import OUTPUT_TOKENS_PER_S, TTFT, json_name, stat_of, sweep_figures
+from runfmt.sweep import (
+    ACHIEVED_RPS,
+    COMPLETE,
+    GOODPUT_RPS,
+    OFFERED_RPS,
+    SERVED_RPS,
+    SweepPoint,
+    SweepResult,
+)
 from runfmt.sweep_search import (
     ALL_MET,
     INCONCLUSIVE,
@@ -29,6 +36,7 @@ from runfmt.sweep_search import (
     ProbeSection,
     SearchSection,
 )
+from runfmt.units import fmt_seconds
 from workloads.errors import InputError
 
 
@@ -45,9 +53,9 @@ def _latencies() -> list[tuple[str, str, str]]:
 def columns() -> list[tuple[str, str, str]]:
     """Table columns: (header, figure key, formatter kind)."""
     return [
-        ("done/s", "achieved_rps", "rate"),
-        ("tok/s", "output_tokens_per_s", "rate"),
-        ("goodput/s", "goodput_rps", "rate"),
+        ("done/s", ACHIEVED_RPS, "rate"),
+        ("tok/s", OUTPUT_TOKENS_PER_S.key, "rate"),
+        ("goodput/s", GOODPUT_RPS, "rate"),
         *((header, key, "time") for header, key, _ in _latencies()),
     ]
 
@@ -84,7 +92,7 @@ def sweep_rows(sweep: SweepResult) -> tuple[list[str], list[list[str]]]:
     """The sweep table: offered load, the curve's figures, knee and saturation marks.
 
     The goodput column is left out when no SLO was given (it would be all dashes)."""
-    shown = [c for c in columns() if c[1] != "goodput_rps" or sweep.figure == "goodput_rps"]
+    shown = [c for c in columns() if c[1] != GOODPUT_RPS or sweep.figure == GOODPUT_RPS]
     load = "offered/s" if sweep.axis == "rate" else "users"
     header = [load, *(name for name, _, _ in shown), "note"]
     rows = []
@@ -99,7 +107,7 @@ def sweep_rows(sweep: SweepResult) -> tuple[list[str], list[list[str]]]:
 def sweep_summary(sweep: SweepResult) -> str:
     """One sentence: the knee, where the figure stopped rising (or the server stopped
     serving what it was offered), and which points the client limited."""
-    what = "goodput" if sweep.figure == "goodput_rps" else "throughput"
+    what = "goodput" if sweep.figure == GOODPUT_RPS else "throughput"
     axis = sweep.axis
     knee = sweep.knee
     done = [p for p in sweep.points if p.status == COMPLETE]
@@ -113,8 +121,8 @@ def sweep_summary(sweep: SweepResult) -> str:
     else:
         parts = ["no knee found (no point completed)"]
     if saturated is not None:
-        served = saturated.figure("served_rps") or saturated.figure("achieved_rps")
-        offered = saturated.figure("offered_rps")
+        served = saturated.figure(SERVED_RPS) or saturated.figure(ACHIEVED_RPS)
+        offered = saturated.figure(OFFERED_RPS)
         if sweep.saturation_cause == "served_below_offered" and served and offered:
             parts.append(
                 f"saturated at {load_label(axis, saturated.value)}: served {served:.1f} req/s "
@@ -149,17 +157,17 @@ def curve_chart(sweep: SweepResult) -> Chart:
         Axis("latency", fmt=fmt_seconds, include_zero=True),
         empty_message="no point completed",
     )
-    points = [p for p in sweep.points if p.figure("achieved_rps") is not None]
-    x = [p.figure("achieved_rps") for p in points]
+    points = [p for p in sweep.points if p.figure(ACHIEVED_RPS) is not None]
+    x = [p.figure(ACHIEVED_RPS) for p in points]
     for name, key, dash in curves():
         y = [p.figure(key) if p.figure(key) is not None else float("nan") for p in points]
-        color = PALETTE[0] if key.startswith("ttft") else PALETTE[1]
+        color = PALETTE[0] if key.startswith(TTFT.prefix) else PALETTE[1]
         chart.line(name, x, y, color=color, dash=dash)
     knee = next((p for p in points if p.value == sweep.knee), None)
     if knee is not None:
         chart.vlines(
             f"knee ({load_label(sweep.axis, knee.value)})",
-            [knee.figure("achieved_rps")],
+            [knee.figure(ACHIEVED_RPS)],
             color=PALETTE[2],
         )
     return chart

@@ -21,10 +21,10 @@ from diagnose.ab_verdict import Decision, decide, decision_family
 from diagnose.resample import Sample
 from diagnose.stats import Comparison
 from diagnose.trials import compare_trials
-from probes.metric_registry import json_name
 from probes.slo import Slo
 from probes.stall_events import StallEvents
 from runfmt.abresult import Conditions
+from runfmt.metrics import json_name
 
 TRIALS, EVENTS = 3, 4
 TTFT = "event_ttft"

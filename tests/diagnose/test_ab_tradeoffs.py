@@ -192,12 +192,12 @@ def test_the_view_and_the_verdict_name_and_write_metrics_as_the_registry_does(
     A/B's view, its verdict and its trade-offs: none of them keeps its own label."""
     import dataclasses
 
-    from probes import metric_registry
+    from runfmt import metrics
 
-    itl = metric_registry.by_key("itl_s")
+    itl = metrics.by_key("itl_s")
     renamed = dataclasses.replace(itl, short="GAP", unit="ms?")
-    swapped = [renamed if m.key == itl.key else m for m in metric_registry.latencies()]
-    monkeypatch.setattr(metric_registry, "_LATENCIES", swapped)
+    swapped = [renamed if m.key == itl.key else m for m in metrics.latencies()]
+    monkeypatch.setattr(metrics, "_LATENCIES", swapped)
     doc = replace(analysis(tmp_path / "ab").result(), out=str(tmp_path))
     buffer = io.StringIO()
     render(AbOutcome(tmp_path, "complete", no_slo, doc), Console(file=buffer, width=240))

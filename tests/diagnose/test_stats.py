@@ -16,8 +16,8 @@ from diagnose.stats import (
     percentile_interval,
     shortfall,
 )
-from probes.units import p_text
 from runfmt.codec import encode
+from runfmt.units import p_text
 
 ALL = {"mean": "mean", "p50": "p50", "p95": "p95", "p99": "p99"}
 

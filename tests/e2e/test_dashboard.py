@@ -38,7 +38,7 @@ LINE_STARTS = (
     "client",
     "⚠ client-limited",
 )
-#: A duration as the dashboard prints it (``probes.units.fmt_seconds``): 850 µs, 1.52 s.
+#: A duration as the dashboard prints it (``runfmt.units.fmt_seconds``): 850 µs, 1.52 s.
 DURATION = re.compile(r"\d[\d.]* (?:µs|ms|s|min)(?!\S)")
 RUN = (
     "--workload", "system-prompt", "--num-requests", "150", "--rate", "10",

@@ -1,9 +1,11 @@
 """The metric registry owns every metric selection and every ``*_s`` JSON name
 (``docs/ARCHITECTURE.md``, "A metric"), held mechanically over the installed
-packages: outside ``probes/metric_registry.py`` no code types a latency statistic's name
+packages: outside ``runfmt/metrics.py`` no code types a latency statistic's name
 (a string such as ``"itl_p99"`` or ``"ttft_p50_s"``: a registered latency's prefix, a
-statistic the registry labels, an optional ``_s``) and none builds a ``*_s`` name by hand
-(an f-string ending in ``_s`` after a formatted value, ``f"{name}_s"``): a selection is
+statistic the registry labels, an optional ``_s``) nor a metric's key (``"ttft_s"``,
+``"requests_per_s"``: a reference to the metric, ``TTFT.key``, is one edit to rename),
+and none builds a ``*_s`` name by hand (an f-string ending in ``_s`` after a formatted
+value, ``f"{name}_s"``): a selection is
 one of the registry's named tuples and a JSON name comes from ``json_name``. Docstrings
 are prose and are not read. The check is shown failing on a violation planted in a copy
 of the tree."""
@@ -17,13 +19,21 @@ from pathlib import Path
 from repo_paths import ROOT
 from source_tree import copy_tree, packages, parsed_modules
 
-from probes.metric_registry import DISPATCH_LAG, STAT_LABELS, latencies
+from runfmt.metrics import DISPATCH_LAG, STALLS, STAT_LABELS, THROUGHPUTS, latencies
 
 #: The one module allowed to name metric statistics.
-OWNER = Path("probes", "metric_registry.py")
+OWNER = Path("runfmt", "metrics.py")
 _PREFIXES = "|".join(m.prefix for m in (*latencies(), DISPATCH_LAG))
-#: A latency statistic's name, as a consumer would type it: ``itl_p99``, ``ttft_p50_s``.
-STAT_NAME = re.compile(rf"^({_PREFIXES})_({'|'.join(STAT_LABELS)})(_s)?$")
+_KEYS = "|".join(m.key for m in (*latencies(), DISPATCH_LAG, *THROUGHPUTS, *STALLS))
+#: A latency statistic's name, as a consumer would type it: ``itl_p99``, ``ttft_p50_s``;
+#: or a metric's key: ``ttft_s``, ``output_tokens_per_s``.
+STAT_NAME = re.compile(rf"^(({_PREFIXES})_({'|'.join(STAT_LABELS)})(_s)?|{_KEYS})$")
+#: A string equal to a metric key that names another fact, with its reason: the
+#: ``StallEvents`` attribute that holds each long prompt's TTFT (a Python field's name).
+OTHER_FACTS = {
+    (Path("probes", "stall_events.py"), "ttft_s"),
+    (Path("diagnose", "ab_events.py"), "ttft_s"),
+}
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -58,7 +68,12 @@ def _file_violations(tree: ast.Module, where: Path) -> set[str]:
             skip |= {id(v) for v in node.values}
     for node in ast.walk(tree):
         text = node.value if isinstance(node, ast.Constant) else None
-        if isinstance(text, str) and id(node) not in skip and STAT_NAME.match(text):
+        if (
+            isinstance(text, str)
+            and id(node) not in skip
+            and STAT_NAME.match(text)
+            and (where, text) not in OTHER_FACTS
+        ):
             found.add(f"{where}:{node.lineno}: names {text!r}")
     return found
 
@@ -86,6 +101,13 @@ def test_the_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
     assert violations(tmp_path) == [f"{planted}:3: names 'itl_p99'"]
 
 
+def test_the_check_fails_on_a_metric_key_typed(tmp_path: Path) -> None:
+    copy_tree(tmp_path, packages())
+    planted = Path("session", "planted.py")
+    (tmp_path / planted).write_text('def ttft(row):\n    return row["ttft_s"]\n')
+    assert violations(tmp_path) == [f"{planted}:2: names 'ttft_s'"]
+
+
 def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
     copy_tree(tmp_path, packages())
     planted = Path("prefillscope", "planted.py")
@@ -94,10 +116,10 @@ def test_the_check_fails_on_a_name_built_by_hand(tmp_path: Path) -> None:
 
 
 def test_the_run_format_s_client_section_is_keyed_as_the_registry_names_it() -> None:
-    """runfmt declares the client's dispatch lag p99 as a field (it cannot import the
-    registry): its JSON key is the registry's name for it, read and written."""
-    from probes.metric_registry import CLIENT_DISPATCH_LAG, json_name
+    """runfmt's client section keys its dispatch lag p99 by the name ``runfmt.metrics``
+    gives it: read and written under the registry's name."""
     from runfmt.codec import decode, encode
+    from runfmt.metrics import CLIENT_DISPATCH_LAG, json_name
     from runfmt.summary_sections import ClientSection
 
     name = json_name(CLIENT_DISPATCH_LAG)

@@ -1,7 +1,8 @@
-"""A latency declared once, in a module of its own (``probes.metric_registry.latency``:
-names, unit, direction, inputs, formula), reaches bench's ``summary.json``, ``compare``
-and its gates, ``sweep``, ``simulate --json`` and the HTML report with no other edit. The
-toy lives in a temporary module, written and imported by the test."""
+"""A latency declared once, in a module of its own (``probes.metric_formulas.latency``:
+its ``runfmt.metrics.Metric`` — names, unit, direction — with its inputs and formula),
+reaches bench's ``summary.json``, ``compare`` and its gates, ``sweep``, ``simulate --json``
+and the HTML report with no other edit. The toy lives in a temporary module, written and
+imported by the test."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import pytest
 from toy_module import imported
 
 from prefillscope.cli import main
-from probes import metric_registry
+from probes import metric_formulas
+from runfmt import metrics
 
 TOY = textwrap.dedent(
     '''
     """A toy latency: half the time from the actual send to the first token."""
 
-    from probes.metric_registry import Metric, latency
+    from probes.metric_formulas import latency
+    from runfmt.metrics import Metric
     from runfmt.names import REQUESTS_TABLE
 
 
@@ -37,10 +40,10 @@ TOY = textwrap.dedent(
             higher_is_better=False,
             table=REQUESTS_TABLE,
             computed="(first token − actual send) / 2",
-            inputs=("first_token_s", "sent_s"),
-            formula=_half_wait,
             headline=("p50",),
-        )
+        ),
+        inputs=("first_token_s", "sent_s"),
+        formula=_half_wait,
     )
     '''
 )
@@ -52,7 +55,7 @@ def toy(tmp_path):
     """The toy module imported from a temporary file (registered on import), removed after."""
     with imported(tmp_path, "toy_half_wait", TOY) as module:
         yield module
-        metric_registry.unregister("half_wait_s")
+        metric_formulas.unregister("half_wait_s")
 
 
 def _cli(monkeypatch, capsys, *argv: str) -> tuple[int, str]:
@@ -107,7 +110,7 @@ def test_a_toy_metric_in_its_own_module_reaches_every_view(toy, tmp_path, monkey
 
 def test_without_the_module_the_name_is_unknown(tmp_path, monkeypatch, capsys) -> None:
     """The gate accepts the name only because the module registered it."""
-    assert "half_wait_s" not in {m.key for m in metric_registry.latencies()}
+    assert "half_wait_s" not in {m.key for m in metrics.latencies()}
     with pytest.raises(SystemExit) as exit_:
         monkeypatch.setattr(
             sys, "argv", ["prefillscope", "compare", str(tmp_path), str(tmp_path),
@@ -120,4 +123,4 @@ def test_without_the_module_the_name_is_unknown(tmp_path, monkeypatch, capsys) -
 
 def test_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="ttft"):
-        metric_registry.latency(metric_registry.TTFT)
+        metric_formulas.latency(metrics.TTFT, inputs=(), formula=len)

@@ -12,7 +12,7 @@ from prefillscope.report.figures import cdf_points, sample_keeping_extremes, thi
 from prefillscope.report.markup import Markup, el, void
 from prefillscope.report.scale import Axis, Scale, linear_ticks, log_ticks
 from prefillscope.report.svg import MAX_POINTS, Chart
-from probes.units import fmt_seconds
+from runfmt.units import fmt_seconds
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

@@ -77,7 +77,7 @@ def test_under_a_cap_the_live_ttft_is_from_the_actual_send_and_named_so() -> Non
     """A request held 2 s for a --max-concurrency slot, answered 0.1 s after its send:
     capped, the live TTFT is 0.1 s (vLLM's) and its row says from the send; uncapped, the
     same request's TTFT is from the intended send; the slot's wait is no dispatch lag."""
-    from probes.metric_registry import TTFT, TTFT_SENT
+    from runfmt.metrics import TTFT, TTFT_SENT
 
     for capped, ttft, metric in ((True, 0.1, TTFT_SENT), (False, 2.1, TTFT)):
         clock = RunClock()

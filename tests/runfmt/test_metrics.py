@@ -1,4 +1,4 @@
-"""probes.metric_registry: each reported metric declared once, and every reader agrees."""
+"""runfmt.metrics: each reported metric declared once, and every reader agrees."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from repo_paths import FIXTURES
 
 from diagnose.metrics import DEFAULT_METRICS, metric_spec
 from prefillscope.report.content import latency_table
-from probes.metric_registry import DISPATCH_LAG, THROUGHPUTS, by_key, latencies
-from probes.units import fmt_seconds
+from runfmt.metrics import DISPATCH_LAG, THROUGHPUTS, by_key, latencies
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
 from runfmt.summary import Summary
+from runfmt.units import fmt_seconds
 from runtime.quantiles import STATISTICS
 
 SUMMARY = FIXTURES / "golden_v1" / "run" / "summary.json"
@@ -67,7 +67,7 @@ def test_stat_of_inverts_stat_name_for_every_latency_statistic() -> None:
     no latency statistic."""
     import pytest
 
-    from probes.metric_registry import (
+    from runfmt.metrics import (
         DISPATCH_LAG,
         OUTPUT_TOKENS_PER_S,
         STAT_LABELS,

@@ -1,5 +1,5 @@
-"""Every metric prefillscope reports, declared once: its key, its names, its unit, which
-way is better, the table it is computed from and how.
+"""The vocabulary of every metric prefillscope reports, declared once: its key, its names,
+its unit, which way is better, the table it is computed from and how (in words).
 
 ``summary.json`` holds a ``describe()`` distribution under each latency's ``key``;
 ``compare``, its gates and the A/B name a latency ``<prefix>_<statistic>`` (``itl_p99``)
@@ -8,13 +8,17 @@ and a throughput by its key; the report and the summary view label them with ``l
 statistic (``named``: ``ITL p99``), and every view writes a value in the metric's unit
 with ``format``.
 
-A latency declares itself in one place, ``latency(Metric(...))``: its names, unit and
-direction, the request-table columns it reads (``inputs``) and its ``formula`` over them
-(one value per request, NaN where it has none); the statistics ``sweep`` shows of it
-(``headline``). ``probes.latency`` computes every registered latency with its formula, so a
-new one (here or in a module of its own) reaches ``summary.json``, ``simulate``,
+A latency is declared here (``declare_latency``): its names, unit and direction, and the
+statistics ``sweep`` shows of it (``headline``). How it is computed over the request
+table (the columns it reads and its formula) is ``probes.metric_formulas``'s, registered
+against this identity by ``probes.metric_formulas.latency`` — the one call a module of
+its own makes to add a latency, which then reaches ``summary.json``, ``simulate``,
 ``compare`` and its gates, the report and ``sweep`` with no other edit. ITL has no
 formula: it is the per-token gaps of the chunks table (``probes.token_gaps``).
+
+It is in ``runfmt``, below every package that reads or writes a run, so that the run
+format's own documents name their keys from here as every package above does; it
+imports nothing outside ``runfmt``.
 
 The selections are here too, each named by its use (``COMPARE_DEFAULTS``,
 ``AB_ITL_QUANTILES`` …), and so is the name a statistic is written under in a JSON
@@ -24,12 +28,10 @@ Nothing here needs numpy: the CLI's ``--help`` reads these names.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from probes.units import fmt_rate, fmt_seconds
 from runfmt.names import CHUNKS_TABLE, REQUESTS_TABLE
+from runfmt.units import fmt_rate, fmt_seconds
 
 #: How a statistic is written after a metric's name (``ITL p99.9``); ``max`` is the
 #: A/B's worst gap of a trial.
@@ -46,7 +48,8 @@ STAT_LABELS = {
 
 @dataclass(frozen=True)
 class Metric:
-    """One reported metric."""
+    """One reported metric: its identity (how ``probes.metric_formulas`` computes a
+    latency per request is registered against it there)."""
 
     #: The ``summary.json`` key (and, for latencies, the per-request column).
     key: str
@@ -58,23 +61,12 @@ class Metric:
     higher_is_better: bool
     #: The run table it is computed from (``runfmt.names``).
     table: str
-    #: How it is computed (the conventions are ``probes/latency.py``'s).
+    #: How it is computed, in words (the conventions are ``probes/latency.py``'s).
     computed: str
     #: Shown in the report's latency table.
     reported: bool = True
-    #: The request-table columns ``formula`` reads, in its arguments' order.
-    inputs: tuple[str, ...] = ()
-    #: One value per request from ``inputs`` (numpy arrays, seconds); None: not per request
-    #: (ITL, from the token gaps).
-    formula: Callable[..., Any] | None = None
     #: The statistics ``sweep`` shows of it at each load (``sweep_figures``).
     headline: tuple[str, ...] = ()
-
-    def values(self, columns: Mapping[str, Any]) -> Any:
-        """This metric of each request, from the requests' ``columns`` (by name)."""
-        if self.formula is None:
-            raise ValueError(f"{self.key} is not computed per request")
-        return self.formula(*(columns[name] for name in self.inputs))
 
     def named(self, stat: str, *, stat_first: bool = False) -> str:
         """A statistic of this metric as a reader names it: ``ITL p99`` (``p99 ITL`` with
@@ -93,9 +85,10 @@ class Metric:
 _LATENCIES: list[Metric] = []
 
 
-def latency(metric: Metric) -> Metric:
-    """Register ``metric`` as a latency distribution of every run (after those registered
-    before it); ``ValueError`` when its key or prefix is taken."""
+def declare_latency(metric: Metric) -> Metric:
+    """Declare ``metric`` a latency distribution of every run (after those declared before
+    it); ``ValueError`` when its key or prefix is taken. A latency computed per request
+    is declared with its formula by ``probes.metric_formulas.latency``."""
     taken = {m.key for m in _every()} | {m.prefix for m in _every()}
     if metric.key in taken or metric.prefix in taken:
         raise ValueError(f"a metric named {metric.key!r} or {metric.prefix!r} is registered")
@@ -103,25 +96,14 @@ def latency(metric: Metric) -> Metric:
     return metric
 
 
-def unregister(key: str) -> None:
-    """Forget the latency registered under ``key`` (a test's toy)."""
+def undeclare(key: str) -> None:
+    """Forget the latency declared under ``key`` (a test's toy)."""
     _LATENCIES[:] = [m for m in _LATENCIES if m.key != key]
 
 
 def latencies() -> tuple[Metric, ...]:
     """The latency distributions, in the order the summary and the report list them."""
     return tuple(_LATENCIES)
-
-
-def _difference(later: Any, earlier: Any) -> Any:
-    return later - earlier
-
-
-def _tpot(first: Any, end: Any, tokens: Any) -> Any:
-    import numpy as np
-
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(tokens > 1, (end - first) / (tokens - 1), np.nan)
 
 
 #: The throughputs: completed work over the measured window (higher is better).
@@ -135,8 +117,7 @@ THROUGHPUTS: tuple[Metric, ...] = (
 #: The client's dispatch lag (a client-health figure, ``summary.client``; not compared).
 DISPATCH_LAG = Metric("dispatch_lag_s", "dispatch_lag", "dispatch lag (actual − intended send)",
                       "dispatch lag", "s", False, REQUESTS_TABLE,
-                      "actual send time − intended send time", reported=False,
-                      inputs=("sent_s", "intended_s"), formula=_difference)  # fmt: skip
+                      "actual send time − intended send time", reported=False)  # fmt: skip
 
 #: The stall metrics: per long prefill (``probes.stall_events``: its one definition of an
 #: event), a mean over events. ``compare`` and its gates name each by its ``prefix``
@@ -162,8 +143,9 @@ def _every() -> tuple[Metric, ...]:
     return (*_LATENCIES, *THROUGHPUTS, DISPATCH_LAG, *STALLS)
 
 
-#: The latencies every run reports, in the order the summary and the report list them.
-TTFT = latency(
+#: The latencies every run reports, in the order the summary and the report list them
+#: (their formulas: ``probes.metric_formulas``).
+TTFT = declare_latency(
     Metric(
         "ttft_s",
         "ttft",
@@ -173,12 +155,10 @@ TTFT = latency(
         False,
         REQUESTS_TABLE,
         "first token − intended send time (queueing in the client counts)",
-        inputs=("first_token_s", "intended_s"),
-        formula=_difference,
         headline=("p50", "p99"),
     )
 )
-TTFT_SENT = latency(
+TTFT_SENT = declare_latency(
     Metric(
         "ttft_sent_s",
         "ttft_sent",
@@ -188,11 +168,9 @@ TTFT_SENT = latency(
         False,
         REQUESTS_TABLE,
         "first token − actual send time",
-        inputs=("first_token_s", "sent_s"),
-        formula=_difference,
     )
 )
-ITL = latency(
+ITL = declare_latency(
     Metric(
         "itl_s",
         "itl",
@@ -205,7 +183,7 @@ ITL = latency(
         headline=("p50", "p99"),
     )
 )
-TPOT = latency(
+TPOT = declare_latency(
     Metric(
         "tpot_s",
         "tpot",
@@ -215,11 +193,9 @@ TPOT = latency(
         False,
         REQUESTS_TABLE,
         "(E2E − TTFT) / (output tokens − 1), requests with two tokens or more",
-        inputs=("first_token_s", "end_s", "output_tokens"),
-        formula=_tpot,
     )
 )
-E2E = latency(
+E2E = declare_latency(
     Metric(
         "e2e_s",
         "e2e",
@@ -229,14 +205,11 @@ E2E = latency(
         False,
         REQUESTS_TABLE,
         "end of the stream − intended send time",
-        inputs=("end_s", "intended_s"),
-        formula=_difference,
     )
 )
-E2E_SENT = latency(Metric(
+E2E_SENT = declare_latency(Metric(
     "e2e_sent_s", "e2e_sent", "E2E (from actual send)", "E2E (sent)", "s", False,
     REQUESTS_TABLE, "end of the stream − actual send time", reported=False,
-    inputs=("end_s", "sent_s"), formula=_difference,
 ))  # fmt: skip
 
 
