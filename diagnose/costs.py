@@ -29,10 +29,11 @@ from diagnose.context import Context
 from diagnose.registry import Cost
 from perfmodel.costmodel import StepShape, attended_pairs
 from runfmt.diagnosis import Finding
+from runfmt.series import Hist
 from runtime.quantiles import finite
 
 #: The canonical histogram of each request's prefill time (``probes.canonical``).
-PREFILL_TIME = "prefill_time"
+PREFILL_TIME = Hist.PREFILL_TIME
 
 
 def in_flight(ctx: Context) -> float:

@@ -54,12 +54,13 @@ from probes.stall_events import (
 from probes.token_gaps import token_gaps
 from runfmt.diagnosis import Evidence, Finding, Status
 from runfmt.metrics import STALL_LOST, STALL_WORST, TTFT
+from runfmt.series import Hist
 from runfmt.units import p_text
 from runtime.quantiles import finite
 
 TITLE = "Prefill chunks starving decodes"
 #: The canonical series of a mixed and a pure-decode step's time (``probes.canonical``).
-MIXED_STEPS, DECODE_STEPS = "step_time_mixed", "step_time_decode"
+MIXED_STEPS, DECODE_STEPS = Hist.STEP_TIME_MIXED, Hist.STEP_TIME_DECODE
 #: Mixed-step stretch (× a pure-decode step) from which decodes count as starved.
 STARVE_RATIO = 4.0
 

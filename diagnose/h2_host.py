@@ -68,11 +68,12 @@ from diagnose.step_margin import (
 )
 from diagnose.trend import Trend, fit_trend
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.series import Hist, Series
 from runtime.quantiles import quantiles
 
 TITLE = "Host/scheduler overhead"
 #: The canonical series of a pure-decode step's tokens (its batch).
-DECODE_TOKENS = "step_tokens_decode"
+DECODE_TOKENS = Hist.STEP_TOKENS_DECODE
 #: Server decode step over the roofline step from which the host adds a real share.
 SERVER_RATIO = 1.25
 #: Client ITL floor (median pure-decode gap) over the roofline from which H2 holds.
@@ -141,15 +142,15 @@ def server_step(ctx: Context, context_tokens: float) -> StepReading | None:
         source = f"{step_source(ctx, DECODE_STEPS)} (batch from {batch_from})"
         margin = step_margin(steps, expected)
         return StepReading(steps.mean, expected, source, round(batch), context_tokens, margin)
-    itl = series.histogram_increase("itl") if series is not None else None
+    itl = series.histogram_increase(Hist.ITL) if series is not None else None
     median = itl.bucket_quantile(0.5) if itl is not None and itl.count >= MIN_FLOOR_GAPS else None
     if not median or series is None:
         return None
-    running = series.level("running").p50
+    running = series.level(Series.RUNNING).p50
     if not running:
         return None
     expected = float(roofline.decode_step_s(np.array([round(running)]), [context_tokens])[0])
-    source = f"server: {series.sources.get('itl') or 'itl'} (p50)"
+    source = f"server: {series.sources.get(Hist.ITL) or Hist.ITL} (p50)"
     return StepReading(median, expected, source, round(running), context_tokens)
 
 

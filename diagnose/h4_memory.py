@@ -35,6 +35,7 @@ from diagnose.registry import Cost, hypothesis
 from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.series import Series
 from runfmt.summary_server import Level
 
 TITLE = "KV pool exhaustion (vs reservation)"
@@ -111,7 +112,7 @@ def recomputed_tokens(ctx: Context, preemptions: float) -> float:
 
 
 def _preempted(finding: Finding) -> float:
-    value = next((e.value for e in finding.evidence if e.name == "preemptions"), None)
+    value = next((e.value for e in finding.evidence if e.name == Series.PREEMPTIONS), None)
     return float(value) if isinstance(value, int | float) else 0.0
 
 
@@ -169,12 +170,12 @@ def assess(ctx: Context) -> Finding:
             missing,
             next_step,
         )
-    preempt = series.increase("preemptions")
-    waiting = series.level("waiting")
-    usage = series.level("kv_usage")
+    preempt = series.increase(Series.PREEMPTIONS)
+    waiting = series.level(Series.WAITING)
+    usage = series.level(Series.KV_USAGE)
     if preempt.known:
         evidence.append(
-            Evidence("preemptions", preempt.value, "", f"server: {preempt.source} (increase)")
+            Evidence(Series.PREEMPTIONS, preempt.value, "", f"server: {preempt.source} (increase)")
         )
     else:
         missing.append(f"preemptions ({preempt.source})")

@@ -30,14 +30,15 @@ from diagnose.registry import hypothesis
 from probes.canonical import Histogram
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.series import Hist, Series
 
 TITLE = "KV transfer on the critical path"
 #: Canonical series H5 reads (``probes.canonical``).
-WAIT = "kv_transfer_wait_s"
-XFER_MS = "kv_transfer_latency_ms"
-SIZE = "kv_transfer_size_bytes"
-DEPTH = "kv_transfer_queue_depth"
-TTFT = "ttft"
+WAIT = Hist.KV_TRANSFER_WAIT_S
+XFER_MS = Hist.KV_TRANSFER_LATENCY_MS
+SIZE = Hist.KV_TRANSFER_SIZE_BYTES
+DEPTH = Series.KV_TRANSFER_QUEUE_DEPTH
+TTFT = Hist.TTFT
 #: Share of TTFT spent waiting for the KV from which the transfer is on the critical path.
 SHARE = 0.2
 #: Below this share of the threshold "not supported"; between, weakened.

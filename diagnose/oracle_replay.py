@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.inputs import RunView
+from runfmt.series import Series
 from workloads.build import build_plan
 from workloads.errors import InputError
 from workloads.oracle import DEFAULT_VOCAB_SIZE, PrefixOracle, replay_sequence
@@ -69,8 +70,8 @@ def block_size_of(view: RunView) -> int:
     recorded = view.info.oracle.block_size
     if recorded:
         return recorded
-    if view.server is not None and view.server.latest("block_size").known:
-        return int(view.server.latest("block_size").value or DEFAULT_BLOCK_SIZE)
+    if view.server is not None and view.server.latest(Series.BLOCK_SIZE).known:
+        return int(view.server.latest(Series.BLOCK_SIZE).value or DEFAULT_BLOCK_SIZE)
     return DEFAULT_BLOCK_SIZE
 
 

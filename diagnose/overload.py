@@ -40,6 +40,7 @@ from diagnose.context import Context
 from diagnose.next_steps import bench_command
 from diagnose.registry import Cost, hypothesis
 from runfmt.diagnosis import Evidence, Finding, Status
+from runfmt.series import Hist, Series
 
 TITLE = "Overload (offered above served)"
 #: Served rate below this share of the offered rate counts as falling behind.
@@ -55,7 +56,7 @@ MIN_ARRIVALS = 10
 #: Fewest completions during the sending to read a served rate from.
 MIN_COMPLETIONS = 5
 #: The canonical histograms of the queue-time share (``probes.canonical``).
-QUEUE_SERIES, TTFT_SERIES = "queue_time", "ttft"
+QUEUE_SERIES, TTFT_SERIES = Hist.QUEUE_TIME, Hist.TTFT
 CLIENT = "client: requests"
 
 
@@ -124,7 +125,10 @@ def _queue_growth(ctx: Context) -> tuple[float | None, str]:
     lo, hi = float(np.nanmin(sends)), float(np.nanmax(sends))
     series = ctx.view.server
     if series is not None:
-        early, late = series.level("waiting", lo, first), series.level("waiting", last, hi)
+        early, late = (
+            series.level(Series.WAITING, lo, first),
+            series.level(Series.WAITING, last, hi),
+        )
         if early.mean is not None and late.mean is not None:
             return late.mean - early.mean, f"server: {early.source}"
     sent, end = ctx.view.column("sent_s"), ctx.view.column("end_s")
@@ -210,7 +214,7 @@ def _depth(ctx: Context, growth: float | None) -> float | None:
     """The queue's depth: the server's peak waiting requests, else the queue's growth."""
     series = ctx.view.server
     if series is not None:
-        peak = series.level("waiting").max
+        peak = series.level(Series.WAITING).max
         if peak is not None:
             return float(peak)
     return growth

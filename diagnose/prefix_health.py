@@ -47,10 +47,11 @@ from diagnose.oracle_replay import Replay, replay_oracle
 from diagnose.registry import Cost, Link, hypothesis
 from diagnose.words import percent, prefix_cache_knob, reporting_flags
 from runfmt.diagnosis import CacheHealth, Evidence, Finding, Status
+from runfmt.series import Series
 
 TITLE = "Prefix-cache health"
 #: The canonical count of blocks the prefix cache evicted.
-EVICTIONS = "prefix_evictions"
+EVICTIONS = Series.PREFIX_EVICTIONS
 #: Hit-rate difference (share of prompt tokens) that counts as a real shortfall.
 TOLERANCE = 0.1
 #: Share of prompt tokens a cache problem must lose to be a cause worth its own action.
@@ -81,7 +82,7 @@ def _server_rate(ctx: Context) -> tuple[float | None, Evidence | None]:
     series = ctx.view.server
     if series is None:
         return None, None
-    hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
+    hits, queries = series.increase(Series.PREFIX_HITS), series.increase(Series.PREFIX_QUERIES)
     if hits.value is None or not queries.value:
         return None, None
     rate = hits.value / queries.value
@@ -115,10 +116,10 @@ def _caching_off(ctx: Context) -> str | None:
     series = ctx.view.server
     if series is None:
         return None
-    flag = series.latest("prefix_caching")
+    flag = series.latest(Series.PREFIX_CACHING)
     if flag.known and flag.value == 0:
         return f"server: {flag.source} = False"
-    queries, prompts = series.increase("prefix_queries"), series.increase("prompt_tokens")
+    queries, prompts = series.increase(Series.PREFIX_QUERIES), series.increase(Series.PROMPT_TOKENS)
     if queries.known and queries.value == 0 and prompts.value:
         return f"server: {queries.source} did not move while {prompts.value:.0f} prompt tokens ran"
     return None
@@ -189,7 +190,7 @@ def pool_exhausts(findings: Mapping[str, Finding]) -> bool:
     cache, memory = findings.get("PC"), findings.get("H4")
     if cache is None or memory is None or _pool_short(cache) is None:
         return False
-    preempted = _value(memory, "preemptions")
+    preempted = _value(memory, Series.PREEMPTIONS)
     return memory.status == Status.SUPPORTED and bool(preempted)
 
 

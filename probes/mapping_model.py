@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from probes.canonical import HISTOGRAMS, SERIES, Histogram, Provenance, Value
+from runfmt.series import Hist
 
 if TYPE_CHECKING:
     from probes.exposition import Exposition, Sample
@@ -140,7 +141,7 @@ class MetricMapping:
         pool_raw = {
             bucket: self.resolve(source, exposition) for bucket, source in self.pool.sources.items()
         }
-        itl = self.histograms.get("itl")
+        itl = self.histograms.get(Hist.ITL)
         return Snapshot(
             self.flavour,
             series,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from probes.canonical import Provenance, Value
 from probes.mapping_model import Snapshot
 from runfmt.probe_report import PoolBucket, PoolReport
+from runfmt.series import Series
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def pool_total(snapshot: Snapshot) -> Value:
     raw = snapshot.pool_raw.get("total")
     if raw is not None and raw.known:
         return raw
-    blocks = snapshot.series["num_blocks"]
+    blocks = snapshot.series[Series.NUM_BLOCKS]
     if snapshot.pool_unit == "blocks" and blocks.known and blocks.value is not None:
         if snapshot.pool_reserved:
             reserved = f" minus {snapshot.pool_reserved:g} reserved"
@@ -88,7 +89,7 @@ def pool_total(snapshot: Snapshot) -> Value:
             )
         return blocks
     active = snapshot.pool_raw.get("active")
-    usage = snapshot.series["kv_usage"]
+    usage = snapshot.series[Series.KV_USAGE]
     if active is not None and active.value is not None and usage.value:
         return Value(
             _tidy(active.value / usage.value),
@@ -102,7 +103,7 @@ def _active(snapshot: Snapshot, total: Value) -> Value:
     raw = snapshot.pool_raw.get("active")
     if raw is not None and raw.known:
         return raw
-    usage = snapshot.series["kv_usage"]
+    usage = snapshot.series[Series.KV_USAGE]
     if usage.value is not None and total.value is not None:
         return Value(
             _tidy(usage.value * total.value),
@@ -115,15 +116,15 @@ def _active(snapshot: Snapshot, total: Value) -> Value:
 def _cached_upper_bound(snapshot: Snapshot) -> float | None:
     """Most full blocks of KV the server can hold in cache, from its token counters."""
     series = snapshot.series
-    size = _num(series["block_size"])
+    size = _num(series[Series.BLOCK_SIZE])
     if snapshot.pool_unit == "tokens":
         size = 1.0
     needed = (
-        _num(series["prefix_queries"]),
-        _num(series["prefix_hits"]),
-        _num(series["generation_tokens"]),
+        _num(series[Series.PREFIX_QUERIES]),
+        _num(series[Series.PREFIX_HITS]),
+        _num(series[Series.GENERATION_TOKENS]),
     )
-    if size is None or size <= 0 or series["preemptions"].value != 0 or None in needed:
+    if size is None or size <= 0 or series[Series.PREEMPTIONS].value != 0 or None in needed:
         return None
     queries, hits, generated = needed  # type: ignore[misc]
     return math.floor((queries - hits + generated) / size)
@@ -143,7 +144,7 @@ def pool_breakdown(snapshot: Snapshot) -> PoolBreakdown:
     )
     if raw_recl is not None and raw_recl.known:
         reclaimable = Bucket(raw_recl)
-    elif snapshot.series["prefix_caching"].value == 0:
+    elif snapshot.series[Series.PREFIX_CACHING].value == 0:
         reclaimable = Bucket(Value(0.0, Provenance.DERIVED, "prefix caching disabled"))
     else:
         reclaimable = _bounded(snapshot, _reclaimable_bounds(snapshot, unused))

@@ -58,6 +58,7 @@ from runfmt.codec import absent, frozen_map
 from runfmt.columns import Table, factorize, numbers
 from runfmt.metrics import E2E, E2E_SENT, ITL, TTFT, TTFT_SENT
 from runfmt.run_sections import ProbeState
+from runfmt.series import Hist, Series, hit_tier
 from runfmt.summary_server import Histogram as LatencyHistogram
 from runfmt.summary_server import (
     HitsBySource,
@@ -174,25 +175,25 @@ def _histogram(series: ServerSeries, name: str, client_max: float | None) -> Lat
 
 #: Where the server says its prompt tokens came from (``prompt_tokens_by_source``), by key.
 PROMPT_SOURCES = {
-    "computed": "prompt_tokens_computed",
-    "local_cache": "hits_local",
-    "external": "hits_external",
-    "cached": "prompt_tokens_cached",
+    "computed": Series.PROMPT_TOKENS_COMPUTED,
+    "local_cache": Series.HITS_LOCAL,
+    "external": Series.HITS_EXTERNAL,
+    "cached": Series.PROMPT_TOKENS_CACHED,
 }
 #: What a KV offload tier or connector says it moved (counters), and its transfer sizes.
 OFFLOAD_COUNTERS = (
-    "offload_load_bytes",
-    "offload_store_bytes",
-    "offload_load_seconds",
-    "offload_store_seconds",
-    "external_prefix_queries",
-    "external_prefix_hits",
-    "lmcache_requested_tokens",
-    "lmcache_hit_tokens",
+    Series.OFFLOAD_LOAD_BYTES,
+    Series.OFFLOAD_STORE_BYTES,
+    Series.OFFLOAD_LOAD_SECONDS,
+    Series.OFFLOAD_STORE_SECONDS,
+    Series.EXTERNAL_PREFIX_QUERIES,
+    Series.EXTERNAL_PREFIX_HITS,
+    Series.LMCACHE_REQUESTED_TOKENS,
+    Series.LMCACHE_HIT_TOKENS,
 )
-OFFLOAD_HISTOGRAMS = ("offload_load_size", "offload_store_size")
+OFFLOAD_HISTOGRAMS = (Hist.OFFLOAD_LOAD_SIZE, Hist.OFFLOAD_STORE_SIZE)
 #: vLLM's sampled KV block residency histograms (``--kv-cache-metrics``).
-RESIDENCY = ("kv_block_lifetime", "kv_block_idle_before_evict", "kv_block_reuse_gap")
+RESIDENCY = (Hist.KV_BLOCK_LIFETIME, Hist.KV_BLOCK_IDLE_BEFORE_EVICT, Hist.KV_BLOCK_REUSE_GAP)
 
 
 def hits_by_source(series: ServerSeries) -> HitsBySource:
@@ -207,7 +208,7 @@ def hits_by_source(series: ServerSeries) -> HitsBySource:
     LMCache's tokens) is under ``offload``. Every value keeps its provenance: an
     increase is ``measured`` when its counter was read; a share keeps the worse of its
     two parts."""
-    tiers = {tier: series.increase(f"hits_tier_{tier}") for tier in HIT_TIERS}
+    tiers = {tier: series.increase(hit_tier(tier)) for tier in HIT_TIERS}
     known = {tier: value for tier, value in tiers.items() if value.known}
     total = Value(
         math.fsum(v.value or 0.0 for v in known.values()),
@@ -307,10 +308,10 @@ def server_summary(
         return ServerSection(source, probe, False, reason=reason, prefix=prefix)
     if source == "scrape":  # a Prometheus range starts at the load's start, by construction
         series = _without_late_baseline(series, requests)
-    hits, queries = series.increase("prefix_hits"), series.increase("prefix_queries")
+    hits, queries = series.increase(Series.PREFIX_HITS), series.increase(Series.PREFIX_QUERIES)
     observed = _ratio(hits, queries)
     client = client_maxima(requests, chunks)
-    itl = _histogram(series, "itl", client[ITL.key])
+    itl = _histogram(series, Hist.ITL, client[ITL.key])
 
     def level(name: str) -> Level:
         return series.level(name)
@@ -328,9 +329,9 @@ def server_summary(
             # final requests (the last scrape failed, or the run was cut short).
             stale=bool(float(series.t_s.max()) < _last_response_s(requests)),
         ),
-        ttft_s=_histogram(series, "ttft", client[TTFT.key]),
+        ttft_s=_histogram(series, Hist.TTFT, client[TTFT.key]),
         itl_s=replace(itl, per=series.itl_per, extra=frozen_map()),
-        e2e_s=_histogram(series, "e2e", client[E2E.key]),
+        e2e_s=_histogram(series, Hist.E2E, client[E2E.key]),
         prefix=ServerPrefix(
             queries=queries.reading(),
             hits=hits.reading(),
@@ -344,23 +345,23 @@ def server_summary(
         ),
         hits_by_source=hits_by_source(series),
         kv_block_residency_s=frozen_map({n: _plain_histogram(series, n) for n in RESIDENCY}),
-        max_sequence_tokens=level("max_sequence_tokens"),
-        kv_tokens=level("kv_tokens"),
-        preemptions=series.increase("preemptions").reading(),
-        prompt_tokens=series.increase("prompt_tokens").reading(),
-        generation_tokens=series.increase("generation_tokens").reading(),
-        running=level("running"),
-        waiting=level("waiting"),
-        kv_usage=level("kv_usage"),
-        block_size=series.latest("block_size").reading(),
-        num_blocks=series.latest("num_blocks").reading(),
+        max_sequence_tokens=level(Series.MAX_SEQUENCE_TOKENS),
+        kv_tokens=level(Series.KV_TOKENS),
+        preemptions=series.increase(Series.PREEMPTIONS).reading(),
+        prompt_tokens=series.increase(Series.PROMPT_TOKENS).reading(),
+        generation_tokens=series.increase(Series.GENERATION_TOKENS).reading(),
+        running=level(Series.RUNNING),
+        waiting=level(Series.WAITING),
+        kv_usage=level(Series.KV_USAGE),
+        block_size=series.latest(Series.BLOCK_SIZE).reading(),
+        num_blocks=series.latest(Series.NUM_BLOCKS).reading(),
         pool=PoolLevels(
             unit=series.pool_unit,
             buckets=frozen_map(
                 {f"{name.removeprefix('pool_')}_blocks": level(name) for name in POOL_COLUMNS}
             ),
         ),
-        step_lateness_s=_published(series, "step_lateness"),
+        step_lateness_s=_published(series, Hist.STEP_LATENESS),
     )
 
 

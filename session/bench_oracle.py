@@ -38,6 +38,7 @@ from probes.exposition import Exposition
 from probes.mapping import BUILTIN_FLAVOURS, choose_mapping, load_mapping
 from probes.mapping_model import MetricMapping
 from runfmt.run_sections import Geometry
+from runfmt.series import Series
 from session.oracle_slots import (
     ORACLE_NOTE,
     kept_output,
@@ -150,7 +151,7 @@ def geometry(
     source = "assumed (vLLM's default block size, pool unknown: unbounded)"
     if mapping is not None and first is not None:
         snap = mapping.snapshot(first)
-        block, blocks = snap.series["block_size"].value, snap.series["num_blocks"].value
+        block, blocks = snap.series[Series.BLOCK_SIZE].value, snap.series[Series.NUM_BLOCKS].value
         source = "server metrics"
     if block is None and engine is not None:
         block, blocks = engine.config.block_size, engine.num_gpu_blocks
@@ -180,7 +181,7 @@ def _offload_blocks(first: Exposition | None, mapping: MetricMapping | None) -> 
     or no scrape: no tier)."""
     if first is None or mapping is None:
         return 0
-    blocks = mapping.snapshot(first).series["host_pool_blocks"].value
+    blocks = mapping.snapshot(first).series[Series.HOST_POOL_BLOCKS].value
     return int(blocks) if blocks else 0
 
 

@@ -33,6 +33,7 @@ from probes.token_gaps import TokenGaps, token_gaps
 from runfmt.calibration import FitFigures
 from runfmt.metrics import ITL, TTFT_SENT, stat_name
 from runfmt.run import Run
+from runfmt.series import Hist, step_time, step_tokens
 from runtime.quantiles import quantiles
 from session.calibrate_decode import RequestSpans, request_spans
 from workloads.errors import InputError
@@ -94,21 +95,21 @@ def _server_figures(run: Run) -> ServerFigures:
     if series is None:
         return ServerFigures()
     figures: dict[str, object] = {}
-    ttft, itl = series.histogram_increase("ttft"), series.histogram_increase("itl")
+    ttft, itl = series.histogram_increase(Hist.TTFT), series.histogram_increase(Hist.ITL)
     if ttft is not None and ttft.count:
         figures |= dict(ttft_mean=ttft.mean, ttft_count=int(ttft.count))  # ServerFigures
     if itl is not None and itl.count and itl.sum > 0:
-        figures |= dict(itl_mean=itl.mean, itl_source=series.sources.get("itl"))
-    steps = {k: series.histogram_increase(f"step_time_{k}") for k in ("decode", *CHUNK_KINDS)}
+        figures |= dict(itl_mean=itl.mean, itl_source=series.sources.get(Hist.ITL))
+    steps = {k: series.histogram_increase(step_time(k)) for k in ("decode", *CHUNK_KINDS)}
     decode = steps["decode"]
     if decode is not None and decode.count and decode.sum > 0:
         figures["decode_step_mean"] = decode.sum / decode.count
-        figures["decode_step_source"] = series.sources.get("step_time_decode")
+        figures["decode_step_source"] = series.sources.get(Hist.STEP_TIME_DECODE)
     chunk = [steps[k] for k in CHUNK_KINDS if steps[k] is not None and steps[k].count]
     if chunk:
         seconds = sum(h.sum for h in chunk)
         figures["chunk_step_mean"] = seconds / sum(h.count for h in chunk)
-        tokens = [series.histogram_increase(f"step_tokens_{k}") for k in CHUNK_KINDS]
+        tokens = [series.histogram_increase(step_tokens(k)) for k in CHUNK_KINDS]
         scheduled = sum(h.sum for h in tokens if h is not None)
         if scheduled > 0:
             figures["chunk_token_s"] = seconds / scheduled
