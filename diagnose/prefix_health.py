@@ -141,7 +141,7 @@ def _working_set(ctx: Context, replay: Replay) -> float:
 def _pool_blocks(ctx: Context) -> tuple[float | None, str]:
     series = ctx.view.server
     if series is not None:
-        for name in ("pool_total", "num_blocks"):
+        for name in ("pool_total", Series.NUM_BLOCKS):
             value = series.latest(name)
             if value.known:
                 return value.value, f"server: {value.source}"

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from repo_paths import ROOT
-from source_tree import copy_tree, packages, parsed_modules
+from source_tree import copy_tree, docstrings, packages, parsed_modules
 
 from runfmt.metrics import DISPATCH_LAG, STALLS, STAT_LABELS, THROUGHPUTS, latencies
 
@@ -36,18 +36,6 @@ OTHER_FACTS = {
 }
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    """The ids of the module's, classes' and functions' docstring constants."""
-    out = set()
-    for node in ast.walk(tree):
-        owners = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
-        if isinstance(node, owners) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                out.add(id(first.value))
-    return out
-
-
 def _hand_built(node: ast.JoinedStr) -> bool:
     """``f"{name}_s"``, ``f"{metric}_mean_s"``: a name ending in ``_s`` after a value."""
     *head, last = node.values
@@ -60,7 +48,7 @@ def _hand_built(node: ast.JoinedStr) -> bool:
 
 
 def _file_violations(tree: ast.Module, where: Path) -> set[str]:
-    skip = _docstrings(tree)
+    skip = docstrings(tree)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr) and _hand_built(node):

@@ -36,3 +36,15 @@ def copy_tree(dest: Path, tops: Iterable[str]) -> Path:
     for top in tops:
         shutil.copytree(ROOT / top, dest / top)
     return dest
+
+
+def docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the module's, classes' and functions' docstring constants."""
+    out = set()
+    for node in ast.walk(tree):
+        owners = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        if isinstance(node, owners) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
