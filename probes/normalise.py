@@ -383,7 +383,7 @@ def _exposition(
 
 def _require(name: str, kind: Kind) -> None:
     if SERIES.get(name) is not kind:
-        raise KeyError(f"{name!r} is not a canonical {kind} series")
+        raise KeyError(f"{str(name)!r} is not a canonical {kind} series")
 
 
 def _increments(values: np.ndarray) -> np.ndarray:
