@@ -7,9 +7,10 @@ code types a series' name as a string (``"kv_usage"``, ``"queue_time"``: a refer
 A few names are homonyms, spelled like another fact the code names rightly (``HOMONYMS``:
 a run's status ``"running"``, a request's ``"prompt_tokens"`` column …): those are held
 only where they are read as a series — an argument of a server-series reader
-(``increase``, ``level``, ``latest`` …) or a key into a scrape's ``series``,
-``histograms`` or ``sources``. Docstrings are prose and are not read. The check is shown
-failing on violations planted in a copy of the tree."""
+(``increase``, ``level``, ``latest`` …), a key into a scrape's ``series``,
+``histograms`` or ``sources``, or the whole value of a module's constant (``TTFT =
+"ttft"``, the way a reader names the series it reads). Docstrings are prose and are not
+read. The check is shown failing on violations planted in a copy of the tree."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ OTHER_FACTS = {
     (Path("runtime", "engine_metrics.py"), "kv_transfer_queue_depth"),
     (Path("workloads", "stats.py"), "num_blocks"),
     (Path("prefillscope", "report", "content.py"), "preemptions"),
+    (Path("runfmt", "sweep_search.py"), "running"),  # a sweep point's status
 }
 #: What reads a series by its name: ``ServerSeries``' readers, the server summary's
 #: histogram helpers, and the keyed parts of a scrape (``Snapshot``).
@@ -77,8 +79,21 @@ def _series_reads(tree: ast.Module) -> set[int]:
     return out
 
 
+def _constants(tree: ast.Module) -> set[int]:
+    """The ids of the constants a module binds whole to a name (``TTFT = "ttft"``,
+    ``A, B = "x", "y"``)."""
+    out = set()
+    for node in tree.body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        value, target = node.value, node.targets[0] if isinstance(node, ast.Assign) else None
+        pairs = isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple)
+        out |= {id(v) for v in (value.elts if pairs else [value])}
+    return out
+
+
 def _file_violations(tree: ast.Module, where: Path) -> set[str]:
-    skip, reads = docstrings(tree), _series_reads(tree)
+    skip, reads = docstrings(tree), _series_reads(tree) | _constants(tree)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
@@ -134,13 +149,15 @@ def test_the_check_fails_on_a_homonym_read_as_a_series(tmp_path: Path) -> None:
     copy_tree(tmp_path, packages())
     planted = Path("session", "planted.py")
     (tmp_path / planted).write_text(
+        'TTFT = "ttft"\n'
         "def busy(result, series, snapshot):\n"
         '    done = result.status == "running"\n'
         '    return done, series.level("running").p50, snapshot.series["block_size"]\n'
     )
     assert violations(tmp_path) == [
-        f"{planted}:3: names 'block_size'",
-        f"{planted}:3: names 'running'",
+        f"{planted}:1: names 'ttft'",
+        f"{planted}:4: names 'block_size'",
+        f"{planted}:4: names 'running'",
     ]
 
 
