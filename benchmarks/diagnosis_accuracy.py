@@ -54,6 +54,8 @@ from typing import Any
 from diagnose.ab import AbSettings, Trial, analyse_ab, make_arms
 from diagnose.checklist import run_checklist
 from diagnose.context import DiagnoseOptions
+from diagnose.inputs import load_run_view
+from diagnose.next_steps import bench_command
 from perfmodel.config import EngineConfig
 from perfmodel.costmodel import CostModel
 from prefillscope.engine_flags import parse_engine_flags
@@ -443,6 +445,7 @@ def main() -> None:
         parser.error(f"--only: unknown scenario(s) {sorted(only - set(SCENARIOS))}")
     scenarios = draw(args.seed, args.repeats, args.controls, only)
     root = Path(tempfile.mkdtemp(prefix="diagnosis-accuracy-"))
+    print(f"runs kept in {root}", flush=True)
     rows = []
     load_before = os.getloadavg()[0]
     started = time.monotonic()
@@ -451,9 +454,11 @@ def main() -> None:
         if scenario.kind == "aa":
             got, confidence, sentence = run_aa(scenario, folder)
             print(f"    {sentence}", flush=True)
+            rerun = f"its trials in {folder}"
         else:
             diagnosis = run_checklist(run(scenario, folder), OPTIONS)
             got, confidence = named(diagnosis), diagnosis.primary.confidence
+            rerun = f"{bench_command(load_run_view(folder))} (kept in {folder})"
         rows.append((scenario.expected, got, confidence))
         mark = "ok " if got == scenario.expected else "BAD"
         print(
@@ -461,6 +466,8 @@ def main() -> None:
             f"({confidence}) — {scenario.describe()}",
             flush=True,
         )
+        if got != scenario.expected:
+            print(f"    rerun: {rerun}", flush=True)
     correct = sum(r[0] == r[1] for r in rows)
     confident_wrong = sum(
         r[0] != r[1] and r[2] in ("strong", "moderate", "significant") for r in rows
@@ -469,10 +476,11 @@ def main() -> None:
     print(confusion(rows))
     print()
     weak = sum(r[0] == r[1] and r[2] == "weak" for r in rows)
+    refused = sum(r[1] == "refused" for r in rows)
     print(
         f"correct primary findings: {correct}/{len(rows)} ({100 * correct / len(rows):.0f} %); "
         f"confident-wrong (strong/moderate and wrong, or an A/A winner): {confident_wrong}; "
-        f"correct but weak: {weak}"
+        f"correct but weak: {weak}; A/As refused (conditions unmatched, a miss): {refused}"
     )
     print(
         f"conditions: {os.cpu_count()} CPUs, load average {load_before:.2f} before and "
