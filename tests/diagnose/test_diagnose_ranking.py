@@ -89,6 +89,35 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
     assert f"one root cause: {cause}" in primary.why
 
 
+def test_preemptions_explain_h1_only_when_their_recompute_is_most_of_the_prefill():
+    """diagnosis_accuracy --seed 6's h4 run: an A100 at budget 512, 8 preemptions that
+    recomputed 38 % of the prefill computed. H1 (4.5× a decode step) stood on the
+    admissions alone — the same run on a pool that never preempted: H1 at 1.2× its
+    threshold — so H4 does not explain it: both are candidates, weighed by cost."""
+
+    def preempting(share: float) -> Finding:
+        evidence = [
+            Evidence("preemptions", 8, "", "server"),
+            Evidence("recomputed share of the prefill", share, "%", "server × client"),
+        ]
+        return _finding(
+            "H4", Status.SUPPORTED, 12.2, basis="server", evidence=evidence, cost_s=3.35
+        )
+
+    found = _healthy()
+    found["H1"] = _finding("H1", Status.SUPPORTED, 1.11, basis="server", impact=0.2, cost_s=3.57)
+    found["H4"] = preempting(38.0)
+    final, primary = ranked(found, QUIET)
+    assert final["H4"].explains == [] and "Explained by H4" not in final["H1"].summary
+    assert (primary.finding, primary.confidence) == ("H1", "weak")  # H4 close behind
+    assert primary.secondary == ("H4",)
+    # the recompute most of the prefill: the stretched steps are the recomputes
+    found["H4"] = preempting(70.0)
+    final, primary = ranked(found, QUIET)
+    assert final["H4"].explains == ["H1"] and "Explained by H4" in final["H1"].summary
+    assert primary.finding == "H4" and primary.secondary == ("H1",)
+
+
 def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():
     found = _healthy()
     found["H4"] = _preempting(30, strength=4.0, cost_s=9.0)
