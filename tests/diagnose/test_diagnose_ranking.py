@@ -118,6 +118,26 @@ def test_preemptions_explain_h1_only_when_their_recompute_is_most_of_the_prefill
     assert primary.finding == "H4" and primary.secondary == ("H1",)
 
 
+def test_overload_explains_h4s_queue_not_its_preemptions():
+    def overloaded() -> Finding:
+        return _finding("OL", Status.SUPPORTED, 3.1, basis="server", cost_s=150.0)
+
+    found = _healthy()
+    found["OL"] = overloaded()
+    found["H4"] = _preempting(18, strength=11.3, cost_s=56.0)
+    final, primary = ranked(found, QUIET)
+    assert final["OL"].explains == [] and "Explained by OL" not in final["H4"].summary
+    assert primary.finding == "OL" and primary.secondary == ("H4",)  # weighed by cost
+    queued = [
+        Evidence("preemptions", 0, "", "server"),
+        Evidence("waiting requests (max)", 9, "", "server"),
+    ]
+    found["H4"] = _finding("H4", Status.SUPPORTED, 1.02, basis="server", evidence=queued)
+    final, primary = ranked(found, QUIET)
+    assert final["OL"].explains == ["H4"] and "Explained by OL" in final["H4"].summary
+    assert primary.finding == "OL" and primary.secondary == ("H4",)
+
+
 def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():
     found = _healthy()
     found["H4"] = _preempting(30, strength=4.0, cost_s=9.0)
