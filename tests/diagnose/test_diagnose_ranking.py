@@ -87,6 +87,12 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
     cause = "the KV pool size (875 blocks, 34 % of the 2,566-block working set)"
     assert f"One root cause: {cause}; it produces H4, H1." in found["PC"].summary
     assert f"one root cause: {cause}" in primary.why
+    # what follows from it is weighed in the sentence too: its own cost is the smaller part
+    assert (
+        "it explains H4 (supported, 0.46 request-s), H1 (supported, 6.4 request-s), which "
+        "follow from it" in primary.why
+    )
+    assert "by itself it costs about 7.2 request-s of latency" in primary.why
 
 
 def test_preemptions_explain_h1_only_when_their_recompute_is_most_of_the_prefill():
