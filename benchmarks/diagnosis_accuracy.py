@@ -36,9 +36,10 @@ A/A — with the machine's load while it ran; for each miss, the command that re
 alone (its run folder is kept). Every run also has its printed commands checked by
 ``tests/diagnose/test_diagnosis_accuracy.py``.
 
-Measured on 2 CPUs shared with other jobs (load average 1.6–4.3 while it ran; 26 runs a
-seed, 217–278 s each) on seeds no test uses (2–10 and 12; the developers looked at 0
-and 1, the test draws 11): 24–26 of 26 correct a seed and no confident-wrong verdict.
+Measured on 2 CPUs shared with other jobs (load average 0.7–4.3 while it ran; 26 runs a
+seed, 210–278 s each) on seeds no test uses (2–10, 12, 13; the developers looked at 0
+and 1, the test draws 11): 24–26 of 26 correct a seed (26 on the quietest, seed 13) and
+no confident-wrong verdict.
 Every miss was an A/A that ``diagnose ab`` refused, naming no winner, because the machine
 held the embedded engine back: in some trials (a step lateness p99 beyond half the
 trial's ITL p99, 52–122 %, or 20 points above the other trials', 34 %, 46 %), or in one
