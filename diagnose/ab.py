@@ -278,7 +278,7 @@ def analyse_ab(
     open_loop_ids: frozenset[str] = frozenset(),
 ) -> AbAnalysis:
     """Conditions, comparisons against the reference arm, the verdict, the output check."""
-    facts = [TrialFacts.read(t.arm, t.run_dir, open_loop_ids) for t in trials]
+    facts = [TrialFacts.read(t.arm, t.run_dir, open_loop_ids, t.round) for t in trials]
     conditions = check_conditions(
         facts, [a.label for a in arms], settings.trials, settings.tolerances
     )

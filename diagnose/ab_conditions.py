@@ -27,13 +27,19 @@ what a run can still get wrong:
 * **engine pace** — for a server that publishes its step lateness (the embedded engine,
   ``probes.engine_pace``), that the machine did not hold the modelled engine back unevenly:
   a trial's share is its step lateness p99 over its ITL p99 (a late step's delay lands in
-  its tokens' gaps); the arms' median shares within ``engine_lateness`` (10 %) of each
-  other, so that lateness cannot move their ITL p99 ratio by the smallest change the A/B
-  calls (lateness common to both arms largely cancels in the ratio; what one arm has more
-  of enters it with its sign); no trial's share more than twice that (20 points) above the
-  median share of all trials (one starved trial, whatever the other arm did: ABAB's medians
-  would hide it); and none beyond ``probes.engine_pace.DILUTED_SHARE`` (half its tail the
-  machine's) or twice the tolerance, whichever is larger. Lateness every trial shares is
+  its tokens' gaps); between any two arms, the median over rounds of their trials' shares
+  in that round (run back to back, ABAB: a spell of load on the machine falls on both)
+  within ``engine_lateness`` (10 %), so that lateness cannot move their ITL p99 ratio by
+  the smallest change the A/B calls (lateness common to both arms largely cancels in the
+  ratio; what one arm has more of, round after round, enters it with its sign). Paired,
+  not each arm's median against the other's: a spell that falls on one trial of a round
+  is the moment's, not the arm's (seen in an A/A: 39, 33, 10 % against 34, 10, 19 % —
+  medians 14 points apart, rounds a median 5), and that spread between trials is in the
+  verdict's interval already (trials as units). No trial's share more than twice the
+  tolerance (20 points) above the median share of all trials (one starved trial, whatever
+  the other arm did: the rounds' median would hide it); and none beyond
+  ``probes.engine_pace.DILUTED_SHARE`` (half its tail the machine's) or twice the
+  tolerance, whichever is larger. Lateness every trial shares is
   not refused below that: it dilutes a ratio (by about the share) but cannot make one —
   on an idle 2-core machine a fast configuration's trials (ITL p99 ~25 ms) sit at 10–25 %
   alike, and refusing them refused healthy A/As. A starved engine is not the client's
@@ -125,11 +131,15 @@ class TrialFacts:
     lateness_p99_s: float | None = None
     lateness_mean_s: float | None = None
     itl_p99_s: float | None = None
+    #: The trial's round within its arm (1-based; trials of one round ran back to back).
+    round: int = 0
 
     @classmethod
-    def read(cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str]) -> TrialFacts:
+    def read(
+        cls, arm: int, run_dir: Path, open_loop_ids: frozenset[str], round: int = 0
+    ) -> TrialFacts:
         if not (run_dir / RUN_JSON).exists():  # the trial never started (its server died)
-            return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None, None)
+            return cls(arm, "failed", 0, 0, 0.0, 0.0, None, None, False, None, None, round=round)
         run = open_run(run_dir, "trial")
         status, summary = run.status, run.summary
         requests = run.tables.measured
@@ -152,6 +162,7 @@ class TrialFacts:
             lateness_p99_s=pace.lateness_p99_s if pace is not None else None,
             lateness_mean_s=pace.lateness_mean_s if pace is not None else None,
             itl_p99_s=pace.itl_p99_s if pace is not None else None,
+            round=round,
         )
 
     @property
@@ -347,18 +358,47 @@ def _engine_pace_check(
             f"{beyond}"
         )
         return Check("engine_pace", False, detail, tolerance, values)
-    medians = {
-        label: float(np.median(shares))
-        for i, label in enumerate(labels)
-        if (shares := [share for f, share in weighed if f.arm == i])
+    shares = {
+        i: [share for f, share in sorted(weighed, key=lambda p: p[0].round) if f.arm == i]
+        for i in range(len(labels))
     }
     seen = "step lateness p99 median " + ", ".join(
-        f"{share:.1%} of the {itl_p99} ({label})" for label, share in medians.items()
+        f"{float(np.median(shares[i])):.1%} of the {itl_p99} ({label})"
+        for i, label in enumerate(labels)
+        if shares[i]
     )
-    if max(medians.values()) - min(medians.values()) > limit:
-        why = f"the engine's lateness was uneven between arms: {seen}"
+    uneven = _uneven_rounds(shares, limit)
+    if uneven is not None:
+        later, earlier, gap = uneven
+        rounds = "; ".join(
+            f"{labels[i]} " + ", ".join(f"{s:.0%}" for s in shares[i]) for i in (later, earlier)
+        )
+        why = (
+            f"the engine's lateness was uneven between arms: {labels[later]}'s trials ran a "
+            f"median {100 * gap:.0f} points of the {itl_p99} later than {labels[earlier]}'s "
+            f"beside them, round by round ({rounds})"
+        )
         return Check("engine_pace", False, why, tolerance, values)
     return Check("engine_pace", True, seen, tolerance, values)
+
+
+def _uneven_rounds(
+    shares: Mapping[int, list[float]], limit: float
+) -> tuple[int, int, float] | None:
+    """The pair of arms (later, earlier, gap) whose shares, paired round by round (the
+    r-th trial of each, run back to back), differ by a median beyond ``limit``; ``None``
+    when no pair does."""
+    worst: tuple[int, int, float] | None = None
+    arms = [i for i, s in shares.items() if s]
+    for a in arms:
+        for b in arms:
+            rounds = min(len(shares[a]), len(shares[b]))
+            if a == b or not rounds:
+                continue
+            gap = float(np.median(np.subtract(shares[a][:rounds], shares[b][:rounds])))
+            if gap > limit and (worst is None or gap > worst[2]):
+                worst = (a, b, gap)
+    return worst
 
 
 def check_conditions(

@@ -13,8 +13,11 @@ Evidence, best first:
    carries): per long prompt of the prefill-heavy kind, the worst decode gap beside its
    prefill and the decode time it cost, with intervals over events, and the stall gaps'
    share of all gaps (under 1 %, the pooled ITL p99 cannot see them). Without step kinds
-   and without enough gaps for the attribution, the worst gap per prefill over the normal
-   gap decides, when its whole interval lies on one side of ``STARVE_RATIO``.
+   and without an attribution that decides (enough gaps, from enough requests: the gaps
+   beside one stall share it, so few streams give an interval far narrower than the
+   data), the worst gap per prefill over the normal gap decides, when its whole interval
+   lies on one side of ``STARVE_RATIO``; an attribution too small to decide is printed
+   with why (``9 requests (fewer than 10)``), never with its interval.
 4. **Budget vs prompts**: the token budget (``run.json``'s engine config or
    ``--max-num-batched-tokens``) against the longest fresh prompt — the largest chunk a
    step can carry — and, with a roofline, what such a step costs next to a decode step.
@@ -34,7 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
+from diagnose.attribution import (
+    LONG_PREFILL_TOKENS,
+    MIN_GAPS,
+    Attribution,
+    attribute,
+    shortfall_words,
+)
 from diagnose.context import Context
 from diagnose.costs import decode_share_cost
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
@@ -66,7 +75,13 @@ STARVE_RATIO = 4.0
 
 
 def ratio_text(c: Comparison) -> str:
-    """``24.1× [95 % CI 18.0–30.2]`` (the interval omitted when it could not be computed)."""
+    """``24.1× [95 % CI 18.0–30.2]`` (the interval omitted when it could not be computed);
+    for a comparison too small to decide, the ratio and why, never an interval that reads
+    as a result (``19.1× (too few to decide — overlapping: 9 requests (fewer than 10))``:
+    the gaps beside one stall share it, and came from few requests)."""
+    short = shortfall_words(c)
+    if short is not None:
+        return f"{c.ratio:.3g}× (too few to decide — {short})"
     if np.isfinite(c.ci_low) and np.isfinite(c.ci_high):
         return f"{c.ratio:.3g}× [95 % CI {c.ci_low:.3g}–{c.ci_high:.3g}]"
     return f"{c.ratio:.3g}×"
@@ -130,7 +145,9 @@ def _attribution_evidence(a: Attribution) -> list[Evidence]:
                     c.ratio,
                     "x",
                     source,
-                    f"{ratio_text(c)}; {c.method}, {p_text(c.p_value, c.resamples)}; {detail}",
+                    f"{ratio_text(c)}; {c.method}"
+                    + ("" if c.inconclusive else f", {p_text(c.p_value, c.resamples)}")
+                    + f"; {detail}",
                 )
             )
     return out
@@ -298,7 +315,10 @@ def _status_of(
             f"Correlation, not proof: steps carrying prompt chunks took {step_ratio:.2g}× "
             f"a pure-decode step{extra}. A chunk-size A/B would confirm it."
         )
-    if by_client is not None:
+    # A comparison too small to decide (few requests beside the stalls) says nothing
+    # either way: the stall events may, else it stays open, saying why.
+    short = shortfall_words(by_client) if by_client is not None else None
+    if by_client is not None and short is None:
         if client_says:
             return Status.SUPPORTED, (
                 f"Correlation, not proof: decode gaps overlapping a long prefill were "
@@ -331,6 +351,11 @@ def _status_of(
         return Status.NOT_APPLICABLE, (
             f"No long prefill (≥ {LONG_PREFILL_TOKENS} fresh tokens) ran while decodes did, "
             "and the server shows no step kinds."
+        )
+    if by_client is not None:
+        return Status.INCONCLUSIVE, (
+            f"Decode gaps overlapping long prefills were {by_client.ratio:.2g}× the others, "
+            f"too few to decide ({short}), and the server shows no step kinds."
         )
     return Status.INCONCLUSIVE, (
         f"Too few decode gaps overlapped a long prefill ({a.overlapping}) to compare."

@@ -22,16 +22,26 @@ same unit as the prefix cache's lost reuse, so a pool that thrashes and preempts
 weighed on what each did. Any preemption is exhaustion (strength 1, at the threshold);
 how far past it is that recomputed share of the prompt work over ``RECOMPUTE_SHARE``, so
 one preemption among hundreds of requests is a weak primary, not a strong one.
+
+**What it explains.** Recomputed sequences are prefills: more of the mixed steps H1
+blames. But a step's stretch is set by its chunk, not by why the chunk is there, so H4
+explains H1 only when the recompute is most of the prefill computed (the recomputed
+tokens at least ``EXPLAINS_PREFILL`` of them and the fresh prompt tokens together):
+with fewer, the admissions alone stretch the steps as much, and a larger pool would
+leave H1 standing (seen: an A100 at budget 512, 8 preemptions recomputing 38 % of the
+prefill; the same run on a pool that never preempted: H1 at 1.2× its threshold).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
 from diagnose.context import Context
 from diagnose.costs import recompute_cost
 from diagnose.next_steps import bench_command, report_command, server_flavour
-from diagnose.registry import Cost, hypothesis
+from diagnose.registry import Cost, Link, hypothesis
 from diagnose.words import concurrency_knob, percent
 from probes.normalise import ServerSeries
 from runfmt.diagnosis import Evidence, Finding, Status
@@ -45,6 +55,11 @@ FULL_SHARE = 0.95
 QUEUE = 2
 #: Share of the prompt work recomputed by preemptions that counts as past the threshold.
 RECOMPUTE_SHARE = 0.05
+#: Share of the prefill computed (fresh prompt tokens plus the recompute) the recompute
+#: must reach for H4 to explain H1: most stretched steps are then recomputes.
+EXPLAINS_PREFILL = 0.5
+#: The evidence that carries that share (percent).
+RECOMPUTED_SHARE = "recomputed share of the prefill"
 
 
 def _source(level: Level) -> str:
@@ -111,6 +126,24 @@ def recomputed_tokens(ctx: Context, preemptions: float) -> float:
     return float(preemptions * np.mean((prompt + half)[ok]))
 
 
+def recomputed_share(ctx: Context, preemptions: float) -> float | None:
+    """The preemptions' recomputed tokens over the prefill computed: the fresh prompt
+    tokens of the completed requests and the recompute together."""
+    recomputed = recomputed_tokens(ctx, preemptions)
+    fresh = float(np.nansum(ctx.view.fresh_tokens(ctx.view.completed)))
+    if not np.isfinite(recomputed) or fresh + recomputed <= 0:
+        return None
+    return recomputed / (fresh + recomputed)
+
+
+def recompute_makes_the_prefill(findings: Mapping[str, Finding]) -> bool:
+    """Whether H4's recompute is most of the prefill H1 blames (``EXPLAINS_PREFILL``)."""
+    memory = findings.get("H4")
+    evidence = memory.evidence if memory is not None else []
+    share = next((e.value for e in evidence if e.name == RECOMPUTED_SHARE), None)
+    return isinstance(share, int | float) and share >= 100 * EXPLAINS_PREFILL
+
+
 def _preempted(finding: Finding) -> float:
     value = next((e.value for e in finding.evidence if e.name == Series.PREEMPTIONS), None)
     return float(value) if isinstance(value, int | float) else 0.0
@@ -144,7 +177,12 @@ def _strength(ctx: Context, preemptions: float) -> float:
     role="root",
     order=4,
     precedence=2,
-    explains={"H1": "preempted sequences are recomputed as prefills"},
+    explains={
+        "H1": Link(
+            "preempted sequences are recomputed as prefills, most of the prefill computed",
+            recompute_makes_the_prefill,
+        )
+    },
     measure_first="Measure at a lower load before changing cache policy",
     cost=_cost,
 )
@@ -177,6 +215,18 @@ def assess(ctx: Context) -> Finding:
         evidence.append(
             Evidence(Series.PREEMPTIONS, preempt.value, "", f"server: {preempt.source} (increase)")
         )
+        share = recomputed_share(ctx, preempt.value) if preempt.value else None
+        if share is not None:
+            evidence.append(
+                Evidence(
+                    RECOMPUTED_SHARE,
+                    100 * share,
+                    "%",
+                    f"server: {preempt.source} × client: requests",
+                    "preemptions × the mean sequence (prompt and half its output) over those "
+                    "tokens and the fresh prompt tokens",
+                )
+            )
     else:
         missing.append(f"preemptions ({preempt.source})")
     if waiting.max is not None:

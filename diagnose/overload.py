@@ -27,18 +27,23 @@ units of ``QUEUE_GROWTH`` (the server's peak waiting requests, else the growth o
 queue over the sending; 1 below it) — 1.5× capacity with 200 requests queued is far past
 any threshold, not near it. **What it costs** is the seconds requests spent queued
 (request-seconds: the server's queue-time histogram's sum, else each request's TTFT
-beyond the first third's median), ``diagnose.costs``' unit.
+beyond the first third's median), ``diagnose.costs``' unit. **What it explains**: the
+queue H4 sees waiting — only when H4 stands on that queue, not on preemptions (a pool
+that evicted running sequences ran out of blocks for what it ran; seen beside a thrashing
+pool, where "explained by OL: the queue … is what H4 sees waiting" was said of 18
+preemptions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from diagnose.context import Context
 from diagnose.next_steps import bench_command
-from diagnose.registry import Cost, hypothesis
+from diagnose.registry import Cost, Link, hypothesis
 from runfmt.diagnosis import Evidence, Finding, Status
 from runfmt.series import Hist, Series
 
@@ -228,13 +233,24 @@ def overload_strength(shortfall: float | None, depth: float | None) -> float | N
     return shortfall * SERVED_SHARE * max(1.0, (depth or 0.0) / QUEUE_GROWTH) ** 0.5
 
 
+def queue_is_h4s(findings: Mapping[str, Finding]) -> bool:
+    """Whether H4 stands on the waiting queue the overload builds (a full pool, requests
+    waiting), not on preemptions: a pool that evicted running sequences ran out of blocks
+    for the requests it ran, which a queue in front of it does not explain."""
+    memory = findings.get("H4")
+    if memory is None:
+        return False
+    preempted = next((e.value for e in memory.evidence if e.name == "preemptions"), None)
+    return not (isinstance(preempted, int | float) and preempted > 0)
+
+
 @hypothesis(
     id="OL",
     title=TITLE,
     role="root",
     order=5,
     precedence=1,
-    explains={"H4": "the queue the overload builds is what H4 sees waiting"},
+    explains={"H4": Link("the queue the overload builds is what H4 sees waiting", queue_is_h4s)},
     reads_latency=True,
     measure_first="Measure the capacity before tuning the server",
     contain="shed",

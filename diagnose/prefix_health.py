@@ -345,14 +345,17 @@ def _fit_pool(ctx: Context, pool: float, working: float, replay: Replay) -> str:
     prefixes, never the rate (the shared blocks do not shrink with the load)."""
     view = ctx.view
     if view.engine is not None:
-        bigger = bench_command(view, engine={"num_gpu_blocks": int(2 * working)})
+        blocks = int(2 * working)  # the command and the sentence name one pool
+        bigger = bench_command(view, engine={"num_gpu_blocks": blocks})
+        pool_words = f"a pool of {blocks} blocks, twice the working set ({working:.0f})"
     else:
         bigger = (
             f"a KV pool of at least {working:.0f} blocks (more GPU memory for the KV cache: "
             "a higher memory utilisation, more GPUs or a smaller model), then "
             + bench_command(view)
         )
-    steps = [f"Compare with a pool that holds the working set ({working:.0f} blocks): {bigger}"]
+        pool_words = f"a pool that holds the working set ({working:.0f} blocks)"
+    steps = [f"Compare with {pool_words}: {bigger}"]
     params = view.spec.params if view.spec is not None else None
     own = working - replay.shared_blocks  # the requests in flight's own blocks
     room = (pool - own) / replay.shared_blocks if replay.shared_blocks else 0.0

@@ -205,14 +205,20 @@ def _why(top: Finding, rivals: list[Finding], explained: list[Finding], by_cost:
     if top.strength is not None:
         parts[0] += f" at {top.strength:.2g}× its threshold ({top.basis or 'model'} reading)"
     if explained:
-        names = ", ".join(f"{f.id} ({f.status})" for f in explained)
+        # what each explained finding costs on its own counts: the root cause's own cost
+        # (its recompute, say) can be the smaller part of what follows from it
+        names = ", ".join(
+            f"{f.id} ({f.status}" + (f", {_cost_text(f)})" if f.cost_s is not None else ")")
+            for f in explained
+        )
         follow = "follows" if len(explained) == 1 else "follow"
         parts.append(f"it explains {names}, which {follow} from it")
         cause = root_cause(top)
         if cause is not None:
             parts.append(f"one root cause: {cause}")
     if top.cost_s is not None:
-        parts.append(f"it explains about {_cost_text(top)} of latency ({top.cost_how})")
+        lead = "by itself it costs" if explained else "it explains"
+        parts.append(f"{lead} about {_cost_text(top)} of latency ({top.cost_how})")
     if top.impact is not None:
         parts.append(f"it accounts for about {percent(top.impact)} of the decode time")
     if rivals:

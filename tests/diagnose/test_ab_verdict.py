@@ -287,8 +287,8 @@ def test_the_engine_late_in_one_arm_only_is_uneven_even_within_the_bound():
     pace = next(c for c in conditions.checks if c.name == "engine_pace")
     assert pace.matched is False and not conditions.matched
     assert pace.detail == (
-        "the engine's lateness was uneven between arms: step lateness p99 median 1.0% of "
-        "the ITL p99 (A), 18.0% of the ITL p99 (B)"
+        "the engine's lateness was uneven between arms: B's trials ran a median 17 points of "
+        "the ITL p99 later than A's beside them, round by round (B 18%, 18%, 18%; A 1%, 1%, 1%)"
     )
     # 17 points apart: within a 20 % bound (--tolerance engine_lateness=0.2)
     assert checks(uneven, engine_lateness=0.2)["engine_pace"] is True
@@ -299,6 +299,32 @@ def test_the_engine_late_in_one_arm_only_is_uneven_even_within_the_bound():
         fact(1, lateness_p99_s=0.0005) for _ in range(3)
     ]
     assert checks(idle)["engine_pace"] is True
+
+
+def test_lateness_is_paired_round_by_round_not_arm_median_against_arm_median():
+    # diagnosis_accuracy --seed 2's A/A (h200, budget 512, ITL p99 21-23 ms in every trial)
+    # at load 2.5 on 2 cores: A 39, 33, 10 %, B 34, 10, 19 % of the ITL p99, rounds run ABAB.
+    # The arms' medians are 14 points apart, but round by round B ran a median 5 points
+    # *earlier*: the spells of load fell on moments, not on an arm.
+    def trials(a: tuple[float, ...], b: tuple[float, ...]) -> list[TrialFacts]:
+        return [
+            fact(arm, round=r + 1, lateness_p99_s=share * 0.022, itl_p99_s=0.022)
+            for r in range(len(a))
+            for arm, share in ((0, a[r]), (1, b[r]))
+        ]
+
+    moments = trials((0.387, 0.333, 0.096), (0.335, 0.098, 0.191))
+    assert checks(moments)["engine_pace"] is True
+    # the trials given in another order are paired by their rounds all the same
+    assert checks(list(reversed(moments)))["engine_pace"] is True
+    # one arm later in every round, its shares overlapping the other arm's: uneven
+    later = trials((0.05, 0.20, 0.30), (0.18, 0.33, 0.42))
+    conditions = check_conditions(later, ["A", "B"], 3, DEFAULT_TOLERANCES)
+    pace = next(c for c in conditions.checks if c.name == "engine_pace")
+    assert pace.matched is False
+    assert pace.detail.startswith(
+        "the engine's lateness was uneven between arms: B's trials ran a median 13 points"
+    )
 
 
 def test_one_starved_trial_is_judged_against_the_others_not_against_a_fixed_share():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from run_shapes import RunShape, steady_streams
@@ -14,6 +17,7 @@ from diagnose.attribution import (
     decode_load,
     overlapping,
     prefill_windows,
+    shortfall_words,
 )
 from diagnose.inputs import load_run_view
 from loadgen.records import ChunkEvent, RequestRecord
@@ -94,3 +98,16 @@ def test_gaps_riding_long_prefills_are_longer_only_when_prefills_stall(
         assert result.mean.significant and result.mean.ci_low > 2.0
     else:
         assert result.mean.ratio < 1.5
+
+
+def test_few_streams_beside_the_stalls_leave_the_ratio_undecided_and_say_why(tmp_path):
+    # 8 decode streams beside 5 stalls: enough gaps overlap them, from too few requests
+    # (gaps beside one stall share it; the requests are the units resampled)
+    shape = RunShape(decodes=8, long_prompts=5, duration_s=10.0, itl_s=0.1, failures=0)
+    run = report_run(tmp_path / "r", replace(shape, diagnosis=False, pool=None))
+    view = load_run_view(run)
+    result = attribute(view, decode_gaps(view), resamples=400)
+    assert result.enough and result.mean is not None and result.mean.ratio > 2
+    assert not result.mean.significant
+    words = shortfall_words(result.mean)
+    assert words is not None and re.fullmatch(r"overlapping: \d requests \(fewer than 10\)", words)

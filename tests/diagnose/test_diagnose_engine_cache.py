@@ -10,6 +10,7 @@ uses budget 512, so prefill chunks stay out of the picture — except the issue'
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -101,6 +102,13 @@ def test_a_pool_a_third_of_the_working_set_is_named_the_one_cause_and_changed(
     assert "--engine num_gpu_blocks=" in recommendation and "--set groups=" in recommendation
     assert "--rate 1.5" in recommendation and "--rate 0.75" not in recommendation
     bigger, fewer = recommendation.split(" — ")
+    # the pool the sentence names is the one its command runs
+    named = re.search(
+        r"Compare with a pool of (\d+) blocks, twice the working set \((\d+)\)", bigger
+    )
+    assert named is not None, bigger
+    assert re.search(rf"--engine num_gpu_blocks={named[1]}\b", bigger), bigger
+    assert abs(int(named[1]) - 2 * int(named[2])) <= 1
     assert fewer.startswith("or keep the pool and send fewer distinct prefixes (")
     for step in (bigger, fewer):  # both are commands bench accepts
         command = step[step.index("prefillscope bench") :]

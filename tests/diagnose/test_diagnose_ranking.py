@@ -87,6 +87,61 @@ def test_a_pool_a_third_of_the_working_set_is_the_one_root_cause_of_thrashing_an
     cause = "the KV pool size (875 blocks, 34 % of the 2,566-block working set)"
     assert f"One root cause: {cause}; it produces H4, H1." in found["PC"].summary
     assert f"one root cause: {cause}" in primary.why
+    # what follows from it is weighed in the sentence too: its own cost is the smaller part
+    assert (
+        "it explains H4 (supported, 0.46 request-s), H1 (supported, 6.4 request-s), which "
+        "follow from it" in primary.why
+    )
+    assert "by itself it costs about 7.2 request-s of latency" in primary.why
+
+
+def test_preemptions_explain_h1_only_when_their_recompute_is_most_of_the_prefill():
+    """diagnosis_accuracy --seed 6's h4 run: an A100 at budget 512, 8 preemptions that
+    recomputed 38 % of the prefill computed. H1 (4.5× a decode step) stood on the
+    admissions alone — the same run on a pool that never preempted: H1 at 1.2× its
+    threshold — so H4 does not explain it: both are candidates, weighed by cost."""
+
+    def preempting(share: float) -> Finding:
+        evidence = [
+            Evidence("preemptions", 8, "", "server"),
+            Evidence("recomputed share of the prefill", share, "%", "server × client"),
+        ]
+        return _finding(
+            "H4", Status.SUPPORTED, 12.2, basis="server", evidence=evidence, cost_s=3.35
+        )
+
+    found = _healthy()
+    found["H1"] = _finding("H1", Status.SUPPORTED, 1.11, basis="server", impact=0.2, cost_s=3.57)
+    found["H4"] = preempting(38.0)
+    final, primary = ranked(found, QUIET)
+    assert final["H4"].explains == [] and "Explained by H4" not in final["H1"].summary
+    assert (primary.finding, primary.confidence) == ("H1", "weak")  # H4 close behind
+    assert primary.secondary == ("H4",)
+    # the recompute most of the prefill: the stretched steps are the recomputes
+    found["H4"] = preempting(70.0)
+    final, primary = ranked(found, QUIET)
+    assert final["H4"].explains == ["H1"] and "Explained by H4" in final["H1"].summary
+    assert primary.finding == "H4" and primary.secondary == ("H1",)
+
+
+def test_overload_explains_h4s_queue_not_its_preemptions():
+    def overloaded() -> Finding:
+        return _finding("OL", Status.SUPPORTED, 3.1, basis="server", cost_s=150.0)
+
+    found = _healthy()
+    found["OL"] = overloaded()
+    found["H4"] = _preempting(18, strength=11.3, cost_s=56.0)
+    final, primary = ranked(found, QUIET)
+    assert final["OL"].explains == [] and "Explained by OL" not in final["H4"].summary
+    assert primary.finding == "OL" and primary.secondary == ("H4",)  # weighed by cost
+    queued = [
+        Evidence("preemptions", 0, "", "server"),
+        Evidence("waiting requests (max)", 9, "", "server"),
+    ]
+    found["H4"] = _finding("H4", Status.SUPPORTED, 1.02, basis="server", evidence=queued)
+    final, primary = ranked(found, QUIET)
+    assert final["OL"].explains == ["H4"] and "Explained by OL" in final["H4"].summary
+    assert primary.finding == "OL" and primary.secondary == ("H4",)
 
 
 def test_a_pool_that_holds_the_working_set_names_no_root_cause_and_h4_stands():

@@ -84,6 +84,25 @@ def test_any_preemption_is_exhaustion_and_its_strength_is_what_it_recomputed(tmp
     assert many.strength == pytest.approx(3 * 102.5 / 200 / h4_memory.RECOMPUTE_SHARE)
 
 
+def test_the_recompute_is_weighed_against_the_prefill_it_joins(tmp_path):
+    """H4 says what share of the prefill computed its preemptions recomputed, which
+    decides whether it explains H1: 1 preemption among 100 streams is a sliver of it,
+    3 among 2 streams most of it."""
+
+    def share(finding) -> float:
+        return next(e.value for e in finding.evidence if e.name == h4_memory.RECOMPUTED_SHARE)
+
+    one = h4_memory.assess(_context(tmp_path / "one", _pool(0.5, 0, 1), streams=100))
+    assert share(one) == pytest.approx(100 * 102.5 / (10_000 + 102.5))
+    assert not h4_memory.recompute_makes_the_prefill({"H4": one})
+    many = h4_memory.assess(_context(tmp_path / "many", _pool(0.5, 0, 3)))
+    assert share(many) == pytest.approx(100 * 3 * 102.5 / (200 + 3 * 102.5))
+    assert h4_memory.recompute_makes_the_prefill({"H4": many})
+    none = h4_memory.assess(_context(tmp_path / "none", _pool(0.5, 0, 0)))
+    assert all(e.name != h4_memory.RECOMPUTED_SHARE for e in none.evidence)
+    assert not h4_memory.recompute_makes_the_prefill({"H4": none})
+
+
 def test_a_queue_while_the_pool_is_full_is_exhaustion(tmp_path):
     finding = h4_memory.assess(_context(tmp_path, _pool(0.96, 2, 0)))
     assert finding.status == Status.SUPPORTED and "96 % of the pool" in finding.summary

@@ -27,6 +27,30 @@ def test_the_ratio_is_written_with_its_interval_when_there_is_one():
     assert ratio_text(_client(24.12, True).mean) == "24.1×"
 
 
+def test_a_ratio_too_small_to_decide_is_written_with_why_never_with_an_interval():
+    # diagnosis_accuracy --seed 5's stall run: 9 decode streams shared 3 stalls, and the
+    # cluster bootstrap over those 9 requests gave "19.1× [95 % CI 19.1–19.1]"
+    few = _client(19.08, False, 19.06, 19.09, inconclusive="NEW: 9 requests (fewer than 10)")
+    text = ratio_text(few.mean)
+    assert text == "19.1× (too few to decide — overlapping: 9 requests (fewer than 10))"
+    both = "BASE and NEW: 44 gaps: a p99 needs 1000 for 10 beyond it"
+    assert ratio_text(_client(3.4, False, 3.1, 3.8, inconclusive=both).mean) == (
+        "3.4× (too few to decide — both: 44 gaps: a p99 needs 1000 for 10 beyond it)"
+    )
+    # beside the server's step ratio it stays a remark, not a reason to weaken it
+    status, summary = _status(41.0, few)
+    assert status == Status.SUPPORTED and "CI" not in summary and text in summary
+
+
+def test_without_step_kinds_a_comparison_too_small_to_decide_decides_nothing():
+    short = "NEW: 6 requests (fewer than 10)"
+    for ratio in (1.2, 3.5, 6.0):  # below and above the starvation ratio alike
+        status, summary = _status(None, _client(ratio, False, inconclusive=short))
+        assert status == Status.INCONCLUSIVE
+        assert "too few to decide (overlapping: 6 requests (fewer than 10))" in summary
+        assert "not significant" not in summary and "below the" not in summary
+
+
 def test_the_servers_step_ratio_decides_at_the_starvation_ratio():
     assert _status(STARVE_RATIO - 0.1, NO_CLIENT)[0] == Status.NOT_SUPPORTED
     assert _status(STARVE_RATIO, NO_CLIENT)[0] == Status.SUPPORTED
