@@ -240,7 +240,7 @@ def queue_is_h4s(findings: Mapping[str, Finding]) -> bool:
     memory = findings.get("H4")
     if memory is None:
         return False
-    preempted = next((e.value for e in memory.evidence if e.name == "preemptions"), None)
+    preempted = next((e.value for e in memory.evidence if e.name == Series.PREEMPTIONS), None)
     return not (isinstance(preempted, int | float) and preempted > 0)
 
 
