@@ -100,11 +100,17 @@ DRAWS = "the seeds differ: two draws of the workload"
 
 
 def simulate_run(
-    workload: str, params: dict, seed: int, *, gpu: str = "h100-sxm", budget: int | None = None
+    workload: str,
+    params: dict,
+    seed: int,
+    *,
+    gpu: str = "h100-sxm",
+    budget: int | None = None,
+    model: str = "llama-3.1-8b",
 ) -> RunSamples:
     """One virtual-time run of ``workload`` with ``params``, as ``compare`` reads it."""
     plan = build_plan(load_spec(workload, params | {"seed": seed}))
-    config = EngineConfig(model="llama-3.1-8b", gpu=gpu)
+    config = EngineConfig(model=model, gpu=gpu)
     if budget is not None:
         config = dataclasses.replace(config, max_num_batched_tokens=budget)
     arrivals, release = from_plan(plan, config.vocab_size, config.model).start()

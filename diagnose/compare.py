@@ -21,8 +21,10 @@ stalls each long prompt for one or two long steps leaves its stalls under the p9
 then improves while the stalls grow. When NEW's stall gaps are below that share, a
 quantile row whose estimate shows no worsening beyond its gate's limit (no worsening at
 all, without a gate) and that does not fail is inconclusive, saying so; when it
-is worse and BASE's stalls were the unseen ones while NEW's worst gap per prefill is
-shorter, the row notes the trade-off (more frequent, shorter stalls).
+is worse — failed, or undecided with an estimate beyond the limit (stall gaps just over
+1 % of NEW's gaps, which resampled time blocks keep or drop) — and BASE's stalls were
+the unseen ones while NEW's worst gap per prefill is shorter, the row notes the
+trade-off (more frequent, shorter stalls).
 
 **Different draws.** When BASE and NEW were drawn with different workload seeds, they
 are two samples of the traffic, not one: bursts of arrivals and the mix of prompt
@@ -85,6 +87,7 @@ from diagnose.gate import (
     FAIL,
     INCONCLUSIVE,
     NOT_SIGNIFICANT,
+    PASS,
     CompareResult,
     Gate,
     MetricResult,
@@ -400,7 +403,15 @@ def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> Metri
         reasons = [why, *([c.inconclusive] if c.inconclusive else [])]
         blind = replace(c, significant=False, inconclusive="; ".join(reasons))
         return replace(row, comparison=blind, needed_requests=None)
-    if worse and not base.seen_by(q) and new.seen_by(q) and len(new.events) and len(base.events):
+    # worse, or undecided with an estimate beyond the limit: the trade-off explains either
+    looks_worse = worse or (row.gate_verdict != PASS and not unchanged)
+    if (
+        looks_worse
+        and not base.seen_by(q)
+        and new.seen_by(q)
+        and len(new.events)
+        and len(base.events)
+    ):
         worst = _mean_ratio(base, new)
         if worst < 1.0:
             note = (

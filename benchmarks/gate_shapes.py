@@ -1,0 +1,253 @@
+"""The README's recommended gates on stall shapes drawn at random (issue 38, items 1–2).
+
+``benchmarks/compare_calibration.py`` measures the gates ``stall_worst:+25%`` and
+``itl_p99:+25%`` on one fixed stall traffic (a100-80gb, 14k-token prompts, budget 768 vs
+12288). Here every shape is drawn: GPU and model preset (a pair whose weights leave KV
+cache room on one GPU), long-prompt length (4k–24k tokens, within the model's context),
+decode streams (4–32), long prompts per run (8–20), their rate (0.2–1 per second), a
+small token budget (256–1024) and a large one (8192–16384, at least 8× the small), and
+the seeds. Each shape gives three virtual-time runs of the embedded engine (the
+``interference`` workload, ``compare_calibration.simulate_run``): BASE at the small budget,
+NEW at the large one with another seed, and A/A, the small budget with NEW's seed. Each
+pair goes through ``compare_samples`` with both gates as different draws, the way
+``compare_calibration`` compares them.
+
+Per shape the table shows the forward verdicts (small → large budget: the stalls grow)
+of both gates and the comparison's verdict, the reverse verdicts (large → small: the
+stalls shrink) and whether the ``itl_p99`` row notes the trade-off, and the A/A verdicts.
+What the stalls did is measured apart from ``probes.stall_events``: the mean of each run's
+N longest decode gaps, N its long prompts (``truth``, NEW/BASE forward). A verdict is
+wrong when
+
+* forward, the comparison passes although the stalls grew beyond the gate's 25 %;
+* reverse, the stall gate FAILs although the stalls shrank by more than that;
+* an ``itl_p99`` row PASSes while NEW's stall gaps are under 1 % of its gaps (its p99
+  cannot see them);
+* reverse, the ``itl_p99`` row does not PASS, its estimate is worse than the limit,
+  BASE's stall gaps were under 1 % and NEW's are not, and the row does not note the
+  trade-off (more frequent, shorter stalls);
+* A/A, a gate FAILs.
+
+A shape whose long prompt fits the small budget too stalls alike at both budgets (one
+chunk each): "n/a", and its stall gate must say not applicable or pass, never fail.
+
+Run: ``nice -n 10 .venv/bin/python benchmarks/gate_shapes.py --shapes 10`` (about a
+second a shape on a free core); ``--first-seed`` draws other shapes. It prints one line
+per shape, then the counts of wrong verdicts of each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from compare_calibration import README_GATES, compared, simulate_run
+
+from diagnose.compare import RunSamples
+from diagnose.gate import FAIL, PASS, CompareResult
+from perfmodel.config import EngineConfig
+from perfmodel.models import GPUS, MODELS
+from simengine.core import EngineCore
+from workloads.errors import InputError
+
+STALL, P99 = (g.split(":")[0] for g in README_GATES)
+#: The gates' limit: a stall change beyond it is one the stall gate must see.
+LIMIT = 1.25
+#: Context lengths of the model presets shorter than the engine's default (32768).
+CONTEXT = {"llama-2-7b": 4096, "llama-2-70b": 4096, "codellama-34b": 16384}
+#: Output tokens per decode-stream request (the workload's default) and a decode step's
+#: least length, to size the streams so that they outlast the long prompts.
+STREAM_TOKENS, LEAST_STEP_S = 1024, 0.005
+
+
+@dataclass(frozen=True)
+class Shape:
+    gpu: str
+    model: str
+    prompt: int
+    streams: int
+    long_prompts: int
+    rate: float
+    small: int
+    large: int
+    seed: int
+
+    @property
+    def params(self) -> dict:
+        span = self.long_prompts / self.rate  # the long prompts' arrivals, about
+        stream_requests = math.ceil(1.5 * span / (STREAM_TOKENS * LEAST_STEP_S)) + 2
+        return {
+            "concurrency": self.streams,
+            "long_prompt_len": self.prompt,
+            "rate": self.rate,
+            "num_requests": self.long_prompts,
+            "stream_requests": stream_requests,
+        }
+
+    def run(self, seed: int, budget: int) -> RunSamples:
+        return simulate_run(
+            "interference", self.params, seed, gpu=self.gpu, budget=budget, model=self.model
+        )
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.gpu} {self.model} {self.prompt}×{self.long_prompts} "
+            f"{self.streams}str {self.rate:.2f}/s {self.small}/{self.large} s{self.seed}"
+        )
+
+
+def fits(gpu: str, model: str) -> bool:
+    """Whether ``model``'s weights leave KV cache room on one ``gpu``."""
+    try:
+        EngineCore(EngineConfig(model=model, gpu=gpu))
+    except InputError:
+        return False
+    return True
+
+
+def draw(rng: np.random.Generator, pairs: list[tuple[str, str]]) -> Shape:
+    gpu, model = pairs[rng.integers(len(pairs))]
+    context = CONTEXT.get(model, 32768)
+    prompt = int(rng.integers(4000, min(24000, context - 64) + 1))
+    small = int(rng.integers(256, 1025))
+    large = int(rng.integers(max(8192, 8 * small), 16385))
+    return Shape(
+        gpu,
+        model,
+        prompt,
+        streams=int(rng.integers(4, 33)),
+        long_prompts=int(rng.integers(8, 21)),
+        rate=float(np.round(rng.uniform(0.2, 1.0), 2)),
+        small=small,
+        large=large,
+        seed=int(rng.integers(0, 2**31 - 2)),
+    )
+
+
+def worst_gaps(run: RunSamples, count: int) -> float:
+    """The mean of the ``count`` longest ITL gaps of ``run``: its stalls, measured apart
+    from the stall events."""
+    gaps = np.sort(run.gaps.gap_s)[::-1][:count]
+    return float(np.mean(gaps)) if len(gaps) else math.nan
+
+
+def row_of(result: CompareResult, metric: str):
+    return next(r for r in result.rows if r.spec.name == metric)
+
+
+def verdicts(result: CompareResult) -> str:
+    stall, p99 = row_of(result, STALL), row_of(result, P99)
+    return f"{stall.gate_verdict[:5]:>5} {p99.gate_verdict[:5]:>5} {result.verdict[:5]:>5}"
+
+
+def explained(row) -> str:
+    """A row in one line: ratio, interval, verdict, why, note."""
+    c = row.comparison
+    return (
+        f"{row.spec.name}: {c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}] "
+        f"{row.gate_verdict}: {row.reason or ''} {row.note or ''}"
+    )
+
+
+def p99_blind_pass(result: CompareResult, new: RunSamples) -> bool:
+    """The p99 row PASSes although NEW's stall gaps are under 1 % of its gaps."""
+    return row_of(result, P99).gate_verdict == PASS and not new.stalls.seen_by(0.99)
+
+
+def check(shape: Shape) -> dict:
+    """The shape's three runs, its three comparisons and which verdicts are wrong."""
+    base, new, again = (
+        shape.run(shape.seed, shape.small),
+        shape.run(shape.seed + 1, shape.large),
+        shape.run(shape.seed + 1, shape.small),
+    )
+    gates = list(README_GATES)
+    forward = compared(base, new, gates, shape.seed, draws=True)
+    reverse = compared(new, base, gates, shape.seed, draws=True)
+    aa = compared(base, again, gates, shape.seed, draws=True)
+    truth = worst_gaps(new, shape.long_prompts) / worst_gaps(base, shape.long_prompts)
+    applicable = shape.prompt > shape.small
+    wrong = []
+    if applicable and truth > LIMIT and forward.verdict == PASS:
+        wrong.append("fwd-pass")
+    if not applicable and row_of(forward, STALL).gate_verdict == FAIL:
+        wrong.append("n/a-fail")
+    if applicable and truth > LIMIT and row_of(reverse, STALL).gate_verdict == FAIL:
+        wrong.append("rev-stall-fail")
+    for name, result, run in (("fwd", forward, new), ("rev", reverse, base), ("aa", aa, again)):
+        if p99_blind_pass(result, run):
+            wrong.append(f"{name}-p99-blind-pass")
+    if aa.failed_gates:
+        wrong.append("aa-fail")
+    rev_p99 = row_of(reverse, P99)
+    trade_off = not new.stalls.seen_by(0.99) and base.stalls.seen_by(0.99)
+    beyond = rev_p99.gate_verdict != PASS and rev_p99.comparison.ratio > LIMIT
+    if applicable and truth > LIMIT and trade_off and beyond and not rev_p99.note:
+        wrong.append("rev-p99-no-trade-off")
+    return {
+        "shape": shape,
+        "truth": truth,
+        "events": (len(base.stalls.events), len(new.stalls.events)),
+        "shares": (base.stalls.share, new.stalls.share),
+        "forward": forward,
+        "reverse": reverse,
+        "aa": aa,
+        "noted": bool(rev_p99.note),
+        "wrong": wrong,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0, help="the draws' seed")
+    parser.add_argument("--verbose", action="store_true", help="print wrong rows' reasons")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.first_seed)
+    pairs = [(g, m) for g in sorted(GPUS) for m in sorted(MODELS) if fits(g, m)]
+    started = time.perf_counter()
+    print(
+        f"{'shape':<60} {'truth':>7} {'events':>7} {'stall share %':>13} | "
+        f"{'forward: stall p99 all':>23} | {'reverse: stall p99 all note':>27} | "
+        f"{'A/A: stall p99 all':>18} | wrong"
+    )
+    counts: dict[str, int] = {}
+    outcomes: dict[str, dict[str, int]] = {}
+    for _ in range(args.shapes):
+        out = check(draw(rng, pairs))
+        for kind in out["wrong"]:
+            counts[kind] = counts.get(kind, 0) + 1
+        shares = "/".join(f"{s * 100:.1f}" for s in out["shares"])
+        events = "/".join(str(e) for e in out["events"])
+        print(
+            f"{out['shape'].text:<60} {out['truth']:7.2f} {events:>7} {shares:>13} | "
+            f"{verdicts(out['forward']):>23} | {verdicts(out['reverse']):>21} "
+            f"{'yes' if out['noted'] else '-':>5} | {verdicts(out['aa']):>18} | "
+            f"{' '.join(out['wrong']) or 'ok'}",
+            flush=True,
+        )
+        for name in ("forward", "reverse", "aa"):
+            tally = outcomes.setdefault(name, {})
+            key = verdicts(out[name]) + (" note" if name == "reverse" and out["noted"] else "")
+            tally[key] = tally.get(key, 0) + 1
+            if args.verbose and out["wrong"]:
+                for metric in (STALL, P99):
+                    print(f"    {name} {explained(row_of(out[name], metric))}")
+    wall = time.perf_counter() - started
+    load = os.getloadavg()[0]
+    print("\nverdicts (stall gate, p99 gate, the comparison), shapes:")
+    for name, tally in outcomes.items():
+        print(f"  {name:<8} " + "; ".join(f"{k}: {v}" for k, v in sorted(tally.items())))
+    print(
+        f"{args.shapes} shapes in {wall:.0f} s (load {load:.1f}); wrong verdicts: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+    )
+
+
+if __name__ == "__main__":
+    main()
