@@ -28,8 +28,12 @@ wrong when
   trade-off (more frequent, shorter stalls);
 * A/A, a gate FAILs.
 
-A shape whose long prompt fits the small budget too stalls alike at both budgets (one
-chunk each): "n/a", and its stall gate must say not applicable or pass, never fail.
+A shape whose long prompt fits the small budget too (``--short``, a fifth of the shapes
+by default: 64 tokens up to the small budget) stalls alike at both budgets, one step
+each: its stall gate must never fail. Wrong too, on any shape: the stall gate not saying
+"not applicable" where neither run has a stall gap (no decode gap beside a long prefill
+over 1.5 normal steps: nothing stalled), and an ``itl_p99`` row saying it cannot see the
+stalls of a run that has none.
 
 Run: ``nice -n 10 .venv/bin/python benchmarks/gate_shapes.py --shapes 10`` (about a
 second a shape on a free core); ``--first-seed`` draws other shapes. It prints one line
@@ -48,7 +52,7 @@ import numpy as np
 from compare_calibration import README_GATES, compared, simulate_run
 
 from diagnose.compare import RunSamples
-from diagnose.gate import FAIL, PASS, CompareResult
+from diagnose.gate import FAIL, NOT_APPLICABLE, PASS, CompareResult
 from perfmodel.config import EngineConfig
 from perfmodel.models import GPUS, MODELS
 from simengine.core import EngineCore
@@ -110,11 +114,16 @@ def fits(gpu: str, model: str) -> bool:
     return True
 
 
-def draw(rng: np.random.Generator, pairs: list[tuple[str, str]]) -> Shape:
+def draw(rng: np.random.Generator, pairs: list[tuple[str, str]], short: float = 0.0) -> Shape:
+    """A shape; with probability ``short`` its long prompt fits the small budget (64 tokens
+    up to it: both budgets prefill it in one step)."""
     gpu, model = pairs[rng.integers(len(pairs))]
     context = CONTEXT.get(model, 32768)
-    prompt = int(rng.integers(4000, min(24000, context - 64) + 1))
     small = int(rng.integers(256, 1025))
+    if rng.uniform() < short:
+        prompt = int(rng.integers(64, small + 1))
+    else:
+        prompt = int(rng.integers(4000, min(24000, context - 64) + 1))
     large = int(rng.integers(max(8192, 8 * small), 16385))
     return Shape(
         gpu,
@@ -175,8 +184,15 @@ def check(shape: Shape) -> dict:
     wrong = []
     if applicable and truth > LIMIT and forward.verdict == PASS:
         wrong.append("fwd-pass")
-    if not applicable and row_of(forward, STALL).gate_verdict == FAIL:
+    if not applicable and FAIL in (row_of(r, STALL).gate_verdict for r in (forward, reverse)):
         wrong.append("n/a-fail")
+    stalled = [run.stalls.events.stalled_gaps for run in (base, new, again)]
+    if not any(stalled[:2]) and row_of(forward, STALL).gate_verdict != NOT_APPLICABLE:
+        wrong.append("nothing-stalled-not-said")
+    for name, result, run in (("fwd", forward, new), ("rev", reverse, base), ("aa", aa, again)):
+        blind = "cannot see its stalls" in (row_of(result, P99).reason or "")
+        if blind and not run.stalls.events.stalled_gaps:
+            wrong.append(f"{name}-p99-blind-to-none")
     if applicable and truth > LIMIT and row_of(reverse, STALL).gate_verdict == FAIL:
         wrong.append("rev-stall-fail")
     for name, result, run in (("fwd", forward, new), ("rev", reverse, base), ("aa", aa, again)):
@@ -207,6 +223,12 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0, help="the draws' seed")
     parser.add_argument("--verbose", action="store_true", help="print wrong rows' reasons")
+    parser.add_argument(
+        "--short",
+        type=float,
+        default=0.2,
+        help="share of shapes whose long prompt fits the small budget (default 0.2)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.first_seed)
     pairs = [(g, m) for g in sorted(GPUS) for m in sorted(MODELS) if fits(g, m)]
@@ -219,7 +241,7 @@ def main() -> None:
     counts: dict[str, int] = {}
     outcomes: dict[str, dict[str, int]] = {}
     for _ in range(args.shapes):
-        out = check(draw(rng, pairs))
+        out = check(draw(rng, pairs, args.short))
         for kind in out["wrong"]:
             counts[kind] = counts.get(kind, 0) + 1
         shares = "/".join(f"{s * 100:.1f}" for s in out["shares"])
