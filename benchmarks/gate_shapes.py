@@ -37,7 +37,28 @@ stalls of a run that has none.
 
 Run: ``nice -n 10 .venv/bin/python benchmarks/gate_shapes.py --shapes 10`` (about a
 second a shape on a free core); ``--first-seed`` draws other shapes. It prints one line
-per shape, then the counts of wrong verdicts of each kind.
+per shape, the verdicts' counts, then the counts of wrong verdicts of each kind.
+
+Measured (``--shapes 100``, 110-130 s each on a shared core, load 1.4-2.7), before ->
+after this benchmark's fixes (``diagnose.compare``: the trade-off noted on an undecided
+p99, stall rows not applicable where nothing stalled, no p99 blind to stalls a run does
+not have; ``diagnose.draws``: the bound on the batches). ``--first-seed 2`` (22 of the
+shapes short): wrong 101 -> 0 — reverse p99 without the trade-off note 50, stall gate not
+"not applicable" where neither run had a stall gap 12 (it passed), p99 "cannot see" the
+stalls of a run with none 12 forward, 14 reverse, 13 A/A; forward stall gate FAIL 57 ->
+60, not applicable 0 -> 12. ``--first-seed 1 --short 0``: wrong 77 -> 0 (no trade-off
+note 62, p99 blind to no stalls 6 reverse, 9 A/A); forward FAIL 79 -> 79. The bound
+decided a shape of an earlier draw: a 14x growth (a100-80gb, llama-2-7b, 4015-token
+prompts, budget 469 vs 14746) at [0.01, 3180] before, [3.6, 40] FAIL after. Never,
+before or after: a forward change passed, a reverse stall gate FAILED, a p99 PASSED
+blind to stall gaps, an A/A gate FAILED. Still undecided: the forward stall gate of
+every shape with 8-10 long prompts (21 of 100 at seed 1, 15 at seed 2): the first long
+prompt arrives with the streams, before any decode gap exists (they wait for their first
+token behind it), so it is no stall event, and 7-9 events are under the 10 units
+``compare`` decides on (the row says so, and how many requests would decide). The A/A
+``itl_p99`` gate is undecided in most shapes (its p99 sits on the 1 % cliff of stall
+gaps), so the README's gates exit 1 on those A/A pairs under the default
+``--inconclusive fail`` — never with a FAIL.
 """
 
 from __future__ import annotations
@@ -164,8 +185,10 @@ def explained(row) -> str:
 
 
 def p99_blind_pass(result: CompareResult, new: RunSamples) -> bool:
-    """The p99 row PASSes although NEW's stall gaps are under 1 % of its gaps."""
-    return row_of(result, P99).gate_verdict == PASS and not new.stalls.seen_by(0.99)
+    """The p99 row PASSes although NEW has stall gaps and they are under 1 % of its gaps."""
+    stalls = new.stalls
+    hidden = stalls.events.stalled_gaps > 0 and not stalls.seen_by(0.99)
+    return row_of(result, P99).gate_verdict == PASS and hidden
 
 
 def check(shape: Shape) -> dict:
