@@ -43,22 +43,25 @@ Measured (``--shapes 100``, 110-130 s each on a shared core, load 1.4-2.7), befo
 after this benchmark's fixes (``diagnose.compare``: the trade-off noted on an undecided
 p99, stall rows not applicable where nothing stalled, no p99 blind to stalls a run does
 not have; ``diagnose.draws``: the bound on the batches). ``--first-seed 2`` (22 of the
-shapes short): wrong 101 -> 0 — reverse p99 without the trade-off note 50, stall gate not
-"not applicable" where neither run had a stall gap 12 (it passed), p99 "cannot see" the
-stalls of a run with none 12 forward, 14 reverse, 13 A/A; forward stall gate FAIL 57 ->
-60, not applicable 0 -> 12. ``--first-seed 1 --short 0``: wrong 77 -> 0 (no trade-off
+shapes short): wrong 101 -> 0 — reverse p99 without the trade-off note 50, stall gate
+not "not applicable" where neither run had a stall gap 12 (it passed), p99 "cannot see"
+the stalls of a run with none 12 forward, 14 reverse, 13 A/A; forward stall gate FAIL 57
+-> 60, not applicable 0 -> 12. ``--first-seed 1 --short 0``: wrong 77 -> 0 (no trade-off
 note 62, p99 blind to no stalls 6 reverse, 9 A/A); forward FAIL 79 -> 79. The bound
 decided a shape of an earlier draw: a 14x growth (a100-80gb, llama-2-7b, 4015-token
 prompts, budget 469 vs 14746) at [0.01, 3180] before, [3.6, 40] FAIL after. Never,
 before or after: a forward change passed, a reverse stall gate FAILED, a p99 PASSED
-blind to stall gaps, an A/A gate FAILED. Still undecided: the forward stall gate of
-every shape with 8-10 long prompts (21 of 100 at seed 1, 15 at seed 2): the first long
-prompt arrives with the streams, before any decode gap exists (they wait for their first
-token behind it), so it is no stall event, and 7-9 events are under the 10 units
-``compare`` decides on (the row says so, and how many requests would decide). The A/A
-``itl_p99`` gate is undecided in most shapes (its p99 sits on the 1 % cliff of stall
-gaps), so the README's gates exit 1 on those A/A pairs under the default
-``--inconclusive fail`` — never with a FAIL.
+blind to stall gaps, an A/A gate FAILED. After, ``--shapes 300 --first-seed 3`` (377 s
+at load 3.0): wrong 0; forward stall gate FAIL 172, not applicable 13, undecided 91 — 72
+long-prompt shapes with 8-10 long prompts, 17 short, 2 rtx-4090/llama-2-7b 4k-prompt shapes
+whose stalls did not change (their longest gaps 0.99x and 1.07x; not investigated). Still
+undecided: the forward stall gate of every shape with 8-10 long prompts (21 of 100 at
+seed 1, 15 at seed 2): the first long prompt arrives with the streams, before any decode
+gap exists (they wait for their first token behind it), so it is no stall event, and 7-9
+events are under the 10 units ``compare`` decides on (the row says so, and how many
+requests would decide). The A/A ``itl_p99`` gate is undecided in most shapes (its p99
+sits on the 1 % cliff of stall gaps), so the README's gates exit 1 on those A/A pairs
+under the default ``--inconclusive fail`` — never with a FAIL.
 """
 
 from __future__ import annotations
