@@ -13,16 +13,21 @@ throughput in equal time slices of each run's measured window (one run has one
 throughput, but its slices vary), and the stall metrics ``stall_worst`` / ``stall_lost``
 per stall event (each long prompt's prefill, ``probes.stall_events``; events resampled,
 as ``diagnose ab`` does). Without ``--metric`` the stall metrics are shown whenever a run
-has stall events.
+has stall events; they are not applicable when no run stalled (no decode gap beside a
+long prefill longer than ``STALL_FACTOR`` normal steps in either run: prompts too short
+to stretch a step).
 
 **Stalls a pooled quantile cannot see.** A pooled ITL quantile q reaches the stall gaps
 only when they are at least 1 − q of a run's gaps (``RunStalls.seen_by``): a budget that
 stalls each long prompt for one or two long steps leaves its stalls under the p99, which
-then improves while the stalls grow. When NEW's stall gaps are below that share, a
-quantile row whose estimate shows no worsening beyond its gate's limit (no worsening at
-all, without a gate) and that does not fail is inconclusive, saying so; when it
-is worse and BASE's stalls were the unseen ones while NEW's worst gap per prefill is
-shorter, the row notes the trade-off (more frequent, shorter stalls).
+then improves while the stalls grow. When NEW has stall gaps and they are below that
+share, a quantile row whose estimate shows no worsening beyond its gate's limit (no
+worsening at all, without a gate) and that does not fail is inconclusive, saying so (a
+run without stall gaps hides nothing from it); when it is worse — failed, or undecided
+with an estimate beyond the limit (stall gaps just over 1 % of NEW's gaps, which
+resampled time blocks keep or drop) — and BASE's stalls were the unseen ones while
+NEW's worst gap per prefill is shorter, the row notes the trade-off (more frequent,
+shorter stalls).
 
 **Different draws.** When BASE and NEW were drawn with different workload seeds, they
 are two samples of the traffic, not one: bursts of arrivals and the mix of prompt
@@ -43,7 +48,8 @@ with units − 1 (``benchmarks/compare_calibration.py``). Stall events are too f
 has a dozen long prompts) to resample in blocks, yet they are correlated: long prefills
 that arrive faster than they are served queue behind one another and share the gaps they
 overlap. Their interval is widened to at least the Student t interval of batch means of
-each run's events in time order (``diagnose.draws`` states what that covers and what it
+each run's events in time order, or where narrower of the spread of single events, a
+bound whatever their correlation (``diagnose.draws`` states what that covers and what it
 does not); the mean worst gap's also carries the phase of each run's chunk grid, a level
 every event of a run shares (``diagnose.draws``, "a level a whole run shares"), and a
 change within it that is not significant is noted as inconclusive, repeated runs as
@@ -85,6 +91,7 @@ from diagnose.gate import (
     FAIL,
     INCONCLUSIVE,
     NOT_SIGNIFICANT,
+    PASS,
     CompareResult,
     Gate,
     MetricResult,
@@ -389,10 +396,11 @@ def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> Metri
     q = QUANTILES[row.spec.stat] / 100.0
     c = row.comparison
     worse = c.side(1.0) == 1 if row.gate is None else row.gate_verdict == FAIL
+    blind_to = _blind(new, q)
     # blind: NEW's stalls are under the quantile, and the quantile shows no worsening
     # beyond what is allowed (an estimate many-fold worse did see something)
     unchanged = c.ratio <= (row.limit if row.limit is not None else 1.0)
-    if not new.seen_by(q) and not worse and unchanged:
+    if blind_to and not worse and unchanged:
         why = (
             f"NEW's stall gaps are {_stall_text(new)}, under the {1 - q:.1%} above the "
             f"{row.spec.stat}: the {row.spec.stat} cannot see its stalls; judge them with "
@@ -401,7 +409,9 @@ def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> Metri
         reasons = [why, *([c.inconclusive] if c.inconclusive else [])]
         blind = replace(c, significant=False, inconclusive="; ".join(reasons))
         return replace(row, comparison=blind, needed_requests=None)
-    if worse and not base.seen_by(q) and new.seen_by(q) and len(new.events) and len(base.events):
+    # worse, or undecided with an estimate beyond the limit: the trade-off explains either
+    looks_worse = worse or (row.gate_verdict != PASS and not unchanged)
+    if looks_worse and _blind(base, q) and new.seen_by(q) and len(new.events) and len(base.events):
         worst = _mean_ratio(base, new)
         if worst < 1.0:
             note = (
@@ -414,6 +424,12 @@ def _stall_view(row: MetricResult, runs: tuple[RunSamples, RunSamples]) -> Metri
     return row
 
 
+def _blind(stalls: RunStalls, q: float) -> bool:
+    """Whether a run has stall gaps and a pooled quantile ``q`` cannot see them (a run
+    with none hides nothing from it)."""
+    return stalls.events.stalled_gaps > 0 and not stalls.seen_by(q)
+
+
 def _mean_ratio(base: RunStalls, new: RunStalls) -> float:
     """NEW/BASE of the mean worst decode gap per prefill."""
     key = STALL_SOURCES[0]
@@ -424,8 +440,13 @@ def _decided_row(
     spec: MetricSpec, c: Comparison, gate: Gate | None, runs: tuple[RunSamples, RunSamples]
 ) -> MetricResult:
     """A row: what is missing, and the run size that would decide it."""
-    if spec.source in STALL_SOURCES and all(run.stalls.kind is None for run in runs):
-        why = "one request kind in both runs: no long prefill beside decode streams to stall"
+    if spec.source in STALL_SOURCES and not any(run.stalls.events.stalled_gaps for run in runs):
+        why = (
+            "one request kind in both runs: no long prefill beside decode streams to stall"
+            if all(run.stalls.kind is None for run in runs)
+            else f"no decode gap beside a long prefill is longer than {STALL_FACTOR:g} normal "
+            "steps in either run: nothing stalled"
+        )
         return MetricResult(spec, c, gate, not_applicable=why)
     lacking = [f"{who} has {what}" for who, run in zip(("BASE", "NEW"), runs, strict=True)
                if (what := run.lacks(spec))]  # fmt: skip

@@ -71,6 +71,21 @@ shares): repeated runs as trials (``diagnose.trials``) measure that. It assumes 
 batches differ only by chance: a run whose batches differ by design (a tail with no
 long prompts) would have that shape read as variance between draws.
 
+**A bound on the batches.** A dozen or so events make two batches: a variance with one
+degree of freedom, whose t quantile is 12.7. When the two halves of a run differ — a
+large budget prefilling a queue of long prompts in one step, so that some events stall
+three times as long as the rest — that widened a 14× change in ``stall_worst`` to an
+interval of 0.01–3180 (``benchmarks/gate_shapes.py``: a100-80gb, llama-2-7b, 4k-token
+prompts, budget 469 vs 14746, every event of NEW eight times or more BASE's: its gate
+inconclusive). Yet however a run's values correlate, their mean varies between draws no
+more than one value does (var(mean) ≤ the largest variance of a value: Cauchy–Schwarz;
+equality when all move together, as one value). So for a mean, each run's part is the
+narrower, as a Student t interval, of its batch means and that bound — the run's values'
+variance over its mean squared with values − 1 degrees of freedom (``mean_bound``) —
+each with the grid level below added. The bound treats a run as one value, at least as
+wide as its values read independently (n times their variance), and needs no batches;
+like the batches it reads only what varies within the run.
+
 **A level a whole run shares: the chunk grid.** One such component is known from the run
 itself. A long prompt is prefilled in chunks, one per engine step, each attending to a
 longer context, so its stall steps grow chunk by chunk; the worst decode gap of the
@@ -137,6 +152,32 @@ def draw_variance(sample: Sample, stat: str) -> tuple[float, int] | None:
             return None
         logs.append(math.log(value))
     return float(np.var(logs, ddof=1)) / batches, batches - 1
+
+
+def mean_bound(sample: Sample, stat: str) -> tuple[float, int] | None:
+    """The most the log of a run's mean can vary between draws, whatever the correlation
+    of its units (the module docstring's "a bound on the batches"): the variance of one
+    value as a share of the mean squared, var(x) / mean², with values − 1 degrees of
+    freedom. ``None`` for another statistic, fewer than two values or no positive mean."""
+    values = sample.values[np.isfinite(sample.values)]
+    if stat != "mean" or values.size < 2:
+        return None
+    mean = float(np.mean(values))
+    if not mean > 0:
+        return None
+    return float(np.var(values, ddof=1)) / mean**2, values.size - 1
+
+
+def narrower(
+    parts: Sequence[tuple[float, float] | None], confidence: float
+) -> tuple[float, float] | None:
+    """Of a run's (variance, degrees of freedom) ``parts``, the one whose Student t
+    interval is narrowest (``None`` ones skipped; ``None`` when all are)."""
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    quantile = 0.5 + confidence / 2.0
+    return min(known, key=lambda p: float(sps.t.ppf(quantile, p[1])) * math.sqrt(p[0]))
 
 
 def grid_variance(
@@ -347,11 +388,15 @@ def between_draws(
     logs, studentized = draw_widening(logs, parts, confidence)
     batched = 1.0
     levels = [x.level_variance for x in samples]
+    bounded = False
     if batch_means:
-        batch_parts = [
-            with_level(draw_variance(x, stat), level)
-            for x, level in zip(samples, levels, strict=True)
-        ]
+        batch_parts = []
+        for x, level in zip(samples, levels, strict=True):
+            batches = with_level(draw_variance(x, stat), level)
+            bound = with_level(mean_bound(x, stat), level)
+            chosen = narrower([batches, bound], confidence)
+            bounded |= chosen is not batches and chosen is not None
+            batch_parts.append(chosen)
         logs, batched = draw_widening(logs, batch_parts, confidence)
     if studentized * batched <= 1.0:
         return ratios, method
@@ -373,6 +418,11 @@ def between_draws(
             reasons[-1] += (
                 f" and the phase of its chunk grid (one chunk's growth of the stall step: "
                 f"{steps} of the worst gap, shared by the whole run)"
+            )
+        if bounded:
+            reasons[-1] += (
+                "; where narrower, by the spread of its single values instead of its "
+                "batches (a mean varies between draws no more than one value does)"
             )
     with np.errstate(over="ignore"):
         widened = np.exp(logs)

@@ -13,8 +13,9 @@ its limit — 1 + X for a latency, 1 − X for a throughput — one rule for eve
 
 A row without a gate is ``significant`` (the interval excludes 1), ``not significant``,
 ``inconclusive`` or ``missing``. A stall metric of runs with one request kind (no long
-prefills beside decode streams, so no stall can happen) is ``not applicable``: its gate
-neither passes nor fails, and does not hold a comparison up.
+prefills beside decode streams, so no stall can happen), or of runs in which no decode gap
+beside a long prefill was a stall gap (``probes.stall_events``: nothing stalled), is
+``not applicable``: its gate neither passes nor fails, and does not hold a comparison up.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from diagnose.draws import (
     draw_batches,
     draw_variance,
     draw_widening,
+    mean_bound,
 )
 from diagnose.gate import SIGNIFICANT
 from diagnose.stats import Sample, compare_stats
@@ -124,8 +125,10 @@ def test_stall_events_come_in_the_order_of_their_starts():
 
 
 def stall_run(lost_s: np.ndarray) -> RunSamples:
-    """A run whose long prompts' events cost ``lost_s`` each, in the order they started."""
-    events = StallEvents(np.full(len(lost_s), 0.1), np.asarray(lost_s, float), np.ones(len(lost_s)))
+    """A run whose long prompts' events cost ``lost_s`` each, in the order they started,
+    each stretching one decode gap into a stall gap."""
+    n = len(lost_s)
+    events = StallEvents(np.full(n, 0.1), np.asarray(lost_s, float), np.ones(n), stalled_gaps=n)
     empty = np.empty(0)
     gaps = TokenGaps(empty, np.empty(0, dtype=np.int64), empty, np.empty(0, dtype=object))
     return RunSamples(
@@ -214,3 +217,28 @@ def test_the_studentized_widening_names_itself_and_keeps_one_rule():
     assert two.ci_high - two.ci_low > 1.3 * (same.ci_high - same.ci_low)
     assert two.significant == (two.ci_low > 1.0 or two.ci_high < 1.0)
     assert two.significant == (two.p_value < 0.05)
+
+
+def test_a_mean_of_events_varies_between_draws_no_more_than_one_event_does():
+    # A large budget prefills a queue of long prompts in one step: NEW's first nine events
+    # stall 0.42 s, its last six (three prompts queued, twice) 1.25 s; BASE's all 0.05 s.
+    # Two time batches per run read the halves' difference as a variance with one degree
+    # of freedom (t = 12.7): an interval from /36 to x560 around a 15x change. However its
+    # events correlate, a run's mean varies between draws no more than one event does.
+    rng = np.random.default_rng(4)
+    base = stall_run(0.05 * rng.lognormal(0.0, 0.01, 15))
+    new = stall_run(np.r_[np.full(9, 0.42), np.full(6, 1.25)] * rng.lognormal(0.0, 0.01, 15))
+    draws = "the seeds differ"
+    (row,) = compare_samples(
+        base, new, metrics=["stall_lost"], resamples=RESAMPLES, draws=draws
+    ).rows
+    assert row.status == SIGNIFICANT and row.comparison.ci_low > 3.0
+    assert "no more than one value does" in row.comparison.method
+    (back,) = compare_samples(
+        new, base, metrics=["stall_lost"], resamples=RESAMPLES, draws=draws
+    ).rows
+    assert back.status == SIGNIFICANT and back.comparison.ci_high < 1 / 3.0
+    values = new.stalls.events.lost_s
+    bound = mean_bound(Sample.of(values), "mean")
+    assert bound == (pytest.approx(np.var(values, ddof=1) / np.mean(values) ** 2), 14)
+    assert mean_bound(Sample.of(values), "p50") is None
