@@ -59,9 +59,9 @@ def test_the_diagnosis_names_h1_and_not_memory(runs):
     h4 = diagnosis.hypothesis("H4")
     assert h4.status == Status.NOT_SUPPORTED
     assert h4.summary.startswith("Reservation, not exhaustion: no preemptions")
-    # The pool looked busy — on average ~half of it reclaimable prefix cache — but the
+    # The pool looked busy — on average ~40 % of it reclaimable prefix cache — but the
     # blocks pinned by running requests never came near the whole pool.
-    assert value(h4, "reclaimable blocks (mean)") > 40
+    assert value(h4, "reclaimable blocks (mean)") > 30
     assert value(h4, "active blocks (peak)") < 95
     assert value(h4, "preemptions") == 0
     recommendation = diagnosis.decision.recommendation

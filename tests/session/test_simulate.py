@@ -48,8 +48,9 @@ def test_grid_at_equal_gpus_shows_the_pd_trade_off(tmp_path: Path) -> None:
         # decode workers never run a prompt chunk: the worst gap is one decode step
         assert pd["itl_s"]["max"] < mono["itl_s"]["max"] / 3
         assert pd["itl_s"]["p99"] <= mono["itl_s"]["p99"] * 1.05
-        # ... and each request's first token waits for its transfer
-        assert pd["ttft_s"]["p50"] > mono["ttft_s"]["p50"]
+        # ... and each request's first token waits for its transfer (the mean: the p50 of
+        # 32 short stream prompts and 30 long ones sits on the cliff between the two)
+        assert pd["ttft_s"]["mean"] > mono["ttft_s"]["mean"]
         assert 0 < pd["kv_transfer_share_of_ttft"] < 1 and mono["kv_transfer_share_of_ttft"] == 0
     assert any(row["pareto"] for row in rows.values())
     html = page.read_text()
