@@ -61,10 +61,10 @@ gap existed, so it was no stall event, and 7-9 events are under the 10 units ``c
 decides on. Since the ``interference`` workload sends its first long prompt one mean gap
 after the streams start (``workloads.interference.amid_streams``), every long prompt is
 an event: ``--first-seed 1 --short 0`` (124 s at load 1.0) forward FAIL 79 -> 86, wrong
-0; the 14 undecided include the shapes of 9 long prompts (9 events, under 10: the row says so and how many
-requests would decide). The A/A ``itl_p99`` gate is undecided in most shapes (its p99
-sits on the 1 % cliff of stall gaps), so the README's gates exit 1 on those A/A pairs
-under the default ``--inconclusive fail`` — never with a FAIL.
+0; the 14 undecided include the shapes of 9 long prompts (9 events, under 10: the row
+says so and how many requests would decide). The A/A ``itl_p99`` gate is undecided in
+most shapes (its p99 sits on the 1 % cliff of stall gaps), so the README's gates exit 1
+on those A/A pairs under the default ``--inconclusive fail`` — never with a FAIL.
 """
 
 from __future__ import annotations
