@@ -23,7 +23,9 @@ TINY_LLAMA_VOCAB = 8192
 
 
 def test_a_vllm_run_is_diagnosed_from_what_vllm_exposes(vllm_url: str, tmp_path: Path):
-    overrides = INTERFERENCE | {"rate": 1, "long_prompt_len": 3000}  # max_model_len 4096
+    # max_model_len 4096; the streams outlast the long prompts (the first one mean gap after
+    # they start, the last ~3.6 s in): 1000 tokens each, ~5 s here (200 ended at 0.7 s)
+    overrides = INTERFERENCE | {"rate": 1, "long_prompt_len": 3000, "stream_output_len": 1000}
     run = bench(
         tmp_path / "vllm", "interference", overrides, endpoint=vllm_url, vocab_size=TINY_LLAMA_VOCAB
     )
