@@ -11,6 +11,7 @@ engine's own usage is never flagged.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import fault_server
@@ -27,18 +28,25 @@ BENCH = [
 ]  # fmt: skip
 
 
-@pytest.mark.slow
-def test_impossible_usage_is_kept_flagged_counted_and_left_out_of_hit_rates(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "run"
-    proc, url = fault_server.start("nonsense-usage")
+def bench_against(fault: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """``bench`` (``BENCH``) into ``out`` against the fault server playing ``fault``,
+    stopped after; the run completed."""
+    proc, url = fault_server.start(fault)
     try:
         done = bench_cli("--endpoint", url, *BENCH, "--out", str(out))
     finally:
         proc.kill()
         proc.wait()
     assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_impossible_usage_is_kept_flagged_counted_and_left_out_of_hit_rates(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    done = bench_against("nonsense-usage", out)
     warnings = [line for line in done.stderr.splitlines() if "impossible usage" in line]
     print(*warnings, sep="\n")
     assert len(warnings) == 1
@@ -88,13 +96,7 @@ def test_a_server_reporting_whole_prompts_cached_is_flagged_not_believed(tmp_pat
     the warning says so, and the observed hit rate is not the server's 100 %. Before, bench
     wrote ``observed_hit_rate`` 1.0 with no word."""
     out = tmp_path / "run"
-    proc, url = fault_server.start("lying-cache")
-    try:
-        done = bench_cli("--endpoint", url, *BENCH, "--out", str(out))
-    finally:
-        proc.kill()
-        proc.wait()
-    assert done.returncode == 0, done.stderr
+    done = bench_against("lying-cache", out)
     (warning,) = [line for line in done.stderr.splitlines() if "impossible usage" in line]
     print(warning)
     assert f"{REQUESTS} of {REQUESTS} completed requests" in warning
