@@ -19,7 +19,8 @@ Three sources (``tests/fixtures/ground-truth/README.md`` names them):
 iterating; the published figures stay the whole stage's). ``--without TERM[,TERM]``
 replays with cost-model terms left out, for the ablation:
 ``moe`` (a mixture of experts priced as a dense model of its total parameters), ``tp``
-(no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``timeout`` (no
+(no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``frontend`` (no
+per-request frontend time, ``session.lifecycle.VLLM_FRONTEND_S``), ``timeout`` (no
 client timeout). Each is a configuration a user could give, not a switch in the model.
 
 Printed: per experiment × stage × metric (TTFT, ITL, TPOT, E2E; mean, p90, p99)
@@ -128,7 +129,7 @@ def lifecycle_jobs(fixtures: Path, only: str | None) -> list[tuple[str, Lifecycl
     return [j for j in out if only is None or only in j[0]]
 
 
-TERMS = ("moe", "tp", "async", "timeout")
+TERMS = ("moe", "tp", "async", "frontend", "timeout")
 
 
 def dense_stand_in(model: str) -> str:
@@ -154,8 +155,11 @@ def ablate(run: LifecycleRun, base: EngineConfig, without: set[str]):
     if "tp" in without:
         base = dataclasses.replace(base, gpu=without_link(base.gpu))
     if "async" in without:
-        run = dataclasses.replace(run, server_type="")
+        run = dataclasses.replace(run, async_scheduling=False)
         base = dataclasses.replace(base, async_scheduling=False)
+    if "frontend" in without:
+        run = dataclasses.replace(run, frontend_s=0.0)
+        base = dataclasses.replace(base, host_overhead_per_request_s=0.0)
     if "timeout" in without:
         run = dataclasses.replace(run, timeout_s=1e12)
     return run, base

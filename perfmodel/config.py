@@ -53,6 +53,7 @@ _BOUNDS: dict[str, Bound] = {
             "fixed_step_s",
             "host_overhead_step_s",
             "host_overhead_per_seq_s",
+            "host_overhead_per_request_s",
             "step_overhead_s",
             "layer_overhead_s",
         ),
@@ -85,6 +86,12 @@ class EngineConfig:
     fixed_step_s: float | None = None
     host_overhead_step_s: float = 0.0
     host_overhead_per_seq_s: float = 0.0
+    #: Host seconds a request spends before the scheduler sees it and on its way back, once
+    #: per request (an OpenAI server's HTTP handling, tokenization, hand-off to the engine
+    #: and the first streamed event): it delays the request's TTFT and E2E, not the GPU.
+    #: Honoured by the virtual-time driver (``simulate``); the embedded server's own
+    #: frontend is real, so its real-time driver adds nothing.
+    host_overhead_per_request_s: float = 0.0
     seed: int = 0
     vocab_size: int = 32000
     served_model_name: str | None = None

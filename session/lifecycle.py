@@ -26,7 +26,8 @@ Which file the workload follows, and why:
   duration over the client's mean TPOT gives its token count, ``k`` times the requested
   one (``client_tokens_per_token``).
 * **The server** is ``exp-config.yaml``'s; a ``vllm`` server (``server.type``) is
-  simulated with vLLM V1's asynchronous scheduling (``EngineConfig.async_scheduling``).
+  simulated with vLLM V1's asynchronous scheduling (``EngineConfig.async_scheduling``)
+  and its OpenAI frontend's time per request (``VLLM_FRONTEND_S``, below).
 * **Timeouts**: ``load.request_timeout`` when set, else the client's default total timeout
   of 300 s (the failures' ``request_latency`` starts at 300.0 s in the overloaded runs).
 
@@ -67,6 +68,21 @@ _LATENCY_KEYS = {
 #: The whole run's figures, under the stage index inference-perf's peers use for it.
 WHOLE_RUN = -1
 
+#: Seconds of a request's TTFT that vLLM's steps do not account for, once per request:
+#: the OpenAI server's HTTP handling, tokenization and hand-off to the engine core, and the
+#: first token's way back (detokenized, streamed, parsed by the client). No datasheet
+#: gives it, so it is read from measurements without any cost model: at a run's lightest
+#: stage a prompt the prefix cache already holds costs about one step, and an arrival
+#: under asynchronous scheduling waits half a step and the step scheduled ahead of it, so
+#: ``TTFT − 2.5 · ITL`` (both measured means) is what the frontend adds. Over the 12
+#: inference-perf runs on an H100 that are not overloaded (Llama-2-7B TP1, CodeLlama-34B
+#: TP2, Llama-2-70B TP4, Mixtral-8x7B TP2; three workloads each) it is 6.7–7.0 ms
+#: (7B), 8.4–9.6 (34B), 9.9–10.8 (70B) and 14.5–17.9 (Mixtral); the median, 9.75 ms, is
+#: used for every model (leaving each model's runs out moves it 9.26–10.11 ms). It is an
+#: estimate of one study's hosts and client, not a property of the model: a different
+#: host or client is given its own figure with ``host_overhead_per_request_s``.
+VLLM_FRONTEND_S = 0.00975
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -100,8 +116,12 @@ class LifecycleRun:
     actual: dict[int, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     #: Tokens the client counted per token the server streamed (see the docstring).
     client_tokens_per_token: int = 1
-    #: ``server.type`` of the client configuration (``vllm``: scheduled asynchronously).
+    #: ``server.type`` of the client configuration.
     server_type: str = ""
+    #: The server schedules asynchronously (vLLM V1's default: a ``vllm`` server).
+    async_scheduling: bool = False
+    #: The server's frontend seconds per request (``VLLM_FRONTEND_S`` for ``vllm``).
+    frontend_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -118,7 +138,8 @@ class LifecycleRun:
             max_num_batched_tokens=self.max_num_batched_tokens,
             max_num_seqs=min(self.max_num_seqs, self.max_num_batched_tokens),
             max_model_len=self.max_model_len,
-            async_scheduling=base.async_scheduling or self.server_type == "vllm",
+            async_scheduling=base.async_scheduling or self.async_scheduling,
+            host_overhead_per_request_s=base.host_overhead_per_request_s or self.frontend_s,
         )
 
     def stage_bounds(self) -> list[tuple[float, float]]:
@@ -184,6 +205,7 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     summary = raw[WHOLE_RUN].get("successes") or {}
     prompt_len = float((summary.get("prompt_len") or {}).get("mean") or 0.0)
     system, question = int(prefix["system_prompt_len"]), int(prefix["question_len"])
+    server_type = str((client.get("server") or {}).get("type") or "")
     run = LifecycleRun(
         path=path,
         model=str(_need(server, "model", server_file, flag)),
@@ -200,7 +222,9 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
         arrivals=arrivals,
         timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
         prompt_len=max(prompt_len, float(system + question)),
-        server_type=str((client.get("server") or {}).get("type") or ""),
+        server_type=server_type,
+        async_scheduling=server_type == "vllm",
+        frontend_s=VLLM_FRONTEND_S if server_type == "vllm" else 0.0,
     )
     run.client_tokens_per_token = _client_factor(summary, run.output_len)
     run.actual = {i: _actual(d, run) for i, d in raw.items()}

@@ -69,7 +69,9 @@ def simulate_disagg(
     record_steps: bool = True,
     release: Release | None = None,
 ) -> DisaggSimResult:
-    """A what-if P/D run: fresh workers serving ``arrivals`` on a virtual clock."""
+    """A what-if P/D run: fresh workers serving ``arrivals`` on a virtual clock; a request
+    reaches the cluster ``host_overhead_per_request_s`` after its arrival (the frontend)."""
+    front = config.host_overhead_per_request_s
     steps: list[StepRecord] = []
     step_workers: list[str] = []
 
@@ -100,10 +102,10 @@ def simulate_disagg(
     try:
         while True:
             t_event = cluster.next_event_s()
-            if pending and (t_event is None or pending.next_s() < t_event):
-                now = max(now, pending.next_s())
+            if pending and (t_event is None or pending.next_s() + front < t_event):
+                now = max(now, pending.next_s() + front)
                 record(cluster.advance(now))
-                while pending and pending.next_s() <= now:
+                while pending and pending.next_s() + front <= now:
                     t, req = pending.pop()
                     timing = timings[req.request_id] = RequestTiming(req.request_id, t)
                     try:

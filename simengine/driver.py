@@ -12,7 +12,9 @@ request's token times (TTFT, ITL, E2E) and every step. With ``async_scheduling``
 V1's default scheduler: step k+1 is scheduled while step k runs), a request arriving
 during a step can join the step after next, not the next one: a busy engine's TTFT
 carries one more step (an idle engine schedules at once). Replaying one arrival list against
-two configurations is a what-if experiment with identical arrivals by construction.
+two configurations is a what-if experiment with identical arrivals by construction. A
+request reaches the scheduler ``host_overhead_per_request_s`` after its arrival (an
+OpenAI server's frontend); its timings still count from the arrival.
 
 The virtual driver steps the core through its decode cohort (``EngineCore.decode_run``,
 ``simengine.decode_run``): the decoding sequences cost work per step and per event (a
@@ -343,13 +345,15 @@ class VirtualDriver:
         deadlines: deque[tuple[float, RequestTiming]] = deque()
         core = self.core
         lag = core.config.async_scheduling
+        #: A request reaches the scheduler this long after its send (the frontend's time).
+        front = core.config.host_overhead_per_request_s
         #: Arrivals up to here reach the step about to run: now, or under async scheduling
         #: the start of the step that just ran (this one was scheduled then).
         horizon = self.now
         run: DecodeRun | None = None
         heap = pending.heap  # the queue's own list: the checks below, without method calls
         while heap or core.has_unfinished():
-            while heap and heap[0][0] <= horizon:
+            while heap and heap[0][0] + front <= horizon:
                 timing = self._arrive(*pending.pop(), timings)
                 if timing.error is not None:
                     end_request(timing, self.now, release, pending)
@@ -392,7 +396,8 @@ class VirtualDriver:
             if result is None or result.kind == "idle":
                 if not pending:
                     break
-                wake = pending.next_s() if until_s is None else min(pending.next_s(), until_s)
+                reach = pending.next_s() + front
+                wake = reach if until_s is None else min(reach, until_s)
                 self.now = horizon = max(self.now, wake)
                 continue
             end = self.now + result.duration_s

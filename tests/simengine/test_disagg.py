@@ -174,3 +174,18 @@ def test_bad_ratio_names_the_flag(text: str) -> None:
 
 def test_ratio() -> None:
     assert parse_ratio("3:1") == (3, 1)
+
+
+def test_the_frontend_delays_each_request_before_the_prefill_worker() -> None:
+    """``host_overhead_per_request_s``: the P/D cluster sees a request that long after its
+    arrival; every token of a lone request moves by exactly that, timed from the arrival."""
+    disagg = DisaggConfig(1, 1, LinkSpec(100.0), "after-prefill")
+    arrivals = [(0.5, EngineRequest("r0", prompt(512, 0), 4, ignore_eos=True))]
+    times = {}
+    for front in (0.0, 0.008):
+        config = EngineConfig(model="llama-3.1-8b", max_num_seqs=8,
+                              host_overhead_per_request_s=front)  # fmt: skip
+        timing = simulate_disagg(config, disagg, arrivals).requests["r0"]
+        assert timing.arrival_s == 0.5
+        times[front] = timing.token_times
+    assert times[0.008] == pytest.approx([t + 0.008 for t in times[0.0]], rel=1e-12)

@@ -121,3 +121,32 @@ def test_async_scheduling_admits_an_arrival_one_step_later() -> None:
     # with it 0.12-0.13 (0.11-0.12 was scheduled at 0.10)
     assert ttft[False] == pytest.approx(0.12 - 0.105)
     assert ttft[True] == pytest.approx(0.13 - 0.105)
+
+
+def test_the_frontend_delays_a_request_before_the_scheduler_not_the_gpu() -> None:
+    """``host_overhead_per_request_s``: a request reaches the scheduler that long after its
+    send; its TTFT and E2E count from the send, and the steps meanwhile are not slowed."""
+    busy = [(0.0, EngineRequest("long", prompt(64, 1), 50, ignore_eos=True))]
+    late = (0.105, EngineRequest("late", prompt(64, 2), 5, ignore_eos=True))
+    base = VirtualDriver(EngineCore(EngineConfig(fixed_step_s=0.01))).run([*busy, late])
+    ttft = {}
+    for front in (0.004, 0.006):
+        config = EngineConfig(fixed_step_s=0.01, async_scheduling=True,
+                              host_overhead_per_request_s=front)  # fmt: skip
+        idle = VirtualDriver(EngineCore(config)).run([late])
+        assert idle.requests["late"].arrival_s == 0.105  # the send, not the admission
+        assert idle.requests["late"].ttft_s == pytest.approx(front + 0.01)
+        result = VirtualDriver(EngineCore(config)).run([*busy, late])
+        ttft[front] = result.requests["late"].ttft_s
+        # the first request waited its frontend once; its steps are the same steps
+        gaps = result.requests["long"].token_times
+        assert gaps[0] == pytest.approx(front + 0.01)
+        assert [b - a for a, b in itertools.pairwise(gaps)] == pytest.approx(
+            [b - a for a, b in itertools.pairwise(base.requests["long"].token_times)]
+        )
+    # the steps run from the first request's admission at `front`: "late" reaches the
+    # scheduler at 0.105 + front, during the step from 0.10 + front (the one after it was
+    # scheduled at its start), and joins the step from 0.12 + front: the TTFT of the same
+    # arrival without a frontend (0.13 - 0.105, above) plus the frontend's time
+    for front, seconds in ttft.items():
+        assert seconds == pytest.approx(0.13 - 0.105 + front)
