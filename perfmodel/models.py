@@ -34,6 +34,7 @@ the published small-message figures of NCCL and vLLM's custom all-reduce).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +215,26 @@ MODELS: dict[str, ModelSpec] = {
 }
 _BY_HF_ID = {hf.lower(): MODELS[m.name] for hf, m in HF_IDS.items()}
 
+#: Name parts that mark a fine-tune or a packaging of the same architecture (an
+#: instruction or chat tune, the Hugging Face port, a release date or version tag), not
+#: another one; a quantization (``-FP8``, ``-AWQ``) is not among them: its weights differ.
+_VARIANT_PARTS = re.compile(r"-(?:instruct|chat|hf|it|base|\d{4}|v\d+(?:\.\d+)*)(?=-|$)")
+
+
+def _base_name(name: str) -> str:
+    """``name`` without its organisation and variant parts, lower-case:
+    ``meta-llama/Meta-Llama-3.1-70B-Instruct`` → ``llama-3.1-70b``."""
+    repo = name.lower().rsplit("/", 1)[-1]
+    return _VARIANT_PARTS.sub("", repo.removeprefix("meta-"))
+
+
+#: Each preset by its base name and by its Hugging Face id's: an instruct or chat variant
+#: of a known model is that model (same layers, heads and parameters).
+_BY_BASE_NAME = {
+    **{_base_name(m.name): m for m in MODELS.values()},
+    **{_base_name(hf): m for hf, m in _BY_HF_ID.items()},
+}
+
 GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
@@ -233,7 +254,8 @@ GPUS: dict[str, GpuSpec] = {
 _CUSTOM_PREFIX = "custom:"
 _CUSTOM_INT_KEYS = ("layers", "q_heads", "kv_heads", "head_dim")
 _CUSTOM_HELP = (
-    "give a preset ({}), 'custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128' "
+    "give a preset ({}), a model's config.json (or its folder), "
+    "'custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128' "
     "or a .json/.toml file with those keys"
 )
 
@@ -272,8 +294,12 @@ def resolve_gpu(name: str) -> GpuSpec:
 
 
 def resolve_model(name: str) -> ModelSpec:
-    """A preset, an inline ``custom:k=v,...`` spec, or a JSON/TOML file of the same keys."""
+    """A preset (by name, or by a Hugging Face id of it or of an instruct or chat variant of
+    it), an inline ``custom:k=v,...`` spec, a model's ``config.json`` (or its folder), or a
+    JSON/TOML file of the custom keys."""
     preset = MODELS.get(name.lower()) or _BY_HF_ID.get(name.lower())
+    if preset is None and "/" in name and not Path(name).exists():  # a Hugging Face id
+        preset = _BY_BASE_NAME.get(_base_name(name))
     if preset is not None:
         return preset
     from perfmodel.hf_config import hf_config_path, model_from_hf_config

@@ -11,6 +11,7 @@ mean, p90 and p99 is set beside the measured figure: ``error = predicted / actua
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 import numpy as np
 
@@ -104,9 +105,12 @@ def _failures(run: LifecycleRun) -> int | None:
     return None if count is None else int(count)
 
 
-def score_run(run: LifecycleRun, base: EngineConfig, seed: int = 0) -> AgainstResult:
-    """Replay ``run`` on ``base``'s GPU and cost model; the figures and their errors."""
-    config = run.engine(base)
+def score_run(
+    run: LifecycleRun, base: EngineConfig, seed: int = 0, given: Collection[str] = ()
+) -> AgainstResult:
+    """Replay ``run`` on ``base``'s GPU and cost model (and ``base``'s fields named in
+    ``given`` over the run's own: ``LifecycleRun.engine``); the figures and their errors."""
+    config = run.engine(base, given)
     t0 = time.perf_counter()
     core = EngineCore(config)
     timings = replay(run, config, seed, core)

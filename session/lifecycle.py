@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,20 +128,28 @@ class LifecycleRun:
     def name(self) -> str:
         return self.path.name
 
-    def engine(self, base: EngineConfig) -> EngineConfig:
-        """``base`` with this run's model and server limits."""
+    def engine(self, base: EngineConfig, given: Collection[str] = ()) -> EngineConfig:
+        """``base`` with this run's model and server limits, but for the fields named in
+        ``given`` (``--engine`` settings, which win over what the run recorded: a model's
+        ``config.json`` for an id no preset knows)."""
         import dataclasses
 
-        return dataclasses.replace(
+        recorded = {
+            "model": self.model,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": self.max_num_seqs,
+            "max_model_len": self.max_model_len,
+        }
+        config = dataclasses.replace(
             base,
-            model=self.model,
-            tensor_parallel_size=self.tensor_parallel_size,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            max_num_seqs=min(self.max_num_seqs, self.max_num_batched_tokens),
-            max_model_len=self.max_model_len,
+            **{k: v for k, v in recorded.items() if k not in given},
             async_scheduling=base.async_scheduling or self.async_scheduling,
             host_overhead_per_request_s=base.host_overhead_per_request_s or self.frontend_s,
         )
+        # a step schedules at most its budget's sequences
+        seqs = min(config.max_num_seqs, config.max_num_batched_tokens)
+        return dataclasses.replace(config, max_num_seqs=seqs)
 
     def stage_bounds(self) -> list[tuple[float, float]]:
         """Each stage's [start, end) in seconds from the first send."""

@@ -69,7 +69,9 @@ def simulate(
         Path | None,
         typer.Option(
             help="Replay an inference-perf run (results/*_lifecycle_metrics.json, "
-            "results/config.yaml, exp-config.yaml) and score the prediction against it."
+            "results/config.yaml, exp-config.yaml) and score the prediction against it "
+            "(--engine settings win over the run's: model=CONFIG.json for a model no "
+            "preset knows)."
         ),
     ] = None,
     holdout: Annotated[
@@ -134,7 +136,9 @@ def simulate(
 
     base = parse_engine_flags(engine or []).config
     if against is not None:
-        _against(against, base, as_json)
+        from prefillscope.engine_flags import given_keys
+
+        _against(against, base, given_keys(engine or []), as_json)
         return
     link = disagg_config(
         "1:1",
@@ -234,15 +238,28 @@ def simulate(
         raise typer.Exit(signals.stop_exit_code())
 
 
-def _against(folder: Path, base: Any, as_json: bool) -> None:
-    """``--against``: replay the run in ``folder`` and print predicted vs measured."""
+def _against(folder: Path, base: Any, given: set[str], as_json: bool) -> None:
+    """``--against``: replay the run in ``folder`` and print predicted vs measured; the
+    ``--engine`` fields in ``given`` win over the run's (a model no preset knows, by its
+    ``config.json``)."""
     from session.against import score_run
     from session.lifecycle import read_lifecycle
 
     if not folder.is_dir():
         raise InputError("--against", f"{folder} is not a folder", "give an inference-perf run")
+    from perfmodel.models import resolve_model
+
     run = read_lifecycle(folder)
-    result = score_run(run, base)
+    if "model" not in given:
+        try:
+            resolve_model(run.model)
+        except InputError:
+            raise InputError(
+                "--engine model",
+                f"{folder / 'exp-config.yaml'} names {run.model!r}, which no preset is",
+                "give the model's config.json (or its folder): --engine model=PATH",
+            ) from None
+    result = score_run(run, base, given=given)
     if as_json:
         typer.echo(json.dumps(encode(result)))
         return

@@ -68,6 +68,33 @@ def test_unknown_names_list_the_valid_ones(resolve, name: str, field: str) -> No
     assert all(v in str(err.value) for v in valid)
 
 
+@pytest.mark.parametrize(
+    ("hf_id", "preset"),
+    [
+        ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ],
+)
+def test_an_instruct_or_chat_variant_of_a_preset_is_that_preset(hf_id: str, preset: str) -> None:
+    assert resolve_model(hf_id) is MODELS[preset]
+
+
+@pytest.mark.parametrize(
+    "hf_id", ["Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-32B-AWQ", "meta-llama/Llama-3.3-70B-Instruct"]
+)
+def test_a_quantized_or_unknown_model_is_not_guessed(hf_id: str) -> None:
+    """A quantization reads other weight bytes, and a new release may change the layers:
+    neither is taken for the preset its name resembles."""
+    with pytest.raises(InputError) as err:
+        resolve_model(hf_id)
+    assert err.value.field == "model" and "config.json" in str(err.value)
+
+
 def test_custom_model_inline_and_from_files(tmp_path) -> None:
     inline = resolve_model("custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128")
     assert (inline.params, inline.layers, inline.hidden, inline.dtype) == (7e9, 32, 4096, "bf16")

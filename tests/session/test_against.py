@@ -154,3 +154,29 @@ def test_the_vllm_frontend_figure_is_the_light_stages_unexplained_ttft(tmp_path:
     config_file.write_text(yaml.safe_dump(config))
     engine = read_lifecycle(other).engine(EngineConfig())
     assert engine.host_overhead_per_request_s == 0.0 and not engine.async_scheduling
+
+
+def test_a_model_no_preset_knows_is_refused_then_given_by_its_config(tmp_path: Path) -> None:
+    """The run's model is an id no preset knows: one line naming ``--engine model`` and
+    the fix; given as its ``config.json`` folder, the replay runs on it (``--engine``
+    settings win over the run's)."""
+    folder = _short_copy(LLAMA_7B, tmp_path / "run", 3.0)
+    server = folder / "exp-config.yaml"
+    server.write_text(server.read_text().replace("meta-llama/Llama-2-7b-hf", "acme/Zephyr-9B"))
+    refused = subprocess.run([*CLI, "--against", str(folder)], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--engine model" in refused.stderr and "acme/Zephyr-9B" in refused.stderr
+    model = tmp_path / "zephyr"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+        "num_hidden_layers": 36, "num_key_value_heads": 8, "vocab_size": 32000,
+        "torch_dtype": "bfloat16",
+    }))  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "--against", str(folder), "--engine", f"model={model}", "--json"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["model"] == str(model) and out["requests"] == 8 * 3 + 20 * 3
