@@ -100,6 +100,8 @@ class LifecycleRun:
     path: Path
     model: str
     tensor_parallel_size: int
+    #: The server's chunk budget (0: ``exp-config.yaml`` does not say; ``engine`` then
+    #: needs it given).
     max_num_batched_tokens: int
     max_num_seqs: int
     max_model_len: int
@@ -141,6 +143,12 @@ class LifecycleRun:
             "max_num_seqs": self.max_num_seqs,
             "max_model_len": self.max_model_len,
         }
+        if not self.max_num_batched_tokens and "max_num_batched_tokens" not in given:
+            raise InputError(
+                "--engine max_num_batched_tokens",
+                f"{self.path / 'exp-config.yaml'} does not record the server's chunk budget",
+                "give it: --engine max_num_batched_tokens=N",
+            )
         config = dataclasses.replace(
             base,
             **{k: v for k, v in recorded.items() if k not in given},
@@ -177,6 +185,21 @@ def _need(mapping: dict[str, Any], key: str, where: Path, flag: str) -> Any:
     if value is None:
         raise InputError(flag, f"{where} has no {key}", "give an inference-perf results folder")
     return value
+
+
+#: Each server figure under the names an ``exp-config.yaml`` may give it: the study's own,
+#: vLLM's engine argument, and its command-line flag.
+_SERVER_KEYS = {
+    "tensor_parallelism": ("tensor_parallelism", "tensor_parallel_size", "tensor-parallel-size"),
+    "max_num_batched_tokens": ("max_num_batched_tokens", "max-num-batched-tokens"),
+    "max_num_seqs": ("max_num_seqs", "max-num-seqs"),
+    "max_model_len": ("max_model_len", "max-model-len"),
+}
+
+
+def _server_figure(server: dict[str, Any], name: str) -> Any:
+    """The first of ``name``'s spellings that ``server`` gives (None: it gives none)."""
+    return next((server[k] for k in _SERVER_KEYS[name] if server.get(k) is not None), None)
 
 
 def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
@@ -218,10 +241,10 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     run = LifecycleRun(
         path=path,
         model=str(_need(server, "model", server_file, flag)),
-        tensor_parallel_size=int(server.get("tensor_parallelism") or 1),
-        max_num_batched_tokens=int(_need(server, "max_num_batched_tokens", server_file, flag)),
-        max_num_seqs=int(server.get("max_num_seqs") or 256),
-        max_model_len=int(server.get("max_model_len") or 32768),
+        tensor_parallel_size=int(_server_figure(server, "tensor_parallelism") or 1),
+        max_num_batched_tokens=int(_server_figure(server, "max_num_batched_tokens") or 0),
+        max_num_seqs=int(_server_figure(server, "max_num_seqs") or 256),
+        max_model_len=int(_server_figure(server, "max_model_len") or 32768),
         num_groups=int(prefix["num_groups"]),
         prompts_per_group=int(prefix["num_prompts_per_group"]),
         system_prompt_len=system,

@@ -180,3 +180,24 @@ def test_a_model_no_preset_knows_is_refused_then_given_by_its_config(tmp_path: P
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["model"] == str(model) and out["requests"] == 8 * 3 + 20 * 3
+
+
+def test_vllm_spellings_of_the_server_figures_and_a_missing_budget(tmp_path: Path) -> None:
+    """``exp-config.yaml`` may spell the server's figures as vLLM's arguments or flags; a
+    budget it does not record is refused in one line until ``--engine`` gives it."""
+    folder = _short_copy(LLAMA_7B, tmp_path / "run", 3.0)
+    server = folder / "exp-config.yaml"
+    server.write_text(yaml.safe_dump({
+        "model": "meta-llama/Llama-2-7b-hf", "tensor-parallel-size": 2, "max_num_seqs": 64,
+        "max-model-len": 8192,
+    }))  # fmt: skip
+    run = read_lifecycle(folder)
+    assert (run.tensor_parallel_size, run.max_num_seqs, run.max_model_len) == (2, 64, 8192)
+    with pytest.raises(InputError) as err:
+        run.engine(EngineConfig())
+    assert err.value.field == "--engine max_num_batched_tokens"
+    refused = subprocess.run([*CLI, "--against", str(folder)], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--engine max_num_batched_tokens=N" in refused.stderr
+    given = run.engine(EngineConfig(max_num_batched_tokens=1024), {"max_num_batched_tokens"})
+    assert (given.max_num_batched_tokens, given.tensor_parallel_size) == (1024, 2)
