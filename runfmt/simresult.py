@@ -161,7 +161,8 @@ class AgainstScore:
 @dataclass(frozen=True)
 class AgainstResult:
     """``simulate --against --json``: the replayed run, the engine it was replayed on
-    (model, GPU, tensor parallelism, budget and batch limit), the engine's steps and
+    (model, GPU, tensor parallelism, budget, batch limit, asynchronous scheduling and
+    frontend time per request), the engine's steps and
     those a different budget could have scheduled differently, the run's arrival
     process, client timeout and tokens counted per streamed token, the requests replayed,
     timed out and measured as failed, each stage's figures, the scores and the wall
@@ -173,6 +174,10 @@ class AgainstResult:
     tensor_parallel_size: int = 1
     max_num_batched_tokens: int = 0
     max_num_seqs: int = 0
+    #: vLLM V1's asynchronous scheduling, and the frontend's seconds per request, as
+    #: replayed (``session.lifecycle``: a ``vllm`` server's).
+    async_scheduling: bool = False
+    host_overhead_per_request_s: float = 0.0
     steps: int = 0
     budget_bound_steps: int = 0
     arrivals: str = ""

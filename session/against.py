@@ -124,6 +124,8 @@ def score_run(
         tensor_parallel_size=config.tensor_parallel_size,
         max_num_batched_tokens=config.max_num_batched_tokens,
         max_num_seqs=config.max_num_seqs,
+        async_scheduling=config.async_scheduling,
+        host_overhead_per_request_s=config.host_overhead_per_request_s,
         steps=core.stats.steps,
         # where a different budget could have scheduled differently (simengine.scheduler)
         budget_bound_steps=core.scheduler.budget_bound_steps,

@@ -269,6 +269,10 @@ def _against(folder: Path, base: Any, given: set[str], as_json: bool) -> None:
         f"{result.max_num_batched_tokens} · {run.arrivals} arrivals · "
         f"{result.timed_out} timed out (measured failures {result.measured_failures})"
     )
+    typer.echo(
+        f"scheduling {'asynchronous' if result.async_scheduling else 'synchronous'} · "
+        f"frontend {result.host_overhead_per_request_s * 1e3:.2f} ms a request"
+    )
     typer.echo(f"{'stage':>5}  {'figure':<10} {'predicted ms':>13} {'actual ms':>13} {'error':>7}")
     for row in result.scores:
         stage = "all" if row.stage < 0 else str(row.stage)

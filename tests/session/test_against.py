@@ -101,6 +101,9 @@ def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> N
     )
     out = json.loads(result.stdout)
     assert out["tensor_parallel_size"] == 2 and out["requests"] == 280
+    # the vLLM server's scheduling and frontend, as replayed, are said
+    assert out["async_scheduling"] is True
+    assert out["host_overhead_per_request_s"] == VLLM_FRONTEND_S
     for conf in out["configurations"]:
         for metric in ("ttft_s", "itl_s", "tpot_s", "e2e_s"):
             assert {"mean", "p50", "p90", "p99", "max"} <= set(conf[metric])
