@@ -197,9 +197,16 @@ _SERVER_KEYS = {
 }
 
 
-def _server_figure(server: dict[str, Any], name: str) -> Any:
-    """The first of ``name``'s spellings that ``server`` gives (None: it gives none)."""
-    return next((server[k] for k in _SERVER_KEYS[name] if server.get(k) is not None), None)
+def _server_figure(server: dict[str, Any], name: str, where: Path, flag: str) -> int | None:
+    """The first of ``name``'s spellings that ``server`` gives, a positive whole number
+    (None: it gives none); ``InputError`` naming ``flag`` when it is something else."""
+    key = next((k for k in _SERVER_KEYS[name] if server.get(k) is not None), None)
+    if key is None:
+        return None
+    value = server[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(flag, f"{where}: {key} is {value!r}", "a positive whole number")
+    return value
 
 
 def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
@@ -238,13 +245,17 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     prompt_len = float((summary.get("prompt_len") or {}).get("mean") or 0.0)
     system, question = int(prefix["system_prompt_len"]), int(prefix["question_len"])
     server_type = str((client.get("server") or {}).get("type") or "")
+
+    def figure(name: str) -> int | None:
+        return _server_figure(server, name, server_file, flag)
+
     run = LifecycleRun(
         path=path,
         model=str(_need(server, "model", server_file, flag)),
-        tensor_parallel_size=int(_server_figure(server, "tensor_parallelism") or 1),
-        max_num_batched_tokens=int(_server_figure(server, "max_num_batched_tokens") or 0),
-        max_num_seqs=int(_server_figure(server, "max_num_seqs") or 256),
-        max_model_len=int(_server_figure(server, "max_model_len") or 32768),
+        tensor_parallel_size=figure("tensor_parallelism") or 1,
+        max_num_batched_tokens=figure("max_num_batched_tokens") or 0,
+        max_num_seqs=figure("max_num_seqs") or 256,
+        max_model_len=figure("max_model_len") or 32768,
         num_groups=int(prefix["num_groups"]),
         prompts_per_group=int(prefix["num_prompts_per_group"]),
         system_prompt_len=system,

@@ -204,3 +204,8 @@ def test_vllm_spellings_of_the_server_figures_and_a_missing_budget(tmp_path: Pat
     assert "--engine max_num_batched_tokens=N" in refused.stderr
     given = run.engine(EngineConfig(max_num_batched_tokens=1024), {"max_num_batched_tokens"})
     assert (given.max_num_batched_tokens, given.tensor_parallel_size) == (1024, 2)
+    server.write_text(yaml.safe_dump({"model": "meta-llama/Llama-2-7b-hf",
+                                      "tensor_parallel_size": "two"}))  # fmt: skip
+    bad = subprocess.run([*CLI, "--against", str(folder)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "tensor_parallel_size is 'two'" in bad.stderr and "Traceback" not in bad.stderr
