@@ -4,11 +4,11 @@ Three sources (``tests/fixtures/ground-truth/README.md`` names them):
 
 * the 16 inference-perf runs of ``training/`` (H100 SXM), each replayed from its own
   folder by ``session.against`` (the rules of ``session.lifecycle``);
-* the 22 H100 experiments of ``sim-to-real/h100_error_records.csv``: their model, TP,
-  ``max_num_batched_tokens`` and ``gpu_memory_utilization`` are the CSV's, their workload
-  the ``training/`` run of the same workload name (the same study's four workloads,
-  same stages), ``max_num_seqs`` and ``max_model_len`` the study's; an experiment the
-  ``training/`` runs already hold (same model, TP, budget, workload) is simulated once.
+* the 22 H100 experiments of ``sim-to-real/h100_error_records.csv``: their model, TP, DP
+  (engine replicas), ``max_num_batched_tokens`` and ``gpu_memory_utilization`` are the
+  CSV's, their workload the ``training/`` run of the same workload name (the study's four
+  workloads, same stages), ``max_num_seqs`` and ``max_model_len`` the study's; an experiment the
+  ``training/`` runs already hold (same model, TP, DP, budget, workload) is simulated once.
   Beside ours, the published simulators' error on exactly the same rows;
 * the 4 LLMServingSim bundles (vLLM 0.19.0, RTX 4090 / RTX PRO 6000): the exact token-id
   workload with its arrival times, compared request by request (TTFT, TPOT, E2E from the
@@ -70,8 +70,8 @@ CSV_METRICS = {f"{m[:-2]}_{s}": (m, s) for m in METRICS for s in STATS}
 BUNDLE_GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
 
 
-def _key(model: str, tp: int, budget: int, workload: str, mem: float) -> tuple:
-    return (model.lower(), tp, budget, workload, round(mem, 3))
+def _key(model: str, tp: int, budget: int, workload: str, mem: float, dp: int = 1) -> tuple:
+    return (model.lower(), tp, budget, workload, round(mem, 3), dp)
 
 
 def training_runs(fixtures: Path) -> dict[tuple, LifecycleRun]:
@@ -97,6 +97,7 @@ def csv_experiments(fixtures: Path) -> tuple[dict[str, dict], list[dict[str, str
                 "tp": int(row["tp"]),
                 "budget": int(row["max_num_batched_tokens"]),
                 "mem": float(row["gpu_mem_util"]),
+                "dp": int(float(row["dp"] or 1)),
                 "actual": defaultdict(lambda: {m: {} for m in METRICS}),
             },
         )
@@ -112,7 +113,7 @@ def lifecycle_jobs(fixtures: Path, only: str | None) -> list[tuple[str, Lifecycl
     jobs = {k: (r.name, r, 0.9) for k, r in runs.items()}
     exps, _ = csv_experiments(fixtures)
     for name, exp in exps.items():
-        key = _key(exp["model"], exp["tp"], exp["budget"], exp["workload"], exp["mem"])
+        key = _key(exp["model"], exp["tp"], exp["budget"], exp["workload"], exp["mem"], exp["dp"])
         if key in jobs:
             continue
         template = by_workload[exp["workload"]]
@@ -121,6 +122,7 @@ def lifecycle_jobs(fixtures: Path, only: str | None) -> list[tuple[str, Lifecycl
             path=Path(name),
             model=exp["model"],
             tensor_parallel_size=exp["tp"],
+            data_parallel_size=exp["dp"],
             max_num_batched_tokens=exp["budget"],
             actual={},
         )
@@ -232,6 +234,7 @@ def _find(results: dict[str, dict], name: str, exp: dict) -> dict | None:
             result["source_model"].lower() == exp["model"].lower()
             and result["tensor_parallel_size"] == exp["tp"]
             and result["max_num_batched_tokens"] == exp["budget"]
+            and result["data_parallel_size"] == exp["dp"]
             and run.endswith("-" + exp["workload"])
             and abs(exp["mem"] - 0.9) < 1e-9
         ):

@@ -161,7 +161,7 @@ class AgainstScore:
 @dataclass(frozen=True)
 class AgainstResult:
     """``simulate --against --json``: the replayed run, the engine it was replayed on
-    (model, GPU, tensor parallelism, budget, batch limit, asynchronous scheduling and
+    (model, GPU, tensor and data parallelism, budget, batch limit, asynchronous scheduling and
     frontend time per request), the engine's steps and
     those a different budget could have scheduled differently, the run's arrival
     process, client timeout and tokens counted per streamed token, the requests replayed,
@@ -172,6 +172,8 @@ class AgainstResult:
     model: str = ""
     gpu: str = ""
     tensor_parallel_size: int = 1
+    #: Engine replicas the requests were dealt over (vLLM's ``data_parallel_size``).
+    data_parallel_size: int = 1
     max_num_batched_tokens: int = 0
     max_num_seqs: int = 0
     #: vLLM V1's asynchronous scheduling, and the frontend's seconds per request, as

@@ -2,7 +2,7 @@
 
 The run (``session.lifecycle``) is rebuilt as a workload — its prompts, stages, rate,
 arrival process, output lengths and client timeout — and served by the embedded engine
-on a virtual clock with the run's model, tensor parallelism and server limits on the
+on a virtual clock with the run's model, tensor and data parallelism and server limits on the
 given GPU. Requests are summarised per load stage (by send time) and over the whole run
 by bench's code (``session.simulate.summarize``), and each of TTFT, ITL, TPOT and E2E's
 mean, p90 and p99 is set beside the measured figure: ``error = predicted / actual − 1``.
@@ -11,7 +11,7 @@ mean, p90 and p99 is set beside the measured figure: ``error = predicted / actua
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -56,15 +56,28 @@ def workload(
 
 
 def replay(
-    run: LifecycleRun, config: EngineConfig, seed: int = 0, core: EngineCore | None = None
+    run: LifecycleRun,
+    config: EngineConfig,
+    seed: int = 0,
+    cores: Sequence[EngineCore] | None = None,
 ) -> list[RequestTiming]:
     """Every request of the run, served on the virtual clock (client timeout honoured) by
-    ``core`` (a new engine of ``config`` when not given)."""
+    the run's data-parallel replicas, ``cores`` (new engines of ``config`` when not
+    given), each with its own scheduler and prefix cache: the requests dealt round-robin
+    in send order, as ``simulate`` deals a workload over replicas (vLLM's balancer sends
+    each to the least-loaded engine, which identical requests at a steady rate alternate)."""
     arrivals = workload(run, config.vocab_size, seed)
-    result = VirtualDriver(core or EngineCore(config)).run(
-        arrivals, record_steps=False, timeout_s=run.timeout_s
-    )
-    return [result.requests[req.request_id] for _, req in arrivals]
+    n = run.data_parallel_size
+    engines = cores or [EngineCore(config) for _ in range(n)]
+    if len(engines) != n:
+        raise ValueError(f"{len(engines)} engines for {n} data-parallel replicas")
+    timings: dict[str, RequestTiming] = {}
+    for index, core in enumerate(engines):
+        result = VirtualDriver(core).run(
+            arrivals[index::n], record_steps=False, timeout_s=run.timeout_s
+        )
+        timings.update(result.requests)
+    return [timings[req.request_id] for _, req in arrivals]
 
 
 def stage_summaries(
@@ -112,8 +125,8 @@ def score_run(
     ``given`` over the run's own: ``LifecycleRun.engine``); the figures and their errors."""
     config = run.engine(base, given)
     t0 = time.perf_counter()
-    core = EngineCore(config)
-    timings = replay(run, config, seed, core)
+    cores = [EngineCore(config) for _ in range(run.data_parallel_size)]
+    timings = replay(run, config, seed, cores)
     wall = time.perf_counter() - t0
     summaries = stage_summaries(run, timings)
     whole = summaries[WHOLE_RUN]
@@ -126,9 +139,10 @@ def score_run(
         max_num_seqs=config.max_num_seqs,
         async_scheduling=config.async_scheduling,
         host_overhead_per_request_s=config.host_overhead_per_request_s,
-        steps=core.stats.steps,
+        data_parallel_size=run.data_parallel_size,
+        steps=sum(core.stats.steps for core in cores),
         # where a different budget could have scheduled differently (simengine.scheduler)
-        budget_bound_steps=core.scheduler.budget_bound_steps,
+        budget_bound_steps=sum(core.scheduler.budget_bound_steps for core in cores),
         arrivals=run.arrivals,
         timeout_s=run.timeout_s,
         client_tokens_per_token=run.client_tokens_per_token,

@@ -3,7 +3,7 @@
 The folder holds ``results/*_lifecycle_metrics.json`` (what was measured, in seconds),
 ``results/config.yaml`` (the client configuration inference-perf resolved and ran),
 ``profile.yaml`` (the one it was asked for) and the server's ``exp-config.yaml`` (model,
-tensor parallelism, ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len``).
+tensor and data parallelism, ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len``).
 
 Which file the workload follows, and why:
 
@@ -125,6 +125,13 @@ class LifecycleRun:
     async_scheduling: bool = False
     #: The server's frontend seconds per request (``VLLM_FRONTEND_S`` for ``vllm``).
     frontend_s: float = 0.0
+    #: Engine replicas behind the endpoint (vLLM's ``data_parallel_size``), each with
+    #: ``tensor_parallel_size`` GPUs, its own scheduler and its own prefix cache.
+    data_parallel_size: int = 1
+    #: ``gpu_memory_utilization`` and ``enable_prefix_caching`` where ``exp-config.yaml``
+    #: records them (None: the engine's own, vLLM's defaults 0.9 and on).
+    gpu_memory_utilization: float | None = None
+    enable_prefix_caching: bool | None = None
 
     @property
     def name(self) -> str:
@@ -149,6 +156,11 @@ class LifecycleRun:
                 f"{self.path / 'exp-config.yaml'} does not record the server's chunk budget",
                 "give it: --engine max_num_batched_tokens=N",
             )
+        optional = {
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enable_prefix_caching": self.enable_prefix_caching,
+        }
+        recorded |= {k: v for k, v in optional.items() if v is not None}
         config = dataclasses.replace(
             base,
             **{k: v for k, v in recorded.items() if k not in given},
@@ -191,6 +203,7 @@ def _need(mapping: dict[str, Any], key: str, where: Path, flag: str) -> Any:
 #: vLLM's engine argument, and its command-line flag.
 _SERVER_KEYS = {
     "tensor_parallelism": ("tensor_parallelism", "tensor_parallel_size", "tensor-parallel-size"),
+    "data_parallelism": ("data_parallelism", "data_parallel_size", "data-parallel-size"),
     "max_num_batched_tokens": ("max_num_batched_tokens", "max-num-batched-tokens"),
     "max_num_seqs": ("max_num_seqs", "max-num-seqs"),
     "max_model_len": ("max_model_len", "max-model-len"),
@@ -207,6 +220,23 @@ def _server_figure(server: dict[str, Any], name: str, where: Path, flag: str) ->
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InputError(flag, f"{where}: {key} is {value!r}", "a positive whole number")
     return value
+
+
+def _server_setting(server: dict[str, Any], names: tuple[str, ...], kind: type, where: Path,
+                    flag: str) -> Any:  # fmt: skip
+    """The first of ``names`` that ``server`` gives: a fraction in (0, 1] for ``float``, a
+    boolean for ``bool`` (None: it gives none); ``InputError`` naming ``flag`` otherwise."""
+    key = next((k for k in names if server.get(k) is not None), None)
+    if key is None:
+        return None
+    value = server[key]
+    if kind is bool and isinstance(value, bool):
+        return value
+    fraction = kind is float and not isinstance(value, bool) and isinstance(value, int | float)
+    if fraction and 0 < value <= 1:
+        return float(value)
+    fix = "true or false" if kind is bool else "a fraction above 0 and at most 1"
+    raise InputError(flag, f"{where}: {key} is {value!r}", fix)
 
 
 def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
@@ -249,10 +279,19 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     def figure(name: str) -> int | None:
         return _server_figure(server, name, server_file, flag)
 
+    utilization = _server_setting(
+        server, ("gpu_memory_utilization", "gpu-memory-utilization"), float, server_file, flag
+    )
+    caching = _server_setting(
+        server, ("enable_prefix_caching", "enable-prefix-caching"), bool, server_file, flag
+    )
     run = LifecycleRun(
         path=path,
         model=str(_need(server, "model", server_file, flag)),
         tensor_parallel_size=figure("tensor_parallelism") or 1,
+        data_parallel_size=figure("data_parallelism") or 1,
+        gpu_memory_utilization=utilization,
+        enable_prefix_caching=caching,
         max_num_batched_tokens=figure("max_num_batched_tokens") or 0,
         max_num_seqs=figure("max_num_seqs") or 256,
         max_model_len=figure("max_model_len") or 32768,

@@ -209,3 +209,32 @@ def test_vllm_spellings_of_the_server_figures_and_a_missing_budget(tmp_path: Pat
     bad = subprocess.run([*CLI, "--against", str(folder)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert "tensor_parallel_size is 'two'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_data_parallel_replicas_and_recorded_engine_settings(tmp_path: Path) -> None:
+    """``exp-config.yaml``'s data parallelism deals the requests over that many engines, each
+    with its own prefix cache; its memory utilization and prefix caching reach the engine."""
+    folder = _short_copy(LLAMA_7B, tmp_path / "run", 5.0)
+    server = folder / "exp-config.yaml"
+    config = yaml.safe_load(server.read_text())
+    one = read_lifecycle(folder)
+    server.write_text(yaml.safe_dump(config | {"data_parallel_size": 2}))
+    two = read_lifecycle(folder)
+    assert (one.data_parallel_size, two.data_parallel_size) == (1, 2)
+    cached = {}
+    for run in (one, two):
+        timings = replay(run, run.engine(EngineConfig()))
+        cached[run.data_parallel_size] = [t.num_cached_tokens for t in timings]
+    # request 1 shares request 0's system prompt: one engine has it cached, the second
+    # replica (which gets request 1) has not seen it
+    assert cached[1][1] >= 96 and cached[2][1] == 0 and cached[2][2] >= 96
+    result = score_run(two, EngineConfig())
+    assert result.data_parallel_size == 2 and result.requests == 8 * 5 + 20 * 5
+    server.write_text(yaml.safe_dump(config | {"gpu_memory_utilization": 0.5,
+                                               "enable_prefix_caching": False}))  # fmt: skip
+    engine = read_lifecycle(folder).engine(EngineConfig())
+    assert engine.gpu_memory_utilization == 0.5 and engine.enable_prefix_caching is False
+    server.write_text(yaml.safe_dump(config | {"gpu_memory_utilization": 90}))
+    with pytest.raises(InputError) as err:
+        read_lifecycle(folder)
+    assert "gpu_memory_utilization is 90" in str(err.value)
