@@ -139,20 +139,14 @@ def recomputed_share(ctx: Context, preemptions: float) -> float | None:
 def recompute_makes_the_prefill(findings: Mapping[str, Finding]) -> bool:
     """Whether H4's recompute is most of the prefill H1 blames (``EXPLAINS_PREFILL``)."""
     memory = findings.get("H4")
-    evidence = memory.evidence if memory is not None else []
-    share = next((e.value for e in evidence if e.name == RECOMPUTED_SHARE), None)
-    return isinstance(share, int | float) and share >= 100 * EXPLAINS_PREFILL
-
-
-def _preempted(finding: Finding) -> float:
-    value = next((e.value for e in finding.evidence if e.name == Series.PREEMPTIONS), None)
-    return float(value) if isinstance(value, int | float) else 0.0
+    share = memory.figure(RECOMPUTED_SHARE) if memory is not None else None
+    return share is not None and share >= 100 * EXPLAINS_PREFILL
 
 
 def _cost(ctx: Context, finding: Finding) -> Cost | None:
     """The preemptions' recomputed tokens (``recompute_cost``); a queue alone costs
     nothing here: overload's queueing is counted by OL."""
-    count = _preempted(finding)
+    count = finding.figure(Series.PREEMPTIONS) or 0.0
     if not count:
         return None
     return recompute_cost(

@@ -240,8 +240,8 @@ def queue_is_h4s(findings: Mapping[str, Finding]) -> bool:
     memory = findings.get("H4")
     if memory is None:
         return False
-    preempted = next((e.value for e in memory.evidence if e.name == Series.PREEMPTIONS), None)
-    return not (isinstance(preempted, int | float) and preempted > 0)
+    preempted = memory.figure(Series.PREEMPTIONS)
+    return not (preempted is not None and preempted > 0)
 
 
 @hypothesis(

@@ -129,6 +129,12 @@ class Finding:
     cost_how: str | None = None
     extra: Mapping[str, Any] = field(default_factory=EMPTY)
 
+    def figure(self, name: str) -> float | None:
+        """The number of the evidence called ``name`` (None: no such evidence, or it is
+        not a number)."""
+        value = next((e.value for e in self.evidence if e.name == name), None)
+        return float(value) if isinstance(value, int | float) else None
+
 
 @dataclass(frozen=True)
 class Decision:
