@@ -22,7 +22,6 @@ along each request's decode) — which H2 and H3 cost with the roofline model.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +36,9 @@ from probes.token_gaps import token_gaps
 LONG_PREFILL_TOKENS = 1024
 #: Fewest gaps on each side for the comparison to mean anything.
 MIN_GAPS = 20
-#: The sides of the comparison as ``diagnose.stats`` names them in a shortfall: the clear
-#: gaps are its BASE, those overlapping a long prefill its NEW.
-SIDES = {"BASE and NEW": "both", "BASE": "clear", "NEW": "overlapping"}
+#: The comparison's samples as a shortfall names them (``diagnose.stats.undecided``):
+#: the clear gaps (its BASE), those overlapping a long prefill (its NEW), both.
+SIDES = ("clear", "overlapping", "both")
 
 
 @dataclass(frozen=True)
@@ -179,14 +178,6 @@ def attribute(
         resamples=resamples,
         seed=seed,
         names=("requests", "gaps"),
+        sides=SIDES,
     )
     return Attribution(result.windows, result.overlapping, result.clear, mean, p99)
-
-
-def shortfall_words(c: Comparison) -> str | None:
-    """Why the comparison ``c`` (overlapping / clear) cannot decide, its sides named
-    (``overlapping: 9 requests (fewer than 10)``); ``None`` when it can."""
-    if c.inconclusive is None:
-        return None
-    sides = "|".join(re.escape(k) for k in SIDES)  # the longest name first
-    return re.sub(rf"(^|; )({sides}): ", lambda m: f"{m[1]}{SIDES[m[2]]}: ", c.inconclusive)

@@ -37,13 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diagnose.attribution import (
-    LONG_PREFILL_TOKENS,
-    MIN_GAPS,
-    Attribution,
-    attribute,
-    shortfall_words,
-)
+from diagnose.attribution import LONG_PREFILL_TOKENS, MIN_GAPS, Attribution, attribute
 from diagnose.context import Context
 from diagnose.costs import decode_share_cost
 from diagnose.next_steps import BUDGET_FLAG, ab_command, chunk_pair, server_flavour
@@ -79,9 +73,8 @@ def ratio_text(c: Comparison) -> str:
     for a comparison too small to decide, the ratio and why, never an interval that reads
     as a result (``19.1× (too few to decide — overlapping: 9 requests (fewer than 10))``:
     the gaps beside one stall share it, and came from few requests)."""
-    short = shortfall_words(c)
-    if short is not None:
-        return f"{c.ratio:.3g}× (too few to decide — {short})"
+    if c.inconclusive is not None:
+        return f"{c.ratio:.3g}× (too few to decide — {c.inconclusive})"
     if np.isfinite(c.ci_low) and np.isfinite(c.ci_high):
         return f"{c.ratio:.3g}× [95 % CI {c.ci_low:.3g}–{c.ci_high:.3g}]"
     return f"{c.ratio:.3g}×"
@@ -317,7 +310,7 @@ def _status_of(
         )
     # A comparison too small to decide (few requests beside the stalls) says nothing
     # either way: the stall events may, else it stays open, saying why.
-    short = shortfall_words(by_client) if by_client is not None else None
+    short = by_client.inconclusive if by_client is not None else None
     if by_client is not None and short is None:
         if client_says:
             return Status.SUPPORTED, (

@@ -189,16 +189,27 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(r[trim]), float(r[total - 1 - trim]), p_value
 
 
+#: How a shortfall names the two samples, and both when they fall short alike.
+SIDES = ("BASE", "NEW", "BASE and NEW")
+
+
 def undecided(
-    base: Sample, new: Sample, stat: str, names: tuple[str, str]
+    base: Sample,
+    new: Sample,
+    stat: str,
+    names: tuple[str, str],
+    sides: tuple[str, str, str] = SIDES,
 ) -> tuple[str | None, int | None]:
-    """The combined shortfall of two runs: the reasons, and the larger size needed."""
-    found = [(name, shortfall(s, stat, names)) for name, s in (("BASE", base), ("NEW", new))]
-    short = [(name, f) for name, f in found if f is not None]
+    """The combined shortfall of two runs: the reasons, each after its side's name
+    (``sides``: base's, new's, both's), and the larger size needed."""
+    found = [
+        (side, shortfall(s, stat, names)) for side, s in zip(sides[:2], (base, new), strict=True)
+    ]
+    short = [(side, f) for side, f in found if f is not None]
     if not short:
         return None, None
     if len(short) == 2 and short[0][1][0] == short[1][1][0]:
-        short = [("BASE and NEW", short[0][1])]
+        short = [(sides[2], short[0][1])]
     reason = "; ".join(f"{name}: {f[0]}" for name, f in short)
     return reason, max(f[1] for _, f in short)
 
@@ -212,6 +223,7 @@ def compare_stats(
     confidence: float = CONFIDENCE,
     seed: Seed = 0,
     names: tuple[str, str] = ("units", "values"),
+    sides: tuple[str, str, str] = SIDES,
     draws: bool = False,
     batch_means: bool = True,
     effective_dof: bool = True,
@@ -220,7 +232,8 @@ def compare_stats(
 
     ``metrics`` maps each metric's name to its statistic (``{"itl_p99": "p99"}``). The
     interval is computed whenever both runs have two units, also when the result is
-    inconclusive (it is shown, not trusted). ``names`` word the reasons (``shortfall``).
+    inconclusive (it is shown, not trusted). ``names`` word the reasons (``shortfall``),
+    ``sides`` name the samples in them (``undecided``).
     ``draws``: the runs are different draws of the workload, their units numbered in
     time order; the interval is widened to at least the Student t interval of each run's
     bootstrap variance with its autocorrelation, and (``batch_means``) to the between-draw
@@ -258,7 +271,7 @@ def compare_stats(
         low, high, p_value = bounds[stat]
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = float(np.float64(new_value) / base_value)
-        reason, needed = undecided(base, new, stat, names)
+        reason, needed = undecided(base, new, stat, names, sides)
         out.append(
             Comparison.judge(
                 metric,

@@ -17,7 +17,6 @@ from diagnose.attribution import (
     decode_load,
     overlapping,
     prefill_windows,
-    shortfall_words,
 )
 from diagnose.inputs import load_run_view
 from loadgen.records import ChunkEvent, RequestRecord
@@ -109,5 +108,5 @@ def test_few_streams_beside_the_stalls_leave_the_ratio_undecided_and_say_why(tmp
     result = attribute(view, decode_gaps(view), resamples=400)
     assert result.enough and result.mean is not None and result.mean.ratio > 2
     assert not result.mean.significant
-    words = shortfall_words(result.mean)
+    words = result.mean.inconclusive
     assert words is not None and re.fullmatch(r"overlapping: \d requests \(fewer than 10\)", words)

@@ -30,10 +30,10 @@ def test_the_ratio_is_written_with_its_interval_when_there_is_one():
 def test_a_ratio_too_small_to_decide_is_written_with_why_never_with_an_interval():
     # diagnosis_accuracy --seed 5's stall run: 9 decode streams shared 3 stalls, and the
     # cluster bootstrap over those 9 requests gave "19.1× [95 % CI 19.1–19.1]"
-    few = _client(19.08, False, 19.06, 19.09, inconclusive="NEW: 9 requests (fewer than 10)")
+    few = _client(19.08, False, 19.06, 19.09, inconclusive="overlapping: 9 requests (fewer than 10)")
     text = ratio_text(few.mean)
     assert text == "19.1× (too few to decide — overlapping: 9 requests (fewer than 10))"
-    both = "BASE and NEW: 44 gaps: a p99 needs 1000 for 10 beyond it"
+    both = "both: 44 gaps: a p99 needs 1000 for 10 beyond it"
     assert ratio_text(_client(3.4, False, 3.1, 3.8, inconclusive=both).mean) == (
         "3.4× (too few to decide — both: 44 gaps: a p99 needs 1000 for 10 beyond it)"
     )
@@ -43,7 +43,7 @@ def test_a_ratio_too_small_to_decide_is_written_with_why_never_with_an_interval(
 
 
 def test_without_step_kinds_a_comparison_too_small_to_decide_decides_nothing():
-    short = "NEW: 6 requests (fewer than 10)"
+    short = "overlapping: 6 requests (fewer than 10)"
     for ratio in (1.2, 3.5, 6.0):  # below and above the starvation ratio alike
         status, summary = _status(None, _client(ratio, False, inconclusive=short))
         assert status == Status.INCONCLUSIVE
