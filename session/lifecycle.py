@@ -199,44 +199,49 @@ def _need(mapping: dict[str, Any], key: str, where: Path, flag: str) -> Any:
     return value
 
 
-#: Each server figure under the names an ``exp-config.yaml`` may give it: the study's own,
-#: vLLM's engine argument, and its command-line flag.
-_SERVER_KEYS = {
-    "tensor_parallelism": ("tensor_parallelism", "tensor_parallel_size", "tensor-parallel-size"),
-    "data_parallelism": ("data_parallelism", "data_parallel_size", "data-parallel-size"),
-    "max_num_batched_tokens": ("max_num_batched_tokens", "max-num-batched-tokens"),
-    "max_num_seqs": ("max_num_seqs", "max-num-seqs"),
-    "max_model_len": ("max_model_len", "max-model-len"),
+#: Each server setting an ``exp-config.yaml`` may record, under the names it may give it
+#: (the study's own, vLLM's engine argument, its command-line flag), and what it may be.
+_SERVER_SETTINGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tensor_parallel_size": (
+        ("tensor_parallelism", "tensor_parallel_size", "tensor-parallel-size"),
+        "count",
+    ),
+    "data_parallel_size": (
+        ("data_parallelism", "data_parallel_size", "data-parallel-size"),
+        "count",
+    ),
+    "max_num_batched_tokens": (("max_num_batched_tokens", "max-num-batched-tokens"), "count"),
+    "max_num_seqs": (("max_num_seqs", "max-num-seqs"), "count"),
+    "max_model_len": (("max_model_len", "max-model-len"), "count"),
+    "gpu_memory_utilization": (("gpu_memory_utilization", "gpu-memory-utilization"), "fraction"),
+    "enable_prefix_caching": (("enable_prefix_caching", "enable-prefix-caching"), "switch"),
 }
 
 
-def _server_figure(server: dict[str, Any], name: str, where: Path, flag: str) -> int | None:
-    """The first of ``name``'s spellings that ``server`` gives, a positive whole number
-    (None: it gives none); ``InputError`` naming ``flag`` when it is something else."""
-    key = next((k for k in _SERVER_KEYS[name] if server.get(k) is not None), None)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+#: What each kind of setting may be, and the fix that says so.
+_KINDS = {
+    "count": (lambda v: _is_number(v) and isinstance(v, int) and v > 0, "a positive whole number"),
+    "fraction": (lambda v: _is_number(v) and 0 < v <= 1, "a fraction above 0 and at most 1"),
+    "switch": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _server_setting(server: dict[str, Any], name: str, where: Path, flag: str) -> Any:
+    """The setting ``name`` under the first of its spellings that ``server`` gives (None:
+    it gives none); ``InputError`` naming ``flag`` when it is not what its kind may be."""
+    spellings, kind = _SERVER_SETTINGS[name]
+    key = next((k for k in spellings if server.get(k) is not None), None)
     if key is None:
         return None
     value = server[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(flag, f"{where}: {key} is {value!r}", "a positive whole number")
-    return value
-
-
-def _server_setting(server: dict[str, Any], names: tuple[str, ...], kind: type, where: Path,
-                    flag: str) -> Any:  # fmt: skip
-    """The first of ``names`` that ``server`` gives: a fraction in (0, 1] for ``float``, a
-    boolean for ``bool`` (None: it gives none); ``InputError`` naming ``flag`` otherwise."""
-    key = next((k for k in names if server.get(k) is not None), None)
-    if key is None:
-        return None
-    value = server[key]
-    if kind is bool and isinstance(value, bool):
-        return value
-    fraction = kind is float and not isinstance(value, bool) and isinstance(value, int | float)
-    if fraction and 0 < value <= 1:
-        return float(value)
-    fix = "true or false" if kind is bool else "a fraction above 0 and at most 1"
-    raise InputError(flag, f"{where}: {key} is {value!r}", fix)
+    allowed, fix = _KINDS[kind]
+    if not allowed(value):
+        raise InputError(flag, f"{where}: {key} is {value!r}", fix)
+    return float(value) if kind == "fraction" else value
 
 
 def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
@@ -276,25 +281,19 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     system, question = int(prefix["system_prompt_len"]), int(prefix["question_len"])
     server_type = str((client.get("server") or {}).get("type") or "")
 
-    def figure(name: str) -> int | None:
-        return _server_figure(server, name, server_file, flag)
+    def setting(name: str) -> Any:
+        return _server_setting(server, name, server_file, flag)
 
-    utilization = _server_setting(
-        server, ("gpu_memory_utilization", "gpu-memory-utilization"), float, server_file, flag
-    )
-    caching = _server_setting(
-        server, ("enable_prefix_caching", "enable-prefix-caching"), bool, server_file, flag
-    )
     run = LifecycleRun(
         path=path,
         model=str(_need(server, "model", server_file, flag)),
-        tensor_parallel_size=figure("tensor_parallelism") or 1,
-        data_parallel_size=figure("data_parallelism") or 1,
-        gpu_memory_utilization=utilization,
-        enable_prefix_caching=caching,
-        max_num_batched_tokens=figure("max_num_batched_tokens") or 0,
-        max_num_seqs=figure("max_num_seqs") or 256,
-        max_model_len=figure("max_model_len") or 32768,
+        tensor_parallel_size=setting("tensor_parallel_size") or 1,
+        data_parallel_size=setting("data_parallel_size") or 1,
+        gpu_memory_utilization=setting("gpu_memory_utilization"),
+        enable_prefix_caching=setting("enable_prefix_caching"),
+        max_num_batched_tokens=setting("max_num_batched_tokens") or 0,
+        max_num_seqs=setting("max_num_seqs") or 256,
+        max_model_len=setting("max_model_len") or 32768,
         num_groups=int(prefix["num_groups"]),
         prompts_per_group=int(prefix["num_prompts_per_group"]),
         system_prompt_len=system,

@@ -30,7 +30,9 @@ def test_the_ratio_is_written_with_its_interval_when_there_is_one():
 def test_a_ratio_too_small_to_decide_is_written_with_why_never_with_an_interval():
     # diagnosis_accuracy --seed 5's stall run: 9 decode streams shared 3 stalls, and the
     # cluster bootstrap over those 9 requests gave "19.1× [95 % CI 19.1–19.1]"
-    few = _client(19.08, False, 19.06, 19.09, inconclusive="overlapping: 9 requests (fewer than 10)")
+    few = _client(
+        19.08, False, 19.06, 19.09, inconclusive="overlapping: 9 requests (fewer than 10)"
+    )
     text = ratio_text(few.mean)
     assert text == "19.1× (too few to decide — overlapping: 9 requests (fewer than 10))"
     both = "both: 44 gaps: a p99 needs 1000 for 10 beyond it"
