@@ -20,6 +20,7 @@ from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
 from runfmt.slo import Slo
 from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
+from session.sim_workload import SimWorkload
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest
 from simengine.driver import RequestTiming, VirtualDriver
@@ -63,19 +64,18 @@ def replay(
 ) -> list[RequestTiming]:
     """Every request of the run, served on the virtual clock (client timeout honoured) by
     the run's data-parallel replicas, ``cores`` (new engines of ``config`` when not
-    given), each with its own scheduler and prefix cache: the requests dealt round-robin
-    in send order, as ``simulate`` deals a workload over replicas (vLLM's balancer sends
-    each to the least-loaded engine, which identical requests at a steady rate alternate)."""
+    given), each with its own scheduler and prefix cache: the requests dealt over them as
+    ``simulate`` deals a workload over replicas (``SimWorkload.split``: round-robin in send
+    order; vLLM's balancer sends each to the least-loaded engine, which identical requests
+    at a steady rate alternate)."""
     arrivals = workload(run, config.vocab_size, seed)
     n = run.data_parallel_size
     engines = cores or [EngineCore(config) for _ in range(n)]
     if len(engines) != n:
         raise ValueError(f"{len(engines)} engines for {n} data-parallel replicas")
     timings: dict[str, RequestTiming] = {}
-    for index, core in enumerate(engines):
-        result = VirtualDriver(core).run(
-            arrivals[index::n], record_steps=False, timeout_s=run.timeout_s
-        )
+    for part, core in zip(SimWorkload(timed=arrivals).split(n), engines, strict=True):
+        result = VirtualDriver(core).run(part.timed, record_steps=False, timeout_s=run.timeout_s)
         timings.update(result.requests)
     return [timings[req.request_id] for _, req in arrivals]
 
