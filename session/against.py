@@ -36,22 +36,24 @@ def workload(
 ) -> list[tuple[float, EngineRequest]]:
     """The run's requests with their send times (the rules of ``session.lifecycle``)."""
     rng = np.random.default_rng(seed)
-    prompts = []
-    extra = max(0, round(run.prompt_len) - run.system_prompt_len - run.question_len)
-    own = run.question_len + extra
-    for _ in range(run.num_groups):
-        system = rng.integers(FIRST_WORD_ID, vocab_size, size=run.system_prompt_len)
-        for _ in range(run.prompts_per_group):
-            question = rng.integers(FIRST_WORD_ID, vocab_size, size=own)
+    # the lengths from a stream of their own: a fixed-length run's tokens stay as they were
+    lengths = run.prompts.draw(np.random.default_rng([seed, 1]))
+    extra = max(0, round(run.prompt_len - run.prompts.mean_len))
+    prompts, outputs = [], []
+    for group, system_len in enumerate(lengths.system):
+        system = rng.integers(FIRST_WORD_ID, vocab_size, size=system_len)
+        for question_len, output_len in zip(
+            lengths.question[group], lengths.output[group], strict=True
+        ):
+            question = rng.integers(FIRST_WORD_ID, vocab_size, size=question_len + extra)
             # int64 arrays, not lists: the engine takes each prompt's bytes as they are
             # (a request repeats a prompt; converting a list costs more than simulating it)
             prompts.append(np.concatenate([system, question]))
+            outputs.append(max(1, int(output_len)))
     times = arrival_times(run, seed)
+    n = len(prompts)
     return [
-        (
-            float(t),
-            EngineRequest(f"r{i}", prompts[i % len(prompts)], run.output_len, ignore_eos=True),
-        )
+        (float(t), EngineRequest(f"r{i}", prompts[i % n], outputs[i % n], ignore_eos=True))
         for i, t in enumerate(times)
     ]
 

@@ -7,14 +7,16 @@ tensor and data parallelism, ``max_num_batched_tokens``, ``max_num_seqs``, ``max
 
 Which file the workload follows, and why:
 
-* **Prompts** follow ``results/config.yaml``: ``num_groups`` × ``num_prompts_per_group``
-  single-turn prompts, each a group's shared system prompt and a question of its own.
-  ``profile.yaml`` may ask for multi-turn chat over other counts, but the measured prompt
-  lengths do not grow across the run (they would, turn after turn), so the resolved
-  configuration is what ran. Requests cycle through the prompts in order, so a prompt
-  recurs and the prefix cache (on by default in vLLM's V1 engine) sees it again. The
-  prompt's length is the *measured* mean ``prompt_len``: the chat template adds tokens the
-  configuration does not count, and they are put after the question.
+* **Prompts** follow ``results/config.yaml`` (read by ``session.lifecycle_prompts``):
+  ``num_groups`` × ``num_prompts_per_group`` single-turn prompts, each a group's shared
+  system prompt and a question of its own, with the lengths it gives (numbers or
+  distributions). ``profile.yaml`` may ask for multi-turn chat over other counts, but the
+  measured prompt lengths do not grow across the run (they would, turn after turn), so
+  the resolved configuration is what ran. Requests cycle through the prompts in order, so
+  a prompt recurs and the prefix cache (on by default in vLLM's V1 engine) sees it again.
+  The prompts are as long as the *measured* mean ``prompt_len`` on average: the chat
+  template adds tokens the configuration does not count, and they are put after the
+  question.
 * **Arrivals** follow ``load.type`` of ``results/config.yaml`` (``constant``: evenly spaced
   at each stage's rate; ``poisson``: exponential gaps, seeded), stage after stage.
 * **Output lengths** are the requested ``output_len``: the server ran with ``ignore_eos``,
@@ -51,6 +53,7 @@ import numpy as np
 
 from perfmodel.config import EngineConfig
 from runfmt.metrics import E2E, ITL, TPOT, TTFT
+from session.lifecycle_prompts import SharedPrefixPlan, read_prompts
 from workloads.errors import InputError
 
 #: The client's total timeout when ``request_timeout`` is null (aiohttp's default).
@@ -105,11 +108,8 @@ class LifecycleRun:
     max_num_batched_tokens: int
     max_num_seqs: int
     max_model_len: int
-    num_groups: int
-    prompts_per_group: int
-    system_prompt_len: int
-    question_len: int
-    output_len: int
+    #: The prompts the client sent (``session.lifecycle_prompts``).
+    prompts: SharedPrefixPlan
     stages: list[Stage]
     arrivals: str
     timeout_s: float
@@ -136,6 +136,12 @@ class LifecycleRun:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def output_len(self) -> int:
+        """The requested output length, on average over the prompts (each prompt's own
+        where the configuration gives a distribution)."""
+        return max(1, round(self.prompts.output_len.mean))
 
     def engine(self, base: EngineConfig, given: Collection[str] = ()) -> EngineConfig:
         """``base`` with this run's model and server limits, but for the fields named in
@@ -258,8 +264,7 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
                              "results/config.yaml and exp-config.yaml")  # fmt: skip
     server = _load_yaml(server_file, flag)
     client = _load_yaml(client_file, flag)
-    data = _need(client, "data", client_file, flag)
-    prefix = _need(data, "shared_prefix", client_file, flag)
+    prompts = read_prompts(client, client_file, flag)
     load = _need(client, "load", client_file, flag)
     stages = [Stage(float(s["rate"]), float(s["duration"])) for s in load.get("stages") or []]
     if not stages or any(s.rate <= 0 or s.duration_s <= 0 for s in stages):
@@ -278,7 +283,6 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
                 raise InputError(flag, f"cannot read {file}: {exc}") from None
     summary = raw[WHOLE_RUN].get("successes") or {}
     prompt_len = float((summary.get("prompt_len") or {}).get("mean") or 0.0)
-    system, question = int(prefix["system_prompt_len"]), int(prefix["question_len"])
     server_type = str((client.get("server") or {}).get("type") or "")
 
     def setting(name: str) -> Any:
@@ -294,15 +298,11 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
         max_num_batched_tokens=setting("max_num_batched_tokens") or 0,
         max_num_seqs=setting("max_num_seqs") or 256,
         max_model_len=setting("max_model_len") or 32768,
-        num_groups=int(prefix["num_groups"]),
-        prompts_per_group=int(prefix["num_prompts_per_group"]),
-        system_prompt_len=system,
-        question_len=question,
-        output_len=int(prefix["output_len"]),
+        prompts=prompts,
         stages=stages,
         arrivals=arrivals,
         timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
-        prompt_len=max(prompt_len, float(system + question)),
+        prompt_len=max(prompt_len, prompts.mean_len),
         server_type=server_type,
         async_scheduling=server_type == "vllm",
         frontend_s=VLLM_FRONTEND_S if server_type == "vllm" else 0.0,

@@ -2,8 +2,10 @@
 
 ``512`` · ``uniform:100-200`` · ``normal:mean=1000,std=200`` ·
 ``lognormal:mean=2000,std=1500`` (moments of the value itself) or
-``lognormal:median=2000,sigma=0.8`` (of its logarithm) · ``exponential:mean=2``.
-Normal, lognormal and exponential take optional ``min=``/``max=`` clip bounds.
+``lognormal:median=2000,sigma=0.8`` (of its logarithm) · ``exponential:mean=2`` ·
+``poisson:mean=300`` · ``skewnormal:loc=500,scale=100,shape=4`` (Azzalini's skew normal:
+location, scale and shape; shape 0 is the normal). All but constant and uniform take
+optional ``min=``/``max=`` clip bounds.
 
 Each parsed distribution prints back as the same canonical string, so a plan records
 exactly what was asked for, and every impossible parameter (a negative length, a
@@ -22,7 +24,7 @@ import numpy as np
 
 from workloads.errors import InputError
 
-KINDS = ("constant", "uniform", "normal", "lognormal", "exponential")
+KINDS = ("constant", "uniform", "normal", "lognormal", "exponential", "poisson", "skewnormal")
 _RANGE = re.compile(r"\s*(-?[^-\s]+)\s*-\s*(-?[^-\s]+)\s*")
 _FORMS = "e.g. 512, uniform:100-200, normal:mean=1000,std=200, lognormal:mean=2000,std=1500"
 
@@ -183,7 +185,58 @@ class Exponential(_Clipped):
         return f"exponential:mean={_num(self.scale)}{self.clip.suffix()}"
 
 
-Distribution = Constant | Uniform | Normal | LogNormal | Exponential
+@dataclass(frozen=True)
+class Poisson(_Clipped):
+    """Poisson counts with the given mean (a length that is a count of rare events)."""
+
+    lam: float
+    clip: Clip = Clip()
+
+    @property
+    def mean(self) -> float:
+        return self.lam
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.poisson(self.lam, size=n).astype(np.float64)
+
+    def __str__(self) -> str:
+        return f"poisson:mean={_num(self.lam)}{self.clip.suffix()}"
+
+
+@dataclass(frozen=True)
+class SkewNormal(_Clipped):
+    """Azzalini's skew normal: location ``loc``, scale ``scale``, shape ``shape`` (0: the
+    normal; positive: a longer right tail). Drawn as the sign-folded one of two correlated
+    standard normals (Azzalini and Dalla Valle's construction), so numpy alone suffices."""
+
+    loc: float
+    scale: float
+    shape: float
+    clip: Clip = Clip()
+    floor: ClassVar[float] = -math.inf
+
+    @property
+    def _delta(self) -> float:
+        return self.shape / math.sqrt(1 + self.shape**2)
+
+    @property
+    def mean(self) -> float:
+        return self.loc + self.scale * self._delta * math.sqrt(2 / math.pi)
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        delta = self._delta
+        u0 = rng.standard_normal(n)
+        u1 = delta * u0 + math.sqrt(1 - delta**2) * rng.standard_normal(n)
+        return self.loc + self.scale * np.where(u0 >= 0, u1, -u1)
+
+    def __str__(self) -> str:
+        return (
+            f"skewnormal:loc={_num(self.loc)},scale={_num(self.scale)},shape={_num(self.shape)}"
+            f"{self.clip.suffix()}"
+        )
+
+
+Distribution = Constant | Uniform | Normal | LogNormal | Exponential | Poisson | SkewNormal
 
 
 def _float(field: str, name: str, text: str) -> float:
@@ -266,6 +319,22 @@ def _exponential(field: str, body: str) -> Exponential:
     return Exponential(mean, _clip(field, values))
 
 
+def _poisson(field: str, body: str) -> Poisson:
+    values = _keyed(field, "poisson", body, ("mean", "min", "max"))
+    (mean,) = _need(field, "poisson", values, "mean")
+    if mean <= 0:
+        raise InputError(field, f"poisson mean must be positive, got {mean:g}")
+    return Poisson(mean, _clip(field, values))
+
+
+def _skewnormal(field: str, body: str) -> SkewNormal:
+    values = _keyed(field, "skewnormal", body, ("loc", "scale", "shape", "min", "max"))
+    loc, scale, shape = _need(field, "skewnormal", values, "loc", "scale", "shape")
+    if scale <= 0:
+        raise InputError(field, f"skewnormal scale must be positive, got {scale:g}")
+    return SkewNormal(loc, scale, shape, _clip(field, values))
+
+
 def _constant(field: str, body: str) -> Constant:
     return Constant(_float(field, "value", body))
 
@@ -276,6 +345,8 @@ _PARSERS = {
     "normal": _normal,
     "lognormal": _lognormal,
     "exponential": _exponential,
+    "poisson": _poisson,
+    "skewnormal": _skewnormal,
 }
 
 
@@ -344,8 +415,8 @@ def whole_numbers(dist: Distribution, field: str) -> Distribution:
     """``dist`` checked to be one of whole numbers (a token count): a constant, a uniform's
     ends and a clip's bounds must be whole, not rounded behind the user's back
     (``prefix_len=2.5`` was taken as 2, ``uniform:2.5-10`` as 3 to 10). A normal's,
-    lognormal's or exponential's mean and spread may be any number: their draws are
-    rounded to whole tokens as the distribution's own values."""
+    lognormal's, exponential's, Poisson's or skew normal's mean and spread may be any
+    number: their draws are rounded to whole tokens as the distribution's own values."""
     if isinstance(dist, Constant):
         ends: tuple[float | None, ...] = (dist.value,)
     elif isinstance(dist, Uniform):

@@ -44,7 +44,7 @@ def test_the_run_is_read_from_the_resolved_config_and_per_token_figures() -> Non
     )
     # results/config.yaml: 10 groups of 10 single-turn prompts (the profile asked 9 x 5
     # multi-turn), constant arrivals, 8 then 20 req/s for 600 s each
-    assert (run.num_groups, run.prompts_per_group, run.arrivals) == (10, 10, "constant")
+    assert (run.prompts.groups, run.prompts.prompts_per_group, run.arrivals) == (10, 10, "constant")
     assert [(s.rate, s.duration_s) for s in run.stages] == [(8.0, 600.0), (20.0, 600.0)]
     assert run.timeout_s == 300.0 and run.server_type == "vllm"
     # a vLLM server: scheduled asynchronously, and its frontend's time per request
@@ -84,7 +84,7 @@ def test_replay_repeats_the_prompts_and_meets_the_measured_decode(tmp_path: Path
     assert all(len(t.token_times) == run.output_len for t in timings)
     # 100 distinct prompts cycled: after the first cycle, each prompt hits the cache
     cached = [t.num_cached_tokens for t in timings]
-    assert max(cached[:100]) < run.system_prompt_len and min(cached[100:]) >= 16 * 30
+    assert max(cached[:100]) < run.prompts.system_len.mean and min(cached[100:]) >= 16 * 30
     result = score_run(run, EngineConfig())
     rows = {(s.stage, s.metric, s.stat): s for s in result.scores}
     # the roofline's decode step on an H100 lands within 15 % of the measured stream

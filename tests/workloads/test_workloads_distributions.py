@@ -25,6 +25,8 @@ from workloads.errors import InputError
         "normal:mean=1000,std=200,min=1,max=4000",
         "exponential:mean=2",
         "lognormal:median=1600,sigma=0.5,max=9000",
+        "poisson:mean=300",
+        "skewnormal:loc=500,scale=100,shape=4,min=1,max=2000",
     ],
 )
 def test_canonical_text_round_trips(text: str) -> None:
@@ -53,6 +55,28 @@ def test_lognormal_from_moments_has_those_moments() -> None:
     assert draws.mean() == pytest.approx(2000, rel=0.02)
     assert draws.std() == pytest.approx(1500, rel=0.04)
     assert dist.mean == pytest.approx(2000)
+
+
+def test_poisson_and_skew_normal_draw_their_moments() -> None:
+    rng = np.random.default_rng(3)
+    poisson = parse_distribution("poisson:mean=40", "x")
+    draws = poisson.sample_int(rng, 200_000)
+    assert draws.mean() == pytest.approx(40, rel=0.01)
+    assert draws.var() == pytest.approx(40, rel=0.03)  # a Poisson's variance is its mean
+    # Azzalini's skew normal: mean loc + scale·δ·√(2/π), variance scale²(1 − 2δ²/π)
+    skew = parse_distribution("skewnormal:loc=500,scale=100,shape=4", "x")
+    delta = 4 / np.sqrt(17)
+    draws = skew.sample(rng, 400_000)
+    assert skew.mean == pytest.approx(500 + 100 * delta * np.sqrt(2 / np.pi))
+    assert draws.mean() == pytest.approx(skew.mean, rel=0.002)
+    assert draws.std() == pytest.approx(100 * np.sqrt(1 - 2 * delta**2 / np.pi), rel=0.01)
+    assert np.mean(draws > skew.mean) < 0.5  # the long tail is on the right
+    # shape 0 is the normal
+    flat = parse_distribution("skewnormal:loc=0,scale=1,shape=0", "x").sample(rng, 200_000)
+    assert abs(flat.mean()) < 0.01 and flat.std() == pytest.approx(1, rel=0.01)
+    for bad in ("poisson:mean=0", "skewnormal:loc=1,scale=0,shape=1", "skewnormal:loc=1"):
+        with pytest.raises(InputError):
+            parse_distribution(bad, "x")
 
 
 def test_lengths_are_clipped_at_their_floor() -> None:

@@ -1,0 +1,160 @@
+"""``simulate --against``: the prompts of an inference-perf run, however its version wrote them.
+
+What fails if the reader broke: a configuration written under inference-perf's aliases
+or with distributions for its lengths read as a traceback or as the wrong prompts, or a
+run whose prompts cannot be rebuilt (another generator, multi-turn chat) replayed as if
+it were a single-turn shared-prefix one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from repo_paths import FIXTURES
+
+from perfmodel.config import EngineConfig
+from session.against import replay, workload
+from session.lifecycle import read_lifecycle
+from session.lifecycle_prompts import length
+from workloads.distributions import Constant, LogNormal, Normal, Poisson, SkewNormal, Uniform
+from workloads.errors import InputError
+
+RUNS = FIXTURES / "ground-truth" / "training" / "default_args"
+RUN = RUNS / "20260217-231439-llama-2-7b-tp1-general"
+CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "simulate"]
+
+
+def _copy(dst: Path, seconds: float = 3.0, **prefix: Any) -> Path:
+    """The run with short stages and its ``data.shared_prefix`` entries replaced
+    (a ``None`` value removes the entry)."""
+    shutil.copytree(RUN, dst)
+    config_file = dst / "results" / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    for stage in config["load"]["stages"]:
+        stage["duration"] = seconds
+    shared = config["data"]["shared_prefix"]
+    for key, value in prefix.items():
+        if value is None:
+            shared.pop(key, None)
+        else:
+            shared[key] = value
+    config_file.write_text(yaml.safe_dump(config))
+    return dst
+
+
+def test_the_alias_spellings_read_as_the_same_run(tmp_path: Path) -> None:
+    plain = read_lifecycle(_copy(tmp_path / "plain"))
+    aliased = read_lifecycle(
+        _copy(tmp_path / "aliased", num_groups=None, num_prompts_per_group=None,
+              num_unique_system_prompts=10, num_users_per_system_prompt=10)
+    )  # fmt: skip
+    assert aliased.prompts == plain.prompts
+    assert (plain.prompts.groups, plain.prompts.prompts_per_group) == (10, 10)
+    config = plain.engine(EngineConfig())
+    a, b = replay(plain, config), replay(aliased, config)
+    assert [t.e2e_s for t in a] == [t.e2e_s for t in b]
+
+
+def test_distribution_lengths_are_drawn_once_per_prompt(tmp_path: Path) -> None:
+    question = {"type": "normal", "mean": 400, "std_dev": 80, "min": 200, "max": 600}
+    output = {"type": "uniform", "min": 20, "max": 60}
+    run = read_lifecycle(_copy(tmp_path / "run", 10.0, question_len=question, output_len=output))
+    assert run.prompts.question_len == Normal(400, 80, run.prompts.question_len.clip)
+    assert run.prompts.output_len == Uniform(20, 60)
+    assert run.output_len == 40
+    sent = workload(run, 32000)
+    n = run.prompts.prompts
+    requests = [r for _, r in sent]
+    # the client's template tokens: what the measured mean adds to the configured one
+    extra = round(run.prompt_len - run.prompts.mean_len)
+    assert extra > 0
+    own = np.array([len(r.prompt_token_ids) for r in requests[:n]]) - 100
+    assert own.min() >= 200 + extra and own.max() <= 600 + extra
+    assert own.std() > 40 and abs(own.mean() - (400 + extra)) < 25
+    outputs = np.array([r.max_tokens for r in requests[:n]])
+    assert outputs.min() >= 20 and outputs.max() <= 60 and len(set(outputs)) > 10
+    # a prompt keeps its lengths each time it is sent again
+    for i, later in enumerate(requests[n:]):
+        first = requests[i % n]
+        assert later.max_tokens == first.max_tokens
+        assert np.array_equal(later.prompt_token_ids, first.prompt_token_ids)
+    # each group's prompts share its system prompt, and only that
+    system = [r.prompt_token_ids[:100] for r in requests[:n]]
+    assert all(np.array_equal(system[i], system[i - i % 10]) for i in range(n))
+    assert not np.array_equal(system[0], system[10])
+    # the replay streams each request's own output length
+    timings = replay(run, run.engine(EngineConfig()))
+    assert [len(t.token_times) for t in timings] == [r.max_tokens for r in requests]
+
+
+def test_a_legacy_distribution_applies_to_a_numeric_length(tmp_path: Path) -> None:
+    legacy = {"type": "fixed", "mean": 300}
+    run = read_lifecycle(_copy(tmp_path / "run", question_len=447, question_distribution=legacy))
+    assert run.prompts.question_len == Constant(300)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (448, Constant(448)),
+        ({"type": "fixed", "mean": 250.7}, Constant(250)),
+        ({"type": "normal", "mean": 300, "std_dev": 0}, Constant(300)),
+        ({"type": "lognormal", "mean": 300, "std_dev": 100, "min": 1, "max": 900}, LogNormal),
+        ({"type": "poisson", "mean": 30}, Poisson),
+        ({"type": "skew_normal", "mean": 300, "std_dev": 50, "skew": 3}, SkewNormal),
+        ({"mean": 300, "variance": 400}, Normal),  # the default type; std_dev from variance
+    ],
+)
+def test_inference_perf_distributions(value: Any, expected: Any) -> None:
+    dist = length(value, "question_len", Path("c.yaml"), "--against")
+    if isinstance(expected, type):
+        assert isinstance(dist, expected)
+        draws = dist.sample_int(np.random.default_rng(0), 50_000)
+        low = value.get("min", 10)
+        high = value.get("max", 1024)
+        assert draws.min() >= low and draws.max() <= high  # inference-perf's defaults clip
+        assert draws.mean() == pytest.approx(dist.mean, rel=0.02)
+    else:
+        assert dist == expected
+    if value == {"mean": 300, "variance": 400}:
+        assert dist == Normal(300, 20, dist.clip)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"type": "zipf", "mean": 3}, {"min": 50, "max": 10}, {"mean": "many"}, -5, "long",
+     {"type": "lognormal", "mean": 0, "std_dev": 3}],
+)  # fmt: skip
+def test_a_bad_length_is_one_input_error(value: Any) -> None:
+    with pytest.raises(InputError) as err:
+        length(value, "data.shared_prefix.question_len", Path("c.yaml"), "--against")
+    assert err.value.field == "--against" and "question_len" in str(err.value)
+
+
+def _refused(folder: Path) -> str:
+    result = subprocess.run([*CLI, "--against", str(folder)], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "--against" in result.stderr
+    return result.stderr
+
+
+def test_runs_whose_prompts_the_files_cannot_rebuild_are_refused(tmp_path: Path) -> None:
+    other = _copy(tmp_path / "random")
+    config_file = other / "results" / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config["data"]["type"] = "random"
+    config_file.write_text(yaml.safe_dump(config))
+    assert "data.type 'random'" in _refused(other)
+    chat = _copy(tmp_path / "chat", enable_multi_turn_chat=True)
+    assert "enable_multi_turn_chat" in _refused(chat)
+    bad = _copy(tmp_path / "bad", output_len={"type": "zipf"})
+    assert "output_len.type" in _refused(bad)
+    missing = _copy(tmp_path / "missing", num_groups=None)
+    assert "num_groups" in _refused(missing)
