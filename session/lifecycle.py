@@ -224,6 +224,28 @@ _SERVER_SETTINGS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+def _stages(load: dict[str, Any], where: Path, flag: str) -> tuple[str, list[Stage]]:
+    """The arrival process and the stages of an open-loop run (``load.type`` constant or
+    poisson, each stage a rate for a duration); ``InputError`` naming ``flag`` otherwise."""
+    arrivals = str(load.get("type") or "constant")
+    if arrivals not in ("constant", "poisson"):
+        raise InputError(flag, f"{where}: load.type {arrivals!r} is not replayed",
+                         "replay a constant or poisson run")  # fmt: skip
+    raw = load.get("stages") or []
+    if not raw:
+        what = "a sweep whose stages it does not record" if load.get("sweep") else "no stages"
+        raise InputError(flag, f"{where}: load has {what}", "give the resolved config.yaml")
+    stages = []
+    for i, stage in enumerate(raw):
+        rate = stage.get("rate") if isinstance(stage, dict) else None
+        duration = stage.get("duration") if isinstance(stage, dict) else None
+        if not (_is_number(rate) and _is_number(duration) and rate > 0 and duration > 0):
+            raise InputError(flag, f"{where}: load.stages[{i}] is {stage!r}",
+                             "each stage needs rate > 0 and duration > 0")  # fmt: skip
+        stages.append(Stage(float(rate), float(duration)))
+    return arrivals, stages
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -266,12 +288,7 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     client = _load_yaml(client_file, flag)
     prompts = read_prompts(client, client_file, flag)
     load = _need(client, "load", client_file, flag)
-    stages = [Stage(float(s["rate"]), float(s["duration"])) for s in load.get("stages") or []]
-    if not stages or any(s.rate <= 0 or s.duration_s <= 0 for s in stages):
-        raise InputError(flag, f"{client_file}: load.stages needs rate > 0 and duration > 0")
-    arrivals = str(load.get("type") or "constant")
-    if arrivals not in ("constant", "poisson"):
-        raise InputError(flag, f"{client_file}: load.type {arrivals!r}", "constant or poisson")
+    arrivals, stages = _stages(load, client_file, flag)
     stage_files = {WHOLE_RUN: results / "summary_lifecycle_metrics.json"}
     stage_files |= {i: results / f"stage_{i}_lifecycle_metrics.json" for i in range(len(stages))}
     raw = {}

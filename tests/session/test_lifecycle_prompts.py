@@ -31,14 +31,15 @@ RUN = RUNS / "20260217-231439-llama-2-7b-tp1-general"
 CLI = [sys.executable, "-c", "from prefillscope.cli import main; main()", "simulate"]
 
 
-def _copy(dst: Path, seconds: float = 3.0, **prefix: Any) -> Path:
-    """The run with short stages and its ``data.shared_prefix`` entries replaced
-    (a ``None`` value removes the entry)."""
+def _copy(dst: Path, seconds: float = 3.0, load: dict | None = None, **prefix: Any) -> Path:
+    """The run with short stages, its ``load`` entries updated with ``load`` and its
+    ``data.shared_prefix`` entries replaced (a ``None`` value removes the entry)."""
     shutil.copytree(RUN, dst)
     config_file = dst / "results" / "config.yaml"
     config = yaml.safe_load(config_file.read_text())
     for stage in config["load"]["stages"]:
         stage["duration"] = seconds
+    config["load"].update(load or {})
     shared = config["data"]["shared_prefix"]
     for key, value in prefix.items():
         if value is None:
@@ -143,6 +144,15 @@ def _refused(folder: Path) -> str:
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "--against" in result.stderr
     return result.stderr
+
+
+def test_loads_that_are_not_open_loop_stages_are_refused(tmp_path: Path) -> None:
+    closed = {"type": "concurrent", "stages": [{"num_requests": 100, "concurrency_level": 8}]}
+    assert "load.type 'concurrent'" in _refused(_copy(tmp_path / "closed", load=closed))
+    sweep = {"stages": [], "sweep": {"type": "linear"}}
+    assert "sweep" in _refused(_copy(tmp_path / "sweep", load=sweep))
+    bad = {"stages": [{"rate": "fast", "duration": 60}]}
+    assert "load.stages[0]" in _refused(_copy(tmp_path / "bad", load=bad))
 
 
 def test_runs_whose_prompts_the_files_cannot_rebuild_are_refused(tmp_path: Path) -> None:
