@@ -19,7 +19,7 @@ from perfmodel.config import EngineConfig
 from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
 from runfmt.slo import Slo
-from session.lifecycle import WHOLE_RUN, LifecycleRun, arrival_times
+from session.lifecycle import WHOLE_RUN, LifecycleRun, stage_arrivals
 from session.sim_workload import SimWorkload
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest
@@ -31,10 +31,17 @@ METRICS = (TTFT.key, ITL.key, TPOT.key, E2E.key)
 STATS = ("mean", "p90", "p99")
 
 
+#: Seconds from a stage's last request ending to the next stage's first possible send,
+#: besides ``load.interval``: inference-perf starts a stage's clock a second after it
+#: queues the stage's requests.
+STAGE_START_S = 1.0
+
+
 def workload(
     run: LifecycleRun, vocab_size: int, seed: int = 0
-) -> list[tuple[float, EngineRequest]]:
-    """The run's requests with their send times (the rules of ``session.lifecycle``)."""
+) -> list[list[tuple[float, EngineRequest]]]:
+    """The run's requests, stage by stage, each with its send time from its stage's start
+    (the rules of ``session.lifecycle``)."""
     rng = np.random.default_rng(seed)
     # the lengths from a stream of their own: a fixed-length run's tokens stay as they were
     lengths = run.prompts.draw(np.random.default_rng([seed, 1]))
@@ -50,12 +57,49 @@ def workload(
             # (a request repeats a prompt; converting a list costs more than simulating it)
             prompts.append(np.concatenate([system, question]))
             outputs.append(max(1, int(output_len)))
-    times = arrival_times(run, seed)
-    n = len(prompts)
-    return [
-        (float(t), EngineRequest(f"r{i}", prompts[i % n], outputs[i % n], ignore_eos=True))
-        for i, t in enumerate(times)
-    ]
+    n, i = len(prompts), 0
+    stages = []
+    for times in stage_arrivals(run, seed):
+        stage = []
+        for t in times:
+            req = EngineRequest(f"r{i}", prompts[i % n], outputs[i % n], ignore_eos=True)
+            stage.append((float(t), req))
+            i += 1
+        stages.append(stage)
+    return stages
+
+
+class StageRelease:
+    """Sends each load stage once every request of the one before it has ended (finished
+    or timed out), ``gap_s`` later: inference-perf waits for a stage to drain, sleeps
+    ``load.interval`` and starts the next stage's clock (``STAGE_START_S``). A stage that
+    overloads the server thus ends when its backlog does, and the next one meets an idle
+    server. ``starts`` holds each stage's start on the virtual clock once released."""
+
+    def __init__(self, stages: Sequence[Sequence[tuple[float, EngineRequest]]], gap_s: float):
+        self._stages = stages
+        self._gap_s = gap_s
+        self._stage_of = {req.request_id: k for k, s in enumerate(stages) for _, req in s}
+        self._left = [len(s) for s in stages]
+        self.starts: list[float | None] = [0.0] + [None] * (len(stages) - 1)
+
+    def first(self) -> list[tuple[float, EngineRequest]]:
+        """What is sent from the start: the first stage (and any stage after an empty one)."""
+        return self._from(0, 0.0)
+
+    def __call__(self, request_id: str, now: float) -> list[tuple[float, EngineRequest]]:
+        k = self._stage_of[request_id]
+        self._left[k] -= 1
+        if self._left[k] or k + 1 == len(self._stages):
+            return []
+        return self._from(k + 1, now + self._gap_s)
+
+    def _from(self, k: int, start: float) -> list[tuple[float, EngineRequest]]:
+        self.starts[k] = start
+        sent = [(start + t, req) for t, req in self._stages[k]]
+        if not sent and k + 1 < len(self._stages):  # nothing to wait for
+            return self._from(k + 1, start + self._gap_s)
+        return sent
 
 
 def replay(
@@ -63,35 +107,41 @@ def replay(
     config: EngineConfig,
     seed: int = 0,
     cores: Sequence[EngineCore] | None = None,
-) -> list[RequestTiming]:
-    """Every request of the run, served on the virtual clock (client timeout honoured) by
-    the run's data-parallel replicas, ``cores`` (new engines of ``config`` when not
-    given), each with its own scheduler and prefix cache: the requests dealt over them as
-    ``simulate`` deals a workload over replicas (``SimWorkload.split``: round-robin in send
-    order; vLLM's balancer sends each to the least-loaded engine, which identical requests
-    at a steady rate alternate)."""
-    arrivals = workload(run, config.vocab_size, seed)
+) -> list[list[RequestTiming]]:
+    """Every request of the run, stage by stage, served on the virtual clock (client
+    timeout honoured; each stage sent once the one before it drained, ``StageRelease``)
+    by the run's data-parallel replicas, ``cores`` (new engines of ``config`` when not
+    given), each with its own scheduler and prefix cache. Each stage's requests are dealt
+    over the replicas as ``simulate`` deals a workload (``SimWorkload.split``: round-robin
+    in send order; vLLM's balancer sends each to the least-loaded engine, which identical
+    requests at a steady rate alternate), and each replica waits for its own share of a
+    stage to drain (a close stand-in for the client's wait on all of them: round-robin
+    shares of one stage drain together)."""
+    stages = workload(run, config.vocab_size, seed)
     n = run.data_parallel_size
     engines = cores or [EngineCore(config) for _ in range(n)]
     if len(engines) != n:
         raise ValueError(f"{len(engines)} engines for {n} data-parallel replicas")
+    shares = [[SimWorkload(timed=stage).split(n)[r].timed for stage in stages] for r in range(n)]
     timings: dict[str, RequestTiming] = {}
-    for part, core in zip(SimWorkload(timed=arrivals).split(n), engines, strict=True):
-        result = VirtualDriver(core).run(part.timed, record_steps=False, timeout_s=run.timeout_s)
+    for share, core in zip(shares, engines, strict=True):
+        release = StageRelease(share, run.stage_interval_s + STAGE_START_S)
+        result = VirtualDriver(core).run(
+            release.first(), record_steps=False, release=release, timeout_s=run.timeout_s
+        )
         timings.update(result.requests)
-    return [timings[req.request_id] for _, req in arrivals]
+    return [[timings[req.request_id] for _, req in stage] for stage in stages]
 
 
 def stage_summaries(
-    run: LifecycleRun, timings: list[RequestTiming], slo: Slo | None = None
+    run: LifecycleRun, stages: list[list[RequestTiming]], slo: Slo | None = None
 ) -> dict[int, SimFigures]:
-    """Bench's summary of the requests sent in each stage, and of the whole run."""
-    out = {WHOLE_RUN: summarize(timings, [], slo or Slo())}
-    if len(run.stages) > 1:
-        sent = np.array([t.arrival_s for t in timings])
-        for i, (start, end) in enumerate(run.stage_bounds()):
-            part = [t for t, s in zip(timings, sent, strict=True) if start <= s < end]
-            out[i] = summarize(part, [], slo or Slo())
+    """Bench's summary of each stage's requests, and of the whole run's."""
+    every = [t for stage in stages for t in stage]
+    out = {WHOLE_RUN: summarize(every, [], slo or Slo())}
+    if len(stages) > 1:
+        for i, stage in enumerate(stages):
+            out[i] = summarize(stage, [], slo or Slo())
     else:
         out[0] = out[WHOLE_RUN]
     return out
@@ -128,9 +178,10 @@ def score_run(
     config = run.engine(base, given)
     t0 = time.perf_counter()
     cores = [EngineCore(config) for _ in range(run.data_parallel_size)]
-    timings = replay(run, config, seed, cores)
+    stages = replay(run, config, seed, cores)
+    timings = [t for stage in stages for t in stage]
     wall = time.perf_counter() - t0
-    summaries = stage_summaries(run, timings)
+    summaries = stage_summaries(run, stages)
     whole = summaries[WHOLE_RUN]
     return AgainstResult(
         run=str(run.path),

@@ -17,8 +17,14 @@ Which file the workload follows, and why:
   The prompts are as long as the *measured* mean ``prompt_len`` on average: the chat
   template adds tokens the configuration does not count, and they are put after the
   question.
-* **Arrivals** follow ``load.type`` of ``results/config.yaml`` (``constant``: evenly spaced
-  at each stage's rate; ``poisson``: exponential gaps, seeded), stage after stage.
+* **Arrivals** follow ``load.type`` of ``results/config.yaml`` as inference-perf's load
+  timers draw them: a stage sends ``int(rate · duration)`` requests; under ``constant`` their
+  gaps are exponential draws scaled to sum to the stage's duration (the timer's "small
+  amount of random noise" is a Poisson process's gaps: the README's "the protocol says
+  Poisson" and "load.type constant" are the same arrivals), under ``poisson`` each second
+  gets a Poisson count of them, spread so within it. Seeded. A stage starts once every
+  request of the one before it has ended, ``load.interval`` (default 1 s) and another
+  second later (``session.against.StageRelease``): the client waits for a stage to drain.
 * **Output lengths** are the requested ``output_len``: the server ran with ``ignore_eos``,
   and the measured streams say it produced them. inference-perf's ``output_len`` counts
   the streamed text re-tokenized, which comes out shorter for some models, and its
@@ -128,6 +134,8 @@ class LifecycleRun:
     #: Engine replicas behind the endpoint (vLLM's ``data_parallel_size``), each with
     #: ``tensor_parallel_size`` GPUs, its own scheduler and its own prefix cache.
     data_parallel_size: int = 1
+    #: ``load.interval``: the client's pause between a stage's end and the next stage.
+    stage_interval_s: float = 1.0
     #: ``gpu_memory_utilization`` and ``enable_prefix_caching`` where ``exp-config.yaml``
     #: records them (None: the engine's own, vLLM's defaults 0.9 and on).
     gpu_memory_utilization: float | None = None
@@ -176,14 +184,6 @@ class LifecycleRun:
         # a step schedules at most its budget's sequences
         seqs = min(config.max_num_seqs, config.max_num_batched_tokens)
         return dataclasses.replace(config, max_num_seqs=seqs)
-
-    def stage_bounds(self) -> list[tuple[float, float]]:
-        """Each stage's [start, end) in seconds from the first send."""
-        out, t = [], 0.0
-        for stage in self.stages:
-            out.append((t, t + stage.duration_s))
-            t += stage.duration_s
-        return out
 
 
 def _load_yaml(path: Path, flag: str) -> dict[str, Any]:
@@ -289,6 +289,11 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     prompts = read_prompts(client, client_file, flag)
     load = _need(client, "load", client_file, flag)
     arrivals, stages = _stages(load, client_file, flag)
+    interval = load.get("interval")
+    interval = 1.0 if interval is None else interval
+    if not _is_number(interval) or interval < 0:
+        raise InputError(flag, f"{client_file}: load.interval is {interval!r}",
+                         "a number of seconds >= 0")  # fmt: skip
     stage_files = {WHOLE_RUN: results / "summary_lifecycle_metrics.json"}
     stage_files |= {i: results / f"stage_{i}_lifecycle_metrics.json" for i in range(len(stages))}
     raw = {}
@@ -317,6 +322,7 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
         max_model_len=setting("max_model_len") or 32768,
         prompts=prompts,
         stages=stages,
+        stage_interval_s=float(interval),
         arrivals=arrivals,
         timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
         prompt_len=max(prompt_len, prompts.mean_len),
@@ -367,16 +373,33 @@ def _actual(data: dict[str, Any], run: LifecycleRun) -> dict[str, dict[str, floa
     return out
 
 
-def arrival_times(run: LifecycleRun, seed: int = 0) -> np.ndarray:
-    """Send times of every request, stage after stage (``run.arrivals``' process)."""
+def stage_arrivals(run: LifecycleRun, seed: int = 0) -> list[np.ndarray]:
+    """Each stage's send times, in seconds from the stage's start, drawn as inference-perf's
+    load timers draw them (the module docstring): ``int(rate · duration)`` requests, their
+    gaps exponential and scaled to fill the stage (``constant``), or a Poisson count of
+    them in each second, spread so within it (``poisson``)."""
     rng = np.random.default_rng(seed)
-    parts = []
-    for (start, end), stage in zip(run.stage_bounds(), run.stages, strict=True):
+    out = []
+    for stage in run.stages:
+        count = int(stage.rate * stage.duration_s)
         if run.arrivals == "poisson":
-            count = int(stage.rate * stage.duration_s * 1.2) + 16
-            times = start + np.cumsum(rng.exponential(1.0 / stage.rate, size=count))
-            parts.append(times[times < end])
+            times: list[np.ndarray] = []
+            second, drawn = 0.0, 0
+            while drawn < count:
+                n = int(rng.poisson(stage.rate))
+                if n:
+                    times.append(second + _filled(rng, n, 1.0))
+                    drawn += n
+                second += 1.0
+            out.append(np.concatenate(times)[:count] if times else np.zeros(0))
         else:
-            count = round(stage.rate * stage.duration_s)
-            parts.append(start + np.arange(count) / stage.rate)
-    return np.concatenate(parts)
+            out.append(_filled(rng, count, stage.duration_s))
+    return out
+
+
+def _filled(rng: np.random.Generator, count: int, span_s: float) -> np.ndarray:
+    """``count`` send times whose exponential gaps are scaled to sum to ``span_s``."""
+    if count <= 0:
+        return np.zeros(0)
+    gaps = rng.exponential(1.0, size=count)
+    return np.cumsum(gaps * (span_s / gaps.sum()))

@@ -20,8 +20,8 @@ import yaml
 from repo_paths import FIXTURES
 
 from perfmodel.config import EngineConfig
-from session.against import replay, workload
-from session.lifecycle import read_lifecycle
+from session.against import STAGE_START_S, replay, workload
+from session.lifecycle import read_lifecycle, stage_arrivals
 from session.lifecycle_prompts import length
 from workloads.distributions import Constant, LogNormal, Normal, Poisson, SkewNormal, Uniform
 from workloads.errors import InputError
@@ -60,7 +60,7 @@ def test_the_alias_spellings_read_as_the_same_run(tmp_path: Path) -> None:
     assert (plain.prompts.groups, plain.prompts.prompts_per_group) == (10, 10)
     config = plain.engine(EngineConfig())
     a, b = replay(plain, config), replay(aliased, config)
-    assert [t.e2e_s for t in a] == [t.e2e_s for t in b]
+    assert [[t.e2e_s for t in stage] for stage in a] == [[t.e2e_s for t in stage] for stage in b]
 
 
 def test_distribution_lengths_are_drawn_once_per_prompt(tmp_path: Path) -> None:
@@ -70,9 +70,8 @@ def test_distribution_lengths_are_drawn_once_per_prompt(tmp_path: Path) -> None:
     assert run.prompts.question_len == Normal(400, 80, run.prompts.question_len.clip)
     assert run.prompts.output_len == Uniform(20, 60)
     assert run.output_len == 40
-    sent = workload(run, 32000)
     n = run.prompts.prompts
-    requests = [r for _, r in sent]
+    requests = [r for stage in workload(run, 32000) for _, r in stage]
     # the client's template tokens: what the measured mean adds to the configured one
     extra = round(run.prompt_len - run.prompts.mean_len)
     assert extra > 0
@@ -91,7 +90,7 @@ def test_distribution_lengths_are_drawn_once_per_prompt(tmp_path: Path) -> None:
     assert all(np.array_equal(system[i], system[i - i % 10]) for i in range(n))
     assert not np.array_equal(system[0], system[10])
     # the replay streams each request's own output length
-    timings = replay(run, run.engine(EngineConfig()))
+    timings = [t for stage in replay(run, run.engine(EngineConfig())) for t in stage]
     assert [len(t.token_times) for t in timings] == [r.max_tokens for r in requests]
 
 
@@ -168,3 +167,45 @@ def test_runs_whose_prompts_the_files_cannot_rebuild_are_refused(tmp_path: Path)
     assert "output_len.type" in _refused(bad)
     missing = _copy(tmp_path / "missing", num_groups=None)
     assert "num_groups" in _refused(missing)
+
+
+def test_stage_arrivals_are_inference_perf_timers(tmp_path: Path) -> None:
+    """``constant`` is not evenly spaced: inference-perf draws exponential gaps and scales
+    them to fill the stage; ``poisson`` spreads a Poisson count over each second."""
+    run = read_lifecycle(_copy(tmp_path / "run", 600.0))
+    constant = stage_arrivals(run, seed=5)
+    assert [len(t) for t in constant] == [8 * 600, 20 * 600]
+    for times, stage in zip(constant, run.stages, strict=True):
+        gaps = np.diff(np.concatenate([[0.0], times]))
+        assert times[-1] == pytest.approx(stage.duration_s)  # scaled to fill the stage
+        assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)  # exponential
+        counts = np.bincount(times.astype(int), minlength=600)[:600]
+        assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.15)  # Poisson counts
+    again = stage_arrivals(run, seed=5)
+    assert all(np.array_equal(a, b) for a, b in zip(constant, again, strict=True))
+    run.arrivals = "poisson"
+    poisson = stage_arrivals(run, seed=5)
+    assert [len(t) for t in poisson] == [8 * 600, 20 * 600]
+    for times in poisson:
+        assert np.all(np.diff(times) > 0)
+        counts = np.bincount(times.astype(int))
+        assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_stage_starts_once_the_one_before_has_drained(tmp_path: Path) -> None:
+    """The client waits for every request of a stage to end, then ``load.interval``, then
+    a second, before the next stage's first send; a stage too short for one request
+    does not stall the run."""
+    for interval in (1.0, 6.0):
+        run = read_lifecycle(_copy(tmp_path / f"i{interval}", 5.0, load={"interval": interval}))
+        assert run.stage_interval_s == interval
+        first, second = replay(run, run.engine(EngineConfig()))
+        drained = max(t.arrival_s + t.e2e_s for t in first)
+        start = drained + interval + STAGE_START_S
+        assert start < min(t.arrival_s for t in second) < start + 1.0
+    stages = [{"rate": 0.5, "duration": 1}, {"rate": 8, "duration": 2}]
+    run = read_lifecycle(_copy(tmp_path / "empty", load={"stages": stages}))
+    empty, later = replay(run, run.engine(EngineConfig()))
+    assert len(empty) == 0 and len(later) == 16 and all(t.e2e_s for t in later)
+    with pytest.raises(InputError):
+        read_lifecycle(_copy(tmp_path / "bad", load={"interval": -1}))
