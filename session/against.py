@@ -19,7 +19,8 @@ from perfmodel.config import EngineConfig
 from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from runfmt.simresult import AgainstResult, AgainstScore, SimFigures, StageFigures, extended
 from runfmt.slo import Slo
-from session.lifecycle import WHOLE_RUN, LifecycleRun, stage_arrivals
+from session.lifecycle import WHOLE_RUN, LifecycleRun
+from session.lifecycle_load import stage_arrivals
 from session.sim_workload import SimWorkload
 from session.simulate import summarize
 from simengine.core import EngineCore, EngineRequest
@@ -43,8 +44,9 @@ def workload(
     """The run's requests, stage by stage, each with its send time from its stage's start
     (the rules of ``session.lifecycle``)."""
     rng = np.random.default_rng(seed)
-    # the lengths from a stream of their own: a fixed-length run's tokens stay as they were
-    lengths = run.prompts.draw(np.random.default_rng([seed, 1]))
+    # the lengths and the order from a stream of their own
+    plan_rng = np.random.default_rng([seed, 1])
+    lengths = run.prompts.draw(plan_rng)
     extra = max(0, round(run.prompt_len - run.prompts.mean_len))
     prompts, outputs = [], []
     for group, system_len in enumerate(lengths.system):
@@ -57,12 +59,15 @@ def workload(
             # (a request repeats a prompt; converting a list costs more than simulating it)
             prompts.append(np.concatenate([system, question]))
             outputs.append(max(1, int(output_len)))
+    # inference-perf shuffles its prompts once and starts each stage at the first of them
+    order = plan_rng.permutation(len(prompts))
+    prompts, outputs = [prompts[k] for k in order], [outputs[k] for k in order]
     n, i = len(prompts), 0
     stages = []
-    for times in stage_arrivals(run, seed):
+    for times in stage_arrivals(run.stages, run.arrivals, seed):
         stage = []
-        for t in times:
-            req = EngineRequest(f"r{i}", prompts[i % n], outputs[i % n], ignore_eos=True)
+        for j, t in enumerate(times):
+            req = EngineRequest(f"r{i}", prompts[j % n], outputs[j % n], ignore_eos=True)
             stage.append((float(t), req))
             i += 1
         stages.append(stage)

@@ -12,32 +12,19 @@ Which file the workload follows, and why:
   system prompt and a question of its own, with the lengths it gives (numbers or
   distributions). ``profile.yaml`` may ask for multi-turn chat over other counts, but the
   measured prompt lengths do not grow across the run (they would, turn after turn), so
-  the resolved configuration is what ran. Requests cycle through the prompts in order, so
-  a prompt recurs and the prefix cache (on by default in vLLM's V1 engine) sees it again.
+  the resolved configuration is what ran. Requests cycle through the prompts (shuffled
+  once, each stage from the first of them, as inference-perf sends them), so a prompt
+  recurs and the prefix cache (on by default in vLLM's V1 engine) sees it again.
   The prompts are as long as the *measured* mean ``prompt_len`` on average: the chat
   template adds tokens the configuration does not count, and they are put after the
   question.
-* **Arrivals** follow ``load.type`` of ``results/config.yaml`` as inference-perf's load
-  timers draw them: a stage sends ``int(rate · duration)`` requests; under ``constant`` their
-  gaps are exponential draws scaled to sum to the stage's duration (the timer's "small
-  amount of random noise" is a Poisson process's gaps: the README's "the protocol says
-  Poisson" and "load.type constant" are the same arrivals), under ``poisson`` each second
-  gets a Poisson count of them, spread so within it. Seeded. A stage starts once every
-  request of the one before it has ended, ``load.interval`` (default 1 s) and another
-  second later (``session.against.StageRelease``): the client waits for a stage to drain.
-* **Output lengths** are the requested ``output_len``: the server ran with ``ignore_eos``,
-  and the measured streams say it produced them. inference-perf's ``output_len`` counts
-  the streamed text re-tokenized, which comes out shorter for some models, and its
-  ``inter_token_latency``/``time_per_output_token`` count ``k`` tokens per streamed token
-  (each chunk re-tokenized with its start-of-text token: ``k = 2`` for the Llama and
-  Mixtral tokenizers). The factor is read from the measurements themselves: the stream's
-  duration over the client's mean TPOT gives its token count, ``k`` times the requested
-  one (``client_tokens_per_token``).
+* **Arrivals, stages and the timeout** follow ``results/config.yaml``'s ``load`` as
+  inference-perf's load generator sends them (read by ``session.lifecycle_load``): random
+  gaps even under ``constant``, each stage once the one before it drained, the client's
+  timeout (300 s unless ``request_timeout`` says).
 * **The server** is ``exp-config.yaml``'s; a ``vllm`` server (``server.type``) is
   simulated with vLLM V1's asynchronous scheduling (``EngineConfig.async_scheduling``)
   and its OpenAI frontend's time per request (``VLLM_FRONTEND_S``, below).
-* **Timeouts**: ``load.request_timeout`` when set, else the client's default total timeout
-  of 300 s (the failures' ``request_latency`` starts at 300.0 s in the overloaded runs).
 
 Measured figures are turned into per-token ones: TPOT ``× (k·n − 1)/(n − 1)`` (n the
 output length; exact per request, so for every quantile), ITL mean likewise, and an ITL
@@ -55,15 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from perfmodel.config import EngineConfig
 from runfmt.metrics import E2E, ITL, TPOT, TTFT
+from session.lifecycle_load import Stage, read_load
 from session.lifecycle_prompts import SharedPrefixPlan, read_prompts
 from workloads.errors import InputError
 
-#: The client's total timeout when ``request_timeout`` is null (aiohttp's default).
-DEFAULT_TIMEOUT_S = 300.0
 #: Statistics the scoreboard compares, as inference-perf names them.
 LIFECYCLE_STATS = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 _CLIENT_LEVELS = {"p50": "median", "p75": "p75", "p90": "p90", "p95": "p95", "p99": "p99",
@@ -92,14 +76,6 @@ WHOLE_RUN = -1
 #: estimate of one study's hosts and client, not a property of the model: a different
 #: host or client is given its own figure with ``host_overhead_per_request_s``.
 VLLM_FRONTEND_S = 0.00975
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One load stage: requests per second for so many seconds."""
-
-    rate: float
-    duration_s: float
 
 
 @dataclass
@@ -224,26 +200,14 @@ _SERVER_SETTINGS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def _stages(load: dict[str, Any], where: Path, flag: str) -> tuple[str, list[Stage]]:
-    """The arrival process and the stages of an open-loop run (``load.type`` constant or
-    poisson, each stage a rate for a duration); ``InputError`` naming ``flag`` otherwise."""
-    arrivals = str(load.get("type") or "constant")
-    if arrivals not in ("constant", "poisson"):
-        raise InputError(flag, f"{where}: load.type {arrivals!r} is not replayed",
-                         "replay a constant or poisson run")  # fmt: skip
-    raw = load.get("stages") or []
-    if not raw:
-        what = "a sweep whose stages it does not record" if load.get("sweep") else "no stages"
-        raise InputError(flag, f"{where}: load has {what}", "give the resolved config.yaml")
-    stages = []
-    for i, stage in enumerate(raw):
-        rate = stage.get("rate") if isinstance(stage, dict) else None
-        duration = stage.get("duration") if isinstance(stage, dict) else None
-        if not (_is_number(rate) and _is_number(duration) and rate > 0 and duration > 0):
-            raise InputError(flag, f"{where}: load.stages[{i}] is {stage!r}",
-                             "each stage needs rate > 0 and duration > 0")  # fmt: skip
-        stages.append(Stage(float(rate), float(duration)))
-    return arrivals, stages
+def _read_json(path: Path, flag: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(flag, f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(flag, f"{path} is not a JSON object")
+    return data
 
 
 def _is_number(value: Any) -> bool:
@@ -287,24 +251,15 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
     server = _load_yaml(server_file, flag)
     client = _load_yaml(client_file, flag)
     prompts = read_prompts(client, client_file, flag)
-    load = _need(client, "load", client_file, flag)
-    arrivals, stages = _stages(load, client_file, flag)
-    interval = load.get("interval")
-    interval = 1.0 if interval is None else interval
-    if not _is_number(interval) or interval < 0:
-        raise InputError(flag, f"{client_file}: load.interval is {interval!r}",
-                         "a number of seconds >= 0")  # fmt: skip
-    stage_files = {WHOLE_RUN: results / "summary_lifecycle_metrics.json"}
-    stage_files |= {i: results / f"stage_{i}_lifecycle_metrics.json" for i in range(len(stages))}
-    raw = {}
-    for index, file in stage_files.items():
-        if file.is_file():
-            try:
-                raw[index] = json.loads(file.read_text())
-            except (OSError, ValueError) as exc:
-                raise InputError(flag, f"cannot read {file}: {exc}") from None
+    raw = {WHOLE_RUN: _read_json(results / "summary_lifecycle_metrics.json", flag)}
+    while (file := results / f"stage_{len(raw) - 1}_lifecycle_metrics.json").is_file():
+        raw[len(raw) - 1] = _read_json(file, flag)
+    load = read_load(client, {k: v for k, v in raw.items() if k != WHOLE_RUN}, client_file, flag)
+    raw = {k: v for k, v in raw.items() if k < len(load.stages)}
     summary = raw[WHOLE_RUN].get("successes") or {}
-    prompt_len = float((summary.get("prompt_len") or {}).get("mean") or 0.0)
+    # the client's count (template tokens included); newer clients name it prompt_tokens
+    measured = summary.get("prompt_len") or summary.get("prompt_tokens") or {}
+    prompt_len = float(measured.get("mean") or 0.0) if isinstance(measured, dict) else 0.0
     server_type = str((client.get("server") or {}).get("type") or "")
 
     def setting(name: str) -> Any:
@@ -321,10 +276,10 @@ def read_lifecycle(path: Path, flag: str = "--against") -> LifecycleRun:
         max_num_seqs=setting("max_num_seqs") or 256,
         max_model_len=setting("max_model_len") or 32768,
         prompts=prompts,
-        stages=stages,
-        stage_interval_s=float(interval),
-        arrivals=arrivals,
-        timeout_s=float(load.get("request_timeout") or DEFAULT_TIMEOUT_S),
+        stages=list(load.stages),
+        stage_interval_s=load.interval_s,
+        arrivals=load.arrivals,
+        timeout_s=load.timeout_s,
         prompt_len=max(prompt_len, prompts.mean_len),
         server_type=server_type,
         async_scheduling=server_type == "vllm",
@@ -371,35 +326,3 @@ def _actual(data: dict[str, Any], run: LifecycleRun) -> dict[str, dict[str, floa
     out["failures"] = {"count": float((data.get("failures") or {}).get("count") or 0)}
     out["successes"] = {"count": float((data.get("successes") or {}).get("count") or 0)}
     return out
-
-
-def stage_arrivals(run: LifecycleRun, seed: int = 0) -> list[np.ndarray]:
-    """Each stage's send times, in seconds from the stage's start, drawn as inference-perf's
-    load timers draw them (the module docstring): ``int(rate · duration)`` requests, their
-    gaps exponential and scaled to fill the stage (``constant``), or a Poisson count of
-    them in each second, spread so within it (``poisson``)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for stage in run.stages:
-        count = int(stage.rate * stage.duration_s)
-        if run.arrivals == "poisson":
-            times: list[np.ndarray] = []
-            second, drawn = 0.0, 0
-            while drawn < count:
-                n = int(rng.poisson(stage.rate))
-                if n:
-                    times.append(second + _filled(rng, n, 1.0))
-                    drawn += n
-                second += 1.0
-            out.append(np.concatenate(times)[:count] if times else np.zeros(0))
-        else:
-            out.append(_filled(rng, count, stage.duration_s))
-    return out
-
-
-def _filled(rng: np.random.Generator, count: int, span_s: float) -> np.ndarray:
-    """``count`` send times whose exponential gaps are scaled to sum to ``span_s``."""
-    if count <= 0:
-        return np.zeros(0)
-    gaps = rng.exponential(1.0, size=count)
-    return np.cumsum(gaps * (span_s / gaps.sum()))

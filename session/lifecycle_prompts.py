@@ -12,7 +12,8 @@ How inference-perf builds them, and how the replay follows:
   serialise under their aliases), each followed by ``num_prompts_per_group`` questions
   (``num_users_per_system_prompt``). A group's system-prompt length is drawn once, each
   prompt's question and output lengths once; a request sends its prompt with its own
-  output length as ``max_tokens``, and requests go through the prompts in turn.
+  output length as ``max_tokens``. The prompts are shuffled once, and each stage's
+  requests go through them in turn from the first.
 * A length is a number or an inference-perf distribution: ``type`` ``normal`` (the
   default), ``skew_normal`` (``mean`` and ``std_dev`` are the location and scale, ``skew``
   the shape), ``lognormal`` (``mean`` and ``std_dev`` those of the value), ``uniform``

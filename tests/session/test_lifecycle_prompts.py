@@ -21,7 +21,8 @@ from repo_paths import FIXTURES
 
 from perfmodel.config import EngineConfig
 from session.against import STAGE_START_S, replay, workload
-from session.lifecycle import read_lifecycle, stage_arrivals
+from session.lifecycle import read_lifecycle
+from session.lifecycle_load import stage_arrivals
 from session.lifecycle_prompts import length
 from workloads.distributions import Constant, LogNormal, Normal, Poisson, SkewNormal, Uniform
 from workloads.errors import InputError
@@ -66,29 +67,35 @@ def test_the_alias_spellings_read_as_the_same_run(tmp_path: Path) -> None:
 def test_distribution_lengths_are_drawn_once_per_prompt(tmp_path: Path) -> None:
     question = {"type": "normal", "mean": 400, "std_dev": 80, "min": 200, "max": 600}
     output = {"type": "uniform", "min": 20, "max": 60}
-    run = read_lifecycle(_copy(tmp_path / "run", 10.0, question_len=question, output_len=output))
+    run = read_lifecycle(_copy(tmp_path / "run", 15.0, question_len=question, output_len=output))
     assert run.prompts.question_len == Normal(400, 80, run.prompts.question_len.clip)
     assert run.prompts.output_len == Uniform(20, 60)
     assert run.output_len == 40
     n = run.prompts.prompts
-    requests = [r for stage in workload(run, 32000) for _, r in stage]
+    stages = [[r for _, r in stage] for stage in workload(run, 32000)]
+    assert [len(s) for s in stages] == [8 * 15, 20 * 15]
+    requests = [r for stage in stages for r in stage]
     # the client's template tokens: what the measured mean adds to the configured one
     extra = round(run.prompt_len - run.prompts.mean_len)
     assert extra > 0
-    own = np.array([len(r.prompt_token_ids) for r in requests[:n]]) - 100
+    first = stages[0][:n]  # one pass over the (shuffled) prompts
+    own = np.array([len(r.prompt_token_ids) for r in first]) - 100
     assert own.min() >= 200 + extra and own.max() <= 600 + extra
     assert own.std() > 40 and abs(own.mean() - (400 + extra)) < 25
-    outputs = np.array([r.max_tokens for r in requests[:n]])
+    outputs = np.array([r.max_tokens for r in first])
     assert outputs.min() >= 20 and outputs.max() <= 60 and len(set(outputs)) > 10
-    # a prompt keeps its lengths each time it is sent again
-    for i, later in enumerate(requests[n:]):
-        first = requests[i % n]
-        assert later.max_tokens == first.max_tokens
-        assert np.array_equal(later.prompt_token_ids, first.prompt_token_ids)
-    # each group's prompts share its system prompt, and only that
-    system = [r.prompt_token_ids[:100] for r in requests[:n]]
-    assert all(np.array_equal(system[i], system[i - i % 10]) for i in range(n))
-    assert not np.array_equal(system[0], system[10])
+    # each stage goes through the same prompts from the first; a prompt keeps its lengths
+    for stage in stages:
+        for j, req in enumerate(stage):
+            assert req.max_tokens == first[j % n].max_tokens
+            assert np.array_equal(req.prompt_token_ids, first[j % n].prompt_token_ids)
+    # ten groups of ten prompts share a system prompt each, and only that
+    groups: dict[bytes, int] = {}
+    for req in first:
+        key = req.prompt_token_ids[:100].tobytes()
+        groups[key] = groups.get(key, 0) + 1
+    assert sorted(groups.values()) == [10] * 10
+    assert len({r.prompt_token_ids[:101].tobytes() for r in first}) == n
     # the replay streams each request's own output length
     timings = [t for stage in replay(run, run.engine(EngineConfig())) for t in stage]
     assert [len(t.token_times) for t in timings] == [r.max_tokens for r in requests]
@@ -145,11 +152,25 @@ def _refused(folder: Path) -> str:
     return result.stderr
 
 
+def test_a_sweep_replays_the_stages_its_files_record(tmp_path: Path) -> None:
+    """A sweep's generated stages are not in the resolved configuration: their rates are
+    in the stage files (``load_summary.requested_rate``), their length is the sweep's."""
+    sweep = {"stages": [], "sweep": {"type": "linear", "stage_duration": 4}}
+    run = read_lifecycle(_copy(tmp_path / "sweep", load=sweep))
+    assert [(s.rate, s.duration_s) for s in run.stages] == [(8.0, 4.0), (20.0, 4.0)]
+    assert sorted(run.actual) == [-1, 0, 1]
+    default = read_lifecycle(_copy(tmp_path / "default", load={"sweep": {"type": "linear"}}))
+    assert [s.duration_s for s in default.stages] == [180.0, 180.0]
+
+
 def test_loads_that_are_not_open_loop_stages_are_refused(tmp_path: Path) -> None:
     closed = {"type": "concurrent", "stages": [{"num_requests": 100, "concurrency_level": 8}]}
     assert "load.type 'concurrent'" in _refused(_copy(tmp_path / "closed", load=closed))
     sweep = {"stages": [], "sweep": {"type": "linear"}}
-    assert "sweep" in _refused(_copy(tmp_path / "sweep", load=sweep))
+    folder = _copy(tmp_path / "sweep", load=sweep)
+    for file in (folder / "results").glob("stage_*"):
+        file.unlink()
+    assert "sweep" in _refused(folder)
     bad = {"stages": [{"rate": "fast", "duration": 60}]}
     assert "load.stages[0]" in _refused(_copy(tmp_path / "bad", load=bad))
 
@@ -173,7 +194,7 @@ def test_stage_arrivals_are_inference_perf_timers(tmp_path: Path) -> None:
     """``constant`` is not evenly spaced: inference-perf draws exponential gaps and scales
     them to fill the stage; ``poisson`` spreads a Poisson count over each second."""
     run = read_lifecycle(_copy(tmp_path / "run", 600.0))
-    constant = stage_arrivals(run, seed=5)
+    constant = stage_arrivals(run.stages, run.arrivals, seed=5)
     assert [len(t) for t in constant] == [8 * 600, 20 * 600]
     for times, stage in zip(constant, run.stages, strict=True):
         gaps = np.diff(np.concatenate([[0.0], times]))
@@ -181,10 +202,10 @@ def test_stage_arrivals_are_inference_perf_timers(tmp_path: Path) -> None:
         assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)  # exponential
         counts = np.bincount(times.astype(int), minlength=600)[:600]
         assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.15)  # Poisson counts
-    again = stage_arrivals(run, seed=5)
+    again = stage_arrivals(run.stages, run.arrivals, seed=5)
     assert all(np.array_equal(a, b) for a, b in zip(constant, again, strict=True))
     run.arrivals = "poisson"
-    poisson = stage_arrivals(run, seed=5)
+    poisson = stage_arrivals(run.stages, run.arrivals, seed=5)
     assert [len(t) for t in poisson] == [8 * 600, 20 * 600]
     for times in poisson:
         assert np.all(np.diff(times) > 0)
