@@ -11,6 +11,7 @@ mean, p90 and p99 is set beside the measured figure: ``error = predicted / actua
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Collection, Sequence
 
 import numpy as np
@@ -79,13 +80,22 @@ class StageRelease:
     or timed out), ``gap_s`` later: inference-perf waits for a stage to drain, sleeps
     ``load.interval`` and starts the next stage's clock (``STAGE_START_S``). A stage that
     overloads the server thus ends when its backlog does, and the next one meets an idle
-    server. ``starts`` holds each stage's start on the virtual clock once released."""
+    server. A closed-loop stage (``concurrency[k]`` not None) sends that many of its
+    requests on their schedule and each other one as one ends. ``starts`` holds each
+    stage's start on the virtual clock once released."""
 
-    def __init__(self, stages: Sequence[Sequence[tuple[float, EngineRequest]]], gap_s: float):
+    def __init__(
+        self,
+        stages: Sequence[Sequence[tuple[float, EngineRequest]]],
+        gap_s: float,
+        concurrency: Sequence[int | None] | None = None,
+    ):
         self._stages = stages
         self._gap_s = gap_s
+        self._concurrency = list(concurrency or [None] * len(stages))
         self._stage_of = {req.request_id: k for k, s in enumerate(stages) for _, req in s}
         self._left = [len(s) for s in stages]
+        self._held: list[deque[tuple[float, EngineRequest]]] = [deque() for _ in stages]
         self.starts: list[float | None] = [0.0] + [None] * (len(stages) - 1)
 
     def first(self) -> list[tuple[float, EngineRequest]]:
@@ -95,6 +105,9 @@ class StageRelease:
     def __call__(self, request_id: str, now: float) -> list[tuple[float, EngineRequest]]:
         k = self._stage_of[request_id]
         self._left[k] -= 1
+        if self._held[k]:  # a permit freed: the next of the stage goes now (or on schedule)
+            t, req = self._held[k].popleft()
+            return [(max(now, t), req)]
         if self._left[k] or k + 1 == len(self._stages):
             return []
         return self._from(k + 1, now + self._gap_s)
@@ -104,6 +117,10 @@ class StageRelease:
         sent = [(start + t, req) for t, req in self._stages[k]]
         if not sent and k + 1 < len(self._stages):  # nothing to wait for
             return self._from(k + 1, start + self._gap_s)
+        limit = self._concurrency[k]
+        if limit is not None:
+            sent, held = sent[:limit], sent[limit:]
+            self._held[k].extend(held)
         return sent
 
 
@@ -114,7 +131,8 @@ def replay(
     cores: Sequence[EngineCore] | None = None,
 ) -> list[list[RequestTiming]]:
     """Every request of the run, stage by stage, served on the virtual clock (client
-    timeout honoured; each stage sent once the one before it drained, ``StageRelease``)
+    timeout honoured; each stage sent once the one before it drained, a closed-loop
+    stage's requests as permits free, ``StageRelease``)
     by the run's data-parallel replicas, ``cores`` (new engines of ``config`` when not
     given), each with its own scheduler and prefix cache. Each stage's requests are dealt
     over the replicas as ``simulate`` deals a workload (``SimWorkload.split``: round-robin
@@ -129,8 +147,13 @@ def replay(
         raise ValueError(f"{len(engines)} engines for {n} data-parallel replicas")
     shares = [[SimWorkload(timed=stage).split(n)[r].timed for stage in stages] for r in range(n)]
     timings: dict[str, RequestTiming] = {}
-    for share, core in zip(shares, engines, strict=True):
-        release = StageRelease(share, run.stage_interval_s + STAGE_START_S)
+    for r, (share, core) in enumerate(zip(shares, engines, strict=True)):
+        # a closed-loop stage's users dealt like its requests (one at least, where any)
+        users = [
+            None if s.concurrency is None else max(1, s.concurrency // n + (r < s.concurrency % n))
+            for s in run.stages
+        ]
+        release = StageRelease(share, run.stage_interval_s + STAGE_START_S, users)
         result = VirtualDriver(core).run(
             release.first(), record_steps=False, release=release, timeout_s=run.timeout_s
         )

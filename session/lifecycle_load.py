@@ -17,7 +17,11 @@ How inference-perf's load generator sends an open-loop run, and how the replay f
 * ``load.request_timeout`` is the client's timeout; without one, its HTTP client's total
   timeout of 300 s applies (the failures' ``request_latency`` starts at 300.0 s in the
   overloaded runs).
-* Closed-loop (``concurrent``) and trace replays are refused by name.
+* ``load.type: concurrent`` stages are closed loops: ``num_requests`` requests, at most
+  ``concurrency_level`` of them in flight, the next sent as one ends (inference-perf
+  schedules them over one second and gates each on a permit; before its 2026-01-26 fix a
+  worker held one permit too many, so a run of an older client had up to ``num_workers``
+  more in flight than its level says). Trace replays are refused by name.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ class Stage:
 
     rate: float
     duration_s: float
+    #: A closed-loop stage's requests in flight at most (None: an open-loop stage).
+    concurrency: int | None = None
+
+    @property
+    def requests(self) -> int:
+        return int(self.rate * self.duration_s)
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,17 @@ def _stage(rate: Any, duration: Any, what: str, where: Path, flag: str) -> Stage
     return Stage(float(rate), float(duration))
 
 
+def _closed(stage: Any, i: int, where: Path, flag: str) -> Stage:
+    """A ``concurrent`` stage: its requests sent as one second's worth (inference-perf's
+    rate = num_requests, duration = 1), at most ``concurrency_level`` in flight."""
+    count = stage.get("num_requests") if isinstance(stage, dict) else None
+    level = stage.get("concurrency_level") if isinstance(stage, dict) else None
+    if not all(_number(v) and v == int(v) and v > 0 for v in (count, level)):
+        raise InputError(flag, f"{where}: load.stages[{i}] is {stage!r}",
+                         "give num_requests > 0 and concurrency_level > 0")  # fmt: skip
+    return Stage(float(count), 1.0, int(level))
+
+
 def read_load(
     client: dict[str, Any], stage_files: dict[int, dict[str, Any]], where: Path, flag: str
 ) -> LoadPlan:
@@ -85,11 +106,15 @@ def read_load(
             flag, f"{where} has no load section", "give an inference-perf results folder"
         )
     arrivals = str(load.get("type") or "constant")
-    if arrivals not in ("constant", "poisson"):
+    if arrivals not in ("constant", "poisson", "concurrent"):
         raise InputError(flag, f"{where}: load.type {arrivals!r} is not replayed",
-                         "replay a constant or poisson run")  # fmt: skip
+                         "replay a constant, poisson or concurrent run")  # fmt: skip
     sweep = load.get("sweep")
-    if sweep:
+    if arrivals == "concurrent":
+        stages = [_closed(s, i, where, flag) for i, s in enumerate(load.get("stages") or [])]
+        if not stages:
+            raise InputError(flag, f"{where}: load has no stages", "give the resolved config.yaml")
+    elif sweep:
         length = sweep.get("stage_duration") if isinstance(sweep, dict) else None
         length = DEFAULT_SWEEP_STAGE_S if length is None else length
         rates = [(f.get("load_summary") or {}).get("requested_rate") for f in stage_files.values()]
@@ -124,11 +149,12 @@ def read_load(
 
 def stage_arrivals(stages: list[Stage], arrivals: str, seed: int = 0) -> list[np.ndarray]:
     """Each stage's send times, in seconds from the stage's start, drawn as inference-perf's
-    load timers draw them (the module docstring)."""
+    load timers draw them (the module docstring; a closed-loop stage's are its schedule,
+    which its permits then hold back)."""
     rng = np.random.default_rng(seed)
     out = []
     for stage in stages:
-        count = int(stage.rate * stage.duration_s)
+        count = stage.requests
         if arrivals == "poisson":
             times: list[np.ndarray] = []
             second, drawn = 0.0, 0

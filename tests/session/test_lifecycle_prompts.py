@@ -163,9 +163,43 @@ def test_a_sweep_replays_the_stages_its_files_record(tmp_path: Path) -> None:
     assert [s.duration_s for s in default.stages] == [180.0, 180.0]
 
 
-def test_loads_that_are_not_open_loop_stages_are_refused(tmp_path: Path) -> None:
-    closed = {"type": "concurrent", "stages": [{"num_requests": 100, "concurrency_level": 8}]}
-    assert "load.type 'concurrent'" in _refused(_copy(tmp_path / "closed", load=closed))
+def _most_in_flight(timings: list) -> int:
+    events = sorted(
+        [(t.arrival_s, 1) for t in timings] + [(t.arrival_s + t.e2e_s, -1) for t in timings]
+    )
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_concurrent_run_is_a_closed_loop_per_stage(tmp_path: Path) -> None:
+    """``load.type: concurrent``: each stage keeps at most ``concurrency_level`` requests
+    in flight, sends the next as one ends, and starts once the one before it drained."""
+    stages = [{"num_requests": 40, "concurrency_level": 4},
+              {"num_requests": 60, "concurrency_level": 12}]  # fmt: skip
+    run = read_lifecycle(_copy(tmp_path / "run", load={"type": "concurrent", "stages": stages}))
+    assert [(s.requests, s.concurrency) for s in run.stages] == [(40, 4), (60, 12)]
+    for dp in (1, 2):
+        run.data_parallel_size = dp
+        first, second = replay(run, run.engine(EngineConfig()))
+        assert (len(first), len(second)) == (40, 60)
+        assert all(t.error is None and t.e2e_s for t in first + second)
+        assert (_most_in_flight(first), _most_in_flight(second)) == (4, 12)
+        if dp == 1:  # one engine's closed loop: after the first four, a send is an end
+            ends = {round(t.arrival_s + t.e2e_s, 9) for t in first}
+            sends = sorted(t.arrival_s for t in first)
+            assert all(round(s, 9) in ends for s in sends[4:])
+        drained = max(t.arrival_s + t.e2e_s for t in first)
+        assert min(t.arrival_s for t in second) > drained + run.stage_interval_s
+
+
+def test_loads_the_replay_cannot_send_are_refused(tmp_path: Path) -> None:
+    trace = {"type": "trace_replay", "trace": {"file": "t.jsonl"}}
+    assert "load.type 'trace_replay'" in _refused(_copy(tmp_path / "trace", load=trace))
+    closed = {"type": "concurrent", "stages": [{"num_requests": 100, "rate": 5}]}
+    assert "concurrency_level" in _refused(_copy(tmp_path / "closed", load=closed))
     sweep = {"stages": [], "sweep": {"type": "linear"}}
     folder = _copy(tmp_path / "sweep", load=sweep)
     for file in (folder / "results").glob("stage_*"):
