@@ -14,6 +14,9 @@ How inference-perf's load generator sends an open-loop run, and how the replay f
   resolved configuration keeps the stages it was given (none, usually). Each generated
   stage's rate is in its ``stage_N`` file (``load_summary.requested_rate``) and each lasts
   ``sweep.stage_duration`` (default 180 s); the saturation probe before them is in none.
+* The client has at most ``num_workers`` × ``worker_max_concurrency`` requests in flight (a
+  permit per request, taken before a worker picks it up): an open-loop request past that
+  waits for one to end, and its latencies count from its send, not its schedule.
 * ``load.request_timeout`` is the client's timeout; without one, its HTTP client's total
   timeout of 300 s applies (the failures' ``request_latency`` starts at 300.0 s in the
   overloaded runs).
@@ -46,7 +49,8 @@ class Stage:
 
     rate: float
     duration_s: float
-    #: A closed-loop stage's requests in flight at most (None: an open-loop stage).
+    #: Requests in flight at most (None: no limit): a closed-loop stage's level, or the
+    #: client's own cap on an open-loop stage where the stage could reach it.
     concurrency: int | None = None
 
     @property
@@ -94,6 +98,15 @@ def _closed(stage: Any, i: int, where: Path, flag: str) -> Stage:
     return Stage(float(count), 1.0, int(level))
 
 
+def _client_cap(load: dict[str, Any]) -> int | None:
+    """The client's requests in flight at most, where its configuration says (None: not
+    said, or no limit)."""
+    workers, each = load.get("num_workers"), load.get("worker_max_concurrency")
+    if all(_number(v) and v == int(v) and v > 0 for v in (workers, each)):
+        return int(workers) * int(each)
+    return None
+
+
 def read_load(
     client: dict[str, Any], stage_files: dict[int, dict[str, Any]], where: Path, flag: str
 ) -> LoadPlan:
@@ -136,6 +149,9 @@ def read_load(
                    f"load.stages[{i}] is {s!r}", where, flag)
             for i, s in enumerate(given)
         ]  # fmt: skip
+    cap = _client_cap(load)
+    if arrivals != "concurrent" and cap is not None:
+        stages = [Stage(s.rate, s.duration_s, cap if cap < s.requests else None) for s in stages]
     timeout = load.get("request_timeout")
     if timeout is not None and (not _number(timeout) or timeout <= 0):
         raise InputError(flag, f"{where}: load.request_timeout is {timeout!r}", "seconds > 0")

@@ -195,6 +195,20 @@ def test_a_concurrent_run_is_a_closed_loop_per_stage(tmp_path: Path) -> None:
         assert min(t.arrival_s for t in second) > drained + run.stage_interval_s
 
 
+def test_the_clients_own_cap_on_requests_in_flight(tmp_path: Path) -> None:
+    """An open-loop stage meets the client's num_workers x worker_max_concurrency permits:
+    past them a request waits for one to end (sent late, timed from its send)."""
+    permits = {"num_workers": 2, "worker_max_concurrency": 5}
+    capped = read_lifecycle(_copy(tmp_path / "capped", 5.0, load=permits))
+    free = read_lifecycle(_copy(tmp_path / "free", 5.0))
+    assert [s.concurrency for s in capped.stages] == [10, 10]
+    assert [s.concurrency for s in free.stages] == [None, None]  # 224 x 100 permits
+    late, on_time = (replay(r, r.engine(EngineConfig()))[1] for r in (capped, free))
+    assert _most_in_flight(late) == 10 and _most_in_flight(on_time) > 10
+    # what waited was sent later than scheduled, so the stage's sends spread longer
+    assert max(t.arrival_s for t in late) > max(t.arrival_s for t in on_time) + 2
+
+
 def test_loads_the_replay_cannot_send_are_refused(tmp_path: Path) -> None:
     trace = {"type": "trace_replay", "trace": {"file": "t.jsonl"}}
     assert "load.type 'trace_replay'" in _refused(_copy(tmp_path / "trace", load=trace))
