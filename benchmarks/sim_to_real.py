@@ -22,6 +22,8 @@ replays with cost-model terms left out, for the ablation:
 (no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``frontend`` (no
 per-request frontend time, ``session.lifecycle.VLLM_FRONTEND_S``), ``timeout`` (no
 client timeout). Each is a configuration a user could give, not a switch in the model.
+``--seed N`` draws another realization of each client (its random arrivals, prompt order
+and token ids): the spread of a tail's error across seeds is how much of it is chance.
 
 Printed: per experiment × stage × metric (TTFT, ITL, TPOT, E2E; mean, p90, p99)
 predicted, actual and error; MAPE per metric-statistic over all rows, and over the CSV's
@@ -168,7 +170,11 @@ def ablate(run: LifecycleRun, base: EngineConfig, without: set[str]):
 
 
 def run_lifecycle(
-    jobs: list, base: EngineConfig, without: set[str] = frozenset(), cap_s: float | None = None
+    jobs: list,
+    base: EngineConfig,
+    without: set[str] = frozenset(),
+    cap_s: float | None = None,
+    seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
     results = {}
     for name, run, mem in jobs:
@@ -181,7 +187,7 @@ def run_lifecycle(
         source_model = run.model
         run, config = ablate(run, config, without)
         t0 = time.process_time()
-        result = encode(score_run(run, config))  # the --json document
+        result = encode(score_run(run, config, seed))  # the --json document
         result["cpu_s"] = time.process_time() - t0
         result["name"] = name
         result["source_model"] = source_model
@@ -512,6 +518,13 @@ def main() -> None:
         "measured figures are the whole stage's, so transients and overload differ)",
     )
     parser.add_argument("--without", default="", help=f"leave out terms: {', '.join(TERMS)}")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the replays' draw of arrivals, prompt order and token ids (another seed is "
+        "another realization of the same client: how much a tail moves with it)",
+    )
     args = parser.parse_args()
     without = {t for t in args.without.split(",") if t}
     if without - set(TERMS):
@@ -520,7 +533,7 @@ def main() -> None:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     print("replaying inference-perf experiments (H100 SXM):")
     jobs = lifecycle_jobs(args.fixtures, args.only)
-    results = run_lifecycle(jobs, base, without, args.stage_seconds)
+    results = run_lifecycle(jobs, base, without, args.stage_seconds, args.seed)
     every = lifecycle_rows(results)
     ours, theirs = csv_rows(args.fixtures, results)
     print("replaying LLMServingSim bundles (exact token-id workloads):")
