@@ -139,7 +139,9 @@ class StageFigures(SimFigures):
 class AgainstScore:
     """One predicted figure beside the measured one (seconds): a stage's ``metric``
     (``ttft_s`` …) and statistic; ``error = predicted / actual − 1`` (``null`` when
-    either is unknown or the actual is zero)."""
+    either is unknown or the actual is zero). ``low`` and ``high``: the least and most
+    it came to over the replay's draws of the client's randomness (``AgainstResult.draws``;
+    ``predicted`` is the first draw's): how far chance alone moves it."""
 
     stage: int = 0
     metric: str = ""
@@ -147,15 +149,26 @@ class AgainstScore:
     predicted: float | None = None
     actual: float | None = None
     error: float | None = None
+    low: float | None = None
+    high: float | None = None
     extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)
 
     @classmethod
     def of(
-        cls, stage: int, metric: str, stat: str, predicted: float | None, actual: float | None
+        cls,
+        stage: int,
+        metric: str,
+        stat: str,
+        predicted: float | None,
+        actual: float | None,
+        draws: tuple[float | None, ...] = (),
     ) -> AgainstScore:
-        """The score with its error."""
+        """The score with its error and its range over ``draws`` (the other draws'
+        figures; none: the range is the figure)."""
         error = None if predicted is None or not actual else predicted / actual - 1
-        return cls(stage, metric, stat, predicted, actual, error)
+        known = [v for v in (predicted, *draws) if v is not None]
+        low, high = (min(known), max(known)) if known else (None, None)
+        return cls(stage, metric, stat, predicted, actual, error, low, high)
 
 
 @dataclass(frozen=True)
@@ -190,5 +203,10 @@ class AgainstResult:
     measured_failures: int | None = None
     configurations: tuple[StageFigures, ...] = ()
     scores: tuple[AgainstScore, ...] = ()
+    #: Replays of the run, each another draw of the client's arrivals, prompt order and
+    #: token ids (seeds ``seed`` …): the configurations and each score's ``predicted``
+    #: are the first's, each score's ``low``/``high`` span them all.
+    draws: int = 1
+    seed: int = 0
     wall_s: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=EMPTY, repr=False, compare=False)

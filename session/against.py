@@ -175,8 +175,13 @@ def stage_summaries(
     return out
 
 
-def scores(run: LifecycleRun, summaries: dict[int, SimFigures]) -> list[AgainstScore]:
-    """Each stage × metric × statistic the run measured, predicted beside actual."""
+def scores(
+    run: LifecycleRun,
+    summaries: dict[int, SimFigures],
+    others: Sequence[dict[int, SimFigures]] = (),
+) -> list[AgainstScore]:
+    """Each stage × metric × statistic the run measured, predicted beside actual (and
+    ranged over the ``others``: the summaries of further draws)."""
     out = []
     for stage, summary in summaries.items():
         actual = run.actual.get(stage)
@@ -185,8 +190,9 @@ def scores(run: LifecycleRun, summaries: dict[int, SimFigures]) -> list[AgainstS
         for metric in METRICS:
             for stat in STATS:
                 predicted = summary.statistic(metric, stat)
+                draws = tuple(o[stage].statistic(metric, stat) for o in others)
                 out.append(
-                    AgainstScore.of(stage, metric, stat, predicted, actual[metric].get(stat))
+                    AgainstScore.of(stage, metric, stat, predicted, actual[metric].get(stat), draws)
                 )
     return out
 
@@ -199,17 +205,25 @@ def _failures(run: LifecycleRun) -> int | None:
 
 
 def score_run(
-    run: LifecycleRun, base: EngineConfig, seed: int = 0, given: Collection[str] = ()
+    run: LifecycleRun,
+    base: EngineConfig,
+    seed: int = 0,
+    given: Collection[str] = (),
+    draws: int = 1,
 ) -> AgainstResult:
     """Replay ``run`` on ``base``'s GPU and cost model (and ``base``'s fields named in
-    ``given`` over the run's own: ``LifecycleRun.engine``); the figures and their errors."""
+    ``given`` over the run's own: ``LifecycleRun.engine``); the figures and their errors.
+    With ``draws`` > 1 the run is replayed again with seeds ``seed + 1`` … (another draw
+    of the client's random arrivals, prompt order and token ids each), and each score
+    says the range its figure spans over them."""
     config = run.engine(base, given)
     t0 = time.perf_counter()
     cores = [EngineCore(config) for _ in range(run.data_parallel_size)]
     stages = replay(run, config, seed, cores)
     timings = [t for stage in stages for t in stage]
-    wall = time.perf_counter() - t0
     summaries = stage_summaries(run, stages)
+    others = [stage_summaries(run, replay(run, config, seed + k)) for k in range(1, max(1, draws))]
+    wall = time.perf_counter() - t0
     whole = summaries[WHOLE_RUN]
     return AgainstResult(
         run=str(run.path),
@@ -233,6 +247,8 @@ def score_run(
         configurations=tuple(
             extended(StageFigures, summaries[k], stage=k) for k in sorted(summaries)
         ),
-        scores=tuple(scores(run, summaries)),
+        scores=tuple(scores(run, summaries, others)),
+        draws=1 + len(others),
+        seed=seed,
         wall_s=wall,
     )

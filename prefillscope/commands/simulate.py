@@ -74,6 +74,14 @@ def simulate(
             "preset knows)."
         ),
     ] = None,
+    draws: Annotated[
+        int,
+        typer.Option(
+            help="With --against: replay the run this many times, each another draw of "
+            "the client's random arrivals, prompt order and token ids (seeds --seed, "
+            "--seed+1, …), and show how far each predicted figure moves between them."
+        ),
+    ] = 3,
     holdout: Annotated[
         Path | None,
         typer.Option(
@@ -138,7 +146,9 @@ def simulate(
     if against is not None:
         from prefillscope.engine_flags import given_keys
 
-        _against(against, base, given_keys(engine or []), as_json)
+        if not 1 <= draws <= MAX_DRAWS:
+            raise InputError("--draws", f"{draws} replays", f"give 1 to {MAX_DRAWS}")
+        _against(against, base, given_keys(engine or []), as_json, seed or 0, draws)
         return
     link = disagg_config(
         "1:1",
@@ -238,10 +248,16 @@ def simulate(
         raise typer.Exit(signals.stop_exit_code())
 
 
-def _against(folder: Path, base: Any, given: set[str], as_json: bool) -> None:
-    """``--against``: replay the run in ``folder`` and print predicted vs measured; the
-    ``--engine`` fields in ``given`` win over the run's (a model no preset knows, by its
-    ``config.json``)."""
+#: The most replays ``--draws`` takes (each is a whole replay of the run).
+MAX_DRAWS = 20
+
+
+def _against(
+    folder: Path, base: Any, given: set[str], as_json: bool, seed: int = 0, draws: int = 1
+) -> None:
+    """``--against``: replay the run in ``folder`` (``draws`` times, from ``seed``) and
+    print predicted vs measured; the ``--engine`` fields in ``given`` win over the run's
+    (a model no preset knows, by its ``config.json``)."""
     from session.against import score_run
     from session.lifecycle import read_lifecycle
 
@@ -259,7 +275,7 @@ def _against(folder: Path, base: Any, given: set[str], as_json: bool) -> None:
                 f"{folder / 'exp-config.yaml'} names {run.model!r}, which no preset is",
                 "give the model's config.json (or its folder): --engine model=PATH",
             ) from None
-    result = score_run(run, base, given=given)
+    result = score_run(run, base, seed, given=given, draws=draws)
     if as_json:
         typer.echo(json.dumps(encode(result)))
         return
@@ -273,13 +289,24 @@ def _against(folder: Path, base: Any, given: set[str], as_json: bool) -> None:
         f"scheduling {'asynchronous' if result.async_scheduling else 'synchronous'} · "
         f"frontend {result.host_overhead_per_request_s * 1e3:.2f} ms a request"
     )
-    typer.echo(f"{'stage':>5}  {'figure':<10} {'predicted ms':>13} {'actual ms':>13} {'error':>7}")
+    spread = f"  {'over ' + str(result.draws) + ' draws':>21}" if result.draws > 1 else ""
+    typer.echo(
+        f"{'stage':>5}  {'figure':<10} {'predicted ms':>13} {'actual ms':>13} {'error':>7}" + spread
+    )
     for row in result.scores:
         stage = "all" if row.stage < 0 else str(row.stage)
         err = "–" if row.error is None else f"{row.error:+.1%}"
+        span = ""
+        if result.draws > 1 and row.low is not None and row.high is not None:
+            span = f"  {_ms(row.low):>9} – {_ms(row.high):<9}"
         typer.echo(
             f"{stage:>5}  {row.metric[:-2] + ' ' + row.stat:<10} "
-            f"{_ms(row.predicted):>13} {_ms(row.actual):>13} {err:>7}"
+            f"{_ms(row.predicted):>13} {_ms(row.actual):>13} {err:>7}" + span
+        )
+    if result.draws > 1:
+        typer.echo(
+            f"predicted: seed {result.seed}'s replay; the range: {result.draws} draws of the "
+            "client's random arrivals (a figure whose range is wide is chance as much as model)"
         )
 
 

@@ -110,6 +110,28 @@ def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> N
             assert conf[metric]["max"] >= conf[metric]["p99"] >= conf[metric]["p50"] > 0
     stages = {s["stage"] for s in out["scores"]}
     assert stages == {WHOLE_RUN, 0, 1}
+    # three draws of the client's randomness by default: each figure's range spans them
+    assert (out["draws"], out["seed"]) == (3, 0)
+    known = [s for s in out["scores"] if s["predicted"] is not None]
+    assert all(s["low"] <= s["predicted"] <= s["high"] for s in known)
+    assert any(s["low"] < s["high"] for s in known)  # the arrivals are random
+    refused = subprocess.run(
+        [*CLI, "--against", str(folder), "--draws", "0"], capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "--draws" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_draws_are_other_seeds_and_one_draw_is_its_own_range(tmp_path: Path) -> None:
+    run = read_lifecycle(_short_copy(LLAMA_7B, tmp_path / "run", 10.0))
+    one = score_run(run, EngineConfig(), seed=1)
+    three = score_run(run, EngineConfig(), seed=0, draws=3)
+    assert (one.draws, three.draws) == (1, 3)
+    assert all(s.low == s.predicted == s.high for s in one.scores if s.predicted is not None)
+    # seed 1's replay is one of the three draws: inside each range
+    for a, b in zip(one.scores, three.scores, strict=True):
+        if a.predicted is not None:
+            assert b.low <= a.predicted <= b.high
 
 
 def test_the_run_budget_reaches_the_scheduler_and_binds_only_under_the_prompt(
