@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -168,39 +169,39 @@ class LogNormal(_Clipped):
 
 
 @dataclass(frozen=True)
-class Exponential(_Clipped):
-    """Exponential with the given mean (think times)."""
+class _ByMean(_Clipped):
+    """A one-parameter family given by its mean, written ``KIND:mean=M`` (and clip bounds)."""
 
-    scale: float
+    average: float
     clip: Clip = Clip()
+    kind: ClassVar[str] = ""
 
     @property
     def mean(self) -> float:
-        return self.scale
-
-    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.exponential(self.scale, size=n)
+        return self.average
 
     def __str__(self) -> str:
-        return f"exponential:mean={_num(self.scale)}{self.clip.suffix()}"
+        return f"{self.kind}:mean={_num(self.average)}{self.clip.suffix()}"
 
 
 @dataclass(frozen=True)
-class Poisson(_Clipped):
-    """Poisson counts with the given mean (a length that is a count of rare events)."""
+class Exponential(_ByMean):
+    """Exponential with the given mean (think times)."""
 
-    lam: float
-    clip: Clip = Clip()
-
-    @property
-    def mean(self) -> float:
-        return self.lam
+    kind: ClassVar[str] = "exponential"
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.poisson(self.lam, size=n).astype(np.float64)
+        return rng.exponential(self.average, size=n)
 
-    def __str__(self) -> str:
-        return f"poisson:mean={_num(self.lam)}{self.clip.suffix()}"
+
+@dataclass(frozen=True)
+class Poisson(_ByMean):
+    """Poisson counts with the given mean (a length that is a count of rare events)."""
+
+    kind: ClassVar[str] = "poisson"
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.poisson(self.average, size=n).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -311,20 +312,17 @@ def _lognormal(field: str, body: str) -> LogNormal:
     return LogNormal.from_moments(mean, std, clip)
 
 
-def _exponential(field: str, body: str) -> Exponential:
-    values = _keyed(field, "exponential", body, ("mean", "min", "max"))
-    (mean,) = _need(field, "exponential", values, "mean")
-    if mean <= 0:
-        raise InputError(field, f"exponential mean must be positive, got {mean:g}")
-    return Exponential(mean, _clip(field, values))
+def _by_mean(cls: type[_ByMean]) -> Callable[[str, str], _ByMean]:
+    """The parser of ``cls``'s ``KIND:mean=M[,min=…,max=…]``."""
 
+    def parse(field: str, body: str) -> _ByMean:
+        values = _keyed(field, cls.kind, body, ("mean", "min", "max"))
+        (mean,) = _need(field, cls.kind, values, "mean")
+        if mean <= 0:
+            raise InputError(field, f"{cls.kind} mean must be positive, got {mean:g}")
+        return cls(mean, _clip(field, values))
 
-def _poisson(field: str, body: str) -> Poisson:
-    values = _keyed(field, "poisson", body, ("mean", "min", "max"))
-    (mean,) = _need(field, "poisson", values, "mean")
-    if mean <= 0:
-        raise InputError(field, f"poisson mean must be positive, got {mean:g}")
-    return Poisson(mean, _clip(field, values))
+    return parse
 
 
 def _skewnormal(field: str, body: str) -> SkewNormal:
@@ -344,8 +342,8 @@ _PARSERS = {
     "uniform": _uniform,
     "normal": _normal,
     "lognormal": _lognormal,
-    "exponential": _exponential,
-    "poisson": _poisson,
+    "exponential": _by_mean(Exponential),
+    "poisson": _by_mean(Poisson),
     "skewnormal": _skewnormal,
 }
 
