@@ -29,6 +29,7 @@ How inference-perf's load generator sends an open-loop run, and how the replay f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,11 @@ class LoadPlan:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return _number(value) and value == int(value) and value > 0
 
 
 def _seconds(load: dict[str, Any], key: str, default: float, where: Path, flag: str) -> float:
@@ -92,7 +97,7 @@ def _closed(stage: Any, i: int, where: Path, flag: str) -> Stage:
     rate = num_requests, duration = 1), at most ``concurrency_level`` in flight."""
     count = stage.get("num_requests") if isinstance(stage, dict) else None
     level = stage.get("concurrency_level") if isinstance(stage, dict) else None
-    if not all(_number(v) and v == int(v) and v > 0 for v in (count, level)):
+    if not (_whole(count) and _whole(level)):
         raise InputError(flag, f"{where}: load.stages[{i}] is {stage!r}",
                          "give num_requests > 0 and concurrency_level > 0")  # fmt: skip
     return Stage(float(count), 1.0, int(level))
@@ -102,7 +107,7 @@ def _client_cap(load: dict[str, Any]) -> int | None:
     """The client's requests in flight at most, where its configuration says (None: not
     said, or no limit)."""
     workers, each = load.get("num_workers"), load.get("worker_max_concurrency")
-    if all(_number(v) and v == int(v) and v > 0 for v in (workers, each)):
+    if _whole(workers) and _whole(each):
         return int(workers) * int(each)
     return None
 
@@ -130,7 +135,8 @@ def read_load(
     elif sweep:
         length = sweep.get("stage_duration") if isinstance(sweep, dict) else None
         length = DEFAULT_SWEEP_STAGE_S if length is None else length
-        rates = [(f.get("load_summary") or {}).get("requested_rate") for f in stage_files.values()]
+        summaries = [f.get("load_summary") for f in stage_files.values()]
+        rates = [s.get("requested_rate") if isinstance(s, dict) else None for s in summaries]
         if not rates:
             raise InputError(flag, f"{where}: load.sweep ran stages no stage_N file records",
                              "give the folder with its stage_*_lifecycle_metrics.json")  # fmt: skip

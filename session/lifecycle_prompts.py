@@ -103,7 +103,7 @@ def _number(value: Any) -> bool:
 def length(value: Any, field: str, where: Path, flag: str) -> Distribution:
     """An inference-perf length (a number or a distribution mapping) as a distribution."""
     if _number(value):
-        if value < 0:
+        if value < 0 or not math.isfinite(value):
             raise InputError(flag, f"{where}: {field} is {value!r}", "a length is >= 0")
         return Constant(float(value))
     if not isinstance(value, dict):
@@ -150,7 +150,7 @@ def _count(prefix: dict[str, Any], name: str, where: Path, flag: str) -> int:
         raise InputError(flag, f"{where}: data.shared_prefix has no {spellings[0]}",
                          "give an inference-perf results folder")  # fmt: skip
     value = prefix[key]
-    if not _number(value) or value != int(value) or value < 1:
+    if not _number(value) or not math.isfinite(value) or value != int(value) or value < 1:
         raise InputError(flag, f"{where}: {key} is {value!r}", "a positive whole number")
     return int(value)
 

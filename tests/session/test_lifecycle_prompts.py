@@ -137,6 +137,7 @@ def test_inference_perf_distributions(value: Any, expected: Any) -> None:
 @pytest.mark.parametrize(
     "value",
     [{"type": "zipf", "mean": 3}, {"min": 50, "max": 10}, {"mean": "many"}, -5, "long",
+     float("inf"), {"mean": float("nan")},
      {"type": "lognormal", "mean": 0, "std_dev": 3}],
 )  # fmt: skip
 def test_a_bad_length_is_one_input_error(value: Any) -> None:
