@@ -81,8 +81,7 @@ class StageRelease:
     ``load.interval`` and starts the next stage's clock (``STAGE_START_S``). A stage that
     overloads the server thus ends when its backlog does, and the next one meets an idle
     server. A closed-loop stage (``concurrency[k]`` not None) sends that many of its
-    requests on their schedule and each other one as one ends. ``starts`` holds each
-    stage's start on the virtual clock once released."""
+    requests on their schedule and each other one as one ends."""
 
     def __init__(
         self,
@@ -96,7 +95,6 @@ class StageRelease:
         self._stage_of = {req.request_id: k for k, s in enumerate(stages) for _, req in s}
         self._left = [len(s) for s in stages]
         self._held: list[deque[tuple[float, EngineRequest]]] = [deque() for _ in stages]
-        self.starts: list[float | None] = [0.0] + [None] * (len(stages) - 1)
 
     def first(self) -> list[tuple[float, EngineRequest]]:
         """What is sent from the start: the first stage (and any stage after an empty one)."""
@@ -113,7 +111,6 @@ class StageRelease:
         return self._from(k + 1, now + self._gap_s)
 
     def _from(self, k: int, start: float) -> list[tuple[float, EngineRequest]]:
-        self.starts[k] = start
         sent = [(start + t, req) for t, req in self._stages[k]]
         if not sent and k + 1 < len(self._stages):  # nothing to wait for
             return self._from(k + 1, start + self._gap_s)
