@@ -142,12 +142,12 @@ def simulate(
     from session.simulate import SimulateSpec, simulate_grid
     from simengine.disagg_config import parse_ratio
 
+    if not 1 <= draws <= MAX_DRAWS:
+        raise InputError("--draws", f"{draws} replays", f"give 1 to {MAX_DRAWS}")
     base = parse_engine_flags(engine or []).config
     if against is not None:
         from prefillscope.engine_flags import given_keys
 
-        if not 1 <= draws <= MAX_DRAWS:
-            raise InputError("--draws", f"{draws} replays", f"give 1 to {MAX_DRAWS}")
         _against(against, base, given_keys(engine or []), as_json, seed or 0, draws)
         return
     link = disagg_config(
