@@ -46,6 +46,7 @@ from perfmodel.config import EngineConfig
 from runfmt.metrics import E2E, ITL, TPOT, TTFT
 from session.lifecycle_load import Stage, read_load
 from session.lifecycle_prompts import SharedPrefixPlan, read_prompts
+from session.lifecycle_values import real
 from workloads.errors import InputError
 
 #: Statistics the scoreboard compares, as inference-perf names them.
@@ -210,14 +211,10 @@ def _read_json(path: Path, flag: str) -> dict[str, Any]:
     return data
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 #: What each kind of setting may be, and the fix that says so.
 _KINDS = {
-    "count": (lambda v: _is_number(v) and isinstance(v, int) and v > 0, "a positive whole number"),
-    "fraction": (lambda v: _is_number(v) and 0 < v <= 1, "a fraction above 0 and at most 1"),
+    "count": (lambda v: real(v) and isinstance(v, int) and v > 0, "a positive whole number"),
+    "fraction": (lambda v: real(v) and 0 < v <= 1, "a fraction above 0 and at most 1"),
     "switch": (lambda v: isinstance(v, bool), "true or false"),
 }
 

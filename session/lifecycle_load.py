@@ -29,13 +29,13 @@ How inference-perf's load generator sends an open-loop run, and how the replay f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from session.lifecycle_values import finite, positive_whole
 from workloads.errors import InputError
 
 #: The client's total timeout when ``request_timeout`` is null (aiohttp's default).
@@ -69,25 +69,17 @@ class LoadPlan:
     timeout_s: float
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _whole(value: Any) -> bool:
-    return _number(value) and value == int(value) and value > 0
-
-
 def _seconds(load: dict[str, Any], key: str, default: float, where: Path, flag: str) -> float:
     value = load.get(key)
     if value is None:
         return default
-    if not _number(value) or value < 0:
+    if not finite(value) or value < 0:
         raise InputError(flag, f"{where}: load.{key} is {value!r}", "a number of seconds >= 0")
     return float(value)
 
 
 def _stage(rate: Any, duration: Any, what: str, where: Path, flag: str) -> Stage:
-    if not (_number(rate) and _number(duration) and rate > 0 and duration > 0):
+    if not (finite(rate) and finite(duration) and rate > 0 and duration > 0):
         raise InputError(flag, f"{where}: {what}", "each stage needs rate > 0 and duration > 0")
     return Stage(float(rate), float(duration))
 
@@ -97,7 +89,7 @@ def _closed(stage: Any, i: int, where: Path, flag: str) -> Stage:
     rate = num_requests, duration = 1), at most ``concurrency_level`` in flight."""
     count = stage.get("num_requests") if isinstance(stage, dict) else None
     level = stage.get("concurrency_level") if isinstance(stage, dict) else None
-    if not (_whole(count) and _whole(level)):
+    if not (positive_whole(count) and positive_whole(level)):
         raise InputError(flag, f"{where}: load.stages[{i}] is {stage!r}",
                          "give num_requests > 0 and concurrency_level > 0")  # fmt: skip
     return Stage(float(count), 1.0, int(level))
@@ -107,7 +99,7 @@ def _client_cap(load: dict[str, Any]) -> int | None:
     """The client's requests in flight at most, where its configuration says (None: not
     said, or no limit)."""
     workers, each = load.get("num_workers"), load.get("worker_max_concurrency")
-    if _whole(workers) and _whole(each):
+    if positive_whole(workers) and positive_whole(each):
         return int(workers) * int(each)
     return None
 
@@ -159,7 +151,7 @@ def read_load(
     if arrivals != "concurrent" and cap is not None:
         stages = [Stage(s.rate, s.duration_s, cap if cap < s.requests else None) for s in stages]
     timeout = load.get("request_timeout")
-    if timeout is not None and (not _number(timeout) or timeout <= 0):
+    if timeout is not None and (not finite(timeout) or timeout <= 0):
         raise InputError(flag, f"{where}: load.request_timeout is {timeout!r}", "seconds > 0")
     return LoadPlan(
         arrivals=arrivals,

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from session.lifecycle_values import finite, positive_whole, real
 from workloads.distributions import (
     Clip,
     Constant,
@@ -96,13 +97,9 @@ class SharedPrefixPlan:
         )
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def length(value: Any, field: str, where: Path, flag: str) -> Distribution:
     """An inference-perf length (a number or a distribution mapping) as a distribution."""
-    if _number(value):
+    if real(value):
         if value < 0 or not math.isfinite(value):
             raise InputError(flag, f"{where}: {field} is {value!r}", "a length is >= 0")
         return Constant(float(value))
@@ -116,7 +113,7 @@ def length(value: Any, field: str, where: Path, flag: str) -> Distribution:
         given = value.get(key)
         if given is None:
             continue
-        if not _number(given) or not math.isfinite(given):
+        if not finite(given):
             raise InputError(flag, f"{where}: {field}.{key} is {given!r}", "a number")
         fields[key] = float(given)
     if "variance" in fields:
@@ -150,7 +147,7 @@ def _count(prefix: dict[str, Any], name: str, where: Path, flag: str) -> int:
         raise InputError(flag, f"{where}: data.shared_prefix has no {spellings[0]}",
                          "give an inference-perf results folder")  # fmt: skip
     value = prefix[key]
-    if not _number(value) or not math.isfinite(value) or value != int(value) or value < 1:
+    if not positive_whole(value):
         raise InputError(flag, f"{where}: {key} is {value!r}", "a positive whole number")
     return int(value)
 
@@ -180,7 +177,7 @@ def read_prompts(client: dict[str, Any], where: Path, flag: str) -> SharedPrefix
 
     def dist(name: str, legacy: str | None = None) -> Distribution:
         value = prefix.get(name)
-        if _number(value) and legacy and prefix.get(legacy) is not None:
+        if real(value) and legacy and prefix.get(legacy) is not None:
             name, value = legacy, prefix[legacy]
         if value is None:
             raise InputError(flag, f"{where}: data.shared_prefix has no {name}",
