@@ -142,13 +142,17 @@ def replay(
     engines = cores or [EngineCore(config) for _ in range(n)]
     if len(engines) != n:
         raise ValueError(f"{len(engines)} engines for {n} data-parallel replicas")
-    shares = [[SimWorkload(timed=stage).split(n)[r].timed for stage in stages] for r in range(n)]
+    # each stage dealt once: its requests, and a closed-loop stage's users, over the replicas
+    dealt = [
+        SimWorkload(timed=stage, users=s.concurrency or 0).split(n)
+        for stage, s in zip(stages, run.stages, strict=True)
+    ]
     timings: dict[str, RequestTiming] = {}
-    for r, (share, core) in enumerate(zip(shares, engines, strict=True)):
-        # a closed-loop stage's users dealt like its requests (one at least, where any)
-        users = [
-            None if s.concurrency is None else max(1, s.concurrency // n + (r < s.concurrency % n))
-            for s in run.stages
+    for r, core in enumerate(engines):
+        share = [parts[r].timed for parts in dealt]
+        users = [  # one user at least, where the replica has requests
+            None if s.concurrency is None else max(1, parts[r].users)
+            for parts, s in zip(dealt, run.stages, strict=True)
         ]
         release = StageRelease(share, run.stage_interval_s + STAGE_START_S, users)
         result = VirtualDriver(core).run(
