@@ -34,7 +34,7 @@ from prefillscope.kv_link_flags import (
 from runfmt.codec import encode
 from runfmt.metrics import ITL, SIM_CALIBRATION_SHOWN, SIM_HOLDOUT_SHOWN, TTFT
 from workloads.errors import InputError
-from workloads.limits import MAX_TOKENS
+from workloads.limits import MAX_TOKENS, Bound
 
 if TYPE_CHECKING:
     from runfmt.calibration import Calibration, FitFigures, Holdout
@@ -135,6 +135,7 @@ def simulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Predict TTFT, ITL and goodput per configuration without launching a server."""
+    from prefillscope.bench_flags import FLAG_BOUNDS  # bench's bounds, named as flags
     from prefillscope.engine_flags import parse_engine_flags
     from probes.slo import parse_slo
     from runfmt.slo import Slo
@@ -142,8 +143,10 @@ def simulate(
     from session.simulate import SimulateSpec, simulate_grid
     from simengine.disagg_config import parse_ratio
 
-    if not 1 <= draws <= MAX_DRAWS:
-        raise InputError("--draws", f"{draws} replays", f"give 1 to {MAX_DRAWS}")
+    for name, value in (("num_requests", num_requests), ("rate", rate),
+                        ("concurrency", concurrency), ("seed", seed)):  # fmt: skip
+        FLAG_BOUNDS[name].check("--" + name.replace("_", "-"), value)
+    DRAWS_BOUND.check("--draws", draws)
     base = parse_engine_flags(engine or []).config
     if against is not None:
         from prefillscope.engine_flags import given_keys
@@ -178,11 +181,6 @@ def simulate(
         from prefillscope.report.page_file import check_destination
 
         check_destination(html)
-    from prefillscope.bench_flags import FLAG_BOUNDS  # bench's bounds, named as flags
-
-    for name, value in (("num_requests", num_requests), ("rate", rate),
-                        ("concurrency", concurrency), ("seed", seed)):  # fmt: skip
-        FLAG_BOUNDS[name].check("--" + name.replace("_", "-"), value)
     if workload is None and calibrate is None:
         raise InputError("--workload", "missing", "give --workload (or --calibrate RUN_DIR)")
     if holdout is not None and (calibrate is None or not holdout.is_dir()):
@@ -248,8 +246,8 @@ def simulate(
         raise typer.Exit(signals.stop_exit_code())
 
 
-#: The most replays ``--draws`` takes (each is a whole replay of the run).
-MAX_DRAWS = 20
+#: ``--draws``: how many replays of the run (each a whole replay).
+DRAWS_BOUND = Bound(1, 20, whole=True, why="each draw is a whole replay of the run")
 
 
 def _against(

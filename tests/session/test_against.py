@@ -115,11 +115,12 @@ def test_simulate_against_prints_json_with_bench_statistics(tmp_path: Path) -> N
     known = [s for s in out["scores"] if s["predicted"] is not None]
     assert all(s["low"] <= s["predicted"] <= s["high"] for s in known)
     assert any(s["low"] < s["high"] for s in known)  # the arrivals are random
-    refused = subprocess.run(
-        [*CLI, "--against", str(folder), "--draws", "0"], capture_output=True, text=True
-    )
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
-    assert "--draws" in refused.stderr and "Traceback" not in refused.stderr
+    for flag, value in (("--draws", "0"), ("--seed", "-5")):  # checked before any replay
+        refused = subprocess.run(
+            [*CLI, "--against", str(folder), flag, value], capture_output=True, text=True
+        )
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert flag in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_the_draws_are_other_seeds_and_one_draw_is_its_own_range(tmp_path: Path) -> None:
