@@ -163,7 +163,7 @@ def replay(
 
 
 def stage_summaries(
-    run: LifecycleRun, stages: list[list[RequestTiming]], slo: Slo | None = None
+    stages: list[list[RequestTiming]], slo: Slo | None = None
 ) -> dict[int, SimFigures]:
     """Bench's summary of each stage's requests, and of the whole run's."""
     every = [t for stage in stages for t in stage]
@@ -222,8 +222,8 @@ def score_run(
     cores = [EngineCore(config) for _ in range(run.data_parallel_size)]
     stages = replay(run, config, seed, cores)
     timings = [t for stage in stages for t in stage]
-    summaries = stage_summaries(run, stages)
-    others = [stage_summaries(run, replay(run, config, seed + k)) for k in range(1, max(1, draws))]
+    summaries = stage_summaries(stages)
+    others = [stage_summaries(replay(run, config, seed + k)) for k in range(1, max(1, draws))]
     wall = time.perf_counter() - t0
     whole = summaries[WHOLE_RUN]
     return AgainstResult(
