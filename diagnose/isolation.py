@@ -19,16 +19,21 @@ combines the lengths of a sweep. The rules, in order:
 
 1. the server reported cross-tenant hits → ``leaks`` (``by="cached_tokens"``);
 2. the cross interval lies wholly below −resolution (hits faster by more than it) →
-   ``leaks`` (``by="timing"``);
+   ``leaks`` (``by="timing"``), when the interval can be read at all: an arm with fewer
+   probes than ``diagnose.stats.shortfall`` asks of a median (``TtftGap.inconclusive``)
+   gives a percentile bootstrap that under-covers (four probes of each arm have a handful
+   of distinct resampled medians), so a timing rule never decides on it;
 3. the server reported cached tokens for every attacker probe of the secret, none of them
    cached, while it reported the victim's own repeats cached (so its reporting sees a hit)
    → ``isolated`` by its own word (``by="cached_tokens"``); the sentence says whether the
    timing agrees (interval within ±resolution) or how many trials it would take to;
-4. the control's interval does not lie wholly below −resolution: the experiment cannot
-   see a hit even within one tenant, so it has no power → ``inconclusive``
+4. the control's interval does not lie wholly below −resolution, or has too few probes
+   to be read: the experiment cannot see a hit even within one tenant, so it has no power
+   → ``inconclusive``
    (``by="no_power"``), with the trials that would show the control's gap when it is
    merely uncertain, none when it is smaller than the resolution at this length;
-5. the cross interval lies wholly within ±resolution → ``isolated`` (``by="timing"``);
+5. the cross interval, read, lies wholly within ±resolution → ``isolated``
+   (``by="timing"``);
 6. otherwise ``inconclusive`` with the trials at which the interval would leave the
    band it straddles (``by="undecided"``).
 
@@ -211,7 +216,8 @@ def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict
             f"of the secret prefix as cached (up to {cross.cache.max_hit_tokens} tokens)",
             r,
         )
-    if cross.gap.ci_high_s < -r:
+    readable = cross.gap.inconclusive is None
+    if readable and cross.gap.ci_high_s < -r:
         return Verdict(
             LEAKS,
             "timing",
@@ -220,13 +226,16 @@ def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict
             f"{_probes(cross.gap)}",
             r,
         )
-    within = -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r
+    within = readable and -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r
     needed = None if within else _trials_to_decide(cross.gap, r)
     timing = f"TTFT hit − miss {_interval(cross.gap)}" + (
         f" within ±{_band(r)}"
         if within
-        else (" against ±" if not math.isfinite(cross.gap.gap_s) else " straddles ±")
-        + _band(r)
+        else (
+            f" unread ({cross.gap.inconclusive})"
+            if not readable and math.isfinite(cross.gap.gap_s)
+            else (" against ±" if not math.isfinite(cross.gap.gap_s) else " straddles ±") + _band(r)
+        )
         + (f"; about {needed} trials would decide" if needed else "")
     )
     if control.cache.hits and cross.cache.reported >= cross.gap.probes[0] > 0:
@@ -237,11 +246,16 @@ def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict
             f"as cached, and {control.cache.hits} of the victim's own repeats; {timing}",
             r,
         )
-    if not control.gap.ci_high_s < -r:
+    if control.gap.inconclusive is not None or not control.gap.ci_high_s < -r:
         short = probes_to_exclude(control.gap, -r) if control.gap.gap_s < -r else None
         why = f"{short} trials would show it" if short else "use a longer prefix"
         if not math.isfinite(control.gap.gap_s):  # too few answered: not the prefix's fault
             why = "more answered trials would measure it"
+        elif control.gap.inconclusive is not None:  # too few trials to read an interval
+            short = max(short or 0, control.gap.needed_probes or 0) or None
+            why = f"too few trials to read ({control.gap.inconclusive})" + (
+                f"; {short} trials would show it" if short else ""
+            )
         return Verdict(
             INCONCLUSIVE,
             "no_power",
@@ -267,7 +281,12 @@ def _unreported(cache: CacheEvidence) -> str:
 
 def _trials_to_decide(gap: TtftGap, r: float) -> int | None:
     """Trials at which the interval would leave the band ±``r`` it straddles: beyond it
-    on the side the gap lies, or within it."""
+    on the side the gap lies, or within it (at least the probes a readable interval
+    needs)."""
+    if gap.inconclusive is not None and not all(
+        math.isfinite(x) for x in (gap.gap_s, gap.ci_low_s, gap.ci_high_s, r)
+    ):
+        return gap.needed_probes
     if abs(gap.gap_s) > r:
         return probes_to_exclude(gap, -r if gap.gap_s < 0 else r)
     return max(probes_to_exclude(gap, -r) or 0, probes_to_exclude(gap, r) or 0) or None
@@ -316,7 +335,7 @@ def _lengths(tokens: Sequence[int]) -> str:
 def detectable_below(rows: Sequence[tuple[int, TtftGap]]) -> Power:
     """The power check of a sweep: the shortest prefix whose control gap is significant
     (hits faster, interval wholly below 0), and the longest shorter one whose is not."""
-    seen = sorted((n, g.ci_high_s < 0) for n, g in rows)
+    seen = sorted((n, g.inconclusive is None and g.ci_high_s < 0) for n, g in rows)
     shortest = next((n for n, ok in seen if ok), None)
     undetected = [n for n, ok in seen if not ok and (shortest is None or n < shortest)]
     return Power(shortest, max(undetected, default=None))

@@ -138,3 +138,25 @@ def test_resolution_parses_shares_and_times(text, seconds, relative):
 def test_a_bad_resolution_names_the_flag(text):
     with pytest.raises(InputError, match="--resolution"):
         Resolution.parse(text)
+
+
+def test_too_few_probes_never_decide_by_timing():
+    """Four probes per arm: a percentile bootstrap of their medians under-covers, so an
+    interval wholly below −resolution is no leak (a real SGLang run once read −3.2 ms
+    [−4.1, −1.0] across tenants, its cached tokens saying isolated)."""
+    few = channel(0.030, 0.050, n=4)  # 20 ms faster, 4 probes: the interval is not read
+    assert few.gap.inconclusive and few.gap.ci_high_s < -0.1 * abs(CONTROL.gap.gap_s)
+    verdict = assess(CONTROL, few, TENTH)
+    assert (verdict.verdict, verdict.by) == ("inconclusive", "undecided")
+    assert "unread (hits: 4 probes" in verdict.sentence and verdict.trials_needed >= 10
+    # the server's word still decides, and the sentence says the timing was not read
+    told = Channel(few.gap, cache_evidence([0] * 4, [0] * 4))
+    control = channel(0.005, 0.050, hits=[1024] * 4, misses=[0] * 4, n=4)
+    verdict = assess(control, told, TENTH)
+    assert (verdict.verdict, verdict.by) == ("isolated", "cached_tokens")
+    assert "unread" in verdict.sentence and "trials would decide" in verdict.sentence
+    # nor can an unread control give the experiment power
+    flat = assess(control, channel(0.050, 0.050, n=4), TENTH)
+    assert (flat.verdict, flat.by) == ("inconclusive", "no_power")
+    assert "too few trials to read" in flat.sentence and flat.trials_needed >= 10
+    assert detectable_below([(1024, control.gap)]).shortest_detectable_tokens is None
