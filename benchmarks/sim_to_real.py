@@ -21,7 +21,9 @@ replays with cost-model terms left out, for the ablation:
 ``moe`` (a mixture of experts priced as a dense model of its total parameters), ``tp``
 (no all-reduce cost), ``async`` (vLLM's asynchronous scheduling off), ``frontend`` (no
 per-request frontend time, ``session.lifecycle.VLLM_FRONTEND_S``), ``timeout`` (no
-client timeout). Each is a configuration a user could give, not a switch in the model.
+client timeout), ``vocab`` (the model's vocabulary unknown: its embedding and LM head
+priced as any weight, every parameter multiplied and read by every token). Each is a
+configuration a user could give, not a switch in the model.
 ``--seed N`` draws another realization of each client (its random arrivals, prompt order
 and token ids): the spread of a tail's error across seeds is how much of it is chance.
 
@@ -133,17 +135,23 @@ def lifecycle_jobs(fixtures: Path, only: str | None) -> list[tuple[str, Lifecycl
     return [j for j in out if only is None or only in j[0]]
 
 
-TERMS = ("moe", "tp", "async", "frontend", "timeout")
+TERMS = ("moe", "tp", "async", "frontend", "timeout", "vocab")
 
 
-def dense_stand_in(model: str) -> str:
-    """``model`` as a dense model of its total parameters (the ``moe`` ablation)."""
+def stand_in(model: str, *, dense: bool = False, vocab: bool = True) -> str:
+    """``model`` as a custom model of its total parameters: without its experts when
+    ``dense`` (the ``moe`` ablation), without its vocabulary unless ``vocab`` (the
+    ``vocab`` ablation: the embedding and the LM head then count as any weight)."""
     m = resolve_model(model)
-    if not m.experts:
+    if not (dense and m.experts) and (vocab or not m.vocab):
         return model
+    moe = ""
+    if m.experts and not dense:
+        moe = (f",experts={m.experts},experts_per_token={m.experts_per_token},"
+               f"expert_params={m.expert_params}")  # fmt: skip
     return (f"custom:params={m.params},layers={m.layers},q_heads={m.q_heads},"
             f"kv_heads={m.kv_heads},head_dim={m.head_dim},hidden={m.hidden},"
-            f"dtype={m.dtype}")  # fmt: skip
+            f"dtype={m.dtype},vocab={m.vocab if vocab else 0}{moe}")  # fmt: skip
 
 
 def without_link(gpu: str) -> str:
@@ -154,8 +162,9 @@ def without_link(gpu: str) -> str:
 
 
 def ablate(run: LifecycleRun, base: EngineConfig, without: set[str]):
-    if "moe" in without:
-        run = dataclasses.replace(run, model=dense_stand_in(run.model))
+    if {"moe", "vocab"} & without:
+        model = stand_in(run.model, dense="moe" in without, vocab="vocab" not in without)
+        run = dataclasses.replace(run, model=model)
     if "tp" in without:
         base = dataclasses.replace(base, gpu=without_link(base.gpu))
     if "async" in without:
@@ -279,7 +288,7 @@ def bundle(
     gpu = BUNDLE_GPUS[meta_file.parent.parent.parent.name]
     config = dataclasses.replace(
         base,
-        model=dense_stand_in(engine["model"]) if "moe" in without else engine["model"],
+        model=stand_in(engine["model"], dense="moe" in without, vocab="vocab" not in without),
         gpu=without_link(gpu) if "tp" in without else gpu,
         async_scheduling="async" not in without,
         tensor_parallel_size=engine["tensor_parallel_size"],

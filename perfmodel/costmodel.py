@@ -9,7 +9,16 @@ FLOPs are ``2 · active params`` per token for the linear layers plus ``4 · lay
 q_heads · head_dim`` per attended query-key pair. Prefill and decode tokens run at
 different efficiencies (large matmuls vs. skinny ones), so a mixed step adds the two
 compute times. Bytes are the weights (read once per step), the KV context every scheduled
-sequence reads and the KV the step writes. Under tensor parallelism each GPU does 1/tp
+sequence reads and the KV the step writes.
+
+**Embedding and LM head** (where the model's vocabulary is known): the token embedding
+is a lookup, so a token's linear FLOPs leave it out, and a step reads only its tokens'
+rows of it, not the table; the LM head multiplies only the positions whose logits the
+step samples, one per scheduled sequence (vLLM computes the logits of each sequence's
+last scheduled token), as a skinny matmul at the decode efficiency. For Llama-3.1-8B
+(vocabulary 128,256) that is 13 % fewer FLOPs per prefill token and 6.5 % fewer bytes per
+step than counting every parameter per token; a tied head (the embedding matrix itself)
+is read by the head, so nothing is saved on bytes. Under tensor parallelism each GPU does 1/tp
 of the FLOPs and holds 1/tp of the weights and KV heads; the step time is one GPU's.
 
 **Mixture of experts** (Mixtral, Qwen3 MoE): a token multiplies by its active
@@ -95,7 +104,10 @@ class CostModel:
         self.weight_bytes_per_gpu = model.weight_bytes / tp
         self.kv_bytes_per_token = model.kv_bytes_per_token(tp)
         #: Weights every step reads, and those of all experts (read as routing touches them).
-        self.dense_bytes_per_gpu = model.dense_params * model.dtype_bytes / tp
+        gathered = model.params - model.streamed_params  # an untied embedding's table
+        self.dense_bytes_per_gpu = (model.dense_params - gathered) * model.dtype_bytes / tp
+        #: What a step that touches every expert reads (``weight_bytes_per_gpu`` is held).
+        self.streamed_bytes_per_gpu = model.streamed_params * model.dtype_bytes / tp
         self.expert_bytes_per_gpu = model.expert_params * model.dtype_bytes / tp
         self._untouched = 1 - model.experts_per_token / model.experts if model.experts else 0.0
         #: Per step: 2 all-reduces per layer, each a latency and bytes per token through the link.
@@ -104,7 +116,8 @@ class CostModel:
         self._comm_s_per_token = (
             allreduces * 2 * (tp - 1) / tp * model.hidden * model.dtype_bytes / gpu.link_bandwidth
         )
-        self._linear_flops_per_token = 2.0 * model.active_params / tp
+        self._linear_flops_per_token = 2.0 * model.body_params / tp
+        self._head_flops_per_row = 2.0 * model.head_params / tp
         self._attn_flops_per_pair = 4.0 * model.layers * model.q_heads * model.head_dim / tp
         self._prefill_flops_rate = gpu.peak_flops * config.prefill_mfu
         self._decode_flops_rate = gpu.peak_flops * config.decode_mfu
@@ -166,9 +179,11 @@ class CostModel:
             self._linear_flops_per_token * shape.prefill_tokens
             + self._attn_flops_per_pair * shape.prefill_pairs
         )
+        tokens = shape.prefill_tokens + shape.decode_tokens
         decode_flops = (
             self._linear_flops_per_token * shape.decode_tokens
             + self._attn_flops_per_pair * shape.decode_pairs
+            + self._head_flops_per_row * min(tokens, max(shape.num_running, 1))
         )
         compute_s = (
             prefill_flops / self._prefill_flops_rate + decode_flops / self._decode_flops_rate
@@ -179,7 +194,6 @@ class CostModel:
             + shape.prefill_tokens
             + shape.decode_tokens
         )
-        tokens = shape.prefill_tokens + shape.decode_tokens
         nbytes = self.step_bytes(kv_tokens, tokens)
         memory_s = nbytes / self._byte_rate
         comm_s = self.comm_time(tokens)
@@ -192,13 +206,13 @@ class CostModel:
         return self._comm_fixed_s + self._comm_s_per_token * tokens
 
     def weight_bytes(self, tokens: Any = None) -> Any:
-        """Weight bytes one GPU reads in a step of ``tokens`` tokens: all of a dense model's;
-        a mixture of experts' shared weights and the experts its tokens touch (the module
-        docstring). ``None`` tokens: every weight."""
+        """Weight bytes one GPU reads in a step of ``tokens`` tokens: all of a dense model's
+        but an untied embedding's table; a mixture of experts' shared weights and the
+        experts its tokens touch (the module docstring). ``None`` tokens: every expert."""
         if tokens is None:
-            return self.weight_bytes_per_gpu
+            return self.streamed_bytes_per_gpu
         if not self._untouched:
-            return self.weight_bytes_per_gpu + 0.0 * tokens  # an array stays one
+            return self.streamed_bytes_per_gpu + 0.0 * tokens  # an array stays one
         touched = 1 - self._untouched**tokens  # a step computes one token at least
         return self.dense_bytes_per_gpu + self.expert_bytes_per_gpu * touched
 

@@ -21,8 +21,11 @@ weight traffic the experts its tokens touch (``perfmodel.costmodel``).
 
 A custom model is either an inline spec,
 ``custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128`` (optional ``hidden``,
-default ``q_heads * head_dim``, and ``dtype``, default bf16), or the path of a ``.json`` or
-``.toml`` file holding the same keys (plus an optional ``name``).
+default ``q_heads * head_dim``, ``dtype``, default bf16, ``vocab``, which sets the
+embedding and the LM head apart as the cost model wants them, without it they count as
+any weight, and for a mixture of experts ``experts``, ``experts_per_token`` and
+``expert_params``), or the path of a ``.json`` or ``.toml`` file holding the same keys
+(plus an optional ``name``).
 
 GPU memory is in GiB as the driver reports it ("80 GB" H100 ≈ 80 GiB of HBM). A GPU's
 ``link_bandwidth`` is one direction of its GPU-to-GPU link (H100 SXM NVLink 4: 900 GB/s
@@ -78,10 +81,32 @@ class ModelSpec:
     experts: int = 0
     experts_per_token: int = 0
     expert_params: float = 0.0
+    #: The vocabulary (0: unknown, the embedding then counted as any weight) and whether
+    #: the LM head is the embedding matrix itself (``tie_word_embeddings``).
+    vocab: int = 0
+    tie_embeddings: bool = False
 
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def head_params(self) -> float:
+        """The LM head's matrix, ``vocab · hidden`` (the embedding's when tied)."""
+        return float(self.vocab * self.hidden)
+
+    @property
+    def body_params(self) -> float:
+        """Active parameters every token multiplies by: all but the token embedding (a
+        lookup, no arithmetic) and the LM head (which multiplies only the positions whose
+        logits are sampled)."""
+        return self.active_params - self.head_params * (1 if self.tie_embeddings else 2)
+
+    @property
+    def streamed_params(self) -> float:
+        """Parameters a step whose tokens touch every expert reads: all but an untied
+        token embedding, of which a step gathers only its tokens' rows."""
+        return self.params - (0.0 if self.tie_embeddings else self.head_params)
 
     @property
     def active_params(self) -> float:
@@ -167,6 +192,8 @@ def architecture(
         experts=experts,
         experts_per_token=experts_per_token if experts else 0,
         expert_params=float(layers * expert_layer),
+        vocab=vocab,
+        tie_embeddings=tie_embeddings,
     )
 
 
@@ -202,15 +229,25 @@ HF_IDS: dict[str, ModelSpec] = {
         vocab=128256),
 }  # fmt: skip
 
+#: The other presets, from their config.json too (Qwen2.5-7B's q/k/v biases, 0.4 M, left
+#: out like the norms' weights elsewhere).
+_PRESETS = (
+    architecture(
+        "llama-3.1-70b", hidden=8192, layers=80, heads=64, kv_heads=8, intermediate=28672,
+        vocab=128256),
+    architecture(
+        "qwen2.5-7b", hidden=3584, layers=28, heads=28, kv_heads=4, intermediate=18944,
+        vocab=152064),
+    architecture(
+        "mistral-7b", hidden=4096, layers=32, heads=32, kv_heads=8, intermediate=14336,
+        vocab=32768),
+)  # fmt: skip
 
 MODELS: dict[str, ModelSpec] = {
     m.name: m
     for m in (
-        ModelSpec("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 128),
-        ModelSpec("llama-3.1-70b", 70.6e9, 80, 8192, 64, 8, 128),
-        ModelSpec("qwen2.5-7b", 7.62e9, 28, 3584, 28, 4, 128),
-        ModelSpec("mistral-7b", 7.25e9, 32, 4096, 32, 8, 128),
-        *(m for m in HF_IDS.values() if m.name != "llama-3.1-8b"),
+        *_PRESETS,
+        *HF_IDS.values(),
     )
 }
 _BY_HF_ID = {hf.lower(): MODELS[m.name] for hf, m in HF_IDS.items()}
@@ -253,6 +290,9 @@ GPUS: dict[str, GpuSpec] = {
 
 _CUSTOM_PREFIX = "custom:"
 _CUSTOM_INT_KEYS = ("layers", "q_heads", "kv_heads", "head_dim")
+#: Optional: the vocabulary, and a mixture of experts' experts, experts per token and
+#: the parameters inside all of them.
+_CUSTOM_MOE_KEYS = ("vocab", "experts", "experts_per_token", "expert_params")
 _CUSTOM_HELP = (
     "give a preset ({}), a model's config.json (or its folder), "
     "'custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128' "
@@ -351,10 +391,30 @@ def _custom_model(name: str, spec: dict) -> ModelSpec:
         raise InputError("model", "q_heads must be a multiple of kv_heads")
     dtype = str(spec.get("dtype", "bf16")).lower()
     dtype_bytes(dtype, "model")
+    try:
+        vocab, experts, per_token = (int(float(spec.get(k, 0))) for k in _CUSTOM_MOE_KEYS[:3])
+        expert_params = float(spec.get("expert_params", 0))
+    except (TypeError, ValueError):
+        raise InputError("model", f"custom model {name!r} has a non-numeric figure") from None
+    if vocab < 0 or 2 * vocab * hidden >= params:
+        raise InputError(
+            "model", f"custom model {name!r}: vocab {vocab} × hidden {hidden} twice is not "
+            "within params", "give the vocabulary size of the model's config.json",
+        )  # fmt: skip
+    if experts and not (0 < per_token <= experts and 0 < expert_params < params):
+        raise InputError(
+            "model", f"custom model {name!r}: experts need 0 < experts_per_token <= experts "
+            "and 0 < expert_params < params",
+            "e.g. experts=8,experts_per_token=2,expert_params=45e9",
+        )  # fmt: skip
     return ModelSpec(
         name=str(spec.get("name", name)),
         params=params,
         hidden=hidden,
         dtype=dtype,
+        vocab=vocab,
+        experts=experts,
+        experts_per_token=per_token if experts else 0,
+        expert_params=expert_params if experts else 0.0,
         **ints,
     )

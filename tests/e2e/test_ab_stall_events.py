@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 ISSUE_30 = [
     "--chunks", "256,8192", "--workload", "interference", "--num-requests", "4",
     "--rate", "0.5", "--seed", "101", "--set", "concurrency=6", "--set", "stream_requests=1",
-    "--set", "stream_output_len=400", "--set", "long_prompt_len=12000",
+    "--set", "stream_output_len=800", "--set", "long_prompt_len=12000",
     "--engine", "gpu=a100-80gb", "--gpu-telemetry", "off", "--resamples", "1000",
     *TIMING_TOLERANCES,
 ]  # fmt: skip

@@ -23,7 +23,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("stalls") / "run"
     done = bench_cli(
         "--workload", "interference", "--num-requests", "4", "--rate", "2",
-        "--concurrency", "4", "--set", "stream_requests=1", "--set", "stream_output_len=200",
+        "--concurrency", "4", "--set", "stream_requests=1", "--set", "stream_output_len=400",
         "--set", "long_prompt_len=8192", "--engine", "max_num_batched_tokens=8192",
         "--gpu-telemetry", "off", "--out", str(out), timeout=300,
     )  # fmt: skip

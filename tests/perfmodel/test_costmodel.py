@@ -117,14 +117,23 @@ def test_custom_model_inline_and_from_files(tmp_path) -> None:
         resolve_model("custom:params=7e9,layers=32")
 
 
+#: Llama-3.1-8B from its config.json: every parameter, and the embedding (= LM head) matrix.
+LLAMA8_PARAMS = (
+    32 * (4096 * 128 * (64 + 16) + 2 * 4096 + 3 * 4096 * 14336) + 2 * 128256 * 4096 + 4096
+)
+LLAMA8_HEAD = 128256 * 4096
+
+
 def test_kv_pool_is_memory_times_utilisation_minus_weights() -> None:
     cost = _cost()
-    expected = int((80 * GIB * 0.9 - 8.03e9 * 2) // (131_072 * 16))
-    assert cost.kv_pool_blocks(16) == expected
+    assert cost.model.params == LLAMA8_PARAMS == pytest.approx(8.03e9, rel=1e-3)
+    expected = int((80 * GIB * 0.9 - LLAMA8_PARAMS * 2) // (131_072 * 16))
+    assert cost.kv_pool_blocks(16) == expected  # the memory holds every weight, embedding too
     tp2 = _cost(model="llama-3.1-70b", tensor_parallel_size=2)
-    assert tp2.weight_bytes_per_gpu == pytest.approx(70.6e9)
+    assert tp2.weight_bytes_per_gpu == pytest.approx(70.55e9, rel=1e-3)
     assert tp2.kv_bytes_per_token == 2 * 80 * 4 * 128 * 2
-    assert tp2.kv_pool_blocks(16) == int((80 * GIB * 0.9 - 70.6e9) // (tp2.kv_bytes_per_token * 16))
+    held = tp2.weight_bytes_per_gpu
+    assert tp2.kv_pool_blocks(16) == int((80 * GIB * 0.9 - held) // (tp2.kv_bytes_per_token * 16))
 
 
 def test_a_model_that_does_not_fit_is_an_input_error() -> None:
@@ -136,7 +145,8 @@ def test_a_model_that_does_not_fit_is_an_input_error() -> None:
 def test_single_decode_is_weight_bandwidth_bound() -> None:
     cost = _cost()
     step = cost.breakdown(cost.decode_shape(1, 0))
-    weights_s = 8.03e9 * 2 / (3.35e12 * 0.8)
+    # every weight but the untied embedding's table, of which one row is gathered
+    weights_s = (LLAMA8_PARAMS - LLAMA8_HEAD) * 2 / (3.35e12 * 0.8)
     assert step.bound == "bandwidth"
     assert step.memory_s == pytest.approx(weights_s, rel=1e-3)
     assert step.duration_s == pytest.approx(weights_s + 1e-4 + 32 * 30e-6, rel=1e-3)
@@ -151,18 +161,23 @@ def test_flops_and_bytes_follow_the_issue_formulas() -> None:
         num_running=1,
     )
     step = cost.breakdown(shape)
-    flops = 2 * 8.03e9 * 512 + 4 * 32 * 32 * 128 * (512 * 1024 + 512 * 513 // 2)
-    assert step.flops == pytest.approx(flops)
-    assert step.compute_s == pytest.approx(flops / (989.4e12 * 0.45))
-    assert step.bytes == pytest.approx(8.03e9 * 2 + 131_072 * (1024 + 512))
+    # 512 tokens through the layers (no embedding, no head), one row through the LM head
+    body = 2 * (LLAMA8_PARAMS - 2 * LLAMA8_HEAD) * 512
+    attention = 4 * 32 * 32 * 128 * (512 * 1024 + 512 * 513 // 2)
+    head = 2 * LLAMA8_HEAD
+    assert step.flops == pytest.approx(body + attention + head)
+    assert step.compute_s == pytest.approx(
+        (body + attention) / (989.4e12 * 0.45) + head / (989.4e12 * 0.30)
+    )
+    assert step.bytes == pytest.approx((LLAMA8_PARAMS - LLAMA8_HEAD) * 2 + 131_072 * (1024 + 512))
     assert step.bound == "compute"
 
 
 def test_mixed_step_adds_prefill_and_decode_compute() -> None:
     cost = _cost()
-    prefill = StepShape(prefill_tokens=2000, prefill_pairs=attended_pairs(2000, 0))
-    decode = StepShape(decode_tokens=32, decode_context=32 * 500)
-    mixed = StepShape(prefill.prefill_tokens, prefill.prefill_pairs, 0, 32, 32 * 500)
+    prefill = StepShape(prefill_tokens=2000, prefill_pairs=attended_pairs(2000, 0), num_running=1)
+    decode = StepShape(decode_tokens=32, decode_context=32 * 500, num_running=32)
+    mixed = StepShape(prefill.prefill_tokens, prefill.prefill_pairs, 0, 32, 32 * 500, 33)
     assert cost.breakdown(mixed).compute_s == pytest.approx(
         cost.breakdown(prefill).compute_s + cost.breakdown(decode).compute_s
     )
@@ -309,13 +324,17 @@ def test_moe_reads_the_experts_its_tokens_touch_and_multiplies_by_active_params(
     many = cost.breakdown(cost.decode_shape(64, 0))
     model = cost.model
     # one token: the shared weights and 2 of 8 experts; 64 tokens: all 8 (1 - 0.75**64 ~ 1)
+    table = model.head_params  # the untied embedding: gathered, not read whole
     assert one.bytes - cost.kv_bytes_per_token == pytest.approx(
-        (model.dense_params + model.expert_params * 2 / 8) * 2 / 2
+        (model.dense_params - table + model.expert_params * 2 / 8) * 2 / 2
     )
-    assert many.bytes - 64 * cost.kv_bytes_per_token == pytest.approx(model.weight_bytes / 2)
-    assert one.flops == pytest.approx(2 * model.active_params / 2 + 4 * 32 * 32 * 128 / 2)
+    assert many.bytes - 64 * cost.kv_bytes_per_token == pytest.approx(
+        (model.params - table) * 2 / 2
+    )
+    # one token through the active layers and the LM head, none through the embedding
+    assert one.flops == pytest.approx(2 * (model.active_params - table) / 2 + 4 * 32 * 32 * 128 / 2)
     dense = _cost(model="llama-2-70b", tensor_parallel_size=4)
-    assert dense.weight_bytes(1) == dense.weight_bytes(512) == dense.weight_bytes_per_gpu
+    assert dense.weight_bytes(1) == dense.weight_bytes(512) == dense.streamed_bytes_per_gpu
 
 
 def test_tensor_parallel_steps_pay_two_all_reduces_per_layer() -> None:
@@ -328,3 +347,41 @@ def test_tensor_parallel_steps_pay_two_all_reduces_per_layer() -> None:
         bytes_through_link = 2 * (2 - 1) / 2 * tokens * model.hidden * 2
         expected = 2 * model.layers * (gpu.link_latency_s + bytes_through_link / gpu.link_bandwidth)
         assert comm == pytest.approx(expected)
+
+
+def test_the_embedding_is_gathered_and_the_head_multiplies_only_sampled_rows() -> None:
+    """A prefill token costs its layers only; the LM head one row per sequence; a tied
+    head is the embedding matrix, read whole; an unknown vocabulary changes nothing."""
+    cost = _cost()
+    prefill = cost.breakdown(StepShape(prefill_tokens=2048, num_running=1))
+    decode = cost.breakdown(StepShape(decode_tokens=2048, num_running=2048))
+    attention = 4 * 32 * 32 * 128 * 2048  # each decode token attends to itself
+    assert decode.flops - prefill.flops == pytest.approx(2047 * 2 * LLAMA8_HEAD + attention)
+    assert prefill.flops == pytest.approx(
+        2 * (LLAMA8_PARAMS - 2 * LLAMA8_HEAD) * 2048 + 2 * LLAMA8_HEAD
+    )
+    tied = dataclasses.replace(cost.model, tie_embeddings=True, params=LLAMA8_PARAMS - LLAMA8_HEAD)
+    assert (
+        tied.streamed_params == tied.params and tied.body_params == LLAMA8_PARAMS - 2 * LLAMA8_HEAD
+    )
+    unknown = dataclasses.replace(cost.model, vocab=0)
+    assert unknown.streamed_params == unknown.body_params == unknown.params
+    custom = resolve_model(
+        "custom:params=8.03e9,layers=32,q_heads=32,kv_heads=8,head_dim=128,vocab=128256"
+    )
+    assert custom.body_params == pytest.approx(8.03e9 - 2 * LLAMA8_HEAD)
+    with pytest.raises(InputError, match="vocab"):
+        resolve_model("custom:params=1e9,layers=32,q_heads=32,kv_heads=8,head_dim=128,vocab=200000")
+
+
+def test_a_custom_model_may_carry_its_experts() -> None:
+    mixtral = resolve_model("mixtral-8x7b")
+    spec = (
+        f"custom:params={mixtral.params},layers=32,q_heads=32,kv_heads=8,head_dim=128,"
+        f"vocab=32000,experts=8,experts_per_token=2,expert_params={mixtral.expert_params}"
+    )
+    custom = resolve_model(spec)
+    assert custom.active_params == pytest.approx(mixtral.active_params)
+    assert custom.body_params == pytest.approx(mixtral.body_params)
+    with pytest.raises(InputError, match="experts_per_token"):
+        resolve_model("custom:params=1e9,layers=2,q_heads=4,kv_heads=4,head_dim=64,experts=8")

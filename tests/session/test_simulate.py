@@ -45,8 +45,10 @@ def test_grid_at_equal_gpus_shows_the_pd_trade_off(tmp_path: Path) -> None:
     assert all(row["completed"] == row["requests"] == result["requests"] for row in rows.values())
     for chunk in (512, 2048):
         mono, pd = rows[f"mono ×2, chunk {chunk}"], rows[f"P/D 1:1, chunk {chunk}"]
-        # decode workers never run a prompt chunk: the worst gap is one decode step
-        assert pd["itl_s"]["max"] < mono["itl_s"]["max"] / 3
+        # decode workers never run a prompt chunk: the worst gap is one decode step, where
+        # a monolithic step carrying a chunk takes more than two
+        assert pd["itl_s"]["max"] < 1.2 * pd["itl_s"]["p50"]
+        assert mono["itl_s"]["max"] > 2 * pd["itl_s"]["max"]
         assert pd["itl_s"]["p99"] <= mono["itl_s"]["p99"] * 1.05
         # ... and each request's first token waits for its transfer (the mean: the p50 of
         # 32 short stream prompts and 30 long ones sits on the cliff between the two)
