@@ -186,29 +186,30 @@ class CostModel:
         all-reduce seconds, overhead and roofline seconds (each kernel kind's bound, added):
         what ``breakdown`` and ``step_time`` add up."""
         overhead = self._fixed_overhead + self._per_seq_overhead * shape.num_running
-        prefill_attn = self._attn_flops_per_pair * shape.prefill_pairs
-        decode_attn = self._attn_flops_per_pair * shape.decode_pairs
-        prefill_flops = self._linear_flops_per_token * shape.prefill_tokens + prefill_attn
         tokens = shape.prefill_tokens + shape.decode_tokens
-        decode_flops = (
+        # the linear layers: every token through the layers, one row per sequence through the head
+        prefill_linear = self._linear_flops_per_token * shape.prefill_tokens
+        decode_linear = (
             self._linear_flops_per_token * shape.decode_tokens
-            + decode_attn
             + self._head_flops_per_row * min(tokens, max(shape.num_running, 1))
         )
-        compute_s = (
-            prefill_flops / self._prefill_flops_rate + decode_flops / self._decode_flops_rate
-        )
-        attn_s = prefill_attn / self._prefill_flops_rate + decode_attn / self._decode_flops_rate
+        prefill_attn = self._attn_flops_per_pair * shape.prefill_pairs
+        decode_attn = self._attn_flops_per_pair * shape.decode_pairs
+        prefill_rate, decode_rate = self._prefill_flops_rate, self._decode_flops_rate
+        linear_s = prefill_linear / prefill_rate + decode_linear / decode_rate
+        attn_s = prefill_attn / prefill_rate + decode_attn / decode_rate
         kv_tokens = (
             shape.prefill_context
             + shape.decode_context
             + shape.prefill_tokens
             + shape.decode_tokens
         )
-        nbytes = self.step_bytes(kv_tokens, tokens)
-        memory_s = nbytes / self._byte_rate
-        kv_s = self.kv_bytes_per_token * kv_tokens / self._byte_rate
-        roofline_s = max(compute_s - attn_s, memory_s - kv_s) + max(attn_s, kv_s)
+        weights = self.weight_bytes(tokens)
+        kv = self.kv_bytes_per_token * kv_tokens
+        weights_s, kv_s = weights / self._byte_rate, kv / self._byte_rate
+        roofline_s = max(linear_s, weights_s) + max(attn_s, kv_s)
+        prefill_flops, decode_flops = prefill_linear + prefill_attn, decode_linear + decode_attn
+        compute_s, nbytes, memory_s = linear_s + attn_s, weights + kv, weights_s + kv_s
         comm_s = self.comm_time(tokens)
         return (
             prefill_flops, decode_flops, compute_s, nbytes, memory_s, comm_s, overhead,

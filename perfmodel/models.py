@@ -290,9 +290,9 @@ GPUS: dict[str, GpuSpec] = {
 
 _CUSTOM_PREFIX = "custom:"
 _CUSTOM_INT_KEYS = ("layers", "q_heads", "kv_heads", "head_dim")
-#: Optional: the vocabulary, and a mixture of experts' experts, experts per token and
-#: the parameters inside all of them.
-_CUSTOM_MOE_KEYS = ("vocab", "experts", "experts_per_token", "expert_params")
+#: Optional whole figures: the vocabulary, a mixture of experts' experts and experts per
+#: token (``expert_params``, the parameters inside all experts, is read beside them).
+_CUSTOM_OPTIONAL_INT_KEYS = ("vocab", "experts", "experts_per_token")
 _CUSTOM_HELP = (
     "give a preset ({}), a model's config.json (or its folder), "
     "'custom:params=7e9,layers=32,q_heads=32,kv_heads=8,head_dim=128' "
@@ -392,7 +392,7 @@ def _custom_model(name: str, spec: dict) -> ModelSpec:
     dtype = str(spec.get("dtype", "bf16")).lower()
     dtype_bytes(dtype, "model")
     try:
-        vocab, experts, per_token = (int(float(spec.get(k, 0))) for k in _CUSTOM_MOE_KEYS[:3])
+        vocab, experts, per_token = (int(float(spec.get(k, 0))) for k in _CUSTOM_OPTIONAL_INT_KEYS)
         expert_params = float(spec.get("expert_params", 0))
     except (TypeError, ValueError):
         raise InputError("model", f"custom model {name!r} has a non-numeric figure") from None
