@@ -143,7 +143,8 @@ def stand_in(model: str, *, dense: bool = False, vocab: bool = True) -> str:
     ``dense`` (the ``moe`` ablation), without its vocabulary unless ``vocab`` (the
     ``vocab`` ablation: the embedding and the LM head then count as any weight)."""
     m = resolve_model(model)
-    if not (dense and m.experts) and (vocab or not m.vocab):
+    drops_experts, drops_vocab = dense and m.experts > 0, not vocab and m.vocab > 0
+    if not (drops_experts or drops_vocab):
         return model
     moe = ""
     if m.experts and not dense:

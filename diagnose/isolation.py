@@ -228,16 +228,16 @@ def _assess(control: Channel, cross: Channel, resolution: Resolution) -> Verdict
         )
     within = readable and -r < cross.gap.ci_low_s and cross.gap.ci_high_s < r
     needed = None if within else _trials_to_decide(cross.gap, r)
-    timing = f"TTFT hit − miss {_interval(cross.gap)}" + (
-        f" within ±{_band(r)}"
-        if within
-        else (
-            f" unread ({cross.gap.inconclusive})"
-            if not readable and math.isfinite(cross.gap.gap_s)
-            else (" against ±" if not math.isfinite(cross.gap.gap_s) else " straddles ±") + _band(r)
-        )
-        + (f"; about {needed} trials would decide" if needed else "")
-    )
+    if within:
+        reading = f" within ±{_band(r)}"
+    elif not math.isfinite(cross.gap.gap_s):
+        reading = f" against ±{_band(r)}"
+    elif not readable:
+        reading = f" unread ({cross.gap.inconclusive})"
+    else:
+        reading = f" straddles ±{_band(r)}"
+    decide = f"; about {needed} trials would decide" if needed else ""
+    timing = f"TTFT hit − miss {_interval(cross.gap)}{reading}{decide}"
     if control.cache.hits and cross.cache.reported >= cross.gap.probes[0] > 0:
         return Verdict(
             ISOLATED,

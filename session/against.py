@@ -223,7 +223,7 @@ def score_run(
     stages = replay(run, config, seed, cores)
     timings = [t for stage in stages for t in stage]
     summaries = stage_summaries(stages)
-    others = [stage_summaries(replay(run, config, seed + k)) for k in range(1, max(1, draws))]
+    others = [stage_summaries(replay(run, config, seed + k)) for k in range(1, draws)]
     wall = time.perf_counter() - t0
     whole = summaries[WHOLE_RUN]
     return AgainstResult(
